@@ -1,0 +1,409 @@
+"""Runs a Plan's loops tile by tile on numpy arrays, counting every tile it moves.
+
+Values are float64 whatever the problem's dtype (so the result can be held to an exact
+reference); bytes are counted at the sizes the real kernels use: the problem's dtype for
+Q, K, V, O and the N×N intermediates, fp32 for statistics and HBM accumulators. The counts
+per kernel must equal the Plan's closed-form counts exactly (tests/test_executor.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from contextlib import contextmanager
+
+import numpy as np
+
+from . import reference
+from .plan import Plan
+from .problem import Direction, Problem
+from .schedules.base import F32, BlockMap, blocks
+from .traffic import Traffic, Work
+
+FP32_TENSORS = {"L", "M", "LSE", "D", "Oacc", "dQacc"}
+
+
+class Meter:
+    """Counts HBM, SRAM and work per kernel as the executor touches tiles."""
+
+    def __init__(self, p: Problem):
+        self.e = p.elem_bytes
+        self.kernel = ""
+        self.rd: dict = defaultdict(lambda: defaultdict(int))
+        self.wr: dict = defaultdict(lambda: defaultdict(int))
+        self.sm: dict = defaultdict(int)
+        self.work: dict = defaultdict(lambda: [0, 0, 0])
+
+    @contextmanager
+    def launch(self, name: str):
+        self.kernel = name
+        yield
+
+    def nbytes(self, tensor: str, a: np.ndarray) -> int:
+        return a.size * (F32 if tensor in FP32_TENSORS else self.e)
+
+    def load(self, tensor: str, a: np.ndarray, smem: bool = True) -> np.ndarray:
+        """HBM -> SRAM (smem) or -> registers."""
+        n = self.nbytes(tensor, a)
+        self.rd[self.kernel][tensor] += n
+        if smem:
+            self.sm[self.kernel] += n
+        return np.array(a, dtype=np.float64)
+
+    def store(self, tensor: str, dst: np.ndarray, idx, a: np.ndarray) -> None:
+        """Registers -> HBM."""
+        self.wr[self.kernel][tensor] += self.nbytes(tensor, a)
+        dst[idx] = a
+
+    def smem(self, *tiles: np.ndarray) -> None:
+        """Shared-memory traffic in the input dtype (operand reads, staging)."""
+        self.sm[self.kernel] += sum(t.size for t in tiles) * self.e
+
+    def mma(self, a: np.ndarray, b: np.ndarray, a_smem: bool, b_smem: bool) -> np.ndarray:
+        self.work[self.kernel][0] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        self.smem(*([a] if a_smem else []), *([b] if b_smem else []))
+        return a @ b
+
+    def exp(self, x: np.ndarray) -> np.ndarray:
+        self.work[self.kernel][1] += np.size(x)
+        return np.exp(x)
+
+    def log(self, x: np.ndarray) -> np.ndarray:
+        self.work[self.kernel][1] += np.size(x)
+        return np.log(x)
+
+    def alu(self, n: int) -> None:
+        self.work[self.kernel][2] += int(n)
+
+    def counts(self, kernel: str) -> tuple[Traffic, Work]:
+        t = Traffic(reads={k: v for k, v in self.rd[kernel].items() if v},
+                    writes={k: v for k, v in self.wr[kernel].items() if v}, sram=self.sm[kernel])
+        return t, Work(*self.work[kernel])
+
+
+def _mask(p: Problem, r0: int, r: int, c0: int, c: int) -> np.ndarray:
+    """True where query row r0+a may not see key c0+b (top-left causal)."""
+    return (c0 + np.arange(c))[None, :] > (r0 + np.arange(r))[:, None]
+
+
+def _spans(n: int, b: int) -> list[tuple[int, int]]:
+    sizes = blocks(n, b)
+    return [(i * b, int(s)) for i, s in enumerate(sizes)]
+
+
+# ---------------------------------------------------------------- naive ----
+
+def _gemm(m: Meter, name: str, A, B, a: str, b: str, C: np.ndarray, c: str, kp, alpha=None):
+    """C = [alpha·] A·B tiled as the KernelPlan says; A, B are (M, K), (K, N) views."""
+    with m.launch(name):
+        for i0, mi in _spans(A.shape[0], kp.block_m):
+            for j0, nj in _spans(B.shape[1], kp.block_n):
+                ta = m.load(a, A[i0:i0 + mi])
+                tb = m.load(b, B[:, j0:j0 + nj])
+                out = m.mma(ta, tb, True, True)
+                if alpha is not None:
+                    out = out * alpha
+                    m.alu(out.size)
+                m.store(c, C, (slice(i0, i0 + mi), slice(j0, j0 + nj)), out)
+
+
+def _rows(m: Meter, name: str, kp, ins: list[tuple[str, np.ndarray]]):
+    """Yield rows of the N×N inputs, counting one read (staged in smem) or two."""
+    in_smem = kp.defines["ROW_IN_SMEM"]
+    with m.launch(name):
+        for i in range(ins[0][1].shape[0]):
+            rows = [m.load(t, x[i], smem=False) for t, x in ins]
+            if in_smem:
+                m.smem(*rows, *rows)  # stored to shared memory, read back once
+            else:
+                for t, x in ins:  # second pass re-reads the row from HBM
+                    m.load(t, x[i], smem=False)
+            yield i, rows
+
+
+def naive(p: Problem, plan: Plan, q, k, v, do=None):
+    m, s, g = Meter(p), p.scale, p.group
+    ks = {kp.name: kp for kp in plan.kernels}
+    nq, nk, d = p.seqlen_q, p.seqlen_k, p.head_dim
+    out: dict[str, np.ndarray] = {}
+    for b in range(p.batch):
+        for h in range(p.heads):
+            qh, kh, vh = q[b, h], k[b, h // g], v[b, h // g]
+            if p.direction is Direction.bwd:  # P is the stored output of the forward
+                one = p.model_copy(update=dict(batch=1, heads=1, kv_heads=1))
+                P = reference.probs(one, q[b:b + 1, h:h + 1], k[b:b + 1, h // g:h // g + 1])[0, 0]
+                _naive_bwd(m, p, ks, out, b, h, qh, kh, vh, do[b, h], P)
+                continue
+            S, P = np.empty((nq, nk)), np.empty((nq, nk))
+            _gemm(m, "naive_qk", qh, kh.T, "Q", "K", S, "S", ks["naive_qk"], s)
+            for i, (row,) in _rows(m, "naive_softmax", ks["naive_softmax"], [("S", S)]):
+                n = min(i + 1, nk) if p.causal else nk
+                if p.causal:
+                    m.alu(nk)  # the mask
+                x = row[:n]
+                mx = x.max()
+                e = m.exp(x - mx)
+                ssum = e.sum()
+                m.alu(4 * n + 1)  # max, subtract, sum, scale by 1/sum; the reciprocal
+                prow = np.zeros(nk)
+                prow[:n] = e / ssum
+                m.store("P", P, i, prow)
+            O = out.setdefault("O", np.empty((p.batch, p.heads, nq, d)))[b, h]
+            _gemm(m, "naive_pv", P, vh, "P", "V", O, "O", ks["naive_pv"])
+    _gqa_reduce(m, p, out)
+    return out, m
+
+
+def _naive_bwd(m: Meter, p: Problem, ks: dict, out: dict, b, h, qh, kh, vh, doh, P) -> None:
+    nq, nk, d, s = p.seqlen_q, p.seqlen_k, p.head_dim, p.scale
+    x = "_expanded" if p.group > 1 else ""
+    dQ = out.setdefault("dQ", np.empty((p.batch, p.heads, nq, d)))[b, h]
+    dKe = out.setdefault("dK" + x, np.empty((p.batch, p.heads, nk, d)))[b, h]
+    dVe = out.setdefault("dV" + x, np.empty((p.batch, p.heads, nk, d)))[b, h]
+    dP, dS = np.empty((nq, nk)), np.empty((nq, nk))
+    _gemm(m, "naive_bwd_dv", P.T, doh, "P", "dO", dVe, "dV" + x, ks["naive_bwd_dv"])
+    _gemm(m, "naive_bwd_dp", doh, vh.T, "dO", "V", dP, "dP", ks["naive_bwd_dp"])
+    rows = _rows(m, "naive_bwd_softmax", ks["naive_bwd_softmax"], [("P", P), ("dP", dP)])
+    for i, (prow, dprow) in rows:
+        di = (prow * dprow).sum()
+        m.alu(4 * nk)  # product and sum for D_i; subtract and product for dS
+        m.store("dS", dS, i, prow * (dprow - di))
+    _gemm(m, "naive_bwd_dq", dS, kh, "dS", "K", dQ, "dQ", ks["naive_bwd_dq"], s)
+    _gemm(m, "naive_bwd_dk", dS.T, qh, "dS", "Q", dKe, "dK" + x, ks["naive_bwd_dk"], s)
+
+
+def _gqa_reduce(m: Meter, p: Problem, out: dict) -> None:
+    if p.direction is Direction.fwd or p.group == 1:
+        return
+    g, nk, d = p.group, p.seqlen_k, p.head_dim
+    with m.launch("gqa_reduce"):
+        for t in ("dK", "dV"):
+            big = out.pop(t + "_expanded")
+            res = out.setdefault(t, np.empty((p.batch, p.kv_heads, nk, d)))
+            for b in range(p.batch):
+                for kh in range(p.kv_heads):
+                    acc = m.load(t + "_expanded", big[b, kh * g], smem=False)
+                    for j in range(1, g):
+                        acc = acc + m.load(t + "_expanded", big[b, kh * g + j], smem=False)
+                        m.alu(acc.size)
+                    m.store(t, res, (b, kh), acc)
+
+
+# ------------------------------------------------------------ FA1 fwd ----
+
+def fa1_fwd(p: Problem, plan: Plan, q, k, v):
+    m, s, g = Meter(p), p.scale, p.group
+    kp = plan.kernels[1]
+    bm = BlockMap.of(p, kp.block_m, kp.block_n)
+    nq, d = p.seqlen_q, p.head_dim
+    Oacc = np.empty((p.batch, p.heads, nq, d))
+    L, M = np.empty((p.batch, p.heads, nq)), np.empty((p.batch, p.heads, nq))
+    O = np.empty((p.batch, p.heads, nq, d))
+    with m.launch("fa1_init"):
+        for b in range(p.batch):
+            for h in range(p.heads):
+                for r0, r in _spans(nq, kp.block_m):
+                    m.store("Oacc", Oacc, (b, h, slice(r0, r0 + r)), np.zeros((r, d)))
+                    m.store("L", L, (b, h, slice(r0, r0 + r)), np.zeros(r))
+                    m.store("M", M, (b, h, slice(r0, r0 + r)), np.full(r, -np.inf))
+    rows, cols = _spans(nq, kp.block_m), _spans(p.seqlen_k, kp.block_n)
+    last_j = [int(np.flatnonzero(bm.visit[i]).max()) for i in range(len(rows))]
+    with m.launch("fa1_fwd"):
+        for b in range(p.batch):
+            for h in range(p.heads):
+                for j, (c0, c) in enumerate(cols):
+                    if not bm.visit[:, j].any():
+                        continue
+                    Kj = m.load("K", k[b, h // g, c0:c0 + c])
+                    Vj = m.load("V", v[b, h // g, c0:c0 + c])
+                    for i, (r0, r) in enumerate(rows):
+                        if not bm.visit[i, j]:
+                            continue
+                        rs = (b, h, slice(r0, r0 + r))
+                        Qi = m.load("Q", q[rs])
+                        Oi = m.load("Oacc", Oacc[rs], smem=False)
+                        li = m.load("L", L[rs], smem=False)
+                        mi = m.load("M", M[rs], smem=False)
+                        S = m.mma(Qi, Kj.T, True, True) * s
+                        m.alu(S.size)
+                        if bm.diag[i, j]:
+                            S[_mask(p, r0, r, c0, c)] = -np.inf
+                            m.alu(S.size)
+                        mt = S.max(1)
+                        live = mt > -np.inf  # rows with no visible key in this block
+                        mts = np.where(live, mt, 0.0)
+                        m.alu(r)  # the guard
+                        Pt = m.exp(S - mts[:, None])
+                        lt = Pt.sum(1)
+                        m.alu(3 * S.size)  # rowmax, subtract, rowsum
+                        mnew = np.maximum(mi, mt)
+                        a = m.exp(mi - mnew)
+                        bb = m.exp(mt - mnew)
+                        lnew = a * li + bb * lt
+                        m.alu(6 * r)  # m_new, two subtracts, ℓ_new (3)
+                        PV = m.mma(Pt, Vj, False, True)
+                        alpha, beta = a * li / lnew, bb / lnew
+                        m.alu(3 * r)
+                        On = alpha[:, None] * Oi + beta[:, None] * PV
+                        m.alu(3 * On.size)
+                        if j == last_j[i]:
+                            m.store("O", O, rs, On)
+                        else:
+                            m.store("Oacc", Oacc, rs, On)
+                        m.store("L", L, rs, lnew)
+                        m.store("M", M, rs, mnew)
+    return {"O": O, "LSE": M + np.log(L)}, m
+
+
+# ----------------------------------------------------- FA2/FA3 forward ----
+
+def fa2_fwd(p: Problem, plan: Plan, q, k, v, q_in_regs: bool):
+    m, s, g = Meter(p), p.scale, p.group
+    kp = plan.kernels[0]
+    bm = BlockMap.of(p, kp.block_m, kp.block_n)
+    nq, d = p.seqlen_q, p.head_dim
+    O, LSE = np.empty((p.batch, p.heads, nq, d)), np.empty((p.batch, p.heads, nq))
+    cols = _spans(p.seqlen_k, kp.block_n)
+    with m.launch(kp.name):
+        for b in range(p.batch):
+            for h in range(p.heads):
+                for i, (r0, r) in enumerate(_spans(nq, kp.block_m)):
+                    rs = (b, h, slice(r0, r0 + r))
+                    Qi = m.load("Q", q[rs])
+                    if q_in_regs:
+                        m.smem(Qi)  # fragments hoisted into registers once
+                    mi, li, acc = np.full(r, -np.inf), np.zeros(r), np.zeros((r, d))
+                    for j, (c0, c) in enumerate(cols):
+                        if not bm.visit[i, j]:
+                            continue
+                        Kj = m.load("K", k[b, h // g, c0:c0 + c])
+                        Vj = m.load("V", v[b, h // g, c0:c0 + c])
+                        S = m.mma(Qi, Kj.T, not q_in_regs, True)
+                        if bm.diag[i, j]:
+                            S[_mask(p, r0, r, c0, c)] = -np.inf
+                            m.alu(S.size)
+                        mnew = np.maximum(mi, S.max(1))
+                        P = m.exp(s * S - (s * mnew)[:, None])
+                        alpha = m.exp(s * (mi - mnew))
+                        li = alpha * li + P.sum(1)
+                        m.alu(3 * S.size + 6 * r)
+                        acc = alpha[:, None] * acc
+                        m.alu(acc.size)
+                        acc = acc + m.mma(P, Vj, False, True)
+                        mi = mnew
+                    inv = 1.0 / li
+                    m.store("O", O, rs, acc * inv[:, None])
+                    m.alu(acc.size + r)
+                    m.store("LSE", LSE, rs, s * mi + m.log(li))
+                    m.alu(2 * r)
+    return {"O": O, "LSE": LSE}, m
+
+
+# ------------------------------------------------ flash backward (all) ----
+
+def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
+    """Algorithm 4 (fa1) or FA2/FA3's backward; `lse` is the forward's natural-log LSE."""
+    m, s, g = Meter(p), p.scale, p.group
+    name = plan.schedule
+    main = next(kp for kp in plan.kernels if kp.name == f"{name}_bwd")
+    bm = BlockMap.of(p, main.block_m, main.block_n)
+    nq, nk, d = p.seqlen_q, p.seqlen_k, p.head_dim
+    rows, cols = _spans(nq, main.block_m), _spans(nk, main.block_n)
+    x = "_expanded" if g > 1 else ""
+    dQacc = np.empty((p.batch, p.heads, nq, d))
+    Dst = np.empty((p.batch, p.heads, nq))
+    # FA1 keeps ℓ and m; LSE = m + log ℓ, so m = LSE and ℓ = 1 is an equivalent pair.
+    Mst, Lst = lse, np.ones_like(lse)
+    out = {t: np.empty((p.batch, p.heads, n, d)) for t, n in (("dQ", nq), ("dK" + x, nk),
+                                                              ("dV" + x, nk))}
+    first = f"{name}_bwd_init" if fa1 else f"{name}_bwd_pre"
+    with m.launch(first):
+        for b in range(p.batch):
+            for h in range(p.heads):
+                for r0, r in rows:
+                    rs = (b, h, slice(r0, r0 + r))
+                    if not fa1:
+                        Oi, dOi = m.load("O", o[rs], smem=False), m.load("dO", do[rs], smem=False)
+                        m.store("D", Dst, rs, (Oi * dOi).sum(1))
+                        m.alu(2 * Oi.size)
+                    m.store("dQacc", dQacc, rs, np.zeros((r, d)))
+    with m.launch(main.name):
+        for b in range(p.batch):
+            for h in range(p.heads):
+                for j, (c0, c) in enumerate(cols):
+                    cs = (b, h, slice(c0, c0 + c))
+                    if not bm.visit[:, j].any():
+                        m.store("dK" + x, out["dK" + x], cs, np.zeros((c, d)))
+                        m.store("dV" + x, out["dV" + x], cs, np.zeros((c, d)))
+                        continue
+                    Kj = m.load("K", k[b, h // g, c0:c0 + c])
+                    Vj = m.load("V", v[b, h // g, c0:c0 + c])
+                    dK, dV = np.zeros((c, d)), np.zeros((c, d))
+                    for i, (r0, r) in enumerate(rows):
+                        if not bm.visit[i, j]:
+                            continue
+                        rs = (b, h, slice(r0, r0 + r))
+                        Qi = m.load("Q", q[rs])
+                        if fa1:
+                            Oi = m.load("O", o[rs], smem=False)
+                        dOi = m.load("dO", do[rs])
+                        if fa1:
+                            li = m.load("L", Lst[rs], smem=False)
+                            mi = m.load("M", Mst[rs], smem=False)
+                        else:
+                            lsei = m.load("LSE", lse[rs], smem=False)
+                            Di = m.load("D", Dst[rs], smem=False)
+                        S = m.mma(Qi, Kj.T, True, True)
+                        if bm.diag[i, j]:
+                            S[_mask(p, r0, r, c0, c)] = -np.inf
+                            m.alu(S.size)
+                        if fa1:
+                            P = m.exp(s * S - mi[:, None]) * (1.0 / li)[:, None]
+                            m.alu(3 * S.size + r)
+                        else:
+                            P = m.exp(s * S - lsei[:, None])
+                            m.alu(2 * S.size)
+                        m.smem(P, P)  # staged in shared memory for the transposed product
+                        dV += m.mma(P.T, dOi, False, True)
+                        dP = m.mma(dOi, Vj.T, True, True)
+                        if fa1:
+                            Di = (dOi * Oi).sum(1)
+                            m.alu(2 * Oi.size)
+                        dS = P * (dP - Di[:, None])
+                        m.alu(2 * S.size)
+                        m.smem(dS, dS, dS)  # stored, then read by the dK and dQ products
+                        dK += m.mma(dS.T, Qi, False, True)
+                        dq = m.mma(dS, Kj, False, True)
+                        if fa1:
+                            dq = s * dq
+                            m.alu(dq.size)
+                        acc = m.load("dQacc", dQacc[rs], smem=False) + dq
+                        m.alu(dq.size)
+                        m.store("dQacc", dQacc, rs, acc)
+                    m.alu(dK.size)
+                    m.store("dK" + x, out["dK" + x], cs, s * dK)
+                    m.store("dV" + x, out["dV" + x], cs, dV)
+    with m.launch(f"{name}_bwd_convert"):
+        for b in range(p.batch):
+            for h in range(p.heads):
+                for r0, r in rows:
+                    rs = (b, h, slice(r0, r0 + r))
+                    acc = m.load("dQacc", dQacc[rs], smem=False)
+                    if not fa1:
+                        acc = s * acc
+                        m.alu(acc.size)
+                    m.store("dQ", out["dQ"], rs, acc)
+    _gqa_reduce(m, p, out)
+    return out, m
+
+
+def run(plan: Plan, q, k, v, do=None, o=None, lse=None):
+    """Execute `plan` on float64 arrays. Forward returns {O, LSE}; backward (needs dO and the
+    forward's O and LSE) returns {dQ, dK, dV}. Also returns the Meter with the counts."""
+    p, name = plan.problem, plan.schedule
+    if name == "naive":
+        return naive(p, plan, q, k, v, do)
+    if p.direction is Direction.fwd:
+        if name == "fa1":
+            return fa1_fwd(p, plan, q, k, v)
+        return fa2_fwd(p, plan, q, k, v, q_in_regs=(name == "fa2"))
+    return flash_bwd(p, plan, q, k, v, o, do, lse, fa1=(name == "fa1"))

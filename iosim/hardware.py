@@ -1,0 +1,133 @@
+"""Hardware profiles: one TOML per GPU in hwprofiles/, loaded into a frozen pydantic model.
+
+Units live in the key names; every number carries a source in the profile's [sources] table.
+A profile is found by name (a file in hwprofiles/) or by path to a user's own TOML.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .problem import Dtype
+
+
+class InputError(ValueError):
+    """Bad user input: the CLI prints the message on one line and exits with status 2."""
+
+
+class Efficiency(BaseModel):
+    """Fractions of the datasheet peaks that real kernels reach (fitted by `iosim calibrate`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    hbm: float = Field(0.9, gt=0, le=1)
+    l2: float = Field(0.7, gt=0, le=1)
+    tensor_wgmma: float = Field(0.8, gt=0, le=1)
+    tensor_mma_sync: float = Field(0.6, gt=0, le=1)
+    sfu: float = Field(0.9, gt=0, le=1)
+    alu: float = Field(0.6, gt=0, le=1)
+    smem: float = Field(0.8, gt=0, le=1)
+
+
+class HardwareProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    gpu_name: str
+    arch: str  # nvcc target the kernels are built for, e.g. sm_90a
+    sm_count: int = Field(gt=0)
+    boost_clock_hz: float = Field(gt=0)
+    hbm_bandwidth_bytes_per_s: float = Field(gt=0)
+    hbm_capacity_bytes: int = Field(gt=0)
+    l2_bytes: int = Field(gt=0)
+    l2_bandwidth_bytes_per_s: float = Field(gt=0)
+    smem_per_sm_bytes: int = Field(gt=0)
+    smem_per_block_optin_bytes: int = Field(gt=0)
+    smem_bandwidth_bytes_per_clk_per_sm: int = Field(gt=0)
+    registers_per_sm: int = Field(gt=0)
+    max_registers_per_thread: int = Field(gt=0)
+    max_threads_per_sm: int = Field(gt=0)
+    max_ctas_per_sm: int = Field(gt=0)
+    tensor_flops_per_s: dict[Dtype | str, float]
+    fp32_flops_per_s: float = Field(gt=0)
+    sfu_exp_per_s: float = Field(gt=0)
+    launch_overhead_s: float = Field(ge=0)
+    efficiency: Efficiency = Efficiency()
+    sources: dict[str, str] = {}
+    provenance: dict[str, str] = {}  # set by calibrate: gpu, date, data file hash
+
+    @model_validator(mode="after")
+    def _every_number_sourced(self) -> HardwareProfile:
+        needed = set(type(self).model_fields) - {"name", "sources", "provenance", "arch"}
+        missing = sorted(needed - set(self.sources))
+        if missing:
+            raise ValueError(f"[sources] has no entry for: {', '.join(missing)}")
+        return self
+
+    @property
+    def has_wgmma(self) -> bool:
+        return self.arch.startswith("sm_90")
+
+    def tensor_peak(self, dtype: Dtype) -> float:
+        # fp32 inputs run on the tensor cores as tf32.
+        key = "tf32" if dtype is Dtype.fp32 else dtype.value
+        if key not in self.tensor_flops_per_s:
+            raise InputError(
+                f"{self.name} has no tensor-core rate for {dtype.value} "
+                f"(it has: {', '.join(map(str, self.tensor_flops_per_s))})"
+            )
+        return self.tensor_flops_per_s[key]
+
+    def with_changes(self, **changes: object) -> HardwareProfile:
+        """A what-if copy with some fields replaced, validated like a loaded profile."""
+        data = self.model_dump()
+        for k, v in changes.items():
+            if k.startswith("efficiency."):
+                data["efficiency"][k.split(".", 1)[1]] = v
+            elif k.startswith("tensor_flops_per_s."):
+                data["tensor_flops_per_s"][k.split(".", 1)[1]] = v
+            else:
+                data[k] = v
+        return _validate(data, f"{self.name} with {changes}")
+
+
+PROFILE_DIR = Path(__file__).resolve().parent / "hwprofiles"
+if not PROFILE_DIR.is_dir():  # editable install / source checkout: hwprofiles/ beside iosim/
+    PROFILE_DIR = Path(__file__).resolve().parents[1] / "hwprofiles"
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
+
+
+def _validate(data: dict, where: str) -> HardwareProfile:
+    try:
+        return HardwareProfile.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "profile"
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(HardwareProfile.model_fields)
+            raise InputError(f"{where}: unknown key '{loc}' (allowed: {allowed})") from None
+        raise InputError(f"{where}: {loc}: {err['msg']}") from None
+
+
+def load(name_or_path: str | Path) -> HardwareProfile:
+    """A profile by name (`h100-sxm5-80gb`, also `h100`) or by path to a TOML file."""
+    text = str(name_or_path)
+    path = Path(text)
+    if not (path.suffix == ".toml" or path.exists()):
+        names = available()
+        match = [n for n in names if n == text] or [n for n in names if n.startswith(text + "-")]
+        if len(match) != 1:
+            raise InputError(f"unknown hardware profile '{text}' (available: {', '.join(names)}, or a path to a .toml)")
+        path = PROFILE_DIR / f"{match[0]}.toml"
+    if not path.is_file():
+        raise InputError(f"hardware profile file not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path}: not valid TOML: {e}") from None
+    return _validate(data, str(path))

@@ -1,0 +1,76 @@
+"""A Plan: what a schedule launches for one (problem, hardware), and what each launch does.
+
+The Plan is the one source of truth for tiling. Its consumers: the closed-form counts (stored
+on each KernelPlan), the numpy executor (which re-runs the loops and must count the same), the
+timing model, and the CuPy launcher, which compiles `kernels/<source>` with `defines` and
+launches it with `grid`, `threads` and `smem_bytes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .problem import Problem
+from .traffic import Traffic, Work
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    name: str  # e.g. "fa2_fwd", "naive_softmax"
+    grid: tuple[int, int, int]  # CTAs along x, y, z (launch order: x fastest)
+    threads: int  # per CTA
+    smem_bytes: int  # per CTA: tiles, pipeline stages and staging buffers
+    regs_per_thread: int  # modelled register budget (the kernel's __launch_bounds__ target)
+    block_m: int  # query rows (or output rows) per tile
+    block_n: int  # key columns (or output columns) per tile
+    traffic: Traffic  # closed-form counts, whole launch
+    work: Work
+    # Per-CTA inner-loop trip counts in launch order (len == number of CTAs): lets the timing
+    # model see causal imbalance and tail waves.
+    trips: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.zeros(0))
+    stages: int = 1  # SRAM pipeline depth for the streamed operand
+    overlap: str = "none"  # overlap policy for timing: "none" | "async" | "warpspecialized"
+    source: str | None = None  # kernels/<source> when a real CUDA kernel exists
+    defines: dict[str, int] = field(default_factory=dict)  # compile-time parameters
+
+    @property
+    def ctas(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+
+@dataclass(frozen=True)
+class Plan:
+    schedule: str
+    problem: Problem
+    hw: str
+    kernels: tuple[KernelPlan, ...]
+    notes: str = ""  # what this schedule models, e.g. the GEMM tiling and intermediate dtype
+
+    @property
+    def traffic(self) -> Traffic:
+        t = Traffic()
+        for k in self.kernels:
+            t = t + k.traffic
+        return t
+
+    @property
+    def work(self) -> Work:
+        w = Work()
+        for k in self.kernels:
+            w = w + k.work
+        return w
+
+    @property
+    def block_m(self) -> int:
+        return self.main.block_m
+
+    @property
+    def block_n(self) -> int:
+        return self.main.block_n
+
+    @property
+    def main(self) -> KernelPlan:
+        """The kernel whose tiles name the schedule (the attention kernel; naive: the QK^T GEMM)."""
+        return max(self.kernels, key=lambda k: k.work.tensor_flops)

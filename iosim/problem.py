@@ -1,0 +1,82 @@
+"""The attention problem being modelled: shapes, dtype, masking and pass direction."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Dtype(str, Enum):
+    fp16 = "fp16"
+    bf16 = "bf16"
+    fp8_e4m3 = "fp8_e4m3"
+    fp32 = "fp32"
+
+    @property
+    def bytes(self) -> int:
+        return {"fp16": 2, "bf16": 2, "fp8_e4m3": 1, "fp32": 4}[self.value]
+
+
+class Direction(str, Enum):
+    fwd = "fwd"
+    bwd = "bwd"
+
+
+class Problem(BaseModel):
+    """One attention call: O = softmax(scale * Q K^T [+ causal mask]) V.
+
+    Layout is (batch, heads, seqlen, head_dim), contiguous. K and V have `kv_heads` heads, each
+    shared by `heads // kv_heads` query heads (GQA; MQA when kv_heads == 1). The causal mask is
+    top-left aligned (query row i sees keys j <= i), as torch's `is_causal`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch: int = Field(4, gt=0)
+    heads: int = Field(32, gt=0)
+    kv_heads: int | None = Field(None, gt=0)
+    seqlen_q: int = Field(4096, gt=0)
+    seqlen_k: int | None = Field(None, gt=0)
+    head_dim: int = Field(128, gt=0)
+    dtype: Dtype = Dtype.bf16
+    causal: bool = False
+    direction: Direction = Direction.fwd
+
+    @model_validator(mode="after")
+    def _defaults_and_groups(self) -> Problem:
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.heads)
+        if self.seqlen_k is None:
+            object.__setattr__(self, "seqlen_k", self.seqlen_q)
+        if self.heads % self.kv_heads:
+            raise ValueError(
+                f"kv_heads={self.kv_heads} must divide heads={self.heads} "
+                "(allowed: any divisor of heads)"
+            )
+        return self
+
+    @property
+    def group(self) -> int:
+        """Query heads per K/V head."""
+        return self.heads // self.kv_heads
+
+    @property
+    def bh(self) -> int:
+        return self.batch * self.heads
+
+    @property
+    def elem_bytes(self) -> int:
+        return self.dtype.bytes
+
+    @property
+    def scale(self) -> float:
+        return self.head_dim**-0.5
+
+    def fa_flops(self) -> float:
+        """FlashAttention's reporting convention: 4·B·H·Nq·Nk·d forward (2.5x that backward),
+        halved when causal. Used for TFLOP/s columns so numbers compare with the papers."""
+        f = 4.0 * self.bh * self.seqlen_q * self.seqlen_k * self.head_dim
+        if self.direction is Direction.bwd:
+            f *= 2.5
+        return f / 2 if self.causal else f

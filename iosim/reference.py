@@ -1,0 +1,52 @@
+"""Exact attention in float64 numpy: the reference the executor is held to."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .problem import Problem
+
+
+def _expand(p: Problem, x: np.ndarray) -> np.ndarray:
+    return np.repeat(x, p.group, axis=1)  # K/V head h // group serves query head h
+
+
+def probs(p: Problem, q, k) -> np.ndarray:
+    """softmax(scale·QKᵀ) with the causal mask: the P that standard attention stores."""
+    return _probs(p, q, k)[0]
+
+
+def _probs(p: Problem, q, k):
+    s = np.einsum("bhid,bhjd->bhij", q, _expand(p, k)) * p.scale
+    if p.causal:
+        s = np.where(np.tri(p.seqlen_q, p.seqlen_k, dtype=bool), s, -np.inf)
+    mx = s.max(-1, keepdims=True)
+    e = np.exp(s - mx)
+    return e / e.sum(-1, keepdims=True), (mx + np.log(e.sum(-1, keepdims=True)))[..., 0]
+
+
+def forward(p: Problem, q, k, v) -> dict[str, np.ndarray]:
+    P, lse = _probs(p, q, k)
+    return {"O": np.einsum("bhij,bhjd->bhid", P, _expand(p, v)), "LSE": lse}
+
+
+def backward(p: Problem, q, k, v, do) -> dict[str, np.ndarray]:
+    P, _ = _probs(p, q, k)
+    ve, ke = _expand(p, v), _expand(p, k)
+    dv = np.einsum("bhij,bhid->bhjd", P, do)
+    dp = np.einsum("bhid,bhjd->bhij", do, ve)
+    ds = P * (dp - (P * dp).sum(-1, keepdims=True))
+    dq = np.einsum("bhij,bhjd->bhid", ds, ke) * p.scale
+    dk = np.einsum("bhij,bhid->bhjd", ds, q) * p.scale
+
+    def fold(x):  # sum the query heads of each K/V group
+        return x.reshape(p.batch, p.kv_heads, p.group, *x.shape[2:]).sum(2)
+
+    return {"dQ": dq, "dK": fold(dk), "dV": fold(dv)}
+
+
+def random_inputs(p: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    shape_q = (p.batch, p.heads, p.seqlen_q, p.head_dim)
+    shape_k = (p.batch, p.kv_heads, p.seqlen_k, p.head_dim)
+    return {"q": rng.standard_normal(shape_q), "k": rng.standard_normal(shape_k),
+            "v": rng.standard_normal(shape_k), "do": rng.standard_normal(shape_q)}

@@ -1,0 +1,159 @@
+"""What the schedules share: block geometry, the causal block map, GEMM counts, the registry.
+
+Counts are closed form: sums over the (query block, key block) pairs a schedule visits, taken
+with numpy over block sizes, so ragged last blocks and causal skipping are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hardware import HardwareProfile, InputError
+from ..plan import KernelPlan, Plan
+from ..problem import Problem
+from ..traffic import Traffic, Work
+
+F32 = 4  # bytes of the fp32 statistics (ℓ, m, LSE, D) and fp32 accumulators kept in HBM
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """A schedule's tiling. `None` fields are chosen by the schedule for the hardware."""
+
+    block_m: int | None = None
+    block_n: int | None = None
+    block_k: int | None = None  # GEMM reduction chunk (naive)
+    warps: int | None = None
+    stages: int | None = None
+
+
+def blocks(n: int, b: int) -> np.ndarray:
+    """Sizes of the blocks that cover n rows with blocks of b (the last one ragged)."""
+    t = -(-n // b)
+    sizes = np.full(t, b, dtype=np.int64)
+    sizes[-1] = n - b * (t - 1)
+    return sizes
+
+
+@dataclass(frozen=True)
+class BlockMap:
+    """Which (query block i, key block j) pairs a flash schedule visits, with their sizes."""
+
+    r: np.ndarray  # rows per query block, shape (Tm,)
+    c: np.ndarray  # columns per key block, shape (Tn,)
+    visit: np.ndarray  # bool (Tm, Tn): computed (not entirely above the causal diagonal)
+    diag: np.ndarray  # bool (Tm, Tn): computed and partly masked (needs the mask)
+
+    @classmethod
+    def of(cls, p: Problem, bm: int, bn: int) -> BlockMap:
+        r, c = blocks(p.seqlen_q, bm), blocks(p.seqlen_k, bn)
+        row0 = np.arange(len(r))[:, None] * bm
+        col0 = np.arange(len(c))[None, :] * bn
+        row_last = row0 + r[:, None] - 1
+        col_last = col0 + c[None, :] - 1
+        if p.causal:  # top-left aligned: row i sees columns j <= i
+            visit = col0 <= row_last
+            diag = visit & (col_last > row0)
+        else:
+            visit = np.ones((len(r), len(c)), bool)
+            diag = np.zeros_like(visit)
+        return cls(r, c, visit, diag)
+
+    def sum_rc(self, mask: np.ndarray | None = None) -> int:
+        """Σ r_i·c_j over visited (or masked) pairs: elements of S computed."""
+        m = self.visit if mask is None else mask
+        return int(self.r @ m.astype(np.int64) @ self.c)
+
+    def sum_r(self) -> int:
+        """Σ r_i over visited pairs: query-block rows loaded, once per visited pair."""
+        return int(self.visit.sum(1) @ self.r)
+
+    def sum_c(self) -> int:
+        """Σ c_j over visited pairs: key-block rows loaded, once per visited pair."""
+        return int(self.visit.sum(0) @ self.c)
+
+    @property
+    def pairs(self) -> int:
+        return int(self.visit.sum())
+
+
+def causal_valid(p: Problem) -> int:
+    """Elements of S not masked, per head: Σ_i min(i+1, Nk) (all Nq·Nk when not causal)."""
+    if not p.causal:
+        return p.seqlen_q * p.seqlen_k
+    i = np.arange(p.seqlen_q, dtype=np.int64)
+    return int(np.minimum(i + 1, p.seqlen_k).sum())
+
+
+def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str, c: str,
+         c_bytes: int, epilogue_alu: int, hw: HardwareProfile) -> KernelPlan:
+    """C[M×N] = A[M×K]·B[K×N] per query head, tiled BM×BN with BK chunks over K.
+
+    Every output tile reads its full A rows and B columns once (two-level view: tiles re-read
+    across output tiles are counted each time), stages them in SRAM and reads them once from
+    there into the tensor cores; C goes from registers straight to HBM. `epilogue_alu` per
+    element of C (e.g. the softmax scale).
+    """
+    e = p.elem_bytes
+    rm, cn = blocks(M, t.block_m), blocks(N, t.block_n)
+    a_bytes = M * K * e * len(cn)  # each A row block read once per column block
+    b_bytes = N * K * e * len(rm)
+    per_head = Traffic(reads={a: a_bytes, b: b_bytes}, writes={c: M * N * c_bytes},
+                       sram=2 * (a_bytes + b_bytes))
+    work = Work(tensor_flops=2 * M * N * K, alu_flops=epilogue_alu * M * N)
+    bh = p.bh
+    trips = np.full(len(rm) * len(cn) * bh, -(-K // t.block_k), dtype=np.int64)
+    return KernelPlan(
+        name=name, grid=(len(cn), len(rm), bh), threads=32 * t.warps,
+        smem_bytes=t.stages * (t.block_m + t.block_n) * t.block_k * e,
+        regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
+        traffic=scale(per_head, bh), work=scale_work(work, bh), trips=trips, stages=t.stages,
+        overlap="async",
+        defines=dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
+                     NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,
+                     IS_CAUSAL=int(p.causal)),
+    )
+
+
+def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
+    """Sum per-query-head dK/dV into their K/V head (only when kv_heads < heads)."""
+    e, n = p.elem_bytes, p.seqlen_k * p.head_dim
+    big, small = p.bh * n * e, p.batch * p.kv_heads * n * e
+    t = Traffic(reads={f"{x}_expanded": big for x in tensors}, writes={x: small for x in tensors})
+    w = Work(alu_flops=len(tensors) * p.batch * p.kv_heads * (p.group - 1) * n)
+    ctas = p.batch * p.kv_heads
+    return KernelPlan(name="gqa_reduce", grid=(1, p.kv_heads, p.batch), threads=256, smem_bytes=0,
+                      regs_per_thread=32, block_m=p.seqlen_k, block_n=p.head_dim, traffic=t,
+                      work=w, trips=np.full(ctas, p.group, dtype=np.int64))
+
+
+def scale(t: Traffic, k: int) -> Traffic:
+    return Traffic({n: v * k for n, v in t.reads.items()}, {n: v * k for n, v in t.writes.items()},
+                   t.sram * k)
+
+
+def scale_work(w: Work, k: int) -> Work:
+    return Work(w.tensor_flops * k, w.exp_ops * k, w.alu_flops * k)
+
+
+def check_smem(name: str, smem: int, hw: HardwareProfile, p: Problem) -> None:
+    if smem > hw.smem_per_block_optin_bytes:
+        raise InputError(
+            f"{name}: tiles need {smem} B of shared memory per CTA for head_dim={p.head_dim} "
+            f"{p.dtype.value}, over {hw.name}'s {hw.smem_per_block_optin_bytes} B "
+            "(allowed: a smaller head_dim or tiles that fit)"
+        )
+
+
+def check_head_dim(schedule: str, p: Problem, limit: int = 256) -> None:
+    if p.head_dim > limit or p.head_dim % 8:
+        raise InputError(
+            f"{schedule}: head_dim={p.head_dim} is not supported "
+            f"(allowed: a multiple of 8 up to {limit})"
+        )
+
+
+PlanFn = Callable[[Problem, HardwareProfile, Tiles], Plan]

@@ -1,0 +1,104 @@
+"""FlashAttention-2 (Dao, 2023): Q blocks outer, one CTA per (query block, head, batch).
+
+Forward: K/V tiles streamed through a `stages`-deep cp.async pipeline while the warps split
+the query rows; softmax rescaled once at the end; causal blocks above the diagonal skipped;
+log-sum-exp stored. Backward: one CTA per key block, S and P recomputed from Q, K and LSE,
+dQ accumulated in fp32 in HBM by atomic adds, D = rowsum(dO∘O) by a preprocessing kernel.
+Tiles follow the FlashAttention-2 kernels for sm80/sm90 (mma.sync, 16 query rows per warp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hardware import HardwareProfile
+from ..plan import KernelPlan, Plan
+from ..problem import Direction, Problem
+from .base import BlockMap, Tiles, check_head_dim, check_smem, gqa_reduce, scale, scale_work
+from .flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
+
+# (block_m, block_n, warps) by head_dim bucket, forward and backward.
+FWD_TILES = {64: (128, 128, 4), 128: (128, 64, 4), 256: (128, 64, 8)}
+BWD_TILES = {64: (128, 128, 8), 128: (64, 128, 8), 256: (64, 64, 8)}
+STAGES = 2
+
+
+def bucket(table: dict[int, tuple], d: int) -> tuple:
+    return next(v for k, v in sorted(table.items()) if d <= k)
+
+
+@dataclass(frozen=True)
+class FlashStyle:
+    """What distinguishes FA2 from FA3 in the shared Q-outer / K/V-outer loop nests."""
+
+    name: str
+    fwd_tiles: dict[int, tuple]
+    bwd_tiles: dict[int, tuple]
+    stages: int
+    q_in_regs: bool  # FA2 keeps Q fragments in registers; FA3's wgmma reads Q from SRAM
+    overlap: str  # timing policy
+    threads_extra: int  # producer warps (FA3's TMA warpgroup)
+    regs: int
+    source: str | None
+
+    def tiles(self, p: Problem, t: Tiles, bwd: bool) -> Tiles:
+        bm, bn, w = bucket(self.bwd_tiles if bwd else self.fwd_tiles, p.head_dim)
+        return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
+                     stages=t.stages or self.stages)
+
+    def fwd_smem(self, p: Problem, t: Tiles) -> int:
+        """Q tile + `stages` K/V tile pairs, input dtype."""
+        return (t.block_m + 2 * t.stages * t.block_n) * p.head_dim * p.elem_bytes
+
+    def bwd_smem(self, p: Problem, t: Tiles) -> int:
+        """Q, dO (per query block) + K, V (per key block) + P, dS tiles."""
+        e, d = p.elem_bytes, p.head_dim
+        return (2 * t.block_m * d + 2 * t.block_n * d + 2 * t.block_m * t.block_n) * e
+
+    def plan(self, p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
+        check_head_dim(self.name, p)
+        bwd = p.direction is Direction.bwd
+        t = self.tiles(p, t, bwd)
+        smem = self.bwd_smem(p, t) if bwd else self.fwd_smem(p, t)
+        check_smem(self.name, smem, hw, p)
+        bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
+        tm, tn = len(bm.r), len(bm.c)
+        threads = 32 * t.warps + self.threads_extra
+        ks: list[KernelPlan] = []
+        if not bwd:
+            tr, w = fa2_fwd(p, bm, self.q_in_regs)
+            defines = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
+                           NUM_WARPS=t.warps, STAGES=t.stages, IS_CAUSAL=int(p.causal),
+                           **{f"{self.name.upper()}_FWD": 1})
+            ks.append(KernelPlan(f"{self.name}_fwd", (tm, p.heads, p.batch), threads, smem,
+                                 self.regs, t.block_m, t.block_n, scale(tr, bh), scale_work(w, bh),
+                                 trips=np.tile(bm.visit.sum(1), bh), stages=t.stages,
+                                 overlap=self.overlap, source=self.source, defines=defines))
+        else:
+            tr, w = fa2_bwd_pre(p)
+            ks.append(KernelPlan(f"{self.name}_bwd_pre", (tm, p.heads, p.batch), 128, 0, 32,
+                                 t.block_m, p.head_dim, scale(tr, bh), scale_work(w, bh),
+                                 trips=np.ones(tm * bh, np.int64)))
+            tr, w = flash_bwd(p, bm, fa1=False)
+            ks.append(KernelPlan(f"{self.name}_bwd", (tn, p.heads, p.batch), threads, smem,
+                                 self.regs, t.block_m, t.block_n, scale(tr, bh), scale_work(w, bh),
+                                 trips=np.tile(bm.visit.sum(0), bh), stages=t.stages,
+                                 overlap=self.overlap))
+            tr, w = dq_convert(p, scaled=True)
+            ks.append(KernelPlan(f"{self.name}_bwd_convert", (tm, p.heads, p.batch), 128, 0, 32,
+                                 t.block_m, p.head_dim, scale(tr, bh), scale_work(w, bh),
+                                 trips=np.ones(tm * bh, np.int64)))
+            if p.group > 1:
+                ks.append(gqa_reduce(p, ("dK", "dV")))
+        notes = f"{t.block_m}x{t.block_n} tiles, {t.warps} warps, {t.stages}-stage K/V pipeline"
+        return Plan(self.name, p, hw.name, tuple(ks), notes)
+
+
+FA2 = FlashStyle("fa2", FWD_TILES, BWD_TILES, STAGES, q_in_regs=True, overlap="async",
+                 threads_extra=0, regs=255, source="fa2.cu")
+
+
+def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
+    return FA2.plan(p, hw, t)

@@ -1,0 +1,121 @@
+"""Closed-form counts for the tiled (flash) schedules, per (batch, head).
+
+Each function mirrors one loop nest of `iosim.executor` and sums its per-tile costs over the
+BlockMap with numpy: r = query rows of a block, c = key rows of a block, d = head_dim,
+e = bytes per element, F32 = bytes of fp32 statistics and accumulators. The comments give
+what each term counts; tests hold these sums equal to what the executor counts tile by tile.
+"""
+
+from __future__ import annotations
+
+from ..problem import Problem
+from ..traffic import Traffic, Work
+from .base import F32, BlockMap
+
+
+def kv_rows_loaded(bm: BlockMap) -> int:
+    """Σ c_j over key blocks that some query block visits (the others are never loaded)."""
+    return int(bm.c[bm.visit.any(0)].sum())
+
+
+def fa1_fwd(p: Problem, bm: BlockMap) -> tuple[Traffic, Work]:
+    """Algorithm 1: K/V outer, Q inner; O (fp32 Oacc), ℓ and m round-trip HBM every step."""
+    d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
+    kv, sr, sc, rc = kv_rows_loaded(bm), bm.sum_r(), bm.sum_c(), bm.sum_rc()
+    t = Traffic(
+        reads={"K": kv * d * e, "V": kv * d * e,  # K_j, V_j once per outer step
+               "Q": sr * d * e, "Oacc": sr * d * F32,  # Q_i, O_i at every inner step
+               "L": sr * F32, "M": sr * F32},
+        writes={"Oacc": (sr - nq) * d * F32,  # O_i back at every step but each row block's last,
+                "O": nq * d * e,  # where it is written in the input dtype instead
+                "L": sr * F32, "M": sr * F32},
+        # smem: K_j, V_j and Q_i stored; Q_i, K_j read by S = QKᵀ, V_j by P̃V.
+        sram=2 * kv * d * e + 2 * sr * d * e + 2 * sc * d * e,
+    )
+    w = Work(
+        tensor_flops=4 * rc * d,  # QKᵀ and P̃V: 2·r·c·d each
+        exp_ops=rc + 2 * sr,  # P̃ = exp(S − m̃); e^{m−m_new}, e^{m̃−m_new} per row
+        # scale, rowmax, subtract, rowsum per element (+ mask on diagonal tiles);
+        # per row: m_new, two subtracts, ℓ_new (3), the two O coefficients (3), -inf guard;
+        # per O element: α·O + β·PV (3).
+        alu_flops=4 * rc + bm.sum_rc(bm.diag) + 10 * sr + 3 * sr * d,
+    )
+    return t, w
+
+
+def fa1_init(p: Problem) -> Traffic:
+    """Algorithm 1 line 2: O = 0 (fp32), ℓ = 0, m = −∞ in HBM."""
+    return Traffic(writes={"Oacc": p.seqlen_q * p.head_dim * F32, "L": p.seqlen_q * F32,
+                           "M": p.seqlen_q * F32})
+
+
+def fa2_fwd(p: Problem, bm: BlockMap, q_in_regs: bool) -> tuple[Traffic, Work]:
+    """Q outer (one CTA per query block), K/V inner; one rescale at the end; LSE stored."""
+    d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
+    sr, sc, rc = bm.sum_r(), bm.sum_c(), bm.sum_rc()
+    q_reads = nq * d * e if q_in_regs else sr * d * e  # FA2 hoists Q to registers once
+    t = Traffic(
+        reads={"Q": nq * d * e, "K": sc * d * e, "V": sc * d * e},
+        writes={"O": nq * d * e, "LSE": nq * F32},
+        # smem: Q stored once, K_j and V_j stored per tile and read once each by the MMAs.
+        sram=nq * d * e + q_reads + 4 * sc * d * e,
+    )
+    w = Work(
+        tensor_flops=4 * rc * d,
+        exp_ops=rc + sr + nq,  # P = exp2(..) per element, α per row per tile, log ℓ per row
+        # per element: rowmax, the scale-and-subtract FMA, rowsum (+ mask on diagonal tiles);
+        # per row per tile: m_new, m_new·scale, α's argument (2), ℓ update (2); acc *= α;
+        # at the end: O = acc/ℓ per element, 1/ℓ and LSE (2) per row.
+        alu_flops=3 * rc + bm.sum_rc(bm.diag) + sr * (6 + d) + nq * (d + 3),
+    )
+    return t, w
+
+
+def flash_bwd(p: Problem, bm: BlockMap, fa1: bool) -> tuple[Traffic, Work]:
+    """K/V outer (FA2/FA3: one CTA per key block; FA1: Algorithm 4, one CTA per head),
+    Q inner; S and P recomputed; dQ accumulated in fp32 in HBM (read-modify-write per step).
+
+    FA1 reads O_i, ℓ_i, m_i each step and forms D_i = rowsum(dO_i∘O_i) there; FA2/FA3 read
+    LSE_i and the D_i that a preprocessing kernel wrote. dK, dV go to per-query-head buffers
+    (`*_expanded`) when kv_heads < heads and a reduction kernel sums them.
+    """
+    d, e = p.head_dim, p.elem_bytes
+    kv, sr, sc, rc = kv_rows_loaded(bm), bm.sum_r(), bm.sum_c(), bm.sum_rc()
+    x = "_expanded" if p.group > 1 else ""
+    stats = {"O": sr * d * e, "L": sr * F32, "M": sr * F32} if fa1 else \
+            {"LSE": sr * F32, "D": sr * F32}
+    t = Traffic(
+        reads={"K": kv * d * e, "V": kv * d * e, "Q": sr * d * e, "dO": sr * d * e,
+               "dQacc": sr * d * F32, **stats},
+        writes={"dQacc": sr * d * F32, "dK" + x: p.seqlen_k * d * e,
+                "dV" + x: p.seqlen_k * d * e},
+        # smem per key block: K, V stored; per pair: Q, dO stored; Q read by S and dK, dO by
+        # dV and dP (6·r·d); K by S, dP→V, dQ (3·c·d); P stored+read, dS stored+read twice.
+        sram=2 * kv * d * e + 6 * sr * d * e + 3 * sc * d * e + 5 * rc * e,
+    )
+    # per pair: S, dV, dP, dK, dQ products; P = exp(S·scale − stat) (FA1 also ·1/ℓ);
+    # dS = P∘(dP − D) (2); dQ add (FA1 also scales dQ there, and forms D: 2·r·d).
+    per_rc = 5 if fa1 else 4
+    per_rd = 4 if fa1 else 1
+    w = Work(
+        tensor_flops=10 * rc * d,
+        exp_ops=rc,
+        alu_flops=per_rc * rc + bm.sum_rc(bm.diag) + (sr if fa1 else 0) + per_rd * sr * d
+        + kv * d,  # dK *= scale per loaded key block
+    )
+    return t, w
+
+
+def fa2_bwd_pre(p: Problem) -> tuple[Traffic, Work]:
+    """D = rowsum(dO∘O) (fp32) and dQacc = 0."""
+    n = p.seqlen_q * p.head_dim
+    return (Traffic(reads={"O": n * p.elem_bytes, "dO": n * p.elem_bytes},
+                    writes={"D": p.seqlen_q * F32, "dQacc": n * F32}),
+            Work(alu_flops=2 * n))
+
+
+def dq_convert(p: Problem, scaled: bool) -> tuple[Traffic, Work]:
+    """dQ = [scale·] dQacc, fp32 -> input dtype."""
+    n = p.seqlen_q * p.head_dim
+    return (Traffic(reads={"dQacc": n * F32}, writes={"dQ": n * p.elem_bytes}),
+            Work(alu_flops=n if scaled else 0))

@@ -1,0 +1,87 @@
+"""Standard attention: S and P materialised in HBM, in the input dtype.
+
+Forward, three kernels: S = scale·QKᵀ (tensor-core GEMM), P = softmax(S) row by row with the
+causal mask (fp32 math), O = PV (tensor-core GEMM). GEMMs are tiled BM×BN with BK-deep chunks;
+a tile re-read across output tiles is counted each time (ideal GEMMs: one tile covers all).
+Backward reads the stored P: dV = PᵀdO, dP = dO·Vᵀ, dS = P∘(dP − rowsum(P∘dP)),
+dQ = scale·dS·K, dK = scale·dSᵀQ (then a GQA sum when kv_heads < heads).
+Nothing is skipped for causal: the GEMMs compute the full N×N; only the softmax masks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..hardware import HardwareProfile
+from ..plan import KernelPlan, Plan
+from ..problem import Direction, Problem
+from ..traffic import Traffic, Work
+from .base import Tiles, causal_valid, gemm, gqa_reduce
+
+SOFTMAX_THREADS = 256
+
+
+def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
+    bk = t.block_k or min(32, p.head_dim)
+    return Tiles(block_m=t.block_m or 128, block_n=t.block_n or 128, block_k=bk,
+                 warps=t.warps or 8, stages=t.stages or 3)
+
+
+def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...], out: str,
+               alu_per_row: int, exp_total: int, alu_total: int) -> KernelPlan:
+    """A kernel with one CTA per row of the N×N matrices: reads `ins`, writes `out`.
+
+    The rows stay in SRAM when they fit, so each input row is read once (stored to and read
+    back from shared memory); otherwise each input is read twice (a reduce pass, then an
+    elementwise pass).
+    """
+    e, rows, nk = p.elem_bytes, p.bh * p.seqlen_q, p.seqlen_k
+    row_bytes = nk * e * len(ins)
+    in_smem = row_bytes <= hw.smem_per_block_optin_bytes
+    passes = 1 if in_smem else 2
+    t = Traffic(reads={x: passes * rows * nk * e for x in ins}, writes={out: rows * nk * e},
+                sram=2 * rows * row_bytes if in_smem else 0)
+    return KernelPlan(
+        name=name, grid=(p.seqlen_q, p.bh, 1), threads=SOFTMAX_THREADS,
+        smem_bytes=row_bytes if in_smem else 0, regs_per_thread=32, block_m=1, block_n=nk,
+        traffic=t, work=Work(exp_ops=exp_total, alu_flops=alu_total + alu_per_row * rows),
+        trips=np.full(rows, passes, dtype=np.int64), overlap="async",
+        defines={name.upper(): 1, "SOFTMAX_THREADS": SOFTMAX_THREADS,
+                 "ROW_IN_SMEM": int(in_smem), "IS_CAUSAL": int(p.causal)},
+    )
+
+
+def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
+    t = tiles(p, hw, t)
+    e, nq, nk, d = p.elem_bytes, p.seqlen_q, p.seqlen_k, p.head_dim
+    pv = Tiles(t.block_m, min(t.block_n, d), t.block_k, t.warps, t.stages)
+    ks: list[KernelPlan] = []
+    if p.direction is Direction.fwd:
+        valid = causal_valid(p) * p.bh
+        rows = p.bh * nq
+        # softmax per row: mask (causal), max, subtract, sum, scale over valid elements; 1/ℓ.
+        mask = rows * nk if p.causal else 0
+        ks += [
+            gemm("naive_qk", p, nq, nk, d, t, "Q", "K", "S", e, 1, hw),
+            row_kernel("naive_softmax", p, hw, ("S",), "P", 1, valid, 4 * valid + mask),
+            gemm("naive_pv", p, nq, d, nk, pv, "P", "V", "O", e, 0, hw),
+        ]
+        ks = [replace(k, source="naive.cu", defines={**k.defines, k.name.upper(): 1}) for k in ks]
+    else:
+        x = "_expanded" if p.group > 1 else ""
+        rows = p.bh * nq
+        ks += [
+            gemm("naive_bwd_dv", p, nk, d, nq, pv, "P", "dO", "dV" + x, e, 0, hw),
+            gemm("naive_bwd_dp", p, nq, nk, d, t, "dO", "V", "dP", e, 0, hw),
+            # dS = P∘(dP − Σ P∘dP): 2 ops for the dot, 2 for the update, per element.
+            row_kernel("naive_bwd_softmax", p, hw, ("P", "dP"), "dS", 0, 0, 4 * rows * nk),
+            gemm("naive_bwd_dq", p, nq, d, nk, pv, "dS", "K", "dQ", e, 1, hw),
+            gemm("naive_bwd_dk", p, nk, d, nq, pv, "dS", "Q", "dK" + x, e, 1, hw),
+        ]
+        if p.group > 1:
+            ks.append(gqa_reduce(p, ("dK", "dV")))
+    notes = (f"GEMMs tiled {t.block_m}x{t.block_n}x{t.block_k} (PV {pv.block_m}x{pv.block_n}), "
+             f"S and P stored in {p.dtype.value}")
+    return Plan("naive", p, hw.name, tuple(ks), notes)
