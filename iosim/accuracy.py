@@ -1,0 +1,100 @@
+"""How far predictions are from measurements: one join and one error table, shared by
+`iosim report` and `iosim validate`.
+
+MAPE = mean over points of |time_pred_ms - time_ms| / time_ms, in percent. Only measured rows
+with status == "ok" (and a positive time) count: a kernel that failed its check has no time.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import pandas as pd
+
+from . import hardware
+from .io import normalize, require_columns
+from .predict import PROBLEM_COLUMNS
+
+
+@lru_cache(maxsize=64)
+def canonical_hw(name: str) -> str:
+    """The profile name for `name` (`h100` -> `h100-sxm5-80gb`); `name` itself if no profile."""
+    try:
+        return hardware.load(name).name
+    except hardware.InputError:
+        return name
+
+
+def _field(profile: hardware.HardwareProfile, path: str) -> object:
+    obj: object = profile
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part)
+    return obj
+
+
+def baseline(pred: pd.DataFrame) -> pd.DataFrame:
+    """Drop what-if rows: a sweep that varies a hardware field writes it as `set_<field>`; only
+    rows where that value is unset or equal to the real profile's describe the real GPU."""
+    keep = pd.Series(True, index=pred.index)
+    for col in [c for c in pred.columns if c.startswith("set_")]:
+        field = col[4:]
+        for i, (hw, v) in enumerate(zip(pred["hw"], pred[col])):
+            if pd.isna(v):
+                continue
+            try:
+                real = _field(hardware.load(canonical_hw(str(hw))), field)
+                same = math.isclose(float(v), float(real), rel_tol=1e-9)
+            except (hardware.InputError, AttributeError, KeyError, TypeError, ValueError):
+                same = str(v) == str(real) if "real" in locals() else False
+            if not same:
+                keep.iloc[i] = False
+    return pred[keep]
+
+
+def join(pred: pd.DataFrame, measured: pd.DataFrame, how: str = "inner") -> pd.DataFrame:
+    """Measured rows beside the prediction for the same problem (on PROBLEM_COLUMNS; hardware
+    names compared by profile, so `h100` meets `h100-sxm5-80gb`). `how="left"` keeps measured
+    rows with no prediction (torch's backends). Prediction columns that the measured file also
+    has keep the measured value; the predicted one gets a `_pred` suffix."""
+    require_columns(pred, PROBLEM_COLUMNS, "predictions")
+    require_columns(measured, PROBLEM_COLUMNS, "measurements")
+    p, m = normalize(pred), normalize(measured)
+    p["hw"] = p["hw"].map(canonical_hw)
+    m["hw"] = m["hw"].map(canonical_hw)
+    p = baseline(p).drop_duplicates(PROBLEM_COLUMNS, keep="first")
+    m = m.drop_duplicates(PROBLEM_COLUMNS, keep="last")  # a resumed bench re-measures: newest wins
+    return m.merge(p, on=PROBLEM_COLUMNS, how=how, suffixes=("", "_pred"))
+
+
+def _describe(r: pd.Series) -> str:
+    shape = f"B={r.batch} H={r.heads}" + (f"/{r.kv_heads}" if r.kv_heads != r.heads else "")
+    n = f"N={r.seqlen_q}" if r.seqlen_q == r.seqlen_k else f"Nq={r.seqlen_q} Nk={r.seqlen_k}"
+    causal = " causal" if r.causal else ""
+    return (f"{r.direction} {shape} {n} d={r.head_dim} {r.dtype}{causal}: "
+            f"pred {r.time_pred_ms:.3g} ms vs {r.time_ms:.3g} ms ({r.err_pct:+.1f}%)")
+
+
+def error_table(pred: pd.DataFrame, measured: pd.DataFrame, worst: int = 3) -> pd.DataFrame:
+    """Per (hw, schedule): n points, MAPE and signed mean error of time_pred_ms against time_ms
+    (percent), the worst absolute percentage error and a description of the `worst` worst points.
+    Measured rows need status == "ok"; schedules with no prediction (torch peers) do not appear."""
+    require_columns(measured, ["time_ms", "status"], "measurements")
+    require_columns(pred, ["time_pred_ms"], "predictions")
+    cols = ["hw", "schedule", "n", "mape_pct", "mean_err_pct", "worst_ape_pct", "worst_points"]
+    j = join(pred, measured)
+    j = j[(j["status"] == "ok") & (j["time_ms"] > 0) & j["time_pred_ms"].notna()].copy()
+    if j.empty:
+        return pd.DataFrame(columns=cols)
+    j["err_pct"] = (j["time_pred_ms"] - j["time_ms"]) / j["time_ms"] * 100.0
+    j["ape_pct"] = j["err_pct"].abs()
+    rows = []
+    for (hw, sched), g in j.groupby(["hw", "schedule"], sort=True):
+        g = g.sort_values("ape_pct", ascending=False)
+        rows.append({
+            "hw": hw, "schedule": sched, "n": len(g),
+            "mape_pct": g["ape_pct"].mean(), "mean_err_pct": g["err_pct"].mean(),
+            "worst_ape_pct": g["ape_pct"].iloc[0],
+            "worst_points": "; ".join(_describe(r) for r in g.head(worst).itertuples()),
+        })
+    return pd.DataFrame(rows, columns=cols)

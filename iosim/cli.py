@@ -1,0 +1,152 @@
+"""The `iosim` command line."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from . import hardware
+from .hardware import InputError
+from .predict import directions, predict
+from .problem import Dtype, Problem
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="IO-complexity simulator and roofline tool for attention schedules.")
+hw_app = typer.Typer(no_args_is_help=True, help="Hardware profiles.")
+app.add_typer(hw_app, name="hw")
+
+
+class Fmt(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+class Dir(str, Enum):
+    fwd = "fwd"
+    bwd = "bwd"
+    both = "both"
+
+
+def fail(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+def parse_schedules(text: str) -> list[str] | None:
+    return None if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
+
+
+TABLE = [("schedule", "schedule", "{}"), ("block_m", "Br", "{}"), ("block_n", "Bc", "{}"),
+         ("hbm_read_bytes_2level", "HBM rd GB", "{:.3f}"),
+         ("hbm_write_bytes_2level", "HBM wr GB", "{:.3f}"), ("dram_read_bytes", "DRAM rd GB", "{:.3f}"),
+         ("dram_write_bytes", "DRAM wr GB", "{:.3f}"), ("sram_bytes", "SRAM GB", "{:.2f}"),
+         ("tensor_flops", "TC TFLOP", "{:.3f}"), ("exp_ops", "exp G", "{:.2f}"),
+         ("alu_flops", "ALU GFLOP", "{:.1f}"), ("intensity_flop_per_byte", "FLOP/B", "{:.0f}"),
+         ("time_roofline_ms", "roof ms", "{:.3f}"), ("bound_roofline", "roof bound", "{}"),
+         ("time_pred_ms", "pred ms", "{:.3f}"), ("tflops_pred", "TFLOP/s", "{:.0f}"),
+         ("bound", "bound", "{}"), ("hbm_vs_naive", "HBM/naive", "{:.4f}"),
+         ("time_vs_naive", "time/naive", "{:.3f}")]
+GIGA = {"hbm_read_bytes_2level", "hbm_write_bytes_2level", "dram_read_bytes", "dram_write_bytes",
+        "sram_bytes", "exp_ops", "alu_flops"}
+
+
+def format_table(df) -> str:
+    cols = [c for c in TABLE if c[0] in df.columns]
+    cells = [[h for _, h, _ in cols]]
+    for _, r in df.iterrows():
+        vals = []
+        for key, _, f in cols:
+            v = r[key]
+            v = v / 1e9 if key in GIGA else v / 1e12 if key == "tensor_flops" else v
+            vals.append(f.format(v))
+        cells.append(vals)
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+@app.command("predict")
+def predict_cmd(
+    batch: Annotated[int, typer.Option(help="batch size")] = 4,
+    heads: Annotated[int, typer.Option(help="query heads")] = 32,
+    kv_heads: Annotated[int | None, typer.Option(help="K/V heads (GQA/MQA); default: heads")] = None,
+    seqlen: Annotated[int, typer.Option(help="query sequence length N")] = 4096,
+    seqlen_k: Annotated[int | None, typer.Option(help="key sequence length; default: seqlen")] = None,
+    head_dim: Annotated[int, typer.Option(help="head dimension d")] = 128,
+    dtype: Annotated[Dtype, typer.Option(help="input dtype")] = Dtype.bf16,
+    causal: Annotated[bool, typer.Option("--causal/--no-causal", help="causal mask")] = False,
+    direction: Annotated[Dir, typer.Option(help="forward, backward or both")] = Dir.fwd,
+    hw: Annotated[str, typer.Option(help="profile name or path to a TOML")] = "h100-sxm5-80gb",
+    schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 or 'all'")] = "all",
+    fmt: Annotated[Fmt, typer.Option("--format", help="output format")] = Fmt.table,
+) -> None:
+    """Predict IO, work and time of every schedule for one attention problem."""
+    import pandas as pd
+
+    profile = hardware.load(hw)
+    frames = []
+    for d in directions(direction.value):
+        p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
+                    seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=causal, direction=d)
+        frames.append(predict(p, profile, parse_schedules(schedule)))
+    df = pd.concat(frames, ignore_index=True)
+    if fmt is Fmt.json:
+        typer.echo(df.to_json(orient="records", indent=1))
+    elif fmt is Fmt.csv:
+        typer.echo(df.to_csv(index=False), nl=False)
+    else:
+        for d, part in df.groupby("direction", sort=False):
+            p0 = part.iloc[0]
+            typer.echo(f"{profile.name}  {d}  B={p0.batch} H={p0.heads} KVH={p0.kv_heads} "
+                       f"Nq={p0.seqlen_q} Nk={p0.seqlen_k} d={p0.head_dim} {p0['dtype']} "
+                       f"causal={p0.causal}")
+            typer.echo(format_table(part))
+
+
+@hw_app.command("list")
+def hw_list() -> None:
+    """List the embedded hardware profiles."""
+    for name in hardware.available():
+        p = hardware.load(name)
+        typer.echo(f"{name:18s} {p.gpu_name:26s} {p.sm_count} SMs  "
+                   f"{p.hbm_bandwidth_bytes_per_s / 1e12:.2f} TB/s  "
+                   f"{p.tensor_flops_per_s['bf16'] / 1e12:.0f} bf16 TFLOP/s")
+
+
+@hw_app.command("show")
+def hw_show(name: Annotated[str, typer.Argument(help="profile name or path")]) -> None:
+    """Show one profile with the source of every number."""
+    p = hardware.load(name)
+    for k, v in p.model_dump(exclude={"sources", "provenance"}).items():
+        src = p.sources.get(k, "")
+        typer.echo(f"{k:38s} {v!s:40s} {src}")
+    for k, v in p.provenance.items():
+        typer.echo(f"provenance.{k:27s} {v}")
+
+
+def main() -> None:
+    """Entry point: bad input becomes one line and exit status 2, never a traceback."""
+    from pydantic import ValidationError
+
+    try:
+        app(standalone_mode=False)
+    except InputError as e:
+        fail(str(e))
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "input"
+        fail(f"{loc}: {err['msg']}".replace("Value error, ", ""))
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except Exception as e:  # click usage errors and the like
+        import click
+
+        if isinstance(e, click.exceptions.UsageError):
+            fail(e.format_message())
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        raise

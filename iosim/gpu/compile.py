@@ -1,0 +1,181 @@
+"""Compile the CUDA kernels of kernels/ at run time (CuPy RawModule, NVRTC) or offline (nvcc).
+
+`compile_kernel` / `launch` need CuPy and a GPU and import CuPy lazily; `nvcc_resources` needs
+only `nvcc` on PATH (no GPU, no CuPy) and is what CI uses to check registers and spills.
+
+Options are the same in both paths (docs/kernel-contract.md): `-std=c++17`, the target
+architecture, `-I kernels/`, one `-DNAME=value` per define and the dtype macro
+`ELEM_BF16=1` / `ELEM_FP16=1`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+DTYPE_MACROS = {"bf16": "ELEM_BF16", "fp16": "ELEM_FP16"}
+ARCHS = ("sm_80", "sm_90a")
+
+_MODULE_CACHE: dict[tuple, Any] = {}
+
+
+def kernels_dir() -> Path:
+    """The repository's kernels/ directory."""
+    return Path(__file__).resolve().parents[2] / "kernels"
+
+
+def kernel_path(source: str) -> Path:
+    """Path of kernels/<source>; raises FileNotFoundError naming the directory if missing."""
+    p = kernels_dir() / source
+    if not p.is_file():
+        raise FileNotFoundError(f"kernel source {source!r} not found in {kernels_dir()}")
+    return p
+
+
+def _dtype_macro(dtype: str) -> str:
+    try:
+        return DTYPE_MACROS[dtype]
+    except KeyError:
+        raise ValueError(f"dtype {dtype!r} not supported; allowed: {', '.join(DTYPE_MACROS)}") from None
+
+
+def _check_arch(arch: str) -> str:
+    if arch not in ARCHS:
+        raise ValueError(f"arch {arch!r} not supported; allowed: {', '.join(ARCHS)}")
+    return arch
+
+
+def define_options(defines: dict[str, int], dtype: str) -> list[str]:
+    """The -D options for a Plan's defines plus the dtype macro (sorted: stable cache keys)."""
+    opts = [f"-D{k}={int(v)}" for k, v in sorted(defines.items())]
+    opts.append(f"-D{_dtype_macro(dtype)}=1")
+    return opts
+
+
+def device_arch() -> str:
+    """Target for the current CuPy device: sm_90a on compute capability 9.x, else sm_80."""
+    import cupy
+
+    cc = cupy.cuda.Device().compute_capability  # e.g. "90"
+    major = int(cc) // 10
+    if major == 9:
+        return "sm_90a"
+    if major >= 8:
+        return "sm_80"
+    raise RuntimeError(f"compute capability {cc} not supported; need 8.x or 9.x")
+
+
+def _source_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _headers_text() -> str:
+    # Changes to included headers must invalidate the cache too.
+    return "".join(p.read_text() for p in sorted(kernels_dir().glob("*.cuh")))
+
+
+def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
+                   arch: str | None = None):
+    """Compile kernels/<source> with NVRTC and return the `cupy.RawKernel` for `entry`.
+
+    Cached by (source and header text hash, entry, defines, dtype, arch)."""
+    import cupy
+
+    text = kernel_path(source).read_text()
+    arch = _check_arch(arch or device_arch())
+    key = (_source_hash(text + _headers_text()), entry, tuple(sorted(defines.items())), dtype, arch)
+    kern = _MODULE_CACHE.get(key)
+    if kern is None:
+        options = ("-std=c++17", f"--gpu-architecture={arch}", f"-I{kernels_dir()}",
+                   *define_options(defines, dtype))
+        module = cupy.RawModule(code=text, options=options, name_expressions=None)
+        kern = module.get_function(entry)
+        _MODULE_CACHE[key] = kern
+    return kern
+
+
+def launch(kernel, grid: tuple[int, int, int], threads: int, smem_bytes: int, args: tuple) -> None:
+    """Launch with `smem_bytes` of dynamic shared memory, raising the kernel's dynamic limit
+    when over 48 KB (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
+    if smem_bytes > 48 * 1024 and kernel.max_dynamic_shared_size_bytes < smem_bytes:
+        kernel.max_dynamic_shared_size_bytes = smem_bytes
+    kernel(tuple(grid), (int(threads), 1, 1), tuple(args), shared_mem=int(smem_bytes))
+
+
+def nvcc_arch_options(arch: str) -> list[str]:
+    _check_arch(arch)
+    if arch == "sm_90a":
+        return ["-gencode=arch=compute_90a,code=sm_90a"]
+    return [f"-arch={arch}"]
+
+
+_PTXAS_FUNC = re.compile(r"Compiling entry function '([^']+)'")
+
+
+def parse_ptxas(log: str, entry: str) -> dict[str, int]:
+    """Registers, spills, static shared memory and stack frame of `entry` from `ptxas -v` output."""
+    lines = log.splitlines()
+    start = None
+    for i, line in enumerate(lines):
+        m = _PTXAS_FUNC.search(line)
+        if m and m.group(1) == entry:
+            start = i
+            break
+    if start is None:
+        raise ValueError(f"entry {entry!r} not found in ptxas output:\n{log}")
+    block = []
+    for line in lines[start + 1:]:
+        if _PTXAS_FUNC.search(line):
+            break
+        block.append(line)
+    text = "\n".join(block)
+
+    def grab(pattern: str) -> int:
+        m = re.search(pattern, text)
+        return int(m.group(1)) if m else 0
+
+    regs = re.search(r"Used (\d+) registers", text)
+    if regs is None:
+        raise ValueError(f"no register count for {entry!r} in ptxas output:\n{text}")
+    return {
+        "registers": int(regs.group(1)),
+        "spill_stores": grab(r"(\d+) bytes spill stores"),
+        "spill_loads": grab(r"(\d+) bytes spill loads"),
+        "smem_static": grab(r"(\d+) bytes smem"),
+        "stack_frame": grab(r"(\d+) bytes stack frame"),
+    }
+
+
+def nvcc_available() -> bool:
+    return shutil.which("nvcc") is not None
+
+
+@lru_cache(maxsize=256)
+def _nvcc_resources_cached(source: str, text_hash: str, entry: str, defines: tuple, dtype: str,
+                           arch: str) -> tuple:
+    src = kernel_path(source)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["nvcc", "-std=c++17", "-cubin", "-Xptxas", "-v", *nvcc_arch_options(arch),
+               f"-I{kernels_dir()}", *define_options(dict(defines), dtype),
+               "-o", str(Path(tmp) / "k.cubin"), str(src)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{proc.stderr}")
+        return tuple(sorted(parse_ptxas(proc.stderr + proc.stdout, entry).items()))
+
+
+def nvcc_resources(source: str, entry: str, defines: dict[str, int], dtype: str,
+                   arch: str) -> dict[str, int]:
+    """Compile offline with `nvcc -cubin -Xptxas -v` and report `entry`'s resources:
+    registers, spill_stores, spill_loads, smem_static, stack_frame (bytes except registers)."""
+    if not nvcc_available():
+        raise RuntimeError("nvcc not found on PATH")
+    text = kernel_path(source).read_text() + _headers_text()
+    return dict(_nvcc_resources_cached(source, _source_hash(text), entry,
+                                       tuple(sorted(defines.items())), dtype, _check_arch(arch)))

@@ -1,0 +1,21 @@
+"""How many CTAs of a kernel an SM holds at once, and how many run in one wave."""
+
+from __future__ import annotations
+
+from .hardware import HardwareProfile
+from .plan import KernelPlan
+
+
+def ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:
+    """Resident CTAs per SM, limited by shared memory, registers, threads and the CTA cap."""
+    limits = [hw.max_ctas_per_sm, hw.max_threads_per_sm // k.threads,
+              hw.registers_per_sm // (min(k.regs_per_thread, hw.max_registers_per_thread)
+                                      * k.threads)]
+    if k.smem_bytes:
+        limits.append(hw.smem_per_sm_bytes // k.smem_bytes)
+    return max(1, min(limits))
+
+
+def wave(k: KernelPlan, hw: HardwareProfile) -> int:
+    """CTAs that run at the same time (a full wave), at most the grid."""
+    return min(k.ctas, ctas_per_sm(k, hw) * hw.sm_count)

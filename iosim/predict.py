@@ -1,0 +1,73 @@
+"""Predict: one row per (hardware, schedule, direction, problem) with the shared columns."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import memory, timing
+from .hardware import HardwareProfile, InputError
+from .plan import Plan
+from .problem import Direction, Problem
+from .schedules import SCHEDULES, plan
+
+PROBLEM_COLUMNS = ["hw", "schedule", "direction", "batch", "heads", "kv_heads", "seqlen_q",
+                   "seqlen_k", "head_dim", "dtype", "causal"]
+COUNT_COLUMNS = ["hbm_read_bytes_2level", "hbm_write_bytes_2level", "dram_read_bytes",
+                 "dram_write_bytes", "sram_bytes", "tensor_flops", "exp_ops", "alu_flops"]
+PREDICTION_COLUMNS = ["time_roofline_ms", "bound_roofline", "time_pred_ms", "tflops_pred", "bound"]
+MEASURED_COLUMNS = ["time_ms", "tflops", "dram_read_bytes_ncu", "dram_write_bytes_ncu",
+                    "max_rel_err", "status", "gpu_name"]
+
+
+def problem_fields(p: Problem) -> dict:
+    return {"direction": p.direction.value, "batch": p.batch, "heads": p.heads,
+            "kv_heads": p.kv_heads, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k,
+            "head_dim": p.head_dim, "dtype": p.dtype.value, "causal": p.causal}
+
+
+def row(pl: Plan, hw: HardwareProfile) -> dict:
+    """The shared columns for one Plan, plus per-row extras (intensity, notes)."""
+    p, t, w = pl.problem, pl.traffic, pl.work
+    dram = memory.estimate(pl, hw)
+    roof = [timing.roofline(k, d, hw, pl) for k, d in zip(pl.kernels, dram)]
+    pred = timing.predict(pl, hw, dram)
+    t_roof = sum(r.seconds for r in roof)
+    t_pred = sum(r.seconds for r in pred)
+    flops = w.tensor_flops + w.alu_flops
+    dram_r, dram_w = sum(d.read for d in dram), sum(d.write for d in dram)
+    return {
+        "hw": hw.name, "schedule": pl.schedule, **problem_fields(p),
+        "block_m": pl.block_m, "block_n": pl.block_n,
+        "hbm_read_bytes_2level": t.hbm_read, "hbm_write_bytes_2level": t.hbm_write,
+        "dram_read_bytes": dram_r, "dram_write_bytes": dram_w, "sram_bytes": t.sram,
+        "tensor_flops": w.tensor_flops, "exp_ops": w.exp_ops, "alu_flops": w.alu_flops,
+        "intensity_flop_per_byte": flops / max(dram_r + dram_w, 1),
+        "time_roofline_ms": t_roof * 1e3,
+        "bound_roofline": max(roof, key=lambda r: r.seconds).bound,
+        "time_pred_ms": t_pred * 1e3,
+        "tflops_pred": p.fa_flops() / t_pred / 1e12,
+        "bound": max(pred, key=lambda r: r.seconds).bound,
+        "kernels": len(pl.kernels),
+        "notes": pl.notes,
+    }
+
+
+def directions(direction: str) -> list[Direction]:
+    return [Direction.fwd, Direction.bwd] if direction == "both" else [Direction(direction)]
+
+
+def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None) -> pd.DataFrame:
+    """All schedules side by side for one problem (fa3 is left out on GPUs without wgmma
+    unless asked for by name). Adds each schedule's ratios to naive."""
+    names = schedules or [s for s in SCHEDULES if s != "fa3" or hw.has_wgmma]
+    for s in names:
+        if s not in SCHEDULES:
+            raise InputError(f"unknown schedule '{s}' (allowed: {', '.join(SCHEDULES)})")
+    rows = [row(plan(s, problem, hw), hw) for s in names]
+    df = pd.DataFrame(rows)
+    if "naive" in names:
+        base = df.set_index("schedule").loc["naive"]
+        two = df.hbm_read_bytes_2level + df.hbm_write_bytes_2level
+        df["hbm_vs_naive"] = two / (base.hbm_read_bytes_2level + base.hbm_write_bytes_2level)
+        df["time_vs_naive"] = df.time_pred_ms / base.time_pred_ms
+    return df
