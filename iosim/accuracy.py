@@ -21,9 +21,14 @@ from .predict import PROBLEM_COLUMNS
 def canonical_hw(name: str) -> str:
     """The profile name for `name` (`h100` -> `h100-sxm5-80gb`); `name` itself if no profile."""
     try:
-        return hardware.load(name).name
+        return _profile(name).name
     except hardware.InputError:
         return name
+
+
+@lru_cache(maxsize=64)
+def _profile(name: str) -> hardware.HardwareProfile:
+    return hardware.load(name)
 
 
 def _field(profile: hardware.HardwareProfile, path: str) -> object:
@@ -43,12 +48,15 @@ def baseline(pred: pd.DataFrame) -> pd.DataFrame:
             if pd.isna(v):
                 continue
             try:
-                real = _field(hardware.load(canonical_hw(str(hw))), field)
-                same = math.isclose(float(v), float(real), rel_tol=1e-9)
-            except (hardware.InputError, AttributeError, KeyError, TypeError, ValueError):
-                same = str(v) == str(real) if "real" in locals() else False
-            if not same:
+                real = _field(_profile(str(hw)), field)
+            except (hardware.InputError, AttributeError, KeyError):
                 keep.iloc[i] = False
+                continue
+            try:
+                same = math.isclose(float(v), float(real), rel_tol=1e-9)
+            except (TypeError, ValueError):
+                same = str(v) == str(real)
+            keep.iloc[i] = keep.iloc[i] and same
     return pred[keep]
 
 

@@ -13,7 +13,7 @@ from .hardware import InputError
 from .predict import directions, predict
 from .problem import Dtype, Problem
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="IO-complexity simulator and roofline tool for attention schedules.")
 hw_app = typer.Typer(no_args_is_help=True, help="Hardware profiles.")
 app.add_typer(hw_app, name="hw")
@@ -132,21 +132,23 @@ def main() -> None:
     """Entry point: bad input becomes one line and exit status 2, never a traceback."""
     from pydantic import ValidationError
 
+    def bad(msg: str) -> None:
+        print(f"error: {msg}", file=sys.stderr)
+        sys.exit(2)
+
     try:
-        app(standalone_mode=False)
+        rv = app(standalone_mode=False)
     except InputError as e:
-        fail(str(e))
+        bad(str(e))
     except ValidationError as e:
         err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "input"
-        fail(f"{loc}: {err['msg']}".replace("Value error, ", ""))
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:  # click usage errors and the like
-        import click
-
-        if isinstance(e, click.exceptions.UsageError):
-            fail(e.format_message())
-        if isinstance(e, click.exceptions.Abort):
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        bad(f"{loc}: {msg}" if loc else msg)
+    except Exception as e:
+        if hasattr(e, "format_message") and getattr(e, "exit_code", 0) == 2:  # usage errors
+            bad(" ".join(e.format_message().split()))
+        if type(e).__name__ == "Abort":
             sys.exit(130)
         raise
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -106,7 +106,8 @@ def _validate(data: dict, where: str) -> HardwareProfile:
     try:
         return HardwareProfile.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
+        errs = e.errors()
+        err = next((x for x in errs if x["type"] == "extra_forbidden"), errs[0])
         loc = ".".join(str(x) for x in err["loc"]) or "profile"
         if err["type"] == "extra_forbidden":
             allowed = ", ".join(HardwareProfile.model_fields)
