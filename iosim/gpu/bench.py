@@ -1,0 +1,301 @@
+"""`iosim bench`: check, time and (optionally) profile the real kernels, beside torch's SDPA.
+
+Per point: fresh random inputs; outputs NaN-poisoned; the kernels run once and are compared
+with a float32 reference; only a point that passes is timed (CUDA events, warm-up, L2 flushed
+before every repetition, median). The error bound is a multiple of a same-dtype reference's
+own error (torch SDPA in the input dtype against the float32 reference) plus one rounding
+unit of the dtype. Rows (the shared columns: the model's prediction and the measurement side
+by side) are appended to the output file as they finish; `resume` skips points already there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..hardware import HardwareProfile, InputError
+from ..predict import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields, row
+from ..problem import Problem
+from ..schedules import plan
+
+PEERS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
+         "torch_efficient": "EFFICIENT_ATTENTION", "torch_math": "MATH"}
+EXTRA_COLUMNS = ["err_bound", "ref_err_same_dtype", "hbm_floor_ms", "floor_ratio", "cublas_ms",
+                 "copy_bw_bytes_per_s", "sm_clock_mhz", "mem_clock_mhz", "driver", "ncu_kernels"]
+ROUNDING = {"bf16": 2.0**-8, "fp16": 2.0**-11}
+ERR_MULTIPLE = 3.0
+MATH_MAX_BYTES = 24 * 2**30  # torch's math backend materialises S and P: skip it beyond this
+
+
+def require_gpu():
+    """torch and cupy with a CUDA device, or one clear line."""
+    try:
+        import cupy  # noqa: F401
+        import torch
+    except ImportError as e:
+        raise InputError(f"iosim bench needs CuPy and PyTorch with CUDA ({e.name} is missing; "
+                         "install with pip install -e .[gpu])") from None
+    if not torch.cuda.is_available():
+        raise InputError("iosim bench needs an NVIDIA GPU: no CUDA device found")
+    return torch
+
+
+def gpu_info(torch) -> dict:
+    info = {"gpu_name": torch.cuda.get_device_name(), "driver": "", "sm_clock_mhz": np.nan,
+            "mem_clock_mhz": np.nan}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.mem",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=20).stdout.strip().splitlines()[0].split(",")
+        info.update(driver=out[0].strip(), sm_clock_mhz=float(out[1]), mem_clock_mhz=float(out[2]))
+    except Exception:  # nvidia-smi missing or unreadable: the clocks stay unknown
+        pass
+    return info
+
+
+def profile_for(gpu_name: str) -> str:
+    name = gpu_name.lower()
+    for key, prof in (("h200", "h200-sxm-141gb"), ("h100", "h100-sxm5-80gb"),
+                      ("a100", "a100-sxm4-80gb")):
+        if key in name:
+            return prof
+    raise InputError(f"no hardware profile matches GPU '{gpu_name}' (pass --hw NAME_OR_PATH)")
+
+
+@dataclass
+class Timer:
+    torch: object
+    l2_bytes: int
+
+    def __post_init__(self) -> None:
+        self.flush_buf = self.torch.empty(2 * self.l2_bytes // 4, dtype=self.torch.float32,
+                                          device="cuda")
+
+    def __call__(self, fn, budget_s: float = 0.4, max_reps: int = 50) -> float:
+        """Median milliseconds of fn(), L2 flushed before each repetition."""
+        torch = self.torch
+        fn()
+        torch.cuda.synchronize()
+        est = self._once(fn)
+        reps = int(min(max_reps, max(5, budget_s / max(est, 1e-6) * 1e3)))
+        return float(np.median([self._once(fn) for _ in range(reps)]))
+
+    def _once(self, fn) -> float:
+        torch = self.torch
+        self.flush_buf.zero_()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b)
+
+
+def copy_bandwidth(torch, timer: Timer) -> float:
+    """Bytes per second of a large device-to-device copy, counting read plus write."""
+    n = 1 << 30
+    x = torch.empty(n // 2, dtype=torch.float16, device="cuda").normal_()
+    y = torch.empty_like(x)
+    ms = timer(lambda: y.copy_(x))
+    return 2 * n / (ms * 1e-3)
+
+
+def inputs(torch, p: Problem, seed: int):
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[p.dtype.value]
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def r(h, n):
+        return torch.randn(p.batch, h, n, p.head_dim, device="cuda", dtype=dt, generator=g)
+
+    return r(p.heads, p.seqlen_q), r(p.kv_heads, p.seqlen_k), r(p.kv_heads, p.seqlen_k)
+
+
+def sdpa(torch, q, k, v, p: Problem, backend=None):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kw = dict(is_causal=p.causal, scale=p.scale, enable_gqa=p.group > 1)
+    if backend is None:
+        return F.scaled_dot_product_attention(q, k, v, **kw)
+    with sdpa_kernel(getattr(SDPBackend, backend)):
+        return F.scaled_dot_product_attention(q, k, v, **kw)
+
+
+def rel_err(torch, out, ref) -> float:
+    d = (out.float() - ref).abs().max().item()
+    return float("inf") if math.isnan(d) else d / max(ref.abs().max().item(), 1e-30)
+
+
+def reference(torch, q, k, v, p: Problem):
+    """float32 reference O and LSE; and the same-dtype SDPA's error against it."""
+    qf, kf, vf = q.float(), k.float(), v.float()
+    ref = sdpa(torch, qf, kf, vf, p)
+    kx = kf.repeat_interleave(p.group, dim=1)
+    s = torch.einsum("bhid,bhjd->bhij", qf[:, :1], kx[:, :1]) * p.scale  # one head's LSE
+    if p.causal:
+        s = s.masked_fill(~torch.ones(p.seqlen_q, p.seqlen_k, dtype=torch.bool, device="cuda")
+                          .tril(), float("-inf"))
+    lse_h0 = torch.logsumexp(s, dim=-1)
+    same = rel_err(torch, sdpa(torch, q, k, v, p), ref)
+    return ref, lse_h0, same
+
+
+def check(torch, launcher, ref, lse_h0, bound: float) -> tuple[float, bool]:
+    launcher.poison()
+    launcher()
+    torch.cuda.synchronize()
+    out = launcher.outputs()
+    err = rel_err(torch, out["O"], ref)
+    if "LSE" in out:
+        lse = out["LSE"][:, :1]
+        d = (lse - lse_h0).abs().max().item()
+        err = max(err, float("inf") if math.isnan(d) else d / max(lse_h0.abs().max().item(), 1))
+    return err, err <= bound
+
+
+def cublas_ms(torch, timer: Timer, q, k, v, p: Problem) -> float:
+    """cuBLAS (cupy.matmul) for naive's two GEMMs, S = QKᵀ and O = PV, as a sanity ratio."""
+    import cupy as cp
+
+    if p.dtype.value != "fp16":  # CuPy has no bf16 matmul: fp16 has the same GEMM speed
+        q, k, v = (x.to(torch.float16) for x in (q, k, v))
+    kx, vx = (cp.from_dlpack(x.repeat_interleave(p.group, dim=1)) for x in (k, v))
+    qc = cp.from_dlpack(q)
+    s = cp.empty((p.batch, p.heads, p.seqlen_q, p.seqlen_k), dtype=qc.dtype)
+    o = cp.empty_like(qc)
+    return timer(lambda: (cp.matmul(qc, kx.swapaxes(-1, -2), out=s), cp.matmul(s, vx, out=o)))
+
+
+def key(r: dict) -> tuple:
+    return tuple(str(r[c]) for c in PROBLEM_COLUMNS)
+
+
+def done_keys(path: Path) -> set[tuple]:
+    if not path.exists() or path.stat().st_size == 0:
+        return set()
+    df = pd.read_csv(path)
+    return {key(r) for r in df.to_dict("records")}
+
+
+def append(path: Path, r: dict, columns: list[str]) -> None:
+    new = not path.exists() or path.stat().st_size == 0
+    pd.DataFrame([r]).reindex(columns=columns).to_csv(path, mode="a", header=new, index=False)
+    with open(path, "a") as f:
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def ncu_counts(launcher_args: dict, entries: list[str]) -> dict:
+    """Run the point once under Nsight Compute; sum DRAM (and L2, shared) bytes over our kernels."""
+    metrics = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
+               "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",
+               "sm__inst_executed_pipe_tensor.sum"]
+    cmd = ["ncu", "--csv", "--print-units", "base", "--metrics", ",".join(metrics),
+           "--kernel-name", f"regex:^({'|'.join(entries)})$", sys.executable, "-m",
+           "iosim.gpu.once", json.dumps(launcher_args)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith('"')]
+    if not lines:
+        raise RuntimeError(f"ncu gave no rows: {out.stderr.strip()[-300:]}")
+    import io
+
+    df = pd.read_csv(io.StringIO("\n".join(lines)))
+    df["Metric Value"] = pd.to_numeric(df["Metric Value"].astype(str).str.replace(",", ""))
+    sums = df.groupby("Metric Name")["Metric Value"].sum()
+    return {"dram_read_bytes_ncu": sums.get(metrics[0], np.nan),
+            "dram_write_bytes_ncu": sums.get(metrics[1], np.nan),
+            "l2_bytes_ncu": sums.get(metrics[2], np.nan),
+            "smem_wavefronts_ncu": sums.get(metrics[3], np.nan),
+            "tensor_inst_ncu": sums.get(metrics[4], np.nan),
+            "ncu_kernels": int(df["ID"].nunique())}
+
+
+def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Path,
+        hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int = 0,
+        progress: bool = True) -> pd.DataFrame:
+    torch = require_gpu()
+    from ..hardware import load
+    from .launch import Launcher, supported
+
+    info = gpu_info(torch)
+    hw = hw or load(profile_for(info["gpu_name"]))
+    problems = list(problems)
+    for p in problems:  # refuse unsupported shapes before measuring anything
+        for s in schedules:
+            supported(plan(s, p, hw))
+    if out.exists() and out.stat().st_size and not resume:
+        raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
+    done = done_keys(out) if resume else set()
+    timer = Timer(torch, hw.l2_bytes)
+    bw = copy_bandwidth(torch, timer)
+    base_cols = list(row(plan("fa2", problems[0], hw), hw).keys())
+    columns = base_cols + [c for c in MEASURED_COLUMNS + EXTRA_COLUMNS if c not in base_cols]
+    columns += ["l2_bytes_ncu", "smem_wavefronts_ncu", "tensor_inst_ncu"]
+    todo = [(s, p) for p in problems for s in schedules + (list(PEERS) if peers else [])]
+    try:
+        from tqdm import tqdm
+        bar = tqdm(todo, disable=not progress, desc="bench", unit="pt")
+    except ImportError:
+        bar = todo
+    for n, (s, p) in enumerate(bar):
+        r: dict = {"hw": hw.name, "schedule": s, **problem_fields(p)}
+        if key(r) in done:
+            continue
+        q, k, v = inputs(torch, p, seed + n)
+        ref, lse_h0, same = reference(torch, q, k, v, p)
+        bound = ERR_MULTIPLE * same + ROUNDING[p.dtype.value]
+        r.update(info, ref_err_same_dtype=same, err_bound=bound, copy_bw_bytes_per_s=bw)
+        try:
+            if s in PEERS:
+                r.update(_peer(torch, timer, q, k, v, p, s, ref, bound))
+            else:
+                pl = plan(s, p, hw)
+                r.update(row(pl, hw))
+                launcher = Launcher(pl, q, k, v)
+                err, ok = check(torch, launcher, ref, lse_h0, bound)
+                r.update(max_rel_err=err, status="ok" if ok else "failed_check")
+                if ok:
+                    r["time_ms"] = timer(launcher)
+                    r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
+                    two = pl.traffic.hbm_read + pl.traffic.hbm_write
+                    r["hbm_floor_ms"] = two / bw * 1e3
+                    r["floor_ratio"] = r["hbm_floor_ms"] / r["time_ms"]
+                    if s == "naive":
+                        r["cublas_ms"] = cublas_ms(torch, timer, q, k, v, p)
+                    if use_ncu:
+                        args = dict(schedule=s, hw=hw.name, seed=seed + n, **problem_fields(p))
+                        r.update(ncu_counts(args, launcher.entries()))
+                del launcher
+        except InputError:
+            raise
+        except Exception as e:  # a crash is a result too: recorded, never timed
+            r.update(status=f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        append(out, r, columns)
+        del q, k, v, ref
+        torch.cuda.empty_cache()
+    return pd.read_csv(out)
+
+
+def _peer(torch, timer: Timer, q, k, v, p: Problem, name: str, ref, bound: float) -> dict:
+    backend = PEERS[name]
+    if name == "torch_math" and p.bh * p.seqlen_q * p.seqlen_k * 4 * 3 > MATH_MAX_BYTES:
+        return {"status": "skipped: S and P too large for the math backend"}
+    try:
+        out = sdpa(torch, q, k, v, p, backend)
+    except RuntimeError as e:
+        return {"status": f"unsupported: {str(e).splitlines()[0][:160]}"}
+    err = rel_err(torch, out, ref)
+    if err > bound:
+        return {"max_rel_err": err, "status": "failed_check"}
+    ms = timer(lambda: sdpa(torch, q, k, v, p, backend))
+    return {"max_rel_err": err, "status": "ok", "time_ms": ms,
+            "tflops": p.fa_flops() / (ms * 1e-3) / 1e12}

@@ -1,0 +1,98 @@
+"""Launch a Plan's real kernels (kernels/*.cu) on CuPy/torch device buffers.
+
+Each KernelPlan names its entry; the arguments come from a table keyed by entry name, in the
+order docs/kernel-contract.md gives. Workspaces (S, P, Oacc, ℓ, m) are allocated here with the
+Plan's problem shapes; tiles, grid, threads and shared memory come from the Plan alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hardware import InputError
+from ..plan import Plan
+from ..problem import Direction
+from .compile import compile_kernel, launch
+
+ARGS = {
+    "naive_qk": ("Q", "K", "S", "Nq", "Nk", "H", "KVH", "scale"),
+    "naive_softmax": ("S", "P", "Nq", "Nk"),
+    "naive_pv": ("P", "V", "O", "Nq", "Nk", "H", "KVH"),
+    "fa1_init": ("Oacc", "L", "M", "Nq"),
+    "fa1_fwd": ("Q", "K", "V", "Oacc", "O", "L", "M", "Nq", "Nk", "H", "KVH", "scale"),
+    "fa2_fwd": ("Q", "K", "V", "O", "LSE", "Nq", "Nk", "H", "KVH", "scale"),
+}
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
+SUPPORTED_DTYPES = ("fp16", "bf16")
+
+
+def supported(plan: Plan) -> None:
+    """Refuse, in one line, a problem no real kernel exists for."""
+    p = plan.problem
+    if p.direction is not Direction.fwd:
+        raise InputError("real kernels exist for the forward pass only (allowed: --direction fwd)")
+    if any(k.source is None for k in plan.kernels):
+        raise InputError(f"no real kernel for schedule {plan.schedule} (allowed: naive, fa1, fa2)")
+    if p.head_dim not in SUPPORTED_HEAD_DIMS:
+        raise InputError(f"head_dim={p.head_dim} has no real kernel (allowed: 64, 128, 256)")
+    if p.dtype.value not in SUPPORTED_DTYPES:
+        raise InputError(f"dtype {p.dtype.value} has no real kernel (allowed: fp16, bf16)")
+
+
+@dataclass
+class Launcher:
+    """Compiled kernels of one Plan, bound to device buffers (torch tensors)."""
+
+    plan: Plan
+    q: object
+    k: object
+    v: object
+
+    def __post_init__(self) -> None:
+        import torch
+
+        supported(self.plan)
+        p, dev = self.plan.problem, self.q.device
+        dt = self.q.dtype
+        b, h, nq, nk, d = p.batch, p.heads, p.seqlen_q, p.seqlen_k, p.head_dim
+        f32 = torch.float32
+        names = {n for k in self.plan.kernels for n in ARGS[k.name]}
+        shapes = {"O": ((b, h, nq, d), dt), "S": ((b, h, nq, nk), dt), "P": ((b, h, nq, nk), dt),
+                  "Oacc": ((b, h, nq, d), f32), "L": ((b, h, nq), f32), "M": ((b, h, nq), f32),
+                  "LSE": ((b, h, nq), f32)}
+        self.buf = {n: torch.empty(*shapes[n][0], dtype=shapes[n][1], device=dev)
+                    for n in names if n in shapes}
+        self.buf.update(Q=self.q, K=self.k, V=self.v)
+        self.scalars = {"Nq": np.int32(nq), "Nk": np.int32(nk), "H": np.int32(h),
+                        "KVH": np.int32(p.kv_heads), "scale": np.float32(p.scale)}
+        self.kernels = [(k, compile_kernel(k.source, k.name, k.defines, p.dtype.value))
+                        for k in self.plan.kernels]
+
+    def poison(self) -> None:
+        """NaN-fill every output and workspace so an element the kernels skip fails the check."""
+        for n, t in self.buf.items():
+            if n not in ("Q", "K", "V"):
+                t.fill_(float("nan"))
+
+    def _arg(self, name: str):
+        if name in self.scalars:
+            return self.scalars[name]
+        return np.uint64(self.buf[name].data_ptr())  # a device pointer, passed by value
+
+    def __call__(self) -> None:
+        for k, fn in self.kernels:
+            launch(fn, k.grid, k.threads, k.smem_bytes, tuple(self._arg(a) for a in ARGS[k.name]))
+
+    def outputs(self) -> dict:
+        """O and the natural-log LSE (FA1 keeps ℓ and m: LSE = m + log ℓ; naive has none)."""
+        out = {"O": self.buf["O"]}
+        if "LSE" in self.buf:
+            out["LSE"] = self.buf["LSE"]
+        elif "L" in self.buf:
+            out["LSE"] = self.buf["M"] + self.buf["L"].log()
+        return out
+
+    def entries(self) -> list[str]:
+        return [k.name for k in self.plan.kernels]

@@ -1,0 +1,54 @@
+"""Real kernels against a float32 reference on fresh random data, outputs NaN-poisoned first;
+the bound is a multiple of a same-dtype reference's own error plus one rounding unit."""
+
+import pytest
+
+from iosim.hardware import InputError, load
+from iosim.problem import Problem
+from iosim.schedules import plan
+
+pytestmark = pytest.mark.gpu
+
+CASES = [  # (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, causal)
+    (2, 4, 4, 512, 512, 64, False), (1, 4, 4, 1000, 1000, 64, True),
+    (2, 2, 2, 1024, 1024, 128, False), (1, 8, 2, 3000, 3000, 128, True),
+    (1, 2, 2, 777, 777, 256, False), (1, 2, 1, 2048, 2048, 256, True),
+    (1, 2, 2, 300, 700, 128, False), (1, 2, 2, 700, 300, 128, True),
+]
+
+
+@pytest.fixture(scope="module")
+def env():
+    from iosim.gpu import bench
+
+    torch = bench.require_gpu()
+    hw = load(bench.profile_for(torch.cuda.get_device_name()))
+    return torch, hw, bench
+
+
+@pytest.mark.parametrize("schedule", ["naive", "fa1", "fa2"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("case", CASES)
+def test_kernel_matches_reference(env, schedule, dtype, case):
+    from iosim.gpu.launch import Launcher
+
+    torch, hw, bench = env
+    b, h, kvh, nq, nk, d, causal = case
+    p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
+                dtype=dtype, causal=causal)
+    for seed in (1, 2):  # fresh inputs each time
+        q, k, v = bench.inputs(torch, p, seed=hash((schedule, dtype, case, seed)) % 2**31)
+        ref, lse_h0, same = bench.reference(torch, q, k, v, p)
+        bound = bench.ERR_MULTIPLE * same + bench.ROUNDING[dtype]
+        err, ok = bench.check(torch, Launcher(plan(schedule, p, hw), q, k, v), ref, lse_h0, bound)
+        assert ok, f"{schedule} {dtype} {case}: error {err:.3g} over bound {bound:.3g}"
+
+
+def test_unsupported_shapes_are_refused(env):
+    from iosim.gpu.launch import Launcher
+
+    torch, hw, bench = env
+    p = Problem(batch=1, heads=1, seqlen_q=128, head_dim=96)
+    q, k, v = bench.inputs(torch, p, 0)
+    with pytest.raises(InputError, match="head_dim=96"):
+        Launcher(plan("fa2", p, hw), q, k, v)
