@@ -106,17 +106,23 @@ def _gemm(m: Meter, name: str, A, B, a: str, b: str, C: np.ndarray, c: str, kp, 
                 m.store(c, C, (slice(i0, i0 + mi), slice(j0, j0 + nj)), out)
 
 
-def _rows(m: Meter, name: str, kp, ins: list[tuple[str, np.ndarray]]):
-    """Yield rows of the N×N inputs, counting one read (staged in smem) or two."""
+def _rows(m: Meter, name: str, kp, ins: list[tuple[str, np.ndarray]], causal_vec: bool = False):
+    """Yield rows of the N×N inputs, counting one read (staged in smem) or two. With
+    `causal_vec` only the part up to the diagonal is read, in whole 16-byte vectors when the
+    rows are 16-byte aligned (the rest of the row is masked anyway)."""
     in_smem = kp.defines["ROW_IN_SMEM"]
+    nk = ins[0][1].shape[1]
     with m.launch(name):
         for i in range(ins[0][1].shape[0]):
-            rows = [m.load(t, x[i], smem=False) for t, x in ins]
+            n = nk
+            if causal_vec:
+                n = min(nk, -(-(i + 1) // 8) * 8 if nk % 8 == 0 else i + 1)
+            rows = [m.load(t, x[i, :n], smem=False) for t, x in ins]
             if in_smem:
                 m.smem(*rows, *rows)  # stored to shared memory, read back once
             else:
                 for t, x in ins:  # second pass re-reads the row from HBM
-                    m.load(t, x[i], smem=False)
+                    m.load(t, x[i, :n], smem=False)
             yield i, rows
 
 
@@ -135,7 +141,8 @@ def naive(p: Problem, plan: Plan, q, k, v, do=None):
                 continue
             S, P = np.empty((nq, nk)), np.empty((nq, nk))
             _gemm(m, "naive_qk", qh, kh.T, "Q", "K", S, "S", ks["naive_qk"], s)
-            for i, (row,) in _rows(m, "naive_softmax", ks["naive_softmax"], [("S", S)]):
+            for i, (row,) in _rows(m, "naive_softmax", ks["naive_softmax"], [("S", S)],
+                                   causal_vec=p.causal):
                 n = min(i + 1, nk) if p.causal else nk
                 if p.causal:
                     m.alu(nk)  # the mask

@@ -2,7 +2,7 @@
 
 Every entry is built with `nvcc -std=c++17 -cubin -Xptxas -v` for sm_80 and sm_90a
 (`iosim.gpu.compile.nvcc_resources`) at the recommended tiles for head_dim 64/128/256 (see the
-.cu headers), causal and not, bf16 (both targets) and fp16 (sm_90a), and must not spill:
+.cu headers), causal and not, bf16 (both targets) and fp16 (sm_90a, the mma entries), and must not spill:
 0 bytes of spill stores and loads, no stack frame. Skipped with a reason where nvcc is absent.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _cases():
         cases.append(("fa1.cu", "fa1_init", dict(FA1_INIT=1, HEAD_DIM=d, IS_CAUSAL=0, **FA1[d])))
     for causal in (0, 1):
         for row_in_smem in (0, 1):
-            for threads in (64, 1024):
+            for threads in ((64, 1024) if causal else (256,)):
                 cases.append(("naive.cu", "naive_softmax",
                               dict(NAIVE_SOFTMAX=1, HEAD_DIM=128, IS_CAUSAL=causal,
                                    SOFTMAX_THREADS=threads, ROW_IN_SMEM=row_in_smem)))
@@ -46,7 +46,10 @@ def _cases():
                                                BLOCK_N=64, BLOCK_K=32, STAGES=2, NUM_WARPS=4)))
     out = []
     for src, entry, defines in cases:
-        for arch, dtype in (("sm_80", "bf16"), ("sm_90a", "bf16"), ("sm_90a", "fp16")):
+        targets = [("sm_80", "bf16"), ("sm_90a", "bf16")]
+        if entry in ("naive_qk", "naive_pv", "fa1_fwd"):  # the entries with mma.sync
+            targets.append(("sm_90a", "fp16"))
+        for arch, dtype in targets:
             tag = "-".join(f"{k}{v}" for k, v in defines.items() if k not in (entry.upper(),))
             out.append(pytest.param(src, entry, defines, dtype, arch, id=f"{entry}-{arch}-{dtype}-{tag}"))
     return out

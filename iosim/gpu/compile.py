@@ -26,8 +26,12 @@ _MODULE_CACHE: dict[tuple, Any] = {}
 
 
 def kernels_dir() -> Path:
-    """The repository's kernels/ directory."""
-    return Path(__file__).resolve().parents[2] / "kernels"
+    """The repository's kernels/ directory (or the copy an installed wheel keeps in iosim/kernels)."""
+    here = Path(__file__).resolve()
+    repo = here.parents[2] / "kernels"
+    if repo.is_dir():
+        return repo
+    return here.parents[1] / "kernels"
 
 
 def kernel_path(source: str) -> Path:
@@ -94,8 +98,15 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
     if kern is None:
         options = ("-std=c++17", f"--gpu-architecture={arch}", f"-I{kernels_dir()}",
                    *define_options(defines, dtype))
-        module = cupy.RawModule(code=text, options=options, name_expressions=None)
-        kern = module.get_function(entry)
+        try:
+            module = cupy.RawModule(code=text, options=options)
+            kern = module.get_function(entry)
+        except cupy.cuda.compiler.CompileException as e:
+            # Some CuPy versions add their own -arch option; NVRTC then rejects ours.
+            if "arch" not in str(e).lower() and "option" not in str(e).lower():
+                raise
+            module = cupy.RawModule(code=text, options=tuple(o for o in options if not o.startswith("--gpu-arch")))
+            kern = module.get_function(entry)
         _MODULE_CACHE[key] = kern
     return kern
 

@@ -108,7 +108,8 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     trips = np.full(len(rm) * len(cn) * bh, -(-K // t.block_k), dtype=np.int64)
     return KernelPlan(
         name=name, grid=(len(cn), len(rm), bh), threads=32 * t.warps,
-        smem_bytes=t.stages * (t.block_m + t.block_n) * t.block_k * e,
+        # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
+        smem_bytes=max(t.stages * (t.block_m + t.block_n) * t.block_k, t.block_m * t.block_n) * e,
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
         traffic=scale(per_head, bh), work=scale_work(work, bh), trips=trips, stages=t.stages,
         overlap="async",

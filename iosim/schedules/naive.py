@@ -20,43 +20,64 @@ from ..problem import Direction, Problem
 from ..traffic import Traffic, Work
 from .base import Tiles, causal_valid, gemm, gqa_reduce
 
-SOFTMAX_THREADS = 256
+# (block_m, block_n, block_k, stages, warps) by head_dim bucket, fastest found on H100/H200.
+QK_TILES = {64: (128, 128, 64, 1, 8), 128: (128, 128, 64, 2, 8), 256: (128, 128, 64, 3, 8)}
+PV_TILES = {64: (128, 64, 64, 4, 8), 128: (128, 128, 32, 4, 8), 256: (128, 128, 32, 4, 8)}
 
 
-def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
-    bk = t.block_k or min(32, p.head_dim)
-    return Tiles(block_m=t.block_m or 128, block_n=t.block_n or 128, block_k=bk,
-                 warps=t.warps or 8, stages=t.stages or 3)
+def softmax_threads(nk: int) -> int:
+    """One thread per 16 elements of the row, a power of two in [64, 1024]."""
+    return min(1024, max(64, 1 << max(0, (max(1, nk // 16) - 1).bit_length())))
+
+
+def gemm_tiles(table: dict, p: Problem, t: Tiles) -> Tiles:
+    bm, bn, bk, st, w = next(v for k, v in sorted(table.items()) if p.head_dim <= k)
+    return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
+                 block_k=t.block_k or min(bk, p.head_dim), warps=t.warps or w,
+                 stages=t.stages or st)
+
+
+def row_reads(p: Problem) -> int:
+    """Elements of S the softmax reads per head: whole rows, or with the causal mask only up
+    to the diagonal, rounded up to 8 (16-byte vectors) when rows are 16-byte aligned."""
+    nq, nk = p.seqlen_q, p.seqlen_k
+    if not p.causal:
+        return nq * nk
+    n = np.arange(1, nq + 1, dtype=np.int64)
+    if nk % 8 == 0:
+        n = -(-n // 8) * 8
+    return int(np.minimum(n, nk).sum())
 
 
 def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...], out: str,
-               alu_per_row: int, exp_total: int, alu_total: int) -> KernelPlan:
+               alu_per_row: int, exp_total: int, alu_total: int, read: int) -> KernelPlan:
     """A kernel with one CTA per row of the N×N matrices: reads `ins`, writes `out`.
 
     The rows stay in SRAM when they fit, so each input row is read once (stored to and read
     back from shared memory); otherwise each input is read twice (a reduce pass, then an
-    elementwise pass).
+    elementwise pass). `read`: elements of each input read per head (one pass).
     """
     e, rows, nk = p.elem_bytes, p.bh * p.seqlen_q, p.seqlen_k
     row_bytes = nk * e * len(ins)
     in_smem = row_bytes <= hw.smem_per_block_optin_bytes
     passes = 1 if in_smem else 2
-    t = Traffic(reads={x: passes * rows * nk * e for x in ins}, writes={out: rows * nk * e},
-                sram=2 * rows * row_bytes if in_smem else 0)
+    t = Traffic(reads={x: passes * p.bh * read * e for x in ins}, writes={out: rows * nk * e},
+                sram=2 * p.bh * read * e * len(ins) if in_smem else 0)
+    threads = softmax_threads(nk)
     return KernelPlan(
-        name=name, grid=(p.seqlen_q, p.bh, 1), threads=SOFTMAX_THREADS,
+        name=name, grid=(p.seqlen_q, p.bh, 1), threads=threads,
         smem_bytes=row_bytes if in_smem else 0, regs_per_thread=32, block_m=1, block_n=nk,
         traffic=t, work=Work(exp_ops=exp_total, alu_flops=alu_total + alu_per_row * rows),
         trips=np.full(rows, passes, dtype=np.int64), overlap="async",
-        defines={name.upper(): 1, "SOFTMAX_THREADS": SOFTMAX_THREADS,
+        defines={name.upper(): 1, "SOFTMAX_THREADS": threads,
                  "ROW_IN_SMEM": int(in_smem), "IS_CAUSAL": int(p.causal)},
     )
 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
-    t = tiles(p, hw, t)
+    qk, pv = gemm_tiles(QK_TILES, p, t), gemm_tiles(PV_TILES, p, t)
+    pv = Tiles(pv.block_m, min(pv.block_n, p.head_dim), pv.block_k, pv.warps, pv.stages)
     e, nq, nk, d = p.elem_bytes, p.seqlen_q, p.seqlen_k, p.head_dim
-    pv = Tiles(t.block_m, min(t.block_n, d), t.block_k, t.warps, t.stages)
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
         valid = causal_valid(p) * p.bh
@@ -64,8 +85,9 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         # softmax per row: mask (causal), max, subtract, sum, scale over valid elements; 1/ℓ.
         mask = rows * nk if p.causal else 0
         ks += [
-            gemm("naive_qk", p, nq, nk, d, t, "Q", "K", "S", e, 1, hw),
-            row_kernel("naive_softmax", p, hw, ("S",), "P", 1, valid, 4 * valid + mask),
+            gemm("naive_qk", p, nq, nk, d, qk, "Q", "K", "S", e, 1, hw),
+            row_kernel("naive_softmax", p, hw, ("S",), "P", 1, valid, 4 * valid + mask,
+                       row_reads(p)),
             gemm("naive_pv", p, nq, d, nk, pv, "P", "V", "O", e, 0, hw),
         ]
         ks = [replace(k, source="naive.cu", defines={**k.defines, k.name.upper(): 1}) for k in ks]
@@ -74,14 +96,16 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         rows = p.bh * nq
         ks += [
             gemm("naive_bwd_dv", p, nk, d, nq, pv, "P", "dO", "dV" + x, e, 0, hw),
-            gemm("naive_bwd_dp", p, nq, nk, d, t, "dO", "V", "dP", e, 0, hw),
+            gemm("naive_bwd_dp", p, nq, nk, d, qk, "dO", "V", "dP", e, 0, hw),
             # dS = P∘(dP − Σ P∘dP): 2 ops for the dot, 2 for the update, per element.
-            row_kernel("naive_bwd_softmax", p, hw, ("P", "dP"), "dS", 0, 0, 4 * rows * nk),
+            row_kernel("naive_bwd_softmax", p, hw, ("P", "dP"), "dS", 0, 0, 4 * rows * nk,
+                       nq * nk),
             gemm("naive_bwd_dq", p, nq, d, nk, pv, "dS", "K", "dQ", e, 1, hw),
             gemm("naive_bwd_dk", p, nk, d, nq, pv, "dS", "Q", "dK" + x, e, 1, hw),
         ]
         if p.group > 1:
             ks.append(gqa_reduce(p, ("dK", "dV")))
-    notes = (f"GEMMs tiled {t.block_m}x{t.block_n}x{t.block_k} (PV {pv.block_m}x{pv.block_n}), "
+    notes = (f"GEMMs tiled QK {qk.block_m}x{qk.block_n}x{qk.block_k}, "
+             f"PV {pv.block_m}x{pv.block_n}x{pv.block_k}, "
              f"S and P stored in {p.dtype.value}")
     return Plan("naive", p, hw.name, tuple(ks), notes)
