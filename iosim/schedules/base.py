@@ -7,7 +7,8 @@ with numpy over block sizes, so ragged last blocks and causal skipping are exact
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -46,38 +47,78 @@ class BlockMap:
     c: np.ndarray  # columns per key block, shape (Tn,)
     visit: np.ndarray  # bool (Tm, Tn): computed (not entirely above the causal diagonal)
     diag: np.ndarray  # bool (Tm, Tn): computed and partly masked (needs the mask)
+    # Sums already taken (BlockMaps are cached and shared, so each sum is taken once).
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, p: Problem, bm: int, bn: int) -> BlockMap:
-        r, c = blocks(p.seqlen_q, bm), blocks(p.seqlen_k, bn)
-        row0 = np.arange(len(r))[:, None] * bm
-        col0 = np.arange(len(c))[None, :] * bn
-        row_last = row0 + r[:, None] - 1
-        col_last = col0 + c[None, :] - 1
-        if p.causal:  # top-left aligned: row i sees columns j <= i
-            visit = col0 <= row_last
-            diag = visit & (col_last > row0)
-        else:
-            visit = np.ones((len(r), len(c)), bool)
-            diag = np.zeros_like(visit)
-        return cls(r, c, visit, diag)
+        """The block map of a problem (cached: it depends only on the lengths, the mask and the
+        block sizes, not on batch, heads or dtype; its arrays are read-only)."""
+        return _block_map(p.seqlen_q, p.seqlen_k, p.causal, bm, bn)
+
+    def _once(self, key, fn):
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
 
     def sum_rc(self, mask: np.ndarray | None = None) -> int:
         """Σ r_i·c_j over visited (or masked) pairs: elements of S computed."""
-        m = self.visit if mask is None else mask
-        return int(self.r @ m.astype(np.int64) @ self.c)
+        if mask is None or mask is self.visit or mask is self.diag:
+            key = "rc_diag" if mask is self.diag and mask is not None else "rc"
+            m = self.diag if key == "rc_diag" else self.visit
+            return self._once(key, lambda: int(self.r @ m.astype(np.int64) @ self.c))
+        return int(self.r @ mask.astype(np.int64) @ self.c)
+
+    def row_visits(self) -> np.ndarray:
+        """Key blocks visited per query block (read-only)."""
+        return self._once("rows", lambda: _frozen(self.visit.sum(1)))
+
+    def col_visits(self) -> np.ndarray:
+        """Query blocks visiting each key block (read-only)."""
+        return self._once("cols", lambda: _frozen(self.visit.sum(0)))
 
     def sum_r(self) -> int:
         """Σ r_i over visited pairs: query-block rows loaded, once per visited pair."""
-        return int(self.visit.sum(1) @ self.r)
+        return self._once("r", lambda: int(self.row_visits() @ self.r))
 
     def sum_c(self) -> int:
         """Σ c_j over visited pairs: key-block rows loaded, once per visited pair."""
-        return int(self.visit.sum(0) @ self.c)
+        return self._once("c", lambda: int(self.col_visits() @ self.c))
 
     @property
     def pairs(self) -> int:
-        return int(self.visit.sum())
+        return self._once("pairs", lambda: int(self.row_visits().sum()))
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+@lru_cache(maxsize=512)
+def _block_map(nq: int, nk: int, causal: bool, bm: int, bn: int) -> BlockMap:
+    r, c = blocks(nq, bm), blocks(nk, bn)
+    row0 = np.arange(len(r))[:, None] * bm
+    col0 = np.arange(len(c))[None, :] * bn
+    row_last = row0 + r[:, None] - 1
+    col_last = col0 + c[None, :] - 1
+    if causal:  # top-left aligned: row i sees columns j <= i
+        visit = col0 <= row_last
+        diag = visit & (col_last > row0)
+    else:
+        visit = np.ones((len(r), len(c)), bool)
+        diag = np.zeros_like(visit)
+    return BlockMap(*(_frozen(a) for a in (r, c, visit, diag)))
+
+
+def uniform(n: int, value: int) -> np.ndarray:
+    """n equal trip counts as a read-only view of one number (no O(n) memory)."""
+    return np.broadcast_to(np.int64(value), (n,))
+
+
+def per_head(v: np.ndarray, heads: int) -> np.ndarray:
+    """Trip counts of one (batch, head) repeated for each, in launch order (x fastest)."""
+    return _frozen(np.tile(v, heads))
 
 
 def causal_valid(p: Problem) -> int:
@@ -105,7 +146,7 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
                        sram=2 * (a_bytes + b_bytes))
     work = Work(tensor_flops=2 * M * N * K, alu_flops=epilogue_alu * M * N)
     bh = p.bh
-    trips = np.full(len(rm) * len(cn) * bh, -(-K // t.block_k), dtype=np.int64)
+    trips = uniform(len(rm) * len(cn) * bh, -(-K // t.block_k))
     return KernelPlan(
         name=name, grid=(len(cn), len(rm), bh), threads=32 * t.warps,
         # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
@@ -128,7 +169,7 @@ def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
     ctas = p.batch * p.kv_heads
     return KernelPlan(name="gqa_reduce", grid=(1, p.kv_heads, p.batch), threads=256, smem_bytes=0,
                       regs_per_thread=32, block_m=p.seqlen_k, block_n=p.head_dim, traffic=t,
-                      work=w, trips=np.full(ctas, p.group, dtype=np.int64))
+                      work=w, trips=uniform(ctas, p.group))
 
 
 def scale(t: Traffic, k: int) -> Traffic:

@@ -16,13 +16,14 @@ import numpy as np
 from ..hardware import HardwareProfile
 from ..plan import KernelPlan, Plan
 from ..problem import Direction, Problem
-from .base import BlockMap, Tiles, check_head_dim, check_smem, gqa_reduce, scale, scale_work
+from .base import (BlockMap, Tiles, check_head_dim, check_smem, gqa_reduce, per_head, scale,
+                   scale_work, uniform)
 from .flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
 
-# (block_m, block_n, warps) by head_dim bucket, forward and backward.
-FWD_TILES = {64: (128, 128, 4), 128: (128, 64, 4), 256: (128, 64, 8)}
-BWD_TILES = {64: (128, 128, 8), 128: (64, 128, 8), 256: (64, 64, 8)}
-STAGES = 2
+# (block_m, block_n, warps, stages) by head_dim bucket: forward as measured fastest for
+# kernels/fa2.cu on H100 (FlashAttention-2's own sm80 choices), backward as FA2 picks them.
+FWD_TILES = {64: (128, 128, 4, 2), 128: (128, 64, 4, 2), 256: (128, 64, 8, 1)}
+BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 
 
 def bucket(table: dict[int, tuple], d: int) -> tuple:
@@ -36,7 +37,6 @@ class FlashStyle:
     name: str
     fwd_tiles: dict[int, tuple]
     bwd_tiles: dict[int, tuple]
-    stages: int
     q_in_regs: bool  # FA2 keeps Q fragments in registers; FA3's wgmma reads Q from SRAM
     overlap: str  # timing policy
     threads_extra: int  # producer warps (FA3's TMA warpgroup)
@@ -44,9 +44,9 @@ class FlashStyle:
     source: str | None
 
     def tiles(self, p: Problem, t: Tiles, bwd: bool) -> Tiles:
-        bm, bn, w = bucket(self.bwd_tiles if bwd else self.fwd_tiles, p.head_dim)
+        bm, bn, w, st = bucket(self.bwd_tiles if bwd else self.fwd_tiles, p.head_dim)
         return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
-                     stages=t.stages or self.stages)
+                     stages=t.stages or st)
 
     def fwd_smem(self, p: Problem, t: Tiles) -> int:
         """Q tile + `stages` K/V tile pairs, input dtype."""
@@ -74,29 +74,31 @@ class FlashStyle:
                            **{f"{self.name.upper()}_FWD": 1})
             ks.append(KernelPlan(f"{self.name}_fwd", (tm, p.heads, p.batch), threads, smem,
                                  self.regs, t.block_m, t.block_n, scale(tr, bh), scale_work(w, bh),
-                                 trips=np.tile(bm.visit.sum(1), bh), stages=t.stages,
+                                 # query blocks launch last-first: under causal
+                                 # masking the longest CTAs start first
+                                 trips=np.tile(bm.visit.sum(1)[::-1], bh), stages=t.stages,
                                  overlap=self.overlap, source=self.source, defines=defines))
         else:
             tr, w = fa2_bwd_pre(p)
             ks.append(KernelPlan(f"{self.name}_bwd_pre", (tm, p.heads, p.batch), 128, 0, 32,
                                  t.block_m, p.head_dim, scale(tr, bh), scale_work(w, bh),
-                                 trips=np.ones(tm * bh, np.int64)))
+                                 trips=uniform(tm * bh, 1)))
             tr, w = flash_bwd(p, bm, fa1=False)
             ks.append(KernelPlan(f"{self.name}_bwd", (tn, p.heads, p.batch), threads, smem,
                                  self.regs, t.block_m, t.block_n, scale(tr, bh), scale_work(w, bh),
-                                 trips=np.tile(bm.visit.sum(0), bh), stages=t.stages,
+                                 trips=per_head(bm.col_visits(), bh), stages=t.stages,
                                  overlap=self.overlap))
             tr, w = dq_convert(p, scaled=True)
             ks.append(KernelPlan(f"{self.name}_bwd_convert", (tm, p.heads, p.batch), 128, 0, 32,
                                  t.block_m, p.head_dim, scale(tr, bh), scale_work(w, bh),
-                                 trips=np.ones(tm * bh, np.int64)))
+                                 trips=uniform(tm * bh, 1)))
             if p.group > 1:
                 ks.append(gqa_reduce(p, ("dK", "dV")))
         notes = f"{t.block_m}x{t.block_n} tiles, {t.warps} warps, {t.stages}-stage K/V pipeline"
         return Plan(self.name, p, hw.name, tuple(ks), notes)
 
 
-FA2 = FlashStyle("fa2", FWD_TILES, BWD_TILES, STAGES, q_in_regs=True, overlap="async",
+FA2 = FlashStyle("fa2", FWD_TILES, BWD_TILES, q_in_regs=True, overlap="async",
                  threads_extra=0, regs=255, source="fa2.cu")
 
 

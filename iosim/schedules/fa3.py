@@ -16,14 +16,15 @@ from ..problem import Problem
 from .base import Tiles
 from .fa2 import FlashStyle
 
-FWD_TILES = {64: (192, 128, 8), 128: (128, 176, 8), 256: (128, 80, 8)}
-FWD_TILES_CAUSAL = {64: (192, 128, 8), 128: (128, 128, 8), 256: (128, 80, 8)}
-BWD_TILES = {64: (128, 128, 8), 128: (64, 128, 8), 256: (64, 64, 8)}
+# (block_m, block_n, consumer warps, stages) by head_dim bucket
+FWD_TILES = {64: (192, 128, 8, 2), 128: (128, 176, 8, 2), 256: (128, 80, 8, 2)}
+FWD_TILES_CAUSAL = {64: (192, 128, 8, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
+BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
 
 
 def style(causal: bool) -> FlashStyle:
-    return FlashStyle("fa3", FWD_TILES_CAUSAL if causal else FWD_TILES, BWD_TILES, stages=2,
+    return FlashStyle("fa3", FWD_TILES_CAUSAL if causal else FWD_TILES, BWD_TILES,
                       q_in_regs=False, overlap="warpspecialized",
                       threads_extra=PRODUCER_THREADS, regs=240, source=None)
 

@@ -18,7 +18,7 @@ from ..hardware import HardwareProfile
 from ..plan import KernelPlan, Plan
 from ..problem import Direction, Problem
 from ..traffic import Traffic, Work
-from .base import Tiles, causal_valid, gemm, gqa_reduce
+from .base import Tiles, causal_valid, gemm, gqa_reduce, uniform
 
 # (block_m, block_n, block_k, stages, warps) by head_dim bucket, fastest found on H100/H200.
 QK_TILES = {64: (128, 128, 64, 1, 8), 128: (128, 128, 64, 2, 8), 256: (128, 128, 64, 3, 8)}
@@ -68,7 +68,7 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
         name=name, grid=(p.seqlen_q, p.bh, 1), threads=threads,
         smem_bytes=row_bytes if in_smem else 0, regs_per_thread=32, block_m=1, block_n=nk,
         traffic=t, work=Work(exp_ops=exp_total, alu_flops=alu_total + alu_per_row * rows),
-        trips=np.full(rows, passes, dtype=np.int64), overlap="async",
+        trips=uniform(rows, passes), overlap="async",
         defines={name.upper(): 1, "SOFTMAX_THREADS": threads,
                  "ROW_IN_SMEM": int(in_smem), "IS_CAUSAL": int(p.causal)},
     )
