@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -126,6 +127,46 @@ def hw_show(name: Annotated[str, typer.Argument(help="profile name or path")]) -
         typer.echo(f"{k:38s} {v!s:40s} {src}")
     for k, v in p.provenance.items():
         typer.echo(f"provenance.{k:27s} {v}")
+
+
+@app.command("bench")
+def bench_cmd(
+    out: Annotated[Path, typer.Option("-o", "--out", help="CSV to append rows to")],
+    schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2")] = "naive,fa1,fa2",
+    seqlen: Annotated[str, typer.Option(help="N values: a,b | a..b (powers of 2) | a..b:step")] = "512..16384",
+    head_dim: Annotated[str, typer.Option(help="d values")] = "64,128,256",
+    causal: Annotated[str, typer.Option(help="true, false or both")] = "both",
+    dtype: Annotated[str, typer.Option(help="comma list of bf16,fp16")] = "bf16",
+    batch: Annotated[str | None, typer.Option(help="batch values; default 16384/N")] = None,
+    heads: Annotated[str | None, typer.Option(help="head values; default 2048/d")] = None,
+    kv_heads: Annotated[int | None, typer.Option(help="K/V heads (GQA); default: heads")] = None,
+    peers: Annotated[str, typer.Option(help="'torch' adds torch SDPA backends, 'none' not")] = "none",
+    ncu: Annotated[bool, typer.Option("--ncu", help="profile DRAM bytes with Nsight Compute")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="skip points already in the file")] = False,
+    hw: Annotated[str | None, typer.Option(help="profile for predictions; default: detected")] = None,
+) -> None:
+    """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
+    from . import grid
+    from .gpu import bench
+
+    scheds = grid.names(schedule, "schedule", ["naive", "fa1", "fa2"])
+    if peers not in ("torch", "none"):
+        raise InputError(f"--peers: '{peers}' (allowed: torch, none)")
+    problems = []
+    for n in grid.ints(seqlen, "seqlen"):
+        for d in grid.ints(head_dim, "head-dim"):
+            for c in grid.bools(causal, "causal"):
+                for dt in grid.names(dtype, "dtype", ["bf16", "fp16"]):
+                    for b in grid.ints(batch, "batch") if batch else [max(1, 16384 // n)]:
+                        for h in grid.ints(heads, "heads") if heads else [max(1, 2048 // d)]:
+                            problems.append(Problem(batch=b, heads=h, kv_heads=kv_heads,
+                                                    seqlen_q=n, head_dim=d, dtype=dt, causal=c))
+    if not out.parent.exists():
+        raise InputError(f"-o {out}: directory {out.parent} does not exist")
+    profile = hardware.load(hw) if hw else None
+    df = bench.run(problems, scheds, peers == "torch", out, profile, resume, ncu)
+    ok = df[df.status == "ok"] if "status" in df else df
+    typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 
 
 def main() -> None:

@@ -1,0 +1,69 @@
+"""Regenerate README.md's generated blocks from the commands and committed files they name.
+
+Each block sits between `<!-- BEGIN name -->` and `<!-- END name -->`; the command that makes
+it is written right above it in the README. tests/test_readme.py fails when a block is stale.
+Usage: python tools/update_readme.py [--check]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def run(*args: str) -> str:
+    return subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()", *args],
+                          capture_output=True, text=True, check=True, cwd=ROOT).stdout
+
+
+def block_predict() -> str:
+    return "```\n$ iosim predict\n" + run("predict") + "```"
+
+
+def block_predict_long() -> str:
+    args = ["predict", "--seqlen", "16384", "--head-dim", "64", "--causal"]
+    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args) + "```"
+
+
+def block_sweep_speed() -> str:
+    path = ROOT / "benchmarks" / "sweep_speed.json"
+    if not path.exists():
+        return "(not measured yet: run `python benchmarks/sweep_speed.py`)"
+    d = json.loads(path.read_text())
+    return (f"{d['points']:,} points in {d['seconds']:.2f} s "
+            f"({d['points'] / d['seconds']:,.0f} points/s) on {d.get('machine', 'this machine')}")
+
+
+def block_measured() -> str:
+    try:
+        from iosim.measured import readme_table
+    except ImportError:
+        return "(no measurements committed yet)"
+    return readme_table(ROOT / "reports" / "data")
+
+
+BLOCKS = {"predict": block_predict, "predict-long": block_predict_long,
+          "sweep-speed": block_sweep_speed, "measured": block_measured}
+
+
+def render(text: str) -> str:
+    for name, fn in BLOCKS.items():
+        pat = re.compile(rf"(<!-- BEGIN {name} -->\n)(?:.*?\n)?(<!-- END {name} -->)", re.S)
+        if pat.search(text):
+            body = fn().rstrip("\n") + "\n"
+            text = pat.sub(lambda m, b=body: m.group(1) + b + m.group(2), text)
+    return text
+
+
+if __name__ == "__main__":
+    old = README.read_text()
+    new = render(old)
+    if "--check" in sys.argv:
+        sys.exit(0 if new == old else 1)
+    README.write_text(new)
