@@ -44,7 +44,7 @@ def baseline(pred: pd.DataFrame) -> pd.DataFrame:
     keep = pd.Series(True, index=pred.index)
     for col in [c for c in pred.columns if c.startswith("set_")]:
         field = col[4:]
-        for i, (hw, v) in enumerate(zip(pred["hw"], pred[col])):
+        for i, (hw, v) in enumerate(zip(pred["hw"], pred[col], strict=True)):
             if pd.isna(v):
                 continue
             try:

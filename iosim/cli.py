@@ -108,6 +108,43 @@ def predict_cmd(
             typer.echo(format_table(part))
 
 
+@app.command("sweep")
+def sweep_cmd(
+    seqlen: Annotated[str, typer.Option(help="N: a,b,c | a..b (doubling) | a..b:step")] = "4096",
+    seqlen_k: Annotated[str | None, typer.Option(help="key length(s); default: seqlen")] = None,
+    head_dim: Annotated[str, typer.Option(help="d values")] = "128",
+    batch: Annotated[str, typer.Option(help="batch sizes")] = "4",
+    heads: Annotated[str, typer.Option(help="query heads")] = "32",
+    kv_heads: Annotated[str | None, typer.Option(help="K/V heads; default: heads")] = None,
+    dtype: Annotated[str, typer.Option(help="comma list of fp16,bf16,fp8_e4m3,fp32")] = "bf16",
+    causal: Annotated[str, typer.Option(help="true, false or both")] = "false",
+    direction: Annotated[str, typer.Option(help="fwd, bwd or both")] = "fwd",
+    schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 or 'all'")] = "all",
+    hw: Annotated[str, typer.Option(help="comma list of profile names or TOML paths")] = "h100-sxm5-80gb",
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="what-if hardware FIELD=VALUES, e.g. smem_per_sm_bytes=262144,458752 "
+        "or efficiency.hbm=0.8,0.9 (repeatable)")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help=".csv, or .parquet/.pq")] = "sweep.csv",
+    progress: Annotated[bool, typer.Option("--progress/--no-progress",
+                                           help="progress bar on stderr (default: when a terminal)")] = True,
+) -> None:
+    """Sweep a grid of problems, schedules and (what-if) hardware; write one row per point."""
+    import time
+
+    from .sweep import check_writable, sweep_result, write
+
+    check_writable(output)
+    grid = {"seqlen_q": seqlen, "seqlen_k": seqlen_k, "head_dim": head_dim, "batch": batch,
+            "heads": heads, "kv_heads": kv_heads, "dtype": dtype, "causal": causal,
+            "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or [])}
+    t0 = time.perf_counter()
+    res = sweep_result(grid, progress=None if progress else False)
+    if res.rows.empty:
+        fail("no point of the grid could be planned:\n" + res.summary())
+    path = write(res.rows, output)
+    typer.echo(f"{res.summary()}\nwrote {path} in {time.perf_counter() - t0:.2f} s")
+
+
 @hw_app.command("list")
 def hw_list() -> None:
     """List the embedded hardware profiles."""
@@ -167,6 +204,22 @@ def bench_cmd(
     df = bench.run(problems, scheds, peers == "torch", out, profile, resume, ncu)
     ok = df[df.status == "ok"] if "status" in df else df
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
+
+
+def _register_report() -> None:
+    """`iosim report` (needs plotly; the GPU machine running `iosim bench` may not have it)."""
+    try:
+        from .report import report_command
+    except ImportError:
+        @app.command("report")
+        def report_missing() -> None:
+            """Write the HTML report (needs plotly)."""
+            raise InputError(f"iosim report needs {e.name} (pip install -e .)")
+        return
+    app.command("report")(report_command)
+
+
+_register_report()
 
 
 def main() -> None:

@@ -42,7 +42,8 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
             try:
                 df[c] = pd.to_numeric(df[c]).astype("int64")
             except (ValueError, TypeError):
-                raise InputError(f"column '{c}' must hold whole numbers (found e.g. {df[c].iloc[0]!r})") from None
+                raise InputError(f"column '{c}' must hold whole numbers "
+                                 f"(found e.g. {df[c].iloc[0]!r})") from None
     if "causal" in df.columns:
         df["causal"] = df["causal"].map(_as_bool).astype(bool)
     for c in STR_COLUMNS:
@@ -68,12 +69,13 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     if not p.is_file():
         raise InputError(f"data file not found: {p}")
     kind = "Parquet" if p.suffix.lower() in (".parquet", ".pq") else "CSV"
+    empty = f"{p}: empty file (expected a {kind} table with columns: {', '.join(required)})"
     if p.stat().st_size == 0:
-        raise InputError(f"{p}: empty file (expected a {kind} table with columns: {', '.join(required)})")
+        raise InputError(empty)
     try:
         df = pd.read_parquet(p) if kind == "Parquet" else pd.read_csv(p)
     except pd.errors.EmptyDataError:
-        raise InputError(f"{p}: empty file (expected a {kind} table with columns: {', '.join(required)})") from None
+        raise InputError(empty) from None
     except Exception as e:  # noqa: BLE001 - any parser failure is bad input, said on one line
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InputError(f"{p}: not a readable {kind} table: {msg}") from None

@@ -11,7 +11,6 @@ configuration and, on the roofline and accuracy charts, the points of the chosen
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated
@@ -112,17 +111,12 @@ def _fmt(v: float, unit: str) -> str:
     return f"{v:.3g} {unit}"
 
 
-def _col(df: pd.DataFrame, c: str) -> pd.Series:
-    """A predicted column after a join (suffixed `_pred` when the measured file had it too)."""
-    for name in (f"{c}_pred", c):
-        if name in df.columns:
-            return pd.to_numeric(df[name], errors="coerce")
-    return pd.Series(float("nan"), index=df.index)
-
-
-def _num(df: pd.DataFrame, c: str) -> pd.Series:
-    if c in df.columns:
-        return pd.to_numeric(df[c], errors="coerce")
+def _num(df: pd.DataFrame, *names: str) -> pd.Series:
+    """The first of `names` that `df` has, as numbers (NaN where absent). After a join a predicted
+    column is suffixed `_pred` when the measured file had it too: ask for both."""
+    for c in names:
+        if c in df.columns:
+            return pd.to_numeric(df[c], errors="coerce")
     return pd.Series(float("nan"), index=df.index)
 
 
@@ -136,7 +130,8 @@ def _hover(r: dict, kind: str) -> str:
         lines.append(f"tiles {int(g('block_m'))}×{int(g('block_n'))}")
     lines.append(f"HBM 2-level rd/wr {_fmt(g('hbm_read_bytes_2level'), 'B')} / "
                  f"{_fmt(g('hbm_write_bytes_2level'), 'B')}")
-    lines.append(f"DRAM (L2-aware) rd/wr {_fmt(g('dram_read_bytes'), 'B')} / {_fmt(g('dram_write_bytes'), 'B')}")
+    lines.append(f"DRAM (L2-aware) rd/wr {_fmt(g('dram_read_bytes'), 'B')} / "
+                 f"{_fmt(g('dram_write_bytes'), 'B')}")
     if not pd.isna(g("dram_read_bytes_ncu")):
         lines.append(f"DRAM (ncu) rd/wr {_fmt(g('dram_read_bytes_ncu'), 'B')} / "
                      f"{_fmt(g('dram_write_bytes_ncu'), 'B')}")
@@ -152,13 +147,15 @@ def _hover(r: dict, kind: str) -> str:
 def _series(fig: go.Figure, df: pd.DataFrame, chosen: dict[str, str], trace_dims: Sequence[str], *,
             x: str, y: str, kind: str, label: str = "", dash: str | None = None,
             mode: str = "lines+markers", points: bool = False, order: str | None = None) -> None:
-    """One trace per (configuration, schedule): `df[x]` against `df[y]`, hollow when `kind` is
-    "predicted", filled otherwise. `label` may name row fields, e.g. "N={seqlen_k}"."""
+    """One trace per (configuration, schedule): `df[x]` against `df[y]` in the order of `order`
+    (default: x), hollow when `kind` is "predicted", filled otherwise; `label` may name row fields
+    ("N={seqlen_k}"); `points` tags each point with its N for the N menu."""
     df = df[df[x].notna() & df[y].notna()]
     dims = [d for d in trace_dims if d in df.columns]
     for key, g in df.groupby([*dims, "schedule"], sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        meta = {d: _s(v) for d, v in zip(dims, key) if not (d.startswith("set_") and pd.isna(v))}
+        meta = {d: _s(v) for d, v in zip(dims, key[:-1], strict=True)
+                if not (d.startswith("set_") and pd.isna(v))}
         g = g.sort_values(order or x)
         rows = g.to_dict("records")
         sched = str(key[-1])
@@ -210,25 +207,27 @@ def roofline_figure(pred: pd.DataFrame, measured: pd.DataFrame, profile: Hardwar
     p["ai"] = p["tensor_flops"] / (p["dram_read_bytes"] + p["dram_write_bytes"])
     p["tf"] = p["tensor_flops"] / (p["time_pred_ms"] * 1e-3) / 1e12
     m = measured.copy()
-    flops = _col(m, "tensor_flops").fillna(m["tflops"] * m["time_ms"] * 1e9)  # FA convention for peers
+    # torch's backends have no prediction: their FLOPs by the FlashAttention convention
+    flops = _num(m, "tensor_flops_pred", "tensor_flops").fillna(m["tflops"] * m["time_ms"] * 1e9)
     ncu = _num(m, "dram_read_bytes_ncu") + _num(m, "dram_write_bytes_ncu")
-    m["ai"] = flops / ncu.fillna(_col(m, "dram_read_bytes") + _col(m, "dram_write_bytes"))
+    m["ai"] = flops / ncu.fillna(_num(m, "dram_read_bytes_pred", "dram_read_bytes")
+                           + _num(m, "dram_write_bytes_pred", "dram_write_bytes"))
     m["tf"] = flops / (m["time_ms"] * 1e-3) / 1e12
     dims = [d for d in TRACE_DIMS if d != "hw"] + set_columns(pred)
     ai = pd.concat([p["ai"], m["ai"]]).replace([float("inf")], float("nan")).dropna()
     ai = ai[ai > 0]
     lo, hi = (ai.min() / 3, ai.max() * 3) if len(ai) else (1.0, 1e4)
     rf = roofs(profile, set(pred["dtype"]) | set(measured.get("dtype", [])) or {"bf16"})
-    top = max(r for k, _, r in rf if k == "tensor") if any(k == "tensor" for k, _, _ in rf) else profile.fp32_flops_per_s
-    for k, name, bw in rf[:2]:
-        ridge = top / bw
-        lo, hi = min(lo, ridge / 10), max(hi, ridge * 10)
+    top = max([r for k, _, r in rf if k == "tensor"] or [profile.fp32_flops_per_s])
+    for _, _, bw in rf[:2]:  # show each bandwidth roof a decade either side of its ridge point
+        lo, hi = min(lo, top / bw / 10), max(hi, top / bw * 10)
     for k, name, rate in rf:
         if k in ("hbm", "l2"):
             xs = [lo, top / rate]
             ys = [x * rate / 1e12 for x in xs]
             label = f"{name} roof {rate / 1e12:.3g} TB/s"
-            style = {"color": "black" if k == "hbm" else "#555", "width": 2, "dash": "solid" if k == "hbm" else "dot"}
+            style = {"color": "black" if k == "hbm" else "#555", "width": 2,
+                     "dash": "solid" if k == "hbm" else "dot"}
         else:
             xs, ys = [lo, hi], [rate / 1e12] * 2
             unit = "T exp/s" if k == "sfu" else "TFLOP/s"
@@ -237,11 +236,12 @@ def roofline_figure(pred: pd.DataFrame, measured: pd.DataFrame, profile: Hardwar
                      "dash": "dashdot" if k == "tensor" else "longdash"}
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=label, line=style, hoverinfo="name",
                                  meta={"roof": k, "rate": rate}))
-    _series(fig, p, chosen, dims, x="ai", y="tf", kind="predicted", label="predicted", points=True, order=N)
+    _series(fig, p, chosen, dims, x="ai", y="tf", kind="predicted", label="predicted", points=True,
+            order=N)
     ok = m[(m["status"] == "ok") & (m["ai"] > 0) & (m["tf"] > 0)] if len(m) else m
     if len(ok):
-        _series(fig, ok, chosen, dims, x="ai", y="tf", kind="measured", label="measured", points=True,
-                order=N)
+        _series(fig, ok, chosen, dims, x="ai", y="tf", kind="measured", label="measured",
+                points=True, order=N)
     return _layout(fig, f"Roofline: {profile.name} ({profile.gpu_name})",
                    "arithmetic intensity (tensor FLOP per DRAM byte)",
                    "attained tensor throughput (TFLOP/s)", dims, [N])
@@ -263,11 +263,13 @@ def io_figure(pred: pd.DataFrame, measured: pd.DataFrame, chosen: dict[str, str]
     ns = sorted(set(p[N]))
     if len(ns) > 1:  # slope guides through the smallest naive/overall 2-level point
         y0 = p.loc[p[N] == ns[0], "two"].median()
-        for power, name in ((2, "∝ N² (naive Θ(Nd+N²); FlashAttention Θ(N²d²/M))"), (1, "∝ N (compulsory Θ(Nd))")):
-            fig.add_trace(go.Scatter(x=[ns[0], ns[-1]], y=[y0, y0 * (ns[-1] / ns[0]) ** power], mode="lines",
-                                     name=name, line={"color": "#bbb", "dash": "dot", "width": 1},
-                                     hoverinfo="name", meta={"guide": power}))
-    return _layout(fig, "IO against N", "sequence length N (tokens)", "bytes moved to/from DRAM (bytes)", dims)
+        for power, name in ((2, "∝ N² (naive Θ(Nd+N²); FlashAttention Θ(N²d²/M))"),
+                            (1, "∝ N (compulsory Θ(Nd))")):
+            fig.add_trace(go.Scatter(
+                x=[ns[0], ns[-1]], y=[y0, y0 * (ns[-1] / ns[0]) ** power], mode="lines", name=name,
+                line={"color": "#bbb", "dash": "dot", "width": 1}, hoverinfo="name", meta={"guide": power}))
+    return _layout(fig, "IO against N", "sequence length N (tokens)", "bytes moved to/from DRAM (bytes)",
+                   dims)
 
 
 def time_figure(pred: pd.DataFrame, measured: pd.DataFrame, chosen: dict[str, str],
@@ -316,7 +318,8 @@ def whatif_figures(pred: pd.DataFrame, chosen: dict[str, str]) -> list[go.Figure
                 if d != col and d in p.columns and p[d].nunique(dropna=False) > 1]
         fig = go.Figure()
         _series(fig, p, chosen, dims, x=col, y="time_pred_ms", kind="predicted", label="N={seqlen_k}")
-        figs.append(_layout(fig, f"What-if: time against {col[4:]}", f"{col[4:]} (hardware field; unit in its name)",
+        figs.append(_layout(fig, f"What-if: time against {col[4:]}",
+                            f"{col[4:]} (hardware field; unit in its name)",
                             "predicted time per call (ms)", dims, xlog=False))
     return figs
 
@@ -340,7 +343,8 @@ FILTER_JS = """
         var vis = td.every(function (d) { return !(d in dims) || ok(dims[d], f[d]); });
         var keep = [];
         for (var j = 0; j < o.x.length; j++) {
-          if (!o.customdata || pd.every(function (d, k) { return ok(o.customdata[j][k], f[d]); })) keep.push(j);
+          var hit = !o.customdata || pd.every(function (d, k) { return ok(o.customdata[j][k], f[d]); });
+          if (hit) keep.push(j);
         }
         var pick = function (a) { return a ? keep.map(function (j) { return a[j]; }) : a; };
         idx.push(i); u.visible.push(vis); u.x.push(pick(o.x)); u.y.push(pick(o.y));
@@ -356,8 +360,9 @@ FILTER_JS = """
 CSS = """body{font-family:system-ui,sans-serif;margin:0 2em 3em;color:#222;max-width:1400px}
 header{border-bottom:1px solid #ddd;padding:.5em 0}#filters{position:sticky;top:0;background:#fff;
 z-index:10;padding:.6em 0;border-bottom:1px solid #eee}#filters label{margin-right:1.2em}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
-td:last-child{text-align:left}.note{color:#666}"""
+table{border-collapse:collapse;font-size:13px}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}td:last-child{text-align:left}
+.note{color:#666}"""
 
 
 def _fig_html(fig: go.Figure, i: int) -> str:
@@ -368,7 +373,8 @@ def _fig_html(fig: go.Figure, i: int) -> str:
 def _header(profiles: dict[str, HardwareProfile], sources: Sequence[str], pred: pd.DataFrame,
             measured: pd.DataFrame) -> str:
     prof = "".join(
-        f"<li><b>{html.escape(p.name)}</b> ({html.escape(p.gpu_name)}): HBM {p.hbm_bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
+        f"<li><b>{html.escape(p.name)}</b> ({html.escape(p.gpu_name)}): "
+        f"HBM {p.hbm_bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
         f"L2 {p.l2_bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
         + ", ".join(f"{k} {v / 1e12:.4g} TFLOP/s" for k, v in p.tensor_flops_per_s.items())
         + f", FP32 {p.fp32_flops_per_s / 1e12:.3g} TFLOP/s, SFU {p.sfu_exp_per_s / 1e12:.3g} T exp/s</li>"
@@ -400,13 +406,11 @@ def build_html(pred: pd.DataFrame, measured: pd.DataFrame, profiles: dict[str, H
     options = filter_options(pred, measured)
     chosen = default_choice(options, measured, pred)
     left = join(pred, measured, how="left") if len(measured) else measured
-    figs: list[go.Figure] = []
-    sections = []
+    sections: list[str] = []
+    count = iter(range(1000))
 
     def section(title: str, note: str, new: list[go.Figure], extra: str = "") -> None:
-        start = len(figs)
-        figs.extend(new)
-        body = "".join(_fig_html(f, start + i) for i, f in enumerate(new))
+        body = "".join(_fig_html(f, next(count)) for f in new)
         sections.append(f"<section><h2>{title}</h2><p class='note'>{note}</p>{body}{extra}</section>")
 
     section("1. Roofline", "Tensor FLOP/s against tensor FLOP per DRAM byte; roofs are datasheet peaks. "
@@ -416,7 +420,7 @@ def build_html(pred: pd.DataFrame, measured: pd.DataFrame, profiles: dict[str, H
     section("2. IO against N", "Solid: every tile counted (FA1 Theorem 2 view); dotted: L2-aware DRAM "
             "estimate; filled: Nsight Compute DRAM bytes.", [io_figure(pred, left, chosen)])
     section("3. Time and TFLOP/s against N", "Choose head_dim, causal and dtype in the menus.",
-            [time_figure(pred, measured, chosen, "time"), time_figure(pred, measured, chosen, "tflops")])
+            [time_figure(pred, left, chosen, "time"), time_figure(pred, left, chosen, "tflops")])
     if len(measured):
         table = error_table(pred, measured)
         extra = table.to_html(index=False, float_format=lambda v: f"{v:.1f}", classes="errors") \
@@ -424,7 +428,8 @@ def build_html(pred: pd.DataFrame, measured: pd.DataFrame, profiles: dict[str, H
         section("4. Accuracy", "Predicted against measured time (status ok only). MAPE: mean |pred − "
                 "measured| / measured.", [accuracy_figure(left, chosen)], extra)
     else:
-        sections.append("<section><h2>4. Accuracy</h2><p class='note'>No measured data given.</p></section>")
+        sections.append("<section><h2>4. Accuracy</h2><p class='note'>No measured data given.</p>"
+                        "</section>")
     wi = whatif_figures(pred, chosen)
     if wi:
         section("5. What-if", "Predicted time as a swept hardware field changes.", wi)
@@ -451,7 +456,8 @@ def write_report(pred: pd.DataFrame, measured: list[pd.DataFrame], out: Path, so
     for m in measured:
         require_columns(m, MEASURED_NEEDS, "measurements")
     pred = prepare(pred)
-    meas = prepare(pd.concat(measured, ignore_index=True)) if measured else pd.DataFrame(columns=MEASURED_NEEDS)
+    meas = (prepare(pd.concat(measured, ignore_index=True)) if measured
+            else pd.DataFrame(columns=MEASURED_NEEDS))
     if profiles is None:
         profiles = {}
         for name in _order(pred["hw"]):
@@ -464,19 +470,19 @@ def write_report(pred: pd.DataFrame, measured: list[pd.DataFrame], out: Path, so
 
 
 def report_command(
-    files: Annotated[list[Path], typer.Argument(help="prediction rows (iosim sweep/predict CSV or Parquet) "
-                                                "and measured rows (iosim bench), in any order")],
+    files: Annotated[list[Path], typer.Argument(
+        help="prediction rows (iosim sweep/predict CSV or Parquet) and measured rows (iosim bench)")],
     output: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write")] = Path("report.html"),
-    hw: Annotated[list[str] | None, typer.Option("--hw", help="profile name or TOML to draw rooflines for "
-                                                 "(repeatable; default: the data's hw column)")] = None,
+    hw: Annotated[list[str] | None, typer.Option(
+        "--hw", help="profile to draw a roofline for (repeatable; default: each hw in the data)")] = None,
 ) -> None:
     """Write one self-contained HTML report (roofline, IO and time against N, accuracy, what-if)."""
     preds, meas = [], []
     for f in files:
         df = read_rows(f)
         if "time_pred_ms" not in df.columns and "time_ms" not in df.columns:
-            raise InputError(f"{f}: neither predictions (need time_pred_ms and {', '.join(PREDICTED_NEEDS[11:])}) "
-                             f"nor measurements (need time_ms, tflops, status)")
+            raise InputError(f"{f}: neither predictions (need time_pred_ms, counts, tflops_pred, bound) "
+                             "nor measurements (need time_ms, tflops, status)")
         if "time_pred_ms" in df.columns:
             require_columns(df, PREDICTED_NEEDS, str(f))
             preds.append(df)

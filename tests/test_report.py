@@ -14,8 +14,18 @@ from iosim.accuracy import error_table, join
 from iosim.hardware import InputError
 from iosim.io import read_rows
 from iosim.report import (
-    MEAS, PRED, accuracy_figure, default_choice, filter_options, io_figure, report_command,
-    prepare, roofline_figure, time_figure, whatif_figures, write_report,
+    MEAS,
+    PRED,
+    accuracy_figure,
+    default_choice,
+    filter_options,
+    io_figure,
+    prepare,
+    report_command,
+    roofline_figure,
+    time_figure,
+    whatif_figures,
+    write_report,
 )
 
 MEASURED_COLS = ["hw", "schedule", "direction", "batch", "heads", "kv_heads", "seqlen_q", "seqlen_k",
@@ -69,7 +79,7 @@ def test_roofline_roofs_are_the_profiles_datasheet_peaks(pred, measured, h100):
     # Bandwidth roofs: y (TFLOP/s) = intensity (FLOP/B) x bandwidth (B/s) / 1e12, up to the ridge.
     for k, bw in (("hbm", 3.35e12), ("l2", 1.1e13)):
         xs, ys = roofs[k].x, roofs[k].y
-        assert [y / x for x, y in zip(xs, ys)] == pytest.approx([bw / 1e12] * 2)
+        assert [y / x for x, y in zip(xs, ys, strict=True)] == pytest.approx([bw / 1e12] * 2)
         assert ys[-1] == pytest.approx(989.4)  # meets the bf16 tensor ceiling at the ridge
     assert list(roofs["tensor"].y) == pytest.approx([989.4, 989.4])  # bf16 dense, no efficiency
     assert list(roofs["fp32"].y) == pytest.approx([66.9, 66.9])
