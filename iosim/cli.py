@@ -210,11 +210,14 @@ def _register_report() -> None:
     """`iosim report` (needs plotly; the GPU machine running `iosim bench` may not have it)."""
     try:
         from .report import report_command
-    except ImportError:
+    except ImportError as e:
+        missing = e.name
+
         @app.command("report")
         def report_missing() -> None:
             """Write the HTML report (needs plotly)."""
-            raise InputError(f"iosim report needs {e.name} (pip install -e .)")
+            raise InputError(f"iosim report needs {missing} (pip install -e .)")
+
         return
     app.command("report")(report_command)
 
