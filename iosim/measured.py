@@ -1,0 +1,46 @@
+"""Summaries of committed measurements (reports/data/<gpu>/measured.csv) for people."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .io import read_rows
+
+OURS = ["naive", "fa1", "fa2"]
+PEERS = ["torch_flash", "torch_cudnn"]
+
+
+def ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """TFLOP/s per (head_dim, causal, N) for our kernels and torch's, and fa2's ratio to the
+    flash and cuDNN backends measured in the same run."""
+    ok = df[df.status == "ok"]
+    wide = ok.pivot_table(index=["head_dim", "causal", "seqlen_q"], columns="schedule",
+                          values="tflops", aggfunc="last")
+    for peer in PEERS:
+        if "fa2" in wide and peer in wide:
+            wide[f"fa2/{peer.removeprefix('torch_')}"] = wide["fa2"] / wide[peer]
+    if "naive" in ok.schedule.values and "floor_ratio" in ok:
+        floor = ok[ok.schedule == "naive"].set_index(["head_dim", "causal", "seqlen_q"]).floor_ratio
+        wide["naive/HBM floor"] = floor
+    return wide
+
+
+def readme_table(data_dir: Path) -> str:
+    parts = []
+    for csv in sorted(Path(data_dir).glob("*/measured.csv")):
+        df = read_rows(csv)
+        gpu = df.gpu_name.dropna().iloc[0] if "gpu_name" in df else csv.parent.name
+        w = ratios(df)
+        cols = [c for c in OURS + PEERS if c in w] + [c for c in w if "/" in c]
+        head = "| d | causal | N | " + " | ".join(cols) + " |"
+        lines = [f"{gpu} ({csv.relative_to(Path(data_dir).parent.parent)}), bf16, batch = 16384/N, "
+                 "heads = 2048/d; TFLOP/s (FlashAttention convention) and ratios:", "",
+                 head, "|" + "---|" * (3 + len(cols))]
+        for (d, c, n), r in w.iterrows():
+            vals = [("" if pd.isna(r[k]) else f"{r[k]:.2f}" if "/" in k else f"{r[k]:.0f}")
+                    for k in cols]
+            lines.append(f"| {d} | {'yes' if c else 'no'} | {n} | " + " | ".join(vals) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) or "(no measurements committed yet)"
