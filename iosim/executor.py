@@ -263,7 +263,7 @@ def fa1_fwd(p: Problem, plan: Plan, q, k, v):
 
 # ----------------------------------------------------- FA2/FA3 forward ----
 
-def fa2_fwd(p: Problem, plan: Plan, q, k, v, q_in_regs: bool):
+def fa2_fwd(p: Problem, plan: Plan, q, k, v):
     m, s, g = Meter(p), p.scale, p.group
     kp = plan.kernels[0]
     bm = BlockMap.of(p, kp.block_m, kp.block_n)
@@ -276,15 +276,13 @@ def fa2_fwd(p: Problem, plan: Plan, q, k, v, q_in_regs: bool):
                 for i, (r0, r) in enumerate(_spans(nq, kp.block_m)):
                     rs = (b, h, slice(r0, r0 + r))
                     Qi = m.load("Q", q[rs])
-                    if q_in_regs:
-                        m.smem(Qi)  # fragments hoisted into registers once
                     mi, li, acc = np.full(r, -np.inf), np.zeros(r), np.zeros((r, d))
                     for j, (c0, c) in enumerate(cols):
                         if not bm.visit[i, j]:
                             continue
                         Kj = m.load("K", k[b, h // g, c0:c0 + c])
                         Vj = m.load("V", v[b, h // g, c0:c0 + c])
-                        S = m.mma(Qi, Kj.T, not q_in_regs, True)
+                        S = m.mma(Qi, Kj.T, True, True)
                         if bm.diag[i, j]:
                             S[_mask(p, r0, r, c0, c)] = -np.inf
                             m.alu(S.size)
@@ -412,5 +410,5 @@ def run(plan: Plan, q, k, v, do=None, o=None, lse=None):
     if p.direction is Direction.fwd:
         if name == "fa1":
             return fa1_fwd(p, plan, q, k, v)
-        return fa2_fwd(p, plan, q, k, v, q_in_regs=(name == "fa2"))
+        return fa2_fwd(p, plan, q, k, v)
     return flash_bwd(p, plan, q, k, v, o, do, lse, fa1=(name == "fa1"))

@@ -11,18 +11,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..hardware import HardwareProfile
 from ..plan import KernelPlan, Plan
 from ..problem import Direction, Problem
-from .base import (BlockMap, Tiles, check_head_dim, check_smem, gqa_reduce, per_head, scale,
-                   scale_work, uniform)
+from .base import (
+    BlockMap,
+    Tiles,
+    check_head_dim,
+    check_smem,
+    gqa_reduce,
+    per_head,
+    scale,
+    scale_work,
+    uniform,
+)
 from .flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
 
 # (block_m, block_n, warps, stages) by head_dim bucket: forward as measured fastest for
 # kernels/fa2.cu on H100 (FlashAttention-2's own sm80 choices), backward as FA2 picks them.
-FWD_TILES = {64: (128, 128, 4, 2), 128: (128, 64, 4, 2), 256: (128, 64, 8, 1)}
+# kernels/fa2.cu measured on H100 (dev/fa2_check_h100.log): d=128 takes 128x32 because FA2's
+# usual 128x64 spills in this kernel; sm_80 (not measured): the zero-spill tiles that fit A100.
+FWD_TILES = {"sm_90a": {64: (128, 128, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 2)},
+             "sm_80": {64: (128, 64, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 1)}}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 
 
@@ -37,14 +47,15 @@ class FlashStyle:
     name: str
     fwd_tiles: dict[int, tuple]
     bwd_tiles: dict[int, tuple]
-    q_in_regs: bool  # FA2 keeps Q fragments in registers; FA3's wgmma reads Q from SRAM
     overlap: str  # timing policy
     threads_extra: int  # producer warps (FA3's TMA warpgroup)
     regs: int
     source: str | None
 
-    def tiles(self, p: Problem, t: Tiles, bwd: bool) -> Tiles:
-        bm, bn, w, st = bucket(self.bwd_tiles if bwd else self.fwd_tiles, p.head_dim)
+    def tiles(self, p: Problem, hw: HardwareProfile, t: Tiles, bwd: bool) -> Tiles:
+        table = self.bwd_tiles if bwd else self.fwd_tiles
+        table = table[hw.arch] if hw.arch in table else next(iter(table.values()))
+        bm, bn, w, st = bucket(table, p.head_dim)
         return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
                      stages=t.stages or st)
 
@@ -60,7 +71,7 @@ class FlashStyle:
     def plan(self, p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         check_head_dim(self.name, p)
         bwd = p.direction is Direction.bwd
-        t = self.tiles(p, t, bwd)
+        t = self.tiles(p, hw, t, bwd)
         smem = self.bwd_smem(p, t) if bwd else self.fwd_smem(p, t)
         check_smem(self.name, smem, hw, p)
         bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
@@ -68,7 +79,7 @@ class FlashStyle:
         threads = 32 * t.warps + self.threads_extra
         ks: list[KernelPlan] = []
         if not bwd:
-            tr, w = fa2_fwd(p, bm, self.q_in_regs)
+            tr, w = fa2_fwd(p, bm)
             defines = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
                            NUM_WARPS=t.warps, STAGES=t.stages, IS_CAUSAL=int(p.causal),
                            **{f"{self.name.upper()}_FWD": 1})
@@ -76,7 +87,7 @@ class FlashStyle:
                                  self.regs, t.block_m, t.block_n, scale(tr, bh), scale_work(w, bh),
                                  # query blocks launch last-first: under causal
                                  # masking the longest CTAs start first
-                                 trips=np.tile(bm.visit.sum(1)[::-1], bh), stages=t.stages,
+                                 trips=per_head(bm.row_visits()[::-1], bh), stages=t.stages,
                                  overlap=self.overlap, source=self.source, defines=defines))
         else:
             tr, w = fa2_bwd_pre(p)
@@ -98,7 +109,7 @@ class FlashStyle:
         return Plan(self.name, p, hw.name, tuple(ks), notes)
 
 
-FA2 = FlashStyle("fa2", FWD_TILES, BWD_TILES, q_in_regs=True, overlap="async",
+FA2 = FlashStyle("fa2", FWD_TILES, {"any": BWD_TILES}, overlap="async",
                  threads_extra=0, regs=255, source="fa2.cu")
 
 

@@ -24,8 +24,9 @@ PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
 
 
 def style(causal: bool) -> FlashStyle:
-    return FlashStyle("fa3", FWD_TILES_CAUSAL if causal else FWD_TILES, BWD_TILES,
-                      q_in_regs=False, overlap="warpspecialized",
+    return FlashStyle("fa3", {"sm_90a": FWD_TILES_CAUSAL if causal else FWD_TILES},
+                      {"sm_90a": BWD_TILES},
+                      overlap="warpspecialized",
                       threads_extra=PRODUCER_THREADS, regs=240, source=None)
 
 

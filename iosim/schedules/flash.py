@@ -15,7 +15,7 @@ from .base import F32, BlockMap
 
 def kv_rows_loaded(bm: BlockMap) -> int:
     """Σ c_j over key blocks that some query block visits (the others are never loaded)."""
-    return int(bm.c[bm.visit.any(0)].sum())
+    return bm.kv_rows_loaded()
 
 
 def fa1_fwd(p: Problem, bm: BlockMap) -> tuple[Traffic, Work]:
@@ -38,7 +38,7 @@ def fa1_fwd(p: Problem, bm: BlockMap) -> tuple[Traffic, Work]:
         # scale, rowmax, subtract, rowsum per element (+ mask on diagonal tiles);
         # per row: m_new, two subtracts, ℓ_new (3), the two O coefficients (3), -inf guard;
         # per O element: α·O + β·PV (3).
-        alu_flops=4 * rc + bm.sum_rc(bm.diag) + 10 * sr + 3 * sr * d,
+        alu_flops=4 * rc + bm.sum_rc_diag() + 10 * sr + 3 * sr * d,
     )
     return t, w
 
@@ -49,16 +49,16 @@ def fa1_init(p: Problem) -> Traffic:
                            "M": p.seqlen_q * F32})
 
 
-def fa2_fwd(p: Problem, bm: BlockMap, q_in_regs: bool) -> tuple[Traffic, Work]:
+def fa2_fwd(p: Problem, bm: BlockMap) -> tuple[Traffic, Work]:
     """Q outer (one CTA per query block), K/V inner; one rescale at the end; LSE stored."""
     d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
     sr, sc, rc = bm.sum_r(), bm.sum_c(), bm.sum_rc()
-    q_reads = nq * d * e if q_in_regs else sr * d * e  # FA2 hoists Q to registers once
     t = Traffic(
         reads={"Q": nq * d * e, "K": sc * d * e, "V": sc * d * e},
         writes={"O": nq * d * e, "LSE": nq * F32},
-        # smem: Q stored once, K_j and V_j stored per tile and read once each by the MMAs.
-        sram=nq * d * e + q_reads + 4 * sc * d * e,
+        # smem: Q stored once and read (ldmatrix) by every S = QKᵀ; K_j and V_j stored per
+        # tile and read once each by the MMAs.
+        sram=nq * d * e + sr * d * e + 4 * sc * d * e,
     )
     w = Work(
         tensor_flops=4 * rc * d,
@@ -66,7 +66,7 @@ def fa2_fwd(p: Problem, bm: BlockMap, q_in_regs: bool) -> tuple[Traffic, Work]:
         # per element: rowmax, the scale-and-subtract FMA, rowsum (+ mask on diagonal tiles);
         # per row per tile: m_new, m_new·scale, α's argument (2), ℓ update (2); acc *= α;
         # at the end: O = acc/ℓ per element, 1/ℓ and LSE (2) per row.
-        alu_flops=3 * rc + bm.sum_rc(bm.diag) + sr * (6 + d) + nq * (d + 3),
+        alu_flops=3 * rc + bm.sum_rc_diag() + sr * (6 + d) + nq * (d + 3),
     )
     return t, w
 
@@ -100,7 +100,7 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool) -> tuple[Traffic, Work]:
     w = Work(
         tensor_flops=10 * rc * d,
         exp_ops=rc,
-        alu_flops=per_rc * rc + bm.sum_rc(bm.diag) + (sr if fa1 else 0) + per_rd * sr * d
+        alu_flops=per_rc * rc + bm.sum_rc_diag() + (sr if fa1 else 0) + per_rd * sr * d
         + kv * d,  # dK *= scale per loaded key block
     )
     return t, w

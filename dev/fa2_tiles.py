@@ -1,4 +1,4 @@
-"""Measured tile choices for kernels/fa2.cu and its shared-memory formula.
+"""Tile candidates measured by dev/fa2_check.py while developing kernels/fa2.cu (a dev record;
 
 The Plan (iosim/plan.py) owns tiling; this table records what was measured fastest on the GPU
 (dev/fa2_check.py) so the Plan and the tests can start from it. The shared-memory formula must
