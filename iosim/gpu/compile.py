@@ -84,8 +84,7 @@ def _headers_text() -> str:
     return "".join(p.read_text() for p in sorted(kernels_dir().glob("*.cuh")))
 
 
-def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
-                   arch: str | None = None):
+def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str | None = None):
     """Compile kernels/<source> with NVRTC and return the `cupy.RawKernel` for `entry`.
 
     Cached by (source and header text hash, entry, defines, dtype, arch)."""
@@ -96,8 +95,12 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
     key = (_source_hash(text + _headers_text()), entry, tuple(sorted(defines.items())), dtype, arch)
     kern = _MODULE_CACHE.get(key)
     if kern is None:
-        options = ("-std=c++17", f"--gpu-architecture={arch}", f"-I{kernels_dir()}",
-                   *define_options(defines, dtype))
+        options = (
+            "-std=c++17",
+            f"--gpu-architecture={arch}",
+            f"-I{kernels_dir()}",
+            *define_options(defines, dtype),
+        )
         try:
             module = cupy.RawModule(code=text, options=options)
             kern = module.get_function(entry)
@@ -105,7 +108,9 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
             # Some CuPy versions add their own -arch option; NVRTC then rejects ours.
             if "arch" not in str(e).lower() and "option" not in str(e).lower():
                 raise
-            module = cupy.RawModule(code=text, options=tuple(o for o in options if not o.startswith("--gpu-arch")))
+            module = cupy.RawModule(
+                code=text, options=tuple(o for o in options if not o.startswith("--gpu-arch"))
+            )
             kern = module.get_function(entry)
         _MODULE_CACHE[key] = kern
     return kern
@@ -141,7 +146,7 @@ def parse_ptxas(log: str, entry: str) -> dict[str, int]:
     if start is None:
         raise ValueError(f"entry {entry!r} not found in ptxas output:\n{log}")
     block = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if _PTXAS_FUNC.search(line):
             break
         block.append(line)
@@ -168,25 +173,38 @@ def nvcc_available() -> bool:
 
 
 @lru_cache(maxsize=256)
-def _nvcc_resources_cached(source: str, text_hash: str, entry: str, defines: tuple, dtype: str,
-                           arch: str) -> tuple:
+def _nvcc_resources_cached(
+    source: str, text_hash: str, entry: str, defines: tuple, dtype: str, arch: str
+) -> tuple:
     src = kernel_path(source)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["nvcc", "-std=c++17", "-cubin", "-Xptxas", "-v", *nvcc_arch_options(arch),
-               f"-I{kernels_dir()}", *define_options(dict(defines), dtype),
-               "-o", str(Path(tmp) / "k.cubin"), str(src)]
+        cmd = [
+            "nvcc",
+            "-std=c++17",
+            "-cubin",
+            "-Xptxas",
+            "-v",
+            *nvcc_arch_options(arch),
+            f"-I{kernels_dir()}",
+            *define_options(dict(defines), dtype),
+            "-o",
+            str(Path(tmp) / "k.cubin"),
+            str(src),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{proc.stderr}")
         return tuple(sorted(parse_ptxas(proc.stderr + proc.stdout, entry).items()))
 
 
-def nvcc_resources(source: str, entry: str, defines: dict[str, int], dtype: str,
-                   arch: str) -> dict[str, int]:
+def nvcc_resources(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str) -> dict[str, int]:
     """Compile offline with `nvcc -cubin -Xptxas -v` and report `entry`'s resources:
     registers, spill_stores, spill_loads, smem_static, stack_frame (bytes except registers)."""
     if not nvcc_available():
         raise RuntimeError("nvcc not found on PATH")
     text = kernel_path(source).read_text() + _headers_text()
-    return dict(_nvcc_resources_cached(source, _source_hash(text), entry,
-                                       tuple(sorted(defines.items())), dtype, _check_arch(arch)))
+    return dict(
+        _nvcc_resources_cached(
+            source, _source_hash(text), entry, tuple(sorted(defines.items())), dtype, _check_arch(arch)
+        )
+    )
