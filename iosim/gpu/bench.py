@@ -180,10 +180,17 @@ def key(r: dict) -> tuple:
 
 
 def done_keys(path: Path) -> set[tuple]:
+    """Points already measured. Rows that ended in an error (a crash, not a measurement) are
+    dropped from the file so that the resumed run measures them again."""
     if not path.exists() or path.stat().st_size == 0:
         return set()
     df = pd.read_csv(path)
-    return {key(r) for r in df.to_dict("records")}
+    errors = df.status.astype(str).str.startswith("error")
+    if errors.any():
+        tmp = path.with_suffix(".tmp")
+        df[~errors].to_csv(tmp, index=False)
+        tmp.replace(path)
+    return {key(r) for r in df[~errors].to_dict("records")}
 
 
 def append(path: Path, r: dict, columns: list[str]) -> None:
@@ -239,7 +246,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
     bw = copy_bandwidth(torch, timer)
     base_cols = list(row(plan("fa2", problems[0], hw), hw).keys())
     columns = base_cols + [c for c in MEASURED_COLUMNS + EXTRA_COLUMNS if c not in base_cols]
-    columns += ["l2_bytes_ncu", "smem_wavefronts_ncu", "tensor_inst_ncu"]
+    columns += ["l2_bytes_ncu", "smem_wavefronts_ncu", "tensor_inst_ncu", "ncu_status"]
     todo = [(s, p) for p in problems for s in schedules + (list(PEERS) if peers else [])]
     try:
         from tqdm import tqdm
@@ -271,9 +278,12 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
                     r["floor_ratio"] = r["hbm_floor_ms"] / r["time_ms"]
                     if s == "naive":
                         r["cublas_ms"] = cublas_ms(torch, timer, q, k, v, p)
-                    if use_ncu:
+                    if use_ncu:  # a profiler failure keeps the timing: noted apart
                         args = dict(schedule=s, hw=hw.name, seed=seed + n, **problem_fields(p))
-                        r.update(ncu_counts(args, launcher.entries()))
+                        try:
+                            r.update(ncu_counts(args, launcher.entries()), ncu_status="ok")
+                        except Exception as e:
+                            r["ncu_status"] = f"error: {str(e).splitlines()[0][:200]}"
                 del launcher
         except InputError:
             raise

@@ -11,6 +11,7 @@ Nothing is skipped for causal: the GEMMs compute the full N×N; only the softmax
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -44,6 +45,11 @@ def row_reads(p: Problem) -> int:
     nq, nk = p.seqlen_q, p.seqlen_k
     if not p.causal:
         return nq * nk
+    return _causal_row_reads(nq, nk)
+
+
+@lru_cache(maxsize=1024)
+def _causal_row_reads(nq: int, nk: int) -> int:
     n = np.arange(1, nq + 1, dtype=np.int64)
     if nk % 8 == 0:
         n = -(-n // 8) * 8
@@ -71,7 +77,8 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
         traffic=t, work=Work(exp_ops=exp_total, alu_flops=alu_total + alu_per_row * rows),
         trips=uniform(rows, passes), overlap="async",
         defines={name.upper(): 1, "SOFTMAX_THREADS": threads,
-                 "ROW_IN_SMEM": int(in_smem), "IS_CAUSAL": int(p.causal)},
+                 "ROW_IN_SMEM": int(in_smem), "IS_CAUSAL": int(p.causal),
+                 "HEAD_DIM": p.head_dim},
     )
 
 
