@@ -20,6 +20,7 @@ Assumptions, per kernel, in launch order:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .hardware import HardwareProfile
 from .occupancy import wave
@@ -32,19 +33,26 @@ FP32 = {"L", "M", "LSE", "D", "Oacc", "dQacc"}
 
 def tensor_bytes(p: Problem, name: str) -> int:
     """Size of a named tensor in HBM."""
-    base = name.removesuffix("_expanded")
-    e = F32 if base in FP32 else p.elem_bytes
-    nq, nk, d, bh = p.seqlen_q, p.seqlen_k, p.head_dim, p.bh
-    kv_heads = p.heads if name.endswith("_expanded") else p.kv_heads
-    sizes = {
-        "Q": bh * nq * d, "O": bh * nq * d, "dO": bh * nq * d, "dQ": bh * nq * d,
-        "Oacc": bh * nq * d, "dQacc": bh * nq * d,
-        "K": p.batch * kv_heads * nk * d, "V": p.batch * kv_heads * nk * d,
-        "dK": p.batch * kv_heads * nk * d, "dV": p.batch * kv_heads * nk * d,
-        "L": bh * nq, "M": bh * nq, "LSE": bh * nq, "D": bh * nq,
-        "S": bh * nq * nk, "P": bh * nq * nk, "dP": bh * nq * nk, "dS": bh * nq * nk,
-    }
-    return sizes[base] * e
+    return sizes(p)[name]
+
+
+def sizes(p: Problem) -> dict[str, int]:
+    """Sizes of all named tensors of a problem in HBM (cached)."""
+    return _sizes(p.batch, p.heads, p.kv_heads, p.seqlen_q, p.seqlen_k, p.head_dim,
+                  p.dtype.bytes)
+
+
+@lru_cache(maxsize=4096)
+def _sizes(batch: int, heads: int, kv_heads: int, nq: int, nk: int, d: int, e: int) -> dict:
+    bh = batch * heads
+    q, kv, rows, nn = bh * nq * d, batch * kv_heads * nk * d, bh * nq, bh * nq * nk
+    sizes = {"Q": q, "O": q, "dO": q, "dQ": q, "Oacc": q, "dQacc": q, "K": kv, "V": kv,
+             "dK": kv, "dV": kv, "L": rows, "M": rows, "LSE": rows, "D": rows,
+             "S": nn, "P": nn, "dP": nn, "dS": nn}
+    out = {n: v * (F32 if n in FP32 else e) for n, v in sizes.items()}
+    for n in ("dK", "dV"):  # per-query-head buffers summed by the GQA reduction
+        out[f"{n}_expanded"] = bh * nk * d * e
+    return out
 
 
 @dataclass(frozen=True)
@@ -62,13 +70,14 @@ def hit_fraction(k: KernelPlan, hw: HardwareProfile, distinct: int) -> float:
 def estimate(plan: Plan, hw: HardwareProfile) -> list[Dram]:
     """DRAM bytes per kernel of the Plan, in launch order."""
     p, l2 = plan.problem, hw.l2_bytes * hw.efficiency.l2
+    size = sizes(p)
     left: dict[str, int] = {}  # bytes of each tensor the previous kernel left in L2
     dirty = 0  # the previous kernel's dirty lines: evicted, so written, during this one
     out = []
     for k in plan.kernels:
         t = k.traffic
-        distinct_r = {n: min(v, tensor_bytes(p, n)) for n, v in t.reads.items()}
-        distinct_w = {n: min(v, tensor_bytes(p, n)) for n, v in t.writes.items()}
+        distinct_r = {n: min(v, size[n]) for n, v in t.reads.items()}
+        distinct_w = {n: min(v, size[n]) for n, v in t.writes.items()}
         hit = hit_fraction(k, hw, sum(distinct_r.values()) + sum(distinct_w.values()))
         read = 0.0
         for n, v in t.reads.items():

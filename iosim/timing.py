@@ -1,19 +1,72 @@
-"""Time models. Roofline: per kernel, the slowest of work over the peak of its unit and bytes
-over the bandwidth of their level, naming the limit that binds."""
+"""Time models: a roofline and a cycle-approximate model of tiles, waves and overlap.
+
+Roofline: per kernel, the slowest of work over the peak of its unit and bytes over the
+bandwidth of their level, naming the limit that binds.
+
+Cycle-approximate (`predict`), per kernel of a Plan:
+
+1. Occupancy. CTAs resident per SM from the Plan's shared memory, registers and threads against
+   the profile's limits (`occupancy.ctas_per_sm`); `slots` = that x SMs.
+2. Per-trip demand of one CTA, in seconds, at per-SM rates (peak x efficiency / SMs): tensor
+   cores, SFU (exp), FP32 ALU, shared memory; and at shares of the global levels: the L2 and
+   DRAM bandwidths are split evenly between the CTAs running at the time. A kernel's work and
+   streamed bytes are spread over its loop trips evenly (`KernelPlan.trips`); the bytes of a
+   tensor moved exactly once (each CTA its own slice: Q in, O out) are the CTA's prologue and
+   epilogue instead. The DRAM share of the streamed bytes is the L2-aware estimate's share of
+   the two-level count (`memory.estimate`).
+3. Overlap policy (`KernelPlan.overlap`) turns the demands into the time of one trip of a CTA
+   with `n` CTAs resident on its SM: the slower of the CTA's own dependency chain and the
+   SM's throughput (`n` x the busiest per-SM unit):
+   - "none" (FA1): loads are synchronous: chain = memory + tensor + SFU + ALU.
+   - "async" (FA2, GEMMs): the next tile loads while this one computes; softmax and MMA run
+     in sequence in each warp: chain = max(memory, tensor + SFU + ALU). Resident CTAs overlap
+     each other's phases through the throughput term. With one pipeline stage, "none".
+   - "warpspecialized" (FA3): a producer warpgroup loads; two consumer warpgroups ping-pong, so
+     one's softmax hides under the other's GEMMs: chain = max(memory, tensor,
+     (tensor + SFU + ALU) / 2), each warpgroup's own sequence covering half the rows.
+4. Waves. CTA durations (prologue + trips x trip time + epilogue) in launch order are placed
+   on the slots greedily, as the hardware's block scheduler does. Equal CTAs that all fit at
+   once: one CTA's duration. Otherwise the slower of: the waves of the SM-side durations (the units and
+   chains of each SM, without the bandwidth share): ceil(CTAs / slots) x duration for equal
+   CTAs (tail waves), and for unequal (causal) ones Graham's list-scheduling bound, max over
+   CTAs c of start_c + duration c, start_c = 0 for the first `slots` CTAs and
+   (Σ durations before c) / slots after them (causal imbalance, the last long CTAs); and the fluid time Σ full durations / slots, in which the shared bandwidth evens out
+   across waves (a tail wave's few CTAs get the whole bandwidth). This keeps the model
+   monotone: more SMs or bandwidth never make it slower. Vectorised: no loop over CTAs; trip
+   counts repeat per (batch, head), so only one period of the grid is walked.
+5. The kernel is never faster than any unit's or level's total at its efficient rate (the
+   fluid limits), and each launch costs `launch_overhead_s`.
+
+`bound` names what limits the kernel: the unit or level whose fluid time is the largest
+(`tensor`, `sfu`, `alu`, `sram`, `l2`, `hbm`), or `latency` when the time not explained by any
+one of them (serialised phases, low occupancy, tail waves, causal imbalance) is larger still,
+or `launch` when the launch overhead exceeds the kernel's busy time.
+
+Every rate and efficiency comes from the HardwareProfile; nothing here is a hardware constant.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .hardware import HardwareProfile
-from .memory import Dram
+from .memory import Dram, sizes
+from .occupancy import ctas_per_sm
 from .plan import KernelPlan, Plan
+from .problem import Problem
+
+UNITS = ("tensor", "sfu", "alu", "sram")  # per-SM units
+LEVELS = ("l2", "hbm")  # levels shared by all SMs
 
 
 @dataclass(frozen=True)
 class KernelTime:
     seconds: float
     bound: str  # hbm | l2 | sram | tensor | sfu | alu | launch (| latency in the cycle model)
+    ctas_per_sm: int = 0
+    waves: float = 0.0  # CTAs / slots
 
 
 def roofline_terms(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> dict[str, float]:
@@ -37,42 +90,141 @@ def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> Kern
     return KernelTime(terms[bound], bound)
 
 
-def _rates(k: KernelPlan, hw: HardwareProfile, plan: Plan) -> dict[str, float]:
-    """Seconds per unit of work or byte at the rates real kernels reach (peak x efficiency)."""
-    eff = hw.efficiency
-    tensor_eff = eff.tensor_wgmma if k.overlap == "warpspecialized" else eff.tensor_mma_sync
-    terms = roofline_terms(k, Dram(0, 0), hw, plan)
-    return {"tensor": terms["tensor"] / tensor_eff, "sfu": terms["sfu"] / eff.sfu,
-            "alu": terms["alu"] / eff.alu, "l2": terms["l2"] / eff.l2, "sram": terms["sram"] / eff.smem}
+@dataclass(frozen=True)
+class Rates:
+    """Efficient rates of one profile for one kernel: per SM for the units, whole GPU for the
+    levels (bytes, FLOPs or exponentials per second)."""
+
+    tensor: float
+    sfu: float
+    alu: float
+    sram: float
+    l2: float
+    hbm: float
+
+    @classmethod
+    def of(cls, k: KernelPlan, hw: HardwareProfile, p: Problem) -> Rates:
+        eff, sms = hw.efficiency, hw.sm_count
+        tensor_eff = eff.tensor_wgmma if k.overlap == "warpspecialized" else eff.tensor_mma_sync
+        return cls(
+            tensor=hw.tensor_peak(p.dtype) * tensor_eff / sms,
+            sfu=hw.sfu_exp_per_s * eff.sfu / sms,
+            alu=hw.fp32_flops_per_s * eff.alu / sms,
+            sram=hw.smem_bandwidth_bytes_per_clk_per_sm * hw.boost_clock_hz * eff.smem,
+            l2=hw.l2_bandwidth_bytes_per_s * eff.l2,
+            hbm=hw.hbm_bandwidth_bytes_per_s * eff.hbm,
+        )
+
+
+def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int) -> dict[str, float]:
+    """Seconds each unit and level needs for the whole kernel at its efficient rate."""
+    t, w = k.traffic, k.work
+    return {"tensor": w.tensor_flops / (r.tensor * sms), "sfu": w.exp_ops / (r.sfu * sms),
+            "alu": w.alu_flops / (r.alu * sms), "sram": t.sram / (r.sram * sms),
+            "l2": (t.hbm_read + t.hbm_write) / r.l2, "hbm": (dram.read + dram.write) / r.hbm}
+
+
+def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
+    """(read, write) bytes moved once per CTA (prologue/epilogue, whole kernel) and
+    (read, write) bytes streamed by the loop trips (whole kernel), two-level counts."""
+    size = sizes(p)
+    fixed_r = sum(v for n, v in k.traffic.reads.items() if v <= size[n])
+    fixed_w = sum(v for n, v in k.traffic.writes.items() if v <= size[n])
+    return fixed_r, fixed_w, k.traffic.hbm_read - fixed_r, k.traffic.hbm_write - fixed_w
+
+
+def _trip_time(policy: str, stages: int, mem, tensor: float, sfu: float, alu: float,
+               sram: float, n):
+    """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (numpy-broadcast
+    over `mem` and `n`)."""
+    compute = tensor + sfu + alu
+    if policy == "warpspecialized":
+        chain = np.maximum(mem, max(tensor, compute / 2))
+    elif policy == "async" and stages > 1:
+        chain = np.maximum(mem, compute)
+    else:  # "none", or nothing to overlap the loads with
+        chain = mem + compute
+    return np.maximum(chain, n * max(tensor, sfu, alu, sram))
+
+
+def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> KernelTime:
+    """Predicted time of one kernel (see the module docstring)."""
+    r = Rates.of(k, hw, p)
+    sms, ctas = hw.sm_count, k.ctas
+    occ = ctas_per_sm(k, hw)
+    slots = occ * sms
+    trips = k.trips if len(k.trips) == ctas else np.broadcast_to(np.int64(1), (ctas,))
+    uniform = trips.strides == (0,) or ctas <= 1
+    # Every (batch, head) runs the same loops, so trips repeat with the grid's y and z:
+    # work on one period of x (checked against the last period) and count whole periods.
+    period, reps = ctas, 1
+    if not uniform and k.grid[0] < ctas and ctas % k.grid[0] == 0:
+        if np.array_equal(trips[:k.grid[0]], trips[-k.grid[0]:]):
+            period, reps = k.grid[0], ctas // k.grid[0]
+    one = trips[:period]
+    total_trips = int(trips[0]) * ctas if uniform else int(one.sum()) * reps
+    steps = max(total_trips, 1)
+
+    # per trip of one CTA, at per-SM rates
+    w = k.work
+    tensor = w.tensor_flops / steps / r.tensor
+    sfu = w.exp_ops / steps / r.sfu
+    alu = w.alu_flops / steps / r.alu
+    sram = k.traffic.sram / steps / r.sram
+    fixed_r, fixed_w, loop_r, loop_w = _split(k, p)
+    two_r, two_w = k.traffic.hbm_read, k.traffic.hbm_write
+    dram_r = dram.read / two_r if two_r else 0.0  # DRAM share of two-level bytes
+    dram_w = dram.write / two_w if two_w else 0.0
+
+    def durations(conc, memory: bool = True):
+        """(prologue + epilogue, trip time) of one CTA when `conc` CTAs run at once; without
+        `memory`, only the SM's own units (what a wave costs however bandwidth is shared)."""
+        conc = np.asarray(conc, dtype=np.float64)
+        n = np.ceil(conc / sms)  # resident per SM on the busiest SMs
+        share = conc if memory else 0.0  # global bandwidth split between the running CTAs
+
+        def mem(rd, wr):
+            l2 = (rd + wr) * share / r.l2
+            hbm = (rd * dram_r + wr * dram_w) * share / r.hbm
+            return np.maximum(l2, hbm)
+
+        fixed = mem(fixed_r / ctas, fixed_w / ctas)
+        trip = _trip_time(k.overlap, k.stages, mem(loop_r / steps, loop_w / steps),
+                          tensor, sfu, alu, sram, n)
+        return fixed, trip
+
+    conc = min(ctas, slots)
+    fixed, trip = durations(conc)
+    if uniform:
+        d = float(fixed + int(trips[0]) * trip)
+        if ctas <= slots:
+            sched = d
+        else:  # waves of the SM-side time; the shared bandwidth evens out across waves
+            fixed_c, trip_c = durations(conc, memory=False)
+            sched = max(-(-ctas // slots) * float(fixed_c + int(trips[0]) * trip_c),
+                        ctas * d / slots)
+    else:
+        d = fixed + one * trip  # CTA durations in launch order (one period)
+        fixed_c, trip_c = durations(conc, memory=False)
+        dc = fixed_c + one * trip_c
+        # Graham: CTA c starts at once while slots are free (c < slots), else by the time the
+        # slots have run what was launched before it. The latest finish is in the last period.
+        before = np.cumsum(dc) - dc + (reps - 1) * float(dc.sum())
+        index = (reps - 1) * period + np.arange(period)
+        start = np.where(index < slots, 0.0, before / slots)
+        sched = max(float((start + dc).max()), reps * float(d.sum()) / slots)
+
+    limits = fluid(k, dram, r, sms)
+    ideal = max(limits.values())
+    busy = max(sched, ideal)
+    bound = max(limits, key=limits.get)
+    if busy - ideal > ideal:
+        bound = "latency"
+    if hw.launch_overhead_s > busy:
+        bound = "launch"
+    return KernelTime(busy + hw.launch_overhead_s, bound, occ, ctas / slots)
 
 
 def predict(plan: Plan, hw: HardwareProfile, dram: list[Dram]) -> list[KernelTime]:
-    """Per-kernel predicted time: units combined by the kernel's overlap policy, stretched by
-    the tail of the last wave, plus launch overhead."""
-    from .occupancy import wave
-
-    out = []
-    for k, d in zip(plan.kernels, dram):
-        r = _rates(k, hw, plan)
-        hbm = (d.read + d.write) / (hw.hbm_bandwidth_bytes_per_s * hw.efficiency.hbm)
-        mem = {"hbm": hbm, "l2": r["l2"], "sram": r["sram"]}
-        mem_bound = max(mem, key=mem.get)
-        if k.overlap == "none":  # loads wait; compute waits for loads
-            parts = {mem_bound: mem[mem_bound] + r["tensor"] + r["sfu"] + r["alu"]}
-        elif k.overlap == "async":  # loads overlap; softmax and MMA serialised per warp
-            parts = {mem_bound: mem[mem_bound], "tensor": r["tensor"] + r["sfu"] + r["alu"]}
-        else:  # producer/consumer ping-pong: softmax hides under the other group's GEMM
-            parts = {mem_bound: mem[mem_bound], "tensor": r["tensor"], "sfu": r["sfu"] + r["alu"]}
-        bound = max(parts, key=parts.get)
-        if bound == "tensor" and r["tensor"] < r["sfu"] + r["alu"]:
-            bound = "sfu" if r["sfu"] >= r["alu"] else "alu"
-        w = wave(k, hw)
-        tail = -(-k.ctas // w) / (k.ctas / w)  # a partly filled last wave costs a full one
-        busy = parts[bound] * tail
-        t = busy + hw.launch_overhead_s
-        if tail > 1.25:
-            bound = "latency"
-        if hw.launch_overhead_s > busy:
-            bound = "launch"
-        out.append(KernelTime(t, bound))
-    return out
+    """Per-kernel predicted time of a Plan, in launch order."""
+    return [kernel_time(k, d, hw, plan.problem) for k, d in zip(plan.kernels, dram)]

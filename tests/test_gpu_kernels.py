@@ -36,10 +36,10 @@ def test_kernel_matches_reference(env, schedule, dtype, case):
     b, h, kvh, nq, nk, d, causal = case
     p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
                 dtype=dtype, causal=causal)
-    for seed in (1, 2):  # fresh inputs each time
-        q, k, v = bench.inputs(torch, p, seed=hash((schedule, dtype, case, seed)) % 2**31)
-        ref, lse_h0, same = bench.reference(torch, q, k, v, p)
-        bound = bench.ERR_MULTIPLE * same + bench.ROUNDING[dtype]
+    for _ in range(2):  # fresh inputs every time
+        q, k, v = bench.inputs(torch, p, seed=int.from_bytes(__import__("os").urandom(4), "little"))
+        ref, lse_h0, same, s_max = bench.reference(torch, q, k, v, p)
+        bound = bench.error_bound(schedule, p, same, s_max)
         err, ok = bench.check(torch, Launcher(plan(schedule, p, hw), q, k, v), ref, lse_h0, bound)
         assert ok, f"{schedule} {dtype} {case}: error {err:.3g} over bound {bound:.3g}"
 

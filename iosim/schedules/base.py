@@ -7,7 +7,7 @@ with numpy over block sizes, so ragged last blocks and causal skipping are exact
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -39,21 +39,36 @@ def blocks(n: int, b: int) -> np.ndarray:
     return sizes
 
 
-@dataclass(frozen=True)
 class BlockMap:
-    """Which (query block i, key block j) pairs a flash schedule visits, with their sizes."""
+    """Which (query block i, key block j) pairs a flash schedule visits, with their sizes.
 
-    r: np.ndarray  # rows per query block, shape (Tm,)
-    c: np.ndarray  # columns per key block, shape (Tn,)
-    visit: np.ndarray  # bool (Tm, Tn): computed (not entirely above the causal diagonal)
-    diag: np.ndarray  # bool (Tm, Tn): computed and partly masked (needs the mask)
-    # Sums already taken (BlockMaps are cached and shared, so each sum is taken once).
-    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+    Query block i visits the key blocks j in [0, hi_i) (all of them when not causal), and of
+    those, [lo_i, hi_i) are partly masked (diagonal tiles). The sums below are taken from these
+    per-row ranges in O(Tm); the (Tm, Tn) boolean matrices `visit` and `diag`, which the executor
+    walks, are built on first use. BlockMaps are cached and shared: arrays are read-only.
+    """
+
+    def __init__(self, r: np.ndarray, c: np.ndarray, bm: int, bn: int, causal: bool) -> None:
+        self.r, self.c = r, c  # rows per query block (Tm,), columns per key block (Tn,)
+        tm, tn = len(r), len(c)
+        row0 = np.arange(tm, dtype=np.int64) * bm
+        row_last = row0 + r - 1
+        if causal:  # top-left aligned: row i sees columns j <= i; col0_j = j·bn
+            hi = np.minimum(tn, row_last // bn + 1)
+            # partly masked: col_last_j = min(j·bn + bn, Nk) − 1 > row0_i
+            lo = np.minimum((row0 + 1) // bn, hi)
+            last_full = (tn - 1) * bn + c[-1] - 1 <= row0  # the ragged last block fully visible
+            lo = np.where(last_full & (lo == tn - 1), hi, lo)
+        else:
+            hi = np.full(tm, tn, dtype=np.int64)
+            lo = hi.copy()
+        self.hi, self.lo = _frozen(hi), _frozen(lo)
+        self._memo: dict = {}
 
     @classmethod
     def of(cls, p: Problem, bm: int, bn: int) -> BlockMap:
         """The block map of a problem (cached: it depends only on the lengths, the mask and the
-        block sizes, not on batch, heads or dtype; its arrays are read-only)."""
+        block sizes, not on batch, heads or dtype)."""
         return _block_map(p.seqlen_q, p.seqlen_k, p.causal, bm, bn)
 
     def _once(self, key, fn):
@@ -61,33 +76,62 @@ class BlockMap:
             self._memo[key] = fn()
         return self._memo[key]
 
+    @property
+    def visit(self) -> np.ndarray:
+        """bool (Tm, Tn): computed (not entirely above the causal diagonal)."""
+        j = np.arange(len(self.c))[None, :]
+        return self._once("visit", lambda: _frozen(j < self.hi[:, None]))
+
+    @property
+    def diag(self) -> np.ndarray:
+        """bool (Tm, Tn): computed and partly masked (needs the mask)."""
+        j = np.arange(len(self.c))[None, :]
+        return self._once("diag", lambda: _frozen((j >= self.lo[:, None]) & (j < self.hi[:, None])))
+
+    def _cum_c(self) -> np.ndarray:
+        return self._once("cum_c", lambda: np.concatenate(([0], np.cumsum(self.c))))
+
     def sum_rc(self, mask: np.ndarray | None = None) -> int:
         """Σ r_i·c_j over visited (or masked) pairs: elements of S computed."""
-        if mask is None or mask is self.visit or mask is self.diag:
-            key = "rc_diag" if mask is self.diag and mask is not None else "rc"
-            m = self.diag if key == "rc_diag" else self.visit
-            return self._once(key, lambda: int(self.r @ m.astype(np.int64) @ self.c))
+        cc = self._cum_c()
+        if mask is None or mask is self._memo.get("visit"):
+            return self._once("rc", lambda: int(self.r @ cc[self.hi]))
+        if mask is self._memo.get("diag"):
+            return self.sum_rc_diag()
         return int(self.r @ mask.astype(np.int64) @ self.c)
+
+    def sum_rc_diag(self) -> int:
+        """Σ r_i·c_j over partly masked pairs."""
+        cc = self._cum_c()
+        return self._once("rc_diag", lambda: int(self.r @ (cc[self.hi] - cc[self.lo])))
 
     def row_visits(self) -> np.ndarray:
         """Key blocks visited per query block (read-only)."""
-        return self._once("rows", lambda: _frozen(self.visit.sum(1)))
+        return self.hi
 
     def col_visits(self) -> np.ndarray:
         """Query blocks visiting each key block (read-only)."""
-        return self._once("cols", lambda: _frozen(self.visit.sum(0)))
+        def cols():
+            # query block i visits j < hi_i: count of i with hi_i > j (hi is non-decreasing)
+            j = np.arange(len(self.c))
+            return _frozen(len(self.r) - np.searchsorted(self.hi, j, side="right"))
+        return self._once("cols", cols)
 
     def sum_r(self) -> int:
         """Σ r_i over visited pairs: query-block rows loaded, once per visited pair."""
-        return self._once("r", lambda: int(self.row_visits() @ self.r))
+        return self._once("r", lambda: int(self.hi @ self.r))
 
     def sum_c(self) -> int:
         """Σ c_j over visited pairs: key-block rows loaded, once per visited pair."""
         return self._once("c", lambda: int(self.col_visits() @ self.c))
 
+    def kv_rows_loaded(self) -> int:
+        """Σ c_j over key blocks that some query block visits."""
+        return self._once("kv", lambda: int(self._cum_c()[self.hi.max()]))
+
     @property
     def pairs(self) -> int:
-        return self._once("pairs", lambda: int(self.row_visits().sum()))
+        return self._once("pairs", lambda: int(self.hi.sum()))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -95,20 +139,9 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=1024)
 def _block_map(nq: int, nk: int, causal: bool, bm: int, bn: int) -> BlockMap:
-    r, c = blocks(nq, bm), blocks(nk, bn)
-    row0 = np.arange(len(r))[:, None] * bm
-    col0 = np.arange(len(c))[None, :] * bn
-    row_last = row0 + r[:, None] - 1
-    col_last = col0 + c[None, :] - 1
-    if causal:  # top-left aligned: row i sees columns j <= i
-        visit = col0 <= row_last
-        diag = visit & (col_last > row0)
-    else:
-        visit = np.ones((len(r), len(c)), bool)
-        diag = np.zeros_like(visit)
-    return BlockMap(*(_frozen(a) for a in (r, c, visit, diag)))
+    return BlockMap(_frozen(blocks(nq, bm)), _frozen(blocks(nk, bn)), bm, bn, causal)
 
 
 def uniform(n: int, value: int) -> np.ndarray:
@@ -125,8 +158,9 @@ def causal_valid(p: Problem) -> int:
     """Elements of S not masked, per head: Σ_i min(i+1, Nk) (all Nq·Nk when not causal)."""
     if not p.causal:
         return p.seqlen_q * p.seqlen_k
-    i = np.arange(p.seqlen_q, dtype=np.int64)
-    return int(np.minimum(i + 1, p.seqlen_k).sum())
+    nq, nk = p.seqlen_q, p.seqlen_k
+    m = min(nq, nk)  # rows 1..m see i+1 keys, the rest see all nk
+    return m * (m + 1) // 2 + (nq - m) * nk
 
 
 def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str, c: str,

@@ -9,14 +9,11 @@ Causal: blocks entirely above the diagonal are skipped.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..hardware import HardwareProfile
 from ..plan import KernelPlan, Plan
 from ..problem import Direction, Problem
 from ..traffic import Traffic, Work
-from .base import (F32, BlockMap, Tiles, check_head_dim, check_smem, gqa_reduce, scale, scale_work,
-                   uniform)
+from .base import F32, BlockMap, Tiles, check_head_dim, check_smem, gqa_reduce, scale, scale_work, uniform
 from .flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
 
 # Largest Bc whose S tile (16 rows x Bc fp32 per warp) and O fragment fit the kernel's

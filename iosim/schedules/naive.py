@@ -33,7 +33,9 @@ def softmax_threads(nk: int) -> int:
 
 
 def gemm_tiles(table: dict, p: Problem, t: Tiles) -> Tiles:
-    bm, bn, bk, st, w = next(v for k, v in sorted(table.items()) if p.head_dim <= k)
+    # the bucket of the next head_dim up (the largest one beyond it: naive has no limit on d)
+    bm, bn, bk, st, w = next((v for k, v in sorted(table.items()) if p.head_dim <= k),
+                             table[max(table)])
     return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
                  block_k=t.block_k or min(bk, p.head_dim), warps=t.warps or w,
                  stages=t.stages or st)

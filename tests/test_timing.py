@@ -1,0 +1,159 @@
+"""Invariants of the cycle-approximate timing model that hold for any valid point."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from iosim import hardware, memory, timing
+from iosim.hardware import InputError
+from iosim.predict import row
+from iosim.problem import Direction, Dtype, Problem
+from iosim.schedules import plan
+
+PROFILES = {n: hardware.load(n) for n in hardware.available()}
+SCHEDS = ["naive", "fa1", "fa2", "fa3"]
+BOUNDS = {"hbm", "l2", "sram", "tensor", "sfu", "alu", "latency", "launch"}
+
+problems = st.builds(
+    Problem,
+    batch=st.sampled_from([1, 2, 3, 8]),
+    heads=st.sampled_from([1, 4, 12, 32]),
+    seqlen_q=st.sampled_from([1, 100, 512, 1000, 2048, 4096, 16384]),
+    head_dim=st.sampled_from([64, 96, 128, 256]),
+    dtype=st.sampled_from([Dtype.bf16, Dtype.fp16]),
+    causal=st.booleans(),
+    direction=st.sampled_from([Direction.fwd, Direction.bwd]),
+)
+settings.register_profile("iosim", max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("iosim")
+
+
+def predicted(s: str, p: Problem, hw) -> dict | None:
+    try:
+        return row(plan(s, p, hw), hw)
+    except InputError:  # fa3 off Hopper, tiles over SRAM: not a valid point
+        return None
+
+
+@given(problems, st.sampled_from(sorted(PROFILES)), st.sampled_from(SCHEDS))
+def test_prediction_never_beats_the_roofline(p, hw_name, s):
+    hw = PROFILES[hw_name]
+    r = predicted(s, p, hw)
+    if r is None:
+        return
+    assert r["time_pred_ms"] >= r["time_roofline_ms"] * (1 - 1e-12)
+    assert r["bound"] in BOUNDS
+    assert r["tflops_pred"] > 0
+
+
+def grown(hw, field: str, factor: float):
+    if field == "sm_count":
+        # more SMs of the same kind: the GPU-wide compute peaks grow with them
+        n = int(hw.sm_count * factor)
+        f = n / hw.sm_count
+        return hw.with_changes(
+            sm_count=n, fp32_flops_per_s=hw.fp32_flops_per_s * f, sfu_exp_per_s=hw.sfu_exp_per_s * f,
+            **{f"tensor_flops_per_s.{k}": v * f for k, v in hw.tensor_flops_per_s.items()})
+    return hw.with_changes(**{field: getattr(hw, field) * factor})
+
+
+CHANGES = [("sm_count", 2), ("sm_count", 1.5), ("hbm_bandwidth_bytes_per_s", 2),
+           ("l2_bandwidth_bytes_per_s", 2)]
+
+
+@given(problems, st.sampled_from(sorted(PROFILES)), st.sampled_from(SCHEDS), st.sampled_from(CHANGES))
+def test_timing_more_sms_or_bandwidth_never_slower(p, hw_name, s, change):
+    """The timing model, for the same DRAM bytes: more SMs or bandwidth never slower."""
+    hw = PROFILES[hw_name]
+    bigger = grown(hw, *change)
+    try:
+        pl, pl2 = plan(s, p, hw), plan(s, p, bigger)
+    except InputError:
+        return
+    dram = memory.estimate(pl, hw)
+    a = sum(k.seconds for k in timing.predict(pl, hw, dram))
+    b = sum(k.seconds for k in timing.predict(pl2, bigger, dram))
+    assert b <= a * (1 + 1e-9)
+
+
+@given(problems, st.sampled_from(sorted(PROFILES)), st.sampled_from(SCHEDS),
+       st.sampled_from(CHANGES[2:]))
+def test_more_bandwidth_never_slower(p, hw_name, s, change):
+    """End to end, DRAM estimate included. (More SMs is held to it by the timing test above
+    with the same DRAM bytes: end to end it can fail, as more CTAs at once enlarge the L2
+    working set and the DRAM estimate with it; see iosim/memory.py.)"""
+    hw = PROFILES[hw_name]
+    a, b = predicted(s, p, hw), predicted(s, p, grown(hw, *change))
+    if a is None:
+        return
+    assert b["time_pred_ms"] <= a["time_pred_ms"] * (1 + 1e-9)
+
+
+@given(problems.filter(lambda p: p.seqlen_q >= 1024), st.sampled_from(sorted(PROFILES)),
+       st.sampled_from(SCHEDS))
+def test_causal_never_slower_than_its_twin(p, hw_name, s):
+    """Where the mask has blocks to skip (N >= 1024), up to the few ALU operations of the mask
+    itself: within 2%. (Naive computes the full N x N and masks in the softmax; the model
+    spreads a kernel's work evenly over its trips, so the longest causal CTA carries a little
+    more than its share of diagonal-tile masking when all CTAs fit in one wave.)"""
+    hw = PROFILES[hw_name]
+    c = predicted(s, p.model_copy(update={"causal": True}), hw)
+    n = predicted(s, p.model_copy(update={"causal": False}), hw)
+    if c is None or n is None:
+        return
+    assert c["time_pred_ms"] <= n["time_pred_ms"] * (1 + 2e-2)
+
+
+@given(problems.filter(lambda p: p.seqlen_q >= 1024), st.sampled_from(sorted(PROFILES)))
+def test_fa2_not_slower_than_fa1_from_1024(p, hw_name):
+    hw = PROFILES[hw_name]
+    a, b = predicted("fa1", p, hw), predicted("fa2", p, hw)
+    if a is None or b is None:
+        return
+    assert b["time_pred_ms"] <= a["time_pred_ms"]
+
+
+def test_launch_bound_tiny_problem():
+    hw = PROFILES["h100-sxm5-80gb"]
+    r = row(plan("fa2", Problem(batch=1, heads=1, seqlen_q=64, head_dim=64), hw), hw)
+    assert r["bound"] == "launch"
+    assert r["time_pred_ms"] >= hw.launch_overhead_s * 1e3
+
+
+def test_tail_wave_shows():
+    """One CTA more than a full wave costs a second wave (equal, compute-bound CTAs)."""
+    hw = PROFILES["h100-sxm5-80gb"]
+
+    def main(heads):
+        # MQA: every head reads the same K/V, which L2 serves, so the CTAs are compute-bound
+        p = Problem(batch=1, heads=heads, kv_heads=1, seqlen_q=128, seqlen_k=65536, head_dim=128)
+        pl = plan("fa3", p, hw)
+        return timing.kernel_time(pl.main, memory.estimate(pl, hw)[0], hw, p)
+
+    one, two = main(hw.sm_count), main(hw.sm_count + 1)  # one query block per head
+    assert one.ctas_per_sm == 1 and one.waves == 1
+    assert one.bound == "tensor"
+    assert two.seconds > 1.8 * one.seconds
+
+
+def test_every_rate_comes_from_the_profile():
+    """Halving every efficiency can only slow a prediction down; no constant hides a rate."""
+    hw = PROFILES["h100-sxm5-80gb"]
+    eff = hw.efficiency.model_dump()
+    slow = hw.with_changes(**{f"efficiency.{k}": v / 2 for k, v in eff.items()})
+    p = Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128)
+    for s in SCHEDS:
+        a, b = row(plan(s, p, hw), hw), row(plan(s, p, slow), slow)
+        assert b["time_pred_ms"] > a["time_pred_ms"] * 1.3, s
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_beats_naive_at_long_sequences(causal):
+    hw = PROFILES["h100-sxm5-80gb"]
+    p = Problem(batch=4, heads=32, seqlen_q=16384, head_dim=128, causal=causal)
+    t = {s: row(plan(s, p, hw), hw)["time_pred_ms"] for s in SCHEDS}
+    assert t["fa3"] < t["fa2"] < t["naive"]
+    assert t["fa2"] < t["fa1"]
