@@ -28,7 +28,8 @@ from .hardware import HardwareProfile, InputError
 from .io import MEASURED_NEEDS, PREDICTED_NEEDS, normalize, read_rows, require_columns
 from .problem import Dtype
 
-TRACE_DIMS = ["hw", "direction", "dtype", "causal", "head_dim", "batch", "heads", "kv_heads"]
+ALL_TRACE_DIMS = ["hw", "direction", "dtype", "causal", "head_dim", "batch", "heads", "kv_heads"]
+TRACE_DIMS = ALL_TRACE_DIMS  # write_report drops batch/heads/kv_heads for FA-convention data
 N = "seqlen_k"
 ALL = "__all__"
 PRED, MEAS = "circle-open", "circle"  # hollow: predicted, filled: measured
@@ -157,6 +158,7 @@ def _series(fig: go.Figure, df: pd.DataFrame, chosen: dict[str, str], trace_dims
         meta = {d: _s(v) for d, v in zip(dims, key[:-1], strict=True)
                 if not (d.startswith("set_") and pd.isna(v))}
         g = g.sort_values(order or x)
+        g = g.loc[:, ~g.columns.duplicated()]  # a file can be both predictions and measurements
         rows = g.to_dict("records")
         sched = str(key[-1])
         name = f"{sched} {label.format(**rows[0])}".strip()
@@ -449,6 +451,15 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def fa_convention(df: pd.DataFrame) -> bool:
+    """Data taken with the FlashAttention convention (batch·N and heads·d fixed) has one
+    configuration per (N, d): batch and heads then follow N and d and are no menu choice."""
+    if df.empty or not {"batch", "heads", "seqlen_q", "head_dim"} <= set(df.columns):
+        return True
+    return ((df.batch * df.seqlen_q).nunique() == 1
+            and (df.heads * df.head_dim).nunique() == 1)
+
+
 def write_report(pred: pd.DataFrame, measured: list[pd.DataFrame], out: Path, sources: list[str],
                  profiles: dict[str, HardwareProfile] | None = None) -> Path:
     """Write the report to `out`; rooflines for `profiles` (default: each `hw` in `pred`)."""
@@ -458,6 +469,9 @@ def write_report(pred: pd.DataFrame, measured: list[pd.DataFrame], out: Path, so
     pred = prepare(pred)
     meas = (prepare(pd.concat(measured, ignore_index=True)) if measured
             else pd.DataFrame(columns=MEASURED_NEEDS))
+    global TRACE_DIMS
+    TRACE_DIMS = [d for d in ALL_TRACE_DIMS
+                  if not (d in ("batch", "heads", "kv_heads") and fa_convention(pred) and fa_convention(meas))]
     if profiles is None:
         profiles = {}
         for name in _order(pred["hw"]):
