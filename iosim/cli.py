@@ -183,19 +183,20 @@ def bench_cmd(
     hw: Annotated[str | None, typer.Option(help="profile for predictions; default: detected")] = None,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
-    from . import grid
     from .gpu import bench
+    from .sweep import parse_bool, parse_choice, parse_values
 
-    scheds = grid.names(schedule, "schedule", ["naive", "fa1", "fa2"])
+    real = ["naive", "fa1", "fa2"]
+    scheds = parse_choice(schedule, real, "schedule", both=real)
     if peers not in ("torch", "none"):
         raise InputError(f"--peers: '{peers}' (allowed: torch, none)")
     problems = []
-    for n in grid.ints(seqlen, "seqlen"):
-        for d in grid.ints(head_dim, "head-dim"):
-            for c in grid.bools(causal, "causal"):
-                for dt in grid.names(dtype, "dtype", ["bf16", "fp16"]):
-                    for b in grid.ints(batch, "batch") if batch else [max(1, 16384 // n)]:
-                        for h in grid.ints(heads, "heads") if heads else [max(1, 2048 // d)]:
+    for n in parse_values(seqlen, int, "seqlen"):
+        for d in parse_values(head_dim, int, "head-dim"):
+            for c in parse_bool(causal):
+                for dt in parse_choice(dtype, ["bf16", "fp16"], "dtype"):
+                    for b in parse_values(batch, int, "batch") if batch else [max(1, 16384 // n)]:
+                        for h in parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)]:
                             problems.append(Problem(batch=b, heads=h, kv_heads=kv_heads,
                                                     seqlen_q=n, head_dim=d, dtype=dt, causal=c))
     if not out.parent.exists():

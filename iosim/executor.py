@@ -16,10 +16,8 @@ import numpy as np
 from . import reference
 from .plan import Plan
 from .problem import Direction, Problem
-from .schedules.base import F32, BlockMap, blocks
+from .schedules.base import F32, F32_TENSORS, BlockMap, blocks
 from .traffic import Traffic, Work
-
-FP32_TENSORS = {"L", "M", "LSE", "D", "Oacc", "dQacc"}
 
 
 class Meter:
@@ -39,7 +37,7 @@ class Meter:
         yield
 
     def nbytes(self, tensor: str, a: np.ndarray) -> int:
-        return a.size * (F32 if tensor in FP32_TENSORS else self.e)
+        return a.size * (F32 if tensor in F32_TENSORS else self.e)
 
     def load(self, tensor: str, a: np.ndarray, smem: bool = True) -> np.ndarray:
         """HBM -> SRAM (smem) or -> registers."""

@@ -26,9 +26,7 @@ from .hardware import HardwareProfile
 from .occupancy import wave
 from .plan import KernelPlan, Plan
 from .problem import Problem
-from .schedules.base import F32
-
-FP32 = {"L", "M", "LSE", "D", "Oacc", "dQacc"}
+from .schedules.base import F32, F32_TENSORS
 
 
 def tensor_bytes(p: Problem, name: str) -> int:
@@ -49,7 +47,7 @@ def _sizes(batch: int, heads: int, kv_heads: int, nq: int, nk: int, d: int, e: i
     sizes = {"Q": q, "O": q, "dO": q, "dQ": q, "Oacc": q, "dQacc": q, "K": kv, "V": kv,
              "dK": kv, "dV": kv, "L": rows, "M": rows, "LSE": rows, "D": rows,
              "S": nn, "P": nn, "dP": nn, "dS": nn}
-    out = {n: v * (F32 if n in FP32 else e) for n, v in sizes.items()}
+    out = {n: v * (F32 if n in F32_TENSORS else e) for n, v in sizes.items()}
     for n in ("dK", "dV"):  # per-query-head buffers summed by the GQA reduction
         out[f"{n}_expanded"] = bh * nk * d * e
     return out

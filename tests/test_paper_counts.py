@@ -5,15 +5,16 @@ import numpy as np
 from iosim.hardware import load
 from iosim.problem import Problem
 from iosim.schedules import Tiles, plan
+from iosim.schedules.base import F32, F32_TENSORS
 
 H100 = load("h100-sxm5-80gb")
 
 
-def elements(traffic, p: Problem, fp32=("L", "M", "LSE", "Oacc")) -> dict[str, int]:
+def elements(traffic, p: Problem) -> dict[str, int]:
     out = {}
     for kind, m in (("r", traffic.reads), ("w", traffic.writes)):
         for name, b in m.items():
-            out[name + kind] = b // (4 if name in fp32 else p.elem_bytes)
+            out[name + kind] = b // (F32 if name in F32_TENSORS else p.elem_bytes)
     return out
 
 

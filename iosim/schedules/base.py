@@ -18,6 +18,7 @@ from ..problem import Problem
 from ..traffic import Traffic, Work
 
 F32 = 4  # bytes of the fp32 statistics (ℓ, m, LSE, D) and fp32 accumulators kept in HBM
+F32_TENSORS = frozenset({"L", "M", "LSE", "D", "Oacc", "dQacc"})  # every other tensor: input dtype
 
 
 @dataclass(frozen=True)
