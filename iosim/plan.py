@@ -9,6 +9,7 @@ launches it with `grid`, `threads` and `smem_bytes`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -27,9 +28,11 @@ class KernelPlan:
     block_n: int  # key columns (or output columns) per tile
     traffic: Traffic  # closed-form counts, whole launch
     work: Work
-    # Per-CTA inner-loop trip counts in launch order (len == number of CTAs): lets the timing
-    # model see causal imbalance and tail waves.
-    trips: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.zeros(0))
+    # Inner-loop trip counts of the CTAs along grid x, in launch order (len == grid[0], or 1
+    # when they are all equal). Every (y, z) of the grid, i.e. every (batch, head), runs the
+    # same loops, so this one period describes the launch: the timing model sees causal
+    # imbalance and tail waves without an array as long as the grid.
+    trips: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.ones(1, np.int64))
     stages: int = 1  # SRAM pipeline depth for the streamed operand
     overlap: str = "none"  # overlap policy for timing: "none" | "async" | "warpspecialized"
     source: str | None = None  # kernels/<source> when a real CUDA kernel exists
@@ -48,14 +51,14 @@ class Plan:
     kernels: tuple[KernelPlan, ...]
     notes: str = ""  # what this schedule models, e.g. the GEMM tiling and intermediate dtype
 
-    @property
+    @cached_property
     def traffic(self) -> Traffic:
         t = Traffic()
         for k in self.kernels:
             t = t + k.traffic
         return t
 
-    @property
+    @cached_property
     def work(self) -> Work:
         w = Work()
         for k in self.kernels:

@@ -133,18 +133,17 @@ def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
     return fixed_r, fixed_w, k.traffic.hbm_read - fixed_r, k.traffic.hbm_write - fixed_w
 
 
-def _trip_time(policy: str, stages: int, mem, tensor: float, sfu: float, alu: float,
-               sram: float, n):
-    """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (numpy-broadcast
-    over `mem` and `n`)."""
+def _trip_time(policy: str, stages: int, mem: float, tensor: float, sfu: float, alu: float,
+               sram: float, n: int) -> float:
+    """Seconds per loop trip of one CTA with `n` CTAs resident on its SM."""
     compute = tensor + sfu + alu
     if policy == "warpspecialized":
-        chain = np.maximum(mem, max(tensor, compute / 2))
+        chain = max(mem, tensor, compute / 2)
     elif policy == "async" and stages > 1:
-        chain = np.maximum(mem, compute)
+        chain = max(mem, compute)
     else:  # "none", or nothing to overlap the loads with
         chain = mem + compute
-    return np.maximum(chain, n * max(tensor, sfu, alu, sram))
+    return max(chain, n * max(tensor, sfu, alu, sram))
 
 
 def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> KernelTime:
@@ -153,16 +152,12 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
     sms, ctas = hw.sm_count, k.ctas
     occ = ctas_per_sm(k, hw)
     slots = occ * sms
-    trips = k.trips if len(k.trips) == ctas else np.broadcast_to(np.int64(1), (ctas,))
-    uniform = trips.strides == (0,) or ctas <= 1
-    # Every (batch, head) runs the same loops, so trips repeat with the grid's y and z:
-    # work on one period of x (checked against the last period) and count whole periods.
-    period, reps = ctas, 1
-    if not uniform and k.grid[0] < ctas and ctas % k.grid[0] == 0:
-        if np.array_equal(trips[:k.grid[0]], trips[-k.grid[0]:]):
-            period, reps = k.grid[0], ctas // k.grid[0]
-    one = trips[:period]
-    total_trips = int(trips[0]) * ctas if uniform else int(one.sum()) * reps
+    # One period of the launch order (the CTAs along grid x), repeated for every (batch, head).
+    one = k.trips
+    period = len(one)
+    reps = ctas // period
+    uniform = period == 1 or bool((one == one[0]).all())
+    total_trips = int(one[0]) * ctas if uniform else int(one.sum()) * reps
     steps = max(total_trips, 1)
 
     # per trip of one CTA, at per-SM rates
@@ -176,17 +171,14 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
     dram_r = dram.read / two_r if two_r else 0.0  # DRAM share of two-level bytes
     dram_w = dram.write / two_w if two_w else 0.0
 
-    def durations(conc, memory: bool = True):
+    def durations(conc: int, memory: bool = True) -> tuple[float, float]:
         """(prologue + epilogue, trip time) of one CTA when `conc` CTAs run at once; without
         `memory`, only the SM's own units (what a wave costs however bandwidth is shared)."""
-        conc = np.asarray(conc, dtype=np.float64)
-        n = np.ceil(conc / sms)  # resident per SM on the busiest SMs
-        share = conc if memory else 0.0  # global bandwidth split between the running CTAs
+        n = -(-conc // sms)  # resident per SM on the busiest SMs
+        share = conc if memory else 0  # global bandwidth split between the running CTAs
 
-        def mem(rd, wr):
-            l2 = (rd + wr) * share / r.l2
-            hbm = (rd * dram_r + wr * dram_w) * share / r.hbm
-            return np.maximum(l2, hbm)
+        def mem(rd: float, wr: float) -> float:
+            return share * max((rd + wr) / r.l2, (rd * dram_r + wr * dram_w) / r.hbm)
 
         fixed = mem(fixed_r / ctas, fixed_w / ctas)
         trip = _trip_time(k.overlap, k.stages, mem(loop_r / steps, loop_w / steps),
@@ -196,15 +188,14 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
     conc = min(ctas, slots)
     fixed, trip = durations(conc)
     if uniform:
-        d = float(fixed + int(trips[0]) * trip)
+        d = fixed + int(one[0]) * trip
         if ctas <= slots:
             sched = d
         else:  # waves of the SM-side time; the shared bandwidth evens out across waves
             fixed_c, trip_c = durations(conc, memory=False)
-            sched = max(-(-ctas // slots) * float(fixed_c + int(trips[0]) * trip_c),
-                        ctas * d / slots)
+            sched = max(-(-ctas // slots) * (fixed_c + int(one[0]) * trip_c), ctas * d / slots)
     else:
-        d = fixed + one * trip  # CTA durations in launch order (one period)
+        d_sum = fixed * period + int(one.sum()) * trip  # CTA durations of one period
         fixed_c, trip_c = durations(conc, memory=False)
         dc = fixed_c + one * trip_c
         # Graham: CTA c starts at once while slots are free (c < slots), else by the time the
@@ -212,7 +203,7 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
         before = np.cumsum(dc) - dc + (reps - 1) * float(dc.sum())
         index = (reps - 1) * period + np.arange(period)
         start = np.where(index < slots, 0.0, before / slots)
-        sched = max(float((start + dc).max()), reps * float(d.sum()) / slots)
+        sched = max(float((start + dc).max()), reps * d_sum / slots)
 
     limits = fluid(k, dram, r, sms)
     ideal = max(limits.values())

@@ -20,16 +20,29 @@ def _merge(a: Mapping[str, int], b: Mapping[str, int]) -> Mapping[str, int]:
     return MappingProxyType({k: v for k, v in out.items() if v})
 
 
+def _clean(m: Mapping[str, int]) -> Mapping[str, int]:
+    """Python ints, zero entries dropped (they carry no information), read-only."""
+    return MappingProxyType({k: int(v) for k, v in m.items() if v})
+
+
 @dataclass(frozen=True)
 class Traffic:
     reads: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     writes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     sram: int = 0
 
-    def __post_init__(self) -> None:  # zero entries carry no information: drop them
-        for name in ("reads", "writes"):
-            m = getattr(self, name)
-            object.__setattr__(self, name, MappingProxyType({k: int(v) for k, v in m.items() if v}))
+    def __post_init__(self) -> None:
+        # A read-only mapping is already clean: Traffic's own results (sums, scalings) pass
+        # it on; anything else is cleaned here.
+        if type(self.reads) is not MappingProxyType:
+            object.__setattr__(self, "reads", _clean(self.reads))
+        if type(self.writes) is not MappingProxyType:
+            object.__setattr__(self, "writes", _clean(self.writes))
+
+    def scaled(self, k: int) -> Traffic:
+        """k copies (k >= 1), e.g. one per (batch, head)."""
+        return Traffic(MappingProxyType({n: v * k for n, v in self.reads.items()}),
+                       MappingProxyType({n: v * k for n, v in self.writes.items()}), self.sram * k)
 
     def __add__(self, o: Traffic) -> Traffic:
         return Traffic(_merge(self.reads, o.reads), _merge(self.writes, o.writes), self.sram + o.sram)
@@ -64,14 +77,15 @@ class Work:
             self.tensor_flops + o.tensor_flops, self.exp_ops + o.exp_ops, self.alu_flops + o.alu_flops
         )
 
+    def scaled(self, k: int) -> Work:
+        return Work(self.tensor_flops * k, self.exp_ops * k, self.alu_flops * k)
+
 
 def reads(sram: bool = True, **tensors: int) -> Traffic:
     """HBM reads of the given tensors; each tile read lands in SRAM once when `sram`."""
-    return Traffic(reads=MappingProxyType({k: v for k, v in tensors.items() if v}),
-                   sram=sum(tensors.values()) if sram else 0)
+    return Traffic(reads=tensors, sram=sum(tensors.values()) if sram else 0)
 
 
 def writes(sram: bool = True, **tensors: int) -> Traffic:
     """HBM writes of the given tensors; each tile is staged through SRAM once when `sram`."""
-    return Traffic(writes=MappingProxyType({k: v for k, v in tensors.items() if v}),
-                   sram=sum(tensors.values()) if sram else 0)
+    return Traffic(writes=tensors, sram=sum(tensors.values()) if sram else 0)

@@ -145,14 +145,10 @@ def _block_map(nq: int, nk: int, causal: bool, bm: int, bn: int) -> BlockMap:
     return BlockMap(_frozen(blocks(nq, bm)), _frozen(blocks(nk, bn)), bm, bn, causal)
 
 
-def uniform(n: int, value: int) -> np.ndarray:
-    """n equal trip counts as a read-only view of one number (no O(n) memory)."""
-    return np.broadcast_to(np.int64(value), (n,))
-
-
-def per_head(v: np.ndarray, heads: int) -> np.ndarray:
-    """Trip counts of one (batch, head) repeated for each, in launch order (x fastest)."""
-    return _frozen(np.tile(v, heads))
+@lru_cache(maxsize=256)
+def uniform(value: int) -> np.ndarray:
+    """Trip counts of a kernel whose CTAs all run `value` trips (KernelPlan.trips)."""
+    return _frozen(np.array([value], dtype=np.int64))
 
 
 def causal_valid(p: Problem) -> int:
@@ -181,13 +177,13 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
                        sram=2 * (a_bytes + b_bytes))
     work = Work(tensor_flops=2 * M * N * K, alu_flops=epilogue_alu * M * N)
     bh = p.bh
-    trips = uniform(len(rm) * len(cn) * bh, -(-K // t.block_k))
+    trips = uniform(-(-K // t.block_k))
     return KernelPlan(
         name=name, grid=(len(cn), len(rm), bh), threads=32 * t.warps,
         # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
         smem_bytes=max(t.stages * (t.block_m + t.block_n) * t.block_k, t.block_m * t.block_n) * e,
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
-        traffic=scale(per_head, bh), work=scale_work(work, bh), trips=trips, stages=t.stages,
+        traffic=per_head.scaled(bh), work=work.scaled(bh), trips=trips, stages=t.stages,
         overlap="async",
         defines=dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
                      NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,
@@ -201,19 +197,9 @@ def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
     big, small = p.bh * n * e, p.batch * p.kv_heads * n * e
     t = Traffic(reads={f"{x}_expanded": big for x in tensors}, writes={x: small for x in tensors})
     w = Work(alu_flops=len(tensors) * p.batch * p.kv_heads * (p.group - 1) * n)
-    ctas = p.batch * p.kv_heads
     return KernelPlan(name="gqa_reduce", grid=(1, p.kv_heads, p.batch), threads=256, smem_bytes=0,
                       regs_per_thread=32, block_m=p.seqlen_k, block_n=p.head_dim, traffic=t,
-                      work=w, trips=uniform(ctas, p.group))
-
-
-def scale(t: Traffic, k: int) -> Traffic:
-    return Traffic({n: v * k for n, v in t.reads.items()}, {n: v * k for n, v in t.writes.items()},
-                   t.sram * k)
-
-
-def scale_work(w: Work, k: int) -> Work:
-    return Work(w.tensor_flops * k, w.exp_ops * k, w.alu_flops * k)
+                      work=w, trips=uniform(p.group))
 
 
 def check_smem(name: str, smem: int, hw: HardwareProfile, p: Problem) -> None:

@@ -13,7 +13,7 @@ from ..hardware import HardwareProfile
 from ..plan import KernelPlan, Plan
 from ..problem import Direction, Problem
 from ..traffic import Traffic, Work
-from .base import F32, BlockMap, Tiles, check_head_dim, check_smem, gqa_reduce, scale, scale_work, uniform
+from .base import F32, BlockMap, Tiles, check_head_dim, check_smem, gqa_reduce, uniform
 from .flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
 
 # Largest Bc whose S tile (16 rows x Bc fp32 per warp) and O fragment fit the kernel's
@@ -44,32 +44,32 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
     common = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
                   NUM_WARPS=t.warps, IS_CAUSAL=int(p.causal))
-    pairs = uniform(bh, bm.pairs)
+    pairs = uniform(bm.pairs)
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
         tm = len(bm.r)
         ks.append(KernelPlan("fa1_init", (tm, p.heads, p.batch), 128, 0, 32, t.block_m,
-                             p.head_dim, scale(fa1_init(p), bh), Work(),
-                             trips=uniform(tm * bh, 1), source="fa1.cu",
+                             p.head_dim, fa1_init(p).scaled(bh), Work(),
+                             trips=uniform(1), source="fa1.cu",
                              defines={**common, "FA1_INIT": 1}))
         tr, w = fa1_fwd(p, bm)
         ks.append(KernelPlan("fa1_fwd", (1, p.heads, p.batch), 32 * t.warps, smem, 255,
-                             t.block_m, t.block_n, scale(tr, bh), scale_work(w, bh), trips=pairs,
+                             t.block_m, t.block_n, tr.scaled(bh), w.scaled(bh), trips=pairs,
                              overlap="none", source="fa1.cu", defines={**common, "FA1_FWD": 1}))
     else:
         n = p.seqlen_q * p.head_dim
         init = Traffic(writes={"dQacc": n * F32})
         ks.append(KernelPlan("fa1_bwd_init", (len(bm.r), p.heads, p.batch), 128, 0, 32,
-                             t.block_m, p.head_dim, scale(init, bh), Work(),
-                             trips=uniform(len(bm.r) * bh, 1)))
+                             t.block_m, p.head_dim, init.scaled(bh), Work(),
+                             trips=uniform(1)))
         tr, w = flash_bwd(p, bm, fa1=True)
         ks.append(KernelPlan("fa1_bwd", (1, p.heads, p.batch), 32 * t.warps,
                              smem + 2 * t.block_m * t.block_n * p.elem_bytes, 255, t.block_m,
-                             t.block_n, scale(tr, bh), scale_work(w, bh), trips=pairs))
+                             t.block_n, tr.scaled(bh), w.scaled(bh), trips=pairs))
         tr, w = dq_convert(p, scaled=False)
         ks.append(KernelPlan("fa1_bwd_convert", (len(bm.r), p.heads, p.batch), 128, 0, 32,
-                             t.block_m, p.head_dim, scale(tr, bh), scale_work(w, bh),
-                             trips=uniform(len(bm.r) * bh, 1)))
+                             t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
+                             trips=uniform(1)))
         if p.group > 1:
             ks.append(gqa_reduce(p, ("dK", "dV")))
     notes = f"Bc={t.block_n}, Br={t.block_m} from M={hw.smem_per_block_optin_bytes} B of SRAM"

@@ -20,9 +20,6 @@ from .base import (
     check_head_dim,
     check_smem,
     gqa_reduce,
-    per_head,
-    scale,
-    scale_work,
     uniform,
 )
 from .flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
@@ -84,25 +81,25 @@ class FlashStyle:
                            NUM_WARPS=t.warps, STAGES=t.stages, IS_CAUSAL=int(p.causal),
                            **{f"{self.name.upper()}_FWD": 1})
             ks.append(KernelPlan(f"{self.name}_fwd", (tm, p.heads, p.batch), threads, smem,
-                                 self.regs, t.block_m, t.block_n, scale(tr, bh), scale_work(w, bh),
+                                 self.regs, t.block_m, t.block_n, tr.scaled(bh), w.scaled(bh),
                                  # query blocks launch last-first: under causal
                                  # masking the longest CTAs start first
-                                 trips=per_head(bm.row_visits()[::-1], bh), stages=t.stages,
+                                 trips=bm.row_visits()[::-1], stages=t.stages,
                                  overlap=self.overlap, source=self.source, defines=defines))
         else:
             tr, w = fa2_bwd_pre(p)
             ks.append(KernelPlan(f"{self.name}_bwd_pre", (tm, p.heads, p.batch), 128, 0, 32,
-                                 t.block_m, p.head_dim, scale(tr, bh), scale_work(w, bh),
-                                 trips=uniform(tm * bh, 1)))
+                                 t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
+                                 trips=uniform(1)))
             tr, w = flash_bwd(p, bm, fa1=False)
             ks.append(KernelPlan(f"{self.name}_bwd", (tn, p.heads, p.batch), threads, smem,
-                                 self.regs, t.block_m, t.block_n, scale(tr, bh), scale_work(w, bh),
-                                 trips=per_head(bm.col_visits(), bh), stages=t.stages,
+                                 self.regs, t.block_m, t.block_n, tr.scaled(bh), w.scaled(bh),
+                                 trips=bm.col_visits(), stages=t.stages,
                                  overlap=self.overlap))
             tr, w = dq_convert(p, scaled=True)
             ks.append(KernelPlan(f"{self.name}_bwd_convert", (tm, p.heads, p.batch), 128, 0, 32,
-                                 t.block_m, p.head_dim, scale(tr, bh), scale_work(w, bh),
-                                 trips=uniform(tm * bh, 1)))
+                                 t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
+                                 trips=uniform(1)))
             if p.group > 1:
                 ks.append(gqa_reduce(p, ("dK", "dV")))
         notes = f"{t.block_m}x{t.block_n} tiles, {t.warps} warps, {t.stages}-stage K/V pipeline"
