@@ -1,18 +1,30 @@
 """L2-aware estimate of the bytes DRAM really sees (what Nsight Compute's dram__bytes_read.sum
 and dram__bytes_write.sum report), from a Plan's two-level counts.
 
-Assumptions, per kernel, in launch order:
-- Compulsory: each tensor's distinct bytes are read from DRAM once (at most the tensor's size),
-  less what the previous kernel of the Plan left in L2 of that tensor (written or read there).
-- Re-reads (two-level reads beyond the distinct bytes) come from tiles that several CTAs, or
-  several steps of one CTA, load again. They hit L2 when the bytes that the CTAs resident at
-  the same time touch (their share of the kernel's distinct bytes) fit in the L2; when that
-  working set exceeds the L2, the hit fraction falls as L2 / working set (LRU-like thrash).
-- Writes: repeated writes to one location (FA1's O/ℓ/m, dQ's fp32 accumulator) merge in L2 with
-  the same hit fraction; a kernel's last dirty lines, up to the L2 size, are still in L2 when it
-  ends, so they are not in that kernel's DRAM writes: they leave during the next kernel of the
-  Plan (counted there) or, after the last one, outside the measured kernels. So reads never
-  fall below the compulsory bytes, and neither reads nor writes exceed the two-level count.
+Each kernel is estimated as Nsight Compute measures it: its default `--cache-control all`
+flushes and invalidates the L2 before every kernel, so a kernel starts cold, and its own dirty
+lines still in L2 when it ends are not in its count. Assumptions, per kernel:
+- Compulsory: each tensor's distinct bytes are read from DRAM once (at most the tensor's size).
+- Re-reads (two-level reads beyond the distinct bytes) come from a tile that several CTAs, or
+  several steps of one CTA, load again. How far apart in launch order the two loads are is
+  the Plan's `KernelPlan.reuse` for the tensor, Δ CTAs:
+  - Δ >= 1 (another CTA): when both CTAs are in the same wave (a share 1 - Δ/wave of the
+    pairs) they run side by side and the second load hits. Otherwise the block scheduler has
+    launched Δ CTAs in between, which brought about Δ x (distinct bytes / CTAs) into L2: the
+    load hits when that fits in the L2, else with probability L2 / those bytes (LRU-like
+    thrash). The model never depends on the wave size except through the same-wave share,
+    which only grows with it: more SMs never lose a hit.
+  - Δ = 0 (the same CTA comes back, e.g. FA1's O, ℓ, m at every outer step): in between, every
+    resident CTA touches its own footprint, wave x (distinct bytes / CTAs); the same rule.
+  This ignores the tiles in flight (stages x tile x resident CTAs, a few MB) and set conflicts.
+- Writes: every distinct byte written reaches DRAM, less the dirty lines the L2 still holds
+  at the end. The L2 then holds the kernel's most recent lines in the proportion in which they
+  arrived: written (dirty) against read from DRAM (clean), so retained = usable L2 x written /
+  (written + DRAM reads), at most what was written. (On H100 and H200 this gives the measured
+  retention: about one L2 of S/P/O over naive's three kernels, a few MB of O for FA2.)
+  Repeated writes to one location (FA1's O/ℓ/m, dQ's fp32 accumulator) merge in L2 with the
+  tensor's hit fraction. So reads never fall below the compulsory bytes, and neither reads
+  nor writes exceed the two-level count.
 - The usable L2 is `l2_bytes` x the profile's `efficiency.l2` (sets, the other partition's
   copy on Hopper's split L2, other data).
 """
@@ -59,38 +71,49 @@ class Dram:
     write: int
 
 
-def hit_fraction(k: KernelPlan, hw: HardwareProfile, distinct: int) -> float:
-    """Share of re-read (and re-written) bytes that L2 serves."""
-    working_set = distinct * wave(k, hw) / k.ctas
-    return min(1.0, hw.l2_bytes * hw.efficiency.l2 / max(working_set, 1))
+def hit_fraction(k: KernelPlan, hw: HardwareProfile, distinct: int, reuse: int) -> float:
+    """Share of a tensor's re-read (and re-written) bytes that L2 serves, when the CTAs that
+    touch a tile again are `reuse` apart in launch order (see the module docstring)."""
+    l2, w = hw.l2_bytes * hw.efficiency.l2, wave(k, hw)
+    per_cta = distinct / k.ctas
+    if reuse <= 0:
+        return min(1.0, l2 / max(per_cta * w, 1))
+    same_wave = max(0.0, 1 - reuse / w)
+    return same_wave + (1 - same_wave) * min(1.0, l2 / max(per_cta * reuse, 1))
+
+
+def same_cta_rereads(plan: Plan) -> bool:
+    """Does a kernel read a tensor again from the same CTA (reuse 0: FA1's Q, O, ℓ, m at every
+    outer step; a softmax row too long for shared memory, read twice)? Then more CTAs at once
+    put more bytes between the two reads, and more SMs can mean more DRAM reads (L2 thrash):
+    the one way in which this model lets a bigger GPU move more bytes."""
+    size = sizes(plan.problem)
+    return any(v > size[n] and k.reuse.get(n, 0) == 0
+               for k in plan.kernels for n, v in k.traffic.reads.items())
+
+
+def kernel_dram(k: KernelPlan, hw: HardwareProfile, size: dict[str, int]) -> Dram:
+    """DRAM bytes of one kernel, starting from a cold L2 (see the module docstring)."""
+    t = k.traffic
+    distinct_r = {n: min(v, size[n]) for n, v in t.reads.items()}
+    distinct_w = {n: min(v, size[n]) for n, v in t.writes.items()}
+    distinct = sum(distinct_r.values()) + sum(distinct_w.values())
+
+    def missed(n: str, v: int, first: int) -> float:
+        """Bytes of the repeated accesses to tensor n that miss the L2."""
+        if v <= first:
+            return 0.0
+        return (v - first) * (1 - hit_fraction(k, hw, distinct, k.reuse.get(n, 0)))
+
+    read = sum(distinct_r[n] + missed(n, v, distinct_r[n]) for n, v in t.reads.items())
+    written = sum(distinct_w.values())
+    retained = hw.l2_bytes * hw.efficiency.l2 * written / (written + read) if written else 0.0
+    write = written - min(written, retained) + sum(missed(n, v, distinct_w[n])
+                                                    for n, v in t.writes.items())
+    return Dram(int(round(read)), int(round(write)))
 
 
 def estimate(plan: Plan, hw: HardwareProfile) -> list[Dram]:
     """DRAM bytes per kernel of the Plan, in launch order."""
-    p, l2 = plan.problem, hw.l2_bytes * hw.efficiency.l2
-    size = sizes(p)
-    left: dict[str, int] = {}  # bytes of each tensor the previous kernel left in L2
-    dirty = 0  # the previous kernel's dirty lines: evicted, so written, during this one
-    out = []
-    for k in plan.kernels:
-        t = k.traffic
-        distinct_r = {n: min(v, size[n]) for n, v in t.reads.items()}
-        distinct_w = {n: min(v, size[n]) for n, v in t.writes.items()}
-        hit = hit_fraction(k, hw, sum(distinct_r.values()) + sum(distinct_w.values()))
-        read = 0.0
-        for n, v in t.reads.items():
-            cold = max(0, distinct_r[n] - left.get(n, 0))
-            read += cold + (v - distinct_r[n]) * (1 - hit)
-        written = sum(distinct_w.values())
-        rewrites = sum(t.writes.values()) - written
-        still_dirty = min(written, l2)
-        write = written - still_dirty + rewrites * (1 - hit) + dirty
-        dirty = still_dirty
-        # What this kernel leaves in L2 for the next: its most recent bytes, written first.
-        left, room = {}, l2
-        for n, v in list(distinct_w.items()) + list(distinct_r.items()):
-            keep = min(v, room)
-            left[n] = left.get(n, 0) + keep
-            room -= keep
-        out.append(Dram(int(round(read)), int(round(write))))
-    return out
+    size = sizes(plan.problem)
+    return [kernel_dram(k, hw, size) for k in plan.kernels]

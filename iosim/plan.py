@@ -28,11 +28,23 @@ class KernelPlan:
     block_n: int  # key columns (or output columns) per tile
     traffic: Traffic  # closed-form counts, whole launch
     work: Work
-    # Inner-loop trip counts of the CTAs along grid x, in launch order (len == grid[0], or 1
-    # when they are all equal). Every (y, z) of the grid, i.e. every (batch, head), runs the
-    # same loops, so this one period describes the launch: the timing model sees causal
-    # imbalance and tail waves without an array as long as the grid.
+    # Inner-loop trips of the CTAs along grid x, in launch order (len == grid[0], or 1 when
+    # they are all equal), in full tiles (a ragged tile counts as its share of one). Every
+    # (y, z) of the grid, i.e. every (batch, head), runs the same loops, so this one period
+    # describes the launch: the timing model sees causal imbalance and tail waves without an
+    # array as long as the grid.
     trips: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.ones(1, np.int64))
+    # For each tensor a kernel reads (or writes) more than once: how far apart in launch order
+    # two CTAs that touch the same tile are (1: neighbours, e.g. the query blocks of one head
+    # sharing K/V; 0: the same CTA comes back to it, e.g. FA1's O at every outer step). Tells
+    # the L2 model (iosim.memory) how long a tile must survive in L2 to be hit again.
+    reuse: dict[str, int] = field(default_factory=dict)
+    # Partly masked (diagonal) trips of the CTAs along x, like `trips`, and the ALU work of the
+    # mask (part of work.alu_flops) that they alone carry: the longest causal CTA does not pay
+    # for the other CTAs' diagonals.
+    masked: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.zeros(1, np.int64))
+    mask_alu: int = 0
+    once: Work = Work()  # part of `work` each CTA does once, after its loop (e.g. O = acc/ℓ)
     stages: int = 1  # SRAM pipeline depth for the streamed operand
     overlap: str = "none"  # overlap policy for timing: "none" | "async" | "warpspecialized"
     source: str | None = None  # kernels/<source> when a real CUDA kernel exists

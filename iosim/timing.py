@@ -28,10 +28,12 @@ Cycle-approximate (`predict`), per kernel of a Plan:
    on the slots greedily, as the hardware's block scheduler does. Equal CTAs that all fit at
    once: one CTA's duration. Otherwise the slower of: the waves of the SM-side durations (the units and
    chains of each SM, without the bandwidth share): ceil(CTAs / slots) x duration for equal
-   CTAs (tail waves), and for unequal (causal) ones Graham's list-scheduling bound, max over
-   CTAs c of start_c + duration c, start_c = 0 for the first `slots` CTAs and
-   (Σ durations before c) / slots after them (causal imbalance, the last long CTAs); and the fluid time Σ full durations / slots, in which the shared bandwidth evens out
-   across waves (a tail wave's few CTAs get the whole bandwidth). This keeps the model
+   CTAs (tail waves), and for unequal (causal) ones the list schedule's latest finish,
+   max over CTAs c of start_c + duration_c, start_c = 0 for the first `slots` CTAs and
+   (Σ durations before c) / slots less the mean residual duration of the CTAs then running
+   after them (causal imbalance, the last long CTAs); and the fluid time Σ full durations /
+   slots, in which the shared bandwidth evens out across waves (a tail wave's few CTAs get
+   the whole bandwidth). This keeps the model
    monotone: more SMs or bandwidth never make it slower. Vectorised: no loop over CTAs; trip
    counts repeat per (batch, head), so only one period of the grid is walked.
 5. The kernel is never faster than any unit's or level's total at its efficient rate (the
@@ -153,56 +155,68 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
     occ = ctas_per_sm(k, hw)
     slots = occ * sms
     # One period of the launch order (the CTAs along grid x), repeated for every (batch, head).
-    one = k.trips
+    one, masked = np.broadcast_arrays(k.trips, k.masked)
     period = len(one)
     reps = ctas // period
-    uniform = period == 1 or bool((one == one[0]).all())
-    total_trips = int(one[0]) * ctas if uniform else int(one.sum()) * reps
-    steps = max(total_trips, 1)
+    uniform = period == 1 or bool((one == one[0]).all() and (masked == masked[0]).all())
+    total_trips = float(one.sum()) * reps
+    total_masked = float(masked.sum()) * reps
+    steps = total_trips if total_trips > 0 else 1.0
 
-    # per trip of one CTA, at per-SM rates
-    w = k.work
-    tensor = w.tensor_flops / steps / r.tensor
-    sfu = w.exp_ops / steps / r.sfu
-    alu = w.alu_flops / steps / r.alu
+    # per trip of one CTA, at per-SM rates; the once-per-CTA work and the mask apart
+    w, once = k.work, k.once
+    tensor = (w.tensor_flops - once.tensor_flops) / steps / r.tensor
+    sfu = (w.exp_ops - once.exp_ops) / steps / r.sfu
+    alu = (w.alu_flops - once.alu_flops - k.mask_alu) / steps / r.alu
+    mask = k.mask_alu / total_masked / r.alu if total_masked else 0.0  # per masked trip
     sram = k.traffic.sram / steps / r.sram
     fixed_r, fixed_w, loop_r, loop_w = _split(k, p)
     two_r, two_w = k.traffic.hbm_read, k.traffic.hbm_write
     dram_r = dram.read / two_r if two_r else 0.0  # DRAM share of two-level bytes
     dram_w = dram.write / two_w if two_w else 0.0
 
-    def durations(conc: int, memory: bool = True) -> tuple[float, float]:
-        """(prologue + epilogue, trip time) of one CTA when `conc` CTAs run at once; without
-        `memory`, only the SM's own units (what a wave costs however bandwidth is shared)."""
+    def durations(conc: int, memory: bool = True) -> tuple[float, float, float]:
+        """(prologue + epilogue, trip time, extra time of a masked trip) of one CTA when
+        `conc` CTAs run at once; without `memory`, only the SM's own units (what a wave
+        costs however bandwidth is shared)."""
         n = -(-conc // sms)  # resident per SM on the busiest SMs
         share = conc if memory else 0  # global bandwidth split between the running CTAs
 
         def mem(rd: float, wr: float) -> float:
             return share * max((rd + wr) / r.l2, (rd * dram_r + wr * dram_w) / r.hbm)
 
-        fixed = mem(fixed_r / ctas, fixed_w / ctas)
-        trip = _trip_time(k.overlap, k.stages, mem(loop_r / steps, loop_w / steps),
-                          tensor, sfu, alu, sram, n)
-        return fixed, trip
+        t1, s1, a1 = (once.tensor_flops / ctas / r.tensor, once.exp_ops / ctas / r.sfu,
+                      once.alu_flops / ctas / r.alu)
+        fixed = mem(fixed_r / ctas, fixed_w / ctas) + max(t1 + s1 + a1, n * max(t1, s1, a1))
+        m = mem(loop_r / steps, loop_w / steps)
+        trip = _trip_time(k.overlap, k.stages, m, tensor, sfu, alu, sram, n)
+        extra = _trip_time(k.overlap, k.stages, m, tensor, sfu, alu + mask, sram, n) - trip
+        return fixed, trip, extra
 
     conc = min(ctas, slots)
-    fixed, trip = durations(conc)
+    fixed, trip, extra = durations(conc)
     if uniform:
-        d = fixed + int(one[0]) * trip
+        d = fixed + float(one[0]) * trip + float(masked[0]) * extra
         if ctas <= slots:
             sched = d
         else:  # waves of the SM-side time; the shared bandwidth evens out across waves
-            fixed_c, trip_c = durations(conc, memory=False)
-            sched = max(-(-ctas // slots) * (fixed_c + int(one[0]) * trip_c), ctas * d / slots)
+            fixed_c, trip_c, extra_c = durations(conc, memory=False)
+            d_c = fixed_c + float(one[0]) * trip_c + float(masked[0]) * extra_c
+            sched = max(-(-ctas // slots) * d_c, ctas * d / slots)
     else:
-        d_sum = fixed * period + int(one.sum()) * trip  # CTA durations of one period
-        fixed_c, trip_c = durations(conc, memory=False)
-        dc = fixed_c + one * trip_c
-        # Graham: CTA c starts at once while slots are free (c < slots), else by the time the
-        # slots have run what was launched before it. The latest finish is in the last period.
+        # CTA durations of one period: summed with the shared bandwidth, one by one without
+        d_sum = fixed * period + total_trips / reps * trip + total_masked / reps * extra
+        fixed_c, trip_c, extra_c = durations(conc, memory=False)
+        dc = fixed_c + one * trip_c + masked * extra_c
+        # List scheduling, in launch order: CTA c starts at once while slots are free
+        # (c < slots); after that, when a slot frees: by then the slots have run what was
+        # launched before c, less what the CTAs still running have left, on average one
+        # residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound without
+        # it is pessimistic by up to one CTA). The latest finish is in the last period.
+        residual = float((dc * dc).sum() / (2 * dc.sum()))
         before = np.cumsum(dc) - dc + (reps - 1) * float(dc.sum())
         index = (reps - 1) * period + np.arange(period)
-        start = np.where(index < slots, 0.0, before / slots)
+        start = np.where(index < slots, 0.0, np.maximum(0.0, before / slots - residual))
         sched = max(float((start + dc).max()), reps * d_sum / slots)
 
     limits = fluid(k, dram, r, sms)

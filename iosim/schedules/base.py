@@ -51,6 +51,7 @@ class BlockMap:
 
     def __init__(self, r: np.ndarray, c: np.ndarray, bm: int, bn: int, causal: bool) -> None:
         self.r, self.c = r, c  # rows per query block (Tm,), columns per key block (Tn,)
+        self.bm, self.bn = bm, bn
         tm, tn = len(r), len(c)
         row0 = np.arange(tm, dtype=np.int64) * bm
         row_last = row0 + r - 1
@@ -118,6 +119,32 @@ class BlockMap:
             return _frozen(len(self.r) - np.searchsorted(self.hi, j, side="right"))
         return self._once("cols", cols)
 
+    def row_tiles(self) -> np.ndarray:
+        """Tiles visited per query block, in full bm x bn tiles (ragged ones as fractions)."""
+        return self._once("row_tiles", lambda: _frozen(
+            self.r * self._cum_c()[self.hi] / (self.bm * self.bn)))
+
+    def col_tiles(self) -> np.ndarray:
+        """Tiles visited per key block, in full bm x bn tiles (ragged ones as fractions)."""
+        def cols():
+            cum_r = np.concatenate(([0], np.cumsum(self.r)))
+            first = np.searchsorted(self.hi, np.arange(len(self.c)), side="right")
+            return _frozen(self.c * (cum_r[-1] - cum_r[first]) / (self.bm * self.bn))
+        return self._once("col_tiles", cols)
+
+    def row_diag(self) -> np.ndarray:
+        """Partly masked (diagonal) key blocks per query block (read-only)."""
+        return self._once("row_diag", lambda: _frozen(self.hi - self.lo))
+
+    def col_diag(self) -> np.ndarray:
+        """Query blocks for which each key block is partly masked (read-only)."""
+        def cols():
+            # i has j in [lo_i, hi_i): lo and hi are non-decreasing in i
+            j = np.arange(len(self.c))
+            return _frozen(np.searchsorted(self.lo, j, side="right")
+                           - np.searchsorted(self.hi, j, side="right"))
+        return self._once("col_diag", cols)
+
     def sum_r(self) -> int:
         """Σ r_i over visited pairs: query-block rows loaded, once per visited pair."""
         return self._once("r", lambda: int(self.hi @ self.r))
@@ -175,7 +202,8 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     b_bytes = N * K * e * len(rm)
     per_head = Traffic(reads={a: a_bytes, b: b_bytes}, writes={c: M * N * c_bytes},
                        sram=2 * (a_bytes + b_bytes))
-    work = Work(tensor_flops=2 * M * N * K, alu_flops=epilogue_alu * M * N)
+    epilogue = Work(alu_flops=epilogue_alu * M * N)  # once per CTA, on its C tile
+    work = Work(tensor_flops=2 * M * N * K) + epilogue
     bh = p.bh
     trips = uniform(-(-K // t.block_k))
     return KernelPlan(
@@ -183,7 +211,10 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
         # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
         smem_bytes=max(t.stages * (t.block_m + t.block_n) * t.block_k, t.block_m * t.block_n) * e,
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
-        traffic=per_head.scaled(bh), work=work.scaled(bh), trips=trips, stages=t.stages,
+        traffic=per_head.scaled(bh), work=work.scaled(bh), once=epilogue.scaled(bh),
+        trips=trips, stages=t.stages,
+        # an A row block serves the CTAs along x, a B column block every grid[0]-th CTA
+        reuse={a: 1, b: len(cn)},
         overlap="async",
         defines=dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
                      NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,

@@ -19,6 +19,9 @@ from .flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
 # Largest Bc whose S tile (16 rows x Bc fp32 per warp) and O fragment fit the kernel's
 # registers without spilling, by head_dim.
 BC_REGISTER_CAP = {64: 128, 128: 128, 256: 64}
+# One CTA per head: K/V of a KV head are read again by the next query head's CTA (GQA); the
+# CTA itself comes back to Q, O, l and m at every outer step (reuse 0, the default).
+GQA_REUSE = {"K": 1, "V": 1}
 
 
 def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
@@ -44,7 +47,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
     common = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
                   NUM_WARPS=t.warps, IS_CAUSAL=int(p.causal))
-    pairs = uniform(bm.pairs)
+    pairs, diag = uniform(bm.pairs), uniform(int(bm.row_diag().sum()))  # one CTA per head
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
         tm = len(bm.r)
@@ -52,20 +55,19 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              p.head_dim, fa1_init(p).scaled(bh), Work(),
                              trips=uniform(1), source="fa1.cu",
                              defines={**common, "FA1_INIT": 1}))
-        tr, w = fa1_fwd(p, bm)
         ks.append(KernelPlan("fa1_fwd", (1, p.heads, p.batch), 32 * t.warps, smem, 255,
-                             t.block_m, t.block_n, tr.scaled(bh), w.scaled(bh), trips=pairs,
-                             overlap="none", source="fa1.cu", defines={**common, "FA1_FWD": 1}))
+                             t.block_m, t.block_n, **fa1_fwd(p, bm).launch(bh), trips=pairs,
+                             masked=diag, reuse=GQA_REUSE, overlap="none", source="fa1.cu", defines={**common, "FA1_FWD": 1}))
     else:
         n = p.seqlen_q * p.head_dim
         init = Traffic(writes={"dQacc": n * F32})
         ks.append(KernelPlan("fa1_bwd_init", (len(bm.r), p.heads, p.batch), 128, 0, 32,
                              t.block_m, p.head_dim, init.scaled(bh), Work(),
                              trips=uniform(1)))
-        tr, w = flash_bwd(p, bm, fa1=True)
         ks.append(KernelPlan("fa1_bwd", (1, p.heads, p.batch), 32 * t.warps,
                              smem + 2 * t.block_m * t.block_n * p.elem_bytes, 255, t.block_m,
-                             t.block_n, tr.scaled(bh), w.scaled(bh), trips=pairs))
+                             t.block_n, **flash_bwd(p, bm, fa1=True).launch(bh), trips=pairs,
+                             masked=diag, reuse=GQA_REUSE))
         tr, w = dq_convert(p, scaled=False)
         ks.append(KernelPlan("fa1_bwd_convert", (len(bm.r), p.heads, p.batch), 128, 0, 32,
                              t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),

@@ -76,25 +76,30 @@ class FlashStyle:
         threads = 32 * t.warps + self.threads_extra
         ks: list[KernelPlan] = []
         if not bwd:
-            tr, w = fa2_fwd(p, bm)
             defines = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
                            NUM_WARPS=t.warps, STAGES=t.stages, IS_CAUSAL=int(p.causal),
                            **{f"{self.name.upper()}_FWD": 1})
             ks.append(KernelPlan(f"{self.name}_fwd", (tm, p.heads, p.batch), threads, smem,
-                                 self.regs, t.block_m, t.block_n, tr.scaled(bh), w.scaled(bh),
+                                 self.regs, t.block_m, t.block_n, **fa2_fwd(p, bm).launch(bh),
                                  # query blocks launch last-first: under causal
                                  # masking the longest CTAs start first
-                                 trips=bm.row_visits()[::-1], stages=t.stages,
+                                 trips=bm.row_tiles()[::-1], masked=bm.row_diag()[::-1],
+                                 stages=t.stages,
+                                 reuse={"K": 1, "V": 1},  # the next query block's CTA
                                  overlap=self.overlap, source=self.source, defines=defines))
         else:
             tr, w = fa2_bwd_pre(p)
             ks.append(KernelPlan(f"{self.name}_bwd_pre", (tm, p.heads, p.batch), 128, 0, 32,
                                  t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
                                  trips=uniform(1)))
-            tr, w = flash_bwd(p, bm, fa1=False)
             ks.append(KernelPlan(f"{self.name}_bwd", (tn, p.heads, p.batch), threads, smem,
-                                 self.regs, t.block_m, t.block_n, tr.scaled(bh), w.scaled(bh),
-                                 trips=bm.col_visits(), stages=t.stages,
+                                 self.regs, t.block_m, t.block_n,
+                                 **flash_bwd(p, bm, fa1=False).launch(bh),
+                                 trips=bm.col_tiles(), masked=bm.col_diag(), stages=t.stages,
+                                 # Q and its rows: the next key block's CTA; K/V (GQA):
+                                 # the same key block of the next query head
+                                 reuse={"K": tn, "V": tn,
+                                        **{n: 1 for n in ("Q", "dO", "LSE", "D", "dQacc")}},
                                  overlap=self.overlap))
             tr, w = dq_convert(p, scaled=True)
             ks.append(KernelPlan(f"{self.name}_bwd_convert", (tm, p.heads, p.batch), 128, 0, 32,

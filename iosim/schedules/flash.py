@@ -8,9 +8,26 @@ what each term counts; tests hold these sums equal to what the executor counts t
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..problem import Problem
 from ..traffic import Traffic, Work
 from .base import F32, BlockMap
+
+
+class Counts(NamedTuple):
+    """One loop nest's totals per (batch, head), and the parts of `work` that the timing model
+    places apart from the loop trips."""
+
+    traffic: Traffic
+    work: Work
+    once: Work = Work()  # done once per CTA, after its loop
+    mask_alu: int = 0  # ALU work of the causal mask, on the diagonal tiles only
+
+    def launch(self, copies: int) -> dict:
+        """KernelPlan fields for `copies` (batch x heads) of this loop nest."""
+        return dict(traffic=self.traffic.scaled(copies), work=self.work.scaled(copies),
+                    once=self.once.scaled(copies), mask_alu=self.mask_alu * copies)
 
 
 def kv_rows_loaded(bm: BlockMap) -> int:
@@ -18,7 +35,7 @@ def kv_rows_loaded(bm: BlockMap) -> int:
     return bm.kv_rows_loaded()
 
 
-def fa1_fwd(p: Problem, bm: BlockMap) -> tuple[Traffic, Work]:
+def fa1_fwd(p: Problem, bm: BlockMap) -> Counts:
     """Algorithm 1: K/V outer, Q inner; O (fp32 Oacc), ℓ and m round-trip HBM every step."""
     d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
     kv, sr, sc, rc = kv_rows_loaded(bm), bm.sum_r(), bm.sum_c(), bm.sum_rc()
@@ -32,15 +49,16 @@ def fa1_fwd(p: Problem, bm: BlockMap) -> tuple[Traffic, Work]:
         # smem: K_j, V_j and Q_i stored; Q_i, K_j read by S = QKᵀ, V_j by P̃V.
         sram=2 * kv * d * e + 2 * sr * d * e + 2 * sc * d * e,
     )
+    mask = bm.sum_rc_diag()
     w = Work(
         tensor_flops=4 * rc * d,  # QKᵀ and P̃V: 2·r·c·d each
         exp_ops=rc + 2 * sr,  # P̃ = exp(S − m̃); e^{m−m_new}, e^{m̃−m_new} per row
         # scale, rowmax, subtract, rowsum per element (+ mask on diagonal tiles);
         # per row: m_new, two subtracts, ℓ_new (3), the two O coefficients (3), -inf guard;
         # per O element: α·O + β·PV (3).
-        alu_flops=4 * rc + bm.sum_rc_diag() + 10 * sr + 3 * sr * d,
+        alu_flops=4 * rc + mask + 10 * sr + 3 * sr * d,
     )
-    return t, w
+    return Counts(t, w, mask_alu=mask)
 
 
 def fa1_init(p: Problem) -> Traffic:
@@ -49,7 +67,7 @@ def fa1_init(p: Problem) -> Traffic:
                            "M": p.seqlen_q * F32})
 
 
-def fa2_fwd(p: Problem, bm: BlockMap) -> tuple[Traffic, Work]:
+def fa2_fwd(p: Problem, bm: BlockMap) -> Counts:
     """Q outer (one CTA per query block), K/V inner; one rescale at the end; LSE stored."""
     d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
     sr, sc, rc = bm.sum_r(), bm.sum_c(), bm.sum_rc()
@@ -60,18 +78,20 @@ def fa2_fwd(p: Problem, bm: BlockMap) -> tuple[Traffic, Work]:
         # tile and read once each by the MMAs.
         sram=nq * d * e + sr * d * e + 4 * sc * d * e,
     )
+    # at the end: log ℓ per row; O = acc/ℓ per element, 1/ℓ and LSE (2) per row.
+    once = Work(exp_ops=nq, alu_flops=nq * (d + 3))
+    mask = bm.sum_rc_diag()
     w = Work(
         tensor_flops=4 * rc * d,
-        exp_ops=rc + sr + nq,  # P = exp2(..) per element, α per row per tile, log ℓ per row
+        exp_ops=rc + sr,  # P = exp2(..) per element, α per row per tile
         # per element: rowmax, the scale-and-subtract FMA, rowsum (+ mask on diagonal tiles);
-        # per row per tile: m_new, m_new·scale, α's argument (2), ℓ update (2); acc *= α;
-        # at the end: O = acc/ℓ per element, 1/ℓ and LSE (2) per row.
-        alu_flops=3 * rc + bm.sum_rc_diag() + sr * (6 + d) + nq * (d + 3),
-    )
-    return t, w
+        # per row per tile: m_new, m_new·scale, α's argument (2), ℓ update (2); acc *= α.
+        alu_flops=3 * rc + mask + sr * (6 + d),
+    ) + once
+    return Counts(t, w, once, mask)
 
 
-def flash_bwd(p: Problem, bm: BlockMap, fa1: bool) -> tuple[Traffic, Work]:
+def flash_bwd(p: Problem, bm: BlockMap, fa1: bool) -> Counts:
     """K/V outer (FA2/FA3: one CTA per key block; FA1: Algorithm 4, one CTA per head),
     Q inner; S and P recomputed; dQ accumulated in fp32 in HBM (read-modify-write per step).
 
@@ -97,13 +117,14 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool) -> tuple[Traffic, Work]:
     # dS = P∘(dP − D) (2); dQ add (FA1 also scales dQ there, and forms D: 2·r·d).
     per_rc = 5 if fa1 else 4
     per_rd = 4 if fa1 else 1
+    mask = bm.sum_rc_diag()
+    once = Work(alu_flops=kv * d)  # dK *= scale per loaded key block (FA1: per outer step)
     w = Work(
         tensor_flops=10 * rc * d,
         exp_ops=rc,
-        alu_flops=per_rc * rc + bm.sum_rc_diag() + (sr if fa1 else 0) + per_rd * sr * d
-        + kv * d,  # dK *= scale per loaded key block
-    )
-    return t, w
+        alu_flops=per_rc * rc + mask + (sr if fa1 else 0) + per_rd * sr * d,
+    ) + once
+    return Counts(t, w, Work() if fa1 else once, mask)
 
 
 def fa2_bwd_pre(p: Problem) -> tuple[Traffic, Work]:

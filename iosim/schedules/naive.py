@@ -59,12 +59,14 @@ def _causal_row_reads(nq: int, nk: int) -> int:
 
 
 def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...], out: str,
-               alu_per_row: int, exp_total: int, alu_total: int, read: int) -> KernelPlan:
+               alu_per_row: int, exp_total: int, alu_total: int, read: int,
+               mask_alu: int = 0) -> KernelPlan:
     """A kernel with one CTA per row of the N×N matrices: reads `ins`, writes `out`.
 
     The rows stay in SRAM when they fit, so each input row is read once (stored to and read
     back from shared memory); otherwise each input is read twice (a reduce pass, then an
-    elementwise pass). `read`: elements of each input read per head (one pass).
+    elementwise pass). `read`: elements of each input read per head (one pass); `mask_alu`:
+    the part of `alu_total` that applies the causal mask (every row has its diagonal).
     """
     e, rows, nk = p.elem_bytes, p.bh * p.seqlen_q, p.seqlen_k
     row_bytes = nk * e * len(ins)
@@ -77,7 +79,8 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
         name=name, grid=(p.seqlen_q, p.bh, 1), threads=threads,
         smem_bytes=row_bytes if in_smem else 0, regs_per_thread=32, block_m=1, block_n=nk,
         traffic=t, work=Work(exp_ops=exp_total, alu_flops=alu_total + alu_per_row * rows),
-        trips=uniform(passes), overlap="async",
+        trips=uniform(passes), masked=uniform(1 if mask_alu else 0), mask_alu=mask_alu,
+        overlap="async",
         defines={name.upper(): 1, "SOFTMAX_THREADS": threads,
                  "ROW_IN_SMEM": int(in_smem), "IS_CAUSAL": int(p.causal),
                  "HEAD_DIM": p.head_dim},
@@ -97,7 +100,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         ks += [
             gemm("naive_qk", p, nq, nk, d, qk, "Q", "K", "S", e, 1, hw),
             row_kernel("naive_softmax", p, hw, ("S",), "P", 1, valid, 4 * valid + mask,
-                       row_reads(p)),
+                       row_reads(p), mask),
             gemm("naive_pv", p, nq, d, nk, pv, "P", "V", "O", e, 0, hw),
         ]
         ks = [replace(k, source="naive.cu", defines={**k.defines, k.name.upper(): 1}) for k in ks]
