@@ -207,6 +207,16 @@ def bench_cmd(
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 
 
+@app.command("validate")
+def validate_cmd(
+    files: Annotated[list[Path], typer.Argument(help="measured CSV/Parquet files (iosim bench output)")],
+) -> None:
+    """Re-predict measured rows with today's model: time error per schedule, DRAM vs ncu."""
+    from .validate import format_report, validate
+
+    typer.echo(format_report(*validate(files)))
+
+
 def _register_report() -> None:
     """`iosim report` (needs plotly; the GPU machine running `iosim bench` may not have it)."""
     try:

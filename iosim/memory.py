@@ -71,14 +71,13 @@ class Dram:
     write: int
 
 
-def hit_fraction(k: KernelPlan, hw: HardwareProfile, distinct: int, reuse: int) -> float:
+def hit_fraction(reuse: int, per_cta: float, wave: int, l2: float) -> float:
     """Share of a tensor's re-read (and re-written) bytes that L2 serves, when the CTAs that
-    touch a tile again are `reuse` apart in launch order (see the module docstring)."""
-    l2, w = hw.l2_bytes * hw.efficiency.l2, wave(k, hw)
-    per_cta = distinct / k.ctas
+    touch a tile again are `reuse` apart in launch order, each CTA brings `per_cta` bytes,
+    `wave` CTAs run at once and `l2` bytes of L2 are usable (see the module docstring)."""
     if reuse <= 0:
-        return min(1.0, l2 / max(per_cta * w, 1))
-    same_wave = max(0.0, 1 - reuse / w)
+        return min(1.0, l2 / max(per_cta * wave, 1))
+    same_wave = max(0.0, 1 - reuse / wave)
     return same_wave + (1 - same_wave) * min(1.0, l2 / max(per_cta * reuse, 1))
 
 
@@ -97,17 +96,18 @@ def kernel_dram(k: KernelPlan, hw: HardwareProfile, size: dict[str, int]) -> Dra
     t = k.traffic
     distinct_r = {n: min(v, size[n]) for n, v in t.reads.items()}
     distinct_w = {n: min(v, size[n]) for n, v in t.writes.items()}
-    distinct = sum(distinct_r.values()) + sum(distinct_w.values())
+    per_cta = (sum(distinct_r.values()) + sum(distinct_w.values())) / k.ctas
+    l2, w = hw.l2_bytes * hw.efficiency.l2, wave(k, hw)
 
     def missed(n: str, v: int, first: int) -> float:
         """Bytes of the repeated accesses to tensor n that miss the L2."""
         if v <= first:
             return 0.0
-        return (v - first) * (1 - hit_fraction(k, hw, distinct, k.reuse.get(n, 0)))
+        return (v - first) * (1 - hit_fraction(k.reuse.get(n, 0), per_cta, w, l2))
 
     read = sum(distinct_r[n] + missed(n, v, distinct_r[n]) for n, v in t.reads.items())
     written = sum(distinct_w.values())
-    retained = hw.l2_bytes * hw.efficiency.l2 * written / (written + read) if written else 0.0
+    retained = l2 * written / (written + read) if written else 0.0
     write = written - min(written, retained) + sum(missed(n, v, distinct_w[n])
                                                     for n, v in t.writes.items())
     return Dram(int(round(read)), int(round(write)))

@@ -155,12 +155,16 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
     occ = ctas_per_sm(k, hw)
     slots = occ * sms
     # One period of the launch order (the CTAs along grid x), repeated for every (batch, head).
-    one, masked = np.broadcast_arrays(k.trips, k.masked)
-    period = len(one)
-    reps = ctas // period
-    uniform = period == 1 or bool((one == one[0]).all() and (masked == masked[0]).all())
-    total_trips = float(one.sum()) * reps
-    total_masked = float(masked.sum()) * reps
+    one, masked = k.trips, k.masked
+    if len(one) == 1 and len(masked) == 1:  # every CTA alike (no numpy on one number)
+        period, reps, uniform = 1, ctas, True
+        total_trips, total_masked = float(one[0]) * ctas, float(masked[0]) * ctas
+    else:
+        one, masked = np.broadcast_arrays(one, masked)
+        period = len(one)
+        reps = ctas // period
+        uniform = bool((one == one[0]).all() and (masked == masked[0]).all())
+        total_trips, total_masked = float(one.sum()) * reps, float(masked.sum()) * reps
     steps = total_trips if total_trips > 0 else 1.0
 
     # per trip of one CTA, at per-SM rates; the once-per-CTA work and the mask apart

@@ -1,0 +1,67 @@
+"""The model against real measurements: re-predict every measured row with today's model and
+profiles, then report the time error per schedule and, where Nsight Compute counted them, the
+error of the L2-aware DRAM estimate.
+
+    iosim validate reports/data/h100/measured.csv reports/data/h100/measured_ncu.csv
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .accuracy import _profile, error_table, join
+from .io import MEASURED_NEEDS, read_rows
+from .predict import PROBLEM_COLUMNS, row
+from .problem import Problem
+from .schedules import SCHEDULES, plan
+
+
+def repredict(measured: pd.DataFrame) -> pd.DataFrame:
+    """Today's predictions for the measured rows of our own schedules (not torch's)."""
+    keys = measured[measured.schedule.isin(list(SCHEDULES))][PROBLEM_COLUMNS].drop_duplicates()
+    rows = []
+    for r in keys.itertuples(index=False):
+        hw = _profile(r.hw)
+        p = Problem(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
+                    seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal,
+                    direction=r.direction)
+        rows.append(row(plan(r.schedule, p, hw), hw) | {"hw": r.hw})
+    return pd.DataFrame(rows)
+
+
+def dram_table(pred: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """Per (hw, schedule): points, and the min / max relative error (percent) of the predicted
+    DRAM reads and writes against Nsight Compute's; empty without ncu columns."""
+    cols = ["hw", "schedule", "n", "read_err_min_pct", "read_err_max_pct", "write_err_min_pct",
+            "write_err_max_pct"]
+    if "dram_read_bytes_ncu" not in measured.columns:
+        return pd.DataFrame(columns=cols)
+    j = join(pred, measured)
+    j = j[(j.status == "ok") & (j.dram_read_bytes_ncu > 0) & (j.dram_write_bytes_ncu > 0)]
+    if j.empty:
+        return pd.DataFrame(columns=cols)
+    j = j.assign(rd=(j.dram_read_bytes_pred / j.dram_read_bytes_ncu - 1) * 100,
+                 wr=(j.dram_write_bytes_pred / j.dram_write_bytes_ncu - 1) * 100)
+    g = j.groupby(["hw", "schedule"], sort=True)
+    return pd.DataFrame({"n": g.size(), "read_err_min_pct": g.rd.min(),
+                         "read_err_max_pct": g.rd.max(), "write_err_min_pct": g.wr.min(),
+                         "write_err_max_pct": g.wr.max()}).reset_index()[cols]
+
+
+def validate(paths: Sequence[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(time error table, DRAM error table) over the measurement files, predicted afresh."""
+    measured = pd.concat([read_rows(p, MEASURED_NEEDS) for p in paths], ignore_index=True)
+    pred = repredict(measured)
+    return error_table(pred, measured), dram_table(pred, measured)
+
+
+def format_report(times: pd.DataFrame, dram: pd.DataFrame) -> str:
+    lines = ["time_pred_ms against measured time_ms (status ok), percent:",
+             times.drop(columns="worst_points").round(1).to_string(index=False)]
+    if not dram.empty:
+        lines += ["", "DRAM estimate against Nsight Compute (dram__bytes_read/write.sum), percent:",
+                  dram.round(1).to_string(index=False)]
+    return "\n".join(lines)

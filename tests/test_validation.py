@@ -1,0 +1,56 @@
+"""The model held against the committed real measurements (reports/data/<gpu>/), re-predicted
+with today's model and profiles: a change that moves the predictions away from what the H100
+and H200 measured fails here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iosim.validate import validate
+
+DATA = Path(__file__).resolve().parents[1] / "reports" / "data"
+GPUS = ["h100", "h200"]
+
+
+@pytest.fixture(scope="module", params=GPUS)
+def tables(request):
+    d = DATA / request.param
+    return validate([d / "measured.csv", d / "measured_ncu.csv"])
+
+
+def test_dram_estimate_within_12_percent_of_nsight_compute(tables):
+    _, dram = tables
+    assert set(dram.schedule) == {"naive", "fa1", "fa2"}
+    assert (dram.n >= 8).all()
+    for c in ["read_err_min_pct", "read_err_max_pct", "write_err_min_pct", "write_err_max_pct"]:
+        assert dram[c].abs().max() <= 12, dram.to_string()
+
+
+def test_time_error_per_schedule(tables):
+    """MAPE ceilings a little above what the model reaches today (naive 13-15%, FA1 19-26%,
+    FA2 36-37%: its mma.sync efficiency is not fitted yet), so a regression shows."""
+    times, _ = tables
+    mape = times.set_index("schedule").mape_pct
+    assert (times.n >= 30).all()
+    assert mape["naive"] <= 20 and mape["fa1"] <= 30 and mape["fa2"] <= 40, times.to_string()
+
+
+def test_validate_command_prints_both_tables():
+    d = DATA / "h100"
+    out = subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()", "validate",
+                          str(d / "measured.csv"), str(d / "measured_ncu.csv")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "mape_pct" in out.stdout and "read_err_max_pct" in out.stdout
+
+
+def test_readme_generated_blocks_are_current():
+    """Every generated README block equals what its command makes from the committed files."""
+    root = DATA.parents[1]
+    out = subprocess.run([sys.executable, str(root / "tools" / "update_readme.py"), "--check"],
+                         capture_output=True, text=True, cwd=root)
+    assert out.returncode == 0, "README.md is stale: run python tools/update_readme.py"
