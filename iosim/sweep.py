@@ -10,7 +10,8 @@ of values, or to text in the range grammar:
 `causal` takes true,false,both; `direction` fwd,bwd,both; `schedule` a list or `all`; `hw`
 profile names or TOML paths; `set` maps a HardwareProfile field (`smem_per_sm_bytes`,
 `efficiency.hbm`, `tensor_flops_per_s.bf16`, ...) to values, each combination a what-if copy
-of every profile (`HardwareProfile.with_changes`); swept fields appear as extra columns.
+of every profile (`HardwareProfile.with_changes`); each swept field is an extra column
+`set_<field>` (the name `iosim report` and `accuracy.baseline` read).
 
 Points that cannot exist or be planned (fa3 on a GPU without wgmma, tiles over the SRAM,
 kv_heads not dividing heads) are left out and counted in `SweepResult.skipped`.
@@ -151,7 +152,7 @@ class SweepResult:
     rows: pd.DataFrame
     points: int = 0  # points asked for (problems x schedules x hardware)
     skipped: Counter = field(default_factory=Counter)  # reason -> points left out
-    whatif: list[str] = field(default_factory=list)  # swept hardware fields (extra columns)
+    whatif: list[str] = field(default_factory=list)  # extra columns: set_<field> per swept field
 
     def summary(self) -> str:
         df = self.rows
@@ -250,7 +251,7 @@ def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
             except InputError as e:
                 skipped[f"{s}: " + str(e).split(" (allowed")[0].removeprefix(f"{s}: ")] += 1
             else:
-                r.update(changes)
+                r.update({f"set_{k}": v for k, v in changes.items()})
                 out[i].append(r)
     return out, skipped
 
@@ -314,7 +315,7 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
             rows += res[t]
     for _, sk in results:
         skipped.update(sk)
-    return SweepResult(pd.DataFrame(rows), points, skipped, list(sets))
+    return SweepResult(pd.DataFrame(rows), points, skipped, [f"set_{k}" for k in sets])
 
 
 def sweep(grid: Mapping, progress: bool | None = False) -> pd.DataFrame:

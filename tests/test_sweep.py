@@ -81,15 +81,16 @@ def test_what_if_fields_become_columns():
                                 "efficiency.hbm=0.5,0.9"]})
     df = res.rows
     assert len(df) == 2 * 2 * 2 * 2
-    for c in ("smem_per_sm_bytes", "smem_per_block_optin_bytes", "efficiency.hbm"):
-        assert c in df.columns
+    # each swept field is a `set_<field>` column, the name `iosim report` and `accuracy.baseline` read
+    assert res.whatif == ["set_smem_per_sm_bytes", "set_smem_per_block_optin_bytes", "set_efficiency.hbm"]
+    assert set(res.whatif) <= set(df.columns)
     fa1 = df[df.schedule == "fa1"]
     # FA1's tiles grow with the SRAM (Bc = ceil(M/4d), capped by registers): fewer HBM bytes
-    small = fa1[fa1.smem_per_block_optin_bytes == 232448].hbm_read_bytes_2level.min()
-    assert fa1[fa1.smem_per_block_optin_bytes == 465920].hbm_read_bytes_2level.max() <= small
+    small = fa1[fa1.set_smem_per_block_optin_bytes == 232448].hbm_read_bytes_2level.min()
+    assert fa1[fa1.set_smem_per_block_optin_bytes == 465920].hbm_read_bytes_2level.max() <= small
     # half the HBM efficiency never speeds anything up
-    slow = df[df["efficiency.hbm"] == 0.5].time_pred_ms.to_numpy()
-    fast = df[df["efficiency.hbm"] == 0.9].time_pred_ms.to_numpy()
+    slow = df[df["set_efficiency.hbm"] == 0.5].time_pred_ms.to_numpy()
+    fast = df[df["set_efficiency.hbm"] == 0.9].time_pred_ms.to_numpy()
     assert (slow >= fast).all()
 
 
@@ -126,7 +127,7 @@ def test_cli_sweep_csv_and_parquet(tmp_path):
     r = runner.invoke(app, ["sweep", "--seqlen", "1024", "--set", "sm_count=66,132", "-o", str(pq)])
     assert r.exit_code == 0, r.output
     df = pd.read_parquet(pq)
-    assert sorted(df.sm_count.unique()) == [66, 132]
+    assert sorted(df.set_sm_count.unique()) == [66, 132]
 
 
 def run_cli(*args, cwd=None):
