@@ -79,8 +79,8 @@ class Meter:
 
 
 def _mask(p: Problem, r0: int, r: int, c0: int, c: int) -> np.ndarray:
-    """True where query row r0+a may not see key c0+b (top-left causal)."""
-    return (c0 + np.arange(c))[None, :] > (r0 + np.arange(r))[:, None]
+    """True where query row r0+a may not see key c0+b (causal, Problem.causal_offset)."""
+    return (c0 + np.arange(c))[None, :] > (r0 + p.causal_offset + np.arange(r))[:, None]
 
 
 def _spans(n: int, b: int) -> list[tuple[int, int]]:
@@ -104,17 +104,18 @@ def _gemm(m: Meter, name: str, A, B, a: str, b: str, C: np.ndarray, c: str, kp, 
                 m.store(c, C, (slice(i0, i0 + mi), slice(j0, j0 + nj)), out)
 
 
-def _rows(m: Meter, name: str, kp, ins: list[tuple[str, np.ndarray]], causal_vec: bool = False):
+def _rows(m: Meter, name: str, kp, ins: list[tuple[str, np.ndarray]], p_vis=None):
     """Yield rows of the N×N inputs, counting one read (staged in smem) or two. With
-    `causal_vec` only the part up to the diagonal is read, in whole 16-byte vectors when the
-    rows are 16-byte aligned (the rest of the row is masked anyway)."""
+    `p_vis` (keys visible to row i: causal) only the part up to the diagonal is read, in whole
+    16-byte vectors when the rows are 16-byte aligned (the rest of the row is masked anyway)."""
+    causal_vec = p_vis is not None
     in_smem = kp.defines["ROW_IN_SMEM"]
     nk = ins[0][1].shape[1]
     with m.launch(name):
         for i in range(ins[0][1].shape[0]):
             n = nk
             if causal_vec:
-                n = min(nk, -(-(i + 1) // 8) * 8 if nk % 8 == 0 else i + 1)
+                n = min(nk, -(-nv // 8) * 8 if nk % 8 == 0 else nv) if (nv := p_vis(i)) else 0
             rows = [m.load(t, x[i, :n], smem=False) for t, x in ins]
             if in_smem:
                 m.smem(*rows, *rows)  # stored to shared memory, read back once
@@ -140,17 +141,17 @@ def naive(p: Problem, plan: Plan, q, k, v, do=None):
             S, P = np.empty((nq, nk)), np.empty((nq, nk))
             _gemm(m, "naive_qk", qh, kh.T, "Q", "K", S, "S", ks["naive_qk"], s)
             for i, (row,) in _rows(m, "naive_softmax", ks["naive_softmax"], [("S", S)],
-                                   causal_vec=p.causal):
-                n = min(i + 1, nk) if p.causal else nk
+                                   p_vis=p.visible_keys if p.causal else None):
+                n = p.visible_keys(i)
                 if p.causal:
                     m.alu(nk)  # the mask
                 x = row[:n]
-                mx = x.max()
+                mx = x.max(initial=-np.inf)
                 e = m.exp(x - mx)
                 ssum = e.sum()
                 m.alu(4 * n + 1)  # max, subtract, sum, scale by 1/sum; the reciprocal
-                prow = np.zeros(nk)
-                prow[:n] = e / ssum
+                prow = np.zeros(nk)  # a row that sees no key (bottom-right causal) is all 0
+                prow[:n] = e / ssum if n else 0.0
                 m.store("P", P, i, prow)
             O = out.setdefault("O", np.empty((p.batch, p.heads, nq, d)))[b, h]
             _gemm(m, "naive_pv", P, vh, "P", "V", O, "O", ks["naive_pv"])
@@ -211,10 +212,13 @@ def fa1_fwd(p: Problem, plan: Plan, q, k, v):
                     m.store("L", L, (b, h, slice(r0, r0 + r)), np.zeros(r))
                     m.store("M", M, (b, h, slice(r0, r0 + r)), np.full(r, -np.inf))
     rows, cols = _spans(nq, kp.block_m), _spans(p.seqlen_k, kp.block_n)
-    last_j = [int(np.flatnonzero(bm.visit[i]).max()) for i in range(len(rows))]
+    last_j = [int(np.flatnonzero(bm.visit[i]).max(initial=-1)) for i in range(len(rows))]
     with m.launch("fa1_fwd"):
         for b in range(p.batch):
             for h in range(p.heads):
+                for i, (r0, r) in enumerate(rows):  # blocks that see no key (bottom-right): O = 0
+                    if last_j[i] < 0:
+                        m.store("O", O, (b, h, slice(r0, r0 + r)), np.zeros((r, d)))
                 for j, (c0, c) in enumerate(cols):
                     if not bm.visit[:, j].any():
                         continue
@@ -241,12 +245,15 @@ def fa1_fwd(p: Problem, plan: Plan, q, k, v):
                         lt = Pt.sum(1)
                         m.alu(3 * S.size)  # rowmax, subtract, rowsum
                         mnew = np.maximum(mi, mt)
-                        a = m.exp(mi - mnew)
-                        bb = m.exp(mt - mnew)
+                        mnu = np.where(mnew > -np.inf, mnew, 0.0)  # no visible key so far
+                        a = m.exp(mi - mnu)
+                        bb = m.exp(mt - mnu)
                         lnew = a * li + bb * lt
                         m.alu(6 * r)  # m_new, two subtracts, ℓ_new (3)
                         PV = m.mma(Pt, Vj, False, True)
-                        alpha, beta = a * li / lnew, bb / lnew
+                        with np.errstate(divide="ignore"):
+                            inv = np.where(lnew > 0, 1.0 / lnew, 0.0)
+                        alpha, beta = a * li * inv, bb * inv
                         m.alu(3 * r)
                         On = alpha[:, None] * Oi + beta[:, None] * PV
                         m.alu(3 * On.size)
@@ -256,7 +263,8 @@ def fa1_fwd(p: Problem, plan: Plan, q, k, v):
                             m.store("Oacc", Oacc, rs, On)
                         m.store("L", L, rs, lnew)
                         m.store("M", M, rs, mnew)
-    return {"O": O, "LSE": M + np.log(L)}, m
+    with np.errstate(divide="ignore"):  # ℓ = 0: a row that sees no key, LSE = -inf
+        return {"O": O, "LSE": M + np.log(L)}, m
 
 
 # ----------------------------------------------------- FA2/FA3 forward ----
@@ -285,18 +293,20 @@ def fa2_fwd(p: Problem, plan: Plan, q, k, v):
                             S[_mask(p, r0, r, c0, c)] = -np.inf
                             m.alu(S.size)
                         mnew = np.maximum(mi, S.max(1))
-                        P = m.exp(s * S - (s * mnew)[:, None])
-                        alpha = m.exp(s * (mi - mnew))
+                        muse = np.where(mnew > -np.inf, mnew, 0.0)  # rows that saw no key yet
+                        P = m.exp(s * S - (s * muse)[:, None])
+                        alpha = m.exp(s * (mi - muse))
                         li = alpha * li + P.sum(1)
                         m.alu(3 * S.size + 6 * r)
                         acc = alpha[:, None] * acc
                         m.alu(acc.size)
                         acc = acc + m.mma(P, Vj, False, True)
                         mi = mnew
-                    inv = 1.0 / li
-                    m.store("O", O, rs, acc * inv[:, None])
-                    m.alu(acc.size + r)
-                    m.store("LSE", LSE, rs, s * mi + m.log(li))
+                    with np.errstate(divide="ignore"):  # ℓ = 0: a row that sees no key
+                        inv = np.where(li > 0, 1.0 / li, 0.0)
+                        m.store("O", O, rs, acc * inv[:, None])
+                        m.alu(acc.size + r)
+                        m.store("LSE", LSE, rs, np.where(li > 0, s * mi + m.log(li), -np.inf))
                     m.alu(2 * r)
     return {"O": O, "LSE": LSE}, m
 
@@ -360,10 +370,11 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                             S[_mask(p, r0, r, c0, c)] = -np.inf
                             m.alu(S.size)
                         if fa1:
-                            P = m.exp(s * S - mi[:, None]) * (1.0 / li)[:, None]
+                            P = m.exp(s * S - np.where(mi > -np.inf, mi, 0.0)[:, None]) \
+                                * (1.0 / li)[:, None]
                             m.alu(3 * S.size + r)
-                        else:
-                            P = m.exp(s * S - lsei[:, None])
+                        else:  # LSE = -inf: a row that sees no key, P = 0
+                            P = m.exp(s * S - np.where(lsei > -np.inf, lsei, 0.0)[:, None])
                             m.alu(2 * S.size)
                         m.smem(P, P)  # staged in shared memory for the transposed product
                         dV += m.mma(P.T, dOi, False, True)

@@ -23,12 +23,23 @@ class Direction(str, Enum):
     bwd = "bwd"
 
 
+class CausalAlign(str, Enum):
+    """Where the causal diagonal sits when Nq != Nk: top-left (torch's `is_causal`: query row i
+    sees keys j <= i) or bottom-right (FlashAttention 2.1+ and FA3: the last query row sees
+    every key, row i sees keys j <= i + Nk - Nq)."""
+
+    top_left = "top-left"
+    bottom_right = "bottom-right"
+
+
 class Problem(BaseModel):
     """One attention call: O = softmax(scale * Q K^T [+ causal mask]) V.
 
     Layout is (batch, heads, seqlen, head_dim), contiguous. K and V have `kv_heads` heads, each
     shared by `heads // kv_heads` query heads (GQA; MQA when kv_heads == 1). The causal mask is
-    top-left aligned (query row i sees keys j <= i), as torch's `is_causal`.
+    top-left aligned (query row i sees keys j <= i), as torch's `is_causal`, or bottom-right
+    aligned (`causal_align`): row i sees keys j <= i + Nk - Nq. A row that sees no key (only
+    bottom-right, Nq > Nk) has O = 0 and LSE = -inf, as FlashAttention returns.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -41,6 +52,7 @@ class Problem(BaseModel):
     head_dim: int = Field(128, gt=0)
     dtype: Dtype = Dtype.bf16
     causal: bool = False
+    causal_align: CausalAlign = CausalAlign.top_left
     direction: Direction = Direction.fwd
 
     @model_validator(mode="after")
@@ -55,6 +67,19 @@ class Problem(BaseModel):
                 "(allowed: any divisor of heads)"
             )
         return self
+
+    @property
+    def causal_offset(self) -> int:
+        """Query row i sees keys j <= i + causal_offset (when causal)."""
+        if self.causal_align is CausalAlign.bottom_right:
+            return self.seqlen_k - self.seqlen_q
+        return 0
+
+    def visible_keys(self, i: int) -> int:
+        """Keys query row i sees: all Nk, or with the causal mask min(Nk, max(0, i+1+offset))."""
+        if not self.causal:
+            return self.seqlen_k
+        return min(self.seqlen_k, max(0, i + 1 + self.causal_offset))
 
     @property
     def group(self) -> int:

@@ -17,12 +17,23 @@ def probs(p: Problem, q, k) -> np.ndarray:
 
 
 def _probs(p: Problem, q, k):
+    """P and the natural-log LSE; a row that sees no key (bottom-right causal, Nq > Nk) has
+    P = 0 and LSE = -inf."""
     s = np.einsum("bhid,bhjd->bhij", q, _expand(p, k)) * p.scale
     if p.causal:
-        s = np.where(np.tri(p.seqlen_q, p.seqlen_k, dtype=bool), s, -np.inf)
+        s = np.where(visible(p), s, -np.inf)
     mx = s.max(-1, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, 0.0)
     e = np.exp(s - mx)
-    return e / e.sum(-1, keepdims=True), (mx + np.log(e.sum(-1, keepdims=True)))[..., 0]
+    tot = e.sum(-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tot > 0, e / tot, 0.0), (mx + np.log(tot))[..., 0]
+
+
+def visible(p: Problem) -> np.ndarray:
+    """bool (Nq, Nk): True where query row i sees key j under the causal mask
+    (j <= i + Problem.causal_offset)."""
+    return np.tri(p.seqlen_q, p.seqlen_k, k=p.causal_offset, dtype=bool)
 
 
 def forward(p: Problem, q, k, v) -> dict[str, np.ndarray]:

@@ -107,9 +107,9 @@ def test_more_sms_never_more_dram_reads(p, hw_name, s, factor):
     assert sum(d.read for d in b) <= sum(d.read for d in a) + len(a)
 
 
-def _matrices(nq, nk, causal, bm, bn):
+def _matrices(nq, nk, causal, bm, bn, offset=0):
     r, c = blocks(nq, bm), blocks(nk, bn)
-    row0 = np.arange(len(r))[:, None] * bm
+    row0 = np.arange(len(r))[:, None] * bm + offset  # row i sees columns j <= i + offset
     col0 = np.arange(len(c))[None, :] * bn
     row_last = row0 + r[:, None] - 1
     col_last = col0 + c[None, :] - 1
@@ -124,14 +124,18 @@ def _matrices(nq, nk, causal, bm, bn):
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 900), st.integers(1, 900), st.booleans(),
-       st.sampled_from([16, 48, 64, 128, 192]), st.sampled_from([16, 64, 80, 128, 176]))
-def test_block_map_closed_forms_match_the_matrices(nq, nk, causal, bm, bn):
-    """The O(Tm) sums BlockMap uses equal the (Tm, Tn) matrix sums they replace."""
-    r, c, visit, diag = _matrices(nq, nk, causal, bm, bn)
-    b = BlockMap(blocks(nq, bm), blocks(nk, bn), bm, bn, causal)
+       st.sampled_from([16, 48, 64, 128, 192]), st.sampled_from([16, 64, 80, 128, 176]),
+       st.booleans())
+def test_block_map_closed_forms_match_the_matrices(nq, nk, causal, bm, bn, bottom_right):
+    """The O(Tm) sums BlockMap uses equal the (Tm, Tn) matrix sums they replace (top-left and
+    bottom-right causal alignment: offset 0 or Nk - Nq)."""
+    off = nk - nq if bottom_right else 0
+    r, c, visit, diag = _matrices(nq, nk, causal, bm, bn, off)
+    b = BlockMap(blocks(nq, bm), blocks(nk, bn), bm, bn, causal, off)
     assert (b.visit == visit).all() and (b.diag == diag).all()
     assert b.sum_rc() == int(r @ visit.astype(np.int64) @ c)
     assert b.sum_rc_diag() == b.sum_rc(b.diag) == int(r @ diag.astype(np.int64) @ c)
     assert (b.row_visits() == visit.sum(1)).all() and (b.col_visits() == visit.sum(0)).all()
     assert b.sum_r() == int(visit.sum(1) @ r) and b.sum_c() == int(visit.sum(0) @ c)
     assert b.pairs == int(visit.sum()) and b.kv_rows_loaded() == int(c[visit.any(0)].sum())
+    assert b.rows_visited() == int(r[visit.any(1)].sum())

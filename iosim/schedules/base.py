@@ -14,7 +14,7 @@ import numpy as np
 
 from ..hardware import HardwareProfile, InputError
 from ..plan import KernelPlan, Plan
-from ..problem import Problem
+from ..problem import CausalAlign, Problem
 from ..traffic import Traffic, Work
 
 F32 = 4  # bytes of the fp32 statistics (ℓ, m, LSE, D) and fp32 accumulators kept in HBM
@@ -49,16 +49,17 @@ class BlockMap:
     walks, are built on first use. BlockMaps are cached and shared: arrays are read-only.
     """
 
-    def __init__(self, r: np.ndarray, c: np.ndarray, bm: int, bn: int, causal: bool) -> None:
+    def __init__(self, r: np.ndarray, c: np.ndarray, bm: int, bn: int, causal: bool,
+                 offset: int = 0) -> None:
         self.r, self.c = r, c  # rows per query block (Tm,), columns per key block (Tn,)
         self.bm, self.bn = bm, bn
         tm, tn = len(r), len(c)
-        row0 = np.arange(tm, dtype=np.int64) * bm
+        row0 = np.arange(tm, dtype=np.int64) * bm + offset
         row_last = row0 + r - 1
-        if causal:  # top-left aligned: row i sees columns j <= i; col0_j = j·bn
-            hi = np.minimum(tn, row_last // bn + 1)
-            # partly masked: col_last_j = min(j·bn + bn, Nk) − 1 > row0_i
-            lo = np.minimum((row0 + 1) // bn, hi)
+        if causal:  # row i sees columns j <= i + offset (Problem.causal_offset); col0_j = j·bn
+            hi = np.clip(row_last // bn + 1, 0, tn)
+            # partly masked: col_last_j = min(j·bn + bn, Nk) − 1 > row0_i + offset
+            lo = np.clip((row0 + 1) // bn, 0, hi)
             last_full = (tn - 1) * bn + c[-1] - 1 <= row0  # the ragged last block fully visible
             lo = np.where(last_full & (lo == tn - 1), hi, lo)
         else:
@@ -71,7 +72,8 @@ class BlockMap:
     def of(cls, p: Problem, bm: int, bn: int) -> BlockMap:
         """The block map of a problem (cached: it depends only on the lengths, the mask and the
         block sizes, not on batch, heads or dtype)."""
-        return _block_map(p.seqlen_q, p.seqlen_k, p.causal, bm, bn)
+        off = p.causal_offset if p.causal else 0
+        return _block_map(p.seqlen_q, p.seqlen_k, p.causal, off, bm, bn)
 
     def _once(self, key, fn):
         if key not in self._memo:
@@ -153,6 +155,11 @@ class BlockMap:
         """Σ c_j over visited pairs: key-block rows loaded, once per visited pair."""
         return self._once("c", lambda: int(self.col_visits() @ self.c))
 
+    def rows_visited(self) -> int:
+        """Σ r_i over query blocks that visit some key block (all of them but, under a
+        bottom-right causal mask with Nq > Nk, the first blocks, which see no key)."""
+        return self._once("rows_visited", lambda: int(self.r @ (self.hi > 0)))
+
     def kv_rows_loaded(self) -> int:
         """Σ c_j over key blocks that some query block visits."""
         return self._once("kv", lambda: int(self._cum_c()[self.hi.max()]))
@@ -168,8 +175,8 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=1024)
-def _block_map(nq: int, nk: int, causal: bool, bm: int, bn: int) -> BlockMap:
-    return BlockMap(_frozen(blocks(nq, bm)), _frozen(blocks(nk, bn)), bm, bn, causal)
+def _block_map(nq: int, nk: int, causal: bool, offset: int, bm: int, bn: int) -> BlockMap:
+    return BlockMap(_frozen(blocks(nq, bm)), _frozen(blocks(nk, bn)), bm, bn, causal, offset)
 
 
 @lru_cache(maxsize=256)
@@ -179,12 +186,14 @@ def uniform(value: int) -> np.ndarray:
 
 
 def causal_valid(p: Problem) -> int:
-    """Elements of S not masked, per head: Σ_i min(i+1, Nk) (all Nq·Nk when not causal)."""
+    """Elements of S not masked, per head: Σ_i Problem.visible_keys(i) (all Nq·Nk when not
+    causal), in closed form: rows [0, a) see no key, rows [a, b) see i+1+offset, the rest Nk."""
     if not p.causal:
         return p.seqlen_q * p.seqlen_k
-    nq, nk = p.seqlen_q, p.seqlen_k
-    m = min(nq, nk)  # rows 1..m see i+1 keys, the rest see all nk
-    return m * (m + 1) // 2 + (nq - m) * nk
+    nq, nk, off = p.seqlen_q, p.seqlen_k, p.causal_offset
+    a = min(max(-off, 0), nq)
+    b = min(max(nk - 1 - off, a), nq)
+    return (b - a) * (1 + off) + (a + b - 1) * (b - a) // 2 + (nq - b) * nk
 
 
 def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str, c: str,
@@ -218,7 +227,7 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
         overlap="async",
         defines=dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
                      NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,
-                     IS_CAUSAL=int(p.causal)),
+                     **mask_defines(p)),
     )
 
 
@@ -231,6 +240,18 @@ def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
     return KernelPlan(name="gqa_reduce", grid=(1, p.kv_heads, p.batch), threads=256, smem_bytes=0,
                       regs_per_thread=32, block_m=p.seqlen_k, block_n=p.head_dim, traffic=t,
                       work=w, trips=uniform(p.group))
+
+
+def mask_defines(p: Problem) -> dict[str, int]:
+    """The kernels' causal-mask defines: IS_CAUSAL and, when causal, the diagonal's alignment
+    (CAUSAL_BOTTOM_RIGHT: row i sees keys j <= i + Nk - Nq; else j <= i)."""
+    br = p.causal and p.causal_align is CausalAlign.bottom_right
+    return {"IS_CAUSAL": int(p.causal), "CAUSAL_BOTTOM_RIGHT": int(br)}
+
+
+def pow2_at_least(n: int, lo: int) -> int:
+    """The smallest power of two >= max(n, lo)."""
+    return 1 << (max(n, lo) - 1).bit_length()
 
 
 def check_smem(name: str, smem: int, hw: HardwareProfile, p: Problem) -> None:

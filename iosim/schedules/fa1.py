@@ -13,7 +13,16 @@ from ..hardware import HardwareProfile
 from ..plan import KernelPlan, Plan
 from ..problem import Direction, Problem
 from ..traffic import Traffic, Work
-from .base import F32, BlockMap, Tiles, check_head_dim, check_smem, gqa_reduce, uniform
+from .base import (
+    F32,
+    BlockMap,
+    Tiles,
+    check_head_dim,
+    check_smem,
+    gqa_reduce,
+    mask_defines,
+    uniform,
+)
 from .flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
 
 # Largest Bc whose S tile (16 rows x Bc fp32 per warp) and O fragment fit the kernel's
@@ -30,13 +39,19 @@ def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
     bc = -(-m_elems // (4 * d))
     cap = next(v for k, v in sorted(BC_REGISTER_CAP.items()) if d <= k)
     bc = t.block_n or max(16, min(bc // 16 * 16, cap))
-    br = t.block_m or min(bc, d)
+    br = t.block_m or max(16, min(bc, d) // 16 * 16)  # warps own 16-row MMA tiles
     return Tiles(block_m=br, block_n=bc, warps=t.warps or max(1, br // 16), stages=1)
 
 
+def head_dim_pad(d: int) -> int:
+    """Shared-memory row length of kernels/fa1.cu's tiles: d rounded up to a multiple of 64 (its
+    XOR swizzle needs rows of a multiple of 8 16-byte chunks; the padding is never loaded)."""
+    return -(-d // 64) * 64
+
+
 def smem_bytes(p: Problem, t: Tiles) -> int:
-    """Q_i, K_j, V_j tiles in the input dtype."""
-    return (t.block_m + 2 * t.block_n) * p.head_dim * p.elem_bytes
+    """Q_i, K_j, V_j tiles in the input dtype, rows padded as the kernel lays them out."""
+    return (t.block_m + 2 * t.block_n) * head_dim_pad(p.head_dim) * p.elem_bytes
 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
@@ -45,8 +60,8 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     smem = smem_bytes(p, t)
     check_smem("fa1", smem, hw, p)
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
-    common = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
-                  NUM_WARPS=t.warps, IS_CAUSAL=int(p.causal))
+    common = dict(HEAD_DIM=p.head_dim, HEAD_DIM_PAD=head_dim_pad(p.head_dim),
+                  BLOCK_M=t.block_m, BLOCK_N=t.block_n, NUM_WARPS=t.warps, **mask_defines(p))
     pairs, diag = uniform(bm.pairs), uniform(int(bm.row_diag().sum()))  # one CTA per head
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:

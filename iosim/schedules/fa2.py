@@ -20,6 +20,8 @@ from .base import (
     check_head_dim,
     check_smem,
     gqa_reduce,
+    mask_defines,
+    pow2_at_least,
     uniform,
 )
 from .flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
@@ -57,8 +59,14 @@ class FlashStyle:
                      stages=t.stages or st)
 
     def fwd_smem(self, p: Problem, t: Tiles) -> int:
-        """Q tile + `stages` K/V tile pairs, input dtype."""
-        return (t.block_m + 2 * t.stages * t.block_n) * p.head_dim * p.elem_bytes
+        """Q tile + `stages` K/V tile pairs, input dtype, rows padded as the kernel lays them out."""
+        return (t.block_m + 2 * t.stages * t.block_n) * self.head_dim_pad(p) * p.elem_bytes
+
+    def head_dim_pad(self, p: Problem) -> int:
+        """Shared-memory row length of the real kernel's tiles (kernels/fa2.cu: the power of two
+        >= d and >= 64, so that its swizzled rows hold 8, 16 or 32 16-byte chunks and one pass
+        of the CTA's threads covers whole rows; the padding is never loaded). No kernel: d."""
+        return pow2_at_least(p.head_dim, 64) if self.source else p.head_dim
 
     def bwd_smem(self, p: Problem, t: Tiles) -> int:
         """Q, dO (per query block) + K, V (per key block) + P, dS tiles."""
@@ -76,8 +84,9 @@ class FlashStyle:
         threads = 32 * t.warps + self.threads_extra
         ks: list[KernelPlan] = []
         if not bwd:
-            defines = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
-                           NUM_WARPS=t.warps, STAGES=t.stages, IS_CAUSAL=int(p.causal),
+            defines = dict(HEAD_DIM=p.head_dim, HEAD_DIM_PAD=self.head_dim_pad(p),
+                           BLOCK_M=t.block_m, BLOCK_N=t.block_n, NUM_WARPS=t.warps,
+                           STAGES=t.stages, **mask_defines(p),
                            **{f"{self.name.upper()}_FWD": 1})
             ks.append(KernelPlan(f"{self.name}_fwd", (tm, p.heads, p.batch), threads, smem,
                                  self.regs, t.block_m, t.block_n, **fa2_fwd(p, bm).launch(bh),

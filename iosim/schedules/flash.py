@@ -43,8 +43,10 @@ def fa1_fwd(p: Problem, bm: BlockMap) -> Counts:
         reads={"K": kv * d * e, "V": kv * d * e,  # K_j, V_j once per outer step
                "Q": sr * d * e, "Oacc": sr * d * F32,  # Q_i, O_i at every inner step
                "L": sr * F32, "M": sr * F32},
-        writes={"Oacc": (sr - nq) * d * F32,  # O_i back at every step but each row block's last,
-                "O": nq * d * e,  # where it is written in the input dtype instead
+        # O_i back at every step but each visited row block's last, where it is written in the
+        # input dtype instead (blocks that see no key, bottom-right causal: O = 0 written once)
+        writes={"Oacc": (sr - bm.rows_visited()) * d * F32,
+                "O": nq * d * e,
                 "L": sr * F32, "M": sr * F32},
         # smem: K_j, V_j and Q_i stored; Q_i, K_j read by S = QKᵀ, V_j by P̃V.
         sram=2 * kv * d * e + 2 * sr * d * e + 2 * sc * d * e,

@@ -11,15 +11,12 @@ Nothing is skipped for causal: the GEMMs compute the full N×N; only the softmax
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
-
-import numpy as np
 
 from ..hardware import HardwareProfile
 from ..plan import KernelPlan, Plan
 from ..problem import Direction, Problem
 from ..traffic import Traffic, Work
-from .base import Tiles, causal_valid, gemm, gqa_reduce, uniform
+from .base import Tiles, causal_valid, gemm, gqa_reduce, mask_defines, pow2_at_least, uniform
 
 # (block_m, block_n, block_k, stages, warps) by head_dim bucket, fastest found on H100/H200.
 QK_TILES = {64: (128, 128, 64, 1, 8), 128: (128, 128, 64, 2, 8), 256: (128, 128, 64, 3, 8)}
@@ -33,29 +30,40 @@ def softmax_threads(nk: int) -> int:
 
 
 def gemm_tiles(table: dict, p: Problem, t: Tiles) -> Tiles:
-    # the bucket of the next head_dim up (the largest one beyond it: naive has no limit on d)
+    # the bucket of the next head_dim up (the largest one beyond it: naive has no limit on d).
+    # A d below the bucket's BLOCK_K takes the power of two >= d (>= 16, the MMA's k): the
+    # kernel's swizzle needs tile rows of 2, 4 or a multiple of 8 16-byte chunks, and zero-fills
+    # the ragged end of k.
     bm, bn, bk, st, w = next((v for k, v in sorted(table.items()) if p.head_dim <= k),
                              table[max(table)])
     return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
-                 block_k=t.block_k or min(bk, p.head_dim), warps=t.warps or w,
+                 block_k=t.block_k or min(bk, pow2_at_least(p.head_dim, 16)), warps=t.warps or w,
                  stages=t.stages or st)
 
 
 def row_reads(p: Problem) -> int:
-    """Elements of S the softmax reads per head: whole rows, or with the causal mask only up
-    to the diagonal, rounded up to 8 (16-byte vectors) when rows are 16-byte aligned."""
+    """Elements of S the softmax reads per head: whole rows, or with the causal mask only the
+    visible keys (Problem.visible_keys), rounded up to 8 (16-byte vectors) when rows are 16-byte
+    aligned. Closed form (no per-row array): rows [a, b) see v = i+1+offset keys, 0 < v < Nk,
+    rows before a none, rows from b all Nk."""
     nq, nk = p.seqlen_q, p.seqlen_k
     if not p.causal:
         return nq * nk
-    return _causal_row_reads(nq, nk)
+    off = p.causal_offset
+    a = min(max(-off, 0), nq)
+    b = min(max(nk - 1 - off, a), nq)
+    v0, v1 = a + 1 + off, b + off  # keys seen by the first and last partial row
+    if nk % 8:
+        partial = (v0 + v1) * (b - a) // 2
+    else:  # Σ ceil8(v) for v in [v0, v1]; ceil8(v) <= Nk since v < Nk and 8 | Nk
+        partial = _sum_ceil8(v1) - _sum_ceil8(v0 - 1)
+    return partial + (nq - b) * nk
 
 
-@lru_cache(maxsize=1024)
-def _causal_row_reads(nq: int, nk: int) -> int:
-    n = np.arange(1, nq + 1, dtype=np.int64)
-    if nk % 8 == 0:
-        n = -(-n // 8) * 8
-    return int(np.minimum(n, nk).sum())
+def _sum_ceil8(n: int) -> int:
+    """Σ_{v=1..n} 8·ceil(v/8): q full groups of 8 values (8k each), then n%8 values of 8(q+1)."""
+    q, rem = divmod(max(n, 0), 8)
+    return 32 * q * (q + 1) + 8 * rem * (q + 1)
 
 
 def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...], out: str,
@@ -82,14 +90,16 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
         trips=uniform(passes), masked=uniform(1 if mask_alu else 0), mask_alu=mask_alu,
         overlap="async",
         defines={name.upper(): 1, "SOFTMAX_THREADS": threads,
-                 "ROW_IN_SMEM": int(in_smem), "IS_CAUSAL": int(p.causal),
+                 "ROW_IN_SMEM": int(in_smem), **mask_defines(p),
                  "HEAD_DIM": p.head_dim},
     )
 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     qk, pv = gemm_tiles(QK_TILES, p, t), gemm_tiles(PV_TILES, p, t)
-    pv = Tiles(pv.block_m, min(pv.block_n, p.head_dim), pv.block_k, pv.warps, pv.stages)
+    # O = PV has d columns: a tile no wider than the power of two >= d (the swizzle's rows)
+    pv = Tiles(pv.block_m, min(pv.block_n, pow2_at_least(p.head_dim, 16)), pv.block_k, pv.warps,
+               pv.stages)
     e, nq, nk, d = p.elem_bytes, p.seqlen_q, p.seqlen_k, p.head_dim
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
