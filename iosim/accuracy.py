@@ -63,8 +63,9 @@ def baseline(pred: pd.DataFrame) -> pd.DataFrame:
 def join(pred: pd.DataFrame, measured: pd.DataFrame, how: str = "inner") -> pd.DataFrame:
     """Measured rows beside the prediction for the same problem (on PROBLEM_COLUMNS; hardware
     names compared by profile, so `h100` meets `h100-sxm5-80gb`). `how="left"` keeps measured
-    rows with no prediction (torch's backends). Prediction columns that the measured file also
-    has keep the measured value; the predicted one gets a `_pred` suffix."""
+    rows with no prediction (torch's backends). Model columns that the measured file also has
+    (the prediction `iosim bench` stored beside its measurement) are dropped from it: the
+    prediction given here is the one compared, so a change to the model shows at once."""
     require_columns(pred, PROBLEM_COLUMNS, "predictions")
     require_columns(measured, PROBLEM_COLUMNS, "measurements")
     p, m = normalize(pred), normalize(measured)
@@ -72,6 +73,7 @@ def join(pred: pd.DataFrame, measured: pd.DataFrame, how: str = "inner") -> pd.D
     m["hw"] = m["hw"].map(canonical_hw)
     p = baseline(p).drop_duplicates(PROBLEM_COLUMNS, keep="first")
     m = m.drop_duplicates(PROBLEM_COLUMNS, keep="last")  # a resumed bench re-measures: newest wins
+    m = m.drop(columns=[c for c in p.columns if c in m.columns and c not in PROBLEM_COLUMNS])
     return m.merge(p, on=PROBLEM_COLUMNS, how=how, suffixes=("", "_pred"))
 
 

@@ -19,16 +19,35 @@ class InputError(ValueError):
 
 
 class Efficiency(BaseModel):
-    """Fractions of the datasheet peaks that real kernels reach (fitted by `iosim calibrate`)."""
+    """Fractions of the datasheet peaks that real kernels reach (fitted by `iosim calibrate`).
+    `tensor_mma_sync` / `tensor_wgmma`: the tensor pipe's saturated rate for each instruction
+    family; `l2`: L2 bandwidth; `l2_capacity`: the share of L2 that holds reusable tiles."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     hbm: float = Field(0.9, gt=0, le=1)
     l2: float = Field(0.7, gt=0, le=1)
+    l2_capacity: float = Field(0.7, gt=0, le=1)
     tensor_wgmma: float = Field(0.8, gt=0, le=1)
     tensor_mma_sync: float = Field(0.6, gt=0, le=1)
     sfu: float = Field(0.9, gt=0, le=1)
     alu: float = Field(0.6, gt=0, le=1)
     smem: float = Field(0.8, gt=0, le=1)
+
+
+class Pipeline(BaseModel):
+    """How one warp's instruction stream runs when too few warps share a scheduler to hide its
+    latencies (`iosim.timing`): fitted by `iosim calibrate`, in SM clock cycles."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # cycles a lone warp spends per mma.sync.m16n8k16 (its accumulator dependences and operand
+    # fetch); at least the pipe's own cycles per instruction
+    mma_sync_cycles: float = Field(8.0, gt=0, le=64)
+    # cycles a lone warp spends per other instruction (FP32, MUFU, conversions, shuffles,
+    # ldmatrix, address arithmetic) in its dependent stream: the latency it cannot hide
+    inst_cycles: float = Field(4.0, gt=0, le=64)
+    # warp instructions per 32 counted element operations (max, add, FMA, exp each one):
+    # conversions, shuffles, predication and addressing that the counts leave out
+    inst_per_op: float = Field(2.0, ge=1, le=16)
 
 
 class HardwareProfile(BaseModel):
@@ -38,7 +57,7 @@ class HardwareProfile(BaseModel):
     gpu_name: str
     arch: str  # nvcc target the kernels are built for, e.g. sm_90a
     sm_count: int = Field(gt=0)
-    boost_clock_hz: float = Field(gt=0)
+    clock_hz: float = Field(gt=0)  # SM clock of every per-clock rate (the tensor peak's)
     hbm_bandwidth_bytes_per_s: float = Field(gt=0)
     hbm_capacity_bytes: int = Field(gt=0)
     l2_bytes: int = Field(gt=0)
@@ -51,10 +70,12 @@ class HardwareProfile(BaseModel):
     max_threads_per_sm: int = Field(gt=0)
     max_ctas_per_sm: int = Field(gt=0)
     tensor_flops_per_s: dict[Dtype | str, float]
-    fp32_flops_per_s: float = Field(gt=0)
-    sfu_exp_per_s: float = Field(gt=0)
+    fp32_lanes_per_clk_per_sm: int = Field(gt=0)  # FP32 instructions (FMA, add, max) per clock
+    sfu_lanes_per_clk_per_sm: int = Field(gt=0)  # MUFU exp2 per clock
+    issue_per_clk_per_sm: int = Field(gt=0)  # warp instructions issued per clock (schedulers)
     launch_overhead_s: float = Field(ge=0)
     efficiency: Efficiency = Efficiency()
+    pipeline: Pipeline = Pipeline()
     sources: dict[str, str] = {}
     provenance: dict[str, str] = {}  # set by calibrate: gpu, date, data file hash
 
@@ -65,6 +86,22 @@ class HardwareProfile(BaseModel):
         if missing:
             raise ValueError(f"[sources] has no entry for: {', '.join(missing)}")
         return self
+
+    @property
+    def fp32_ops_per_s(self) -> float:
+        return self.fp32_lanes_per_clk_per_sm * self.sm_count * self.clock_hz
+
+    @property
+    def sfu_exp_per_s(self) -> float:
+        return self.sfu_lanes_per_clk_per_sm * self.sm_count * self.clock_hz
+
+    @property
+    def smem_bytes_per_s(self) -> float:
+        return self.smem_bandwidth_bytes_per_clk_per_sm * self.sm_count * self.clock_hz
+
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.provenance)
 
     @property
     def has_wgmma(self) -> bool:
@@ -84,8 +121,9 @@ class HardwareProfile(BaseModel):
         """A what-if copy with some fields replaced, validated like a loaded profile."""
         data = self.model_dump()
         for k, v in changes.items():
-            if k.startswith("efficiency."):
-                data["efficiency"][k.split(".", 1)[1]] = v
+            if k.startswith(("efficiency.", "pipeline.")):
+                table, key = k.split(".", 1)
+                data.setdefault(table, {})[key] = v
             elif k.startswith("tensor_flops_per_s."):
                 data["tensor_flops_per_s"][k.split(".", 1)[1]] = v
             else:

@@ -25,7 +25,7 @@ lines still in L2 when it ends are not in its count. Assumptions, per kernel:
   Repeated writes to one location (FA1's O/ℓ/m, dQ's fp32 accumulator) merge in L2 with the
   tensor's hit fraction. So reads never fall below the compulsory bytes, and neither reads
   nor writes exceed the two-level count.
-- The usable L2 is `l2_bytes` x the profile's `efficiency.l2` (sets, the other partition's
+- The usable L2 is `l2_bytes` x the profile's `efficiency.l2_capacity` (sets, the other partition's
   copy on Hopper's split L2, other data).
 """
 
@@ -97,7 +97,7 @@ def kernel_dram(k: KernelPlan, hw: HardwareProfile, size: dict[str, int]) -> Dra
     distinct_r = {n: min(v, size[n]) for n, v in t.reads.items()}
     distinct_w = {n: min(v, size[n]) for n, v in t.writes.items()}
     per_cta = (sum(distinct_r.values()) + sum(distinct_w.values())) / k.ctas
-    l2, w = hw.l2_bytes * hw.efficiency.l2, wave(k, hw)
+    l2, w = hw.l2_bytes * hw.efficiency.l2_capacity, wave(k, hw)
 
     def missed(n: str, v: int, first: int) -> float:
         """Bytes of the repeated accesses to tensor n that miss the L2."""

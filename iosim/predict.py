@@ -47,6 +47,7 @@ def row(pl: Plan, hw: HardwareProfile) -> dict:
         "time_pred_ms": t_pred * 1e3,
         "tflops_pred": p.fa_flops() / t_pred / 1e12,
         "bound": max(pred, key=lambda r: r.seconds).bound,
+        "util_pct": 100 * max(pred, key=lambda r: r.seconds).util,
         "kernels": len(pl.kernels),
         "notes": pl.notes,
     }

@@ -14,16 +14,34 @@ Cycle-approximate (`predict`), per kernel of a Plan:
    tensor moved exactly once (each CTA its own slice: Q in, O out) are the CTA's prologue and
    epilogue instead. The DRAM share of the streamed bytes is the L2-aware estimate's share of
    the two-level count (`memory.estimate`).
-3. Overlap policy (`KernelPlan.overlap`) turns the demands into the time of one trip of a CTA
-   with `n` CTAs resident on its SM: the slower of the CTA's own dependency chain and the
-   SM's throughput (`n` x the busiest per-SM unit):
-   - "none" (FA1): loads are synchronous: chain = memory + tensor + SFU + ALU.
-   - "async" (FA2, GEMMs): the next tile loads while this one computes; softmax and MMA run
-     in sequence in each warp: chain = max(memory, tensor + SFU + ALU). Resident CTAs overlap
-     each other's phases through the throughput term. With one pipeline stage, "none".
-   - "warpspecialized" (FA3): a producer warpgroup loads; two consumer warpgroups ping-pong, so
-     one's softmax hides under the other's GEMMs: chain = max(memory, tensor,
-     (tensor + SFU + ALU) / 2), each warpgroup's own sequence covering half the rows.
+3. What one trip costs: the SM's throughput and one warp's own chain. Measured on H100 with
+   Nsight Compute (reports/data/h100/ncu_mechanism.csv, summarised by
+   `python tools/ncu_summary.py reports/data/h100/ncu_mechanism.csv`), the fa2 kernel keeps
+   its tensor pipe busy only 52-55% of the time and issues in 31-45% of the cycles, with two
+   warps per scheduler (4-8 warps a CTA, 1-2 CTAs an SM at 246-255 registers); its warps
+   mostly stall on `wait` (fixed-latency dependences) and `short_scoreboard` (MUFU, shared
+   memory). No unit is saturated: the kernel is latency-bound, because two warps a scheduler
+   cannot hide one warp's dependent chain of MMAs, softmax arithmetic, exponentials,
+   conversions, shuffles and ldmatrix. Perfect overlap of resident CTAs (the old
+   `max(chain, n x busiest unit)` with a chain of datasheet-rate unit times) made fa2 look
+   tensor-bound at ~590 TFLOP/s where it runs ~345. So the model has:
+   - per-SM throughput terms at efficient rates: tensor pipe (`efficiency.tensor_mma_sync`
+     or `tensor_wgmma`), SFU, FP32, shared memory, and instruction issue
+     (`issue_per_clk_per_sm`): mma instructions (one per 4096 FLOPs, m16n8k16) plus the
+     other instructions, `pipeline.inst_per_op` per 32 counted element operations plus one
+     ldmatrix/cp.async per 512 shared-memory bytes;
+   - one warp's chain per trip: its share of the mma instructions at `pipeline.mma_sync_cycles`
+     each and of the other instructions at `pipeline.inst_cycles` each, in SM cycles at
+     `clock_hz` (what the warp costs when nothing else on its scheduler hides it).
+   The overlap policy (`KernelPlan.overlap`) combines them with the memory time of a trip
+   (`mem`, at the CTA's share of the bandwidth) for one CTA with `n` CTAs resident on its SM:
+   trip = max(chain_total, n x busiest per-SM throughput term), where chain_total is
+   - "none" (FA1): loads are synchronous: mem + warp chain;
+   - "async" (FA2, GEMMs): the next tile loads while this one computes: max(mem, warp
+     chain); with one pipeline stage, "none";
+   - "warpspecialized" (FA3): a producer warpgroup loads, wgmma runs asynchronously, two
+     consumer warpgroups ping-pong so one's softmax hides under the other's GEMMs:
+     max(mem, tensor, (tensor + the warp's other-instruction chain) / 2).
 4. Waves. CTA durations (prologue + trips x trip time + epilogue) in launch order are placed
    on the slots greedily, as the hardware's block scheduler does. Equal CTAs that all fit at
    once: one CTA's duration. Otherwise the slower of: the waves of the SM-side durations (the units and
@@ -39,10 +57,11 @@ Cycle-approximate (`predict`), per kernel of a Plan:
 5. The kernel is never faster than any unit's or level's total at its efficient rate (the
    fluid limits), and each launch costs `launch_overhead_s`.
 
-`bound` names what limits the kernel: the unit or level whose fluid time is the largest
-(`tensor`, `sfu`, `alu`, `sram`, `l2`, `hbm`), or `latency` when the time not explained by any
-one of them (serialised phases, low occupancy, tail waves, causal imbalance) is larger still,
-or `launch` when the launch overhead exceeds the kernel's busy time.
+`bound` names the busiest unit or level, as Nsight Compute's speed-of-light names it: the one
+whose fluid time is the largest (`tensor`, `sfu`, `alu`, `sram`, `issue`, `l2`, `hbm`), or
+`launch` when the launch overhead exceeds the kernel's busy time; `util` is that unit's
+predicted share of its efficient peak. A low `util` means no unit binds: the time goes to
+latency (dependent chains with few warps, serialised phases, tail waves, causal imbalance).
 
 Every rate and efficiency comes from the HardwareProfile; nothing here is a hardware constant.
 """
@@ -59,29 +78,31 @@ from .occupancy import ctas_per_sm
 from .plan import KernelPlan, Plan
 from .problem import Problem
 
-UNITS = ("tensor", "sfu", "alu", "sram")  # per-SM units
+UNITS = ("tensor", "sfu", "alu", "sram", "issue")  # per-SM units
+MMA_FLOPS = 2 * 16 * 8 * 16  # one mma.sync.m16n8k16
+LDS_BYTES = 32 * 16  # one warp's ldmatrix.x4 or 16-byte cp.async
 LEVELS = ("l2", "hbm")  # levels shared by all SMs
 
 
 @dataclass(frozen=True)
 class KernelTime:
     seconds: float
-    bound: str  # hbm | l2 | sram | tensor | sfu | alu | launch (| latency in the cycle model)
+    bound: str  # hbm | l2 | sram | tensor | sfu | alu | issue | launch
     ctas_per_sm: int = 0
     waves: float = 0.0  # CTAs / slots
+    util: float = 1.0  # the bound's predicted share of its efficient peak
 
 
 def roofline_terms(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> dict[str, float]:
     """Seconds each unit and level needs at its datasheet peak."""
     t, w = k.traffic, k.work
-    smem_bw = hw.smem_bandwidth_bytes_per_clk_per_sm * hw.sm_count * hw.boost_clock_hz
     return {
         "tensor": w.tensor_flops / hw.tensor_peak(plan.problem.dtype),
         "sfu": w.exp_ops / hw.sfu_exp_per_s,
-        "alu": w.alu_flops / hw.fp32_flops_per_s,
+        "alu": w.alu_flops / hw.fp32_ops_per_s,
         "hbm": (dram.read + dram.write) / hw.hbm_bandwidth_bytes_per_s,
         "l2": (t.hbm_read + t.hbm_write) / hw.l2_bandwidth_bytes_per_s,
-        "sram": t.sram / smem_bw,
+        "sram": t.sram / hw.smem_bytes_per_s,
         "launch": hw.launch_overhead_s,
     }
 
@@ -101,28 +122,44 @@ class Rates:
     sfu: float
     alu: float
     sram: float
+    issue: float  # warp instructions per second per SM
     l2: float
     hbm: float
+    wgmma: bool  # asynchronous warpgroup MMA: no per-instruction issue or dependence cost
 
     @classmethod
     def of(cls, k: KernelPlan, hw: HardwareProfile, p: Problem) -> Rates:
         eff, sms = hw.efficiency, hw.sm_count
-        tensor_eff = eff.tensor_wgmma if k.overlap == "warpspecialized" else eff.tensor_mma_sync
+        wgmma = k.overlap == "warpspecialized"
+        tensor_eff = eff.tensor_wgmma if wgmma else eff.tensor_mma_sync
         return cls(
             tensor=hw.tensor_peak(p.dtype) * tensor_eff / sms,
             sfu=hw.sfu_exp_per_s * eff.sfu / sms,
-            alu=hw.fp32_flops_per_s * eff.alu / sms,
-            sram=hw.smem_bandwidth_bytes_per_clk_per_sm * hw.boost_clock_hz * eff.smem,
+            alu=hw.fp32_ops_per_s * eff.alu / sms,
+            sram=hw.smem_bytes_per_s * eff.smem / sms,
+            issue=hw.issue_per_clk_per_sm * hw.clock_hz,
             l2=hw.l2_bandwidth_bytes_per_s * eff.l2,
             hbm=hw.hbm_bandwidth_bytes_per_s * eff.hbm,
+            wgmma=wgmma,
         )
 
 
-def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int) -> dict[str, float]:
+def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: HardwareProfile,
+                 wgmma: bool) -> tuple[float, float]:
+    """(mma, other) warp instructions for this much work: one mma.sync per m16n8k16 (wgmma:
+    a handful per tile, left out), `inst_per_op` per 32 element operations (FP32 and exp),
+    one ldmatrix / cp.async per 512 shared-memory bytes."""
+    mma = 0.0 if wgmma else tensor_flops / MMA_FLOPS
+    return mma, hw.pipeline.inst_per_op * ops / 32 + sram_bytes / LDS_BYTES
+
+
+def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) -> dict[str, float]:
     """Seconds each unit and level needs for the whole kernel at its efficient rate."""
     t, w = k.traffic, k.work
+    mma, other = instructions(w.tensor_flops, w.alu_flops + w.exp_ops, t.sram, hw, r.wgmma)
     return {"tensor": w.tensor_flops / (r.tensor * sms), "sfu": w.exp_ops / (r.sfu * sms),
             "alu": w.alu_flops / (r.alu * sms), "sram": t.sram / (r.sram * sms),
+            "issue": (mma + other) / (r.issue * sms),
             "l2": (t.hbm_read + t.hbm_write) / r.l2, "hbm": (dram.read + dram.write) / r.hbm}
 
 
@@ -135,17 +172,37 @@ def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
     return fixed_r, fixed_w, k.traffic.hbm_read - fixed_r, k.traffic.hbm_write - fixed_w
 
 
-def _trip_time(policy: str, stages: int, mem: float, tensor: float, sfu: float, alu: float,
-               sram: float, n: int) -> float:
-    """Seconds per loop trip of one CTA with `n` CTAs resident on its SM."""
-    compute = tensor + sfu + alu
-    if policy == "warpspecialized":
-        chain = max(mem, tensor, compute / 2)
-    elif policy == "async" and stages > 1:
-        chain = max(mem, compute)
-    else:  # "none", or nothing to overlap the loads with
-        chain = mem + compute
-    return max(chain, n * max(tensor, sfu, alu, sram))
+@dataclass(frozen=True)
+class Trip:
+    """Demands of one loop trip of one CTA, in seconds: per-SM throughput terms at efficient
+    rates, and one warp's own chain (its MMAs and its other instructions)."""
+
+    tensor: float
+    sfu: float
+    alu: float
+    sram: float
+    issue: float
+    warp_mma: float
+    warp_other: float
+
+    @classmethod
+    def of(cls, flops: float, exps: float, alu: float, sram: float, warps: int, r: Rates,
+           hw: HardwareProfile) -> Trip:
+        mma, other = instructions(flops, alu + exps, sram, hw, r.wgmma)
+        cyc = 1.0 / hw.clock_hz
+        return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu, sram=sram / r.sram,
+                   issue=(mma + other) / r.issue,
+                   warp_mma=mma / warps * hw.pipeline.mma_sync_cycles * cyc,
+                   warp_other=other / warps * hw.pipeline.inst_cycles * cyc)
+
+    def time(self, policy: str, stages: int, mem: float, n: int) -> float:
+        """Seconds per loop trip of one CTA with `n` CTAs resident on its SM."""
+        if policy == "warpspecialized":
+            chain = max(mem, self.tensor, (self.tensor + self.warp_other) / 2)
+        else:
+            warp = self.warp_mma + self.warp_other
+            chain = max(mem, warp) if policy == "async" and stages > 1 else mem + warp
+        return max(chain, n * max(self.tensor, self.sfu, self.alu, self.sram, self.issue))
 
 
 def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> KernelTime:
@@ -167,13 +224,14 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
         total_trips, total_masked = float(one.sum()) * reps, float(masked.sum()) * reps
     steps = total_trips if total_trips > 0 else 1.0
 
-    # per trip of one CTA, at per-SM rates; the once-per-CTA work and the mask apart
+    # per trip of one CTA; the once-per-CTA work and the mask apart
     w, once = k.work, k.once
-    tensor = (w.tensor_flops - once.tensor_flops) / steps / r.tensor
-    sfu = (w.exp_ops - once.exp_ops) / steps / r.sfu
-    alu = (w.alu_flops - once.alu_flops - k.mask_alu) / steps / r.alu
-    mask = k.mask_alu / total_masked / r.alu if total_masked else 0.0  # per masked trip
-    sram = k.traffic.sram / steps / r.sram
+    warps = max(1, k.threads // 32 - (4 if r.wgmma else 0))  # wgmma: less the producer warpgroup
+    args = ((w.tensor_flops - once.tensor_flops) / steps, (w.exp_ops - once.exp_ops) / steps,
+            (w.alu_flops - once.alu_flops - k.mask_alu) / steps, k.traffic.sram / steps)
+    plain = Trip.of(*args, warps, r, hw)
+    mask = k.mask_alu / total_masked if total_masked else 0.0  # ALU ops of a masked trip
+    masked_trip = Trip.of(args[0], args[1], args[2] + mask, args[3], warps, r, hw)
     fixed_r, fixed_w, loop_r, loop_w = _split(k, p)
     two_r, two_w = k.traffic.hbm_read, k.traffic.hbm_write
     dram_r = dram.read / two_r if two_r else 0.0  # DRAM share of two-level bytes
@@ -189,12 +247,12 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
         def mem(rd: float, wr: float) -> float:
             return share * max((rd + wr) / r.l2, (rd * dram_r + wr * dram_w) / r.hbm)
 
-        t1, s1, a1 = (once.tensor_flops / ctas / r.tensor, once.exp_ops / ctas / r.sfu,
-                      once.alu_flops / ctas / r.alu)
-        fixed = mem(fixed_r / ctas, fixed_w / ctas) + max(t1 + s1 + a1, n * max(t1, s1, a1))
+        epilogue = Trip.of(once.tensor_flops / ctas, once.exp_ops / ctas, once.alu_flops / ctas,
+                           0.0, warps, r, hw).time("async", 2, 0.0, n)
+        fixed = mem(fixed_r / ctas, fixed_w / ctas) + epilogue
         m = mem(loop_r / steps, loop_w / steps)
-        trip = _trip_time(k.overlap, k.stages, m, tensor, sfu, alu, sram, n)
-        extra = _trip_time(k.overlap, k.stages, m, tensor, sfu, alu + mask, sram, n) - trip
+        trip = plain.time(k.overlap, k.stages, m, n)
+        extra = masked_trip.time(k.overlap, k.stages, m, n) - trip
         return fixed, trip, extra
 
     conc = min(ctas, slots)
@@ -223,15 +281,14 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
         start = np.where(index < slots, 0.0, np.maximum(0.0, before / slots - residual))
         sched = max(float((start + dc).max()), reps * d_sum / slots)
 
-    limits = fluid(k, dram, r, sms)
+    limits = fluid(k, dram, r, sms, hw)
     ideal = max(limits.values())
     busy = max(sched, ideal)
     bound = max(limits, key=limits.get)
-    if busy - ideal > ideal:
-        bound = "latency"
+    util = ideal / busy if busy else 1.0
     if hw.launch_overhead_s > busy:
-        bound = "launch"
-    return KernelTime(busy + hw.launch_overhead_s, bound, occ, ctas / slots)
+        bound, util = "launch", 1.0
+    return KernelTime(busy + hw.launch_overhead_s, bound, occ, ctas / slots, util)
 
 
 def predict(plan: Plan, hw: HardwareProfile, dram: list[Dram]) -> list[KernelTime]:

@@ -43,8 +43,8 @@ def dram_table(pred: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
     j = j[(j.status == "ok") & (j.dram_read_bytes_ncu > 0) & (j.dram_write_bytes_ncu > 0)]
     if j.empty:
         return pd.DataFrame(columns=cols)
-    j = j.assign(rd=(j.dram_read_bytes_pred / j.dram_read_bytes_ncu - 1) * 100,
-                 wr=(j.dram_write_bytes_pred / j.dram_write_bytes_ncu - 1) * 100)
+    j = j.assign(rd=(j.dram_read_bytes / j.dram_read_bytes_ncu - 1) * 100,
+                 wr=(j.dram_write_bytes / j.dram_write_bytes_ncu - 1) * 100)
     g = j.groupby(["hw", "schedule"], sort=True)
     return pd.DataFrame({"n": g.size(), "read_err_min_pct": g.rd.min(),
                          "read_err_max_pct": g.rd.max(), "write_err_min_pct": g.wr.min(),

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iosim import hardware, memory, timing
+from iosim.occupancy import ctas_per_sm
 from iosim.hardware import InputError
 from iosim.predict import row
 from iosim.problem import Direction, Dtype, Problem
@@ -51,12 +52,12 @@ def test_prediction_never_beats_the_roofline(p, hw_name, s):
 
 def grown(hw, field: str, factor: float):
     if field == "sm_count":
-        # more SMs of the same kind: the GPU-wide compute peaks grow with them
+        # more SMs of the same kind: the GPU-wide tensor peaks grow with them (the per-clock
+        # FP32, SFU and issue rates are per SM already)
         n = int(hw.sm_count * factor)
         f = n / hw.sm_count
         return hw.with_changes(
-            sm_count=n, fp32_flops_per_s=hw.fp32_flops_per_s * f, sfu_exp_per_s=hw.sfu_exp_per_s * f,
-            **{f"tensor_flops_per_s.{k}": v * f for k, v in hw.tensor_flops_per_s.items()})
+            sm_count=n, **{f"tensor_flops_per_s.{k}": v * f for k, v in hw.tensor_flops_per_s.items()})
     return hw.with_changes(**{field: getattr(hw, field) * factor})
 
 
@@ -87,14 +88,18 @@ def test_more_sms_or_bandwidth_never_slower(p, hw_name, s, change):
 
 
 def mask_on_busiest_sm(pl, hw) -> float:
-    """Seconds the causal mask's own ALU work can add to a kernel's critical path: the masked
-    trips of the most-masked CTA, for every CTA the busiest SM runs, at that SM's ALU rate."""
+    """Seconds the causal mask's own work can add to a kernel's critical path: the masked
+    trips of the most-masked CTA, for every CTA the busiest SM runs, each mask operation at
+    the most it can cost: its ALU slot, its share of instruction issue for every resident
+    CTA, and its latency in one warp's chain."""
     t = 0.0
     for k in pl.kernels:
         if k.mask_alu:
             per_trip = k.mask_alu / (float(k.masked.sum()) * k.ctas / len(k.masked))
-            alu = timing.Rates.of(k, hw, pl.problem).alu
-            t += -(-k.ctas // hw.sm_count) * float(k.masked.max()) * per_trip / alu
+            r, n = timing.Rates.of(k, hw, pl.problem), ctas_per_sm(k, hw)
+            inst = hw.pipeline.inst_per_op / 32
+            per_op = n / r.alu + inst * (n / r.issue + hw.pipeline.inst_cycles / hw.clock_hz / (k.threads // 32))
+            t += -(-k.ctas // hw.sm_count) * float(k.masked.max()) * per_trip * per_op
     return t
 
 
@@ -111,7 +116,10 @@ def test_causal_never_slower_than_its_twin(p, hw_name, s):
         return
     c, n = row(pc, hw)["time_pred_ms"], row(pn, hw)["time_pred_ms"]
     assert c <= n * (1 + 1e-12) + mask_on_busiest_sm(pc, hw) * 1e3
-    if p.seqlen_q >= 1024 and s != "naive":  # blocks to skip: strictly faster
+    main = pn.main
+    if p.seqlen_q >= 1024 and s != "naive" and main.ctas > 2 * ctas_per_sm(main, hw) * hw.sm_count:
+        # several waves of CTAs: skipped blocks shorten the busiest SM's queue, strictly faster
+        # (with one wave the longest causal CTA runs every key block, as long as its twin)
         assert c < n
 
 
@@ -148,14 +156,18 @@ def test_tail_wave_shows():
 
 
 def test_every_rate_comes_from_the_profile():
-    """Halving every efficiency can only slow a prediction down; no constant hides a rate."""
+    """Halving every efficiency and doubling every per-instruction latency (every rate at half
+    speed) makes a kernel about twice as slow, whatever binds it: no constant hides a rate.
+    (Not exactly twice: the launch overhead stays, and half the usable L2 adds DRAM bytes.)"""
     hw = PROFILES["h100-sxm5-80gb"]
-    eff = hw.efficiency.model_dump()
-    slow = hw.with_changes(**{f"efficiency.{k}": v / 2 for k, v in eff.items()})
+    eff, pipe = hw.efficiency.model_dump(), hw.pipeline
+    slow = hw.with_changes(**{f"efficiency.{k}": v / 2 for k, v in eff.items()},
+                           **{"pipeline.mma_sync_cycles": pipe.mma_sync_cycles * 2,
+                              "pipeline.inst_cycles": pipe.inst_cycles * 2})
     p = Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128)
     for s in SCHEDS:
         a, b = row(plan(s, p, hw), hw), row(plan(s, p, slow), slow)
-        assert b["time_pred_ms"] > a["time_pred_ms"] * 1.3, s
+        assert 1.9 < b["time_pred_ms"] / a["time_pred_ms"] < 2.6, s
 
 
 @pytest.mark.parametrize("causal", [False, True])
