@@ -169,7 +169,7 @@ def hw_show(name: Annotated[str, typer.Argument(help="profile name or path")]) -
 @app.command("bench")
 def bench_cmd(
     out: Annotated[Path, typer.Option("-o", "--out", help="CSV to append rows to")],
-    schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2")] = "naive,fa1,fa2",
+    schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 (fa3: Hopper)")] = "naive,fa1,fa2",
     seqlen: Annotated[str, typer.Option(help="N values: a,b | a..b (powers of 2) | a..b:step")] = "512..16384",
     head_dim: Annotated[str, typer.Option(help="d values")] = "64,128,256",
     causal: Annotated[str, typer.Option(help="true, false or both")] = "both",
@@ -186,7 +186,7 @@ def bench_cmd(
     from .gpu import bench
     from .sweep import parse_bool, parse_choice, parse_values
 
-    real = ["naive", "fa1", "fa2"]
+    real = ["naive", "fa1", "fa2", "fa3"]
     scheds = parse_choice(schedule, real, "schedule", both=real)
     if peers not in ("torch", "none"):
         raise InputError(f"--peers: '{peers}' (allowed: torch, none)")

@@ -26,13 +26,15 @@ def env():
     return torch, hw, bench
 
 
-@pytest.mark.parametrize("schedule", ["naive", "fa1", "fa2"])
+@pytest.mark.parametrize("schedule", ["naive", "fa1", "fa2", "fa3"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("case", CASES)
 def test_kernel_matches_reference(env, schedule, dtype, case):
     from iosim.gpu.launch import Launcher
 
     torch, hw, bench = env
+    if schedule == "fa3" and not hw.has_wgmma:
+        pytest.skip(f"fa3 needs a Hopper GPU (sm_90a); this is {hw.name}")
     b, h, kvh, nq, nk, d, causal = case
     p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
                 dtype=dtype, causal=causal)
@@ -42,6 +44,21 @@ def test_kernel_matches_reference(env, schedule, dtype, case):
         bound = bench.error_bound(schedule, p, same, s_max)
         err, ok = bench.check(torch, Launcher(plan(schedule, p, hw), q, k, v), ref, lse_h0, bound)
         assert ok, f"{schedule} {dtype} {case}: error {err:.3g} over bound {bound:.3g}"
+
+
+def test_fa3_refused_off_hopper(env):
+    """On a GPU without sm_90a, fa3 is refused in one line (its Plan, or its compile)."""
+    from iosim.gpu.compile import compile_kernel
+
+    torch, hw, bench = env
+    if hw.has_wgmma:
+        pytest.skip("this GPU is a Hopper: fa3 runs here")
+    p = Problem(batch=1, heads=2, seqlen_q=256, head_dim=128)
+    with pytest.raises(InputError, match="Hopper"):
+        plan("fa3", p, hw)
+    with pytest.raises(InputError, match="Hopper"):
+        compile_kernel("fa3.cu", "fa3_fwd", plan("fa3", p, load("h100-sxm5-80gb")).kernels[0].defines,
+                       "bf16")
 
 
 def test_unsupported_shapes_are_refused(env):

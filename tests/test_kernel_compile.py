@@ -1,11 +1,14 @@
 """Every real kernel compiles offline with nvcc, at the tiles the Plans choose, with no register
-spills and no stack frame (no GPU needed; skipped with a reason where nvcc is absent)."""
+spills and no stack frame, and (sm_90a) without ptxas serialising wgmma or ignoring setmaxnreg
+(no GPU needed; skipped with a reason where nvcc is absent)."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
-from iosim.gpu.compile import nvcc_available, nvcc_resources
+from iosim.gpu.compile import kernel_path, nvcc_arch_options, nvcc_available, nvcc_resources
 from iosim.hardware import load
 from iosim.problem import Problem
 from iosim.schedules import plan
@@ -27,7 +30,8 @@ def cases() -> list[tuple]:
                     for n in (4096, 16384, 200000):
                         p = Problem(batch=1, heads=2, seqlen_q=n, head_dim=d, dtype=dtype,
                                     causal=causal)
-                        for s in ("naive", "fa1", "fa2") if n < 200000 else ("naive",):
+                        ss = ("naive", "fa1", "fa2") + (("fa3",) if arch == "sm_90a" else ())
+                        for s in ss if n < 200000 else ("naive",):
                             for k in plan(s, p, hw).kernels:
                                 key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
                                 seen[key] = key
@@ -41,3 +45,28 @@ def test_kernel_compiles_without_spills(source, entry, defines, dtype, arch):
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
     assert res["stack_frame"] == 0, res
     assert 0 < res["registers"] <= 255, res
+    assert res["wgmma_serialized"] == 0, res  # ptxas: "wgmma.mma_async instructions are serialized"
+    assert res["setmaxnreg_ignored"] == 0, res
+
+
+def test_fa3_refuses_other_architectures():
+    """fa3.cu stops the build (its #error guard) when not compiled for sm_90a: plain sm_90 lacks
+    wgmma's and setmaxnreg's arch-specific features, sm_80 everything."""
+    p = Problem(batch=1, heads=2, seqlen_q=1024, head_dim=128)
+    k = plan("fa3", p, load("h100-sxm5-80gb")).kernels[0]
+    defines = [f"-D{n}={v}" for n, v in k.defines.items()] + ["-DELEM_BF16=1"]
+    for arch in (["-arch=sm_90"], nvcc_arch_options("sm_80")):
+        proc = subprocess.run(["nvcc", "-std=c++17", "-cubin", *arch, f"-I{kernel_path('fa3.cu').parent}",
+                               *defines, "-o", "/dev/null", str(kernel_path("fa3.cu"))],
+                              capture_output=True, text=True)
+        assert proc.returncode != 0 and "needs -arch=sm_90a" in proc.stderr, (arch, proc.stderr[-500:])
+
+
+def test_wgmma_header_is_generated():
+    """kernels/wgmma.cuh is exactly what tools/gen_wgmma.py writes (never edited by hand)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_wgmma", kernel_path("fa3.cu").parents[1] / "tools" / "gen_wgmma.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert kernel_path("wgmma.cuh").read_text() == gen.render()

@@ -19,8 +19,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..hardware import InputError
+
 DTYPE_MACROS = {"bf16": "ELEM_BF16", "fp16": "ELEM_FP16"}
 ARCHS = ("sm_80", "sm_90a")
+# Sources that use sm_90a-only instructions (wgmma, setmaxnreg): compiled for sm_90a or refused,
+# never retried without the architecture (their #error guard would fire, or worse, not).
+SM90A_ONLY = frozenset({"fa3.cu"})
 
 _MODULE_CACHE: dict[tuple, Any] = {}
 
@@ -92,6 +97,12 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
 
     text = kernel_path(source).read_text()
     arch = _check_arch(arch or device_arch())
+    if source in SM90A_ONLY and arch != "sm_90a":
+        import cupy
+
+        raise InputError(f"{source} needs a Hopper GPU (sm_90a: wgmma, TMA, setmaxnreg); "
+                         f"{cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)['name'].decode()} "
+                         f"compiles for {arch} (allowed there: naive, fa1, fa2)")
     key = (_source_hash(text + _headers_text()), entry, tuple(sorted(defines.items())), dtype, arch)
     kern = _MODULE_CACHE.get(key)
     if kern is None:
@@ -105,8 +116,10 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
             module = cupy.RawModule(code=text, options=options)
             kern = module.get_function(entry)
         except cupy.cuda.compiler.CompileException as e:
-            # Some CuPy versions add their own -arch option; NVRTC then rejects ours.
-            if "arch" not in str(e).lower() and "option" not in str(e).lower():
+            # Some CuPy versions add their own -arch option; NVRTC then rejects ours. Not for
+            # sm_90a-only sources: without the architecture they cannot compile correctly.
+            if source in SM90A_ONLY or ("arch" not in str(e).lower()
+                                        and "option" not in str(e).lower()):
                 raise
             module = cupy.RawModule(
                 code=text, options=tuple(o for o in options if not o.startswith("--gpu-arch"))
@@ -132,6 +145,10 @@ def nvcc_arch_options(arch: str) -> list[str]:
 
 
 _PTXAS_FUNC = re.compile(r"Compiling entry function '([^']+)'")
+# ptxas notes that cost sm_90a kernels their speed: wgmma serialised (C7515 and kin: accumulator
+# registers touched inside a pipeline stage, too few registers, calls), setmaxnreg ignored (C7508).
+_WGMMA_SERIALIZED = re.compile(r"wgmma\.mma_async instructions are serialized", re.IGNORECASE)
+_SETMAXNREG_IGNORED = re.compile(r"C7508|setmaxnreg[^\n]*ignored", re.IGNORECASE)
 
 
 def parse_ptxas(log: str, entry: str) -> dict[str, int]:
@@ -165,6 +182,9 @@ def parse_ptxas(log: str, entry: str) -> dict[str, int]:
         "spill_loads": grab(r"(\d+) bytes spill loads"),
         "smem_static": grab(r"(\d+) bytes smem"),
         "stack_frame": grab(r"(\d+) bytes stack frame"),
+        # the whole log (these notes may precede the entry's block); one entry per source here
+        "wgmma_serialized": int(bool(_WGMMA_SERIALIZED.search(log))),
+        "setmaxnreg_ignored": int(bool(_SETMAXNREG_IGNORED.search(log))),
     }
 
 
@@ -199,7 +219,8 @@ def _nvcc_resources_cached(
 
 def nvcc_resources(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str) -> dict[str, int]:
     """Compile offline with `nvcc -cubin -Xptxas -v` and report `entry`'s resources:
-    registers, spill_stores, spill_loads, smem_static, stack_frame (bytes except registers)."""
+    registers, spill_stores, spill_loads, smem_static, stack_frame (bytes except registers), and
+    wgmma_serialized / setmaxnreg_ignored (1 when ptxas says so)."""
     if not nvcc_available():
         raise RuntimeError("nvcc not found on PATH")
     text = kernel_path(source).read_text() + _headers_text()

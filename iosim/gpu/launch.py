@@ -23,9 +23,16 @@ ARGS = {
     "fa1_init": ("Oacc", "L", "M", "Nq"),
     "fa1_fwd": ("Q", "K", "V", "Oacc", "O", "L", "M", "Nq", "Nk", "H", "KVH", "scale"),
     "fa2_fwd": ("Q", "K", "V", "O", "LSE", "Nq", "Nk", "H", "KVH", "scale"),
+    "fa3_fwd": ("TmQ", "TmK", "TmV", "O", "LSE", "Nq", "Nk", "H", "KVH", "scale"),
 }
-SUPPORTED_HEAD_DIMS = (64, 128, 256)
+# Tensor-map arguments (iosim/gpu/tma.py): the tensor and the KernelPlan field giving box rows.
+TENSOR_MAPS = {"TmQ": ("Q", "block_m"), "TmK": ("K", "block_n"), "TmV": ("V", "block_n")}
+MAX_HEAD_DIM = 256  # every multiple of 8 up to this (16-byte rows; the kernels pad inside)
 SUPPORTED_DTYPES = ("fp16", "bf16")
+# Sources that pad any head_dim inside and take either causal alignment (CAUSAL_BOTTOM_RIGHT);
+# a kernel from any other source runs head_dim 64, 128, 256 with the top-left mask only.
+ANY_HEAD_DIM_SOURCES = frozenset({"naive.cu", "fa1.cu", "fa2.cu"})
+BASE_HEAD_DIMS = (64, 128, 256)
 
 
 def supported(plan: Plan) -> None:
@@ -34,9 +41,17 @@ def supported(plan: Plan) -> None:
     if p.direction is not Direction.fwd:
         raise InputError("real kernels exist for the forward pass only (allowed: --direction fwd)")
     if any(k.source is None for k in plan.kernels):
-        raise InputError(f"no real kernel for schedule {plan.schedule} (allowed: naive, fa1, fa2)")
-    if p.head_dim not in SUPPORTED_HEAD_DIMS:
-        raise InputError(f"head_dim={p.head_dim} has no real kernel (allowed: 64, 128, 256)")
+        raise InputError(f"no real kernel for schedule {plan.schedule} (allowed: naive, fa1, fa2, fa3)")
+    if p.head_dim % 8 or p.head_dim > MAX_HEAD_DIM:
+        raise InputError(f"head_dim={p.head_dim} has no real kernel "
+                         f"(allowed: a multiple of 8 up to {MAX_HEAD_DIM})")
+    if {k.source for k in plan.kernels} - ANY_HEAD_DIM_SOURCES:
+        if p.head_dim not in BASE_HEAD_DIMS:
+            raise InputError(f"head_dim={p.head_dim} has no real {plan.schedule} kernel "
+                             f"(allowed: {', '.join(map(str, BASE_HEAD_DIMS))})")
+        if p.causal and p.causal_offset:
+            raise InputError(f"the real {plan.schedule} kernel masks top-left only "
+                             "(allowed: --causal-align top-left, or Nq = Nk)")
     if p.dtype.value not in SUPPORTED_DTYPES:
         raise InputError(f"dtype {p.dtype.value} has no real kernel (allowed: fp16, bf16)")
 
@@ -67,6 +82,13 @@ class Launcher:
         self.buf.update(Q=self.q, K=self.k, V=self.v)
         self.scalars = {"Nq": np.int32(nq), "Nk": np.int32(nk), "H": np.int32(h),
                         "KVH": np.int32(p.kv_heads), "scale": np.float32(p.scale)}
+        for k in self.plan.kernels:
+            for n in ARGS[k.name]:
+                if n in TENSOR_MAPS:
+                    from .tma import tensor_map
+
+                    tensor, rows = TENSOR_MAPS[n]
+                    self.scalars[n] = tensor_map(self.buf[tensor], getattr(k, rows))
         self.kernels = [(k, compile_kernel(k.source, k.name, k.defines, p.dtype.value))
                         for k in self.plan.kernels]
 

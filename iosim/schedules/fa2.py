@@ -50,6 +50,7 @@ class FlashStyle:
     threads_extra: int  # producer warps (FA3's TMA warpgroup)
     regs: int
     source: str | None
+    smem_pad: int = 0  # forward: bytes the kernel adds to align its tiles (fa3: 1024)
 
     def tiles(self, p: Problem, hw: HardwareProfile, t: Tiles, bwd: bool) -> Tiles:
         table = self.bwd_tiles if bwd else self.fwd_tiles
@@ -60,13 +61,14 @@ class FlashStyle:
 
     def fwd_smem(self, p: Problem, t: Tiles) -> int:
         """Q tile + `stages` K/V tile pairs, input dtype, rows padded as the kernel lays them out."""
-        return (t.block_m + 2 * t.stages * t.block_n) * self.head_dim_pad(p) * p.elem_bytes
+        tiles = (t.block_m + 2 * t.stages * t.block_n) * self.head_dim_pad(p) * p.elem_bytes
+        return tiles + self.smem_pad
 
     def head_dim_pad(self, p: Problem) -> int:
         """Shared-memory row length of the real kernel's tiles (kernels/fa2.cu: the power of two
         >= d and >= 64, so that its swizzled rows hold 8, 16 or 32 16-byte chunks and one pass
-        of the CTA's threads covers whole rows; the padding is never loaded). No kernel: d."""
-        return pow2_at_least(p.head_dim, 64) if self.source else p.head_dim
+        of the CTA's threads covers whole rows; the padding is never loaded). Others: d."""
+        return pow2_at_least(p.head_dim, 64) if self.source == "fa2.cu" else p.head_dim
 
     def bwd_smem(self, p: Problem, t: Tiles) -> int:
         """Q, dO (per query block) + K, V (per key block) + P, dS tiles."""

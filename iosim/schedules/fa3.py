@@ -1,37 +1,53 @@
-"""FlashAttention-3 (Shah et al., 2024): FA2's loop order with Hopper tiles.
+"""FlashAttention-3 (Shah et al., 2024): FA2's loop order, warp-specialised on Hopper.
 
-Warp specialisation: one producer warpgroup loads K/V tiles by TMA into a `stages`-deep SRAM
-pipeline (its footprint counts against SRAM), two consumer warpgroups run wgmma and ping-pong
-so one's softmax hides under the other's GEMMs. Q stays in SRAM as a wgmma operand (read per
-tile); P feeds the second GEMM from registers. Tiles as FlashAttention-3 picks them for H100
-(forward: d=64 192x128, d=128 128x176 non-causal / 128x128 causal, d=256 128x80; backward:
-d=64 128x128, d=128 64x128, d=256 64x64). Needs Hopper (wgmma, TMA).
+As kernels/fa3.cu runs it (forward): one producer warpgroup (128 threads) issues TMA copies of
+the Q tile once and of K/V tiles into a `stages`-deep shared-memory ring (mbarriers); consumer
+warpgroups of 64 query rows each (block_m / 64 of them, `warps` = block_m / 16) run
+S = QKᵀ and O += PV with wgmma, Q and K/V read from shared memory, P from registers. setmaxnreg
+moves registers from the producer to the consumers; the CTA launches with
+`__launch_bounds__(threads, 1)`, so its register budget at entry is the file over the threads.
+The consumer warpgroups are not (yet) ping-ponged: they interleave as the warp schedulers let
+them. Tiles: d=64 192x128 (three consumers), d=128 128x128, d=256 128x80, two stages (the
+paper's H100 choices, but 128 instead of 176 key rows at d=128 non-causal: without the
+intra-warpgroup overlap there is no second S tile to make room for). Backward (modelled only,
+no kernel): d=64 128x128, d=128 64x128, d=256 64x64. Needs Hopper (wgmma, TMA, setmaxnreg).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..hardware import HardwareProfile, InputError
 from ..plan import Plan
-from ..problem import Problem
+from ..problem import Direction, Problem
 from .base import Tiles
 from .fa2 import FlashStyle
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
-FWD_TILES = {64: (192, 128, 8, 2), 128: (128, 176, 8, 2), 256: (128, 80, 8, 2)}
-FWD_TILES_CAUSAL = {64: (192, 128, 8, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
+FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
+REGISTER_FILE = 65536  # 32-bit registers per SM (H100): the CTA's budget at one CTA per SM
+SMEM_ALIGN_PAD = 1024  # the kernel aligns its swizzled tiles to 1024 bytes
 
-
-def style(causal: bool) -> FlashStyle:
-    return FlashStyle("fa3", {"sm_90a": FWD_TILES_CAUSAL if causal else FWD_TILES},
-                      {"sm_90a": BWD_TILES},
-                      overlap="warpspecialized",
-                      threads_extra=PRODUCER_THREADS, regs=240, source=None)
+FA3 = FlashStyle("fa3", {"sm_90a": FWD_TILES}, {"sm_90a": BWD_TILES}, overlap="warpspecialized",
+                 threads_extra=PRODUCER_THREADS, regs=240, source="fa3.cu",
+                 smem_pad=SMEM_ALIGN_PAD)
 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     if not hw.has_wgmma:
         raise InputError(f"fa3 needs a Hopper GPU (wgmma, TMA); {hw.name} is {hw.arch} "
                          "(allowed: naive, fa1, fa2)")
-    return style(p.causal).plan(p, hw, t)
+    pl = FA3.plan(p, hw, t)
+    if p.direction is not Direction.fwd:
+        return pl
+    # the forward kernel: one consumer warpgroup per 64 query rows (smaller tiles, which only
+    # the model takes, keep the table's warps); registers: the file over the CTA's threads
+    ks = []
+    for k in pl.kernels:
+        warps = k.block_m // 16 if k.block_m % 64 == 0 else k.threads // 32 - 4
+        threads = 32 * warps + PRODUCER_THREADS
+        ks.append(replace(k, threads=threads, regs_per_thread=REGISTER_FILE // threads // 8 * 8,
+                          defines={**k.defines, "NUM_WARPS": warps}))
+    return replace(pl, kernels=tuple(ks))

@@ -1,0 +1,325 @@
+// fa3.cu -- FlashAttention-3 forward on Hopper (Shah et al. 2024, "FlashAttention-3", Algorithm 1:
+// warp-specialised producer/consumer with TMA and wgmma), sm_90a only.
+//
+// Entry: fa3_fwd(tmQ, tmK, tmV, O, LSE, Nq, Nk, H, KVH, scale)      (docs/kernel-contract.md)
+//   tmQ / tmK / tmV: CUtensorMaps (iosim/gpu/tma.py) of Q (B,H,Nq,d) and K, V (B,KVH,Nk,d) seen
+//   as 3-D tensors (d, N, B*heads), boxes of 64 columns x BLOCK_M (Q) or BLOCK_N (K, V) rows x 1,
+//   128-byte swizzle; O (B,H,Nq,d) elem_t; LSE (B,H,Nq) fp32 = m + log(l), natural log. Head h
+//   reads K/V head h / (H/KVH) (GQA). Causal: query row i sees keys j <= i (top-left aligned),
+//   or j <= i + Nk - Nq with CAUSAL_BOTTOM_RIGHT=1; a row that sees no key gets O = 0, LSE = -inf.
+// Grid (ceil(Nq/BLOCK_M), H, B), query tiles in reverse order (the longest causal CTAs first),
+// (BLOCK_M/64 + 1) * 128 threads, dynamic shared memory (bytes):
+//
+//     smem_bytes = (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024
+//
+//   (Q, STAGES K tiles, STAGES V tiles; the 1024 bytes align the tiles to the swizzle period).
+//
+// Tile parameters (-D defines from the Plan, iosim/schedules/fa3.py): HEAD_DIM (64/128/256),
+//   BLOCK_M (64 query rows per consumer warpgroup), BLOCK_N (key rows per tile; a multiple of
+//   16, at most 256), NUM_WARPS (consumer warps = BLOCK_M/16), STAGES (K/V ring depth),
+//   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, ELEM_BF16=1 or ELEM_FP16=1.
+//
+// What it adds over fa2.cu:
+//   * Warp specialisation: warpgroup 0 is the producer: one thread issues TMA copies
+//     (cp.async.bulk.tensor) of Q once and of K_j, V_j into a STAGES-deep ring, each completing
+//     on a "full" mbarrier with its byte count; consumers free a slot by arriving on its "empty"
+//     mbarrier. setmaxnreg hands the producer's registers to the consumers.
+//   * Consumer warpgroups of 64 query rows each run S = Q K_j^T with wgmma m64nBLOCK_Nk16 (Q and
+//     K from shared memory through descriptors) and O += P V_j with wgmma m64nHEAD_DIMk16 (P from
+//     registers: the S accumulators are in the mma.sync layout per warp, so fa2's online softmax
+//     and its P packing port unchanged; V from shared memory as it lies, MN-major).
+//   * Shared tiles are 64-column panels of 128-byte rows, 16-byte chunks XOR-swizzled by
+//     (row & 7): what TMA's 128B swizzle writes and what the wgmma descriptors read.
+//   Not (yet) here: ping-pong scheduling of the consumer warpgroups and overlap of the next
+//   QK^T with this tile's softmax (the warpgroups interleave only as the warp schedulers let
+//   them), TMA store of O, FP8.
+//
+// Causal: key tiles past the query tile's last row are neither loaded nor computed; tiles that
+// cross the diagonal or the ragged Nk edge are masked. Ragged Nq/Nk: TMA zero-fills rows past
+// the end of a head; O rows >= Nq are not stored.
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "fa3.cu needs -arch=sm_90a (wgmma, setmaxnreg); it does not run on other GPUs"
+#endif
+
+#include "common.cuh"
+#include "hopper.cuh"
+#include "wgmma.cuh"
+
+#ifndef HEAD_DIM
+#error "HEAD_DIM must be defined"
+#endif
+#ifndef BLOCK_M
+#error "BLOCK_M must be defined"
+#endif
+#ifndef BLOCK_N
+#error "BLOCK_N must be defined"
+#endif
+#ifndef NUM_WARPS
+#error "NUM_WARPS must be defined"
+#endif
+#ifndef STAGES
+#error "STAGES must be defined"
+#endif
+#ifndef IS_CAUSAL
+#error "IS_CAUSAL must be defined"
+#endif
+#ifndef CAUSAL_BOTTOM_RIGHT
+#error "CAUSAL_BOTTOM_RIGHT must be defined"
+#endif
+#if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
+#error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
+#endif
+
+namespace fa3 {
+
+constexpr int D = HEAD_DIM;
+constexpr int BM = BLOCK_M;
+constexpr int BN = BLOCK_N;
+constexpr int NS = STAGES;
+constexpr int NC = BM / 64;  // consumer warpgroups
+constexpr int THREADS = 128 * (NC + 1);
+constexpr int PANELS = D / 64;     // 64-column (128-byte) panels per row
+constexpr int Q_PANEL = BM * 128;  // bytes of one Q panel
+constexpr int KV_PANEL = BN * 128;
+constexpr int Q_BYTES = PANELS * Q_PANEL;
+constexpr int KV_BYTES = PANELS * KV_PANEL;  // one K (or V) stage
+constexpr int NT_S = BN / 8;  // n8 column tiles of S per thread (4 floats each)
+constexpr int NT_O = D / 8;
+
+static_assert(BM % 64 == 0 && NC >= 1 && NC <= 3, "BLOCK_M must be 64, 128 or 192");
+static_assert(NUM_WARPS == 4 * NC, "NUM_WARPS must be BLOCK_M/16 (one warpgroup per 64 rows)");
+static_assert(D % 64 == 0 && D <= 256, "HEAD_DIM must be 64, 128 or 256");
+static_assert(BN % 16 == 0 && BN <= 256, "BLOCK_N must be a multiple of 16, at most 256");
+static_assert(NS >= 1, "STAGES must be >= 1");
+
+// Registers per thread after setmaxnreg: the producer keeps a few, the consumers share the rest
+// of the 64K-register file (512 per thread slot of a 128-thread warpgroup).
+constexpr int PRODUCER_REGS = NC == 3 ? 32 : 24;
+constexpr int CONSUMER_REGS_RAW = ((512 - PRODUCER_REGS) / NC) / 8 * 8;
+constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
+
+// Barrier slots in static shared memory.
+enum { BAR_Q = 0, BAR_FULL_K = 1, BAR_FULL_V = 1 + NS, BAR_EMPTY_K = 1 + 2 * NS,
+       BAR_EMPTY_V = 1 + 3 * NS, N_BARS = 1 + 4 * NS };
+
+}  // namespace fa3
+
+extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
+fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
+        const __grid_constant__ TmaDesc tmV, elem_t* __restrict__ O, float* __restrict__ LSE,
+        int Nq, int Nk, int H, int KVH, float scale) {
+    using namespace fa3;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    __shared__ __align__(8) u64 bars[N_BARS];
+
+    // Tiles start at the first 1024-byte boundary (the swizzle pattern repeats every 8 rows
+    // of 128 bytes; descriptors and TMA agree on it only from such a boundary).
+    const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const u32 sQ = base;
+    const u32 sK = sQ + Q_BYTES;
+    const u32 sV = sK + NS * KV_BYTES;
+    const u32 bar0 = smem_u32(bars);
+    auto bar = [&](int i) { return bar0 + 8u * (u32)i; };
+
+    const int m_block = gridDim.x - 1 - blockIdx.x;
+    const int h = blockIdx.y;
+    const int b = blockIdx.z;
+    const int m0 = m_block * BM;
+    const int diag = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // row i sees keys j <= i + diag
+    int n_end = Nk;
+    if (IS_CAUSAL) n_end = max(0, min(Nk, m0 + BM + diag));
+    const int n_blocks = (n_end + BN - 1) / BN;
+
+    const int wg = threadIdx.x / 128;  // 0: producer, 1..NC: consumers
+
+    if (threadIdx.x == 0) {
+        mbar_init(bar(BAR_Q), 1);
+        for (int s = 0; s < NS; ++s) {
+            mbar_init(bar(BAR_FULL_K + s), 1);
+            mbar_init(bar(BAR_FULL_V + s), 1);
+            mbar_init(bar(BAR_EMPTY_K + s), 4 * NC);  // one arrival per consumer warp
+            mbar_init(bar(BAR_EMPTY_V + s), 4 * NC);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ------------------------------------------------------------ producer
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            tma_prefetch(&tmQ);
+            tma_prefetch(&tmK);
+            tma_prefetch(&tmV);
+            const int q_head = b * H + h;
+            const int kv_head = b * KVH + h / (H / KVH);
+            mbar_expect_tx(bar(BAR_Q), Q_BYTES);
+#pragma unroll
+            for (int p = 0; p < PANELS; ++p)
+                tma_load_3d(sQ + p * Q_PANEL, &tmQ, bar(BAR_Q), 64 * p, m0, q_head);
+            for (int j = 0; j < n_blocks; ++j) {
+                const int s = j % NS;
+                const u32 ph = (u32)(j / NS) & 1u;
+                mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
+                mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
+#pragma unroll
+                for (int p = 0; p < PANELS; ++p)
+                    tma_load_3d(sK + s * KV_BYTES + p * KV_PANEL, &tmK, bar(BAR_FULL_K + s), 64 * p,
+                                j * BN, kv_head);
+                mbar_wait(bar(BAR_EMPTY_V + s), ph ^ 1u);
+                mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
+#pragma unroll
+                for (int p = 0; p < PANELS; ++p)
+                    tma_load_3d(sV + s * KV_BYTES + p * KV_PANEL, &tmV, bar(BAR_FULL_V + s), 64 * p,
+                                j * BN, kv_head);
+            }
+        }
+        return;
+    }
+
+    // ---------------------------------------------------------------- consumers
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1;               // consumer index: query rows m0 + 64c ...
+    const int tid = threadIdx.x % 128;  // thread in the warpgroup
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const u32 q_rows = sQ + (u32)(c * 64 * 128);  // this warpgroup's 64 rows in each Q panel
+
+    const float sl2 = scale * IOSIM_LOG2E;
+    float o[NT_O * 4];
+#pragma unroll
+    for (int i = 0; i < NT_O * 4; ++i) o[i] = 0.f;
+    float m_i[2] = {IOSIM_NEG_INF, IOSIM_NEG_INF};
+    float l_i[2] = {0.f, 0.f};
+    // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
+    const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
+
+    mbar_wait(bar(BAR_Q), 0);
+
+    for (int j = 0; j < n_blocks; ++j) {
+        const int s = j % NS;
+        const u32 ph = (u32)(j / NS) & 1u;
+        const int n0 = j * BN;
+
+        // ---- S = Q K_j^T (64 x BN per warpgroup); k16 steps walk 32 bytes within a panel
+        float sacc[NT_S * 4];
+        mbar_wait(bar(BAR_FULL_K + s), ph);
+        const u32 k_tile = sK + (u32)(s * KV_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const u32 off = (u32)((kk % 4) * 32);
+            const u64 da = sw128_desc(q_rows + (u32)((kk / 4) * Q_PANEL) + off, 16);
+            const u64 db = sw128_desc(k_tile + (u32)((kk / 4) * KV_PANEL) + off, 16);
+            Wgmma<BN>::ss(sacc, da, db, kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs<NT_S * 4>(sacc);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar(BAR_EMPTY_K + s));
+
+        // ---- mask (only tiles crossing the diagonal or the ragged Nk edge)
+        const bool need_mask = (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + diag);
+        if (need_mask) {
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int col = n0 + nt * 8 + 2 * (lane & 3) + (r & 1);
+                    const int row = r0 + (r >> 1) * 8;
+                    if (col >= Nk || (IS_CAUSAL && col > row + diag)) sacc[nt * 4 + r] = IOSIM_NEG_INF;
+                }
+        }
+
+        // ---- online softmax (log2 domain), rescale O
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float mx = IOSIM_NEG_INF;
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt)
+                mx = fmaxf(mx, fmaxf(sacc[nt * 4 + 2 * hr], sacc[nt * 4 + 2 * hr + 1]));
+            mx = quad_max(mx);
+            const float m_new = fmaxf(m_i[hr], mx * sl2);
+            const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
+            const float alpha = fast_exp2(m_i[hr] - m_use);
+            m_i[hr] = m_new;
+            float rs = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float p = fast_exp2(fmaf(sacc[nt * 4 + 2 * hr + e], sl2, -m_use));
+                    sacc[nt * 4 + 2 * hr + e] = p;
+                    rs += p;
+                }
+            l_i[hr] = l_i[hr] * alpha + rs;
+#pragma unroll
+            for (int nt = 0; nt < NT_O; ++nt) {
+                o[nt * 4 + 2 * hr] *= alpha;
+                o[nt * 4 + 2 * hr + 1] *= alpha;
+            }
+        }
+
+        // P in the A-fragment layout: the S accumulators of n8 tiles 2kk, 2kk+1
+        u32 pa[BN / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            pa[kk][0] = pack2_elem(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+            pa[kk][1] = pack2_elem(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+            pa[kk][2] = pack2_elem(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+            pa[kk][3] = pack2_elem(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+        }
+
+        // ---- O += P V_j: V rows are the k dimension (16 rows = 2048 bytes per step), its
+        // columns the n dimension, panels BN*128 bytes apart (the descriptor's LBO)
+        mbar_wait(bar(BAR_FULL_V + s), ph);
+        const u32 v_tile = sV + (u32)(s * KV_BYTES);
+        fence_regs<NT_O * 4>(o);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+            Wgmma<D>::rs(o, pa[kk], sw128_desc(v_tile + (u32)(kk * 16 * 128), KV_PANEL), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs<NT_O * 4>(o);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar(BAR_EMPTY_V + s));
+    }
+
+    // ---- epilogue: O /= l, LSE = m*ln2 + log(l); O staged through this warpgroup's own Q rows
+    // (all its wgmmas that read them have completed) for 16-byte row stores.
+    named_bar_sync(1 + c, 128);
+    const size_t q_base = ((size_t)b * H + h) * (size_t)Nq;
+    const int lrow0 = c * 64 + warp * 16 + (lane >> 2);  // row within the CTA's tile
+    unsigned char* smem_gen = smem_raw + (sQ - smem_u32(smem_raw));
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const float l = quad_sum(l_i[hr]);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const int lrow = lrow0 + hr * 8;
+        const int row = m0 + lrow;
+        if ((lane & 3) == 0 && row < Nq)
+            LSE[q_base + row] = l > 0.f ? (m_i[hr] * IOSIM_LN2 + __logf(l)) : IOSIM_NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < NT_O; ++nt) {
+            const u32 v = pack2_elem(o[nt * 4 + 2 * hr] * inv, o[nt * 4 + 2 * hr + 1] * inv);
+            const int off = (nt / 8) * Q_PANEL + lrow * 128 + (((nt % 8) ^ (lrow & 7)) << 4) +
+                            4 * (lane & 3);
+            *reinterpret_cast<u32*>(smem_gen + off) = v;
+        }
+    }
+    named_bar_sync(1 + c, 128);
+    elem_t* Og = O + q_base * D;
+    constexpr int CH = D / 8;  // 16-byte chunks per row
+#pragma unroll
+    for (int i = 0; i < 64 * CH / 128; ++i) {
+        const int idx = tid + i * 128;
+        const int lrow = c * 64 + idx / CH;
+        const int ch = idx % CH;
+        const int row = m0 + lrow;
+        if (row < Nq)
+            *reinterpret_cast<uint4*>(Og + (size_t)row * D + ch * 8) = *reinterpret_cast<const uint4*>(
+                smem_gen + (ch / 8) * Q_PANEL + lrow * 128 + (((ch % 8) ^ (lrow & 7)) << 4));
+    }
+}

@@ -1,0 +1,94 @@
+// hopper.cuh -- sm_90a device helpers for fa3.cu: TMA tensor copies, mbarriers, wgmma
+// descriptors and fences, named barriers, setmaxnreg.
+//
+// Like common.cuh, free of system/CUDA headers (NVRTC and offline nvcc compile it the same way).
+//   * TmaDesc: the 128 opaque bytes of a CUtensorMap (cuTensorMapEncodeTiled on the host),
+//     passed as a `const __grid_constant__` kernel parameter.
+//   * tma_load_3d(dst, map, bar, c0, c1, c2): one box of a 3-D tensor map into shared memory,
+//     completing (byte count) on mbarrier `bar`; rows outside the tensor are zero-filled.
+//   * mbar_init / mbar_expect_tx / mbar_arrive / mbar_wait(bar, parity): mbarrier in shared
+//     memory (addresses as u32 shared-window offsets).
+//   * sw128_desc(addr, lbo): wgmma matrix descriptor of a tile stored in 128-byte-swizzled
+//     rows (the layout TMA writes with CU_TENSOR_MAP_SWIZZLE_128B): 8-row groups 1024 bytes
+//     apart (SBO); `lbo` = byte distance between 64-element column panels, used by MN-major
+//     operands only. `addr` must sit in a 1024-byte-aligned panel (swizzle phase 0).
+//   * wgmma_fence / wgmma_commit / wgmma_wait<N>, fence_regs(r, n): keep the compiler from
+//     moving accumulator accesses across the asynchronous MMAs.
+//   * named_bar_sync(id, threads), setmaxnreg_inc<R> / setmaxnreg_dec<R>.
+#pragma once
+#include "common.cuh"
+
+struct alignas(64) TmaDesc {
+    u64 opaque[16];
+};
+
+// ---------------------------------------------------------------- mbarrier
+IOSIM_DEVICE void mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (TMA) before first use.
+IOSIM_DEVICE void mbar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+IOSIM_DEVICE void mbar_expect_tx(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+IOSIM_DEVICE void mbar_arrive(u32 bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Spin until the phase of parity `parity` has completed (a fresh barrier counts the phase
+// before its first as completed, so waiting on parity 1 passes at once).
+IOSIM_DEVICE void mbar_wait(u32 bar, u32 parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT;\n"
+        "}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
+// ---------------------------------------------------------------- TMA
+IOSIM_DEVICE void tma_prefetch(const TmaDesc* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(map)) : "memory");
+}
+IOSIM_DEVICE void tma_load_3d(u32 dst, const TmaDesc* map, u32 bar, int c0, int c1, int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+        "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+}
+
+// ---------------------------------------------------------------- wgmma
+IOSIM_DEVICE u64 sw128_desc(u32 addr, u32 lbo_bytes) {
+    return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)((lbo_bytes >> 4) & 0x3FFFu) << 16) |
+           ((u64)(1024u >> 4) << 32) | (1ull << 62);
+}
+IOSIM_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+IOSIM_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+IOSIM_DEVICE void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+IOSIM_DEVICE void fence_regs(float* r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// ---------------------------------------------------------------- warpgroups
+IOSIM_DEVICE void named_bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+template <int R>
+IOSIM_DEVICE void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R>
+IOSIM_DEVICE void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
