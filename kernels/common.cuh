@@ -13,7 +13,9 @@
 //     accumulating in place (d += a*b).
 //   * ldmatrix_x4 / ldmatrix_x2 / ldmatrix_x4_trans / ldmatrix_x2_trans (shared address as u32).
 //   * cp_async_16(smem_addr, gptr, pred): cp.async.cg.shared.global, 16 bytes, zero-filled when
-//     !pred (no global bytes are read then); cp_async_commit(); cp_async_wait<N>().
+//     !pred (no global bytes are read then); cp_async_commit(); cp_async_wait<N>();
+//     cp_async_4 (4 bytes, for fp32 row statistics).
+//   * red_add_f32x2(p, a, b): fp32 atomic add of two adjacent floats (fire-and-forget).
 //   * smem_u32(ptr): generic -> shared-window address.
 //   * swz<ROW_CHUNKS>(row, chunk): element offset of the 16-byte chunk `chunk` of row `row` in a
 //     row-major tile whose rows hold ROW_CHUNKS 16-byte chunks (ROW_CHUNKS a multiple of 8), with
@@ -137,6 +139,26 @@ IOSIM_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::
 template <int N>
 IOSIM_DEVICE void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// 4-byte global -> shared copy through L1 (.ca: .cg takes only 16 bytes), zero-filled when !pred.
+IOSIM_DEVICE void cp_async_4(u32 smem_addr, const void* gptr, bool pred) {
+    int src_size = pred ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :
+                 : "r"(smem_addr), "l"(gptr), "r"(src_size)
+                 : "memory");
+}
+
+// ---------------------------------------------------------------- atomics
+// p[0] += a, p[1] += b in global memory (p 8-byte aligned): one vector reduction on sm_90,
+// two scalar ones before it.
+IOSIM_DEVICE void red_add_f32x2(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p + 1), "f"(b) : "memory");
+#endif
 }
 
 // ---------------------------------------------------------------- reductions

@@ -38,7 +38,27 @@ def cases() -> list[tuple]:
     return list(seen)
 
 
-@pytest.mark.parametrize("source,entry,defines,dtype,arch", cases(),
+def head_dim_cases() -> list[tuple]:
+    """The same for every other head_dim the real naive, fa1 and fa2 kernels take (a multiple of
+    8 up to 256, padded inside), bf16 (fp16 compiles the same code), causal with the diagonal
+    bottom-right (the most code) and not causal (a different register allocation)."""
+    seen = {}
+    for arch, hw_name in PROFILES.items():
+        hw = load(hw_name)
+        for d in range(8, 257, 8):
+            if d in (64, 128, 256):
+                continue  # cases() above
+            for causal in (False, True):
+                p = Problem(batch=1, heads=2, seqlen_q=4096, head_dim=d, causal=causal,
+                            causal_align="bottom-right")
+                for s in ("naive", "fa1", "fa2"):
+                    for k in plan(s, p, hw).kernels:
+                        key = (k.source, k.name, tuple(sorted(k.defines.items())), "bf16", arch)
+                        seen[key] = key
+    return list(seen)
+
+
+@pytest.mark.parametrize("source,entry,defines,dtype,arch", cases() + head_dim_cases(),
                          ids=lambda x: x if isinstance(x, str) else None)
 def test_kernel_compiles_without_spills(source, entry, defines, dtype, arch):
     res = nvcc_resources(source, entry, dict(defines), dtype, arch)

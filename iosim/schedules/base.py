@@ -237,9 +237,12 @@ def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
     big, small = p.bh * n * e, p.batch * p.kv_heads * n * e
     t = Traffic(reads={f"{x}_expanded": big for x in tensors}, writes={x: small for x in tensors})
     w = Work(alu_flops=len(tensors) * p.batch * p.kv_heads * (p.group - 1) * n)
-    return KernelPlan(name="gqa_reduce", grid=(1, p.kv_heads, p.batch), threads=256, smem_bytes=0,
-                      regs_per_thread=32, block_m=p.seqlen_k, block_n=p.head_dim, traffic=t,
-                      work=w, trips=uniform(p.group))
+    threads = 256  # kernels/gqa_reduce.cu: one 16-byte vector of each tensor per thread
+    return KernelPlan(name="gqa_reduce", grid=(-(-n // (8 * threads)), p.kv_heads, p.batch),
+                      threads=threads, smem_bytes=0, regs_per_thread=32, block_m=p.seqlen_k,
+                      block_n=p.head_dim, traffic=t, work=w, trips=uniform(p.group),
+                      source="gqa_reduce.cu",
+                      defines=dict(HEAD_DIM=p.head_dim, REDUCE_THREADS=threads))
 
 
 def mask_defines(p: Problem) -> dict[str, int]:
