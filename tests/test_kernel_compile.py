@@ -39,26 +39,29 @@ def cases() -> list[tuple]:
 
 
 def head_dim_cases() -> list[tuple]:
-    """The same for every other head_dim the real naive, fa1 and fa2 kernels take (a multiple of
-    8 up to 256, padded inside), bf16 (fp16 compiles the same code), causal with the diagonal
-    bottom-right (the most code) and not causal (a different register allocation)."""
-    seen = {}
+    """The same for the other head_dims the real naive, fa1 and fa2 kernels take (a multiple of
+    8 up to 256, padded inside): for each distinct tile configuration (the defines but HEAD_DIM)
+    the largest head_dim that uses it and the largest that is 8 mod 16 (the zero-filled chunk),
+    bf16 (fp16 compiles the same code), causal with the diagonal bottom-right (the most code)
+    and not causal (a different register allocation)."""
+    picked: dict[tuple, dict] = {}
     for arch, hw_name in PROFILES.items():
         hw = load(hw_name)
         for d in range(8, 257, 8):
-            if d in (64, 128, 256):
-                continue  # cases() above
             for causal in (False, True):
                 p = Problem(batch=1, heads=2, seqlen_q=4096, head_dim=d, causal=causal,
                             causal_align="bottom-right")
                 for s in ("naive", "fa1", "fa2"):
                     for k in plan(s, p, hw).kernels:
-                        key = (k.source, k.name, tuple(sorted(k.defines.items())), "bf16", arch)
-                        seen[key] = key
-    return list(seen)
+                        tiles = tuple(sorted((n, v) for n, v in k.defines.items() if n != "HEAD_DIM"))
+                        key = (k.source, k.name, tiles, "bf16", arch)
+                        case = (k.source, k.name, tuple(sorted(k.defines.items())), "bf16", arch)
+                        picked.setdefault(key, {})[d % 16] = case  # d ascending: the largest
+    return list(dict.fromkeys(c for by_class in picked.values() for c in by_class.values()))
 
 
-@pytest.mark.parametrize("source,entry,defines,dtype,arch", cases() + head_dim_cases(),
+@pytest.mark.parametrize("source,entry,defines,dtype,arch",
+                         list(dict.fromkeys(cases() + head_dim_cases())),
                          ids=lambda x: x if isinstance(x, str) else None)
 def test_kernel_compiles_without_spills(source, entry, defines, dtype, arch):
     res = nvcc_resources(source, entry, dict(defines), dtype, arch)

@@ -30,9 +30,11 @@ def tensor_map(t, box_rows: int) -> np.ndarray:
     dtype = {torch.bfloat16: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
              torch.float16: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16}[t.dtype]
     e = t.element_size()
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t  # the bindings take typed sizes, not ints
     err, tmap = cu.cuTensorMapEncodeTiled(
-        dtype, 3, t.data_ptr(), [d, n, b * h], [d * e, n * d * e], [BOX_COLS, box_rows, 1],
-        [1, 1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        dtype, 3, t.data_ptr(), [u64(d), u64(n), u64(b * h)], [u64(d * e), u64(n * d * e)],
+        [u32(BOX_COLS), u32(box_rows), u32(1)], [u32(1)] * 3,
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
