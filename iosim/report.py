@@ -1,20 +1,31 @@
 """`iosim report`: plotly figures from prediction and measurement rows, in one offline HTML page.
 
-Each figure builder is a pure function of DataFrames (and a profile for the roofline), so tests
-can read the traces. Points and lines are split into one trace per problem configuration
-(hardware, direction, dtype, causal, head_dim, batch, heads, kv_heads and any swept hardware
-field `set_*`), each tagged `meta={"dims": {...}}`; the page's menus show the traces of the chosen
-configuration and, on the roofline and accuracy charts, the points of the chosen N (each point's
-`customdata` is `[N]`). Predicted points are hollow, measured points filled.
+The page shows one configuration at a time: the menus choose hardware, direction, dtype, causal
+and head_dim (only those that vary, and only combinations that exist), and, for a what-if sweep,
+the hardware variant ("all" draws every variant as its own series). Within a configuration,
+each (schedule, predicted/measured, problem shape, variant) is one series across N; shapes
+(batch, heads) are series rather than menu choices, so data sets with different splits (a sweep's
+B = 4, H = 32 and a bench's batch = 16384/N) share a chart, and the TFLOP/s chart lines them up.
+
+Measured rows are re-predicted with today's model and profiles (`validate.repredict`), so the
+page follows the model. Large inputs are thinned to a fixed budget (`Budget`): the page says
+what it left out. Figure builders are pure functions of prepared frames (`prepare_data`), so
+tests can read the traces; every data trace carries `meta={"dims": {...}}` for the menus and
+each point's `customdata[0]` is its N for the N menu.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -26,19 +37,37 @@ from . import __version__, hardware
 from .accuracy import canonical_hw, error_table, join
 from .hardware import HardwareProfile, InputError
 from .io import MEASURED_NEEDS, PREDICTED_NEEDS, normalize, read_rows, require_columns
-from .problem import Dtype
+from .occupancy import ctas_per_sm
+from .predict import COUNT_COLUMNS, PREDICTION_COLUMNS, PROBLEM_COLUMNS
+from .problem import Dtype, Problem
+from .schedules import SCHEDULES, plan
 
-ALL_TRACE_DIMS = ["hw", "direction", "dtype", "causal", "head_dim", "batch", "heads", "kv_heads"]
-TRACE_DIMS = ALL_TRACE_DIMS  # write_report drops batch/heads/kv_heads for FA-convention data
-N = "seqlen_k"
+MENU_DIMS = ["hw", "direction", "dtype", "causal", "head_dim"]  # one configuration at a time
+N, VARIANT, SHAPE = "seqlen_k", "variant", "shape"
 ALL = "__all__"
+STOCK = "as profiled"  # the variant label of rows on the real profile
 PRED, MEAS = "circle-open", "circle"  # hollow: predicted, filled: measured
 COLORS = {"naive": "#7f7f7f", "fa1": "#1f77b4", "fa2": "#2ca02c", "fa3": "#d62728",
           "torch_flash": "#9467bd", "torch_cudnn": "#8c564b", "torch_efficient": "#e377c2",
           "torch_math": "#bcbd22"}
 LABELS = {"hw": "hardware", "direction": "direction", "dtype": "dtype", "causal": "causal",
-          "head_dim": "head_dim d", "batch": "batch", "heads": "heads", "kv_heads": "kv_heads",
-          N: "N (seqlen_k)"}
+          "head_dim": "head_dim d", VARIANT: "hardware variant", N: "N (seqlen_k)"}
+BOUNDS = {"hbm": "DRAM bandwidth (IO)", "l2": "L2 bandwidth", "tensor": "tensor-core throughput",
+          "sfu": "exponentials on the SFU", "alu": "FP32 (non-tensor) arithmetic",
+          "sram": "shared-memory bandwidth", "launch": "launch overhead",
+          "latency": "latency and parallelism: time that no unit or level accounts for "
+                     "(too few CTAs to overlap serialized load and compute phases, tail waves)"}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one page draws at most, whatever the input (about 0.5 kB of HTML per predicted row
+    over all charts, plus 4.6 MB of plotly.js)."""
+
+    rows: int = 12_000  # predicted rows over all configurations
+    n_values: int = 40  # points per line (N values, log-spaced; measured ones kept)
+    shapes: int = 6  # (batch, heads) shapes per configuration
+    variants: int = 8  # hardware variants in the N charts (the what-if charts keep all)
 
 
 def color(schedule: str) -> str:
@@ -47,10 +76,18 @@ def color(schedule: str) -> str:
     return COLORS[schedule]
 
 
+def _shade(hex_color: str, i: int, k: int) -> str:
+    """The i-th of k shades of a colour (dark to light), to tell variants apart."""
+    if k <= 1:
+        return hex_color
+    t = -0.35 + 0.9 * i / (k - 1)
+    rgb = [int(hex_color[j:j + 2], 16) for j in (1, 3, 5)]
+    rgb = [round(c + (255 - c) * t) if t > 0 else round(c * (1 + t)) for c in rgb]
+    return "#" + "".join(f"{c:02x}" for c in rgb)
+
+
 def _s(v: object) -> str:
     """One string per value, the same in trace meta and in the menus."""
-    if v is None or (not isinstance(v, str) and pd.isna(v)):
-        return "base"
     if isinstance(v, bool) or type(v).__name__ == "bool_":
         return str(bool(v))
     if isinstance(v, float) or type(v).__name__.startswith("float"):
@@ -58,58 +95,28 @@ def _s(v: object) -> str:
     return str(v)
 
 
-def _order(values: Iterable[str]) -> list[str]:
+def _order(values) -> list[str]:
     def key(v: str) -> tuple:
         try:
             return (0, float(v), v)
         except ValueError:
             return (1, 0.0, v)
-    return sorted(set(values), key=key)
+    return sorted({_s(v) for v in values}, key=key)
 
 
-def set_columns(*frames: pd.DataFrame) -> list[str]:
-    return sorted({c for f in frames for c in f.columns if c.startswith("set_")})
-
-
-def filter_options(*frames: pd.DataFrame) -> dict[str, list[str]]:
-    """The menus: every problem dimension (and swept hardware field) with more than one value."""
-    opts = {}
-    for d in [*TRACE_DIMS, *set_columns(*frames), N]:
-        vals = _order(_s(v) for f in frames if d in f.columns for v in f[d])
-        if len(vals) > 1:
-            opts[d] = vals
-    return opts
-
-
-def default_choice(options: dict[str, list[str]], *frames: pd.DataFrame) -> dict[str, str]:
-    """All N; real hardware ("base") for swept fields; otherwise the most common value in the
-    first frame that has the column (pass the measured rows first so the default view has them)."""
-    out = {}
-    for d, vals in options.items():
-        if d == N or d.startswith("set_"):
-            out[d] = ALL if d == N else ("base" if "base" in vals else vals[0])
-            continue
-        out[d] = vals[0]
-        for f in frames:
-            counts = f[d].map(_s).value_counts() if d in f.columns and len(f) else pd.Series(dtype=int)
-            if len(counts):
-                best = counts.max()
-                out[d] = next(v for v in vals if counts.get(v, 0) == best)
-                break
-    return out
-
-
-def _visible(dims: dict[str, str], trace_dims: Sequence[str], chosen: dict[str, str]) -> bool:
-    return all(chosen.get(d, ALL) in (ALL, dims[d]) for d in trace_dims if d in dims)
-
-
-def _fmt(v: float, unit: str) -> str:
-    if pd.isna(v):
+def _fmt(v: float, unit: str, digits: int = 3) -> str:
+    """SI prefixes: 3.35e12 B/s -> '3.35 TB/s'."""
+    if v is None or pd.isna(v):
         return "–"
     for scale, p in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= scale:
-            return f"{v / scale:.3g} {p}{unit}"
-    return f"{v:.3g} {unit}"
+            return f"{v / scale:.{digits}g} {p}{unit}"
+    return f"{v:.{digits}g} {unit}".strip()
+
+
+def _sig(values, digits: int = 4) -> list:
+    """Numbers rounded to `digits` significant digits (a smaller page; the charts show 3)."""
+    return [None if v is None or not math.isfinite(v) else float(f"{v:.{digits}g}") for v in values]
 
 
 def _num(df: pd.DataFrame, *names: str) -> pd.Series:
@@ -121,241 +128,709 @@ def _num(df: pd.DataFrame, *names: str) -> pd.Series:
     return pd.Series(float("nan"), index=df.index)
 
 
-def _hover(r: dict, kind: str) -> str:
-    g = lambda k: r.get(k, float("nan"))  # noqa: E731
-    heads = f"{r['heads']}" + (f"/{r['kv_heads']} kv" if r["kv_heads"] != r["heads"] else "")
-    lines = [f"<b>{r['schedule']}</b> {kind} · {r['hw']}",
-             f"{r['direction']} B={r['batch']} H={heads} N={r['seqlen_q']}×{r['seqlen_k']} "
-             f"d={r['head_dim']} {r['dtype']}{' causal' if r['causal'] else ''}"]
-    if not pd.isna(g("block_m")):
-        lines.append(f"tiles {int(g('block_m'))}×{int(g('block_n'))}")
-    lines.append(f"HBM 2-level rd/wr {_fmt(g('hbm_read_bytes_2level'), 'B')} / "
-                 f"{_fmt(g('hbm_write_bytes_2level'), 'B')}")
-    lines.append(f"DRAM (L2-aware) rd/wr {_fmt(g('dram_read_bytes'), 'B')} / "
-                 f"{_fmt(g('dram_write_bytes'), 'B')}")
-    if not pd.isna(g("dram_read_bytes_ncu")):
-        lines.append(f"DRAM (ncu) rd/wr {_fmt(g('dram_read_bytes_ncu'), 'B')} / "
-                     f"{_fmt(g('dram_write_bytes_ncu'), 'B')}")
-    lines.append(f"tensor {_fmt(g('tensor_flops'), 'FLOP')}, exp {_fmt(g('exp_ops'), 'op')}")
-    t = f"time pred {g('time_pred_ms'):.4g} ms"
-    if not pd.isna(g("time_ms")):
-        t += f", measured {g('time_ms'):.4g} ms ({g('tflops'):.4g} TFLOP/s)"
-    lines.append(t + (f", bound: {r['bound']}" if isinstance(r.get("bound"), str) else ""))
-    lines += [f"{c} = {_s(r[c])}" for c in r if c.startswith("set_") and not pd.isna(r[c])]
-    return "<br>".join(lines)
+# ---------------------------------------------------------------- profiles and ceilings
 
 
-def _series(fig: go.Figure, df: pd.DataFrame, chosen: dict[str, str], trace_dims: Sequence[str], *,
-            x: str, y: str, kind: str, label: str = "", dash: str | None = None,
-            mode: str = "lines+markers", points: bool = False, order: str | None = None) -> None:
-    """One trace per (configuration, schedule): `df[x]` against `df[y]` in the order of `order`
-    (default: x), hollow when `kind` is "predicted", filled otherwise; `label` may name row fields
-    ("N={seqlen_k}"); `points` tags each point with its N for the N menu."""
-    df = df[df[x].notna() & df[y].notna()]
-    dims = [d for d in trace_dims if d in df.columns]
-    for key, g in df.groupby([*dims, "schedule"], sort=True, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        meta = {d: _s(v) for d, v in zip(dims, key[:-1], strict=True)
-                if not (d.startswith("set_") and pd.isna(v))}
-        g = g.sort_values(order or x)
-        g = g.loc[:, ~g.columns.duplicated()]  # a file can be both predictions and measurements
-        rows = g.to_dict("records")
-        sched = str(key[-1])
-        name = f"{sched} {label.format(**rows[0])}".strip()
+def roof_profile(name: str) -> HardwareProfile:
+    """The profile whose peaks the roofline draws for hardware `name`: the calibrated one that
+    `iosim calibrate` writes beside it (hwprofiles/<name>.calibrated.toml) when there is one."""
+    calibrated = hardware.PROFILE_DIR / f"{name}.calibrated.toml"
+    return hardware.load(calibrated if calibrated.is_file() else name)
+
+
+def achievable(profile: HardwareProfile) -> dict[str, tuple[float, str]]:
+    """The ceilings a real kernel can reach: datasheet peak x the profile's efficiency field,
+    each with a label saying so. The one place the report reads `efficiency`."""
+    e = profile.efficiency
+    src = "calibrated" if profile.provenance else "uncalibrated default"
+    out = {"hbm": (profile.hbm_bandwidth_bytes_per_s * e.hbm, f"efficiency.hbm {e.hbm:.2f}, {src}"),
+           "l2": (profile.l2_bandwidth_bytes_per_s * e.l2, f"efficiency.l2 {e.l2:.2f}, {src}")}
+    for d in profile.tensor_flops_per_s:
+        peak = profile.tensor_flops_per_s[d]
+        if profile.has_wgmma:
+            out[f"wgmma {d}"] = (peak * e.tensor_wgmma, f"efficiency.tensor_wgmma {e.tensor_wgmma:.2f}, {src}")
+        out[f"mma.sync {d}"] = (peak * e.tensor_mma_sync,
+                                f"efficiency.tensor_mma_sync {e.tensor_mma_sync:.2f}, {src}")
+    return out
+
+
+def _field(profile: HardwareProfile, path: str) -> object:
+    obj: object = profile
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part)
+    return obj
+
+
+def _unit(field_name: str) -> str:
+    for suffix, unit in (("_bytes_per_s", "B/s"), ("_flops_per_s", "FLOP/s"), ("_exp_per_s", "exp/s"),
+                         ("_bytes", "B"), ("_hz", "Hz"), ("_s", "s")):
+        if field_name.endswith(suffix):
+            return unit
+    return ""
+
+
+def setting(field_name: str, v: float) -> str:
+    """A what-if change as people read it: 'hbm_bandwidth=8 TB/s' for hbm_bandwidth_bytes_per_s."""
+    unit = _unit(field_name)
+    if not unit:
+        return f"{field_name}={_s(v)}"
+    short = field_name.removesuffix({"B/s": "_bytes_per_s", "FLOP/s": "_flops_per_s", "exp/s": "_exp_per_s",
+                                     "B": "_bytes", "Hz": "_hz", "s": "_s"}[unit])
+    return f"{short}={_fmt(float(v), unit, 4)}"
+
+
+# ---------------------------------------------------------------- preparing the rows
+
+
+def set_columns(*frames: pd.DataFrame) -> list[str]:
+    return sorted({c for f in frames for c in f.columns if c.startswith("set_")})
+
+
+def fa_convention(df: pd.DataFrame) -> bool:
+    """Data taken with the FlashAttention convention (batch·N and heads·d fixed, as `iosim
+    bench` does) has one shape per (N, d): it is then named by those products."""
+    if len(df) < 2:
+        return False
+    return bool((df.batch * df.seqlen_q).nunique() == 1 and (df.heads * df.head_dim).nunique() == 1
+                and (df.batch.nunique() > 1 or df.heads.nunique() > 1))
+
+
+def shape_labels(df: pd.DataFrame, convention: bool) -> pd.Series:
+    """The problem shape a series is drawn for, beside (hw, direction, dtype, causal, d) and N."""
+    kv = np.where(df.kv_heads != df.heads, "/" + df.kv_heads.astype(str) + " kv", "")
+    if convention:
+        out = ("B·N=" + (df.batch * df.seqlen_q).astype(str) + " H·d="
+               + (df.heads * df.head_dim).astype(str) + kv)
+    else:
+        out = "B=" + df.batch.astype(str) + " H=" + df.heads.astype(str) + kv
+    nq = np.where(df.seqlen_q != df.seqlen_k, " Nq=" + df.seqlen_q.astype(str), "")
+    return pd.Series(out, index=df.index).astype(str) + nq
+
+
+def variant_labels(df: pd.DataFrame) -> pd.Series:
+    """Each row's hardware variant, named by what it changes from its profile
+    ("hbm_bandwidth_bytes_per_s=8 TB/s"); rows on the real profile are `STOCK`."""
+    labels = pd.Series("", index=df.index, dtype=object)
+    for col in set_columns(df):
+        name = col[4:]
+        vals = pd.to_numeric(df[col], errors="coerce")
+        for hw, idx in df.groupby("hw", sort=False).groups.items():
+            v = vals.loc[idx]
+            try:
+                real = float(_field(hardware.load(str(hw)), name))
+            except (InputError, AttributeError, KeyError, TypeError, ValueError):
+                real = float("nan")
+            changed = v.notna() & ~np.isclose(v.to_numpy(float), real, rtol=1e-9, equal_nan=False)
+            text = {x: setting(name, x) for x in v[changed].unique()}
+            part = v.map(text).where(changed, "")
+            labels.loc[idx] = [a + (", " if a and b else "") + b for a, b in zip(labels.loc[idx], part)]
+    return labels.replace("", STOCK).astype(str)
+
+
+def _with_labels(df: pd.DataFrame, convention: bool) -> pd.DataFrame:
+    df = normalize(df)
+    df["hw"] = df["hw"].map(canonical_hw)
+    df[SHAPE] = shape_labels(df, convention)
+    df[VARIANT] = variant_labels(df)
+    return df
+
+
+def _fresh_predictions(measured: pd.DataFrame) -> pd.DataFrame:
+    from .validate import repredict
+
+    ours = measured[measured.schedule.isin(list(SCHEDULES))]
+    if ours.empty:
+        return pd.DataFrame()
+    fresh = repredict(ours)
+    keys = ours.drop_duplicates(PROBLEM_COLUMNS)[PROBLEM_COLUMNS + [SHAPE]]
+    fresh = normalize(fresh).merge(keys, on=PROBLEM_COLUMNS, how="left")
+    fresh[VARIANT] = STOCK
+    return fresh
+
+
+@dataclass
+class Data:
+    """Rows ready to draw: predictions (sweeps, plus today's predictions of the measured
+    problems) and measurements, thinned to the budget; what was left out, and the what-if rows."""
+
+    pred: pd.DataFrame
+    meas: pd.DataFrame
+    whatif: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+    total_pred: int = 0
+    total_meas: int = 0
+
+    @property
+    def shapes_vary(self) -> bool:
+        """More than one (batch, heads) shape drawn: series names then say which."""
+        return pd.concat([self.pred[SHAPE], self.meas[SHAPE]]).nunique() > 1
+
+    @cached_property
+    def joined(self) -> pd.DataFrame:
+        """Measured rows beside today's prediction for the same problem on the real hardware
+        (torch's backends kept, with no prediction); `bound` is the prediction's."""
+        if self.meas.empty:
+            return self.meas
+        j = join(_for_join(self.pred), self.meas, how="left")
+        if "bound_pred" in j.columns:
+            j["bound"] = j["bound_pred"]
+        return j
+
+
+def _slice_key(df: pd.DataFrame) -> pd.Series:
+    return df[MENU_DIMS].astype(str).agg("|".join, axis=1) if len(df) else pd.Series(dtype=str)
+
+
+def _spread(values: Sequence, k: int, keep: Sequence = ()) -> list:
+    """At most k of the sorted `values`, evenly spread (log-spaced for N), with `keep` first."""
+    vals = list(values)
+    if len(vals) <= k:
+        return vals
+    chosen = [v for v in vals if v in set(keep)][:k]
+    rest = k - len(chosen)
+    if rest > 0:
+        idx = np.unique(np.round(np.linspace(0, len(vals) - 1, rest)).astype(int))
+        chosen += [vals[i] for i in idx if vals[i] not in chosen]
+    return [v for v in vals if v in set(chosen)]
+
+
+def prepare_data(pred_frames: Sequence[pd.DataFrame], meas_frames: Sequence[pd.DataFrame],
+                 budget: Budget = Budget()) -> Data:
+    """Label, re-predict and thin the input rows (see the module docstring)."""
+    meas = (pd.concat([_with_labels(m, fa_convention(m)) for m in meas_frames], ignore_index=True)
+            if meas_frames else pd.DataFrame(columns=[*MEASURED_NEEDS, SHAPE, VARIANT]))
+    meas = meas.drop_duplicates(PROBLEM_COLUMNS, keep="last")  # a resumed bench: newest wins
+    # the prediction a bench stored beside its measurement is stale: today's is made below
+    meas = meas.drop(columns=[c for c in [*COUNT_COLUMNS, *PREDICTION_COLUMNS, "block_m", "block_n"]
+                              if c in meas.columns])
+    parts = [_with_labels(p, fa_convention(p)) for p in pred_frames]
+    if len(meas):
+        parts.append(_fresh_predictions(meas))
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        raise InputError("no prediction rows: pass an `iosim sweep` or `iosim predict` CSV, or "
+                         "measurements of naive/fa1/fa2/fa3 to predict")
+    pred = pd.concat(parts, ignore_index=True)
+    for c in ("block_m", "block_n"):
+        if c not in pred.columns:
+            pred[c] = np.nan
+    pred = pred.drop_duplicates([*PROBLEM_COLUMNS, VARIANT], keep="first")
+    data = Data(pred, meas, pred.iloc[:0], total_pred=len(pred), total_meas=len(meas))
+    _thin(data, budget)
+    return data
+
+
+def _thin(data: Data, budget: Budget) -> None:
+    """Keep the page within `budget`; say on the page what was left out."""
+    pred, meas, notes = data.pred, data.meas, data.notes
+    # What-if charts: every variant, at the largest N of each configuration and shape.
+    if pred[VARIANT].nunique() > 1:
+        largest = pred.groupby(MENU_DIMS + [SHAPE])[N].transform("max")
+        data.whatif = pred[pred[N] == largest]
+    variants = _order(pred[VARIANT])
+    if len(variants) > budget.variants:
+        keep = _spread(variants, budget.variants, [STOCK])
+        pred = pred[pred[VARIANT].isin(keep)]
+        notes.append(f"the N charts draw {len(keep)} of the {len(variants)} hardware variants "
+                     "(the what-if charts draw all)")
+    ns = sorted(pred[N].unique())
+    if len(ns) > budget.n_values:
+        keep = _spread(ns, budget.n_values, sorted(meas[N].unique()) if len(meas) else [])
+        pred = pred[pred[N].isin(keep)]
+        notes.append(f"lines show {len(keep)} of the {len(ns)} values of N (spread evenly; "
+                     "measured ones kept)")
+    counts = pred.groupby(MENU_DIMS + [SHAPE], sort=False).size().rename("rows").reset_index()
+    if len(meas):
+        mc = meas.groupby(MENU_DIMS + [SHAPE], sort=False).size().rename("measured").reset_index()
+        counts = counts.merge(mc, on=MENU_DIMS + [SHAPE], how="left")
+    counts["measured"] = counts.get("measured", pd.Series(0, index=counts.index)).fillna(0)
+    counts = counts.sort_values(["measured", "rows"], ascending=False, kind="stable")
+    counts["rank"] = counts.groupby(MENU_DIMS, sort=False).cumcount()
+    if (counts["rank"] >= budget.shapes).any():
+        most = int(counts.groupby(MENU_DIMS, sort=False).size().max())
+        notes.append(f"each configuration draws at most {budget.shapes} of its (batch, heads) "
+                     f"shapes (up to {most} in the data): measured ones first, then those with "
+                     "most rows")
+        counts = counts[counts["rank"] < budget.shapes]
+        pred = pred.merge(counts[MENU_DIMS + [SHAPE]], on=MENU_DIMS + [SHAPE])
+    slices = counts.groupby(MENU_DIMS, sort=False)[["measured", "rows"]].sum().reset_index()
+    slices = slices.sort_values(["measured", "rows"], ascending=False, kind="stable")
+    if slices["rows"].sum() > budget.rows:
+        fits = slices["rows"].cumsum() <= budget.rows
+        fits.iloc[0] = True  # at least the best configuration
+        kept = slices[fits]
+        notes.append(f"{len(kept)} of the {len(slices)} configurations (hardware, direction, dtype, "
+                     f"causal, d) are drawn, those with most measured, then predicted, rows; "
+                     f"the menus offer only these")
+        pred = pred.merge(kept[MENU_DIMS], on=MENU_DIMS)
+        if len(data.whatif):
+            data.whatif = data.whatif.merge(kept[MENU_DIMS], on=MENU_DIMS)
+    if len(meas):
+        present = pred[MENU_DIMS].drop_duplicates()
+        meas = meas.merge(present, on=MENU_DIMS)
+    data.pred, data.meas = pred.reset_index(drop=True), meas.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- menus
+
+
+def filter_options(data: Data) -> dict[str, list[str]]:
+    """The menus: each configuration dimension with more than one value, the variants, and N."""
+    frames = [data.pred, data.meas]
+    opts = {d: vals for d in MENU_DIMS
+            if len(vals := _order(v for f in frames if d in f.columns for v in f[d])) > 1}
+    variants = _order(data.pred[VARIANT])
+    if len(variants) > 1:
+        opts[VARIANT] = [STOCK] + [v for v in variants if v != STOCK] if STOCK in variants else variants
+    ns = _order(v for f in frames if len(f) for v in f[N])
+    if len(ns) > 1:
+        opts[N] = ns
+    return opts
+
+
+def combinations(data: Data, options: dict[str, list[str]]) -> list[dict[str, str]]:
+    """The configurations that exist, over the menus of `options` (for dependent menus)."""
+    dims = [d for d in MENU_DIMS if d in options]
+    rows = pd.concat([f[dims] for f in (data.pred, data.meas) if len(f)]).drop_duplicates()
+    return [{d: _s(v) for d, v in zip(dims, r, strict=True)} for r in rows.itertuples(index=False)]
+
+
+def default_choice(data: Data, options: dict[str, list[str]]) -> dict[str, str]:
+    """The configuration with most measured rows, then most predicted rows; every variant; every N."""
+    chosen = {d: ALL for d in (VARIANT, N) if d in options}
+    dims = [d for d in MENU_DIMS if d in options]
+    if not dims:
+        return chosen
+    score = data.pred.groupby(dims).size().rename("rows").to_frame()
+    if len(data.meas):
+        score = score.join(data.meas.groupby(dims).size().rename("measured"), how="outer")
+    score["measured"] = score.get("measured", pd.Series(0, index=score.index)).fillna(0)
+    score = score.fillna(0).sort_values(["measured", "rows"], ascending=False, kind="stable")
+    best = score.index[0] if len(dims) > 1 else (score.index[0],)
+    chosen.update({d: _s(v) for d, v in zip(dims, best, strict=True)})
+    return chosen
+
+
+def _visible(dims: dict, chosen: dict[str, str]) -> bool:
+    def ok(v: object, w: str) -> bool:
+        return w == ALL or (w in v if isinstance(v, list) else v == w)
+    return all(ok(v, chosen.get(d, ALL)) for d, v in dims.items())
+
+
+# ---------------------------------------------------------------- figures
+
+HOVER_FIELDS = ["N", "BH", "bound", "time", "tflops", "pred_time", "schedule_note"]
+
+
+def _hover_rows(df: pd.DataFrame, kind: str) -> list[list]:
+    """customdata per point: [N, "B=.. H=..", bound, time ms, TFLOP/s]; N first, for the N menu."""
+    if kind == "measured":
+        time, tf = _num(df, "time_ms"), _num(df, "tflops")
+    else:
+        time, tf = _num(df, "time_pred_ms"), _num(df, "tflops_pred")
+    bound = df["bound"].astype(str).replace("nan", "–") if "bound" in df.columns else pd.Series("–", index=df.index)
+    bh = "B=" + df.batch.astype(str) + " H=" + df.heads.astype(str)
+    return [list(r) for r in zip(df[N].astype(str), bh, bound, _sig(time), _sig(tf), strict=True)]
+
+
+def _series(fig: go.Figure, df: pd.DataFrame, chosen: dict[str, str], *, x: str, y: str, kind: str,
+            label: str = "", symbol: str | None = None, dash: str | None = None,
+            mode: str = "lines+markers", legend: bool = True, extra: str = "",
+            variant_dim: bool = True, shapes: bool = True) -> None:
+    """One trace per (configuration, variant, shape, schedule): `df[x]` against `df[y]` in N order,
+    hollow when `kind` is "predicted", filled otherwise."""
+    df = df[df[x].notna() & df[y].notna() & np.isfinite(df[x]) & np.isfinite(df[y])]
+    if df.empty:
+        return
+    variants = _order(df[VARIANT]) if VARIANT in df.columns else [STOCK]
+    keys = [*MENU_DIMS, VARIANT, SHAPE, "schedule"]
+    for key, g in df.groupby(keys, sort=True):
+        conf = dict(zip(keys, key, strict=True))
+        sched, var = str(conf["schedule"]), str(conf[VARIANT])
+        meta = {d: _s(conf[d]) for d in MENU_DIMS}
+        if variant_dim and kind == "predicted":
+            meta[VARIANT] = var
+        g = g.sort_values(N)
+        name = " · ".join(filter(None, [f"{sched} {label}".strip(), conf[SHAPE] if shapes else "",
+                                        var if len(variants) > 1 or var != STOCK else ""]))
+        c = _shade(color(sched), variants.index(var), len(variants)) if var in variants else color(sched)
+        head = (f"<b>{html.escape(name)}</b><br>{conf['hw']} {conf['direction']} d={conf['head_dim']} "
+                f"{conf['dtype']}{' causal' if str(conf['causal']) == 'True' else ''}")
         fig.add_trace(go.Scatter(
-            x=g[x].tolist(), y=g[y].tolist(), mode=mode, name=name, legendgroup=name,
-            visible=_visible(meta, trace_dims, chosen),
-            marker={"symbol": PRED if kind == "predicted" else MEAS, "size": 9, "color": color(sched),
-                    "line": {"width": 2, "color": color(sched)}},
-            line={"dash": dash or ("dash" if kind == "predicted" else "solid"), "width": 1.5},
-            text=[_hover(r, kind) for r in rows], hovertemplate="%{text}<extra></extra>",
-            customdata=[[_s(r[N])] for r in rows] if points else None,
+            x=_sig(g[x].astype(float)), y=_sig(g[y].astype(float)), mode=mode, name=name,
+            legendgroup=name, showlegend=legend, visible=_visible(meta, chosen),
+            marker={"symbol": symbol or (PRED if kind == "predicted" else MEAS), "size": 8, "color": c,
+                    "line": {"width": 1.5, "color": c}},
+            line={"dash": dash or ("dash" if kind == "predicted" else "solid"), "width": 1.5, "color": c},
+            customdata=_hover_rows(g, kind),
+            hovertemplate=(head + "<br>N=%{customdata[0]} %{customdata[1]}<br>" + extra
+                           + f"{kind} %{{customdata[3]}} ms, %{{customdata[4]}} TFLOP/s<br>"
+                           "model's bound: %{customdata[2]}<extra></extra>"),
             meta={"dims": meta, "kind": kind, "schedule": sched},
         ))
 
 
-def _layout(fig: go.Figure, title: str, xt: str, yt: str, trace_dims: Sequence[str],
-            point_dims: Sequence[str] = (), xlog: bool = True, ylog: bool = True) -> go.Figure:
+def _layout(fig: go.Figure, title: str, xt: str, yt: str, *, xlog: bool = True, ylog: bool = True,
+            points: bool = True, xunit: str = "", yunit: str = "", titles: dict | None = None) -> go.Figure:
     fig.update_layout(
         title=title, height=560, template="plotly_white", hovermode="closest",
         legend={"font": {"size": 11}, "groupclick": "togglegroup"},
-        meta={"trace_dims": list(trace_dims), "point_dims": list(point_dims)},
-        xaxis={"title": {"text": xt}, "type": "log" if xlog else "linear"},
-        yaxis={"title": {"text": yt}, "type": "log" if ylog else "linear"})
+        meta={"point_dims": [N] if points else [], "titles": titles or {}},
+        xaxis={"title": {"text": xt}, "type": "log" if xlog else "linear", "exponentformat": "SI",
+               "ticksuffix": xunit},
+        yaxis={"title": {"text": yt}, "type": "log" if ylog else "linear", "exponentformat": "SI",
+               "ticksuffix": yunit})
     return fig
 
 
-def roofs(profile: HardwareProfile, dtypes: Iterable[str]) -> list[tuple[str, str, float]]:
-    """(kind, label, rate) of each roof: bandwidths in B/s, ceilings in op/s, datasheet peaks."""
-    out = [("hbm", "HBM", profile.hbm_bandwidth_bytes_per_s),
-           ("l2", "L2", profile.l2_bandwidth_bytes_per_s)]
-    for d in _order(dtypes):
-        try:
-            out.append(("tensor", f"tensor {d}", profile.tensor_peak(Dtype(d))))
-        except (ValueError, InputError):
-            continue
-    out += [("fp32", "FP32 (non-tensor)", profile.fp32_flops_per_s),
-            ("sfu", "SFU exp", profile.sfu_exp_per_s)]
-    return out
-
-
-def roofline_figure(pred: pd.DataFrame, measured: pd.DataFrame, profile: HardwareProfile,
-                    chosen: dict[str, str]) -> go.Figure:
-    """Attained tensor FLOP/s against tensor FLOP per DRAM byte (the L2-aware estimate for
-    predictions, Nsight Compute's bytes for measurements where present), with the profile's
-    roofs. `measured` is a left join of measured rows with the predictions (`accuracy.join`)."""
-    fig = go.Figure()
-    p = pred.copy()
-    p["ai"] = p["tensor_flops"] / (p["dram_read_bytes"] + p["dram_write_bytes"])
-    p["tf"] = p["tensor_flops"] / (p["time_pred_ms"] * 1e-3) / 1e12
-    m = measured.copy()
+def _measured_flops(m: pd.DataFrame) -> pd.Series:
     # torch's backends have no prediction: their FLOPs by the FlashAttention convention
-    flops = _num(m, "tensor_flops_pred", "tensor_flops").fillna(m["tflops"] * m["time_ms"] * 1e9)
-    ncu = _num(m, "dram_read_bytes_ncu") + _num(m, "dram_write_bytes_ncu")
-    m["ai"] = flops / ncu.fillna(_num(m, "dram_read_bytes_pred", "dram_read_bytes")
-                           + _num(m, "dram_write_bytes_pred", "dram_write_bytes"))
-    m["tf"] = flops / (m["time_ms"] * 1e-3) / 1e12
-    dims = [d for d in TRACE_DIMS if d != "hw"] + set_columns(pred)
-    ai = pd.concat([p["ai"], m["ai"]]).replace([float("inf")], float("nan")).dropna()
-    ai = ai[ai > 0]
-    lo, hi = (ai.min() / 3, ai.max() * 3) if len(ai) else (1.0, 1e4)
-    rf = roofs(profile, set(pred["dtype"]) | set(measured.get("dtype", [])) or {"bf16"})
-    top = max([r for k, _, r in rf if k == "tensor"] or [profile.fp32_flops_per_s])
-    for _, _, bw in rf[:2]:  # show each bandwidth roof a decade either side of its ridge point
-        lo, hi = min(lo, top / bw / 10), max(hi, top / bw * 10)
-    for k, name, rate in rf:
-        if k in ("hbm", "l2"):
-            xs = [lo, top / rate]
-            ys = [x * rate / 1e12 for x in xs]
-            label = f"{name} roof {rate / 1e12:.3g} TB/s"
-            style = {"color": "black" if k == "hbm" else "#555", "width": 2,
-                     "dash": "solid" if k == "hbm" else "dot"}
+    return _num(m, "tensor_flops_pred", "tensor_flops").fillna(m["tflops"] * m["time_ms"] * 1e9)
+
+
+def sfu_flops_per_exp(pred: pd.DataFrame) -> pd.DataFrame:
+    """Tensor FLOPs per exponential, from the Plans' counts, per (hw, direction, head_dim): about
+    4·d forward (QKᵀ and PV: 4d FLOPs per score, one exp each), 10·d backward (recomputed)."""
+    p = pred[(pred["exp_ops"] > 0) & (pred["tensor_flops"] > 0)]
+    ratio = (p["tensor_flops"] / p["exp_ops"]).rename("flops_per_exp")
+    return (pd.concat([p[["hw", "direction", "head_dim"]], ratio], axis=1)
+            .groupby(["hw", "direction", "head_dim"], as_index=False)["flops_per_exp"].median())
+
+
+def _roofs(profiles: dict[str, HardwareProfile], data: Data) -> list[dict]:
+    """Roof lines per hardware and variant, merged where variants share a rate: bandwidths
+    (datasheet and achievable), tensor ceilings per dtype (datasheet, wgmma, mma.sync) and the
+    SFU ceiling in tensor FLOP/s per (direction, d)."""
+    pred = data.pred
+    out: dict[tuple, dict] = {}
+    ratios = sfu_flops_per_exp(pred)
+
+    def add(hw, var, kind, rate, label, hover, style, line, dims=None):
+        k = (hw, kind, round(rate, 3), tuple(sorted((dims or {}).items())))
+        r = out.setdefault(k, {"hw": hw, "kind": kind, "rate": rate, "label": label, "hover": hover,
+                               "style": style, "line": line, "dims": {"hw": hw, **(dims or {})},
+                               "variants": []})
+        r["variants"].append(var)
+
+    for hw, base in profiles.items():
+        rows = pred[pred["hw"] == hw]
+        if rows.empty:
+            continue
+        sets = set_columns(rows)
+        for var, vrows in rows.groupby(VARIANT, sort=True):
+            changes = {}
+            if var != STOCK:
+                first = vrows.iloc[0]
+                changes = {c[4:]: first[c] for c in sets if pd.notna(first[c])}
+                changes = {k: int(v) if isinstance(_field(base, k), int) else float(v)
+                           for k, v in changes.items()}
+            prof = base.with_changes(**changes) if changes else base
+            ach = achievable(prof)
+            for lvl, name, col in (("hbm", "HBM", "black"), ("l2", "L2", "#777")):
+                sheet = getattr(prof, f"{lvl}_bandwidth_bytes_per_s")
+                add(hw, var, lvl, sheet, f"{name} {_fmt(sheet, 'B/s')}", f"{name} datasheet bandwidth",
+                    {"color": col, "width": 2, "dash": "solid"}, "bw")
+                rate, src = ach[lvl]
+                add(hw, var, f"{lvl}_achievable", rate, f"{name} {_fmt(rate, 'B/s')} achievable",
+                    f"{name} achievable: datasheet × {src}", {"color": col, "width": 1.5, "dash": "dash"}, "bw")
+            for dt in _order(rows["dtype"]):
+                try:
+                    peak = prof.tensor_peak(Dtype(dt))
+                except (ValueError, InputError):
+                    continue
+                key = "tf32" if dt == "fp32" else dt
+                add(hw, var, "tensor", peak, f"tensor {dt} {_fmt(peak, 'FLOP/s')}",
+                    f"tensor {dt} datasheet peak (dense)", {"color": "#111", "width": 1.5, "dash": "dashdot"},
+                    "flat", {"dtype": dt})
+                for inst in ("wgmma", "mma.sync"):
+                    if f"{inst} {key}" in ach:
+                        rate, src = ach[f"{inst} {key}"]
+                        add(hw, var, f"tensor_{inst}", rate, f"{inst} {_fmt(rate, 'FLOP/s')} achievable",
+                            f"{inst} {dt} achievable: datasheet × {src}",
+                            {"color": "#555" if inst == "wgmma" else "#999", "width": 1.2, "dash": "dot"},
+                            "flat", {"dtype": dt})
+            for r in ratios[ratios["hw"] == hw].itertuples(index=False):
+                rate = prof.sfu_exp_per_s * r.flops_per_exp
+                add(hw, var, "sfu", rate, f"SFU {_fmt(rate, 'FLOP/s')} (d={r.head_dim} {r.direction})",
+                    f"SFU ceiling in tensor FLOP/s: {_fmt(prof.sfu_exp_per_s, 'exp/s')} × "
+                    f"{r.flops_per_exp:.0f} tensor FLOP per exp (the Plans' counts, d={r.head_dim} "
+                    f"{r.direction}: {r.flops_per_exp / r.head_dim:.2f}·d)",
+                    {"color": "#b8860b", "width": 1.5, "dash": "longdash"}, "flat",
+                    {"direction": r.direction, "head_dim": _s(r.head_dim)})
+    roofs = list(out.values())
+    nvar = {hw: pred.loc[pred["hw"] == hw, VARIANT].nunique() for hw in profiles}
+    for r in roofs:  # a roof that some variants change follows the variant menu
+        if nvar.get(r["hw"], 1) > 1:
+            r["dims"][VARIANT] = sorted(set(r["variants"]))
+    return roofs
+
+
+def roofline_figure(data: Data, profiles: dict[str, HardwareProfile], chosen: dict[str, str]) -> go.Figure:
+    """Attained tensor FLOP/s against tensor FLOP per byte, each point placed twice: by its DRAM
+    bytes (circles: the L2-aware estimate, or Nsight Compute's bytes for measured rows) and by its
+    L2 bytes (diamonds: the two-level count of every tile), under the roofs of the chosen hardware
+    (and variant): datasheet and achievable bandwidths, tensor ceilings, SFU ceiling per d."""
+    fig = go.Figure()
+    p = data.pred.copy()
+    p["ai_dram"] = p["tensor_flops"] / (p["dram_read_bytes"] + p["dram_write_bytes"])
+    p["ai_l2"] = p["tensor_flops"] / (p["hbm_read_bytes_2level"] + p["hbm_write_bytes_2level"])
+    p["tf"] = p["tensor_flops"] / (p["time_pred_ms"] * 1e9)  # TFLOP/s
+    m = data.joined
+    if len(m):
+        m = m[m["status"] == "ok"].copy()
+        flops = _measured_flops(m)
+        ncu = _num(m, "dram_read_bytes_ncu") + _num(m, "dram_write_bytes_ncu")
+        model = _num(m, "dram_read_bytes_pred", "dram_read_bytes") + _num(m, "dram_write_bytes_pred",
+                                                                          "dram_write_bytes")
+        m["ai_dram"] = flops / ncu.fillna(model)
+        m["ai_l2"] = flops / (_num(m, "hbm_read_bytes_2level_pred", "hbm_read_bytes_2level")
+                              + _num(m, "hbm_write_bytes_2level_pred", "hbm_write_bytes_2level"))
+        m["tf"] = flops / (m["time_ms"] * 1e9)
+    ai = pd.concat([p["ai_dram"], p["ai_l2"]] + ([m["ai_dram"], m["ai_l2"]] if len(m) else []))
+    ai = ai[np.isfinite(ai) & (ai > 0)]
+    lo, hi = (ai.min() / 2, ai.max() * 2) if len(ai) else (1.0, 1e4)
+    roofs = _roofs(profiles, data)
+    top = max([r["rate"] for r in roofs if r["kind"] == "tensor"] or [1e15])
+    for r in roofs:
+        if r["line"] == "bw":
+            lo, hi = min(lo, top / r["rate"] / 4), max(hi, top / r["rate"] * 4)
+    for r in roofs:
+        if r["line"] == "bw":
+            xs = [lo, top / r["rate"]]
+            ys = [x * r["rate"] / 1e12 for x in xs]
         else:
-            xs, ys = [lo, hi], [rate / 1e12] * 2
-            unit = "T exp/s" if k == "sfu" else "TFLOP/s"
-            label = f"{name} {rate / 1e12:.4g} {unit}"
-            style = {"color": {"tensor": "black", "fp32": "#888", "sfu": "#b8860b"}[k], "width": 1.5,
-                     "dash": "dashdot" if k == "tensor" else "longdash"}
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=label, line=style, hoverinfo="name",
-                                 meta={"roof": k, "rate": rate}))
-    _series(fig, p, chosen, dims, x="ai", y="tf", kind="predicted", label="predicted", points=True,
-            order=N)
-    ok = m[(m["status"] == "ok") & (m["ai"] > 0) & (m["tf"] > 0)] if len(m) else m
-    if len(ok):
-        _series(fig, ok, chosen, dims, x="ai", y="tf", kind="measured", label="measured",
-                points=True, order=N)
-    return _layout(fig, f"Roofline: {profile.name} ({profile.gpu_name})",
-                   "arithmetic intensity (tensor FLOP per DRAM byte)",
-                   "attained tensor throughput (TFLOP/s)", dims, [N])
+            xs, ys = [lo, hi], [r["rate"] / 1e12] * 2
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=r["label"], line=r["style"],
+                                 hovertemplate=html.escape(f"{r['label']}: {r['hover']}") + "<extra></extra>",
+                                 visible=_visible(r["dims"], chosen),
+                                 meta={"roof": r["kind"], "rate": r["rate"], "dims": r["dims"]}))
+    for frame, kind in ((p, "predicted"), (m, "measured")):
+        if len(frame):
+            _series(fig, frame, chosen, x="ai_dram", y="tf", kind=kind, label=kind, shapes=data.shapes_vary,
+                    extra="%{x:.3s} tensor FLOP per DRAM byte<br>")
+            _series(fig, frame, chosen, x="ai_l2", y="tf", kind=kind, label=kind, legend=False,
+                    shapes=data.shapes_vary,
+                    symbol="diamond-open" if kind == "predicted" else "diamond", mode="markers",
+                    extra="%{x:.3s} tensor FLOP per L2 byte<br>")
+    titles = {hw: f"Roofline: {hw} ({prof.gpu_name})" for hw, prof in profiles.items()}
+    hw0 = chosen.get("hw") if chosen.get("hw", ALL) != ALL else next(iter(profiles), "")
+    return _layout(fig, titles.get(hw0, "Roofline"),
+                   "arithmetic intensity (tensor FLOP per byte; ● DRAM bytes, ◆ L2 bytes)",
+                   "attained tensor throughput (TFLOP/s)", titles=titles)
 
 
-def io_figure(pred: pd.DataFrame, measured: pd.DataFrame, chosen: dict[str, str]) -> go.Figure:
+def _stock(pred: pd.DataFrame) -> pd.DataFrame:
+    """Predictions on the real hardware, without the what-if columns."""
+    p = pred[pred[VARIANT] == STOCK]
+    return p.drop(columns=[c for c in p.columns if c.startswith("set_")])
+
+
+def _for_join(pred: pd.DataFrame) -> pd.DataFrame:
+    """Stock predictions to join measured rows with (the measured rows keep their own labels)."""
+    return _stock(pred).drop(columns=[SHAPE, VARIANT])
+
+
+def io_figure(data: Data, chosen: dict[str, str]) -> go.Figure:
     """Bytes against N: the papers' two-level count, the L2-aware DRAM estimate, and ncu's."""
     fig = go.Figure()
-    dims = TRACE_DIMS + set_columns(pred)
-    p = pred.copy()
+    p = data.pred.copy()
     p["two"] = p["hbm_read_bytes_2level"] + p["hbm_write_bytes_2level"]
     p["l2"] = p["dram_read_bytes"] + p["dram_write_bytes"]
-    _series(fig, p, chosen, dims, x=N, y="two", kind="predicted", label="2-level HBM", dash="solid")
-    _series(fig, p, chosen, dims, x=N, y="l2", kind="predicted", label="L2-aware DRAM", dash="dot")
-    if len(measured) and "dram_read_bytes_ncu" in measured.columns:
-        m = measured[measured["status"] == "ok"].copy()
+    sv = data.shapes_vary
+    _series(fig, p, chosen, x=N, y="two", kind="predicted", label="2-level HBM", dash="solid", shapes=sv,
+            extra="%{y:.3s}B every tile (2-level)<br>")
+    _series(fig, p, chosen, x=N, y="l2", kind="predicted", label="L2-aware DRAM", dash="dot", shapes=sv,
+            extra="%{y:.3s}B DRAM (L2-aware)<br>")
+    m = data.joined
+    if len(m) and "dram_read_bytes_ncu" in m.columns:
+        m = m[m["status"] == "ok"].copy()
         m["ncu"] = _num(m, "dram_read_bytes_ncu") + _num(m, "dram_write_bytes_ncu")
-        _series(fig, m, chosen, dims, x=N, y="ncu", kind="measured", label="ncu DRAM", mode="markers")
-    ns = sorted(set(p[N]))
-    if len(ns) > 1:  # slope guides through the smallest naive/overall 2-level point
-        y0 = p.loc[p[N] == ns[0], "two"].median()
+        _series(fig, m, chosen, x=N, y="ncu", kind="measured", label="ncu DRAM", mode="markers", shapes=sv,
+                extra="%{y:.3s}B DRAM (Nsight Compute)<br>")
+    for key, g in p.groupby(MENU_DIMS, sort=True):  # slope guides through each configuration's smallest N
+        ns = sorted(g[N].unique())
+        if len(ns) < 2:
+            continue
+        y0 = float(g.loc[g[N] == ns[0], "two"].median())
+        dims = {d: _s(v) for d, v in zip(MENU_DIMS, key, strict=True)}
         for power, name in ((2, "∝ N² (naive Θ(Nd+N²); FlashAttention Θ(N²d²/M))"),
                             (1, "∝ N (compulsory Θ(Nd))")):
             fig.add_trace(go.Scatter(
                 x=[ns[0], ns[-1]], y=[y0, y0 * (ns[-1] / ns[0]) ** power], mode="lines", name=name,
-                line={"color": "#bbb", "dash": "dot", "width": 1}, hoverinfo="name", meta={"guide": power}))
-    return _layout(fig, "IO against N", "sequence length N (tokens)", "bytes moved to/from DRAM (bytes)",
-                   dims)
+                legendgroup=name, line={"color": "#bbb", "dash": "dot", "width": 1}, hoverinfo="name",
+                visible=_visible(dims, chosen), meta={"guide": power, "dims": dims}))
+    return _layout(fig, "IO against N", "sequence length N (tokens)", "bytes moved to/from DRAM",
+                   points=False, yunit="B")
 
 
-def time_figure(pred: pd.DataFrame, measured: pd.DataFrame, chosen: dict[str, str],
-                metric: str = "time") -> go.Figure:
+def time_figure(data: Data, chosen: dict[str, str], metric: str = "time") -> go.Figure:
     """Predicted (hollow, dashed) and measured (filled, solid, torch's backends included) time or
-    TFLOP/s against N."""
+    TFLOP/s against N. TFLOP/s lines up problems of different (batch, heads) splits."""
     fig = go.Figure()
-    dims = TRACE_DIMS + set_columns(pred)
     yp, ym = ("time_pred_ms", "time_ms") if metric == "time" else ("tflops_pred", "tflops")
-    _series(fig, pred, chosen, dims, x=N, y=yp, kind="predicted", label="predicted")
-    if len(measured):
-        _series(fig, measured[measured["status"] == "ok"], chosen, dims, x=N, y=ym, kind="measured",
-                label="measured")
+    sv = data.shapes_vary
+    _series(fig, data.pred, chosen, x=N, y=yp, kind="predicted", label="predicted", shapes=sv)
+    if len(data.meas):
+        _series(fig, data.joined[data.joined["status"] == "ok"], chosen, x=N, y=ym, kind="measured",
+                label="measured", shapes=sv)
     if metric == "time":
-        return _layout(fig, "Time against N", "sequence length N (tokens)", "time per call (ms)", dims)
-    return _layout(fig, "Throughput against N", "sequence length N (tokens)",
-                   "TFLOP/s (4·B·H·N²·d forward, ×2.5 backward, ÷2 causal)", dims, ylog=False)
+        return _layout(fig, "Time against N", "sequence length N (tokens)", "time per call",
+                       points=False, yunit=" ms")
+    return _layout(fig, "Throughput against N (comparable across batch and heads)",
+                   "sequence length N (tokens)", "TFLOP/s (4·B·H·N²·d forward, ×2.5 backward, ÷2 causal)",
+                   ylog=False, points=False)
 
 
-def accuracy_figure(joined: pd.DataFrame, chosen: dict[str, str]) -> go.Figure:
-    """Predicted against measured time, one point per (schedule, problem), with y = x."""
+def accuracy_figure(data: Data, chosen: dict[str, str]) -> go.Figure:
+    """Predicted against measured time, per schedule: the cycle-approximate model (circles) and
+    the roofline (crosses), with y = x."""
     fig = go.Figure()
-    dims = TRACE_DIMS
-    j = joined[(joined["status"] == "ok") & joined["time_pred_ms"].notna() & (joined["time_ms"] > 0)]
+    j = data.joined
     if len(j):
-        v = pd.concat([j["time_ms"], j["time_pred_ms"]])
-        lo, hi = v.min() / 1.5, v.max() * 1.5
+        j = j[(j["status"] == "ok") & _num(j, "time_pred_ms_pred", "time_pred_ms").notna() & (j["time_ms"] > 0)]
+    if len(j):
+        j = j.assign(time_pred_ms=_num(j, "time_pred_ms_pred", "time_pred_ms"),
+                     time_roofline=_num(j, "time_roofline_ms_pred", "time_roofline_ms"))
+        v = pd.concat([j["time_ms"], j["time_pred_ms"], j["time_roofline"]]).dropna()
+        lo, hi = v[v > 0].min() / 1.5, v.max() * 1.5
         fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x (exact)",
                                  line={"color": "black", "dash": "dot", "width": 1}, meta={"guide": "y=x"}))
-        _series(fig, j, chosen, dims, x="time_ms", y="time_pred_ms", kind="measured", mode="markers",
-                points=True)
-    return _layout(fig, "Predicted against measured time", "measured time (ms)", "predicted time (ms)",
-                   dims, [N])
+        _series(fig, j, chosen, x="time_ms", y="time_pred_ms", kind="measured", mode="markers",
+                label="cycle model", extra="predicted %{y:.3g} ms (cycle model)<br>")
+        _series(fig, j, chosen, x="time_ms", y="time_roofline", kind="measured", mode="markers",
+                label="roofline", symbol="x-thin-open", extra="predicted %{y:.3g} ms (roofline)<br>")
+    return _layout(fig, "Predicted against measured time", "measured time", "predicted time",
+                   xunit=" ms", yunit=" ms")
 
 
-def whatif_figures(pred: pd.DataFrame, chosen: dict[str, str]) -> list[go.Figure]:
-    """Time against each swept hardware field (`set_<field>` with more than one value)."""
+def whatif_figures(data: Data, chosen: dict[str, str]) -> list[go.Figure]:
+    """Predicted time against each swept hardware field, at the largest N of each configuration;
+    one series per schedule and value of the other swept fields."""
+    w = data.whatif
     figs = []
-    for col in set_columns(pred):
-        p = pred[pred[col].notna()]
-        if p[col].nunique() < 2:
+    for col in set_columns(w):
+        if w[col].nunique() < 2:
             continue
-        # Only dimensions that vary among these rows filter them: a what-if run for one problem
-        # stays in view whatever the menus say about problems it does not cover.
-        dims = [d for d in TRACE_DIMS + set_columns(pred) + [N]
-                if d != col and d in p.columns and p[d].nunique(dropna=False) > 1]
+        others = [c for c in set_columns(w) if c != col]
+        p = w[w[col].notna()].copy()
+        p["x"] = pd.to_numeric(p[col])
+        p[VARIANT] = (p[others].apply(lambda r: ", ".join(setting(c[4:], v) for c, v in r.items()
+                                                          if pd.notna(v)), axis=1)
+                      if others else STOCK)
+        p[VARIANT] = p[VARIANT].replace("", STOCK)
+        first = p.groupby(MENU_DIMS)[SHAPE].transform("first")
+        p = p[p[SHAPE] == first]
         fig = go.Figure()
-        _series(fig, p, chosen, dims, x=col, y="time_pred_ms", kind="predicted", label="N={seqlen_k}")
-        figs.append(_layout(fig, f"What-if: time against {col[4:]}",
-                            f"{col[4:]} (hardware field; unit in its name)",
-                            "predicted time per call (ms)", dims, xlog=False))
+        _series(fig, p, chosen, x="x", y="time_pred_ms", kind="predicted", variant_dim=False,
+                shapes=data.shapes_vary, extra=f"{col[4:]} = %{{x:.4s}}<br>")
+        for t in fig.data:  # order points by the swept value, not by N
+            order = np.argsort(t.x)
+            t.x, t.y = [t.x[i] for i in order], [t.y[i] for i in order]
+            t.customdata = [t.customdata[i] for i in order]
+        unit = _unit(col[4:])
+        figs.append(_layout(fig, f"What-if: predicted time against {col[4:]}",
+                            f"{col[4:]} (hardware field)", "predicted time per call", xlog=False,
+                            points=False, xunit=unit and f"{unit}", yunit=" ms"))
     return figs
+
+
+# ---------------------------------------------------------------- page
+
+
+def limits_text(data: Data, chosen: dict[str, str], profiles: dict[str, HardwareProfile]) -> str:
+    """What limits each schedule at the largest N of the default configuration, in the model's
+    own words (`bound`), with the launch's parallelism from the Plan."""
+    p = _stock(data.pred)
+    for d in MENU_DIMS:
+        if chosen.get(d, ALL) != ALL:
+            p = p[p[d].map(_s) == chosen[d]]
+    if p.empty:
+        return ""
+    items = []
+    for shape, g in p.groupby(SHAPE, sort=True):
+        top = g[g[N] == g[N].max()]
+        for r in top.sort_values("schedule").itertuples(index=False):
+            hw = profiles.get(r.hw) or roof_profile(r.hw)
+            prob = Problem(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
+                           seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal,
+                           direction=r.direction)
+            try:
+                k = plan(r.schedule, prob, hw).main
+            except InputError:
+                continue
+            slots = ctas_per_sm(k, hw) * hw.sm_count
+            par = (f"{k.ctas:,} CTAs for {hw.sm_count} SMs ({slots:,} resident at once)"
+                   + (f": {hw.sm_count - k.ctas} SMs idle" if k.ctas < hw.sm_count else ""))
+            if r.schedule == "fa1":
+                par += f"; fa1 runs one CTA per batch·head (B·H = {r.batch * r.heads})"
+            items.append(f"<li><b>{html.escape(r.schedule)}</b> at N={r.seqlen_k} ({html.escape(shape)}): "
+                         f"bound by <b>{html.escape(str(r.bound))}</b>, "
+                         f"{html.escape(BOUNDS.get(str(r.bound), str(r.bound)))}; {par}. "
+                         f"Predicted {r.tflops_pred:.0f} TFLOP/s.</li>")
+    conf = ", ".join(f"{LABELS[d]} {chosen[d]}" for d in MENU_DIMS if d in chosen)
+    return (f"<p>At the largest N of the opening configuration ({html.escape(conf) or 'the only one'}), "
+            "the model says what limits each schedule (its <code>bound</code>; every point's hover "
+            f"says the same):</p><ul>{''.join(items)}</ul>")
 
 
 FILTER_JS = """
 (function () {
+  var C = JSON.parse(document.getElementById('iosim-combos').textContent);
   var sels = Array.prototype.slice.call(document.querySelectorAll('select.iosim-filter'));
+  var conf = sels.filter(function (s) { return s.dataset.conf === '1'; });
+  function fits(c, skip) {
+    return conf.every(function (s) { return s === skip || c[s.dataset.dim] === s.value; });
+  }
+  function settle(changed) {  // keep every menu on a combination that exists
+    conf.forEach(function (s) {
+      if (s === changed) return;
+      var ok = function (v) { return C.some(function (c) { return c[s.dataset.dim] === v && fits(c, s); }); };
+      if (!ok(s.value)) {
+        var o = Array.prototype.find.call(s.options, function (o) { return ok(o.value); });
+        if (o) s.value = o.value;
+      }
+    });
+    conf.forEach(function (s) {
+      Array.prototype.forEach.call(s.options, function (o) {
+        o.disabled = !C.some(function (c) { return c[s.dataset.dim] === o.value && fits(c, s); });
+      });
+    });
+  }
   function apply() {
     var f = {};
     sels.forEach(function (s) { f[s.dataset.dim] = s.value; });
-    var ok = function (v, w) { return w === undefined || w === '__all__' || String(v) === w; };
+    var ok = function (v, w) {
+      if (w === undefined || w === '__all__') return true;
+      return Array.isArray(v) ? v.indexOf(w) >= 0 : String(v) === w;
+    };
     document.querySelectorAll('.plotly-graph-div').forEach(function (gd) {
       if (!gd.data || !gd.layout) return;
-      var m = gd.layout.meta || {}, td = m.trace_dims || [], pd = m.point_dims || [];
+      var m = gd.layout.meta || {}, pd = m.point_dims || [];
       if (!gd._iosimOrig) gd._iosimOrig = gd.data.map(function (t) {
-        return {x: t.x, y: t.y, text: t.text, customdata: t.customdata}; });
-      var idx = [], u = {visible: [], x: [], y: [], text: [], customdata: []};
+        return {x: t.x, y: t.y, customdata: t.customdata}; });
+      var idx = [], u = {visible: [], x: [], y: [], customdata: []};
       gd.data.forEach(function (t, i) {
         if (!t.meta || !t.meta.dims) return;
         var o = gd._iosimOrig[i], dims = t.meta.dims;
-        var vis = td.every(function (d) { return !(d in dims) || ok(dims[d], f[d]); });
+        var vis = Object.keys(dims).every(function (d) { return ok(dims[d], f[d]); });
         var keep = [];
         for (var j = 0; j < o.x.length; j++) {
-          var hit = !o.customdata || pd.every(function (d, k) { return ok(o.customdata[j][k], f[d]); });
+          var hit = !o.customdata || !t.meta.kind ||
+                    pd.every(function (d) { return ok(o.customdata[j][0], f[d]); });
           if (hit) keep.push(j);
         }
         var pick = function (a) { return a ? keep.map(function (j) { return a[j]; }) : a; };
         idx.push(i); u.visible.push(vis); u.x.push(pick(o.x)); u.y.push(pick(o.y));
-        u.text.push(pick(o.text)); u.customdata.push(pick(o.customdata) || null);
+        u.customdata.push(pick(o.customdata) || null);
       });
       if (idx.length) Plotly.restyle(gd, u, idx);
+      if (m.titles && f.hw && m.titles[f.hw]) Plotly.relayout(gd, {'title.text': m.titles[f.hw]});
     });
   }
-  sels.forEach(function (s) { s.addEventListener('change', apply); });
+  sels.forEach(function (s) {
+    s.addEventListener('change', function () { if (s.dataset.conf === '1') settle(s); apply(); });
+  });
+  settle(null);
 })();
 """
 
@@ -364,7 +839,7 @@ header{border-bottom:1px solid #ddd;padding:.5em 0}#filters{position:sticky;top:
 z-index:10;padding:.6em 0;border-bottom:1px solid #eee}#filters label{margin-right:1.2em}
 table{border-collapse:collapse;font-size:13px}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}td:last-child{text-align:left}
-.note{color:#666}"""
+.note{color:#666}.thin{background:#fff8e0;border:1px solid #e8d9a0;padding:.4em .8em}"""
 
 
 def _fig_html(fig: go.Figure, i: int) -> str:
@@ -372,114 +847,129 @@ def _fig_html(fig: go.Figure, i: int) -> str:
                        config={"displaylogo": False, "responsive": True})
 
 
-def _header(profiles: dict[str, HardwareProfile], sources: Sequence[str], pred: pd.DataFrame,
-            measured: pd.DataFrame) -> str:
-    prof = "".join(
-        f"<li><b>{html.escape(p.name)}</b> ({html.escape(p.gpu_name)}): "
-        f"HBM {p.hbm_bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
-        f"L2 {p.l2_bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
-        + ", ".join(f"{k} {v / 1e12:.4g} TFLOP/s" for k, v in p.tensor_flops_per_s.items())
-        + f", FP32 {p.fp32_flops_per_s / 1e12:.3g} TFLOP/s, SFU {p.sfu_exp_per_s / 1e12:.3g} T exp/s</li>"
-        for p in profiles.values())
+def _header(profiles: dict[str, HardwareProfile], sources: Sequence[str], data: Data) -> str:
+    prof = []
+    for p in profiles.values():
+        ach = achievable(p)
+        tensor = ", ".join(f"{k} {_fmt(v, 'FLOP/s')}" for k, v in p.tensor_flops_per_s.items())
+        reach = ", ".join(f"{k} {_fmt(v, 'FLOP/s' if k not in ('hbm', 'l2') else 'B/s')}"
+                          for k, (v, _) in ach.items())
+        prof.append(f"<li><b>{html.escape(p.name)}</b> ({html.escape(p.gpu_name)}), datasheet: HBM "
+                    f"{_fmt(p.hbm_bandwidth_bytes_per_s, 'B/s')}, L2 {_fmt(p.l2_bandwidth_bytes_per_s, 'B/s')}, "
+                    f"tensor {tensor}, SFU {_fmt(p.sfu_exp_per_s, 'exp/s')}. Achievable ({html.escape(ach['hbm'][1].split(', ')[1])} "
+                    f"efficiency): {reach}.</li>")
     files = "".join(f"<li><code>{html.escape(s)}</code></li>" for s in sources)
-    bad = int((measured["status"] != "ok").sum()) if len(measured) else 0
-    return (f"<header><h1>iosim report</h1><p>Made by iosim {__version__}: {len(pred)} predicted rows "
-            f"({', '.join(_order(pred['schedule']))}), {len(measured)} measured rows"
-            + (f" ({bad} not ok, left out)" if bad else "") + ". Predicted points are hollow, measured "
-            f"filled.</p><p>Profiles (datasheet peaks, no efficiency applied):</p><ul>{prof}</ul>"
-            f"<p>Data files:</p><ul>{files}</ul></header>")
+    bad = int((data.meas["status"] != "ok").sum()) if len(data.meas) else 0
+    thin = ""
+    if data.notes:
+        thin = (f"<p class='thin'>To keep this page small, it draws {len(data.pred):,} of "
+                f"{data.total_pred:,} predicted rows and {len(data.meas):,} of {data.total_meas:,} "
+                f"measured rows: {'; '.join(html.escape(n) for n in data.notes)}. Every row is in the "
+                "data files.</p>")
+    return (f"<header><h1>iosim report</h1><p>Made by iosim {__version__}: {data.total_pred:,} predicted "
+            f"rows ({', '.join(_order(data.pred['schedule']))}; measured problems predicted afresh), "
+            f"{data.total_meas:,} measured rows" + (f" ({bad} not ok, left out)" if bad else "")
+            + ". Predicted points are hollow, measured filled.</p>" + thin
+            + f"<p>Profiles:</p><ul>{''.join(prof)}</ul><p>Data files:</p><ul>{files}</ul></header>")
 
 
-def _filters(options: dict[str, list[str]], chosen: dict[str, str]) -> str:
+def _filters(options: dict[str, list[str]], chosen: dict[str, str], combos: list[dict]) -> str:
     parts = []
     for d, vals in options.items():
-        opts = ([ALL] if d == N else []) + vals + ([ALL] if d != N else [])
-        o = "".join(f'<option value="{html.escape(v)}"{" selected" if v == chosen[d] else ""}>'
+        opts = [ALL] + vals if d in (N, VARIANT) else vals
+        o = "".join(f'<option value="{html.escape(v)}"{" selected" if v == chosen.get(d) else ""}>'
                     f'{"all" if v == ALL else html.escape(v)}</option>' for v in opts)
+        conf = "1" if d in MENU_DIMS else "0"
         parts.append(f'<label>{html.escape(LABELS.get(d, d))} <select class="iosim-filter" '
-                     f'data-dim="{html.escape(d)}">{o}</select></label>')
+                     f'data-dim="{html.escape(d)}" data-conf="{conf}">{o}</select></label>')
     body = "".join(parts) or '<span class="note">one configuration: nothing to choose</span>'
-    return f'<div id="filters">{body}</div>'
+    data = json.dumps(combos).replace("</", "<\\/")
+    return (f'<div id="filters">{body}</div>'
+            f'<script type="application/json" id="iosim-combos">{data}</script>')
 
 
-def build_html(pred: pd.DataFrame, measured: pd.DataFrame, profiles: dict[str, HardwareProfile],
-               sources: Sequence[str]) -> str:
-    """The whole page; `pred` and `measured` normalized with canonical hardware names."""
-    options = filter_options(pred, measured)
-    chosen = default_choice(options, measured, pred)
-    left = join(pred, measured, how="left") if len(measured) else measured
+def _menu_note(options: dict[str, list[str]]) -> str:
+    menus = [LABELS[d] for d in options if d != N]
+    return (f"Choose {', '.join(menus)} in the menus above; " if menus else "") + \
+        ("choose N to see one sequence length." if N in options else "")
+
+
+def _tables(data: Data) -> str:
+    """Error per (hw, schedule) and the worst points, for the cycle model and the roofline."""
+    stock = _for_join(data.pred)
+    parts = []
+    for title, pred in (("cycle-approximate model (time_pred_ms)", stock),
+                        ("roofline (time_roofline_ms: slowest unit or level at datasheet peaks)",
+                         stock.assign(time_pred_ms=stock["time_roofline_ms"]))):
+        t = error_table(pred, data.meas)
+        body = (t.to_html(index=False, float_format=lambda v: f"{v:.1f}", classes="errors", escape=True)
+                if len(t) else "<p>No measured row matches a prediction.</p>")
+        parts.append(f"<h3>{html.escape(title)}</h3>{body}")
+    return "".join(parts)
+
+
+def build_html(data: Data, profiles: dict[str, HardwareProfile], sources: Sequence[str]) -> str:
+    """The whole page, from prepared data."""
+    options = filter_options(data)
+    chosen = default_choice(data, options)
     sections: list[str] = []
-    count = iter(range(1000))
+    count = iter(range(10_000))
 
-    def section(title: str, note: str, new: list[go.Figure], extra: str = "") -> None:
-        body = "".join(_fig_html(f, next(count)) for f in new)
+    def section(title: str, note: str, figs: list[go.Figure], extra: str = "") -> None:
+        body = "".join(_fig_html(f, next(count)) for f in figs)
         sections.append(f"<section><h2>{title}</h2><p class='note'>{note}</p>{body}{extra}</section>")
 
-    section("1. Roofline", "Tensor FLOP/s against tensor FLOP per DRAM byte; roofs are datasheet peaks. "
-            "Choose N in the menu to see one sequence length.",
-            [roofline_figure(pred[pred["hw"] == name], left[left["hw"] == name] if len(left) else left,
-                             prof, chosen) for name, prof in profiles.items()])
+    menu = _menu_note(options)
+    section("1. Roofline", "Tensor FLOP/s against tensor FLOP per byte. Each point twice: ● by its DRAM "
+            "bytes (the L2-aware estimate; Nsight Compute's for measured rows where counted), ◆ by its "
+            "L2 bytes (every tile, the two-level count). Solid roofs: datasheet peaks; dashed and dotted: "
+            "what kernels achieve (datasheet × the profile's efficiency fields); the SFU roof is the "
+            "exponential rate × tensor FLOPs per exponential of the Plans (≈4·d forward), in tensor "
+            f"FLOP/s, per d. {menu}", [roofline_figure(data, profiles, chosen)],
+            limits_text(data, chosen, profiles))
     section("2. IO against N", "Solid: every tile counted (FA1 Theorem 2 view); dotted: L2-aware DRAM "
-            "estimate; filled: Nsight Compute DRAM bytes.", [io_figure(pred, left, chosen)])
-    section("3. Time and TFLOP/s against N", "Choose head_dim, causal and dtype in the menus.",
-            [time_figure(pred, left, chosen, "time"), time_figure(pred, left, chosen, "tflops")])
-    if len(measured):
-        table = error_table(pred, measured)
-        extra = table.to_html(index=False, float_format=lambda v: f"{v:.1f}", classes="errors") \
-            if len(table) else "<p>No measured row matches a prediction.</p>"
-        section("4. Accuracy", "Predicted against measured time (status ok only). MAPE: mean |pred − "
-                "measured| / measured.", [accuracy_figure(left, chosen)], extra)
+            "estimate; filled: Nsight Compute DRAM bytes.", [io_figure(data, chosen)])
+    section("3. Time and TFLOP/s against N", "Each line is one problem shape (batch, heads); TFLOP/s "
+            "puts shapes of different data sets side by side. " + menu,
+            [time_figure(data, chosen, "time"), time_figure(data, chosen, "tflops")])
+    if len(data.meas):
+        section("4. Accuracy", "Predicted against measured time (status ok only), for the cycle-"
+                "approximate model (●) and the roofline (×). MAPE: mean |pred − measured| / measured, "
+                "percent.", [accuracy_figure(data, chosen)], _tables(data))
     else:
         sections.append("<section><h2>4. Accuracy</h2><p class='note'>No measured data given.</p>"
                         "</section>")
-    wi = whatif_figures(pred, chosen)
+    wi = whatif_figures(data, chosen)
     if wi:
-        section("5. What-if", "Predicted time as a swept hardware field changes.", wi)
+        section("5. What-if", "Predicted time as a swept hardware field changes, at the largest N of "
+                "the configuration; one line per schedule and value of the other swept fields.", wi)
     else:
         sections.append("<section><h2>5. What-if</h2><p class='note'>The sweep varies no hardware "
-                        "field (no <code>set_*</code> column).</p></section>")
+                        "field (<code>iosim sweep --set FIELD=VALUES</code> does).</p></section>")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>iosim report</title>"
             f"<style>{CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-            f"{_header(profiles, sources, pred, measured)}{_filters(options, chosen)}{''.join(sections)}"
-            f"<script>{FILTER_JS}</script></body></html>")
+            f"{_header(profiles, sources, data)}{_filters(options, chosen, combinations(data, options))}"
+            f"{''.join(sections)}<script>{FILTER_JS}</script></body></html>")
 
 
-def prepare(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows as the figure builders expect them: normalized types, hardware by profile name."""
-    df = normalize(df)
-    df["hw"] = df["hw"].map(canonical_hw)
-    return df
-
-
-def fa_convention(df: pd.DataFrame) -> bool:
-    """Data taken with the FlashAttention convention (batch·N and heads·d fixed) has one
-    configuration per (N, d): batch and heads then follow N and d and are no menu choice."""
-    if df.empty or not {"batch", "heads", "seqlen_q", "head_dim"} <= set(df.columns):
-        return True
-    return ((df.batch * df.seqlen_q).nunique() == 1
-            and (df.heads * df.head_dim).nunique() == 1)
-
-
-def write_report(pred: pd.DataFrame, measured: list[pd.DataFrame], out: Path, sources: list[str],
-                 profiles: dict[str, HardwareProfile] | None = None) -> Path:
-    """Write the report to `out`; rooflines for `profiles` (default: each `hw` in `pred`)."""
-    require_columns(pred, PREDICTED_NEEDS, "predictions")
+def write_report(pred: Sequence[pd.DataFrame] | pd.DataFrame, measured: Sequence[pd.DataFrame], out: Path,
+                 sources: Sequence[str], profiles: dict[str, HardwareProfile] | None = None,
+                 budget: Budget = Budget()) -> Path:
+    """Write the report to `out`; rooflines from `profiles` (default: `roof_profile` of each hw)."""
+    frames = [pred] if isinstance(pred, pd.DataFrame) else list(pred)
+    for p in frames:
+        require_columns(p, PREDICTED_NEEDS, "predictions")
     for m in measured:
         require_columns(m, MEASURED_NEEDS, "measurements")
-    pred = prepare(pred)
-    meas = (prepare(pd.concat(measured, ignore_index=True)) if measured
-            else pd.DataFrame(columns=MEASURED_NEEDS))
-    global TRACE_DIMS
-    TRACE_DIMS = [d for d in ALL_TRACE_DIMS
-                  if not (d in ("batch", "heads", "kv_heads") and fa_convention(pred) and fa_convention(meas))]
-    if profiles is None:
-        profiles = {}
-        for name in _order(pred["hw"]):
-            p = hardware.load(name)  # InputError names the available profiles
-            profiles[p.name] = p
+    data = prepare_data(frames, measured, budget)
+    profiles = dict(profiles or {})
+    for name in _order(data.pred["hw"]):
+        if name not in profiles:
+            profiles[name] = roof_profile(name)  # InputError names the available profiles
+    profiles = {k: v for k, v in profiles.items() if k in set(data.pred["hw"])}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(build_html(pred, meas, profiles, sources), encoding="utf-8")
+    out.write_text(build_html(data, profiles, sources), encoding="utf-8")
     return out
 
 
@@ -488,24 +978,28 @@ def report_command(
         help="prediction rows (iosim sweep/predict CSV or Parquet) and measured rows (iosim bench)")],
     output: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write")] = Path("report.html"),
     hw: Annotated[list[str] | None, typer.Option(
-        "--hw", help="profile to draw a roofline for (repeatable; default: each hw in the data)")] = None,
+        "--hw", help="profile (name or TOML) whose peaks the roofline draws for the hardware of "
+        "that name, e.g. a calibrated profile (repeatable; default: each hw in the data)")] = None,
 ) -> None:
     """Write one self-contained HTML report (roofline, IO and time against N, accuracy, what-if)."""
     preds, meas = [], []
     for f in files:
         df = read_rows(f)
-        if "time_pred_ms" not in df.columns and "time_ms" not in df.columns:
-            raise InputError(f"{f}: neither predictions (need time_pred_ms, counts, tflops_pred, bound) "
-                             "nor measurements (need time_ms, tflops, status)")
-        if "time_pred_ms" in df.columns:
-            require_columns(df, PREDICTED_NEEDS, str(f))
-            preds.append(df)
-        if "time_ms" in df.columns:
+        if "time_ms" in df.columns:  # measurements (their predictions are made afresh)
             require_columns(df, MEASURED_NEEDS, str(f))
             meas.append(df)
-    if not preds:
-        raise InputError("no prediction rows given: pass an `iosim sweep` or `iosim predict` CSV "
-                         "(with time_pred_ms) before the measured files")
+        elif "time_pred_ms" in df.columns:
+            require_columns(df, PREDICTED_NEEDS, str(f))
+            preds.append(df)
+        else:
+            raise InputError(f"{f}: neither predictions (need time_pred_ms, counts, tflops_pred, bound) "
+                             "nor measurements (need time_ms, tflops, status)")
     profiles = {p.name: p for p in map(hardware.load, hw)} if hw else None
-    out = write_report(pd.concat(preds, ignore_index=True), meas, output, [str(f) for f in files], profiles)
+    if profiles:
+        names = {canonical_hw(str(n)) for df in preds + meas for n in df["hw"].unique()}
+        unused = sorted(set(profiles) - names)
+        if unused:
+            raise InputError(f"--hw {', '.join(unused)}: no row of the data is on that hardware "
+                             f"(the data has: {', '.join(sorted(names))})")
+    out = write_report(preds, meas, output, [str(f) for f in files], profiles)
     typer.echo(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
