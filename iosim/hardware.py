@@ -48,6 +48,9 @@ class Pipeline(BaseModel):
     # warp instructions per 32 counted element operations (max, add, FMA, exp each one):
     # conversions, shuffles, predication and addressing that the counts leave out
     inst_per_op: float = Field(2.0, ge=1, le=16)
+    # bytes one SM moves between L2 and its shared memory/registers per clock: what a CTA
+    # alone on its SM can pull, however much DRAM bandwidth is idle
+    sm_load_bytes_per_clk: float = Field(64.0, gt=0, le=512)
 
 
 class HardwareProfile(BaseModel):

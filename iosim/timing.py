@@ -123,6 +123,7 @@ class Rates:
     alu: float
     sram: float
     issue: float  # warp instructions per second per SM
+    port: float  # bytes per second one SM loads from (and stores to) L2
     l2: float
     hbm: float
     wgmma: bool  # asynchronous warpgroup MMA: no per-instruction issue or dependence cost
@@ -138,6 +139,7 @@ class Rates:
             alu=hw.fp32_ops_per_s * eff.alu / sms,
             sram=hw.smem_bytes_per_s * eff.smem / sms,
             issue=hw.issue_per_clk_per_sm * hw.clock_hz,
+            port=hw.pipeline.sm_load_bytes_per_clk * hw.clock_hz,
             l2=hw.l2_bandwidth_bytes_per_s * eff.l2,
             hbm=hw.hbm_bandwidth_bytes_per_s * eff.hbm,
             wgmma=wgmma,
@@ -195,14 +197,15 @@ class Trip:
                    warp_mma=mma / warps * hw.pipeline.mma_sync_cycles * cyc,
                    warp_other=other / warps * hw.pipeline.inst_cycles * cyc)
 
-    def time(self, policy: str, stages: int, mem: float, n: int) -> float:
-        """Seconds per loop trip of one CTA with `n` CTAs resident on its SM."""
+    def time(self, policy: str, stages: int, port: float, level: float, n: int) -> float:
+        """Seconds per loop trip of one CTA with `n` CTAs resident on its SM; `port`: the
+        trip's bytes through the SM's load path, `level`: the CTA's share of L2/DRAM time."""
         if policy == "warpspecialized":
-            chain = max(mem, self.tensor, (self.tensor + self.warp_other) / 2)
+            chain = max(port, self.tensor, (self.tensor + self.warp_other) / 2)
         else:
             warp = self.warp_mma + self.warp_other
-            chain = max(mem, warp) if policy == "async" and stages > 1 else mem + warp
-        return max(chain, n * max(self.tensor, self.sfu, self.alu, self.sram, self.issue))
+            chain = max(port, warp) if policy == "async" and stages > 1 else port + warp
+        return max(chain, level, n * max(self.tensor, self.sfu, self.alu, self.sram, self.issue, port))
 
 
 def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> KernelTime:
@@ -244,15 +247,19 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
         n = -(-conc // sms)  # resident per SM on the busiest SMs
         share = conc if memory else 0  # global bandwidth split between the running CTAs
 
-        def mem(rd: float, wr: float) -> float:
+        def port(rd: float, wr: float) -> float:  # through this SM's own load/store path
+            return (rd + wr) / r.port
+
+        def level(rd: float, wr: float) -> float:  # this CTA's share of L2 and DRAM
             return share * max((rd + wr) / r.l2, (rd * dram_r + wr * dram_w) / r.hbm)
 
         epilogue = Trip.of(once.tensor_flops / ctas, once.exp_ops / ctas, once.alu_flops / ctas,
-                           0.0, warps, r, hw).time("async", 2, 0.0, n)
-        fixed = mem(fixed_r / ctas, fixed_w / ctas) + epilogue
-        m = mem(loop_r / steps, loop_w / steps)
-        trip = plain.time(k.overlap, k.stages, m, n)
-        extra = masked_trip.time(k.overlap, k.stages, m, n) - trip
+                           0.0, warps, r, hw).time("async", 2, 0.0, 0.0, n)
+        rd, wr = fixed_r / ctas, fixed_w / ctas
+        fixed = max(port(rd, wr), level(rd, wr)) + epilogue
+        rd, wr = loop_r / steps, loop_w / steps
+        trip = plain.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n)
+        extra = masked_trip.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n) - trip
         return fixed, trip, extra
 
     conc = min(ctas, slots)
