@@ -87,24 +87,30 @@ def _describe(r: pd.Series) -> str:
 
 def error_table(pred: pd.DataFrame, measured: pd.DataFrame, worst: int = 3) -> pd.DataFrame:
     """Per (hw, schedule): n points, MAPE and signed mean error of time_pred_ms against time_ms
-    (percent), the worst absolute percentage error and a description of the `worst` worst points.
+    (percent), the worst absolute percentage error and a description of the `worst` worst points;
+    where the predictions carry `time_roofline_ms`, the roofline's MAPE beside the cycle
+    model's (`roof_mape_pct`), so a reader sees what the cycle model adds.
     Measured rows need status == "ok"; schedules with no prediction (torch peers) do not appear."""
     require_columns(measured, ["time_ms", "status"], "measurements")
     require_columns(pred, ["time_pred_ms"], "predictions")
-    cols = ["hw", "schedule", "n", "mape_pct", "mean_err_pct", "worst_ape_pct", "worst_points"]
+    cols = ["hw", "schedule", "n", "mape_pct", "mean_err_pct", "worst_ape_pct", "roof_mape_pct",
+            "worst_points"]
     j = join(pred, measured)
     j = j[(j["status"] == "ok") & (j["time_ms"] > 0) & j["time_pred_ms"].notna()].copy()
     if j.empty:
         return pd.DataFrame(columns=cols)
     j["err_pct"] = (j["time_pred_ms"] - j["time_ms"]) / j["time_ms"] * 100.0
     j["ape_pct"] = j["err_pct"].abs()
+    roof = (j["time_roofline_ms"] - j["time_ms"]).abs() / j["time_ms"] * 100.0 \
+        if "time_roofline_ms" in j else pd.Series(float("nan"), index=j.index)
+    j["roof_ape_pct"] = roof
     rows = []
     for (hw, sched), g in j.groupby(["hw", "schedule"], sort=True):
         g = g.sort_values("ape_pct", ascending=False)
         rows.append({
             "hw": hw, "schedule": sched, "n": len(g),
             "mape_pct": g["ape_pct"].mean(), "mean_err_pct": g["err_pct"].mean(),
-            "worst_ape_pct": g["ape_pct"].iloc[0],
+            "worst_ape_pct": g["ape_pct"].iloc[0], "roof_mape_pct": g["roof_ape_pct"].mean(),
             "worst_points": "; ".join(_describe(r) for r in g.head(worst).itertuples()),
         })
     return pd.DataFrame(rows, columns=cols)

@@ -51,7 +51,7 @@ PARAMS = {
     "pipeline.inst_cycles": (1.0, 16.0),
     "pipeline.inst_per_op": (1.0, 8.0),
     "pipeline.sm_load_bytes_per_clk": (16.0, 256.0),
-    "launch_overhead_s": (0.0, 2e-5),
+    "launch_overhead_s": (0.0, 1e-5),  # a launch and its drain: microseconds
 }
 
 

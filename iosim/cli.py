@@ -181,6 +181,7 @@ def bench_cmd(
     ncu: Annotated[bool, typer.Option("--ncu", help="profile DRAM bytes with Nsight Compute")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="skip points already in the file")] = False,
     hw: Annotated[str | None, typer.Option(help="profile for predictions; default: detected")] = None,
+    direction: Annotated[Dir, typer.Option(help="forward, backward (dQ, dK, dV) or both")] = Dir.fwd,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
     from .gpu import bench
@@ -197,8 +198,10 @@ def bench_cmd(
                 for dt in parse_choice(dtype, ["bf16", "fp16"], "dtype"):
                     for b in parse_values(batch, int, "batch") if batch else [max(1, 16384 // n)]:
                         for h in parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)]:
-                            problems.append(Problem(batch=b, heads=h, kv_heads=kv_heads,
-                                                    seqlen_q=n, head_dim=d, dtype=dt, causal=c))
+                            for di in directions(direction.value):
+                                problems.append(Problem(batch=b, heads=h, kv_heads=kv_heads,
+                                                        seqlen_q=n, head_dim=d, dtype=dt,
+                                                        causal=c, direction=di))
     if not out.parent.exists():
         raise InputError(f"-o {out}: directory {out.parent} does not exist")
     profile = hardware.load(hw) if hw else None
@@ -207,14 +210,62 @@ def bench_cmd(
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 
 
+class VFmt(str, Enum):
+    text = "text"
+    json = "json"
+
+
 @app.command("validate")
 def validate_cmd(
     files: Annotated[list[Path], typer.Argument(help="measured CSV/Parquet files (iosim bench output)")],
+    hw: Annotated[str | None, typer.Option(help="profile for every row (default: each row's GPU, calibrated if shipped)")] = None,
+    fmt: Annotated[VFmt, typer.Option("--format", help="text or json")] = VFmt.text,
+    max_mape: Annotated[float | None, typer.Option("--max-mape", help="exit 1 if any schedule's time MAPE exceeds this percent")] = None,
 ) -> None:
-    """Re-predict measured rows with today's model: time error per schedule, DRAM vs ncu."""
-    from .validate import format_report, validate
+    """Re-predict measured rows with today's model: time error per schedule (and the
+    roofline's), worst points, DRAM vs ncu."""
+    from .validate import format_report, to_json, validate
 
-    typer.echo(format_report(*validate(files)))
+    times, dram = validate(files, hardware.load(hw) if hw else None)
+    typer.echo(to_json(times, dram) if fmt is VFmt.json else format_report(times, dram))
+    if max_mape is not None and (times.mape_pct > max_mape).any():
+        worst = times.loc[times.mape_pct.idxmax()]
+        typer.echo(f"MAPE {worst.mape_pct:.1f}% for {worst.schedule} on {worst.hw} exceeds "
+                   f"--max-mape {max_mape:g}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    files: Annotated[list[Path], typer.Argument(help="measured CSV/Parquet files of our kernels (iosim bench output)")],
+    hw: Annotated[str, typer.Option(help="profile to start from (its GPU's rows are fitted)")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="calibrated profile to write (.toml)")],
+    holdout_where: Annotated[str | None, typer.Option(help="rows held out of the fit, by shape (pandas query, e.g. 'seqlen_q>=8192')")] = None,
+    ncu: Annotated[Path | None, typer.Option(help="ncu table (benchmarks/ncu_mechanism.py) to measure the mma.sync rate and instructions per op")] = None,
+    transfer_to: Annotated[list[str] | None, typer.Option(help="also write this GPU's datasheet profile with the fitted parameters (repeatable)")] = None,
+) -> None:
+    """Fit the profile's free parameters to measured rows; write a calibrated profile."""
+    from .calibrate import calibrate
+
+    if output.suffix != ".toml":
+        raise InputError(f"-o {output}: a calibrated profile is a .toml file")
+    if not output.parent.is_dir():
+        raise InputError(f"-o {output}: directory {output.parent} does not exist")
+    targets = [hardware.load(t) for t in transfer_to or []]
+    f = calibrate(files, hardware.load(hw), output, holdout_where, targets, ncu)
+    typer.echo(f"wrote {output}; measured: " + ", ".join(f"{k}={v:.4g}" for k, v in f.measured.items()))
+    typer.echo("fitted: " + ", ".join(f"{k}={_get(f.profile, k):.4g}" for k in f.fields))
+    typer.echo("train (time error by schedule, percent):\n" + f.train.round(1).to_string(index=False))
+    if not f.holdout.empty:
+        typer.echo(f"held out ({holdout_where}):\n" + f.holdout.round(1).to_string(index=False))
+    for t in targets:
+        typer.echo(f"wrote {output.parent / (t.name + '.calibrated.toml')} (not refitted)")
+
+
+def _get(profile, field: str) -> float:
+    from .calibrate import get
+
+    return get(profile, field)
 
 
 def _register_report() -> None:

@@ -157,12 +157,19 @@ def _validate(data: dict, where: str) -> HardwareProfile:
 
 
 def load(name_or_path: str | Path) -> HardwareProfile:
-    """A profile by name (`h100-sxm5-80gb`, also `h100`) or by path to a TOML file."""
+    """A profile by name or by path to a TOML file. A full name picks that file
+    (`h100-sxm5-80gb`: the datasheet profile; `h100-sxm5-80gb.calibrated`: the one `iosim
+    calibrate` wrote); a short name (`h100`) picks the GPU's calibrated profile where one is
+    shipped, else its datasheet profile."""
     text = str(name_or_path)
     path = Path(text)
     if not (path.suffix == ".toml" or path.exists()):
         names = available()
-        match = [n for n in names if n == text] or [n for n in names if n.startswith(text + "-")]
+        key = text.lower()
+        match = [n for n in names if n.lower() == key]
+        if not match:
+            base = [n for n in names if "." not in n and n.lower().startswith(key + "-")]
+            match = [f"{b}.calibrated" if f"{b}.calibrated" in names else b for b in base]
         if len(match) != 1:
             raise InputError(f"unknown hardware profile '{text}' (available: {', '.join(names)}, or a path to a .toml)")
         path = PROFILE_DIR / f"{match[0]}.toml"

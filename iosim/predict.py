@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import memory, timing
+from .backing import backing, footprint_bytes
 from .hardware import HardwareProfile, InputError
 from .plan import Plan
 from .problem import Direction, Problem
@@ -22,7 +23,8 @@ MEASURED_COLUMNS = ["time_ms", "tflops", "dram_read_bytes_ncu", "dram_write_byte
 def problem_fields(p: Problem) -> dict:
     return {"direction": p.direction.value, "batch": p.batch, "heads": p.heads,
             "kv_heads": p.kv_heads, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k,
-            "head_dim": p.head_dim, "dtype": p.dtype.value, "causal": p.causal}
+            "head_dim": p.head_dim, "dtype": p.dtype.value, "causal": p.causal,
+            "causal_align": p.causal_align.value}
 
 
 def row(pl: Plan, hw: HardwareProfile) -> dict:
@@ -49,6 +51,11 @@ def row(pl: Plan, hw: HardwareProfile) -> dict:
         "bound": max(pred, key=lambda r: r.seconds).bound,
         "util_pct": 100 * max(pred, key=lambda r: r.seconds).util,
         "kernels": len(pl.kernels),
+        # the tensors' HBM at once, against the card's: a problem that cannot run says so
+        "hbm_footprint_bytes": (foot := footprint_bytes(pl)),
+        "fits": foot <= hw.hbm_capacity_bytes,
+        # kernel (this project's), published (someone's), or hypothetical (the model's alone)
+        "backing": backing(pl, hw),
         "notes": pl.notes,
     }
 
@@ -59,13 +66,25 @@ def directions(direction: str) -> list[Direction]:
 
 def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None) -> pd.DataFrame:
     """All schedules side by side for one problem (fa3 is left out on GPUs without wgmma
-    unless asked for by name). Adds each schedule's ratios to naive."""
+    unless asked for by name). Adds each schedule's ratios to naive. A schedule that cannot be
+    planned (tiles over the SRAM, head_dim out of range) is left out, with the reason in
+    `df.attrs["skipped"]`; InputError only when none can."""
     names = schedules or [s for s in SCHEDULES if s != "fa3" or hw.has_wgmma]
     for s in names:
         if s not in SCHEDULES:
             raise InputError(f"unknown schedule '{s}' (allowed: {', '.join(SCHEDULES)})")
-    rows = [row(plan(s, problem, hw), hw) for s in names]
+    rows, skipped = [], {}
+    for s in names:  # a schedule that cannot be planned is said why, the others still predicted
+        try:
+            rows.append(row(plan(s, problem, hw), hw))
+        except InputError as e:
+            skipped[s] = str(e).removeprefix(f"{s}: ")
+    if not rows:
+        raise InputError("no schedule can run this problem: "
+                         + "; ".join(f"{s}: {why}" for s, why in skipped.items()))
     df = pd.DataFrame(rows)
+    df.attrs["skipped"] = skipped  # schedule -> why it was left out
+    names = list(df.schedule)
     if "naive" in names:
         base = df.set_index("schedule").loc["naive"]
         two = df.hbm_read_bytes_2level + df.hbm_write_bytes_2level

@@ -111,9 +111,24 @@ def parse_choice(text: str, allowed: Iterable[str], name: str, both: Iterable[st
     return list(dict.fromkeys(out))
 
 
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+
 def parse_bool(text: str, name: str = "causal") -> list[bool]:
-    vals = parse_choice(text, ["true", "false", "both", "1", "0"], name, both=["false", "true"])
-    return list(dict.fromkeys(v in ("true", "1") for v in vals))
+    """One grammar for every boolean option: true/yes/on/1, false/no/off/0, a comma list of them,
+    or both (false and true), any case."""
+    items = [s.strip().lower() for s in str(text).split(",")]
+    out: list[bool] = []
+    for s in items:
+        if s == "both":
+            out += [False, True]
+        elif s in TRUE_WORDS or s in FALSE_WORDS:
+            out.append(s in TRUE_WORDS)
+        else:
+            raise InputError(f"--{name}: '{s}' is not allowed "
+                             "(allowed: true, false, yes, no, on, off, 1, 0, both)")
+    return list(dict.fromkeys(out))
 
 
 def hw_field_kind(key: str) -> type:
@@ -133,6 +148,11 @@ def hw_field_kind(key: str) -> type:
         ann = fields[key].annotation
         return int if ann in (int, "int") else float
     raise InputError(f"--set: unknown hardware field '{key}' (allowed: {', '.join(allowed)})")
+
+
+# CLI option of each grid field, for messages (the grid's keys are Problem's field names)
+OPTION_NAMES = {"seqlen_q": "seqlen", "seqlen_k": "seqlen-k", "head_dim": "head-dim",
+                "kv_heads": "kv-heads"}
 
 
 def parse_set(items: Iterable[str]) -> dict[str, list]:
@@ -161,8 +181,13 @@ class SweepResult:
             lines.append(f"  skipped {n}: {why}")
         if len(df):
             lines.append("  bound: " + ", ".join(f"{b} {n}" for b, n in df.bound.value_counts().items()))
-            med = df.groupby("schedule", sort=False).tflops_pred.median()
-            lines.append("  median predicted TFLOP/s: " + ", ".join(f"{s} {v:.0f}" for s, v in med.items()))
+            # one median per GPU (and what-if variant): rates of different GPUs never mix
+            for gpu, part in df.groupby(["hw", *self.whatif], sort=False, dropna=False):
+                gpu = (gpu,) if isinstance(gpu, str) else gpu
+                label = " ".join([str(gpu[0])] + [f"{c}={v}" for c, v in zip(self.whatif, gpu[1:])])
+                med = part.groupby("schedule", sort=False).tflops_pred.median()
+                lines.append(f"  median predicted TFLOP/s on {label}: "
+                             + ", ".join(f"{s} {v:.0f}" for s, v in med.items()))
             best = df.loc[df.groupby(["hw", "direction", "batch", "heads", "kv_heads", "seqlen_q",
                                       "seqlen_k", "head_dim", "dtype", "causal"]
                                      + self.whatif,
@@ -185,8 +210,9 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
     sets: dict[str, list] = {}
     for key, v in grid.items():
         key = ALIASES.get(key, key)
+        opt = OPTION_NAMES.get(key, key)
         if key == "set":
-            sets = parse_set(v) if isinstance(v, (list, tuple)) and all(isinstance(x, str) and "=" in x for x in v) \
+            sets = parse_set(v) if isinstance(v, (list, tuple, str)) \
                 else {k: _as_list(x, hw_field_kind(k), f"set {k}") for k, x in dict(v).items()}
             for k in sets:
                 hw_field_kind(k)
@@ -194,7 +220,7 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
         if v is None:
             continue
         if key in INT_FIELDS:
-            g[key] = _as_list(v, int, key)
+            g[key] = _as_list(v, int, opt)
         elif key == "dtype":
             vals = parse_choice(v, [d.value for d in Dtype], key) if isinstance(v, str) else list(v)
             g[key] = [Dtype(x) for x in vals]
@@ -218,7 +244,7 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
             allowed = [*INT_FIELDS, "seqlen", "dtype", "causal", "direction", "schedule", "hw", "set"]
             raise InputError(f"unknown sweep field '{key}' (allowed: {', '.join(allowed)})")
         if not g[key]:
-            raise InputError(f"--{key}: no values")
+            raise InputError(f"--{opt}: no values")
     return g, sets
 
 
@@ -275,6 +301,8 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
             skipped[f"invalid problem: {msg}"] += n_sched * len(hws)
     todo = [(hw, ch, s) for s in g["schedule"] for hw, ch in hws]
     points = len(problems) * len(todo) + sum(skipped.values())
+    if not problems:  # every point invalid (e.g. --seqlen 0, or --kv-heads 3 with 32 heads)
+        return SweepResult(pd.DataFrame(), points, skipped, [f"set_{k}" for k in sets])
     if workers is None:
         workers = (os.cpu_count() or 1) if len(problems) * len(todo) >= PARALLEL_POINTS else 1
     workers = max(1, min(workers, len(problems) or 1))
@@ -323,11 +351,18 @@ def sweep(grid: Mapping, progress: bool | None = False) -> pd.DataFrame:
     return sweep_result(grid, progress).rows
 
 
-def check_writable(path: str | Path) -> Path:
-    """The output path, or InputError when it cannot be written."""
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+def check_writable(path: str | Path, suffixes: Iterable[str] = TABLE_SUFFIXES) -> Path:
+    """The output path, or InputError when it cannot be written or its extension is not one of
+    `suffixes` (never a silent CSV in a .json file)."""
     p = Path(path)
+    allowed = ", ".join(suffixes)
     if p.is_dir():
-        raise InputError(f"output path {p} is a directory (allowed: a .csv or .parquet file)")
+        raise InputError(f"output path {p} is a directory (allowed: a file ending in {allowed})")
+    if p.suffix.lower() not in suffixes:
+        raise InputError(f"-o {p}: unknown output type '{p.suffix or '(none)'}' (allowed: {allowed})")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"cannot write {p}: directory {parent} does not exist")
@@ -336,12 +371,21 @@ def check_writable(path: str | Path) -> Path:
     return p
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write(df: pd.DataFrame, path: str | Path) -> Path:
     """CSV, or Parquet for .parquet/.pq, written to a temporary file then renamed: a reader
     never sees half a table."""
     p = check_writable(path)
     parquet = p.suffix.lower() in (".parquet", ".pq")
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as e:
+        raise InputError(f"cannot write {p}: {e.strerror or e}") from None
     os.close(fd)
     try:
         if parquet:
@@ -351,6 +395,7 @@ def write(df: pd.DataFrame, path: str | Path) -> Path:
                 raise InputError("writing Parquet needs pyarrow (pip install pyarrow), or use .csv") from None
         else:
             df.to_csv(tmp, index=False)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: the user's umask, like open()
         os.replace(tmp, p)
     except OSError as e:
         raise InputError(f"cannot write {p}: {e.strerror or e}") from None
