@@ -12,12 +12,28 @@ import typer
 from . import hardware
 from .hardware import InputError
 from .predict import directions, predict
-from .problem import Dtype, Problem
+from .problem import CausalAlign, Dtype, Problem
 
+HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings=HELP,
                   help="IO-complexity simulator and roofline tool for attention schedules.")
-hw_app = typer.Typer(no_args_is_help=True, help="Hardware profiles.")
+hw_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help="Hardware profiles.")
 app.add_typer(hw_app, name="hw")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"iosim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="print the version and exit")] = False) -> None:
+    """IO-complexity simulator and roofline tool for attention schedules."""
 
 
 class Fmt(str, Enum):
@@ -51,19 +67,32 @@ TABLE = [("schedule", "schedule", "{}"), ("block_m", "Br", "{}"), ("block_n", "B
          ("time_pred_ms", "pred ms", "{:.3f}"), ("tflops_pred", "TFLOP/s", "{:.0f}"),
          ("bound", "bound", "{}"), ("hbm_vs_naive", "HBM/naive", "{:.4f}"),
          ("time_vs_naive", "time/naive", "{:.3f}")]
+TABLE += [("fits", "fits", "{}"), ("backing", "backing", "{}")]
+# the default table fits 120 columns; --wide shows all of TABLE
+NARROW = ["schedule", "block_m", "block_n", "hbm_2level", "dram", "tensor_flops", "time_pred_ms",
+          "tflops_pred", "bound", "time_vs_naive", "fits", "backing"]
+SUMS = {"hbm_2level": ("HBM GB", "{:.3f}", ("hbm_read_bytes_2level", "hbm_write_bytes_2level")),
+        "dram": ("DRAM GB", "{:.3f}", ("dram_read_bytes", "dram_write_bytes"))}
 GIGA = {"hbm_read_bytes_2level", "hbm_write_bytes_2level", "dram_read_bytes", "dram_write_bytes",
-        "sram_bytes", "exp_ops", "alu_flops"}
+        "sram_bytes", "exp_ops", "alu_flops", "hbm_2level", "dram"}
 
 
-def format_table(df) -> str:
-    cols = [c for c in TABLE if c[0] in df.columns]
+def format_table(df, wide: bool = False) -> str:
+    """The predict table: the columns of NARROW (read + write summed), or with `wide` all."""
+    if not wide:
+        df = df.assign(**{k: df[a] + df[b] for k, (_, _, (a, b)) in SUMS.items()})
+        table = {c[0]: c for c in TABLE} | {k: (k, h, f) for k, (h, f, _) in SUMS.items()}
+        cols = [table[k] for k in NARROW if k in df.columns]
+    else:
+        cols = [c for c in TABLE if c[0] in df.columns]
     cells = [[h for _, h, _ in cols]]
     for _, r in df.iterrows():
         vals = []
         for key, _, f in cols:
             v = r[key]
             v = v / 1e9 if key in GIGA else v / 1e12 if key == "tensor_flops" else v
-            vals.append(f.format(v))
+            vals.append("yes" if v is True else "NO" if v is False else
+                        "-" if isinstance(v, float) and v != v else f.format(v))
         cells.append(vals)
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
@@ -79,33 +108,69 @@ def predict_cmd(
     seqlen_k: Annotated[int | None, typer.Option(help="key sequence length; default: seqlen")] = None,
     head_dim: Annotated[int, typer.Option(help="head dimension d")] = 128,
     dtype: Annotated[Dtype, typer.Option(help="input dtype")] = Dtype.bf16,
-    causal: Annotated[bool, typer.Option("--causal/--no-causal", help="causal mask")] = False,
+    causal: Annotated[str, typer.Option(
+        metavar="BOOL", help="causal mask: true|false|yes|no|1|0|both (alone: true)")] = "false",
+    causal_align: Annotated[CausalAlign, typer.Option(
+        help="causal diagonal when Nq != Nk: top-left (torch is_causal) or bottom-right "
+        "(FlashAttention 2.1+)")] = CausalAlign.top_left,
     direction: Annotated[Dir, typer.Option(help="forward, backward or both")] = Dir.fwd,
     hw: Annotated[str, typer.Option(help="profile name or path to a TOML")] = "h100-sxm5-80gb",
     schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 or 'all'")] = "all",
     fmt: Annotated[Fmt, typer.Option("--format", help="output format")] = Fmt.table,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="write the rows to a .csv or .json file instead")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="every column (wider than 120)")] = False,
 ) -> None:
     """Predict IO, work and time of every schedule for one attention problem."""
     import pandas as pd
 
+    from .sweep import check_writable, parse_bool
+
+    if output is not None:
+        check_writable(output, (".csv", ".json"))
     profile = hardware.load(hw)
-    frames = []
+    parts = []
     for d in directions(direction.value):
-        p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
-                    seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=causal, direction=d)
-        frames.append(predict(p, profile, parse_schedules(schedule)))
-    df = pd.concat(frames, ignore_index=True)
-    if fmt is Fmt.json:
+        for c in parse_bool(causal):
+            p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
+                        seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=c,
+                        causal_align=causal_align, direction=d)
+            parts.append(predict(p, profile, parse_schedules(schedule)))
+    df = pd.concat(parts, ignore_index=True)
+    if output is not None:
+        try:
+            if output.suffix.lower() == ".json":
+                output.write_text(df.to_json(orient="records", indent=1))
+            else:
+                df.to_csv(output, index=False)
+        except OSError as e:
+            raise InputError(f"cannot write {output}: {e.strerror or e}") from None
+        typer.echo(f"wrote {len(df)} rows to {output}")
+        for part in parts:
+            for s, why in part.attrs["skipped"].items():
+                typer.echo(f"note: {s} not predicted: {why}", err=True)
+    elif fmt is Fmt.json:
         typer.echo(df.to_json(orient="records", indent=1))
     elif fmt is Fmt.csv:
         typer.echo(df.to_csv(index=False), nl=False)
     else:
-        for d, part in df.groupby("direction", sort=False):
+        for part in parts:
             p0 = part.iloc[0]
-            typer.echo(f"{profile.name}  {d}  B={p0.batch} H={p0.heads} KVH={p0.kv_heads} "
-                       f"Nq={p0.seqlen_q} Nk={p0.seqlen_k} d={p0.head_dim} {p0['dtype']} "
-                       f"causal={p0.causal}")
-            typer.echo(format_table(part))
+            align = f" ({p0.causal_align})" if p0.causal and p0.seqlen_q != p0.seqlen_k else ""
+            typer.echo(f"{profile.name}  {p0.direction}  B={p0.batch} H={p0.heads} "
+                       f"KVH={p0.kv_heads} Nq={p0.seqlen_q} Nk={p0.seqlen_k} d={p0.head_dim} "
+                       f"{p0['dtype']} causal={p0.causal}{align}")
+            typer.echo(format_table(part, wide))
+            for s, why in part.attrs["skipped"].items():
+                typer.echo(f"  {s}: not predicted: {why}")
+            for _, r in part[~part.fits].iterrows():
+                typer.echo(f"  {r.schedule}: cannot run: its tensors need "
+                           f"{r.hbm_footprint_bytes / 1e9:,.1f} GB of HBM, over "
+                           f"{profile.name}'s {profile.hbm_capacity_bytes / 1e9:,.1f} GB")
+            if (part.backing == "hypothetical").any():
+                names = ", ".join(part.schedule[part.backing == "hypothetical"])
+                typer.echo(f"  {names}: hypothetical: no kernel, here or published, runs "
+                           f"this dtype/head_dim/direction on this GPU; the model's numbers only")
 
 
 @app.command("sweep")
@@ -117,7 +182,8 @@ def sweep_cmd(
     heads: Annotated[str, typer.Option(help="query heads")] = "32",
     kv_heads: Annotated[str | None, typer.Option(help="K/V heads; default: heads")] = None,
     dtype: Annotated[str, typer.Option(help="comma list of fp16,bf16,fp8_e4m3,fp32")] = "bf16",
-    causal: Annotated[str, typer.Option(help="true, false or both")] = "false",
+    causal: Annotated[str, typer.Option(
+        metavar="BOOL", help="true|false|yes|no|1|0 or both (alone: true)")] = "false",
     direction: Annotated[str, typer.Option(help="fwd, bwd or both")] = "fwd",
     schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 or 'all'")] = "all",
     hw: Annotated[str, typer.Option(help="comma list of profile names or TOML paths")] = "h100-sxm5-80gb",
@@ -125,8 +191,9 @@ def sweep_cmd(
         "--set", help="what-if hardware FIELD=VALUES, e.g. smem_per_sm_bytes=262144,458752 "
         "or efficiency.hbm=0.8,0.9 (repeatable)")] = None,
     output: Annotated[str, typer.Option("--output", "-o", help=".csv, or .parquet/.pq")] = "sweep.csv",
-    progress: Annotated[bool, typer.Option("--progress/--no-progress",
-                                           help="progress bar on stderr (default: when a terminal)")] = True,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress",
+        help="progress bar on stderr, also when piped (default: only on a terminal)")] = None,
 ) -> None:
     """Sweep a grid of problems, schedules and (what-if) hardware; write one row per point."""
     import time
@@ -138,7 +205,7 @@ def sweep_cmd(
             "heads": heads, "kv_heads": kv_heads, "dtype": dtype, "causal": causal,
             "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or [])}
     t0 = time.perf_counter()
-    res = sweep_result(grid, progress=None if progress else False)
+    res = sweep_result(grid, progress=progress)
     if res.rows.empty:
         fail("no point of the grid could be planned:\n" + res.summary())
     path = write(res.rows, output)
@@ -168,11 +235,14 @@ def hw_show(name: Annotated[str, typer.Argument(help="profile name or path")]) -
 
 @app.command("bench")
 def bench_cmd(
-    out: Annotated[Path, typer.Option("-o", "--out", help="CSV to append rows to")],
+    out: Annotated[Path, typer.Option("-o", "--output", "--out", help="CSV to append rows to")],
     schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 (fa3: Hopper)")] = "naive,fa1,fa2",
     seqlen: Annotated[str, typer.Option(help="N values: a,b | a..b (powers of 2) | a..b:step")] = "512..16384",
     head_dim: Annotated[str, typer.Option(help="d values")] = "64,128,256",
-    causal: Annotated[str, typer.Option(help="true, false or both")] = "both",
+    causal: Annotated[str, typer.Option(
+        metavar="BOOL", help="true|false|yes|no|1|0 or both (alone: true)")] = "both",
+    causal_align: Annotated[CausalAlign, typer.Option(
+        help="causal diagonal when Nq != Nk: top-left or bottom-right")] = CausalAlign.top_left,
     dtype: Annotated[str, typer.Option(help="comma list of bf16,fp16")] = "bf16",
     batch: Annotated[str | None, typer.Option(help="batch values; default 16384/N")] = None,
     heads: Annotated[str | None, typer.Option(help="head values; default 2048/d")] = None,
@@ -181,6 +251,9 @@ def bench_cmd(
     ncu: Annotated[bool, typer.Option("--ncu", help="profile DRAM bytes with Nsight Compute")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="skip points already in the file")] = False,
     hw: Annotated[str | None, typer.Option(help="profile for predictions; default: detected")] = None,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress",
+        help="progress bar on stderr, also when piped (default: only on a terminal)")] = None,
     direction: Annotated[Dir, typer.Option(help="forward, backward (dQ, dK, dV) or both")] = Dir.fwd,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
@@ -201,11 +274,13 @@ def bench_cmd(
                             for di in directions(direction.value):
                                 problems.append(Problem(batch=b, heads=h, kv_heads=kv_heads,
                                                         seqlen_q=n, head_dim=d, dtype=dt,
-                                                        causal=c, direction=di))
+                                                        causal=c, causal_align=causal_align,
+                                                        direction=di))
     if not out.parent.exists():
         raise InputError(f"-o {out}: directory {out.parent} does not exist")
     profile = hardware.load(hw) if hw else None
-    df = bench.run(problems, scheds, peers == "torch", out, profile, resume, ncu)
+    df = bench.run(problems, scheds, peers == "torch", out, profile, resume, ncu,
+                   progress=progress)
     ok = df[df.status == "ok"] if "status" in df else df
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 
@@ -287,7 +362,33 @@ def _register_report() -> None:
 _register_report()
 
 
-def main() -> None:
+# Problem's fields by the option that sets them, for messages that name what the user typed
+OPTION_OF_FIELD = {"seqlen_q": "--seqlen", "seqlen_k": "--seqlen-k", "head_dim": "--head-dim",
+                   "kv_heads": "--kv-heads", "batch": "--batch", "heads": "--heads",
+                   "dtype": "--dtype", "causal_align": "--causal-align"}
+BOOL_OPTIONS = ("--causal",)  # take a value in the one boolean grammar; alone they mean true
+
+
+def bare_flags(argv: list[str]) -> list[str]:
+    """`--causal` alone is `--causal true` and `--no-causal` is `--causal false`, so that the flag
+    spelling and the value spelling (true/false/yes/no/1/0/both) work in every command."""
+    from .sweep import FALSE_WORDS, TRUE_WORDS
+
+    words = {*TRUE_WORDS, *FALSE_WORDS, "both"}
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        if a in [f"--no-{o[2:]}" for o in BOOL_OPTIONS]:
+            out += ["--" + a[5:], "false"]
+            continue
+        out.append(a)
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if a in BOOL_OPTIONS and (nxt is None or not all(
+                w.strip().lower() in words for w in nxt.split(","))):
+            out.append("true")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one line and exit status 2, never a traceback."""
     from pydantic import ValidationError
 
@@ -295,16 +396,20 @@ def main() -> None:
         print(f"error: {msg}", file=sys.stderr)
         sys.exit(2)
 
+    args = bare_flags(list(sys.argv[1:] if argv is None else argv))
     try:
-        rv = app(standalone_mode=False)
+        rv = app(args=args, prog_name="iosim", standalone_mode=False)
     except InputError as e:
         bad(str(e))
     except ValidationError as e:
         err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
+        loc = ".".join(OPTION_OF_FIELD.get(str(x), str(x)) for x in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         bad(f"{loc}: {msg}" if loc else msg)
     except Exception as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # `iosim`, `iosim hw`: the help, no error
+            print(e.format_message() if e.format_message().strip() else e.ctx.get_help())
+            sys.exit(0)
         if hasattr(e, "format_message") and getattr(e, "exit_code", 0) == 2:  # usage errors
             bad(" ".join(e.format_message().split()))
         if type(e).__name__ == "Abort":

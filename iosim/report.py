@@ -27,7 +27,6 @@ from typing import Annotated
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import plotly.io as pio
 import typer
 from plotly.colors import qualitative
@@ -114,11 +113,6 @@ def _fmt(v: float, unit: str, digits: int = 3) -> str:
     return f"{v:.{digits}g} {unit}".strip()
 
 
-def _sig(values, digits: int = 4) -> list:
-    """Numbers rounded to `digits` significant digits (a smaller page; the charts show 3)."""
-    return [None if v is None or not math.isfinite(v) else float(f"{v:.{digits}g}") for v in values]
-
-
 def _num(df: pd.DataFrame, *names: str) -> pd.Series:
     """The first of `names` that `df` has, as numbers (NaN where absent). After a join a predicted
     column is suffixed `_pred` when the measured file had it too: ask for both."""
@@ -132,25 +126,35 @@ def _num(df: pd.DataFrame, *names: str) -> pd.Series:
 
 
 def roof_profile(name: str) -> HardwareProfile:
-    """The profile whose peaks the roofline draws for hardware `name`: the calibrated one that
-    `iosim calibrate` writes beside it (hwprofiles/<name>.calibrated.toml) when there is one."""
-    calibrated = hardware.PROFILE_DIR / f"{name}.calibrated.toml"
-    return hardware.load(calibrated if calibrated.is_file() else name)
+    """The profile whose ceilings the roofline draws for GPU `name`: its calibrated profile
+    (hwprofiles/<name>.calibrated.toml, written by `iosim calibrate`) where one is shipped."""
+    from .validate import preferred
+
+    return preferred(name)
+
+
+def gpu_key(name: str) -> str:
+    """The GPU a row is on, whichever of its profiles predicted it: the menus' hardware."""
+    return canonical_hw(str(name)).removesuffix(".calibrated")
 
 
 def achievable(profile: HardwareProfile) -> dict[str, tuple[float, str]]:
     """The ceilings a real kernel can reach: datasheet peak x the profile's efficiency field,
-    each with a label saying so. The one place the report reads `efficiency`."""
-    e = profile.efficiency
-    src = "calibrated" if profile.provenance else "uncalibrated default"
-    out = {"hbm": (profile.hbm_bandwidth_bytes_per_s * e.hbm, f"efficiency.hbm {e.hbm:.2f}, {src}"),
-           "l2": (profile.l2_bandwidth_bytes_per_s * e.l2, f"efficiency.l2 {e.l2:.2f}, {src}")}
-    for d in profile.tensor_flops_per_s:
-        peak = profile.tensor_flops_per_s[d]
+    each with a label saying which field and whether it was measured, fitted or is a default.
+    The one place the report reads `efficiency`."""
+    e, prov = profile.efficiency, profile.provenance
+
+    def src(f: str) -> str:
+        how = next((k for k in ("measured", "fitted") if f"efficiency.{f}" in prov.get(k, "")),
+                   "calibrated profile's default" if prov else "datasheet profile's default")
+        return f"efficiency.{f} {getattr(e, f):.2f}, {how}"
+
+    out = {"hbm": (profile.hbm_bandwidth_bytes_per_s * e.hbm, src("hbm")),
+           "l2": (profile.l2_bandwidth_bytes_per_s * e.l2, src("l2"))}
+    for d, peak in profile.tensor_flops_per_s.items():
         if profile.has_wgmma:
-            out[f"wgmma {d}"] = (peak * e.tensor_wgmma, f"efficiency.tensor_wgmma {e.tensor_wgmma:.2f}, {src}")
-        out[f"mma.sync {d}"] = (peak * e.tensor_mma_sync,
-                                f"efficiency.tensor_mma_sync {e.tensor_mma_sync:.2f}, {src}")
+            out[f"wgmma {d}"] = (peak * e.tensor_wgmma, src("tensor_wgmma"))
+        out[f"mma.sync {d}"] = (peak * e.tensor_mma_sync, src("tensor_mma_sync"))
     return out
 
 
@@ -229,7 +233,9 @@ def variant_labels(df: pd.DataFrame) -> pd.Series:
 
 def _with_labels(df: pd.DataFrame, convention: bool) -> pd.DataFrame:
     df = normalize(df)
-    df["hw"] = df["hw"].map(canonical_hw)
+    if "profile" not in df.columns:  # the profile that predicted the row (sweeps: its hw)
+        df["profile"] = df["hw"].map(canonical_hw)
+    df["hw"] = df["hw"].map(gpu_key)
     df[SHAPE] = shape_labels(df, convention)
     df[VARIANT] = variant_labels(df)
     return df
@@ -419,67 +425,91 @@ def _visible(dims: dict, chosen: dict[str, str]) -> bool:
 
 # ---------------------------------------------------------------- figures
 
-HOVER_FIELDS = ["N", "BH", "bound", "time", "tflops", "pred_time", "schedule_note"]
+class Figure:
+    """A plotly figure as plain dicts (`data`: traces, `layout`): plotly's validation of
+    thousands of traces would cost seconds, and the page needs none of it."""
+
+    def __init__(self) -> None:
+        self.data: list[dict] = []
+        self.layout: dict = {}
+
+    def add(self, **trace) -> None:
+        self.data.append({"type": "scatter", **trace})
 
 
-def _hover_rows(df: pd.DataFrame, kind: str) -> list[list]:
+def _sig(values, digits: int = 4) -> list:
+    """Numbers rounded to `digits` significant digits (a smaller page; the charts show 3), None
+    where not finite."""
+    a = np.asarray(values, dtype=float)
+    out = a.copy()
+    ok = np.isfinite(a) & (a != 0)
+    e = np.floor(np.log10(np.abs(a[ok]))) - (digits - 1)  # a = m x 10^e, m with `digits` digits
+    up, v = e >= 0, a[ok]
+    r = np.where(up, np.round(v / 10.0 ** np.maximum(e, 0)) * 10.0 ** np.maximum(e, 0),
+                 np.round(v * 10.0 ** np.maximum(-e, 0)) / 10.0 ** np.maximum(-e, 0))
+    out[ok] = r
+    return [x if math.isfinite(x) else None for x in out.tolist()]
+
+
+def _hover_columns(df: pd.DataFrame, kind: str) -> list[list]:
     """customdata per point: [N, "B=.. H=..", bound, time ms, TFLOP/s]; N first, for the N menu."""
-    if kind == "measured":
-        time, tf = _num(df, "time_ms"), _num(df, "tflops")
-    else:
-        time, tf = _num(df, "time_pred_ms"), _num(df, "tflops_pred")
-    bound = df["bound"].astype(str).replace("nan", "–") if "bound" in df.columns else pd.Series("–", index=df.index)
-    bh = "B=" + df.batch.astype(str) + " H=" + df.heads.astype(str)
+    time = _num(df, "time_ms" if kind == "measured" else "time_pred_ms")
+    tf = _num(df, "tflops" if kind == "measured" else "tflops_pred")
+    bound = df["bound"].fillna("–").astype(str) if "bound" in df.columns else ["–"] * len(df)
+    bh = "B=" + df["batch"].astype(str) + " H=" + df["heads"].astype(str)
     return [list(r) for r in zip(df[N].astype(str), bh, bound, _sig(time), _sig(tf), strict=True)]
 
 
-def _series(fig: go.Figure, df: pd.DataFrame, chosen: dict[str, str], *, x: str, y: str, kind: str,
+def _series(fig: Figure, df: pd.DataFrame, chosen: dict[str, str], *, x: str, y: str, kind: str,
             label: str = "", symbol: str | None = None, dash: str | None = None,
             mode: str = "lines+markers", legend: bool = True, extra: str = "",
-            variant_dim: bool = True, shapes: bool = True) -> None:
-    """One trace per (configuration, variant, shape, schedule): `df[x]` against `df[y]` in N order,
-    hollow when `kind` is "predicted", filled otherwise."""
-    df = df[df[x].notna() & df[y].notna() & np.isfinite(df[x]) & np.isfinite(df[y])]
+            variant_dim: bool = True, shapes: bool = True, order: str = N) -> None:
+    """One trace per (configuration, variant, shape, schedule): `df[x]` against `df[y]` in the
+    order of `order`, hollow when `kind` is "predicted", filled otherwise."""
+    xv, yv = pd.to_numeric(df[x], errors="coerce"), pd.to_numeric(df[y], errors="coerce")
+    df = df[np.isfinite(xv) & np.isfinite(yv)]
     if df.empty:
         return
-    variants = _order(df[VARIANT]) if VARIANT in df.columns else [STOCK]
     keys = [*MENU_DIMS, VARIANT, SHAPE, "schedule"]
-    for key, g in df.groupby(keys, sort=True):
+    df = df.sort_values([*keys, order], kind="stable")
+    xs, ys, cd = _sig(df[x]), _sig(df[y]), _hover_columns(df, kind)
+    variants = _order(df[VARIANT])
+    for key, idx in df.groupby(keys, sort=False).indices.items():
         conf = dict(zip(keys, key, strict=True))
         sched, var = str(conf["schedule"]), str(conf[VARIANT])
         meta = {d: _s(conf[d]) for d in MENU_DIMS}
         if variant_dim and kind == "predicted":
             meta[VARIANT] = var
-        g = g.sort_values(N)
         name = " · ".join(filter(None, [f"{sched} {label}".strip(), conf[SHAPE] if shapes else "",
                                         var if len(variants) > 1 or var != STOCK else ""]))
-        c = _shade(color(sched), variants.index(var), len(variants)) if var in variants else color(sched)
+        c = _shade(color(sched), variants.index(var), len(variants))
         head = (f"<b>{html.escape(name)}</b><br>{conf['hw']} {conf['direction']} d={conf['head_dim']} "
-                f"{conf['dtype']}{' causal' if str(conf['causal']) == 'True' else ''}")
-        fig.add_trace(go.Scatter(
-            x=_sig(g[x].astype(float)), y=_sig(g[y].astype(float)), mode=mode, name=name,
-            legendgroup=name, showlegend=legend, visible=_visible(meta, chosen),
-            marker={"symbol": symbol or (PRED if kind == "predicted" else MEAS), "size": 8, "color": c,
-                    "line": {"width": 1.5, "color": c}},
-            line={"dash": dash or ("dash" if kind == "predicted" else "solid"), "width": 1.5, "color": c},
-            customdata=_hover_rows(g, kind),
-            hovertemplate=(head + "<br>N=%{customdata[0]} %{customdata[1]}<br>" + extra
-                           + f"{kind} %{{customdata[3]}} ms, %{{customdata[4]}} TFLOP/s<br>"
-                           "model's bound: %{customdata[2]}<extra></extra>"),
-            meta={"dims": meta, "kind": kind, "schedule": sched},
-        ))
+                f"{conf['dtype']}{' causal' if _s(conf['causal']) == 'True' else ''}")
+        fig.add(x=[xs[i] for i in idx], y=[ys[i] for i in idx], mode=mode, name=name, legendgroup=name,
+                showlegend=legend, visible=_visible(meta, chosen),
+                marker={"symbol": symbol or (PRED if kind == "predicted" else MEAS), "size": 8,
+                        "color": c, "line": {"width": 1.5, "color": c}},
+                line={"dash": dash or ("dash" if kind == "predicted" else "solid"), "width": 1.5, "color": c},
+                customdata=[cd[i] for i in idx],
+                hovertemplate=(head + "<br>N=%{customdata[0]} %{customdata[1]}<br>" + extra
+                               + f"{kind} %{{customdata[3]}} ms, %{{customdata[4]}} TFLOP/s<br>"
+                               "model's bound: %{customdata[2]}<extra></extra>"),
+                meta={"dims": meta, "kind": kind, "schedule": sched})
 
 
-def _layout(fig: go.Figure, title: str, xt: str, yt: str, *, xlog: bool = True, ylog: bool = True,
-            points: bool = True, xunit: str = "", yunit: str = "", titles: dict | None = None) -> go.Figure:
-    fig.update_layout(
-        title=title, height=560, template="plotly_white", hovermode="closest",
-        legend={"font": {"size": 11}, "groupclick": "togglegroup"},
-        meta={"point_dims": [N] if points else [], "titles": titles or {}},
-        xaxis={"title": {"text": xt}, "type": "log" if xlog else "linear", "exponentformat": "SI",
-               "ticksuffix": xunit},
-        yaxis={"title": {"text": yt}, "type": "log" if ylog else "linear", "exponentformat": "SI",
-               "ticksuffix": yunit})
+TEMPLATE = pio.templates["plotly_white"].to_plotly_json()
+
+
+def _layout(fig: Figure, title: str, xt: str, yt: str, *, xlog: bool = True, ylog: bool = True,
+            points: bool = True, xunit: str = "", yunit: str = "", titles: dict | None = None) -> Figure:
+    fig.layout = {
+        "title": {"text": title}, "height": 560, "template": TEMPLATE, "hovermode": "closest",
+        "legend": {"font": {"size": 11}, "groupclick": "togglegroup"},
+        "meta": {"point_dims": [N] if points else [], "titles": titles or {}},
+        "xaxis": {"title": {"text": xt}, "type": "log" if xlog else "linear", "exponentformat": "SI",
+                  "ticksuffix": xunit},
+        "yaxis": {"title": {"text": yt}, "type": "log" if ylog else "linear", "exponentformat": "SI",
+                  "ticksuffix": yunit}}
     return fig
 
 
@@ -565,12 +595,12 @@ def _roofs(profiles: dict[str, HardwareProfile], data: Data) -> list[dict]:
     return roofs
 
 
-def roofline_figure(data: Data, profiles: dict[str, HardwareProfile], chosen: dict[str, str]) -> go.Figure:
+def roofline_figure(data: Data, profiles: dict[str, HardwareProfile], chosen: dict[str, str]) -> Figure:
     """Attained tensor FLOP/s against tensor FLOP per byte, each point placed twice: by its DRAM
     bytes (circles: the L2-aware estimate, or Nsight Compute's bytes for measured rows) and by its
     L2 bytes (diamonds: the two-level count of every tile), under the roofs of the chosen hardware
     (and variant): datasheet and achievable bandwidths, tensor ceilings, SFU ceiling per d."""
-    fig = go.Figure()
+    fig = Figure()
     p = data.pred.copy()
     p["ai_dram"] = p["tensor_flops"] / (p["dram_read_bytes"] + p["dram_write_bytes"])
     p["ai_l2"] = p["tensor_flops"] / (p["hbm_read_bytes_2level"] + p["hbm_write_bytes_2level"])
@@ -600,10 +630,10 @@ def roofline_figure(data: Data, profiles: dict[str, HardwareProfile], chosen: di
             ys = [x * r["rate"] / 1e12 for x in xs]
         else:
             xs, ys = [lo, hi], [r["rate"] / 1e12] * 2
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=r["label"], line=r["style"],
+        fig.add(x=xs, y=ys, mode="lines", name=r["label"], line=r["style"],
                                  hovertemplate=html.escape(f"{r['label']}: {r['hover']}") + "<extra></extra>",
                                  visible=_visible(r["dims"], chosen),
-                                 meta={"roof": r["kind"], "rate": r["rate"], "dims": r["dims"]}))
+                                 meta={"roof": r["kind"], "rate": r["rate"], "dims": r["dims"]})
     for frame, kind in ((p, "predicted"), (m, "measured")):
         if len(frame):
             _series(fig, frame, chosen, x="ai_dram", y="tf", kind=kind, label=kind, shapes=data.shapes_vary,
@@ -630,9 +660,9 @@ def _for_join(pred: pd.DataFrame) -> pd.DataFrame:
     return _stock(pred).drop(columns=[SHAPE, VARIANT])
 
 
-def io_figure(data: Data, chosen: dict[str, str]) -> go.Figure:
+def io_figure(data: Data, chosen: dict[str, str]) -> Figure:
     """Bytes against N: the papers' two-level count, the L2-aware DRAM estimate, and ncu's."""
-    fig = go.Figure()
+    fig = Figure()
     p = data.pred.copy()
     p["two"] = p["hbm_read_bytes_2level"] + p["hbm_write_bytes_2level"]
     p["l2"] = p["dram_read_bytes"] + p["dram_write_bytes"]
@@ -655,18 +685,18 @@ def io_figure(data: Data, chosen: dict[str, str]) -> go.Figure:
         dims = {d: _s(v) for d, v in zip(MENU_DIMS, key, strict=True)}
         for power, name in ((2, "∝ N² (naive Θ(Nd+N²); FlashAttention Θ(N²d²/M))"),
                             (1, "∝ N (compulsory Θ(Nd))")):
-            fig.add_trace(go.Scatter(
+            fig.add(
                 x=[ns[0], ns[-1]], y=[y0, y0 * (ns[-1] / ns[0]) ** power], mode="lines", name=name,
                 legendgroup=name, line={"color": "#bbb", "dash": "dot", "width": 1}, hoverinfo="name",
-                visible=_visible(dims, chosen), meta={"guide": power, "dims": dims}))
+                visible=_visible(dims, chosen), meta={"guide": power, "dims": dims})
     return _layout(fig, "IO against N", "sequence length N (tokens)", "bytes moved to/from DRAM",
                    points=False, yunit="B")
 
 
-def time_figure(data: Data, chosen: dict[str, str], metric: str = "time") -> go.Figure:
+def time_figure(data: Data, chosen: dict[str, str], metric: str = "time") -> Figure:
     """Predicted (hollow, dashed) and measured (filled, solid, torch's backends included) time or
     TFLOP/s against N. TFLOP/s lines up problems of different (batch, heads) splits."""
-    fig = go.Figure()
+    fig = Figure()
     yp, ym = ("time_pred_ms", "time_ms") if metric == "time" else ("tflops_pred", "tflops")
     sv = data.shapes_vary
     _series(fig, data.pred, chosen, x=N, y=yp, kind="predicted", label="predicted", shapes=sv)
@@ -681,10 +711,10 @@ def time_figure(data: Data, chosen: dict[str, str], metric: str = "time") -> go.
                    ylog=False, points=False)
 
 
-def accuracy_figure(data: Data, chosen: dict[str, str]) -> go.Figure:
+def accuracy_figure(data: Data, chosen: dict[str, str]) -> Figure:
     """Predicted against measured time, per schedule: the cycle-approximate model (circles) and
     the roofline (crosses), with y = x."""
-    fig = go.Figure()
+    fig = Figure()
     j = data.joined
     if len(j):
         j = j[(j["status"] == "ok") & _num(j, "time_pred_ms_pred", "time_pred_ms").notna() & (j["time_ms"] > 0)]
@@ -693,8 +723,8 @@ def accuracy_figure(data: Data, chosen: dict[str, str]) -> go.Figure:
                      time_roofline=_num(j, "time_roofline_ms_pred", "time_roofline_ms"))
         v = pd.concat([j["time_ms"], j["time_pred_ms"], j["time_roofline"]]).dropna()
         lo, hi = v[v > 0].min() / 1.5, v.max() * 1.5
-        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x (exact)",
-                                 line={"color": "black", "dash": "dot", "width": 1}, meta={"guide": "y=x"}))
+        fig.add(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x (exact)",
+                                 line={"color": "black", "dash": "dot", "width": 1}, meta={"guide": "y=x"})
         _series(fig, j, chosen, x="time_ms", y="time_pred_ms", kind="measured", mode="markers",
                 label="cycle model", extra="predicted %{y:.3g} ms (cycle model)<br>")
         _series(fig, j, chosen, x="time_ms", y="time_roofline", kind="measured", mode="markers",
@@ -703,7 +733,7 @@ def accuracy_figure(data: Data, chosen: dict[str, str]) -> go.Figure:
                    xunit=" ms", yunit=" ms")
 
 
-def whatif_figures(data: Data, chosen: dict[str, str]) -> list[go.Figure]:
+def whatif_figures(data: Data, chosen: dict[str, str]) -> list[Figure]:
     """Predicted time against each swept hardware field, at the largest N of each configuration;
     one series per schedule and value of the other swept fields."""
     w = data.whatif
@@ -720,13 +750,9 @@ def whatif_figures(data: Data, chosen: dict[str, str]) -> list[go.Figure]:
         p[VARIANT] = p[VARIANT].replace("", STOCK)
         first = p.groupby(MENU_DIMS)[SHAPE].transform("first")
         p = p[p[SHAPE] == first]
-        fig = go.Figure()
-        _series(fig, p, chosen, x="x", y="time_pred_ms", kind="predicted", variant_dim=False,
+        fig = Figure()
+        _series(fig, p, chosen, x="x", y="time_pred_ms", kind="predicted", variant_dim=False, order="x",
                 shapes=data.shapes_vary, extra=f"{col[4:]} = %{{x:.4s}}<br>")
-        for t in fig.data:  # order points by the swept value, not by N
-            order = np.argsort(t.x)
-            t.x, t.y = [t.x[i] for i in order], [t.y[i] for i in order]
-            t.customdata = [t.customdata[i] for i in order]
         unit = _unit(col[4:])
         figs.append(_layout(fig, f"What-if: predicted time against {col[4:]}",
                             f"{col[4:]} (hardware field)", "predicted time per call", xlog=False,
@@ -842,22 +868,25 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}td:last-child{text-
 .note{color:#666}.thin{background:#fff8e0;border:1px solid #e8d9a0;padding:.4em .8em}"""
 
 
-def _fig_html(fig: go.Figure, i: int) -> str:
-    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"iosim-fig-{i}",
+def _fig_html(fig: Figure, i: int) -> str:
+    return pio.to_html({"data": fig.data, "layout": fig.layout}, full_html=False, include_plotlyjs=False,
+                       div_id=f"iosim-fig-{i}", validate=False,
                        config={"displaylogo": False, "responsive": True})
 
 
 def _header(profiles: dict[str, HardwareProfile], sources: Sequence[str], data: Data) -> str:
     prof = []
-    for p in profiles.values():
+    for gpu, p in profiles.items():
         ach = achievable(p)
         tensor = ", ".join(f"{k} {_fmt(v, 'FLOP/s')}" for k, v in p.tensor_flops_per_s.items())
-        reach = ", ".join(f"{k} {_fmt(v, 'FLOP/s' if k not in ('hbm', 'l2') else 'B/s')}"
-                          for k, (v, _) in ach.items())
-        prof.append(f"<li><b>{html.escape(p.name)}</b> ({html.escape(p.gpu_name)}), datasheet: HBM "
+        reach = ", ".join(f"{k} {_fmt(v, 'B/s' if k in ('hbm', 'l2') else 'FLOP/s')}" for k, (v, _) in ach.items())
+        used = data.pred.loc[data.pred["hw"] == gpu, "profile"].value_counts()
+        made = ", ".join(f"{html.escape(str(k))} ({v:,} rows)" for k, v in used.items())
+        prof.append(f"<li><b>{html.escape(gpu)}</b> ({html.escape(p.gpu_name)}). Datasheet: HBM "
                     f"{_fmt(p.hbm_bandwidth_bytes_per_s, 'B/s')}, L2 {_fmt(p.l2_bandwidth_bytes_per_s, 'B/s')}, "
-                    f"tensor {tensor}, SFU {_fmt(p.sfu_exp_per_s, 'exp/s')}. Achievable ({html.escape(ach['hbm'][1].split(', ')[1])} "
-                    f"efficiency): {reach}.</li>")
+                    f"tensor {tensor}, SFU {_fmt(p.sfu_exp_per_s, 'exp/s')}. Achievable (from "
+                    f"<code>{html.escape(p.name)}</code>: {html.escape(p.describe())}): {reach}. "
+                    f"Predictions drawn made with: {made}.</li>")
     files = "".join(f"<li><code>{html.escape(s)}</code></li>" for s in sources)
     bad = int((data.meas["status"] != "ok").sum()) if len(data.meas) else 0
     thin = ""
@@ -866,11 +895,12 @@ def _header(profiles: dict[str, HardwareProfile], sources: Sequence[str], data: 
                 f"{data.total_pred:,} predicted rows and {len(data.meas):,} of {data.total_meas:,} "
                 f"measured rows: {'; '.join(html.escape(n) for n in data.notes)}. Every row is in the "
                 "data files.</p>")
+    fresh = " (measured problems predicted afresh with today's model)" if data.total_meas else ""
     return (f"<header><h1>iosim report</h1><p>Made by iosim {__version__}: {data.total_pred:,} predicted "
-            f"rows ({', '.join(_order(data.pred['schedule']))}; measured problems predicted afresh), "
+            f"rows ({', '.join(_order(data.pred['schedule']))}){fresh}, "
             f"{data.total_meas:,} measured rows" + (f" ({bad} not ok, left out)" if bad else "")
             + ". Predicted points are hollow, measured filled.</p>" + thin
-            + f"<p>Profiles:</p><ul>{''.join(prof)}</ul><p>Data files:</p><ul>{files}</ul></header>")
+            + f"<p>Hardware:</p><ul>{''.join(prof)}</ul><p>Data files:</p><ul>{files}</ul></header>")
 
 
 def _filters(options: dict[str, list[str]], chosen: dict[str, str], combos: list[dict]) -> str:
@@ -915,7 +945,7 @@ def build_html(data: Data, profiles: dict[str, HardwareProfile], sources: Sequen
     sections: list[str] = []
     count = iter(range(10_000))
 
-    def section(title: str, note: str, figs: list[go.Figure], extra: str = "") -> None:
+    def section(title: str, note: str, figs: list[Figure], extra: str = "") -> None:
         body = "".join(_fig_html(f, next(count)) for f in figs)
         sections.append(f"<section><h2>{title}</h2><p class='note'>{note}</p>{body}{extra}</section>")
 
@@ -968,8 +998,11 @@ def write_report(pred: Sequence[pd.DataFrame] | pd.DataFrame, measured: Sequence
             profiles[name] = roof_profile(name)  # InputError names the available profiles
     profiles = {k: v for k, v in profiles.items() if k in set(data.pred["hw"])}
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(build_html(data, profiles, sources), encoding="utf-8")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(build_html(data, profiles, sources), encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {out}: {e.strerror or e}") from None
     return out
 
 
@@ -982,6 +1015,9 @@ def report_command(
         "that name, e.g. a calibrated profile (repeatable; default: each hw in the data)")] = None,
 ) -> None:
     """Write one self-contained HTML report (roofline, IO and time against N, accuracy, what-if)."""
+    from .sweep import check_writable
+
+    check_writable(output, (".html", ".htm"))  # before any work: a bad -o is one line
     preds, meas = [], []
     for f in files:
         df = read_rows(f)
