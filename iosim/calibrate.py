@@ -243,7 +243,7 @@ def transfer(fitted: HardwareProfile, target: HardwareProfile, source_file: str)
             data[table][key] = get(fitted, f)
         else:
             data[key] = get(fitted, f)
-    data["name"] = f"{target.name}.calibrated"
+    data["name"] = f"{target.name.removesuffix('.calibrated')}.calibrated"
     data["provenance"] = dict(fitted.provenance, transferred_from=f"{fitted.name} ({source_file}), "
                               f"not refitted on {target.name}")
     data["sources"] = dict(data["sources"], **_fitted_sources(f"{fitted.name}'s fit ({source_file})"))
@@ -304,7 +304,7 @@ def calibrate(paths: Sequence[str | Path], hw: HardwareProfile, out: Path,
         for target in transfer_to:
             t = transfer(f.profile, target, str(out))
             (out.parent / f"{t.name}.toml").write_text(to_toml(
-                t, f"{target.name}'s datasheet with the parameters fitted in {out} (not refitted), made by:\n  {cmd}"
+                t, f"{t.name.removesuffix('.calibrated')}'s datasheet with the parameters fitted in {out} (not refitted), made by:\n  {cmd}"
                    + "".join(f" --transfer-to {x.name}" for x in transfer_to)))
     except OSError as e:
         raise InputError(f"-o {out}: cannot write ({e.strerror})") from None

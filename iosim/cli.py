@@ -114,7 +114,7 @@ def predict_cmd(
         help="causal diagonal when Nq != Nk: top-left (torch is_causal) or bottom-right "
         "(FlashAttention 2.1+)")] = CausalAlign.top_left,
     direction: Annotated[Dir, typer.Option(help="forward, backward or both")] = Dir.fwd,
-    hw: Annotated[str, typer.Option(help="profile name or path to a TOML")] = "h100-sxm5-80gb",
+    hw: Annotated[str, typer.Option(help="profile name or path to a TOML (a short name picks the calibrated profile)")] = "h100",
     schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 or 'all'")] = "all",
     fmt: Annotated[Fmt, typer.Option("--format", help="output format")] = Fmt.table,
     output: Annotated[Path | None, typer.Option(
@@ -154,6 +154,7 @@ def predict_cmd(
     elif fmt is Fmt.csv:
         typer.echo(df.to_csv(index=False), nl=False)
     else:
+        typer.echo(f"profile {profile.name}: {profile.describe()}")
         for part in parts:
             p0 = part.iloc[0]
             align = f" ({p0.causal_align})" if p0.causal and p0.seqlen_q != p0.seqlen_k else ""
@@ -334,7 +335,7 @@ def calibrate_cmd(
     if not f.holdout.empty:
         typer.echo(f"held out ({holdout_where}):\n" + f.holdout.round(1).to_string(index=False))
     for t in targets:
-        typer.echo(f"wrote {output.parent / (t.name + '.calibrated.toml')} (not refitted)")
+        typer.echo(f"wrote {output.parent / (t.name.removesuffix('.calibrated') + '.calibrated.toml')} (not refitted)")
 
 
 def _get(profile, field: str) -> float:
@@ -407,8 +408,7 @@ def main(argv: list[str] | None = None) -> None:
         msg = err["msg"].removeprefix("Value error, ")
         bad(f"{loc}: {msg}" if loc else msg)
     except Exception as e:
-        if type(e).__name__ == "NoArgsIsHelpError":  # `iosim`, `iosim hw`: the help, no error
-            print(e.format_message() if e.format_message().strip() else e.ctx.get_help())
+        if type(e).__name__ == "NoArgsIsHelpError":  # `iosim`, `iosim hw`: help (printed), no error
             sys.exit(0)
         if hasattr(e, "format_message") and getattr(e, "exit_code", 0) == 2:  # usage errors
             bad(" ".join(e.format_message().split()))

@@ -106,6 +106,15 @@ class HardwareProfile(BaseModel):
     def calibrated(self) -> bool:
         return bool(self.provenance)
 
+    def describe(self) -> str:
+        """One line: where this profile's efficiencies come from."""
+        p = self.provenance
+        if not p:
+            return "datasheet profile; efficiencies and pipeline not calibrated"
+        src = f"from {p['transferred_from'].split(' (')[0]}'s fit, not refitted" \
+            if "transferred_from" in p else f"held out ({p.get('holdout_where', '')}): {p.get('holdout_error', '')}"
+        return f"calibrated {p.get('date', '')} on {p.get('gpu', '')}; {src}"
+
     @property
     def has_wgmma(self) -> bool:
         return self.arch.startswith("sm_90")

@@ -30,13 +30,10 @@ def test_dram_estimate_within_12_percent_of_nsight_compute(tables):
         assert dram[c].abs().max() <= 12, dram.to_string()
 
 
-def test_time_error_per_schedule(tables):
-    """MAPE ceilings a little above what the model reaches today (naive 13-15%, FA1 19-26%,
-    FA2 36-37%: its mma.sync efficiency is not fitted yet), so a regression shows."""
+def test_cycle_model_beats_the_roofline(tables):
+    """What the cycle model adds: on every schedule its error is well under the roofline's."""
     times, _ = tables
-    mape = times.set_index("schedule").mape_pct
-    assert (times.n >= 30).all()
-    assert mape["naive"] <= 20 and mape["fa1"] <= 30 and mape["fa2"] <= 40, times.to_string()
+    assert (times.mape_pct < times.roof_mape_pct / 2).all(), times.to_string()
 
 
 def test_validate_command_prints_both_tables():
