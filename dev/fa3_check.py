@@ -11,6 +11,8 @@ descriptor), LSE wrong at Q Kᵀ or the mask; the rows/columns that are wrong, m
 point at a swizzle or fragment layout. Exit status 1 if any problem fails.
 --sass: compile the d=128 Plan's kernel with nvcc and count its HGMMA / TMA / setmaxnreg
 instructions (cuobjdump), to show the Hopper paths are really there.
+--tiles: check, then time tile variants (block_m, block_n, stages, ping-pong) beside the Plan's
+choice at N = 8192, bf16, batch 2, heads 2048/d (bench's timer: L2 flushed, median).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from iosim.gpu.compile import define_options, kernel_path, nvcc_arch_options  # 
 from iosim.gpu.launch import Launcher  # noqa: E402
 from iosim.hardware import load  # noqa: E402
 from iosim.problem import Problem  # noqa: E402
-from iosim.schedules import plan  # noqa: E402
+from iosim.schedules import Tiles, plan  # noqa: E402
 
 CASES = [  # (batch, heads, kv_heads, Nq, Nk, d, causal, align)
     (1, 1, 1, 128, 128, 64, False, "top-left"), (1, 1, 1, 128, 128, 128, False, "top-left"),
@@ -114,6 +116,38 @@ def check(hw, case, dtype: str) -> bool:
     return ok
 
 
+VARIANTS = [  # (d, causal, block_m, block_n, stages, pingpong)
+    (128, False, 128, 128, 2, 1), (128, False, 128, 176, 2, 1), (128, False, 128, 128, 2, 0),
+    (128, False, 128, 128, 3, 1), (128, True, 128, 128, 2, 1), (128, True, 128, 176, 2, 1),
+    (64, False, 192, 128, 2, 0), (64, False, 128, 128, 2, 1), (64, False, 192, 128, 3, 0),
+    (64, True, 192, 128, 2, 0), (64, True, 128, 128, 2, 1),
+    (256, False, 128, 80, 2, 1), (256, False, 128, 64, 2, 1), (256, True, 128, 80, 2, 1),
+]
+
+
+def tiles(hw) -> None:
+    from dataclasses import replace
+
+    timer = bench.Timer(torch, hw.l2_bytes)
+    for d, causal, bm, bn, st, pp in VARIANTS:
+        p = Problem(batch=2, heads=2048 // d, seqlen_q=8192, head_dim=d, dtype="bf16", causal=causal)
+        pl = plan("fa3", p, hw, Tiles(block_m=bm, block_n=bn, warps=bm // 16, stages=st))
+        k = pl.kernels[0]
+        pl = replace(pl, kernels=(replace(k, defines={**k.defines, "PINGPONG": pp}),))
+        q, kk, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little") >> 1)
+        ref, lse0, same, s_max = bench.reference(torch, q, kk, v, p)
+        run = Launcher(pl, q, kk, v)
+        err, ok = bench.check(torch, run, ref, lse0, bench.error_bound("fa3", p, same, s_max))
+        mine = plan("fa3", p, hw).kernels[0]
+        chosen = (mine.block_m, mine.block_n, mine.stages, mine.defines["PINGPONG"]) == (bm, bn, st, pp)
+        tf = p.fa_flops() / (timer(run) * 1e-3) / 1e12 if ok else float("nan")
+        print(f"tiles d={d} {'causal' if causal else 'full  '} {bm}x{bn} stages {st} pingpong {pp}"
+              f"{' (Plan)' if chosen else '       '}: err {err:.1e} {'ok' if ok else 'FAIL'}, "
+              f"{tf:.1f} TFLOP/s")
+        del q, kk, v, ref, run
+        torch.cuda.empty_cache()
+
+
 def sass(hw) -> None:
     p = Problem(batch=1, heads=16, seqlen_q=4096, head_dim=128)
     k = plan("fa3", p, hw).kernels[0]
@@ -139,12 +173,15 @@ def sass(hw) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sass", action="store_true")
+    ap.add_argument("--tiles", action="store_true")
     a = ap.parse_args()
     hw = load(bench.profile_for(torch.cuda.get_device_name()))
     if a.sass:
         sass(hw)
     results = [check(hw, c, dt) for dt in ("bf16", "fp16") for c in CASES]
     print(f"{sum(results)}/{len(results)} ok")
+    if a.tiles and all(results):
+        tiles(hw)
     return 0 if all(results) else 1
 
 

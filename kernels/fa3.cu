@@ -17,7 +17,8 @@
 // Tile parameters (-D defines from the Plan, iosim/schedules/fa3.py): HEAD_DIM (64/128/256),
 //   BLOCK_M (64 query rows per consumer warpgroup), BLOCK_N (key rows per tile; a multiple of
 //   16, at most 256), NUM_WARPS (consumer warps = BLOCK_M/16), STAGES (K/V ring depth),
-//   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, ELEM_BF16=1 or ELEM_FP16=1.
+//   PINGPONG (0/1; 1 needs two consumer warpgroups), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT,
+//   ELEM_BF16=1 or ELEM_FP16=1.
 //
 // What it adds over fa2.cu:
 //   * Warp specialisation: warpgroup 0 is the producer: one thread issues TMA copies
@@ -28,11 +29,15 @@
 //     K from shared memory through descriptors) and O += P V_j with wgmma m64nHEAD_DIMk16 (P from
 //     registers: the S accumulators are in the mma.sync layout per warp, so fa2's online softmax
 //     and its P packing port unchanged; V from shared memory as it lies, MN-major).
+//   * Intra-warpgroup overlap (FA3 Sec. 3.2): S_j = Q K_j^T is issued together with
+//     O += P_{j-1} V_{j-1}, and the softmax of S_j runs while the latter may still be on the
+//     tensor cores (two wgmma commit groups; O is rescaled just before its GEMM is issued).
+//   * Ping-pong (FA3 Sec. 3.1, PINGPONG=1): named barriers give the two consumer warpgroups
+//     turns at issuing their GEMMs, so one's softmax runs under the other's GEMMs.
 //   * Shared tiles are 64-column panels of 128-byte rows, 16-byte chunks XOR-swizzled by
 //     (row & 7): what TMA's 128B swizzle writes and what the wgmma descriptors read.
-//   Not (yet) here: ping-pong scheduling of the consumer warpgroups and overlap of the next
-//   QK^T with this tile's softmax (the warpgroups interleave only as the warp schedulers let
-//   them), TMA store of O, FP8.
+//   Not here: TMA store of O (O is staged through shared memory and stored 16 bytes a thread),
+//   FP8, a persistent grid.
 //
 // Causal: key tiles past the query tile's last row are neither loaded nor computed; tiles that
 // cross the diagonal or the ragged Nk edge are masked. Ragged Nq/Nk: TMA zero-fills rows past
@@ -65,6 +70,9 @@
 #endif
 #ifndef CAUSAL_BOTTOM_RIGHT
 #error "CAUSAL_BOTTOM_RIGHT must be defined"
+#endif
+#ifndef PINGPONG
+#error "PINGPONG must be defined"
 #endif
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
@@ -101,6 +109,104 @@ constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 // Barrier slots in static shared memory.
 enum { BAR_Q = 0, BAR_FULL_K = 1, BAR_FULL_V = 1 + NS, BAR_EMPTY_K = 1 + 2 * NS,
        BAR_EMPTY_V = 1 + 3 * NS, N_BARS = 1 + 4 * NS };
+// Named barriers (0 is __syncthreads): one per consumer warpgroup for its epilogue, and, with
+// PINGPONG, one per warpgroup that it waits on before issuing its GEMMs.
+constexpr int NB_EPILOGUE = 1;           // + consumer index
+constexpr int NB_TURN = NB_EPILOGUE + 3;  // + consumer index
+static_assert(!PINGPONG || NC == 2, "PINGPONG takes two consumer warpgroups (BLOCK_M = 128)");
+
+// Ping-pong (FA3 Sec. 3.1): warpgroup c issues its GEMMs only on its turn and then hands the
+// turn to the other, so one warpgroup's softmax runs while the other's GEMMs hold the tensor
+// cores. 256 threads per barrier: the 128 that wait and the 128 that arrive.
+__device__ __forceinline__ void turn_wait(int c) {
+    if (PINGPONG) named_bar_sync(NB_TURN + c, 256);
+}
+__device__ __forceinline__ void turn_pass(int c) {
+    if (PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(NB_TURN + (c ^ 1)) : "memory");
+}
+
+// Issue S = Q K^T for one K stage (64 x BN per warpgroup; k16 steps walk 32 bytes within a
+// 128-byte panel row, then the next panel). Fences first: the softmax rewrote `s`.
+__device__ __forceinline__ void issue_qk(float (&s)[NT_S * 4], u32 q_rows, u32 k_tile) {
+    fence_regs<NT_S * 4>(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        const u32 off = (u32)((kk % 4) * 32);
+        const u64 da = sw128_desc(q_rows + (u32)((kk / 4) * Q_PANEL) + off, 16);
+        const u64 db = sw128_desc(k_tile + (u32)((kk / 4) * KV_PANEL) + off, 16);
+        Wgmma<BN>::ss(s, da, db, kk > 0);
+    }
+    wgmma_commit();
+}
+
+// Issue O += P V for one V stage: V rows are the k dimension (16 rows = 2048 bytes per step),
+// its columns the n dimension, panels BN*128 bytes apart (the descriptor's LBO).
+__device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[BN / 16][4],
+                                         u32 v_tile) {
+    fence_regs<NT_O * 4>(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+        Wgmma<D>::rs(o, pa[kk], sw128_desc(v_tile + (u32)(kk * 16 * 128), KV_PANEL), 1);
+    wgmma_commit();
+}
+
+// Mask (tiles crossing the diagonal or the ragged Nk edge only), then the online softmax in
+// the log2 domain: s becomes P (unnormalised), m and l are updated, alpha = exp2(m_old - m_new)
+// is what O must be scaled by before P V is added.
+__device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], float (&l)[2],
+                                        float (&alpha)[2], int n0, int r0, int lane, int Nk,
+                                        bool need_mask, int diag, float sl2) {
+    if (need_mask) {
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int col = n0 + nt * 8 + 2 * (lane & 3) + (r & 1);
+                const int row = r0 + (r >> 1) * 8;
+                if (col >= Nk || (IS_CAUSAL && col > row + diag)) s[nt * 4 + r] = IOSIM_NEG_INF;
+            }
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        float mx = IOSIM_NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt)
+            mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+        mx = quad_max(mx);
+        const float m_new = fmaxf(m[hr], mx * sl2);
+        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
+        alpha[hr] = fast_exp2(m[hr] - m_use);
+        m[hr] = m_new;
+        float rs = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -m_use));
+                s[nt * 4 + 2 * hr + e] = pv;
+                rs += pv;
+            }
+        l[hr] = l[hr] * alpha[hr] + rs;
+    }
+}
+
+__device__ __forceinline__ void rescale(float (&o)[NT_O * 4], const float (&alpha)[2]) {
+#pragma unroll
+    for (int nt = 0; nt < NT_O; ++nt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) o[nt * 4 + r] *= alpha[r >> 1];
+}
+
+// P in the wgmma A-register layout (per warp the mma.sync m16n8k16 A fragment): the S
+// accumulators of n8 tiles 2kk and 2kk+1 make k16 step kk.
+__device__ __forceinline__ void pack_p(const float (&s)[NT_S * 4], u32 (&pa)[BN / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) pa[kk][i] = pack2_elem(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+}
 
 }  // namespace fa3
 
@@ -191,105 +297,68 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     for (int i = 0; i < NT_O * 4; ++i) o[i] = 0.f;
     float m_i[2] = {IOSIM_NEG_INF, IOSIM_NEG_INF};
     float l_i[2] = {0.f, 0.f};
+    float alpha[2];
+    float sacc[NT_S * 4];
+    u32 pa[BN / 16][4];
     // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
     const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
+    auto need_mask = [&](int n0) {
+        return (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + diag);
+    };
+    auto release = [&](int slot) {  // this warp is done with a K or V stage
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar(slot));
+    };
 
     mbar_wait(bar(BAR_Q), 0);
-
-    for (int j = 0; j < n_blocks; ++j) {
-        const int s = j % NS;
-        const u32 ph = (u32)(j / NS) & 1u;
-        const int n0 = j * BN;
-
-        // ---- S = Q K_j^T (64 x BN per warpgroup); k16 steps walk 32 bytes within a panel
-        float sacc[NT_S * 4];
-        mbar_wait(bar(BAR_FULL_K + s), ph);
-        const u32 k_tile = sK + (u32)(s * KV_BYTES);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            const u32 off = (u32)((kk % 4) * 32);
-            const u64 da = sw128_desc(q_rows + (u32)((kk / 4) * Q_PANEL) + off, 16);
-            const u64 db = sw128_desc(k_tile + (u32)((kk / 4) * KV_PANEL) + off, 16);
-            Wgmma<BN>::ss(sacc, da, db, kk > 0);
-        }
-        wgmma_commit();
+    if (n_blocks > 0) {
+        // Intra-warpgroup overlap (FA3 Sec. 3.2): S_j = Q K_j^T is issued together with
+        // O += P_{j-1} V_{j-1}; the softmax of S_j runs while P_{j-1} V_{j-1} may still be on
+        // the tensor cores. First warpgroup's turn first: the second hands it over.
+        if (c == 1) turn_pass(c);
+        turn_wait(c);
+        mbar_wait(bar(BAR_FULL_K), 0);
+        issue_qk(sacc, q_rows, sK);
+        turn_pass(c);
         wgmma_wait<0>();
         fence_regs<NT_S * 4>(sacc);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar(BAR_EMPTY_K + s));
+        release(BAR_EMPTY_K);
+        softmax(sacc, m_i, l_i, alpha, 0, r0, lane, Nk, need_mask(0), diag, sl2);
+        pack_p(sacc, pa);
 
-        // ---- mask (only tiles crossing the diagonal or the ragged Nk edge)
-        const bool need_mask = (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + diag);
-        if (need_mask) {
-#pragma unroll
-            for (int nt = 0; nt < NT_S; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const int col = n0 + nt * 8 + 2 * (lane & 3) + (r & 1);
-                    const int row = r0 + (r >> 1) * 8;
-                    if (col >= Nk || (IS_CAUSAL && col > row + diag)) sacc[nt * 4 + r] = IOSIM_NEG_INF;
-                }
+        for (int j = 1; j < n_blocks; ++j) {
+            const int s = j % NS, sp = (j - 1) % NS;
+            turn_wait(c);
+            mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
+            issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
+            rescale(o, alpha);
+            mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
+            issue_pv(o, pa, sV + (u32)(sp * KV_BYTES));
+            turn_pass(c);
+            wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+            fence_regs<NT_S * 4>(sacc);
+            release(BAR_EMPTY_K + s);
+            softmax(sacc, m_i, l_i, alpha, j * BN, r0, lane, Nk, need_mask(j * BN), diag, sl2);
+            wgmma_wait<0>();
+            fence_regs<NT_O * 4>(o);
+            release(BAR_EMPTY_V + sp);
+            pack_p(sacc, pa);
         }
 
-        // ---- online softmax (log2 domain), rescale O
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            float mx = IOSIM_NEG_INF;
-#pragma unroll
-            for (int nt = 0; nt < NT_S; ++nt)
-                mx = fmaxf(mx, fmaxf(sacc[nt * 4 + 2 * hr], sacc[nt * 4 + 2 * hr + 1]));
-            mx = quad_max(mx);
-            const float m_new = fmaxf(m_i[hr], mx * sl2);
-            const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
-            const float alpha = fast_exp2(m_i[hr] - m_use);
-            m_i[hr] = m_new;
-            float rs = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < NT_S; ++nt)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float p = fast_exp2(fmaf(sacc[nt * 4 + 2 * hr + e], sl2, -m_use));
-                    sacc[nt * 4 + 2 * hr + e] = p;
-                    rs += p;
-                }
-            l_i[hr] = l_i[hr] * alpha + rs;
-#pragma unroll
-            for (int nt = 0; nt < NT_O; ++nt) {
-                o[nt * 4 + 2 * hr] *= alpha;
-                o[nt * 4 + 2 * hr + 1] *= alpha;
-            }
-        }
-
-        // P in the A-fragment layout: the S accumulators of n8 tiles 2kk, 2kk+1
-        u32 pa[BN / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-            pa[kk][0] = pack2_elem(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-            pa[kk][1] = pack2_elem(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-            pa[kk][2] = pack2_elem(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-            pa[kk][3] = pack2_elem(sacc[8 * kk + 6], sacc[8 * kk + 7]);
-        }
-
-        // ---- O += P V_j: V rows are the k dimension (16 rows = 2048 bytes per step), its
-        // columns the n dimension, panels BN*128 bytes apart (the descriptor's LBO)
-        mbar_wait(bar(BAR_FULL_V + s), ph);
-        const u32 v_tile = sV + (u32)(s * KV_BYTES);
-        fence_regs<NT_O * 4>(o);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk)
-            Wgmma<D>::rs(o, pa[kk], sw128_desc(v_tile + (u32)(kk * 16 * 128), KV_PANEL), 1);
-        wgmma_commit();
+        const int j = n_blocks - 1, s = j % NS;
+        rescale(o, alpha);
+        turn_wait(c);
+        mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
+        issue_pv(o, pa, sV + (u32)(s * KV_BYTES));
+        if (c == 0) turn_pass(c);  // the second warpgroup's last turn is never waited for
         wgmma_wait<0>();
         fence_regs<NT_O * 4>(o);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar(BAR_EMPTY_V + s));
+        release(BAR_EMPTY_V + s);
     }
 
     // ---- epilogue: O /= l, LSE = m*ln2 + log(l); O staged through this warpgroup's own Q rows
     // (all its wgmmas that read them have completed) for 16-byte row stores.
-    named_bar_sync(1 + c, 128);
+    named_bar_sync(NB_EPILOGUE + c, 128);
     const size_t q_base = ((size_t)b * H + h) * (size_t)Nq;
     const int lrow0 = c * 64 + warp * 16 + (lane >> 2);  // row within the CTA's tile
     unsigned char* smem_gen = smem_raw + (sQ - smem_u32(smem_raw));
@@ -309,7 +378,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             *reinterpret_cast<u32*>(smem_gen + off) = v;
         }
     }
-    named_bar_sync(1 + c, 128);
+    named_bar_sync(NB_EPILOGUE + c, 128);
     elem_t* Og = O + q_base * D;
     constexpr int CH = D / 8;  // 16-byte chunks per row
 #pragma unroll

@@ -3,13 +3,13 @@
 As kernels/fa3.cu runs it (forward): one producer warpgroup (128 threads) issues TMA copies of
 the Q tile once and of K/V tiles into a `stages`-deep shared-memory ring (mbarriers); consumer
 warpgroups of 64 query rows each (block_m / 64 of them, `warps` = block_m / 16) run
-S = QKᵀ and O += PV with wgmma, Q and K/V read from shared memory, P from registers. setmaxnreg
-moves registers from the producer to the consumers; the CTA launches with
+S = QKᵀ and O += PV with wgmma, Q and K/V read from shared memory, P from registers, the next
+tile's QKᵀ issued with this tile's PV (intra-warpgroup overlap). Two consumer warpgroups
+ping-pong (PINGPONG: named barriers give them turns at the tensor cores); three (d = 64) do
+not. setmaxnreg moves registers from the producer to the consumers; the CTA launches with
 `__launch_bounds__(threads, 1)`, so its register budget at entry is the file over the threads.
-The consumer warpgroups are not (yet) ping-ponged: they interleave as the warp schedulers let
-them. Tiles: d=64 192x128 (three consumers), d=128 128x128, d=256 128x80, two stages (the
-paper's H100 choices, but 128 instead of 176 key rows at d=128 non-causal: without the
-intra-warpgroup overlap there is no second S tile to make room for). Backward (modelled only,
+Tiles: d=64 192x128 (three consumers), d=128 128x128, d=256 128x80, two stages (the paper's
+H100 choices, but 128 rather than 176 key rows at d=128 non-causal). Backward (modelled only,
 no kernel): d=64 128x128, d=128 64x128, d=256 64x64. Needs Hopper (wgmma, TMA, setmaxnreg).
 """
 
@@ -49,5 +49,5 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         warps = k.block_m // 16 if k.block_m % 64 == 0 else k.threads // 32 - 4
         threads = 32 * warps + PRODUCER_THREADS
         ks.append(replace(k, threads=threads, regs_per_thread=REGISTER_FILE // threads // 8 * 8,
-                          defines={**k.defines, "NUM_WARPS": warps}))
+                          defines={**k.defines, "NUM_WARPS": warps, "PINGPONG": int(warps == 8)}))
     return replace(pl, kernels=tuple(ks))
