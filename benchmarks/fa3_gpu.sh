@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# kernels/fa3.cu on a Hopper GPU in one call: SASS counts, correctness (dev/fa3_check.py; TILES=1
-# also times tile variants there), then the
-# GPU tests' fa3 cases), and only if both pass the bench grid of fa2 and fa3 beside torch's SDPA
-# backends. On the GPU machine, from the repo root, with the wheels in .whl/ (see README):
+# kernels/fa3.cu on a Hopper GPU in one call: SASS counts, correctness (dev/fa3_check.py, then the
+# GPU tests' fa3 cases; TILES=1 also times tile variants), and only if both pass the bench grid of
+# fa2 and fa3 beside torch's SDPA backends. On the GPU machine, from the repo root, with the wheels in .whl/ (see README):
 #   bash benchmarks/fa3_gpu.sh       (logs and measured_fa3.csv under $OUT; RESUME=1 continues
 #                                     reports/data/<gpu>/measured_fa3.csv)
 set -o pipefail
