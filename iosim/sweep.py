@@ -297,8 +297,10 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
             problems.append(Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk,
                                     head_dim=d, dtype=dt, causal=c, direction=di))
         except ValidationError as e:
-            msg = e.errors()[0]["msg"].removeprefix("Value error, ")
-            skipped[f"invalid problem: {msg}"] += n_sched * len(hws)
+            err = e.errors()[0]
+            msg = err["msg"].removeprefix("Value error, ")
+            loc = [f"--{OPTION_NAMES.get(str(x), str(x))}" for x in err["loc"]]
+            skipped[f"invalid problem: {': '.join([*loc, msg])}"] += n_sched * len(hws)
     todo = [(hw, ch, s) for s in g["schedule"] for hw, ch in hws]
     points = len(problems) * len(todo) + sum(skipped.values())
     if not problems:  # every point invalid (e.g. --seqlen 0, or --kv-heads 3 with 32 heads)

@@ -1,6 +1,7 @@
-"""What binds each profiled kernel, from benchmarks/ncu_mechanism.py's table.
+"""What binds each profiled kernel, from benchmarks/ncu_mechanism.py's table, and whether the
+model's `bound` names the same unit.
 
-    python tools/ncu_summary.py reports/data/h100/ncu_mechanism.csv
+    python tools/ncu_summary.py reports/data/h100/ncu_mechanism.csv [--hw h100]
 
 One line per (point, kernel): duration, SM clock, issue-slot use (share of the cycles in which
 a sub-partition's scheduler issued), the busiest pipes (share of their peak while the SM was
@@ -24,6 +25,16 @@ PIPES = {"tensor": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_acti
          "dram": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
          "l2": "lts__throughput.avg.pct_of_peak_sustained_elapsed"}
 STALL = "smsp__average_warps_issue_stalled_"
+# the model's units and levels, as Nsight Compute measures their busy share
+BUSY = {"tensor": ["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"],
+        "issue": ["smsp__issue_active.avg.pct_of_peak_sustained_active"],
+        "hbm": ["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"],
+        "l2": ["lts__throughput.avg.pct_of_peak_sustained_elapsed"],
+        "sfu": ["sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"],
+        "alu": ["sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
+                "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active"]}
+# (the model's `sram` counts shared-memory bytes only; the sections profiled give the LSU
+# pipe's wavefronts, global and shared together, so shared memory is not compared here)
 
 
 def summary(path: str) -> pd.DataFrame:
@@ -47,7 +58,36 @@ def summary(path: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def agreement(path: str, hw_name: str = "h100") -> pd.DataFrame:
+    """Per profiled kernel: ncu's busiest unit (largest busy share) beside the model's bound."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    from iosim import hardware, memory, timing
+    from iosim.problem import Problem
+    from iosim.schedules import plan
+
+    hw = hardware.load(hw_name)
+    df = pd.read_csv(path)
+    keys = ["schedule", "batch", "heads", "seqlen", "head_dim", "causal", "Kernel Name"]
+    rows = []
+    for (s, b, h, n, d, c, name), g in df.groupby(keys, sort=False):
+        m = g.groupby("metric")["value"].mean()
+        busy = {u: max(m.get(x, 0.0) for x in names) for u, names in BUSY.items()}
+        pl = plan(s, Problem(batch=int(b), heads=int(h), seqlen_q=int(n), head_dim=int(d),
+                             causal=bool(c)), hw)
+        i = next(i for i, k in enumerate(pl.kernels) if k.name == name)
+        kt = timing.predict(pl, hw, memory.estimate(pl, hw))[i]
+        ncu = max(busy, key=busy.get)
+        rows.append({"schedule": s, "N": n, "d": d, "causal": c, "kernel": name, "ncu_busiest": ncu,
+                     "ncu_pct": busy[ncu], "model_bound": kt.bound, "model_util_pct": 100 * kt.util,
+                     "agree": kt.bound == ncu})
+    return pd.DataFrame(rows)
+
+
 if __name__ == "__main__":
     pd.set_option("display.width", 250)
     pd.set_option("display.max_colwidth", 80)
     print(summary(sys.argv[1]).round(1).to_string(index=False))
+    a = agreement(sys.argv[1], sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--hw" else "h100")
+    print()
+    print(a.round(1).to_string(index=False))
+    print(f"model bound = ncu busiest unit for {int(a.agree.sum())} of {len(a)} kernels")
