@@ -373,9 +373,6 @@ BOOL_OPTIONS = ("--causal",)  # take a value in the one boolean grammar; alone t
 def bare_flags(argv: list[str]) -> list[str]:
     """`--causal` alone is `--causal true` and `--no-causal` is `--causal false`, so that the flag
     spelling and the value spelling (true/false/yes/no/1/0/both) work in every command."""
-    from .sweep import FALSE_WORDS, TRUE_WORDS
-
-    words = {*TRUE_WORDS, *FALSE_WORDS, "both"}
     out: list[str] = []
     for i, a in enumerate(argv):
         if a in [f"--no-{o[2:]}" for o in BOOL_OPTIONS]:
@@ -383,8 +380,7 @@ def bare_flags(argv: list[str]) -> list[str]:
             continue
         out.append(a)
         nxt = argv[i + 1] if i + 1 < len(argv) else None
-        if a in BOOL_OPTIONS and (nxt is None or not all(
-                w.strip().lower() in words for w in nxt.split(","))):
+        if a in BOOL_OPTIONS and (nxt is None or nxt.startswith("-")):  # no value follows
             out.append("true")
     return out
 

@@ -56,7 +56,7 @@ def test_predict_both_directions_csv():
 
 @pytest.mark.parametrize("args,needle", [
     (["--hw", "nope"], "unknown hardware profile"),
-    (["--seqlen", "0"], "seqlen_q"),
+    (["--seqlen", "0"], "--seqlen: "),  # the option the user typed, not the field name
     (["--batch", "-1"], "batch"),
     (["--kv-heads", "5"], "must divide heads"),
     (["--dtype", "fp64"], "fp64"),

@@ -1,189 +1,289 @@
-"""The report's figure data, the error table and the row reader, without a browser or a GPU."""
+"""The report's data and figures, without a browser or a GPU, on data made by the real commands:
+a what-if sweep (`iosim sweep --set`), a sweep beside the committed H100 measurements, and the
+error tables and bad input."""
 
 from __future__ import annotations
 
-import itertools
 import re
+import subprocess
+import sys
+from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
-from iosim import Problem, load_hw, predict
-from iosim.accuracy import error_table, join
+from iosim.accuracy import error_table
+from iosim.cli import app
 from iosim.hardware import InputError
 from iosim.io import read_rows
 from iosim.report import (
+    ALL,
     MEAS,
     PRED,
+    STOCK,
+    VARIANT,
+    Budget,
     accuracy_figure,
+    build_html,
+    combinations,
     default_choice,
     filter_options,
     io_figure,
-    prepare,
+    limits_text,
+    prepare_data,
     report_command,
+    roof_profile,
     roofline_figure,
     time_figure,
     whatif_figures,
-    write_report,
 )
 
-MEASURED_COLS = ["hw", "schedule", "direction", "batch", "heads", "kv_heads", "seqlen_q", "seqlen_k",
-                 "head_dim", "dtype", "causal", "time_ms", "tflops", "dram_read_bytes_ncu",
-                 "dram_write_bytes_ncu", "max_rel_err", "status", "gpu_name"]
-NS, DS = [512, 1024, 2048], [64, 128]
+REPO = Path(__file__).resolve().parents[1]
+MEASURED = REPO / "reports" / "data" / "h100" / "measured.csv"
+runner = CliRunner()
+
+
+def sweep(tmp: Path, name: str, *args: str) -> Path:
+    out = tmp / name
+    r = runner.invoke(app, ["sweep", *args, "--no-progress", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return out
 
 
 @pytest.fixture(scope="module")
-def h100():
-    return load_hw("h100")
+def whatif_csv(tmp_path_factory) -> Path:
+    """The issue's what-if sweep, shorter in N: 5 N x 4 schedules x 3 HBM x 2 SRAM = 120 rows."""
+    return sweep(tmp_path_factory.mktemp("whatif"), "w.csv", "--seqlen", "512..8192",
+                 "--set", "hbm_bandwidth_bytes_per_s=3.35e12,4.8e12,8e12",
+                 "--set", "smem_per_sm_bytes=233472,458752")
 
 
 @pytest.fixture(scope="module")
-def pred(h100):
-    """3 N x 2 head_dim x 2 causal = 12 problems x 4 schedules (naive, fa1, fa2, fa3) = 48 rows."""
-    return pd.concat([predict(Problem(batch=2, heads=8, seqlen_q=n, head_dim=d, causal=c), h100)
-                      for n, d, c in itertools.product(NS, DS, [False, True])], ignore_index=True)
+def mixed_csv(tmp_path_factory) -> Path:
+    """A sweep of both GPUs and directions (B = 4, H = 32), to show beside the H100 bench
+    (batch = 16384/N, heads = 2048/d, forward only)."""
+    return sweep(tmp_path_factory.mktemp("mixed"), "s.csv", "--seqlen", "512..16384",
+                 "--head-dim", "64,128,256", "--causal", "both", "--direction", "both",
+                 "--schedule", "all", "--hw", "h100-sxm5-80gb,a100-sxm4-80gb")
 
 
 @pytest.fixture(scope="module")
-def measured(pred):
-    """fa2 and naive measured at 1.25x the prediction, bf16 non-causal d=128 only (3 rows each),
-    hw written as the short name; one torch_flash peer row; one failed fa2 row (d=64)."""
-    m = pred[pred.schedule.isin(["fa2", "naive"]) & ~pred.causal & (pred.head_dim == 128)].copy()
-    m["time_ms"] = m.time_pred_ms * 1.25
-    m["tflops"] = m.tflops_pred / 1.25
-    m["dram_read_bytes_ncu"], m["dram_write_bytes_ncu"] = m.dram_read_bytes, m.dram_write_bytes
-    m["max_rel_err"], m["status"], m["gpu_name"], m["hw"] = 1e-3, "ok", "NVIDIA H100 80GB HBM3", "h100"
-    peer = m[m.schedule == "fa2"].head(1).assign(schedule="torch_flash", dram_read_bytes_ncu=np.nan,
-                                                 dram_write_bytes_ncu=np.nan)
-    bad = pred[(pred.schedule == "fa2") & (pred.head_dim == 64) & ~pred.causal].head(1).copy()
-    bad = bad.assign(time_ms=np.nan, tflops=np.nan, dram_read_bytes_ncu=np.nan, dram_write_bytes_ncu=np.nan,
-                     max_rel_err=np.nan, status="wrong_result", gpu_name="NVIDIA H100 80GB HBM3")
-    return pd.concat([m, peer, bad], ignore_index=True)[MEASURED_COLS]
+def whatif(whatif_csv):
+    return prepare_data([read_rows(whatif_csv)], [])
 
 
-def traces(fig, kind=None, schedule=None):
-    out = [t for t in fig.data if isinstance(t.meta, dict) and "dims" in t.meta]
-    return [t for t in out if (kind is None or t.meta["kind"] == kind)
-            and (schedule is None or t.meta["schedule"] == schedule)]
+@pytest.fixture(scope="module")
+def mixed(mixed_csv):
+    return prepare_data([read_rows(mixed_csv)], [read_rows(MEASURED)])
 
 
-# ---------------------------------------------------------------- roofline
+def default(data):
+    return default_choice(data, filter_options(data))
 
 
-def test_roofline_roofs_are_the_profiles_datasheet_peaks(pred, measured, h100):
-    fig = roofline_figure(pred, join(pred, measured, how="left"), h100, {})
-    roofs = {t.meta["roof"]: t for t in fig.data if isinstance(t.meta, dict) and "roof" in t.meta}
-    assert sorted(roofs) == ["fp32", "hbm", "l2", "sfu", "tensor"]  # one dtype (bf16) in the data
-    # Bandwidth roofs: y (TFLOP/s) = intensity (FLOP/B) x bandwidth (B/s) / 1e12, up to the ridge.
-    for k, bw in (("hbm", 3.35e12), ("l2", 1.1e13)):
-        xs, ys = roofs[k].x, roofs[k].y
-        assert [y / x for x, y in zip(xs, ys, strict=True)] == pytest.approx([bw / 1e12] * 2)
-        assert ys[-1] == pytest.approx(989.4)  # meets the bf16 tensor ceiling at the ridge
-    assert list(roofs["tensor"].y) == pytest.approx([989.4, 989.4])  # bf16 dense, no efficiency
-    assert list(roofs["fp32"].y) == pytest.approx([66.9, 66.9])
-    assert list(roofs["sfu"].y) == pytest.approx([4.18, 4.18])
-    assert "T exp/s" in roofs["sfu"].name and "3.35 TB/s" in roofs["hbm"].name
+def series(fig, kind=None, visible=None):
+    out = [t for t in fig.data if "kind" in t["meta"]]
+    return [t for t in out if (kind is None or t["meta"]["kind"] == kind)
+            and (visible is None or t["visible"] == visible)]
 
 
-def test_roofline_points_per_schedule_hollow_predicted_filled_measured(pred, measured, h100):
-    fig = roofline_figure(pred, join(pred, measured, how="left"), h100, {})
-    for s in ["naive", "fa1", "fa2", "fa3"]:
-        ts = traces(fig, "predicted", s)
-        assert len(ts) == 4  # one per (head_dim, causal) configuration, each across N
-        assert sum(len(t.x) for t in ts) == 12  # every predicted row is a point
-        assert all(t.marker.symbol == PRED for t in ts)
-        assert all([c[0] for c in t.customdata] == [str(n) for n in NS] for t in ts)
-    for s, n in [("fa2", 3), ("naive", 3), ("torch_flash", 0), ("fa1", 0)]:
-        ts = traces(fig, "measured", s)
-        assert sum(len(t.x) for t in ts) == n  # failed row left out; the peer has no bytes to place
-        assert all(t.marker.symbol == MEAS for t in ts)
-    # A predicted point sits at (tensor FLOP / DRAM bytes, tensor FLOP / time).
-    r = pred[(pred.schedule == "fa3") & (pred.seqlen_k == 2048) & (pred.head_dim == 128) & pred.causal].iloc[0]
-    t = next(t for t in traces(fig, "predicted", "fa3") if t.meta["dims"] == {
-        "direction": "fwd", "dtype": "bf16", "causal": "True", "head_dim": "128", "batch": "2",
-        "heads": "8", "kv_heads": "8"})
-    assert t.x[-1] == pytest.approx(r.tensor_flops / (r.dram_read_bytes + r.dram_write_bytes))
-    assert t.y[-1] == pytest.approx(r.tensor_flops / r.time_pred_ms / 1e9)
-    assert "bound" in t.text[-1] and "N=2048×2048" in t.text[-1]
-    assert fig.layout.xaxis.type == "log" and "FLOP per DRAM byte" in fig.layout.xaxis.title.text
-    assert "TFLOP/s" in fig.layout.yaxis.title.text
+def roofs(fig, visible=None):
+    return [t for t in fig.data if "roof" in t["meta"] and (visible is None or t["visible"] == visible)]
 
 
-def test_menus_and_default_view(pred, measured):
-    pred, measured = prepare(pred), prepare(measured)  # `h100` -> `h100-sxm5-80gb`
-    opts = filter_options(pred, measured)
-    assert opts == {"causal": ["False", "True"], "head_dim": ["64", "128"], "seqlen_k": ["512", "1024", "2048"]}
-    chosen = default_choice(opts, measured, pred)
-    assert chosen == {"causal": "False", "head_dim": "128", "seqlen_k": "__all__"}  # most measured
-    fig = time_figure(pred, measured, chosen)
-    shown = [t for t in traces(fig) if t.visible]
-    assert {(t.meta["kind"], t.meta["schedule"]) for t in shown} == {
-        *(("predicted", s) for s in ["naive", "fa1", "fa2", "fa3"]),
-        ("measured", "fa2"), ("measured", "naive"), ("measured", "torch_flash")}
-    assert all(t.meta["dims"]["head_dim"] == "128" and t.meta["dims"]["causal"] == "False" for t in shown)
-    assert fig.layout.meta == {"trace_dims": ["hw", "direction", "dtype", "causal", "head_dim", "batch",
-                                              "heads", "kv_heads"], "point_dims": []}
+# ---------------------------------------------------------------- what-if sweeps
 
 
-# ---------------------------------------------------------------- IO, time, accuracy, what-if
+def test_whatif_sweep_variants_are_separate_series_named_by_what_changed(whatif_csv, whatif):
+    assert {"set_hbm_bandwidth_bytes_per_s", "set_smem_per_sm_bytes"} <= set(pd.read_csv(whatif_csv).columns)
+    assert sorted(set(whatif.pred[VARIANT])) == sorted([
+        STOCK, "smem_per_sm=458.8 kB", "hbm_bandwidth=4.8 TB/s", "hbm_bandwidth=8 TB/s",
+        "hbm_bandwidth=4.8 TB/s, smem_per_sm=458.8 kB", "hbm_bandwidth=8 TB/s, smem_per_sm=458.8 kB"])
+    chosen = default(whatif)
+    assert chosen == {VARIANT: ALL, "seqlen_k": ALL}  # every variant drawn at first
+    fig = time_figure(whatif, chosen)
+    shown = series(fig, "predicted", visible=True)
+    assert len(shown) == 4 * 6 and len({t["name"] for t in shown}) == 24
+    for t in shown:  # one line per variant across N: no zig-zag between variants
+        assert t["x"] == [512, 1024, 2048, 4096, 8192]
+    fa2 = {t["meta"]["dims"][VARIANT]: t["y"] for t in shown if t["meta"]["schedule"] == "fa2"}
+    assert "fa2 predicted · hbm_bandwidth=8 TB/s" in {t["name"] for t in shown}
+    # more bandwidth never makes a kernel slower
+    assert all(a >= b for a, b in zip(fa2[STOCK], fa2["hbm_bandwidth=8 TB/s"], strict=True))
 
 
-def test_io_figure_series(pred, measured):
-    left = join(pred, measured, how="left")
-    fig = io_figure(pred, left, {})
-    names = {t.name for t in traces(fig)}
-    assert {"fa2 2-level HBM", "fa2 L2-aware DRAM", "fa2 ncu DRAM", "naive ncu DRAM"} <= names
-    t = next(t for t in traces(fig, "predicted", "naive") if t.name.endswith("2-level HBM")
-             and t.meta["dims"]["head_dim"] == "64" and t.meta["dims"]["causal"] == "False")
-    rows = pred[(pred.schedule == "naive") & (pred.head_dim == 64) & ~pred.causal].sort_values("seqlen_k")
-    assert list(t.x) == NS
-    assert list(t.y) == list(rows.hbm_read_bytes_2level + rows.hbm_write_bytes_2level)
-    guides = [t for t in fig.data if isinstance(t.meta, dict) and "guide" in t.meta]
-    assert [g.meta["guide"] for g in guides] == [2, 1]
-    assert guides[0].y[1] / guides[0].y[0] == pytest.approx((2048 / 512) ** 2)
-    assert "(tokens)" in fig.layout.xaxis.title.text and "(bytes)" in fig.layout.yaxis.title.text
+def test_whatif_roofline_draws_each_variants_roofs(whatif):
+    fig = roofline_figure(whatif, {"h100-sxm5-80gb": roof_profile("h100-sxm5-80gb")}, default(whatif))
+    hbm = {t["meta"]["rate"]: t["meta"]["dims"][VARIANT] for t in roofs(fig) if t["meta"]["roof"] == "hbm"}
+    assert sorted(hbm) == [3.35e12, 4.8e12, 8e12]
+    assert hbm[8e12] == ["hbm_bandwidth=8 TB/s", "hbm_bandwidth=8 TB/s, smem_per_sm=458.8 kB"]
+    # choosing the 8 TB/s variant shows its points under its own roofs only
+    pick = {VARIANT: "hbm_bandwidth=8 TB/s", "seqlen_k": ALL}
+    fig = roofline_figure(whatif, {"h100-sxm5-80gb": roof_profile("h100-sxm5-80gb")}, pick)
+    shown = {t["meta"]["roof"]: t["meta"]["rate"] for t in roofs(fig, visible=True)}
+    eff = roof_profile("h100-sxm5-80gb").efficiency.hbm
+    assert shown["hbm"] == 8e12 and shown["hbm_achievable"] == pytest.approx(8e12 * eff)
+    pts = series(fig, "predicted", visible=True)
+    assert pts and all(t["meta"]["dims"][VARIANT] == pick[VARIANT] for t in pts)
 
 
-def test_time_and_tflops_figures(pred, measured):
-    fig = time_figure(pred, measured, {}, "tflops")
-    meas = traces(fig, "measured")
-    assert {t.meta["schedule"] for t in meas} == {"fa2", "naive", "torch_flash"}
-    assert all(t.marker.symbol == MEAS and t.line.dash == "solid" for t in meas)
-    assert all(t.marker.symbol == PRED and t.line.dash == "dash" for t in traces(fig, "predicted"))
-    assert sum(len(t.x) for t in meas) == 7  # 3 fa2 + 3 naive + 1 peer; the failed row is out
-    assert "TFLOP/s" in fig.layout.yaxis.title.text
-    assert time_figure(pred, measured, {}).layout.yaxis.title.text == "time per call (ms)"
+def test_whatif_charts_against_each_swept_field(whatif):
+    figs = whatif_figures(whatif, default(whatif))
+    assert [f.layout["title"]["text"] for f in figs] == [
+        "What-if: predicted time against hbm_bandwidth_bytes_per_s",
+        "What-if: predicted time against smem_per_sm_bytes"]
+    hbm = series(figs[0], visible=True)
+    assert len(hbm) == 4 * 2  # per schedule and SRAM size
+    assert all(t["x"] == [3.35e12, 4.8e12, 8e12] for t in hbm)
+    assert all(c[0] == "8192" for t in hbm for c in t["customdata"])  # at the largest N
+    fa1 = next(t for t in hbm if t["meta"]["schedule"] == "fa1" and "233.5 kB" in t["name"])
+    assert fa1["y"][0] > fa1["y"][-1]  # fa1 is HBM-bound: faster with more bandwidth
 
 
-def test_accuracy_figure(pred, measured):
-    fig = accuracy_figure(join(pred, measured, how="left"), {})
-    pts = traces(fig)
-    assert sorted(t.meta["schedule"] for t in pts) == ["fa2", "naive"]  # peers have no prediction
-    for t in pts:
-        assert list(t.y) == pytest.approx([x / 1.25 for x in t.x])
-    line = next(t for t in fig.data if isinstance(t.meta, dict) and t.meta.get("guide") == "y=x")
-    assert list(line.x) == list(line.y)
+# ---------------------------------------------------------------- a sweep beside measurements
 
 
-def test_whatif_figure(h100):
-    rows = []
-    for smem, n in itertools.product([100_000, 166_000, 233_472], [1024, 4096]):
-        df = predict(Problem(batch=1, heads=8, seqlen_q=n), h100.with_changes(smem_per_sm_bytes=smem),
-                     ["fa2", "fa3"])
-        rows.append(df.assign(set_smem_per_sm_bytes=smem))
-    p = pd.concat(rows, ignore_index=True)
-    (fig,) = whatif_figures(p, {})
-    ts = traces(fig)
-    assert len(ts) == 4  # (fa2, fa3) x (N=1024, 4096)
-    assert all(list(t.x) == [100_000, 166_000, 233_472] for t in ts)
-    assert {t.name for t in ts} == {"fa2 N=1024", "fa2 N=4096", "fa3 N=1024", "fa3 N=4096"}
-    assert fig.layout.meta["trace_dims"] == ["seqlen_k"]
-    assert whatif_figures(p[p.set_smem_per_sm_bytes == 100_000], {}) == []  # one value: no chart
-    # join keeps only rows on the real hardware (the 233472-byte ones)
-    j = join(p, p.assign(time_ms=1.0, status="ok"))
-    assert len(j) == 4 and set(j.set_smem_per_sm_bytes) == {233_472}
+def test_default_view_is_where_the_measurements_are(mixed):
+    opts = filter_options(mixed)
+    assert opts["hw"] == ["a100-sxm4-80gb", "h100-sxm5-80gb"] and opts["direction"] == ["bwd", "fwd"]
+    chosen = default(mixed)
+    assert chosen["hw"] == "h100-sxm5-80gb" and chosen["direction"] == "fwd"  # measured: H100 forward
+    j = mixed.joined
+    here = j[(j.hw == chosen["hw"]) & (j.direction == "fwd") & (j.causal.map(str) == chosen["causal"])
+             & (j.head_dim.map(str) == chosen["head_dim"])]
+    assert len(here) > 0
+    # each chart of the default view has visible points, measured ones where measured
+    figs = {"time": time_figure(mixed, chosen), "tflops": time_figure(mixed, chosen, "tflops"),
+            "io": io_figure(mixed, chosen), "accuracy": accuracy_figure(mixed, chosen),
+            "roofline": roofline_figure(mixed, {"h100-sxm5-80gb": roof_profile("h100-sxm5-80gb"),
+                                                "a100-sxm4-80gb": roof_profile("a100-sxm4-80gb")}, chosen)}
+    for name, fig in figs.items():
+        assert sum(len(t["x"]) for t in series(fig, visible=True)) > 0, name
+    for name in ("time", "tflops", "roofline", "accuracy"):
+        assert series(figs[name], "measured", visible=True), name
+    # the bench's shapes and the sweep's are both series of the TFLOP/s chart
+    names = {t["name"] for t in series(figs["tflops"], visible=True)}
+    assert "fa2 predicted · B=4 H=32" in names
+    assert "fa2 measured · B·N=16384 H·d=2048" in names and "fa2 predicted · B·N=16384 H·d=2048" in names
+    assert "torch_cudnn measured · B·N=16384 H·d=2048" in names
+
+
+def test_menus_offer_only_combinations_that_exist(mixed):
+    opts = filter_options(mixed)
+    combos = combinations(mixed, opts)
+    have = {tuple(map(str, r)) for r in mixed.pred[["hw", "direction", "causal", "head_dim"]].itertuples(index=False)}
+    assert len(combos) == len(have) == 2 * 2 * 2 * 3
+    assert all((c["hw"], c["direction"], c["causal"], c["head_dim"]) in have for c in combos)
+    assert "dtype" not in opts and "batch" not in opts  # one value, or a series rather than a menu
+
+
+def test_roofline_follows_the_hardware_menu(mixed):
+    profiles = {n: roof_profile(n) for n in ("a100-sxm4-80gb", "h100-sxm5-80gb")}
+    for hw in profiles:
+        chosen = {**default(mixed), "hw": hw}
+        fig = roofline_figure(mixed, profiles, chosen)
+        assert {t["meta"]["dims"]["hw"] for t in roofs(fig, visible=True)} == {hw}
+        assert {t["meta"]["dims"]["hw"] for t in series(fig, visible=True)} == {hw}
+        assert fig.layout["meta"]["titles"][hw].startswith(f"Roofline: {hw}")
+
+
+def test_roofline_units_and_ceilings(mixed):
+    h100 = roof_profile("h100-sxm5-80gb")
+    a100 = roof_profile("a100-sxm4-80gb")
+    fig = roofline_figure(mixed, {"h100-sxm5-80gb": h100, "a100-sxm4-80gb": a100}, {})
+    kinds = {(t["meta"]["dims"]["hw"], t["meta"]["roof"]) for t in roofs(fig)}
+    assert not any(k == "fp32" for _, k in kinds)  # no FP32 roof on a tensor-FLOP/s axis
+    assert ("h100-sxm5-80gb", "tensor_wgmma") in kinds and ("a100-sxm4-80gb", "tensor_wgmma") not in kinds
+    assert ("a100-sxm4-80gb", "tensor_mma.sync") in kinds
+    h = {t["meta"]["roof"]: t for t in roofs(fig) if t["meta"]["dims"]["hw"] == "h100-sxm5-80gb"
+         and "head_dim" not in t["meta"]["dims"]}
+    # achievable = datasheet x the profile's efficiency; y in TFLOP/s = intensity x bandwidth
+    assert h["hbm_achievable"]["meta"]["rate"] == pytest.approx(h100.hbm_bandwidth_bytes_per_s * h100.efficiency.hbm)
+    assert h["l2_achievable"]["meta"]["rate"] == pytest.approx(h100.l2_bandwidth_bytes_per_s * h100.efficiency.l2)
+    assert h["tensor_mma.sync"]["y"][0] == pytest.approx(989.4 * h100.efficiency.tensor_mma_sync)
+    t = h["hbm"]
+    assert [y / x for x, y in zip(t["x"], t["y"], strict=True)] == pytest.approx([3.35] * 2)
+    assert "measured" in h["hbm_achievable"]["hovertemplate"] or not h100.calibrated
+    # SFU ceiling in tensor FLOP/s, per d: one exponential per ~4d tensor FLOPs forward, 10d backward
+    sfu = [t for t in roofs(fig) if t["meta"]["roof"] == "sfu" and t["meta"]["dims"]["hw"] == "h100-sxm5-80gb"]
+    assert len(sfu) == 2 * 3  # (fwd, bwd) x d
+    for t in sfu:
+        d, per_d = int(t["meta"]["dims"]["head_dim"]), 4 if t["meta"]["dims"]["direction"] == "fwd" else 10
+        assert t["meta"]["rate"] == pytest.approx(h100.sfu_exp_per_s * per_d * d, rel=0.05)
+    # IO and roofline ticks in SI units
+    io = io_figure(mixed, {})
+    assert io.layout["yaxis"]["exponentformat"] == "SI" and io.layout["yaxis"]["ticksuffix"] == "B"
+    assert "TFLOP/s" in fig.layout["yaxis"]["title"]["text"]
+
+
+def test_roofline_points_by_dram_and_l2_intensity_with_bound(mixed):
+    chosen = {**default(mixed), "hw": "h100-sxm5-80gb"}
+    fig = roofline_figure(mixed, {"h100-sxm5-80gb": roof_profile("h100-sxm5-80gb")}, chosen)
+    p = mixed.pred
+    r = p[(p.schedule == "fa2") & (p["shape"] == "B=4 H=32") & (p.seqlen_k == 4096) & (p.direction == "fwd")
+          & (p.head_dim.map(str) == chosen["head_dim"]) & (p.causal.map(str) == chosen["causal"])
+          & (p.hw == "h100-sxm5-80gb")].iloc[0]
+    fa2 = [t for t in series(fig, "predicted", visible=True) if t["name"] == "fa2 predicted · B=4 H=32"]
+    dram, l2 = fa2  # circles by DRAM bytes, diamonds by L2 bytes
+    assert dram["marker"]["symbol"] == PRED and l2["marker"]["symbol"] == "diamond-open"
+    i = [c[0] for c in dram["customdata"]].index("4096")
+    assert dram["x"][i] == pytest.approx(r.tensor_flops / (r.dram_read_bytes + r.dram_write_bytes), rel=1e-3)
+    assert l2["x"][i] == pytest.approx(r.tensor_flops / (r.hbm_read_bytes_2level + r.hbm_write_bytes_2level),
+                                       rel=1e-3)
+    assert dram["y"][i] == pytest.approx(r.tensor_flops / r.time_pred_ms / 1e9, rel=1e-3)
+    assert dram["customdata"][i][2] == r.bound and "bound" in dram["hovertemplate"]
+    meas = series(fig, "measured", visible=True)
+    assert meas and all(t["marker"]["symbol"] in (MEAS, "diamond") for t in meas)
+
+
+def test_accuracy_tables_for_cycle_model_and_roofline(mixed):
+    page = build_html(mixed, {"h100-sxm5-80gb": roof_profile("h100-sxm5-80gb"),
+                              "a100-sxm4-80gb": roof_profile("a100-sxm4-80gb")}, ["s.csv", str(MEASURED)])
+    assert "cycle-approximate model (time_pred_ms)" in page and "roofline (time_roofline_ms" in page
+    fig = accuracy_figure(mixed, {})
+    cyc = [t for t in series(fig) if t["name"].startswith("fa2 cycle model")]
+    roof = [t for t in series(fig) if t["name"].startswith("fa2 roofline")]
+    assert cyc and roof and roof[0]["marker"]["symbol"] == "x-thin-open"
+    # y is today's prediction for the measured problem
+    j = mixed.joined
+    row = j[(j.schedule == "fa2") & (j.status == "ok")].iloc[0]
+    t = next(t for t in cyc if t["meta"]["dims"]["head_dim"] == str(row.head_dim)
+             and t["meta"]["dims"]["causal"] == str(row.causal))
+    k = [c[0] for c in t["customdata"]].index(str(row.seqlen_k))
+    assert t["x"][k] == pytest.approx(row.time_ms, rel=1e-3)
+    assert t["y"][k] == pytest.approx(row.time_pred_ms, rel=1e-3)
+
+
+def test_limits_text_says_what_binds_from_the_model(mixed):
+    chosen = default(mixed)
+    text = limits_text(mixed, chosen, {"h100-sxm5-80gb": roof_profile("h100-sxm5-80gb")})
+    p = mixed.pred
+    fa1 = p[(p.schedule == "fa1") & (p.hw == chosen["hw"]) & (p.direction == chosen["direction"])
+            & (p.head_dim.map(str) == chosen["head_dim"]) & (p.causal.map(str) == chosen["causal"])
+            & (p["shape"] == "B=4 H=32")]
+    top = fa1[fa1.seqlen_k == fa1.seqlen_k.max()].iloc[0]
+    line = re.search(r"<li><b>fa1</b> at N=16384 \(B=4 H=32\).*?</li>", text).group(0)
+    assert f"bound by <b>{top.bound}</b>" in line
+    assert "one CTA per batch·head (B·H = 128)" in line and "128 CTAs for 132 SMs" in line
+
+
+# ---------------------------------------------------------------- page budget
+
+
+def test_thinning_keeps_within_budget_and_says_so(mixed_csv):
+    budget = Budget(rows=200, n_values=3, shapes=1, variants=2)
+    data = prepare_data([read_rows(mixed_csv)], [read_rows(MEASURED)], budget)
+    assert len(data.pred) <= budget.rows and data.total_pred > len(data.pred)
+    assert data.pred.groupby(["hw", "direction", "causal", "head_dim"])["shape"].nunique().max() == 1
+    assert data.meas.seqlen_k.nunique() == 6  # measured N are kept
+    assert len(data.notes) == 3 and any("of the 24 configurations" in n for n in data.notes)
+    # measured first: the kept shape of a measured configuration is the bench's
+    h100_fwd = data.pred[(data.pred.hw == "h100-sxm5-80gb") & (data.pred.direction == "fwd")]
+    assert set(h100_fwd["shape"]) == {"B·N=16384 H·d=2048"}
+    opts = filter_options(data)
+    kept = {tuple(map(str, r)) for r in data.pred[["hw", "direction"]].drop_duplicates().itertuples(index=False)}
+    assert {(c.get("hw"), c.get("direction")) for c in combinations(data, opts)} <= kept
 
 
 # ---------------------------------------------------------------- error table
@@ -209,7 +309,7 @@ def _hand_frames():
 
 def test_error_table_exact_numbers():
     pred, meas = _hand_frames()
-    meas["hw"] = "h100"  # short profile name meets the full one
+    meas["hw"] = "h100-sxm5-80gb"
     t = error_table(pred, meas).set_index("schedule")
     assert list(t.index) == ["fa1", "fa2"]  # no prediction for torch_flash: not in the table
     fa2 = t.loc["fa2"]
@@ -217,9 +317,8 @@ def test_error_table_exact_numbers():
     assert fa2.mape_pct == pytest.approx((20 + 0 + 50) / 3)
     assert fa2.mean_err_pct == pytest.approx((-20 + 0 + 50) / 3)
     assert fa2.worst_ape_pct == pytest.approx(50.0)
-    assert fa2.worst_points.startswith("fwd B=1 H=8 N=4096 d=128 bf16: pred 3 ms vs 2 ms (+50.0%)")
+    assert "N=4096" in fa2.worst_points.split(";")[0] and "+50.0%" in fa2.worst_points.split(";")[0]
     assert t.loc["fa1"].n == 1 and t.loc["fa1"].mape_pct == pytest.approx(10.0)
-    assert t.loc["fa2"].hw == "h100-sxm5-80gb"
 
 
 def test_error_table_from_csv_types(tmp_path):
@@ -232,10 +331,11 @@ def test_error_table_from_csv_types(tmp_path):
     assert error_table(pred, meas.assign(status="failed")).empty
 
 
-# ---------------------------------------------------------------- input errors
+# ---------------------------------------------------------------- input errors and the file
 
 
-def test_read_rows_bad_input(tmp_path, pred):
+def test_read_rows_bad_input(tmp_path, whatif_csv):
+    pred = pd.read_csv(whatif_csv)
     with pytest.raises(InputError, match="data file not found"):
         read_rows(tmp_path / "nope.csv")
     (tmp_path / "empty.csv").write_text("")
@@ -247,14 +347,10 @@ def test_read_rows_bad_input(tmp_path, pred):
     pred.drop(columns=["head_dim", "causal"]).to_csv(tmp_path / "cols.csv", index=False)
     with pytest.raises(InputError, match=r"missing columns: head_dim, causal \(required: hw, schedule"):
         read_rows(tmp_path / "cols.csv")
-    pred.to_parquet(tmp_path / "p.parquet")
-    back = read_rows(tmp_path / "p.parquet")
-    assert len(back) == len(pred) and back.causal.dtype == bool
 
 
-def test_report_command_bad_input(tmp_path, pred):
-    ok = tmp_path / "sweep.csv"
-    pred.to_csv(ok, index=False)
+def test_report_command_bad_input(tmp_path, whatif_csv):
+    pred = pd.read_csv(whatif_csv)
     out = tmp_path / "r.html"
     pred.drop(columns=["time_pred_ms"]).to_csv(tmp_path / "neither.csv", index=False)
     with pytest.raises(InputError, match="neither predictions .* nor measurements"):
@@ -266,27 +362,30 @@ def test_report_command_bad_input(tmp_path, pred):
     with pytest.raises(InputError, match="unknown hardware profile 'tpu-v9'"):
         report_command([tmp_path / "tpu.csv"], out)
     with pytest.raises(InputError, match="unknown hardware profile 'z80'"):
-        report_command([ok], out, hw=["z80"])
-    (tmp_path / "empty.csv").write_text("")
-    with pytest.raises(InputError, match="empty file"):
-        report_command([ok, tmp_path / "empty.csv"], out)
+        report_command([whatif_csv], out, hw=["z80"])
+    with pytest.raises(InputError, match="--hw a100-sxm4-80gb: no row of the data is on that hardware"):
+        report_command([whatif_csv], out, hw=["a100-sxm4-80gb"])
     assert not out.exists()
+    r = subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()", "report",
+                        str(tmp_path / "nocount.csv"), "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "missing columns: dram_read_bytes" in r.stderr
 
 
-def test_write_report_self_contained(tmp_path, pred, measured):
-    m = tmp_path / "measured.csv"
-    measured.to_csv(m, index=False)
-    s = tmp_path / "sweep.csv"
-    pred.to_csv(s, index=False)
+def test_report_page_is_self_contained_and_names_no_missing_menu(tmp_path, mixed_csv):
     out = tmp_path / "r.html"
-    report_command([s, m], out, hw=["h100", "a100"])
+    r = runner.invoke(app, ["report", str(mixed_csv), str(MEASURED), "-o", str(out)])
+    assert r.exit_code == 0, r.output
     text = out.read_text()
     assert text.count("<script type='text/javascript'>") == 1  # plotly.js once, inline
     assert not re.search(r"<(script|link|img|iframe)[^>]*(src|href)\s*=\s*[\"']?(https?:)?//", text)
-    assert "iosim 0.1.0" in text and str(s) in text and str(m) in text
     for h in ["1. Roofline", "2. IO against N", "3. Time and TFLOP/s", "4. Accuracy", "5. What-if"]:
         assert h in text
-    assert text.count('class="plotly-graph-div"') == 6  # 2 rooflines, IO, time, TFLOP/s, accuracy
-    assert "Roofline: a100-sxm4-80gb" in text and 'data-dim="head_dim"' in text
-    write_report(pred, [], tmp_path / "pred_only.html", [str(s)])
-    assert "No measured data given" in (tmp_path / "pred_only.html").read_text()
+    menus = set(re.findall(r'data-dim="([^"]+)"', text))
+    assert menus == {"hw", "direction", "causal", "head_dim", "seqlen_k"}
+    # the text names exactly the menus that exist (no dtype menu here: one dtype)
+    assert set(re.findall(r"Choose (.*?) in the menus above", text)) == {"hardware, direction, causal, head_dim d"}
+    assert str(MEASURED) in text
+    pred_only = tmp_path / "p.html"
+    assert runner.invoke(app, ["report", str(mixed_csv), "-o", str(pred_only)]).exit_code == 0
+    assert "No measured data given" in pred_only.read_text()
