@@ -23,6 +23,8 @@ TESTS = ["tests/test_calibrate.py", "tests/test_validation.py", "tests/test_timi
          "tests/test_memory.py"]
 # (name, file, old, new): each `old` must occur exactly once.
 MUTATIONS = [
+    ("none (baseline: every test must pass)", "iosim/timing.py", "MMA_FLOPS = 2 * 16 * 8 * 16",
+     "MMA_FLOPS = 2 * 16 * 8 * 16"),
     ("fa2 overlap made serial", "iosim/timing.py",
      'chain = max(port, warp) if policy == "async" and stages > 1 else port + warp',
      "chain = port + warp"),
@@ -58,7 +60,8 @@ def run(name: str, rel: str, old: str, new: str) -> dict:
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                             "--hypothesis-seed=0", *TESTS], cwd=dst, capture_output=True, text=True,
                            env={"PYTHONPATH": str(dst), "PATH": "/usr/bin:/bin"})
-        failed = [ln.split(" ")[1] for ln in r.stdout.splitlines() if ln.startswith("FAILED")]
+        failed = [ln.split(" - ")[0].split(" ")[1] + ": " + ln.split(" - ", 1)[-1][:120]
+                  for ln in r.stdout.splitlines() if ln.startswith("FAILED")]
         return {"mutation": name, "killed": r.returncode != 0, "by": failed,
                 "seconds": round(time.time() - t, 1)}
 

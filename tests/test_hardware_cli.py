@@ -61,7 +61,7 @@ def test_predict_both_directions_csv():
     (["--kv-heads", "5"], "must divide heads"),
     (["--dtype", "fp64"], "fp64"),
     (["--schedule", "fa9"], "unknown schedule"),
-    (["--head-dim", "512"], "head_dim=512"),
+    (["--head-dim", "512", "--schedule", "fa1,fa2"], "head_dim=512"),  # no schedule can run it
     (["--hw", "a100", "--schedule", "fa3"], "Hopper"),
     (["--hw", "/nonexistent.toml"], "not found"),
 ])

@@ -15,7 +15,7 @@ from iosim.schedules import plan
 
 PROFILES = {n: hardware.load(n) for n in hardware.available()}
 SCHEDS = ["naive", "fa1", "fa2", "fa3"]
-BOUNDS = {"hbm", "l2", "sram", "tensor", "sfu", "alu", "latency", "launch"}
+BOUNDS = set(timing.UNITS) | set(timing.LEVELS) | {"launch"}
 
 problems = st.builds(
     Problem,

@@ -61,12 +61,33 @@ def block_h100_d128() -> str:
         return "```\n" + t.reset_index().to_string(index=False) + "\n```"
 
 
-def block_validate() -> str:
-    from iosim.validate import format_report, validate
+VALIDATE_FILES = ["h100/measured.csv", "h100/measured_new.csv", "h100/measured_ncu.csv",
+                  "h200/measured.csv", "h200/measured_ncu.csv"]
 
-    files = [ROOT / "reports" / "data" / g / f for g in ("h100", "h200")
-             for f in ("measured.csv", "measured_ncu.csv")]
-    return "```\n" + format_report(*validate(files)) + "\n```"
+
+def block_validate() -> str:
+    files = [f"reports/data/{f}" for f in VALIDATE_FILES]
+    return "```\n$ iosim validate " + " ".join(files) + "\n" + run("validate", *files) + "\n```"
+
+
+def block_calibrate() -> str:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = run("calibrate", "reports/data/h100/measured.csv", "--hw", "h100-sxm5-80gb",
+                  "--ncu", "reports/data/h100/ncu_mechanism.csv", "--holdout-where", "seqlen_q>=8192",
+                  "--transfer-to", "h200-sxm-141gb", "-o", f"{tmp}/h100-sxm5-80gb.calibrated.toml")
+    out = out.replace(tmp, "hwprofiles")
+    return ("```\n$ iosim calibrate reports/data/h100/measured.csv --hw h100-sxm5-80gb --ncu "
+            "reports/data/h100/ncu_mechanism.csv --holdout-where 'seqlen_q>=8192' --transfer-to "
+            "h200-sxm-141gb -o hwprofiles/h100-sxm5-80gb.calibrated.toml\n" + out + "\n```")
+
+
+def block_ncu_bound() -> str:
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "ncu_summary.py"),
+                        "reports/data/h100/ncu_mechanism.csv"], capture_output=True, text=True,
+                       cwd=ROOT, check=True)
+    return "```\n$ python tools/ncu_summary.py reports/data/h100/ncu_mechanism.csv\n" + r.stdout.rstrip() + "\n```"
 
 
 def block_measured() -> str:
@@ -79,7 +100,8 @@ def block_measured() -> str:
 
 BLOCKS = {"predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
-          "measured": block_measured, "validate": block_validate}
+          "measured": block_measured, "validate": block_validate, "calibrate": block_calibrate,
+          "ncu-bound": block_ncu_bound}
 
 
 def render(text: str) -> str:

@@ -89,5 +89,8 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              trips=uniform(1)))
         if p.group > 1:
             ks.append(gqa_reduce(p, ("dK", "dV")))
-    notes = f"Bc={t.block_n}, Br={t.block_m} from M={hw.smem_per_block_optin_bytes} B of SRAM"
+    paper = -(-(hw.smem_per_block_optin_bytes // p.elem_bytes) // (4 * p.head_dim))
+    notes = (f"Algorithm 1's loop order with this kernel's tiles Bc={t.block_n}, Br={t.block_m}"
+             + (f" (the paper's Bc = ceil(M/4d) = {paper} for M={hw.smem_per_block_optin_bytes} B"
+                " exceeds the kernel's registers)" if paper > t.block_n else ""))
     return Plan("fa1", p, hw.name, tuple(ks), notes)
