@@ -18,10 +18,13 @@
 //     instead of Oacc_i (l, m are still written). Line 12 is evaluated as
 //     Oacc_i = (l_i e^(m_i-m_new) / l_new) Oacc_i + ((e^(m~-m_new) / l_new) P~) V_j, i.e. the
 //     P~ V_j product accumulates straight into the rescaled Oacc_i (no second accumulator).
-//   Causal (IS_CAUSAL, top-left: query r sees keys c <= r): block (i, j) is skipped entirely when
-//   j*Bc > i*Br + Br - 1; blocks that straddle the diagonal are masked element-wise. For outer
-//   step j the inner loop therefore starts at i = floor(j*Bc / Br), and block i's last outer
-//   step is min(Tc - 1, floor((i*Br + Br - 1) / Bc)).
+//   Causal (IS_CAUSAL: query r sees keys c <= r + off, off = 0 top-left as torch's is_causal, or
+//   Nk - Nq with CAUSAL_BOTTOM_RIGHT as FlashAttention 2.1+): block (i, j) is skipped entirely
+//   when j*Bc > i*Br + Br - 1 + off; blocks that straddle the diagonal are masked element-wise.
+//   For outer step j the inner loop therefore starts at i = max(0, floor((j*Bc - off) / Br)), and
+//   block i's last outer step is min(Tc - 1, floor((i*Br + Br - 1 + off) / Bc)). Blocks with no
+//   visible key at all (bottom-right, Nq > Nk: last step < 0) get O = 0 before the loop; rows
+//   that see no key inside a visited block end with l = 0, O = 0 (LSE = m + log l = -inf).
 //
 // Layout and launch: docs/kernel-contract.md. Q (B,H,Nq,d), K,V (B,KVH,Nk,d), O (B,H,Nq,d) in the
 //   input dtype; Oacc (B,H,Nq,d) fp32; L = l and M = m (natural-log units), (B,H,Nq) fp32.
@@ -29,12 +32,16 @@
 //   K/V rows >= Nk are zero-filled and masked, Q rows >= Nq zero-filled and never stored.
 //
 // Compile-time parameters (from the Plan, -D): FA1_INIT / FA1_FWD (entry), ELEM_BF16 / ELEM_FP16,
-//   HEAD_DIM (64, 128, 256: a multiple of 64), BLOCK_M = Br, BLOCK_N = Bc (multiple of 16),
-//   NUM_WARPS (warps split Br: each warp owns Br/NUM_WARPS rows, a multiple of 16), IS_CAUSAL.
+//   HEAD_DIM (a multiple of 8 up to 256: the row length in HBM), HEAD_DIM_PAD (HEAD_DIM rounded
+//   up to a multiple of 64: the row length of the swizzled shared tiles; the products run over
+//   HEAD_DIM rounded up to 16, the MMA's k, with the chunk past HEAD_DIM zero-filled and the rest
+//   of the padding never loaded or read), BLOCK_M = Br, BLOCK_N = Bc (multiple of 16),
+//   NUM_WARPS (warps split Br: each warp owns Br/NUM_WARPS rows, a multiple of 16), IS_CAUSAL,
+//   CAUSAL_BOTTOM_RIGHT.
 //   fa1_init uses HEAD_DIM and BLOCK_M (rows per CTA); its thread count is free (the Plan's).
 //
 // Shared memory (fa1_fwd, dynamic; the Plan computes the same):
-//   (2 * BLOCK_N + BLOCK_M) * HEAD_DIM * sizeof(elem)   = K_j + V_j + Q_i (no padding: XOR swizzle).
+//   (2 * BLOCK_N + BLOCK_M) * HEAD_DIM_PAD * sizeof(elem)   = K_j + V_j + Q_i (XOR swizzle).
 //   fa1_init: none.
 // Registers: per thread MI*Bc/2 fp32 for S_ij and MI*d/2 fp32 for Oacc_i (MI = Br/(16*NUM_WARPS)),
 //   so the tiles are capped by the register file, not by shared memory:
@@ -86,21 +93,27 @@ extern "C" __global__ void fa1_init(float* __restrict__ Oacc, float* __restrict_
 
 // ------------------------------------------------------------------ fa1_fwd
 #ifdef FA1_FWD
-#if !defined(BLOCK_N) || !defined(NUM_WARPS) || !defined(IS_CAUSAL)
-#error "fa1_fwd needs BLOCK_N, NUM_WARPS, IS_CAUSAL"
+#if !defined(BLOCK_N) || !defined(NUM_WARPS) || !defined(IS_CAUSAL) || \
+    !defined(CAUSAL_BOTTOM_RIGHT) || !defined(HEAD_DIM_PAD)
+#error "fa1_fwd needs BLOCK_N, NUM_WARPS, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, HEAD_DIM_PAD"
 #endif
 namespace fa1 {
-constexpr int D = HEAD_DIM, BR = BLOCK_M, BC = BLOCK_N, NW = NUM_WARPS;
+constexpr int DG = HEAD_DIM;  // row length in HBM
+constexpr int D = HEAD_DIM_PAD, BR = BLOCK_M, BC = BLOCK_N, NW = NUM_WARPS;
+constexpr int DK = (DG + 15) / 16 * 16;  // columns the products run over
+constexpr int DKCH = DK / 8;             // 16-byte chunks a row that are loaded
+constexpr int DGCH = DG / 8;             // 16-byte chunks a row in HBM (the rest zero-filled)
 constexpr int THREADS = NW * 32;
 constexpr int RW = BR / NW;  // rows per warp
 constexpr int MI = RW / 16;  // m16 tiles per warp
 constexpr int DCH = D / 8;   // 16-byte chunks per row of Q, K, V
 constexpr int NS = BC / 8;   // n8 tiles of S_ij per warp row-tile
-constexpr int ND = D / 8;    // n8 tiles of Oacc_i
+constexpr int ND = DK / 8;   // n8 tiles of Oacc_i (even: DK is a multiple of 16)
 static_assert(BR % NW == 0 && RW % 16 == 0, "BLOCK_M / NUM_WARPS must be a multiple of 16");
 static_assert(BC % 16 == 0, "BLOCK_N must be a multiple of 16");
-static_assert(D % 64 == 0, "HEAD_DIM must be a multiple of 64");
-constexpr bool EARLY_O = MI * (D / 2 + BC / 2) <= 128;  // Oacc_i + S_ij fp32 registers
+static_assert(D % 64 == 0, "HEAD_DIM_PAD must be a multiple of 64");
+static_assert(DG % 8 == 0 && DG <= D, "HEAD_DIM must be a multiple of 8, at most HEAD_DIM_PAD");
+constexpr bool EARLY_O = MI * (DK / 2 + BC / 2) <= 128;  // Oacc_i + S_ij fp32 registers
 }  // namespace fa1
 
 extern "C" __global__ void __launch_bounds__(fa1::THREADS, 1)
@@ -116,12 +129,12 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     const int h = blockIdx.y, b = blockIdx.z;
     const int kvh = h / (H / KVH);
     const long long bh = (long long)b * H + h;
-    const long long kvoff = ((long long)b * KVH + kvh) * Nk * D;
-    const elem_t* q = Q + bh * Nq * D;
+    const long long kvoff = ((long long)b * KVH + kvh) * Nk * DG;
+    const elem_t* q = Q + bh * Nq * DG;
     const elem_t* k = K + kvoff;
     const elem_t* v = V + kvoff;
-    float* oacc = Oacc + bh * Nq * D;
-    elem_t* o = O + bh * Nq * D;
+    float* oacc = Oacc + bh * Nq * DG;
+    elem_t* o = O + bh * Nq * DG;
     float* lrow = L + bh * Nq;
     float* mrow = M + bh * Nq;
 
@@ -132,19 +145,32 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     const int Tc = (Nk + BC - 1) / BC, Tr = (Nq + BR - 1) / BR;
     const float sl2 = scale * IOSIM_LOG2E;  // S in log2 units
 
-    auto i_first = [&](int j) { return IS_CAUSAL ? (j * BC) / BR : 0; };
-    auto j_last = [&](int i) { return IS_CAUSAL ? min(Tc - 1, (i * BR + BR - 1) / BC) : Tc - 1; };
-    // warp-local cp.async of this warp's RW rows of Q block i (rows >= Nq zero-filled)
+    const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // row r sees keys c <= r + off
+    auto floor_div = [](int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+    auto i_first = [&](int j) { return IS_CAUSAL ? max(0, floor_div(j * BC - off, BR)) : 0; };
+    auto j_last = [&](int i) {
+        return IS_CAUSAL ? min(Tc - 1, floor_div(i * BR + BR - 1 + off, BC)) : Tc - 1;
+    };
+    // warp-local cp.async of this warp's RW rows of Q block i (rows >= Nq zero-filled, and the
+    // chunk past HEAD_DIM)
     auto load_q = [&](int i) {
 #pragma unroll
-        for (int it = 0; it < RW * DCH / 32; ++it) {
+        for (int it = 0; it < RW * DKCH / 32; ++it) {
             const int c = lane + it * 32;
-            const int r = c / DCH, ch = c % DCH;
+            const int r = c / DKCH, ch = c % DKCH;
             const int gr = i * BR + warp * RW + r;
-            const bool ok = gr < Nq;
-            cp_async_16(sQw_a + 2u * swz<DCH>(r, ch), ok ? q + (long long)gr * D + ch * 8 : q, ok);
+            const bool ok = gr < Nq && ch < DGCH;
+            cp_async_16(sQw_a + 2u * swz<DCH>(r, ch), ok ? q + (long long)gr * DG + ch * 8 : q, ok);
         }
     };
+
+    // Query blocks that see no key (bottom-right, Nq > Nk) are never visited: O = 0 there.
+    if (IS_CAUSAL) {
+        const int zero_rows = min(Nq, i_first(0) * BR);
+        for (int c = tid; c < zero_rows * DGCH; c += THREADS)
+            *reinterpret_cast<uint4*>(o + (long long)(c / DGCH) * DG + (c % DGCH) * 8) =
+                make_uint4(0u, 0u, 0u, 0u);
+    }
 
     for (int j = 0; j < Tc; ++j) {
         const int i0 = i_first(j);
@@ -152,13 +178,13 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
         __syncthreads();      // K_{j-1}, V_{j-1} no longer read
         // ---- line 6: K_j, V_j -> shared (rows >= Nk zero-filled: P~ is 0 there, V must be finite)
 #pragma unroll 4
-        for (int c = tid; c < BC * DCH; c += THREADS) {
-            const int r = c / DCH, ch = c % DCH;
+        for (int c = tid; c < BC * DKCH; c += THREADS) {
+            const int r = c / DKCH, ch = c % DKCH;
             const int gr = j * BC + r;
-            const bool ok = gr < Nk;
-            const long long off = ok ? (long long)gr * D + ch * 8 : 0;
-            cp_async_16(sK_a + 2u * swz<DCH>(r, ch), k + off, ok);
-            cp_async_16(sV_a + 2u * swz<DCH>(r, ch), v + off, ok);
+            const bool ok = gr < Nk && ch < DGCH;
+            const long long src = ok ? (long long)gr * DG + ch * 8 : 0;
+            cp_async_16(sK_a + 2u * swz<DCH>(r, ch), k + src, ok);
+            cp_async_16(sV_a + 2u * swz<DCH>(r, ch), v + src, ok);
         }
         if (j == 0) load_q(i0);  // later outer steps: prefetched by the step before
         cp_async_commit();
@@ -188,11 +214,11 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                         const bool ok = r < Nq;
                         m_old[mi][hr] = ok ? mrow[r] : IOSIM_NEG_INF;
                         l_old[mi][hr] = ok ? lrow[r] : 0.f;
-                        const float* src = oacc + (long long)r * D + 2 * t4;
+                        const float* src = oacc + (long long)r * DG + 2 * t4;
 #pragma unroll
                         for (int nd = 0; nd < ND; ++nd) {
                             float2 x = make_float2(0.f, 0.f);
-                            if (ok) x = *reinterpret_cast<const float2*>(src + nd * 8);
+                            if (ok && nd < DGCH) x = *reinterpret_cast<const float2*>(src + nd * 8);
                             oa[mi][nd][2 * hr] = x.x;
                             oa[mi][nd][2 * hr + 1] = x.y;
                         }
@@ -212,7 +238,7 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 #pragma unroll
                         for (int e = 0; e < 4; ++e) sacc[mi][n][e] = 0.f;
 #pragma unroll
-                for (int ks = 0; ks < D / 16; ++ks) {
+                for (int ks = 0; ks < DK / 16; ++ks) {
                     u32 af[MI][4];
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi)
@@ -245,7 +271,7 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                         for (int e = 0; e < 4; ++e) {
                             const int col = j * BC + n * 8 + 2 * t4 + (e & 1);
                             const int r = row0 + mi * 16 + g + 8 * (e >> 1);
-                            const bool ok = col < Nk && (!IS_CAUSAL || col <= r);
+                            const bool ok = col < Nk && (!IS_CAUSAL || col <= r + off);
                             const float x = ok ? sacc[mi][n][e] * sl2 : IOSIM_NEG_INF;
                             sacc[mi][n][e] = x;
                             mt[e >> 1] = fmaxf(mt[e >> 1], x);
@@ -269,6 +295,7 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                         const float mn = fmaxf(mo, mt[hr]);
                         const float alpha = (mo == IOSIM_NEG_INF) ? 0.f : fast_exp2(mo - mn);
                         const float beta = (mt[hr] == IOSIM_NEG_INF) ? 0.f : fast_exp2(mt[hr] - mn);
+                        // (mo = mt = -inf: a row that has seen no key yet; alpha = beta = 0)
                         const float ln = alpha * l_old[mi][hr] + beta * lt[hr];
                         const float inv = ln > 0.f ? 1.0f / ln : 0.f;
                         scl_o[mi][hr] = l_old[mi][hr] * alpha * inv;
@@ -320,16 +347,16 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                         const int r = row0 + mi * 16 + g + 8 * hr;
                         if (r >= Nq) continue;
                         if (last) {
-                            elem_t* dst = o + (long long)r * D + 2 * t4;
+                            elem_t* dst = o + (long long)r * DG + 2 * t4;
 #pragma unroll
                             for (int nd = 0; nd < ND; ++nd)
-                                *reinterpret_cast<u32*>(dst + nd * 8) =
+                                if (nd < DGCH) *reinterpret_cast<u32*>(dst + nd * 8) =
                                     pack2_elem(oa[mi][nd][2 * hr], oa[mi][nd][2 * hr + 1]);
                         } else {
-                            float* dst = oacc + (long long)r * D + 2 * t4;
+                            float* dst = oacc + (long long)r * DG + 2 * t4;
 #pragma unroll
                             for (int nd = 0; nd < ND; ++nd)
-                                *reinterpret_cast<float2*>(dst + nd * 8) =
+                                if (nd < DGCH) *reinterpret_cast<float2*>(dst + nd * 8) =
                                     make_float2(oa[mi][nd][2 * hr], oa[mi][nd][2 * hr + 1]);
                         }
                         if (t4 == 0) {

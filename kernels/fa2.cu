@@ -3,24 +3,31 @@
 // Entry: fa2_fwd(Q, K, V, O, LSE, Nq, Nk, H, KVH, scale)          (docs/kernel-contract.md)
 //   Q (B,H,Nq,d), K/V (B,KVH,Nk,d), O (B,H,Nq,d): contiguous, elem_t (bf16 or fp16);
 //   LSE (B,H,Nq) fp32 = m + log(l) in natural log. Head h reads K/V head h / (H/KVH) (GQA).
-//   Causal is top-left aligned: query row i sees keys j <= i. All offsets are 64-bit.
+//   Causal: query row i sees keys j <= i + off, off = 0 (top-left, torch's is_causal) or, with
+//   CAUSAL_BOTTOM_RIGHT, Nk - Nq (FlashAttention 2.1+); a row that sees no key gets O = 0 and
+//   LSE = -inf. All offsets are 64-bit.
 // Grid (ceil(Nq/BLOCK_M), H, B), NUM_WARPS*32 threads, dynamic shared memory (bytes):
 //
-//     smem_bytes = (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2
+//     smem_bytes = (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM_PAD * 2
 //
 //   (one Q tile, STAGES K tiles and STAGES V tiles, 2-byte elements; the Q tile is reused to
 //   stage O for coalesced stores). blockIdx.x = ceil(Nq/BLOCK_M)-1 - m_block: the query tiles
 //   run in reverse order, so under causal masking the CTAs with the most key tiles start first.
 //   CTA with query tile m_block runs ceil(n_end / BLOCK_N) key tiles, n_end = Nk, or
-//   min(Nk, (m_block+1)*BLOCK_M) when causal.
+//   clamp((m_block+1)*BLOCK_M + off, 0, Nk) when causal (0 tiles: O = 0, LSE = -inf).
 //
-// Tile parameters (all -D defines from the Plan): HEAD_DIM (64/128/256; any multiple of 64),
-//   BLOCK_M (query rows per CTA; a multiple of 16*NUM_WARPS), BLOCK_N (key rows per tile; a
-//   multiple of 16), NUM_WARPS, STAGES (>= 1: K/V cp.async ring depth), IS_CAUSAL (0/1),
-//   and ELEM_BF16=1 or ELEM_FP16=1.
+// Tile parameters (all -D defines from the Plan): HEAD_DIM (any multiple of 8 up to 256: the
+//   row length in HBM), HEAD_DIM_PAD (the row length of the shared tiles: 64, 128 or 256, so
+//   that the swizzle has 8, 16 or 32 chunks a row and one pass of the threads covers whole
+//   rows; chunks past HEAD_DIM rounded up to 16 are never loaded or read, the chunk past
+//   HEAD_DIM up to that is zero-filled), BLOCK_M (query rows per CTA; a multiple of
+//   16*NUM_WARPS), BLOCK_N (key rows per tile; a multiple of 16), NUM_WARPS, STAGES (>= 1: K/V
+//   cp.async ring depth), IS_CAUSAL (0/1), CAUSAL_BOTTOM_RIGHT (0/1), and ELEM_BF16=1 or
+//   ELEM_FP16=1.
 //
 // Recommended tiles (BLOCK_M, BLOCK_N, NUM_WARPS, STAGES), all free of register spills
-//   (iosim/gpu/tiles.py holds the same table; dev/fa2_check.py --sweep measures candidates):
+//   (iosim/schedules/fa2.py's FWD_TILES holds the same table; a head_dim takes the row of the
+//   next listed head_dim up):
 //     H100 (sm_90a), fastest measured (bf16, N=4096; ratio to torch's flash SDPA backend):
 //       d =  64: (128, 128, 4, 2)   smem  80 KiB   342 / 313 TFLOP/s non-causal / causal (1.15x)
 //       d = 128: (128,  32, 4, 2)   smem  64 KiB   335 / 297 TFLOP/s (0.97x / 0.98x)
@@ -50,7 +57,9 @@
 //   * Causal: key tiles entirely above the diagonal are never loaded or computed; only tiles
 //     that cross the diagonal (or the ragged Nk edge) pay for masking.
 //   * Ragged Nq/Nk: loads of rows past the end are zero-filled (cp.async src-size 0), masked
-//     columns are -inf, stores of rows >= Nq are skipped.
+//     columns are -inf, stores of rows >= Nq are skipped. Ragged head_dim (not a power of two):
+//     the products run over HEAD_DIM rounded up to 16 (the MMA's k), the zero-filled chunk
+//     adding nothing; only HEAD_DIM columns of O are stored.
 #include "common.cuh"
 
 #ifndef HEAD_DIM
@@ -71,10 +80,20 @@
 #ifndef IS_CAUSAL
 #error "IS_CAUSAL must be defined"
 #endif
+#ifndef CAUSAL_BOTTOM_RIGHT
+#error "CAUSAL_BOTTOM_RIGHT must be defined"
+#endif
+#ifndef HEAD_DIM_PAD
+#error "HEAD_DIM_PAD must be defined"
+#endif
 
 namespace fa2 {
 
-constexpr int D = HEAD_DIM;
+constexpr int DG = HEAD_DIM;        // row length in HBM
+constexpr int D = HEAD_DIM_PAD;     // row length of the shared tiles
+constexpr int DK = (DG + 15) / 16 * 16;  // columns the products run over (the MMA's k is 16)
+constexpr int DKCH = DK / 8;        // 16-byte chunks a row that are loaded (the last maybe zero)
+constexpr int DGCH = DG / 8;        // 16-byte chunks a row in HBM
 constexpr int BM = BLOCK_M;
 constexpr int BN = BLOCK_N;
 constexpr int NW = NUM_WARPS;
@@ -84,11 +103,12 @@ constexpr int MT = BM / (16 * NW);  // m16 tiles per warp
 constexpr int ROWS_W = 16 * MT;     // query rows per warp
 constexpr int DCH = D / 8;          // 16-byte chunks per row
 constexpr int NT_S = BN / 8;        // n8 tiles of S per m16 tile
-constexpr int NT_O = D / 8;         // n8 tiles of O per m16 tile
-constexpr int KS_S = D / 16;        // k16 steps of Q K^T
+constexpr int NT_O = DK / 8;        // n8 tiles of O per m16 tile
+constexpr int KS_S = DK / 16;       // k16 steps of Q K^T
 constexpr int KS_O = BN / 16;       // k16 steps of P V
 
-static_assert(D % 64 == 0, "HEAD_DIM must be a multiple of 64 (swizzled rows of >= 8 chunks)");
+static_assert(D % 64 == 0, "HEAD_DIM_PAD must be a multiple of 64 (swizzled rows of >= 8 chunks)");
+static_assert(DG % 8 == 0 && DG <= D, "HEAD_DIM must be a multiple of 8, at most HEAD_DIM_PAD");
 static_assert(BM % (16 * NW) == 0 && MT >= 1, "BLOCK_M must be a multiple of 16*NUM_WARPS");
 static_assert(BN % 16 == 0, "BLOCK_N must be a multiple of 16");
 static_assert(NS >= 1, "STAGES must be >= 1");
@@ -96,8 +116,9 @@ static_assert(NS >= 1, "STAGES must be >= 1");
 // before S_j (needs K_j) and before P_j V_j (needs V_j) at most 2*STAGES-2 newer groups pend.
 constexpr int PENDING = 2 * NS - 2;
 
-// Copy rows [row0, row0+ROWS) of a (rows, D) tensor slice into a swizzled shared tile;
-// rows >= nvalid are zero-filled. Thread tid copies chunk (tid % DCH) of rows tid/DCH + i*RSTEP:
+// Copy rows [row0, row0+ROWS) of a (rows, DG) tensor slice into a swizzled shared tile of rows of
+// D; rows >= nvalid are zero-filled, and so is the chunk past DG (when DG % 16 == 8); chunks from
+// DK on are not copied (never read). Thread tid copies chunk (tid % DCH) of rows tid/DCH + i*RSTEP:
 // since RSTEP is a multiple of 8, the swizzled shared offset is one per-thread base plus
 // compile-time constants (no per-copy index arithmetic).
 constexpr int RSTEP = THREADS / DCH;  // rows covered by one pass of all threads
@@ -111,12 +132,15 @@ __device__ __forceinline__ void load_tile(u32 s_addr, const elem_t* __restrict__
     static_assert(ROWS % RSTEP == 0, "tile rows must be a multiple of NUM_WARPS*32*8/HEAD_DIM");
     const int r = tid / DCH;
     const int ch = tid % DCH;
+    if (DK < D && ch >= DKCH) return;  // padding: never read
+    const bool in_row = DG == DK || ch < DGCH;
     const u32 s_off = s_addr + 2u * (u32)swz<DCH>(r, ch);
-    const elem_t* src0 = g + (size_t)(row0 + r) * D + ch * 8;
+    const elem_t* src0 = g + (size_t)(row0 + r) * DG + ch * 8;
     const int left = nvalid - row0 - r;  // copy i is in bounds iff i*RSTEP < left
 #pragma unroll
     for (int i = 0; i < ROWS / RSTEP; ++i)
-        cp_async_16(s_off + (u32)(i * RSTEP * D * 2), src0 + i * RSTEP * D, i * RSTEP < left);
+        cp_async_16(s_off + (u32)(i * RSTEP * D * 2), src0 + i * RSTEP * DG,
+                    in_row && i * RSTEP < left);
 }
 
 // ldmatrix addressing in a swizzled tile: a lane supplies row `row` (row & 7 == key & 7 for all
@@ -148,14 +172,16 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     const int kvh = h / (H / KVH);
     const int m0 = m_block * BM;
 
-    const size_t q_base = ((size_t)b * H + h) * (size_t)Nq * D;
-    const size_t kv_base = ((size_t)b * KVH + kvh) * (size_t)Nk * D;
+    const size_t q_base = ((size_t)b * H + h) * (size_t)Nq * DG;
+    const size_t kv_base = ((size_t)b * KVH + kvh) * (size_t)Nk * DG;
     const elem_t* Qg = Q + q_base;
     const elem_t* Kg = K + kv_base;
     const elem_t* Vg = V + kv_base;
 
+    // causal: row i sees keys j <= i + off; this CTA's last row sees keys < m0 + BM + off
+    const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;
     int n_end = Nk;
-    if (IS_CAUSAL) n_end = min(Nk, m0 + BM);
+    if (IS_CAUSAL) n_end = max(0, min(Nk, m0 + BM + off));
     const int n_blocks = (n_end + BN - 1) / BN;
 
     // ---- prologue: Q + K0 | V0 | K1 | ... | V_{NS-2} | K_{NS-1}
@@ -243,7 +269,7 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
         }
 
         // ---- mask (only tiles crossing the diagonal or the ragged Nk edge)
-        const bool need_mask = (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0);
+        const bool need_mask = (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + off);
         if (need_mask) {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -253,7 +279,7 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                     for (int r = 0; r < 4; ++r) {
                         const int col = n0 + nt * 8 + 2 * (lane & 3) + (r & 1);
                         const int row = m0 + wrow0 + mt * 16 + (lane >> 2) + (r >> 1) * 8;
-                        if (col >= Nk || (IS_CAUSAL && col > row)) s[mt][nt][r] = IOSIM_NEG_INF;
+                        if (col >= Nk || (IS_CAUSAL && col > row + off)) s[mt][nt][r] = IOSIM_NEG_INF;
                     }
         }
 
@@ -313,7 +339,7 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 #pragma unroll
         for (int kk = 0; kk < KS_O; ++kk) {
 #pragma unroll
-            for (int dn = 0; dn < D / 16; ++dn) {
+            for (int dn = 0; dn < DK / 16; ++dn) {
                 u32 bv[4];
                 ldmatrix_x4_trans(bv, vst + chunk_off(qkey, dn) + (u32)(kk * 16 * D * 2));
 #pragma unroll
@@ -326,6 +352,11 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
         if (NS > 1) issue_k(j + NS);
     }
     cp_async_wait<0>();
+    // Every thread's copies have landed; the barrier makes them visible before O is staged in
+    // this warp's Q rows, which other warps copied. The loop's barriers did that already unless
+    // there was no key tile (causal, a CTA that sees no key). Unconditional: a conditional
+    // barrier here made ptxas spill at d = 64.
+    __syncthreads();
 
     // ---- epilogue: O /= l, LSE = m*ln2 + log(l); O staged through this warp's own Q rows
     __syncwarp();
@@ -355,8 +386,8 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
         const int ch = c % DCH;
         const int lrow = wrow0 + r;
         const int row = m0 + lrow;
-        if (row < Nq)
-            *reinterpret_cast<uint4*>(Og + (size_t)row * D + ch * 8) =
+        if (row < Nq && (DG == D || ch < DGCH))
+            *reinterpret_cast<uint4*>(Og + (size_t)row * DG + ch * 8) =
                 *reinterpret_cast<const uint4*>(sQ + swz<DCH>(lrow, ch));
     }
 }

@@ -15,8 +15,12 @@
 // Compile-time parameters (all from the Plan, as -D defines; one entry per compile):
 //   NAIVE_QK / NAIVE_SOFTMAX / NAIVE_PV   which entry to build
 //   ELEM_BF16=1 or ELEM_FP16=1            dtype (common.cuh)
-//   HEAD_DIM, IS_CAUSAL                   every entry (the GEMMs ignore IS_CAUSAL: they compute
-//                                         the full products; only the softmax masks)
+//   HEAD_DIM, IS_CAUSAL,                  every entry (the GEMMs ignore the mask: they compute
+//   CAUSAL_BOTTOM_RIGHT                   the full products; only the softmax masks). HEAD_DIM:
+//                                         any multiple of 8 (16-byte rows). Causal: row i sees
+//                                         keys j <= i + off, off = 0 (top-left, torch's
+//                                         is_causal) or Nk - Nq (CAUSAL_BOTTOM_RIGHT, as
+//                                         FlashAttention 2.1+); a row that sees no key gets P = 0.
 //   BLOCK_M, BLOCK_N, BLOCK_K, STAGES, NUM_WARPS   GEMMs: CTA tile BLOCK_M x BLOCK_N of the
 //                                         output, k consumed in BLOCK_K chunks through a
 //                                         STAGES-deep cp.async ring (STAGES >= 1), NUM_WARPS warps
@@ -31,8 +35,9 @@
 //             k = d; C = S (Nq x Nk), scaled by `scale` in the epilogue.
 //   naive_pv: A = P (Nq x Nk, k-contiguous), B = V (Nk x d, n-contiguous: ldmatrix.trans),
 //             k = Nk (the long dimension); C = O (Nq x d).
-//   Requirements: HEAD_DIM % BLOCK_K == 0 (naive_qk), BLOCK_M % 16 == 0, BLOCK_N % 16 == 0,
-//   BLOCK_K % 16 == 0 and BLOCK_K / 8 in {2, 4} or a multiple of 8 (swizzle).
+//   Requirements: BLOCK_M % 16 == 0, BLOCK_N % 16 == 0, BLOCK_K % 16 == 0, BLOCK_K / 8 and (for
+//   naive_pv) BLOCK_N / 8 in {2, 4} or a multiple of 8 (swizzle). A k (naive_qk: HEAD_DIM) or
+//   column count (naive_pv: HEAD_DIM) that is not a multiple of the tile is a ragged edge.
 //   Ragged edges: rows/columns/k beyond the matrix are zero-filled (cp.async src-size 0) and
 //   never stored. Nk % 8 != 0 (rows of S/P not 16-byte aligned) falls back to element-wise
 //   loads of P and element-wise stores of S: correct, slower.
@@ -45,8 +50,8 @@
 //
 // Softmax IO per row i (the Plan's count): reads S[i, 0:nr) once (ROW_IN_SMEM=1) or twice
 //   (ROW_IN_SMEM=0), writes P[i, 0:Nk) once (masked entries written as 0), where
-//   nr = Nk, or with IS_CAUSAL nr = min(Nk, i+1) rounded up to a multiple of 8 (capped at Nk)
-//   when Nk % 8 == 0 (16-byte vectors), min(Nk, i+1) otherwise.
+//   nr = Nk, or with IS_CAUSAL nr = clamp(i+1+off, 0, Nk) rounded up to a multiple of 8 (capped
+//   at Nk) when Nk % 8 == 0 (16-byte vectors), clamp(i+1+off, 0, Nk) otherwise.
 //
 // Recommended tiles (bf16/fp16, H100/H200; 2 CTAs per SM at 256 threads, <= 128 registers):
 //   naive_qk: d=64:  BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 STAGES=1 NUM_WARPS=8
@@ -69,6 +74,9 @@
 #ifndef IS_CAUSAL
 #error "IS_CAUSAL must be defined (from the Plan)"
 #endif
+#ifndef CAUSAL_BOTTOM_RIGHT
+#error "CAUSAL_BOTTOM_RIGHT must be defined (from the Plan)"
+#endif
 
 // ------------------------------------------------------------------ local helpers
 // Swizzled element offset of chunk `chunk` (8 elements = 16 bytes) of row `row` for rows of C
@@ -87,7 +95,9 @@ __device__ __forceinline__ int nv_swz(int row, int chunk) {
     }
 }
 
-#if defined(NAIVE_QK) || defined(NAIVE_PV)
+#if defined(NAIVE_QK) || defined(NAIVE_PV) || defined(NAIVE_BWD_DV) || defined(NAIVE_BWD_DP) || \
+    defined(NAIVE_BWD_DQ) || defined(NAIVE_BWD_DK)
+#define NAIVE_GEMM 1
 #if !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(BLOCK_K) || !defined(STAGES) || !defined(NUM_WARPS)
 #error "GEMM entries need BLOCK_M, BLOCK_N, BLOCK_K, STAGES, NUM_WARPS"
 #endif
@@ -129,8 +139,10 @@ constexpr int MIN_BLOCKS = THREADS >= 512 ? 1 : (THREADS >= 256 ? 2 : 3);
 
 // One CTA computes C[m0:m0+BM, n0:n0+BN] = alpha * A[m0:, :K] * B[:K, n0:] and stores it (in elem)
 // to Cout (row-major, ldc). A is row-major (lda, k-contiguous). B_KMAJOR: B is given as B^T,
-// row-major (N x K, ldb, k-contiguous), else row-major (K x N, ldb, n-contiguous).
-template <bool B_KMAJOR>
+// row-major (N x K, ldb, k-contiguous), else row-major (K x N, ldb, n-contiguous). A_TRANS: A
+// is given as A^T, row-major (K x M, lda, m-contiguous: the backward's P^T and dS^T), read
+// with ldmatrix.trans.
+template <bool B_KMAJOR, bool A_TRANS = false>
 __device__ __forceinline__ void gemm_tile(const elem_t* __restrict__ A, long long lda,
                                           const elem_t* __restrict__ B, long long ldb,
                                           elem_t* __restrict__ Cout, long long ldc,
@@ -141,7 +153,8 @@ __device__ __forceinline__ void gemm_tile(const elem_t* __restrict__ A, long lon
     const int lane = tid & 31, warp = tid >> 5;
     const int wm0 = (warp / WARPS_N) * WM;  // warp's first row inside the tile
     const int wn0 = (warp % WARPS_N) * WN;  // warp's first column inside the tile
-    const bool a_vec = (lda % 8) == 0;     // rows of A 16-byte aligned (always for Q; P iff Nk%8==0)
+    // rows of A 16-byte aligned (always for Q; P iff Nk%8==0), and for A^T whole 8-column chunks
+    const bool a_vec = (lda % 8) == 0 && (!A_TRANS || M % 8 == 0);
     const bool c_vec = (ldc % 8) == 0;
     const int KT = (K + BK - 1) / BK;
 
@@ -150,6 +163,31 @@ __device__ __forceinline__ void gemm_tile(const elem_t* __restrict__ A, long lon
         elem_t* sA = smem + s * STAGE_ELEMS;
         elem_t* sB = sA + A_ELEMS;
         const int k0 = kt * BK;
+        if constexpr (A_TRANS) {  // A^T tile: BK rows (k) x BM/8 chunks (m)
+            constexpr int MCH = BM / 8;
+#pragma unroll
+            for (int it = 0; it < (BK * MCH + THREADS - 1) / THREADS; ++it) {
+                const int c = tid + it * THREADS;
+                if ((BK * MCH) % THREADS != 0 && c >= BK * MCH) break;
+                const int r = c / MCH, ch = c % MCH;
+                const int gk = k0 + r, gm = m0 + ch * 8;
+                elem_t* dst = sA + nv_swz<MCH>(r, ch);
+                if (a_vec) {
+                    const bool ok = gk < K && gm < M;
+                    cp_async_16(smem_u32(dst), ok ? A + (long long)gk * lda + gm : A, ok);
+                } else {  // element-wise, zero-filled (Nk % 8 != 0)
+                    u32 w[4];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        u32 lo = 0, hi = 0;
+                        if (gk < K && gm + 2 * e < M) lo = A[(long long)gk * lda + gm + 2 * e];
+                        if (gk < K && gm + 2 * e + 1 < M) hi = A[(long long)gk * lda + gm + 2 * e + 1];
+                        w[e] = lo | (hi << 16);
+                    }
+                    *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+                }
+            }
+        } else {
         // A: BM rows x KCH chunks
 #pragma unroll
         for (int it = 0; it < (BM * KCH + THREADS - 1) / THREADS; ++it) {
@@ -173,6 +211,7 @@ __device__ __forceinline__ void gemm_tile(const elem_t* __restrict__ A, long lon
                 }
                 *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
             }
+        }
         }
         if constexpr (B_KMAJOR) {  // B^T tile: BN rows (n) x KCH chunks (k)
 #pragma unroll
@@ -220,9 +259,15 @@ __device__ __forceinline__ void gemm_tile(const elem_t* __restrict__ A, long lon
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi) {
                 // matrices: (rows 0-7,k 0-7) (rows 8-15,k 0-7) (rows 0-7,k 8-15) (rows 8-15,k 8-15)
-                const int r = wm0 + mi * 16 + (lane & 15);
-                const int ch = kk * 2 + (lane >> 4);
-                ldmatrix_x4(af[mi], aBase + 2u * nv_swz<KCH>(r, ch));
+                if constexpr (A_TRANS) {  // stored [k][m]: k rows 0-7 | 8-15, m chunk +0 | +1
+                    const int r = kk * 16 + (lane & 7) + ((lane >> 4) << 3);
+                    const int ch = (wm0 + mi * 16) / 8 + ((lane >> 3) & 1);
+                    ldmatrix_x4_trans(af[mi], aBase + 2u * nv_swz<BM / 8>(r, ch));
+                } else {
+                    const int r = wm0 + mi * 16 + (lane & 15);
+                    const int ch = kk * 2 + (lane >> 4);
+                    ldmatrix_x4(af[mi], aBase + 2u * nv_swz<KCH>(r, ch));
+                }
             }
 #pragma unroll
             for (int nj = 0; nj < NI / 2; ++nj) {
@@ -312,11 +357,11 @@ __device__ __forceinline__ void gemm_tile(const elem_t* __restrict__ A, long lon
         }
     }
 }
-#endif  // NAIVE_QK || NAIVE_PV
+#endif  // NAIVE_GEMM
 
 // ------------------------------------------------------------------ naive_qk: S = scale * Q K^T
 #ifdef NAIVE_QK
-static_assert(HEAD_DIM % BLOCK_K == 0, "naive_qk: HEAD_DIM must be a multiple of BLOCK_K");
+static_assert(HEAD_DIM % 8 == 0, "naive_qk: HEAD_DIM must be a multiple of 8 (16-byte rows)");
 extern "C" __global__ void __launch_bounds__(gemm::THREADS, gemm::MIN_BLOCKS)
 naive_qk(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, elem_t* __restrict__ S,
          int Nq, int Nk, int H, int KVH, float scale) {
@@ -405,7 +450,8 @@ naive_softmax(const elem_t* __restrict__ S, elem_t* __restrict__ P, int Nq, int 
     const long long row = (long long)blockIdx.y * Nq + i;
     const elem_t* srow = S + row * Nk;
     elem_t* prow = P + row * Nk;
-    const int nvalid = IS_CAUSAL ? min(Nk, i + 1) : Nk;  // keys j < nvalid are visible
+    const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;   // row i sees keys j <= i + off
+    const int nvalid = IS_CAUSAL ? max(0, min(Nk, i + 1 + off)) : Nk;  // keys j < nvalid
     float m = IOSIM_NEG_INF, s = 0.f;  // log2 units
 
     const bool vec = (Nk % 8) == 0;
@@ -515,3 +561,177 @@ naive_softmax(const elem_t* __restrict__ S, elem_t* __restrict__ P, int Nq, int 
     }
 }
 #endif  // NAIVE_SOFTMAX
+
+// ------------------------------------------------------------------ backward GEMMs
+// FlashAttention-1 paper, Algorithm 3 (standard attention backward) from the stored P:
+//   naive_bwd_dv: dV = P^T dO    A = P^T (P stored Nq x Nk: A_TRANS), B = dO (n-contiguous)
+//   naive_bwd_dp: dP = dO V^T    A = dO, B^T = V (k-contiguous), as naive_qk
+//   naive_bwd_dq: dQ = scale dS K  A = dS (k-contiguous), B = K (n-contiguous), as naive_pv
+//   naive_bwd_dk: dK = scale dS^T Q  A = dS^T (A_TRANS), B = Q (n-contiguous)
+// dV, dK go to one (Nk x d) slice per query head (B,H,Nk,d): the output itself when H == KVH,
+// else buffers that gqa_reduce.cu sums over each group. Grid (d or Nk tiles, M tiles, B*H).
+#if defined(NAIVE_BWD_DV) || defined(NAIVE_BWD_DK)
+extern "C" __global__ void __launch_bounds__(gemm::THREADS, gemm::MIN_BLOCKS)
+#ifdef NAIVE_BWD_DV
+naive_bwd_dv(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C,
+             int Nq, int Nk, int H, int KVH) {
+    const float alpha = 1.0f;
+#else
+naive_bwd_dk(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C,
+             int Nq, int Nk, int H, int KVH, float alpha) {
+#endif
+    extern __shared__ __align__(128) unsigned char nv_smem_raw[];
+    const long long bh = blockIdx.z, d = HEAD_DIM;
+    // A: P or dS (Nq x Nk) of this query head, used transposed; B: dO or Q (Nq x d)
+    gemm_tile<false, true>(A + bh * Nq * Nk, Nk, B + bh * Nq * d, d, C + bh * Nk * d, d, Nk,
+                           HEAD_DIM, Nq, blockIdx.y * BLOCK_M, blockIdx.x * BLOCK_N, alpha,
+                           reinterpret_cast<elem_t*>(nv_smem_raw));
+}
+#endif
+
+#ifdef NAIVE_BWD_DP
+extern "C" __global__ void __launch_bounds__(gemm::THREADS, gemm::MIN_BLOCKS)
+naive_bwd_dp(const elem_t* __restrict__ dO, const elem_t* __restrict__ V, elem_t* __restrict__ dP,
+             int Nq, int Nk, int H, int KVH) {
+    extern __shared__ __align__(128) unsigned char nv_smem_raw[];
+    const int bh = blockIdx.z;
+    const int b = bh / H, h = bh % H;
+    const long long d = HEAD_DIM;
+    const elem_t* v = V + ((long long)b * KVH + h / (H / KVH)) * Nk * d;
+    gemm_tile<true>(dO + (long long)bh * Nq * d, d, v, d, dP + (long long)bh * Nq * Nk, Nk, Nq, Nk,
+                    HEAD_DIM, blockIdx.y * BLOCK_M, blockIdx.x * BLOCK_N, 1.0f,
+                    reinterpret_cast<elem_t*>(nv_smem_raw));
+}
+#endif
+
+#ifdef NAIVE_BWD_DQ
+extern "C" __global__ void __launch_bounds__(gemm::THREADS, gemm::MIN_BLOCKS)
+naive_bwd_dq(const elem_t* __restrict__ dS, const elem_t* __restrict__ K, elem_t* __restrict__ dQ,
+             int Nq, int Nk, int H, int KVH, float scale) {
+    extern __shared__ __align__(128) unsigned char nv_smem_raw[];
+    const int bh = blockIdx.z;
+    const int b = bh / H, h = bh % H;
+    const long long d = HEAD_DIM;
+    const elem_t* k = K + ((long long)b * KVH + h / (H / KVH)) * Nk * d;
+    gemm_tile<false>(dS + (long long)bh * Nq * Nk, Nk, k, d, dQ + (long long)bh * Nq * d, d, Nq,
+                     HEAD_DIM, Nk, blockIdx.y * BLOCK_M, blockIdx.x * BLOCK_N, scale,
+                     reinterpret_cast<elem_t*>(nv_smem_raw));
+}
+#endif
+
+// ------------------------------------------------------------------ naive_bwd_softmax
+// dS = P ∘ (dP − rowsum(P ∘ dP)), one CTA per row (grid (Nq, B*H)), fp32 math. The causal
+// mask needs nothing here: P is 0 where masked, so dS is too. With ROW_IN_SMEM the rows of P
+// and dP are staged in shared memory (each read once), else re-read for the second pass.
+#ifdef NAIVE_BWD_SOFTMAX
+#if !defined(SOFTMAX_THREADS) || !defined(ROW_IN_SMEM)
+#error "naive_bwd_softmax needs SOFTMAX_THREADS and ROW_IN_SMEM"
+#endif
+__device__ __forceinline__ uint4 bw_ld16(const elem_t* p) {  // streamed: no L1 allocation
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float bw_dot8(uint4 a, uint4 b) {
+    const u32 wa[4] = {a.x, a.y, a.z, a.w}, wb[4] = {b.x, b.y, b.z, b.w};
+    float s = 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        float a0, a1, b0, b1;
+        unpack2_elem(wa[e], a0, a1);
+        unpack2_elem(wb[e], b0, b1);
+        s = fmaf(a0, b0, fmaf(a1, b1, s));
+    }
+    return s;
+}
+
+__device__ __forceinline__ uint4 bw_ds8(uint4 a, uint4 b, float di) {  // p ∘ (dp − di)
+    const u32 wa[4] = {a.x, a.y, a.z, a.w}, wb[4] = {b.x, b.y, b.z, b.w};
+    u32 o[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        float a0, a1, b0, b1;
+        unpack2_elem(wa[e], a0, a1);
+        unpack2_elem(wb[e], b0, b1);
+        o[e] = pack2_elem(a0 * (b0 - di), a1 * (b1 - di));
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+extern "C" __global__ void __launch_bounds__(SOFTMAX_THREADS)
+naive_bwd_softmax(const elem_t* __restrict__ P, const elem_t* __restrict__ dP,
+                  elem_t* __restrict__ dS, int Nq, int Nk) {
+    constexpr int T = SOFTMAX_THREADS;
+    constexpr int NWARP = T / 32;
+    constexpr int UNROLL = 2;
+    extern __shared__ __align__(16) unsigned char nv_smem_raw[];
+    __shared__ float red[32];
+    const int tid = threadIdx.x;
+    const long long row = (long long)blockIdx.y * Nq + blockIdx.x;
+    const elem_t* prow = P + row * Nk;
+    const elem_t* dprow = dP + row * Nk;
+    elem_t* dsrow = dS + row * Nk;
+    float acc = 0.f;
+    const bool vec = (Nk % 8) == 0;
+    const int nv = Nk >> 3;
+    if (vec) {  // ---- pass 1: D_i = Σ P∘dP (and stage the rows)
+        uint4* sp = reinterpret_cast<uint4*>(nv_smem_raw);
+        uint4* sdp = sp + nv;
+        for (int v0 = tid; v0 < nv; v0 += UNROLL * T) {
+            uint4 a[UNROLL], g[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u)
+                if (v0 + u * T < nv) {
+                    a[u] = bw_ld16(prow + 8LL * (v0 + u * T));
+                    g[u] = bw_ld16(dprow + 8LL * (v0 + u * T));
+                }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u)
+                if (v0 + u * T < nv) {
+                    if (ROW_IN_SMEM) { sp[v0 + u * T] = a[u]; sdp[v0 + u * T] = g[u]; }
+                    acc += bw_dot8(a[u], g[u]);
+                }
+        }
+    } else {
+        elem_t* sp = reinterpret_cast<elem_t*>(nv_smem_raw);
+        elem_t* sdp = sp + Nk;
+        for (int j = tid; j < Nk; j += T) {
+            const elem_t a = prow[j], g = dprow[j];
+            if (ROW_IN_SMEM) { sp[j] = a; sdp[j] = g; }
+            acc = fmaf(elem_to_float(a), elem_to_float(g), acc);
+        }
+    }
+    acc = warp_sum(acc);
+    if (NWARP > 1) {
+        if ((tid & 31) == 0) red[tid >> 5] = acc;
+        __syncthreads();
+        acc = 0.f;
+#pragma unroll
+        for (int w = 0; w < NWARP; ++w) acc += red[w];
+    } else if (ROW_IN_SMEM) {
+        __syncthreads();  // staged rows visible to all threads
+    }
+    const float di = acc;
+    // ---- pass 2: dS = P ∘ (dP − D_i)
+    if (vec) {
+        const uint4* sp = reinterpret_cast<const uint4*>(nv_smem_raw);
+        const uint4* sdp = sp + nv;
+        for (int v = tid; v < nv; v += T) {
+            const uint4 a = ROW_IN_SMEM ? sp[v] : bw_ld16(prow + 8LL * v);
+            const uint4 g = ROW_IN_SMEM ? sdp[v] : bw_ld16(dprow + 8LL * v);
+            *reinterpret_cast<uint4*>(dsrow + 8LL * v) = bw_ds8(a, g, di);
+        }
+    } else {
+        const elem_t* sp = reinterpret_cast<const elem_t*>(nv_smem_raw);
+        const elem_t* sdp = sp + Nk;
+        for (int j = tid; j < Nk; j += T) {
+            const float a = elem_to_float(ROW_IN_SMEM ? sp[j] : prow[j]);
+            const float g = elem_to_float(ROW_IN_SMEM ? sdp[j] : dprow[j]);
+            dsrow[j] = float_to_elem(a * (g - di));
+        }
+    }
+}
+#endif  // NAIVE_BWD_SOFTMAX

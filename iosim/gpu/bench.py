@@ -1,7 +1,9 @@
 """`iosim bench`: check, time and (optionally) profile the real kernels, beside torch's SDPA.
 
 Per point: fresh random inputs; outputs NaN-poisoned; the kernels run once and are compared
-with a float32 reference; only a point that passes is timed (CUDA events, warm-up, L2 flushed
+with a float32 reference (computed in blocks of heads and query rows, so any problem whose inputs
+fit can be checked; one that cannot is a row with status `unchecked: ...`, and the run goes on);
+only a point that passes is timed (CUDA events, warm-up, L2 flushed
 before every repetition, median). The error bound is a multiple of a same-dtype reference's
 own error (torch SDPA in the input dtype against the float32 reference) plus a rounding term:
 one unit u of the dtype, and for naive, which stores S in the input dtype before the softmax,
@@ -25,7 +27,7 @@ import pandas as pd
 
 from ..hardware import HardwareProfile, InputError
 from ..predict import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields, row
-from ..problem import Problem
+from ..problem import Direction, Problem
 from ..schedules import plan
 
 PEERS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
@@ -124,31 +126,80 @@ def sdpa(torch, q, k, v, p: Problem, backend=None):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    kw = dict(is_causal=p.causal, scale=p.scale, enable_gqa=p.group > 1)
+    kw = dict(scale=p.scale, enable_gqa=p.group > 1)
+    if p.causal and p.causal_offset:  # bottom-right, Nq != Nk: torch's lower-right bias
+        from torch.nn.attention.bias import causal_lower_right
+
+        kw["attn_mask"] = causal_lower_right(p.seqlen_q, p.seqlen_k)
+    else:
+        kw["is_causal"] = p.causal
     if backend is None:
         return F.scaled_dot_product_attention(q, k, v, **kw)
     with sdpa_kernel(getattr(SDPBackend, backend)):
         return F.scaled_dot_product_attention(q, k, v, **kw)
 
 
-def rel_err(torch, out, ref) -> float:
+def dead_rows(p: Problem) -> int:
+    """Leading query rows that see no key (bottom-right causal, Nq > Nk): O = 0, LSE = -inf."""
+    return min(p.seqlen_q, max(0, -p.causal_offset)) if p.causal else 0
+
+
+def rel_err(torch, out, ref, skip_rows: int = 0) -> float:
+    """max |out - ref| / max |ref| over the rows from `skip_rows` on (dim 2); NaN is inf."""
+    out, ref = out[:, :, skip_rows:], ref[:, :, skip_rows:]
+    if ref.numel() == 0:
+        return 0.0
     d = (out.float() - ref).abs().max().item()
     return float("inf") if math.isnan(d) else d / max(ref.abs().max().item(), 1e-30)
 
 
+REF_CHUNK_BYTES = 1 << 30  # float32 scores a chunk of the reference holds at once
+
+
+def reference_chunks(torch, q, k, v, p: Problem, chunk_bytes: int = REF_CHUNK_BYTES):
+    """float32 O and natural-log LSE, and max |S| over the visible scores, computed a block of
+    (heads, query rows) at a time so that no N x N matrix is ever whole: any problem whose
+    inputs fit can be checked. A row that sees no key has O = 0 and LSE = -inf."""
+    b, h, nq, nk, g = p.batch, p.heads, p.seqlen_q, p.seqlen_k, p.group
+    per_row = nk * 4 * 3  # S, exp(S) and the mask, float32
+    rows = max(1, min(nq, chunk_bytes // per_row))
+    heads = max(1, min(h, chunk_bytes // (per_row * rows)))
+    o = torch.empty(b, h, nq, p.head_dim, dtype=torch.float32, device=q.device)
+    lse = torch.empty(b, h, nq, dtype=torch.float32, device=q.device)
+    s_max = 0.0
+    cols = torch.arange(nk, device=q.device)
+    for bi in range(b):
+        for h0 in range(0, h, heads):
+            hs = slice(h0, min(h, h0 + heads))
+            kvh = torch.arange(hs.start, hs.stop, device=q.device) // g
+            kf, vf = k[bi, kvh].float(), v[bi, kvh].float()
+            for r0 in range(0, nq, rows):
+                rs = slice(r0, min(nq, r0 + rows))
+                s = torch.matmul(q[bi, hs, rs].float(), kf.transpose(-1, -2)) * p.scale
+                if p.causal:
+                    seen = cols[None, :] <= (torch.arange(rs.start, rs.stop, device=q.device)
+                                             + p.causal_offset)[:, None]
+                    s = s.masked_fill(~seen, float("-inf"))
+                    s_max = max(s_max, s.masked_fill(~seen, 0).abs().max().item())
+                else:
+                    s_max = max(s_max, s.abs().max().item())
+                mx = s.amax(-1, keepdim=True)
+                mx = torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx))
+                e = torch.exp(s - mx)
+                del s
+                tot = e.sum(-1, keepdim=True)
+                o[bi, hs, rs] = torch.matmul(e, vf) / torch.where(tot > 0, tot, torch.ones_like(tot))
+                lse[bi, hs, rs] = (mx + torch.log(tot))[..., 0]
+                del e
+    return o, lse, s_max
+
+
 def reference(torch, q, k, v, p: Problem):
-    """float32 reference O and LSE; and the same-dtype SDPA's error against it."""
-    qf, kf, vf = q.float(), k.float(), v.float()
-    ref = sdpa(torch, qf, kf, vf, p)
-    kx = kf.repeat_interleave(p.group, dim=1)
-    s = torch.einsum("bhid,bhjd->bhij", qf[:, :1], kx[:, :1]) * p.scale  # one head's LSE
-    if p.causal:
-        s = s.masked_fill(~torch.ones(p.seqlen_q, p.seqlen_k, dtype=torch.bool, device="cuda")
-                          .tril(), float("-inf"))
-    lse_h0 = torch.logsumexp(s, dim=-1)
-    same = rel_err(torch, sdpa(torch, q, k, v, p), ref)
-    s_max = s.masked_fill(s.isinf(), 0).abs().max().item()
-    return ref, lse_h0, same, s_max
+    """float32 reference O and LSE (chunked: `reference_chunks`), the same-dtype SDPA's error
+    against it, and max |S|."""
+    ref, lse, s_max = reference_chunks(torch, q, k, v, p)
+    same = rel_err(torch, sdpa(torch, q, k, v, p), ref, dead_rows(p))
+    return ref, lse, same, s_max
 
 
 def error_bound(schedule: str, p: Problem, same: float, s_max: float) -> float:
@@ -156,16 +207,21 @@ def error_bound(schedule: str, p: Problem, same: float, s_max: float) -> float:
     return ERR_MULTIPLE * same + u * (1 + (s_max if schedule == "naive" else 0))
 
 
-def check(torch, launcher, ref, lse_h0, bound: float) -> tuple[float, bool]:
+def check(torch, launcher, ref, lse_ref, bound: float) -> tuple[float, bool]:
+    """Run once on NaN-poisoned outputs; the relative error of O and (where the kernel keeps one)
+    the LSE. Rows that see no key must hold O = 0 and LSE = -inf exactly."""
     launcher.poison()
     launcher()
     torch.cuda.synchronize()
     out = launcher.outputs()
     err = rel_err(torch, out["O"], ref)
     if "LSE" in out:
-        lse = out["LSE"][:, :1]
-        d = (lse - lse_h0).abs().max().item()
-        err = max(err, float("inf") if math.isnan(d) else d / max(lse_h0.abs().max().item(), 1))
+        lse, gone = out["LSE"], torch.isneginf(lse_ref)
+        if not torch.equal(torch.isneginf(lse), gone):
+            return float("inf"), False
+        d = (lse[~gone] - lse_ref[~gone]).abs().max().item() if (~gone).any() else 0.0
+        scale = max(lse_ref[~gone].abs().max().item(), 1) if (~gone).any() else 1
+        err = max(err, float("inf") if math.isnan(d) else d / scale)
     return err, err <= bound
 
 
@@ -233,7 +289,7 @@ def ncu_counts(launcher_args: dict, entries: list[str]) -> dict:
 
 def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Path,
         hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int | None = None,
-        progress: bool = True) -> pd.DataFrame:
+        progress: bool | None = None) -> pd.DataFrame:
     """Bench every point; `seed` None draws fresh inputs each run (each row records its seed)."""
     torch = require_gpu()
     if seed is None:
@@ -258,18 +314,33 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
     todo = [(s, p) for p in problems for s in schedules + (list(PEERS) if peers else [])]
     try:
         from tqdm import tqdm
-        bar = tqdm(todo, disable=not progress, desc="bench", unit="pt")
+        # None: a bar only on a terminal; True: also when piped
+        bar = tqdm(todo, disable=None if progress is None else not progress, desc="bench", unit="pt")
     except ImportError:
         bar = todo
     for n, (s, p) in enumerate(bar):
         r: dict = {"hw": hw.name, "schedule": s, **problem_fields(p)}
         if key(r) in done:
             continue
-        q, k, v = inputs(torch, p, seed + n)
-        ref, lse_h0, same, s_max = reference(torch, q, k, v, p)
+        r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n)
+        if p.direction is Direction.bwd:  # gradients: their own inputs, reference and check
+            from .backward import point
+
+            r.update(point(torch, timer, hw, s, p, seed + n, bw))
+            append(out, r, columns)
+            torch.cuda.empty_cache()
+            continue
+        try:  # a point whose inputs or reference do not fit is a row saying so, never a crash
+            q, k, v = inputs(torch, p, seed + n)
+            ref, lse_ref, same, s_max = reference(torch, q, k, v, p)
+        except torch.OutOfMemoryError:
+            q = k = v = ref = None
+            torch.cuda.empty_cache()
+            r.update(status="unchecked: inputs or float32 reference do not fit in GPU memory")
+            append(out, r, columns)
+            continue
         bound = error_bound(s, p, same, s_max)
-        r.update(info, ref_err_same_dtype=same, err_bound=bound, copy_bw_bytes_per_s=bw,
-                 seed=seed + n)
+        r.update(ref_err_same_dtype=same, err_bound=bound)
         try:
             if s in PEERS:
                 r.update(_peer(torch, timer, q, k, v, p, s, ref, bound))
@@ -277,7 +348,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
                 pl = plan(s, p, hw)
                 r.update(row(pl, hw))
                 launcher = Launcher(pl, q, k, v)
-                err, ok = check(torch, launcher, ref, lse_h0, bound)
+                err, ok = check(torch, launcher, ref, lse_ref, bound)
                 r.update(max_rel_err=err, status="ok" if ok else "failed_check")
                 if ok:
                     r["time_ms"] = timer(launcher)

@@ -97,9 +97,13 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     qk, pv = gemm_tiles(QK_TILES, p, t), gemm_tiles(PV_TILES, p, t)
-    # O = PV has d columns: a tile no wider than the power of two >= d (the swizzle's rows)
-    pv = Tiles(pv.block_m, min(pv.block_n, pow2_at_least(p.head_dim, 16)), pv.block_k, pv.warps,
-               pv.stages)
+    # O = PV has d columns: a tile no wider than the power of two >= d (the swizzle's rows);
+    # when d is not a multiple of the tile, half as wide (the ragged edge's bounds checks cost
+    # the registers of the wider tile: 128 columns spilled on H100)
+    bn = min(pv.block_n, pow2_at_least(p.head_dim, 16))
+    if p.head_dim % bn and bn > 16:
+        bn //= 2
+    pv = Tiles(pv.block_m, bn, pv.block_k, pv.warps, pv.stages)
     e, nq, nk, d = p.elem_bytes, p.seqlen_q, p.seqlen_k, p.head_dim
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
@@ -117,15 +121,19 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     else:
         x = "_expanded" if p.group > 1 else ""
         rows = p.bh * nq
+        # dV = PᵀdO and dK = dSᵀQ read their A operand transposed (ldmatrix.trans): at 128
+        # columns that path spills on H100 (nvcc 13, 128 registers), so at most 64 columns
+        pt = Tiles(pv.block_m, min(pv.block_n, 64), pv.block_k, pv.warps, pv.stages)
         ks += [
-            gemm("naive_bwd_dv", p, nk, d, nq, pv, "P", "dO", "dV" + x, e, 0, hw),
+            gemm("naive_bwd_dv", p, nk, d, nq, pt, "P", "dO", "dV" + x, e, 0, hw),
             gemm("naive_bwd_dp", p, nq, nk, d, qk, "dO", "V", "dP", e, 0, hw),
             # dS = P∘(dP − Σ P∘dP): 2 ops for the dot, 2 for the update, per element.
             row_kernel("naive_bwd_softmax", p, hw, ("P", "dP"), "dS", 0, 0, 4 * rows * nk,
                        nq * nk),
             gemm("naive_bwd_dq", p, nq, d, nk, pv, "dS", "K", "dQ", e, 1, hw),
-            gemm("naive_bwd_dk", p, nk, d, nq, pv, "dS", "Q", "dK" + x, e, 1, hw),
+            gemm("naive_bwd_dk", p, nk, d, nq, pt, "dS", "Q", "dK" + x, e, 1, hw),
         ]
+        ks = [replace(k, source="naive.cu", defines={**k.defines, k.name.upper(): 1}) for k in ks]
         if p.group > 1:
             ks.append(gqa_reduce(p, ("dK", "dV")))
     notes = (f"GEMMs tiled QK {qk.block_m}x{qk.block_n}x{qk.block_k}, "

@@ -1,0 +1,82 @@
+"""What backs a prediction: a real kernel of this project, a published implementation, or nothing.
+
+Modelling a schedule that no one has built (fp8 FA2, FA1 on fp32) is useful, but a row must say
+so. `backing(plan, hw)` gives one of:
+
+- "kernel": this project's own kernel runs it (kernels/*.cu; `iosim bench` checks and times it);
+- "published": no kernel here, but a published implementation runs it (the table below);
+- "hypothetical": neither; the numbers are the model's alone.
+
+And `footprint_bytes(plan)`: the HBM the Plan's tensors occupy at once (every tensor its kernels
+read or write, at its full size), which `fits` compares with the profile's hbm_capacity_bytes.
+"""
+
+from __future__ import annotations
+
+from .hardware import HardwareProfile, InputError
+from .plan import Plan
+from .problem import Direction
+
+KERNEL, PUBLISHED, HYPOTHETICAL = "kernel", "published", "hypothetical"
+
+# (schedule, direction) -> (dtypes, architectures, largest head_dim) of a published
+# implementation, with where to find it.
+PUBLISHED_IMPLEMENTATIONS = {
+    # PyTorch's math backend of scaled_dot_product_attention materialises S and P.
+    ("naive", "fwd"): ({"fp16", "bf16", "fp32"}, {"sm_80", "sm_90a"}, None),
+    ("naive", "bwd"): ({"fp16", "bf16", "fp32"}, {"sm_80", "sm_90a"}, None),
+    # github.com/Dao-AILab/flash-attention v1.x (Dao et al. 2022): fp16/bf16, head_dim <= 128.
+    ("fa1", "fwd"): ({"fp16", "bf16"}, {"sm_80", "sm_90a"}, 128),
+    ("fa1", "bwd"): ({"fp16", "bf16"}, {"sm_80", "sm_90a"}, 128),
+    # flash-attention v2.x (Dao 2023): fp16/bf16, head_dim <= 256, Ampere and later.
+    ("fa2", "fwd"): ({"fp16", "bf16"}, {"sm_80", "sm_90a"}, 256),
+    ("fa2", "bwd"): ({"fp16", "bf16"}, {"sm_80", "sm_90a"}, 256),
+    # flash-attention's hopper/ (FlashAttention-3, Shah et al. 2024): fp16/bf16 forward and
+    # backward, fp8 e4m3 forward, Hopper only.
+    ("fa3", "fwd"): ({"fp16", "bf16", "fp8_e4m3"}, {"sm_90a"}, 256),
+    ("fa3", "bwd"): ({"fp16", "bf16"}, {"sm_90a"}, 256),
+}
+
+
+def backing(plan: Plan, hw: HardwareProfile) -> str:
+    """KERNEL, PUBLISHED or HYPOTHETICAL for this (schedule, problem, hardware)."""
+    from .gpu.launch import supported  # imports no CuPy
+
+    p = plan.problem
+    try:
+        supported(plan)
+        return KERNEL
+    except InputError:
+        pass
+    dtypes, archs, max_d = PUBLISHED_IMPLEMENTATIONS.get((plan.schedule, p.direction.value),
+                                                         (set(), set(), None))
+    if p.dtype.value in dtypes and hw.arch in archs and (max_d is None or p.head_dim <= max_d):
+        return PUBLISHED
+    return HYPOTHETICAL
+
+
+def tensor_bytes(plan: Plan) -> dict[str, int]:
+    """Bytes of every tensor a Plan's kernels touch in HBM, at its full size."""
+    p = plan.problem
+    e, f32 = p.elem_bytes, 4
+    q = p.batch * p.heads * p.seqlen_q * p.head_dim
+    kv = p.batch * p.kv_heads * p.seqlen_k * p.head_dim
+    nn = p.batch * p.heads * p.seqlen_q * p.seqlen_k
+    rows = p.batch * p.heads * p.seqlen_q
+    size = {"Q": q * e, "O": q * e, "dO": q * e, "dQ": q * e, "K": kv * e, "V": kv * e,
+            "dK": kv * e, "dV": kv * e, "S": nn * e, "P": nn * e, "dP": nn * e, "dS": nn * e,
+            "L": rows * f32, "M": rows * f32, "LSE": rows * f32, "D": rows * f32,
+            "Oacc": q * f32, "dQacc": q * f32,
+            "dK_expanded": p.batch * p.heads * p.seqlen_k * p.head_dim * e}
+    size["dV_expanded"] = size["dK_expanded"]
+    names = set(plan.traffic.reads) | set(plan.traffic.writes)
+    if p.direction is Direction.bwd:
+        names |= {"Q", "K", "V", "O", "dO"} if plan.schedule != "naive" else {"Q", "K", "V", "dO"}
+    return {n: size[n] for n in sorted(names) if n in size}
+
+
+def footprint_bytes(plan: Plan) -> int:
+    return sum(tensor_bytes(plan).values())
+
+
+__all__ = ["HYPOTHETICAL", "KERNEL", "PUBLISHED", "backing", "footprint_bytes", "tensor_bytes"]
