@@ -9,7 +9,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+import sys
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from .problem import Dtype
 
@@ -83,12 +85,33 @@ class HardwareProfile(BaseModel):
     provenance: dict[str, str] = {}  # set by calibrate: gpu, date, data file hash
 
     @model_validator(mode="after")
-    def _every_number_sourced(self) -> HardwareProfile:
-        needed = set(type(self).model_fields) - {"name", "sources", "provenance", "arch"}
-        missing = sorted(needed - set(self.sources))
-        if missing:
+    def _every_number_sourced(self, info: ValidationInfo) -> HardwareProfile:
+        """Shipped profiles cite a source for every number; a user's own may not (`load` warns)."""
+        missing = self.unsourced()
+        if missing and not (info.context or {}).get("sources_optional"):
             raise ValueError(f"[sources] has no entry for: {', '.join(missing)}")
         return self
+
+    @model_validator(mode="after")
+    def _fields_agree(self) -> HardwareProfile:
+        """Numbers that bound each other (a what-if or a typo must not describe no GPU at all)."""
+        pairs = [("smem_per_block_optin_bytes", "smem_per_sm_bytes"),
+                 ("max_registers_per_thread", "registers_per_sm"),
+                 ("max_threads_per_sm", "registers_per_sm"),
+                 ("l2_bytes", "hbm_capacity_bytes")]
+        for small, big in pairs:
+            if getattr(self, small) > getattr(self, big):
+                raise ValueError(f"{small} = {getattr(self, small)} is over {big} = "
+                                 f"{getattr(self, big)} (allowed: {small} <= {big})")
+        bad = [str(k) for k, v in self.tensor_flops_per_s.items() if not v > 0]
+        if bad:
+            raise ValueError(f"tensor_flops_per_s: {', '.join(bad)} must be > 0")
+        return self
+
+    def unsourced(self) -> list[str]:
+        """Fields with no entry in [sources]."""
+        needed = set(type(self).model_fields) - {"name", "sources", "provenance", "arch"}
+        return sorted(needed - set(self.sources))
 
     @property
     def fp32_ops_per_s(self) -> float:
@@ -140,7 +163,7 @@ class HardwareProfile(BaseModel):
                 data["tensor_flops_per_s"][k.split(".", 1)[1]] = v
             else:
                 data[k] = v
-        return _validate(data, f"{self.name} with {changes}")
+        return _validate(data, f"{self.name} with {changes}", sources_optional=True)
 
 
 PROFILE_DIR = Path(__file__).resolve().parent / "hwprofiles"
@@ -152,9 +175,9 @@ def available() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
 
 
-def _validate(data: dict, where: str) -> HardwareProfile:
+def _validate(data: dict, where: str, sources_optional: bool = False) -> HardwareProfile:
     try:
-        return HardwareProfile.model_validate(data)
+        return HardwareProfile.model_validate(data, context={"sources_optional": sources_optional})
     except ValidationError as e:
         errs = e.errors()
         err = next((x for x in errs if x["type"] == "extra_forbidden"), errs[0])
@@ -179,6 +202,12 @@ def load(name_or_path: str | Path) -> HardwareProfile:
         if not match:
             base = [n for n in names if "." not in n and n.lower().startswith(key + "-")]
             match = [f"{b}.calibrated" if f"{b}.calibrated" in names else b for b in base]
+        if not match:  # a unique prefix of a GPU's name, any case: `H1` is the h100
+            base = [n for n in names if "." not in n and n.lower().startswith(key)]
+            match = [f"{b}.calibrated" if f"{b}.calibrated" in names else b for b in base]
+        if len(match) > 1:
+            raise InputError(f"hardware profile '{text}' is ambiguous: it could be "
+                             f"{', '.join(match)} (allowed: a longer name or prefix)")
         if len(match) != 1:
             raise InputError(f"unknown hardware profile '{text}' (available: {', '.join(names)}, or a path to a .toml)")
         path = PROFILE_DIR / f"{match[0]}.toml"
@@ -188,4 +217,11 @@ def load(name_or_path: str | Path) -> HardwareProfile:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{path}: not valid TOML: {e}") from None
-    return _validate(data, str(path))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read the profile: {e}") from None
+    shipped = path.resolve().parent == PROFILE_DIR.resolve()
+    profile = _validate(data, str(path), sources_optional=not shipped)
+    if not shipped and profile.unsourced():
+        print(f"warning: {path}: no [sources] entry for {', '.join(profile.unsourced())} "
+              "(fine for a what-if; shipped profiles cite one for every number)", file=sys.stderr)
+    return profile
