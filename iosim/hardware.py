@@ -6,10 +6,9 @@ A profile is found by name (a file in hwprofiles/) or by path to a user's own TO
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
-
-import sys
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from iosim.gpu.compile import kernel_path, nvcc_arch_options, nvcc_available, nvcc_resources
-from iosim.hardware import load
+from iosim.hardware import InputError, load
 from iosim.problem import Problem
 from iosim.schedules import plan
 
@@ -35,6 +35,18 @@ def cases() -> list[tuple]:
                             for k in plan(s, p, hw).kernels:
                                 key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
                                 seen[key] = key
+                    # the backward kernels (naive, fa2; GQA adds gqa_reduce), where the
+                    # Plan's tiles fit the GPU (A100: not fa2 at d = 256)
+                    for s in ("naive", "fa2"):
+                        p = Problem(batch=1, heads=4, kv_heads=2, seqlen_q=4096, head_dim=d,
+                                    dtype=dtype, causal=causal, direction="bwd")
+                        try:
+                            kernels = plan(s, p, hw).kernels
+                        except InputError:
+                            continue
+                        for k in kernels:
+                            key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
+                            seen[key] = key
     return list(seen)
 
 

@@ -24,6 +24,18 @@ ARGS = {
     "fa1_fwd": ("Q", "K", "V", "Oacc", "O", "L", "M", "Nq", "Nk", "H", "KVH", "scale"),
     "fa2_fwd": ("Q", "K", "V", "O", "LSE", "Nq", "Nk", "H", "KVH", "scale"),
     "fa3_fwd": ("TmQ", "TmK", "TmV", "O", "LSE", "Nq", "Nk", "H", "KVH", "scale"),
+    # backward (iosim/gpu/backward.py): dKx, dVx are per-query-head dK, dV (dK, dV themselves
+    # when kv_heads == heads); naive's dP re-uses the forward's S
+    "naive_bwd_dv": ("P", "dO", "dVx", "Nq", "Nk", "H", "KVH"),
+    "naive_bwd_dp": ("dO", "V", "dP", "Nq", "Nk", "H", "KVH"),
+    "naive_bwd_softmax": ("P", "dP", "dS", "Nq", "Nk"),
+    "naive_bwd_dq": ("dS", "K", "dQ", "Nq", "Nk", "H", "KVH", "scale"),
+    "naive_bwd_dk": ("dS", "Q", "dKx", "Nq", "Nk", "H", "KVH", "scale"),
+    "fa2_bwd_pre": ("O", "dO", "D", "dQacc", "Nq", "H"),
+    "fa2_bwd": ("Q", "K", "V", "dO", "LSE", "D", "dQacc", "dKx", "dVx", "Nq", "Nk", "H", "KVH",
+                "scale"),
+    "fa2_bwd_convert": ("dQacc", "dQ", "Nq", "H", "scale"),
+    "gqa_reduce": ("dKx", "dVx", "dK", "dV", "Nk", "H", "KVH"),
 }
 # Tensor-map arguments (iosim/gpu/tma.py): the tensor and the KernelPlan field giving box rows.
 TENSOR_MAPS = {"TmQ": ("Q", "block_m"), "TmK": ("K", "block_n"), "TmV": ("V", "block_n")}
@@ -38,8 +50,12 @@ BASE_HEAD_DIMS = (64, 128, 256)
 def supported(plan: Plan) -> None:
     """Refuse, in one line, a problem no real kernel exists for."""
     p = plan.problem
-    if p.direction is not Direction.fwd:
-        raise InputError("real kernels exist for the forward pass only (allowed: --direction fwd)")
+    if p.direction is Direction.bwd and any(k.source is None for k in plan.kernels):
+        raise InputError(f"no real backward kernel for schedule {plan.schedule} "
+                         "(allowed with --direction bwd: naive, fa2)")
+    if p.direction is Direction.bwd and p.head_dim not in BASE_HEAD_DIMS:
+        raise InputError(f"head_dim={p.head_dim} has no real backward kernel "
+                         f"(allowed: {', '.join(map(str, BASE_HEAD_DIMS))})")
     if any(k.source is None for k in plan.kernels):
         raise InputError(f"no real kernel for schedule {plan.schedule} (allowed: naive, fa1, fa2, fa3)")
     if p.head_dim % 8 or p.head_dim > MAX_HEAD_DIM:

@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..hardware import load
-from ..problem import Problem
+from ..problem import Direction, Problem
 from ..schedules import plan
 from .bench import inputs, require_gpu
 from .launch import Launcher
@@ -18,7 +18,12 @@ def main(arg: str) -> None:
     hw, s, seed = load(a.pop("hw")), a.pop("schedule"), a.pop("seed")
     p = Problem(**a)
     q, k, v = inputs(torch, p, seed)
-    launcher = Launcher(plan(s, p, hw), q, k, v)
+    if p.direction is Direction.bwd:  # the forward runs first, then the backward's kernels
+        from .backward import BackwardLauncher, grad_output
+
+        launcher = BackwardLauncher(plan(s, p, hw), hw, q, k, v, grad_output(torch, p, seed))
+    else:
+        launcher = Launcher(plan(s, p, hw), q, k, v)
     launcher.poison()
     launcher()
     torch.cuda.synchronize()

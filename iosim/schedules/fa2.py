@@ -15,6 +15,7 @@ from ..hardware import HardwareProfile
 from ..plan import KernelPlan, Plan
 from ..problem import Direction, Problem
 from .base import (
+    F32,
     BlockMap,
     Tiles,
     check_head_dim,
@@ -32,7 +33,11 @@ from .flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
 # usual 128x64 spills in this kernel; sm_80 (not measured): the zero-spill tiles that fit A100.
 FWD_TILES = {"sm_90a": {64: (128, 128, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 2)},
              "sm_80": {64: (128, 64, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 1)}}
-BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
+# kernels/fa2_bwd.cu: FA2's sm80 backward tiles on sm_90a (no spills with nvcc 13); sm_80 (not
+# measured): d=128 takes 64x64, FA2's 64x128 spills there, and d=256 does not fit A100's SRAM.
+BWD_TILES = {"sm_90a": {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)},
+             "sm_80": {64: (128, 128, 8, 2), 128: (64, 64, 8, 2), 256: (64, 64, 8, 2)}}
+AUX_THREADS = 128  # backward's preprocessing and dQ conversion kernels
 
 
 def bucket(table: dict[int, tuple], d: int) -> tuple:
@@ -51,6 +56,7 @@ class FlashStyle:
     regs: int
     source: str | None
     smem_pad: int = 0  # forward: bytes the kernel adds to align its tiles (fa3: 1024)
+    bwd_source: str | None = None  # kernels/<bwd_source>: the backward's three kernels
 
     def tiles(self, p: Problem, hw: HardwareProfile, t: Tiles, bwd: bool) -> Tiles:
         table = self.bwd_tiles if bwd else self.fwd_tiles
@@ -71,9 +77,11 @@ class FlashStyle:
         return pow2_at_least(p.head_dim, 64) if self.source == "fa2.cu" else p.head_dim
 
     def bwd_smem(self, p: Problem, t: Tiles) -> int:
-        """Q, dO (per query block) + K, V (per key block) + P, dS tiles."""
-        e, d = p.elem_bytes, p.head_dim
-        return (2 * t.block_m * d + 2 * t.block_n * d + 2 * t.block_m * t.block_n) * e
+        """K, V (per key block) + a `stages`-deep ring of Q, dO (input dtype) and LSE, D
+        (fp32) per query block + the Pᵀ and dSᵀ tiles (kernels/fa2_bwd.cu's layout)."""
+        e, d, st = p.elem_bytes, p.head_dim, t.stages
+        tiles = 2 * t.block_n * d + 2 * st * t.block_m * d + 2 * t.block_m * t.block_n
+        return tiles * e + 2 * st * t.block_m * F32
 
     def plan(self, p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         check_head_dim(self.name, p)
@@ -99,10 +107,13 @@ class FlashStyle:
                                  reuse={"K": 1, "V": 1},  # the next query block's CTA
                                  overlap=self.overlap, source=self.source, defines=defines))
         else:
+            src = self.bwd_source
+            aux = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, AUX_THREADS=AUX_THREADS)
             tr, w = fa2_bwd_pre(p)
-            ks.append(KernelPlan(f"{self.name}_bwd_pre", (tm, p.heads, p.batch), 128, 0, 32,
-                                 t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
-                                 trips=uniform(1)))
+            ks.append(KernelPlan(f"{self.name}_bwd_pre", (tm, p.heads, p.batch), AUX_THREADS, 0,
+                                 32, t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
+                                 trips=uniform(1), source=src,
+                                 defines={**aux, f"{self.name.upper()}_BWD_PRE": 1}))
             ks.append(KernelPlan(f"{self.name}_bwd", (tn, p.heads, p.batch), threads, smem,
                                  self.regs, t.block_m, t.block_n,
                                  **flash_bwd(p, bm, fa1=False).launch(bh),
@@ -111,19 +122,24 @@ class FlashStyle:
                                  # the same key block of the next query head
                                  reuse={"K": tn, "V": tn,
                                         **{n: 1 for n in ("Q", "dO", "LSE", "D", "dQacc")}},
-                                 overlap=self.overlap))
+                                 overlap=self.overlap, source=src,
+                                 defines=dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m,
+                                              BLOCK_N=t.block_n, NUM_WARPS=t.warps,
+                                              STAGES=t.stages, **mask_defines(p),
+                                              **{f"{self.name.upper()}_BWD": 1})))
             tr, w = dq_convert(p, scaled=True)
-            ks.append(KernelPlan(f"{self.name}_bwd_convert", (tm, p.heads, p.batch), 128, 0, 32,
-                                 t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
-                                 trips=uniform(1)))
+            ks.append(KernelPlan(f"{self.name}_bwd_convert", (tm, p.heads, p.batch), AUX_THREADS,
+                                 0, 32, t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
+                                 trips=uniform(1), source=src,
+                                 defines={**aux, f"{self.name.upper()}_BWD_CONVERT": 1}))
             if p.group > 1:
                 ks.append(gqa_reduce(p, ("dK", "dV")))
         notes = f"{t.block_m}x{t.block_n} tiles, {t.warps} warps, {t.stages}-stage K/V pipeline"
         return Plan(self.name, p, hw.name, tuple(ks), notes)
 
 
-FA2 = FlashStyle("fa2", FWD_TILES, {"any": BWD_TILES}, overlap="async",
-                 threads_extra=0, regs=255, source="fa2.cu")
+FA2 = FlashStyle("fa2", FWD_TILES, BWD_TILES, overlap="async",
+                 threads_extra=0, regs=255, source="fa2.cu", bwd_source="fa2_bwd.cu")
 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:

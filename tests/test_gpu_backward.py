@@ -1,0 +1,84 @@
+"""Backward kernels (naive, fa2) against float32 gradients on fresh random data: dQ, dK, dV
+NaN-poisoned first, the bound a multiple of the same-dtype SDPA backward's own error plus one
+rounding unit (naive: plus the rounding of its stored S), as the forward's check."""
+
+import os
+
+import pytest
+
+from iosim.hardware import InputError, load
+from iosim.problem import Problem
+from iosim.schedules import plan
+
+pytestmark = pytest.mark.gpu
+
+CASES = [  # (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, causal): ragged N, GQA, MQA
+    (2, 4, 4, 512, 512, 64, False), (1, 4, 4, 1000, 1000, 64, True),
+    (2, 2, 2, 1024, 1024, 128, False), (1, 8, 2, 3000, 3000, 128, True),
+    (1, 2, 2, 777, 777, 256, False), (1, 2, 1, 2048, 2048, 256, True),
+    (1, 2, 2, 300, 700, 128, False), (1, 2, 2, 700, 300, 128, True),
+]
+
+
+@pytest.fixture(scope="module")
+def env():
+    from iosim.gpu import backward, bench
+
+    torch = bench.require_gpu()
+    hw = load(bench.profile_for(torch.cuda.get_device_name()))
+    return torch, hw, bench, backward
+
+
+def problem(case, dtype):
+    b, h, kvh, nq, nk, d, causal = case
+    return Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
+                   dtype=dtype, causal=causal, direction="bwd")
+
+
+@pytest.mark.parametrize("schedule", ["naive", "fa2"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("case", CASES)
+def test_backward_matches_reference(env, schedule, dtype, case):
+    torch, hw, bench, backward = env
+    p = problem(case, dtype)
+    for _ in range(2):  # fresh inputs every time
+        seed = int.from_bytes(os.urandom(4), "little") >> 1
+        q, k, v = bench.inputs(torch, p, seed)
+        do = backward.grad_output(torch, p, seed)
+        ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
+        same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
+        bound = bench.error_bound(schedule, p, same, s_max)
+        launcher = backward.BackwardLauncher(plan(schedule, p, hw), hw, q, k, v, do)
+        launcher.poison()
+        launcher()
+        torch.cuda.synchronize()
+        err = backward.grad_err(torch, launcher.outputs(), ref, p)
+        assert err <= bound, f"{schedule} {dtype} {case}: error {err:.3g} over bound {bound:.3g}"
+
+
+def test_unwritten_gradient_fails_the_check(env):
+    """Poisoning is what catches a kernel that writes nothing: without the dQ conversion, dQ
+    keeps its NaNs and the error is infinite."""
+    torch, hw, bench, backward = env
+    p = problem((1, 2, 2, 256, 256, 64, False), "bf16")
+    q, k, v = bench.inputs(torch, p, 1)
+    do = backward.grad_output(torch, p, 1)
+    ref, _ = backward.reference_grads(torch, q, k, v, do, p)
+    launcher = backward.BackwardLauncher(plan("fa2", p, hw), hw, q, k, v, do)
+    launcher.poison()
+    launcher()
+    torch.cuda.synchronize()
+    assert backward.grad_err(torch, launcher.outputs(), ref, p) < 0.05
+    launcher.kernels = [x for x in launcher.kernels if x[0].name != "fa2_bwd_convert"]
+    launcher.poison()
+    launcher()
+    torch.cuda.synchronize()
+    assert backward.grad_err(torch, launcher.outputs(), ref, p) == float("inf")
+
+
+def test_backward_without_kernel_is_refused(env):
+    torch, hw, bench, backward = env
+    p = problem((1, 2, 2, 128, 128, 64, False), "bf16")
+    q, k, v = bench.inputs(torch, p, 0)
+    with pytest.raises(InputError, match="no real backward kernel for schedule fa1"):
+        backward.BackwardLauncher(plan("fa1", p, hw), hw, q, k, v, q)
