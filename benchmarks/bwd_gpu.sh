@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Backward kernels (issue 11) on the GPU machine, from the repo root, with the wheels in .whl/:
+#   bash benchmarks/bwd_gpu.sh        (RESUME=1 continues reports/data/<gpu>/measured_bwd.csv)
+# 1. GPU tests of the backward kernels (tests/test_gpu_backward.py), 2. compute-sanitizer
+# racecheck on small ragged shapes (fa2 d=64 causal, fa2 d=256 GQA, naive d=128 GQA; each runs
+# its forward, then the backward kernels), 3. the bench grid, --direction bwd beside torch's
+# SDPA backward. Logs and the CSV go to $OUT. The whole script stays under LIMIT seconds.
+set -o pipefail
+start=$(date +%s)
+. benchmarks/gpu_env.sh
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -qi h200 && echo h200 || echo h100)
+prof=$([ $gpu = h200 ] && echo h200-sxm-141gb || echo h100-sxm5-80gb)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm --format=csv | tee "$out/gpu_bwd.txt"
+if [ -n "$RESUME" ] && [ -f reports/data/$gpu/measured_bwd.csv ]; then cp reports/data/$gpu/measured_bwd.csv "$out/"; fi
+if [ -z "$SKIP_TESTS" ]; then
+  python3 -m pytest -q -m gpu tests/test_gpu_backward.py 2>&1 | tail -15 | tee "$out/gpu_tests_bwd.log"
+fi
+if [ -z "$SKIP_SANITIZER" ]; then
+  for pt in \
+    "{\"schedule\":\"fa2\",\"hw\":\"$prof\",\"seed\":1,\"batch\":1,\"heads\":2,\"seqlen_q\":300,\"head_dim\":64,\"causal\":true,\"direction\":\"bwd\"}" \
+    "{\"schedule\":\"fa2\",\"hw\":\"$prof\",\"seed\":2,\"batch\":1,\"heads\":4,\"kv_heads\":2,\"seqlen_q\":200,\"seqlen_k\":333,\"head_dim\":256,\"causal\":false,\"direction\":\"bwd\"}" \
+    "{\"schedule\":\"naive\",\"hw\":\"$prof\",\"seed\":3,\"batch\":1,\"heads\":4,\"kv_heads\":1,\"seqlen_q\":250,\"head_dim\":128,\"causal\":true,\"direction\":\"bwd\"}"; do
+    echo "== racecheck $pt"
+    compute-sanitizer --tool racecheck python3 -m iosim.gpu.once "$pt" 2>&1 | tail -3
+  done | tee "$out/racecheck_bwd.log"
+fi
+left=$(( ${LIMIT:-585} - ($(date +%s) - start) ))
+timeout "$left" python3 -c "from iosim.cli import main; main()" bench --direction bwd \
+  --schedule naive,fa2 --seqlen "${SEQLEN:-512..16384}" --head-dim 64,128,256 --causal both \
+  --dtype bf16 --peers torch -o "$out/measured_bwd.csv" --resume 2>&1 | tr '\r' '\n' | tail -4
+echo "elapsed $(( $(date +%s) - start )) s"
