@@ -13,7 +13,8 @@ datasheet. What can be measured directly is measured, not fitted:
   instructions per 32 counted element operations (Nsight Compute's executed instructions less
   the mma and ldmatrix ones, median over the softmax-carrying kernels).
 The rest is fitted to time, each bounded to what is physically possible: a lone warp's cycles
-per mma.sync and per other instruction (`pipeline.*`), the L2 bandwidth, the wgmma rate when
+per mma.sync and per other instruction, the SM's L2 load path and how well CTAs with
+synchronous loads overlap (`pipeline.*`), the L2 bandwidth, the wgmma rate when
 wgmma rows are given, the launch overhead, and whatever the ncu table did not measure.
 Nothing is fitted per shape. The fit is deterministic: bounded least squares on
 log(predicted / measured time) (scipy's trust-region reflective method from the profile's
@@ -51,6 +52,7 @@ PARAMS = {
     "pipeline.inst_cycles": (1.0, 16.0),
     "pipeline.inst_per_op": (1.0, 8.0),
     "pipeline.sm_load_bytes_per_clk": (16.0, 256.0),
+    "pipeline.sync_overlap": (1.0, 32.0),
     "launch_overhead_s": (0.0, 1e-5),  # a launch and its drain: microseconds
 }
 

@@ -52,6 +52,9 @@ class Pipeline(BaseModel):
     # bytes one SM moves between L2 and its shared memory/registers per clock: what a CTA
     # alone on its SM can pull, however much DRAM bandwidth is idle
     sm_load_bytes_per_clk: float = Field(64.0, gt=0, le=512)
+    # how sharply CTAs whose loads are synchronous overlap one another's phases: the p of the
+    # p-norm of chain, bandwidth share and SM throughput (large: perfectly, 1: not at all)
+    sync_overlap: float = Field(4.0, ge=1, le=64)
 
 
 class HardwareProfile(BaseModel):
