@@ -1,4 +1,13 @@
+import os
+
 import pytest
+from hypothesis import settings
+
+# CI (and anyone who sets CI): the same examples every run, none saved between runs, so a
+# property test never fails by the luck of the draw or by a remembered example.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def _gpu_missing() -> str | None:
