@@ -886,7 +886,7 @@ def _header(profiles: dict[str, HardwareProfile], sources: Sequence[str], data: 
                     f"{_fmt(p.hbm_bandwidth_bytes_per_s, 'B/s')}, L2 {_fmt(p.l2_bandwidth_bytes_per_s, 'B/s')}, "
                     f"tensor {tensor}, SFU {_fmt(p.sfu_exp_per_s, 'exp/s')}. Achievable (from "
                     f"<code>{html.escape(p.name)}</code>: {html.escape(p.describe())}): {reach}. "
-                    f"Predictions drawn made with: {made}.</li>")
+                    f"Predictions drawn here were made with: {made}.</li>")
     files = "".join(f"<li><code>{html.escape(s)}</code></li>" for s in sources)
     bad = int((data.meas["status"] != "ok").sum()) if len(data.meas) else 0
     thin = ""
@@ -942,44 +942,45 @@ def build_html(data: Data, profiles: dict[str, HardwareProfile], sources: Sequen
     """The whole page, from prepared data."""
     options = filter_options(data)
     chosen = default_choice(data, options)
-    sections: list[str] = []
+    sections: list[tuple[str, str]] = []  # (title, body), numbered at the end
     count = iter(range(10_000))
 
-    def section(title: str, note: str, figs: list[Figure], extra: str = "") -> None:
+    def section(title: str, note: str, figs: list[Figure] = (), extra: str = "") -> None:
         body = "".join(_fig_html(f, next(count)) for f in figs)
-        sections.append(f"<section><h2>{title}</h2><p class='note'>{note}</p>{body}{extra}</section>")
+        sections.append((title, f"<p class='note'>{note}</p>{body}{extra}"))
 
     menu = _menu_note(options)
-    section("1. Roofline", "Tensor FLOP/s against tensor FLOP per byte. Each point twice: ● by its DRAM "
+    wi = whatif_figures(data, chosen)
+    if wi:  # a what-if sweep: its answer first
+        section("What-if", "Predicted time as a swept hardware field changes, at the largest N of "
+                "the configuration; one line per schedule and value of the other swept fields. The "
+                "charts below draw each hardware variant as its own series.", wi)
+    section("Roofline", "Tensor FLOP/s against tensor FLOP per byte. Each point twice: ● by its DRAM "
             "bytes (the L2-aware estimate; Nsight Compute's for measured rows where counted), ◆ by its "
             "L2 bytes (every tile, the two-level count). Solid roofs: datasheet peaks; dashed and dotted: "
             "what kernels achieve (datasheet × the profile's efficiency fields); the SFU roof is the "
             "exponential rate × tensor FLOPs per exponential of the Plans (≈4·d forward), in tensor "
             f"FLOP/s, per d. {menu}", [roofline_figure(data, profiles, chosen)],
             limits_text(data, chosen, profiles))
-    section("2. IO against N", "Solid: every tile counted (FA1 Theorem 2 view); dotted: L2-aware DRAM "
+    section("IO against N", "Solid: every tile counted (FA1 Theorem 2 view); dotted: L2-aware DRAM "
             "estimate; filled: Nsight Compute DRAM bytes.", [io_figure(data, chosen)])
-    section("3. Time and TFLOP/s against N", "Each line is one problem shape (batch, heads); TFLOP/s "
+    section("Time and TFLOP/s against N", "Each line is one problem shape (batch, heads); TFLOP/s "
             "puts shapes of different data sets side by side. " + menu,
             [time_figure(data, chosen, "time"), time_figure(data, chosen, "tflops")])
     if len(data.meas):
-        section("4. Accuracy", "Predicted against measured time (status ok only), for the cycle-"
+        section("Accuracy", "Predicted against measured time (status ok only), for the cycle-"
                 "approximate model (●) and the roofline (×). MAPE: mean |pred − measured| / measured, "
                 "percent.", [accuracy_figure(data, chosen)], _tables(data))
     else:
-        sections.append("<section><h2>4. Accuracy</h2><p class='note'>No measured data given.</p>"
-                        "</section>")
-    wi = whatif_figures(data, chosen)
-    if wi:
-        section("5. What-if", "Predicted time as a swept hardware field changes, at the largest N of "
-                "the configuration; one line per schedule and value of the other swept fields.", wi)
-    else:
-        sections.append("<section><h2>5. What-if</h2><p class='note'>The sweep varies no hardware "
-                        "field (<code>iosim sweep --set FIELD=VALUES</code> does).</p></section>")
+        section("Accuracy", "No measured data given.")
+    if not wi:
+        section("What-if", "The sweep varies no hardware field (<code>iosim sweep --set FIELD=VALUES</code> "
+                "does).")
+    body = "".join(f"<section><h2>{i}. {t}</h2>{b}</section>" for i, (t, b) in enumerate(sections, 1))
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>iosim report</title>"
             f"<style>{CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
             f"{_header(profiles, sources, data)}{_filters(options, chosen, combinations(data, options))}"
-            f"{''.join(sections)}<script>{FILTER_JS}</script></body></html>")
+            f"{body}<script>{FILTER_JS}</script></body></html>")
 
 
 def write_report(pred: Sequence[pd.DataFrame] | pd.DataFrame, measured: Sequence[pd.DataFrame], out: Path,
