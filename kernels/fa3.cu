@@ -2,6 +2,7 @@
 // warp-specialised producer/consumer with TMA and wgmma), sm_90a only.
 //
 // Entry: fa3_fwd(tmQ, tmK, tmV, O, LSE, Nq, Nk, H, KVH, scale)      (docs/kernel-contract.md)
+//   (FP8_E4M3=1: fa3_fwd(tmQ, tmK, tmVt, O, LSE, Nq, Nk, H, KVH, scale, v_descale), see below.)
 //   tmQ / tmK / tmV: CUtensorMaps (iosim/gpu/tma.py) of Q (B,H,Nq,d) and K, V (B,KVH,Nk,d) seen
 //   as 3-D tensors (d, N, B*heads), boxes of 64 columns x BLOCK_M (Q) or BLOCK_N (K, V) rows x 1,
 //   128-byte swizzle; O (B,H,Nq,d) elem_t; LSE (B,H,Nq) fp32 = m + log(l), natural log. Head h
@@ -18,7 +19,16 @@
 //   BLOCK_M (64 query rows per consumer warpgroup), BLOCK_N (key rows per tile; a multiple of
 //   16, at most 256), NUM_WARPS (consumer warps = BLOCK_M/16), STAGES (K/V ring depth),
 //   PINGPONG (0/1; 1 needs two consumer warpgroups), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT,
-//   ELEM_BF16=1 or ELEM_FP16=1.
+//   FP8_E4M3 (0/1), ELEM_BF16=1 or ELEM_FP16=1 (the type of O, and of Q, K, V unless FP8_E4M3).
+//
+// FP8_E4M3=1 (stage 4): Q, K and V are e4m3 with per-tensor descaling (`scale` is the softmax
+//   scale times Q's and K's descale factors, O is multiplied by `v_descale`), O is bf16. 8-bit
+//   wgmma (m64nNk32) takes B K-major only, so V comes transposed, Vt (B,KVH,d,Nk16) with Nk16 =
+//   Nk rounded up to 16, and within each 16 keys in the order 0 1 8 9 2 3 10 11 4 5 12 13 6 7
+//   14 15: then the fp32 S accumulators of a thread (columns 2q, 2q+1, 8+2q, 9+2q of each 16)
+//   are exactly the four e4m3 values its P register needs (k = 4q..4q+3), no shuffles.
+//   Its tensor map has boxes of 128 keys x d rows. Panels are 128 elements (128 bytes) wide, so
+//   d is 128 or 256 and BLOCK_N a multiple of 128. O is stored from registers.
 //
 // What it adds over fa2.cu:
 //   * Warp specialisation: warpgroup 0 is the producer: one thread issues TMA copies
@@ -37,7 +47,7 @@
 //   * Shared tiles are 64-column panels of 128-byte rows, 16-byte chunks XOR-swizzled by
 //     (row & 7): what TMA's 128B swizzle writes and what the wgmma descriptors read.
 //   Not here: TMA store of O (O is staged through shared memory and stored 16 bytes a thread),
-//   FP8, a persistent grid.
+//   per-block FP8 descaling, a persistent grid.
 //
 // Causal: key tiles past the query tile's last row are neither loaded nor computed; tiles that
 // cross the diagonal or the ragged Nk edge are masked. Ragged Nq/Nk: TMA zero-fills rows past
@@ -74,11 +84,22 @@
 #ifndef PINGPONG
 #error "PINGPONG must be defined"
 #endif
+#ifndef FP8_E4M3
+#error "FP8_E4M3 must be defined"
+#endif
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
 #endif
 
 namespace fa3 {
+
+constexpr bool defined_bf16_out() {
+#if defined(ELEM_BF16)
+    return true;
+#else
+    return false;
+#endif
+}
 
 constexpr int D = HEAD_DIM;
 constexpr int BM = BLOCK_M;
@@ -86,18 +107,26 @@ constexpr int BN = BLOCK_N;
 constexpr int NS = STAGES;
 constexpr int NC = BM / 64;  // consumer warpgroups
 constexpr int THREADS = 128 * (NC + 1);
-constexpr int PANELS = D / 64;     // 64-column (128-byte) panels per row
-constexpr int Q_PANEL = BM * 128;  // bytes of one Q panel
-constexpr int KV_PANEL = BN * 128;
+constexpr int EB = FP8_E4M3 ? 1 : 2;  // bytes per element of Q, K, V
+constexpr int PANEL = 128 / EB;       // elements per 128-byte (swizzle-wide) panel row
+constexpr int KSTEP = 32 / EB;        // k of one wgmma: 32 bytes of each operand row
+constexpr int PANELS = D / PANEL;     // panels per Q / K row
+constexpr int Q_PANEL = BM * 128;     // bytes of one Q panel
+constexpr int KV_PANEL = BN * 128;    // bytes of one K panel (and V panel unless FP8)
+#if FP8_E4M3
+constexpr int VT_PANEL = D * 128;  // bytes of one Vt panel (d rows of 128 keys)
+#endif
 constexpr int Q_BYTES = PANELS * Q_PANEL;
-constexpr int KV_BYTES = PANELS * KV_PANEL;  // one K (or V) stage
+constexpr int KV_BYTES = BN * D * EB;  // one K (or V) stage
 constexpr int NT_S = BN / 8;  // n8 column tiles of S per thread (4 floats each)
 constexpr int NT_O = D / 8;
 
 static_assert(BM % 64 == 0 && NC >= 1 && NC <= 3, "BLOCK_M must be 64, 128 or 192");
 static_assert(NUM_WARPS == 4 * NC, "NUM_WARPS must be BLOCK_M/16 (one warpgroup per 64 rows)");
-static_assert(D % 64 == 0 && D <= 256, "HEAD_DIM must be 64, 128 or 256");
+static_assert(D % PANEL == 0 && D <= 256, "HEAD_DIM must be 64 (not FP8), 128 or 256");
 static_assert(BN % 16 == 0 && BN <= 256, "BLOCK_N must be a multiple of 16, at most 256");
+static_assert(!FP8_E4M3 || BN % PANEL == 0, "FP8: BLOCK_N must be a multiple of 128 (Vt panels)");
+static_assert(!FP8_E4M3 || defined_bf16_out(), "FP8: O is bf16 (compile with ELEM_BF16=1)");
 static_assert(NS >= 1, "STAGES must be >= 1");
 
 // Registers per thread after setmaxnreg: the producer keeps a few, the consumers share the rest
@@ -125,30 +154,50 @@ __device__ __forceinline__ void turn_pass(int c) {
     if (PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(NB_TURN + (c ^ 1)) : "memory");
 }
 
-// Issue S = Q K^T for one K stage (64 x BN per warpgroup; k16 steps walk 32 bytes within a
+// The wgmma of the input type: m64nNk16 (bf16/fp16) or m64nNk32 (e4m3).
+template <bool F8, int N>
+struct MmaOf {
+    using type = Wgmma<N>;
+};
+template <int N>
+struct MmaOf<true, N> {
+    using type = Wgmma8<N>;
+};
+template <int N>
+using Mma = typename MmaOf<FP8_E4M3 != 0, N>::type;
+constexpr int KP = BN / KSTEP;  // k steps of P V (registers of P: KP x 4)
+
+// Issue S = Q K^T for one K stage (64 x BN per warpgroup; each k step walks 32 bytes within a
 // 128-byte panel row, then the next panel). Fences first: the softmax rewrote `s`.
 __device__ __forceinline__ void issue_qk(float (&s)[NT_S * 4], u32 q_rows, u32 k_tile) {
     fence_regs<NT_S * 4>(s);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
+    for (int kk = 0; kk < D / KSTEP; ++kk) {
         const u32 off = (u32)((kk % 4) * 32);
         const u64 da = sw128_desc(q_rows + (u32)((kk / 4) * Q_PANEL) + off, 16);
         const u64 db = sw128_desc(k_tile + (u32)((kk / 4) * KV_PANEL) + off, 16);
-        Wgmma<BN>::ss(s, da, db, kk > 0);
+        Mma<BN>::ss(s, da, db, kk > 0);
     }
     wgmma_commit();
 }
 
-// Issue O += P V for one V stage: V rows are the k dimension (16 rows = 2048 bytes per step),
-// its columns the n dimension, panels BN*128 bytes apart (the descriptor's LBO).
-__device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[BN / 16][4],
+// Issue O += P V for one V stage. bf16/fp16: V rows are the k dimension (16 rows = 2048 bytes
+// per step), its columns the n dimension, panels BN*128 bytes apart (the descriptor's LBO).
+// FP8: Vt rows are the n dimension (d), keys the k dimension: K-major like K in Q K^T.
+__device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[KP][4],
                                          u32 v_tile) {
     fence_regs<NT_O * 4>(o);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-        Wgmma<D>::rs(o, pa[kk], sw128_desc(v_tile + (u32)(kk * 16 * 128), KV_PANEL), 1);
+    for (int kk = 0; kk < KP; ++kk) {
+#if FP8_E4M3
+        const u64 db = sw128_desc(v_tile + (u32)((kk / 4) * VT_PANEL + (kk % 4) * 32), 16);
+#else
+        const u64 db = sw128_desc(v_tile + (u32)(kk * 16 * 128), KV_PANEL);
+#endif
+        Mma<D>::rs(o, pa[kk], db, 1);
+    }
     wgmma_commit();
 }
 
@@ -199,13 +248,25 @@ __device__ __forceinline__ void rescale(float (&o)[NT_O * 4], const float (&alph
         for (int r = 0; r < 4; ++r) o[nt * 4 + r] *= alpha[r >> 1];
 }
 
-// P in the wgmma A-register layout (per warp the mma.sync m16n8k16 A fragment): the S
-// accumulators of n8 tiles 2kk and 2kk+1 make k16 step kk.
-__device__ __forceinline__ void pack_p(const float (&s)[NT_S * 4], u32 (&pa)[BN / 16][4]) {
+// P in the wgmma A-register layout. bf16/fp16 (per warp the mma.sync m16n8k16 A fragment): the
+// S accumulators of n8 tiles 2kk and 2kk+1 make k16 step kk. FP8 (m16n8k32 layout: register i
+// holds k = 4q..4q+3 of row r (i = 0), r+8 (1), k + 16 (2, 3)): n8 tiles 4kk..4kk+3 make k32
+// step kk, columns 2q, 2q+1, 8+2q, 9+2q of each 16 in k order (Vt's keys are permuted to match).
+__device__ __forceinline__ void pack_p(const float (&s)[NT_S * 4], u32 (&pa)[KP][4]) {
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
+    for (int kk = 0; kk < KP; ++kk) {
+#if FP8_E4M3
+        const float* b = s + 16 * kk;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int c = 8 * (i >> 1) + 2 * (i & 1);  // tile pair (i >> 1), row half (i & 1)
+            pa[kk][i] = pack4_e4m3(b[c], b[c + 1], b[c + 4], b[c + 5]);
+        }
+#else
 #pragma unroll
         for (int i = 0; i < 4; ++i) pa[kk][i] = pack2_elem(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+#endif
+    }
 }
 
 }  // namespace fa3
@@ -213,7 +274,11 @@ __device__ __forceinline__ void pack_p(const float (&s)[NT_S * 4], u32 (&pa)[BN 
 extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
 fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
         const __grid_constant__ TmaDesc tmV, elem_t* __restrict__ O, float* __restrict__ LSE,
-        int Nq, int Nk, int H, int KVH, float scale) {
+        int Nq, int Nk, int H, int KVH, float scale
+#if FP8_E4M3
+        , float v_descale
+#endif
+        ) {
     using namespace fa3;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ __align__(8) u64 bars[N_BARS];
@@ -262,7 +327,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             mbar_expect_tx(bar(BAR_Q), Q_BYTES);
 #pragma unroll
             for (int p = 0; p < PANELS; ++p)
-                tma_load_3d(sQ + p * Q_PANEL, &tmQ, bar(BAR_Q), 64 * p, m0, q_head);
+                tma_load_3d(sQ + p * Q_PANEL, &tmQ, bar(BAR_Q), PANEL * p, m0, q_head);
             for (int j = 0; j < n_blocks; ++j) {
                 const int s = j % NS;
                 const u32 ph = (u32)(j / NS) & 1u;
@@ -270,14 +335,21 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
 #pragma unroll
                 for (int p = 0; p < PANELS; ++p)
-                    tma_load_3d(sK + s * KV_BYTES + p * KV_PANEL, &tmK, bar(BAR_FULL_K + s), 64 * p,
-                                j * BN, kv_head);
+                    tma_load_3d(sK + s * KV_BYTES + p * KV_PANEL, &tmK, bar(BAR_FULL_K + s),
+                                PANEL * p, j * BN, kv_head);
                 mbar_wait(bar(BAR_EMPTY_V + s), ph ^ 1u);
                 mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
+#if FP8_E4M3
+#pragma unroll
+                for (int p = 0; p < BN / PANEL; ++p)  // Vt: 128 keys x d rows a panel
+                    tma_load_3d(sV + s * KV_BYTES + p * VT_PANEL, &tmV, bar(BAR_FULL_V + s),
+                                j * BN + PANEL * p, 0, kv_head);
+#else
 #pragma unroll
                 for (int p = 0; p < PANELS; ++p)
                     tma_load_3d(sV + s * KV_BYTES + p * KV_PANEL, &tmV, bar(BAR_FULL_V + s), 64 * p,
                                 j * BN, kv_head);
+#endif
             }
         }
         return;
@@ -299,7 +371,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     float l_i[2] = {0.f, 0.f};
     float alpha[2];
     float sacc[NT_S * 4];
-    u32 pa[BN / 16][4];
+    u32 pa[KP][4];
     // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
     const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
     auto need_mask = [&](int n0) {
@@ -356,10 +428,31 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         release(BAR_EMPTY_V + s);
     }
 
+    const size_t q_base = ((size_t)b * H + h) * (size_t)Nq;
+#if FP8_E4M3
+    // ---- epilogue (FP8): O = acc * v_descale / l, stored from registers (its Q rows hold only
+    // half of a bf16 O tile); LSE = m*ln2 + log(l).
+    {
+        elem_t* Og = O + q_base * D;
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const float l = quad_sum(l_i[hr]);
+            const float inv = l > 0.f ? v_descale / l : 0.f;
+            const int row = r0 + hr * 8;
+            if (row >= Nq) continue;
+            if ((lane & 3) == 0)
+                LSE[q_base + row] = l > 0.f ? (m_i[hr] * IOSIM_LN2 + __logf(l)) : IOSIM_NEG_INF;
+#pragma unroll
+            for (int nt = 0; nt < NT_O; ++nt)
+                *reinterpret_cast<u32*>(Og + (size_t)row * D + nt * 8 + 2 * (lane & 3)) =
+                    pack2_elem(o[nt * 4 + 2 * hr] * inv, o[nt * 4 + 2 * hr + 1] * inv);
+        }
+        return;
+    }
+#endif
     // ---- epilogue: O /= l, LSE = m*ln2 + log(l); O staged through this warpgroup's own Q rows
     // (all its wgmmas that read them have completed) for 16-byte row stores.
     named_bar_sync(NB_EPILOGUE + c, 128);
-    const size_t q_base = ((size_t)b * H + h) * (size_t)Nq;
     const int lrow0 = c * 64 + warp * 16 + (lane >> 2);  // row within the CTA's tile
     unsigned char* smem_gen = smem_raw + (sQ - smem_u32(smem_raw));
 #pragma unroll

@@ -14,6 +14,7 @@
 //     operands only. `addr` must sit in a 1024-byte-aligned panel (swizzle phase 0).
 //   * wgmma_fence / wgmma_commit / wgmma_wait<N>, fence_regs(r, n): keep the compiler from
 //     moving accumulator accesses across the asynchronous MMAs.
+//   * pack4_e4m3(a, b, c, d): four floats to the four e4m3 bytes of one register (FP8 P).
 //   * named_bar_sync(id, threads), setmaxnreg_inc<R> / setmaxnreg_dec<R>.
 #pragma once
 #include "common.cuh"
@@ -78,6 +79,15 @@ template <int N>
 IOSIM_DEVICE void fence_regs(float* r) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// Four floats -> four e4m3 bytes of one register, `a` in the lowest byte (saturating, round to
+// nearest; cvt puts its first source in the upper half).
+IOSIM_DEVICE u32 pack4_e4m3(float a, float b, float c, float d) {
+    unsigned short lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(b), "f"(a));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(d), "f"(c));
+    return (u32)lo | ((u32)hi << 16);
 }
 
 // ---------------------------------------------------------------- warpgroups

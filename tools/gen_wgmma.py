@@ -1,4 +1,5 @@
-"""Write kernels/wgmma.cuh: one wgmma.mma_async wrapper per N (m64nNk16, fp32 accumulate).
+"""Write kernels/wgmma.cuh: one wgmma.mma_async wrapper per N (m64nNk16 for bf16/fp16,
+m64nNk32 for fp8 e4m3; fp32 accumulate).
 
 PTX names every accumulator register in the instruction, so each N needs its own asm string
 with N/2 operands; writing them by hand invites typos, so they are generated. Run
@@ -22,6 +23,8 @@ PREAMBLE = """\
 // Wgmma<N>::rs(d, a, desc_b, scale_d): the same with A from registers (a[4], the mma.sync
 //   m16n8k16 A-fragment layout per warp) and B MN-major in shared memory (imm-trans-b = 1):
 //   B stored as rows of the K dimension, N contiguous (V as it lies in memory).
+// Wgmma8<N>::ss / rs: the same for fp8 e4m3 operands, m64nNk32: B K-major in both (8-bit wgmma
+//   has no transpose), a[4] holds 16 e4m3 values (per warp the mma.sync m16n8k32 A layout).
 // scale_d = 0 ignores d's old value (d = A*B), 1 accumulates. Both are issued by the whole
 // warpgroup; the caller fences (wgmma.fence), commits and waits.
 #pragma once
@@ -35,6 +38,8 @@ PREAMBLE = """\
 
 template <int N>
 struct Wgmma;
+template <int N>
+struct Wgmma8;
 """
 
 
@@ -49,14 +54,20 @@ def outs(n_out: int) -> str:
     return ",\n          ".join(lines)
 
 
-def one(n: int) -> str:
+def one(n: int, fp8: bool = False) -> str:
     k = n // 2  # accumulators per thread
-    mnemonic = f'"wgmma.mma_async.sync.aligned.m64n{n}k16.f32." IOSIM_WGMMA_TYPE "." IOSIM_WGMMA_TYPE " "'
+    if fp8:
+        mnemonic = f'"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "'
+        ss_tail, rs_tail, name = "p, 1, 1", "p, 1, 1", "Wgmma8"
+    else:
+        mnemonic = (f'"wgmma.mma_async.sync.aligned.m64n{n}k16.f32." IOSIM_WGMMA_TYPE "." '
+                    'IOSIM_WGMMA_TYPE " "')
+        ss_tail, rs_tail, name = "p, 1, 1, 0, 0", "p, 1, 1, 1", "Wgmma"
     ss = (
         f"    static IOSIM_DEVICE void ss(float* d, u64 desc_a, u64 desc_b, int scale_d) {{\n"
         f'        asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 2}, 0;\\n"\n'
         f"            {mnemonic}\n"
-        f'            "{{{regs(k, 0)}}}, %{k}, %{k + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
+        f'            "{{{regs(k, 0)}}}, %{k}, %{k + 1}, {ss_tail};\\n}}\\n"\n'
         f"          : {outs(k)}\n"
         f'          : "l"(desc_a), "l"(desc_b), "r"(scale_d));\n'
         f"    }}\n"
@@ -65,16 +76,16 @@ def one(n: int) -> str:
         f"    static IOSIM_DEVICE void rs(float* d, const u32* a, u64 desc_b, int scale_d) {{\n"
         f'        asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"\n'
         f"            {mnemonic}\n"
-        f'            "{{{regs(k, 0)}}}, {{%{k}, %{k + 1}, %{k + 2}, %{k + 3}}}, %{k + 4}, p, 1, 1, 1;\\n}}\\n"\n'
+        f'            "{{{regs(k, 0)}}}, {{%{k}, %{k + 1}, %{k + 2}, %{k + 3}}}, %{k + 4}, {rs_tail};\\n}}\\n"\n'
         f"          : {outs(k)}\n"
         f'          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));\n'
         f"    }}\n"
     )
-    return f"template <>\nstruct Wgmma<{n}> {{\n{ss}{rs}}};\n"
+    return f"template <>\nstruct {name}<{n}> {{\n{ss}{rs}}};\n"
 
 
 def render() -> str:
-    return PREAMBLE + "\n" + "\n".join(one(n) for n in NS)
+    return PREAMBLE + "\n" + "\n".join([one(n) for n in NS] + [one(n, fp8=True) for n in NS])
 
 
 def main() -> None:

@@ -21,7 +21,9 @@ from typing import Any
 
 from ..hardware import InputError
 
-DTYPE_MACROS = {"bf16": "ELEM_BF16", "fp16": "ELEM_FP16"}
+# The macro names elem_t, the type of O (and of the inputs, except fp8 inputs, which the Plan
+# flags with FP8_E4M3=1: fa3.cu reads e4m3 Q, K, V and writes bf16 O).
+DTYPE_MACROS = {"bf16": "ELEM_BF16", "fp16": "ELEM_FP16", "fp8_e4m3": "ELEM_BF16"}
 ARCHS = ("sm_80", "sm_90a")
 # Sources that use sm_90a-only instructions (wgmma, setmaxnreg): compiled for sm_90a or refused,
 # never retried without the architecture (their #error guard would fire, or worse, not).

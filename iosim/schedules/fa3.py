@@ -19,35 +19,46 @@ from dataclasses import replace
 
 from ..hardware import HardwareProfile, InputError
 from ..plan import Plan
-from ..problem import Direction, Problem
+from ..problem import Direction, Dtype, Problem
 from .base import Tiles
 from .fa2 import FlashStyle
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
 FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
+# fp8 e4m3: key tiles of 128 (the kernel's transposed V comes in 128-key panels); the kernel
+# runs d = 128 and 256 (128-byte panels), d = 64 is modelled only
+FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
-REGISTER_FILE = 65536  # 32-bit registers per SM (H100): the CTA's budget at one CTA per SM
 SMEM_ALIGN_PAD = 1024  # the kernel aligns its swizzled tiles to 1024 bytes
 
 FA3 = FlashStyle("fa3", {"sm_90a": FWD_TILES}, {"sm_90a": BWD_TILES}, overlap="warpspecialized",
                  threads_extra=PRODUCER_THREADS, regs=240, source="fa3.cu",
                  smem_pad=SMEM_ALIGN_PAD)
+FA3_FP8 = replace(FA3, fwd_tiles={"sm_90a": FWD_TILES_FP8})
 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     if not hw.has_wgmma:
         raise InputError(f"fa3 needs a Hopper GPU (wgmma, TMA); {hw.name} is {hw.arch} "
                          "(allowed: naive, fa1, fa2)")
-    pl = FA3.plan(p, hw, t)
-    if p.direction is not Direction.fwd:
-        return pl
+    fp8 = p.dtype is Dtype.fp8_e4m3
+    pl = (FA3_FP8 if fp8 else FA3).plan(p, hw, t)
+
+    def budget(threads: int) -> int:  # __launch_bounds__(threads, 1): the file over the threads
+        return min(hw.max_registers_per_thread, hw.registers_per_sm // threads // 8 * 8)
+
+    if p.direction is not Direction.fwd:  # the warp-specialised main kernel (modelled only)
+        return replace(pl, kernels=tuple(
+            replace(k, regs_per_thread=budget(k.threads)) if k.name == "fa3_bwd" else k
+            for k in pl.kernels))
     # the forward kernel: one consumer warpgroup per 64 query rows (smaller tiles, which only
-    # the model takes, keep the table's warps); registers: the file over the CTA's threads
+    # the model takes, keep the table's warps)
     ks = []
     for k in pl.kernels:
         warps = k.block_m // 16 if k.block_m % 64 == 0 else k.threads // 32 - 4
         threads = 32 * warps + PRODUCER_THREADS
-        ks.append(replace(k, threads=threads, regs_per_thread=REGISTER_FILE // threads // 8 * 8,
-                          defines={**k.defines, "NUM_WARPS": warps, "PINGPONG": int(warps == 8)}))
+        ks.append(replace(k, threads=threads, regs_per_thread=budget(threads),
+                          defines={**k.defines, "NUM_WARPS": warps, "PINGPONG": int(warps == 8),
+                                   "FP8_E4M3": int(fp8)}))
     return replace(pl, kernels=tuple(ks))
