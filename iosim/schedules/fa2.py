@@ -90,7 +90,7 @@ class FlashStyle:
         smem = self.bwd_smem(p, t) if bwd else self.fwd_smem(p, t)
         check_smem(self.name, smem, hw, p)
         bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
-        tm, tn = len(bm.r), len(bm.c)
+        tm, tn = bm.tm, bm.tn
         threads = 32 * t.warps + self.threads_extra
         ks: list[KernelPlan] = []
         if not bwd:
