@@ -44,9 +44,10 @@ Cycle-approximate (`predict`), per kernel of a Plan:
      (ncu: DRAM 75% busy where the max() assumed it saturated);
    - "async" (FA2, GEMMs): the next tile loads while this one computes: max(mem, warp
      chain); with one pipeline stage, "none";
-   - "warpspecialized" (FA3): a producer warpgroup loads, wgmma runs asynchronously, two
-     consumer warpgroups ping-pong so one's softmax hides under the other's GEMMs:
-     max(mem, tensor, (tensor + the warp's other-instruction chain) / 2).
+   - "warpspecialized" (FA3): a producer warpgroup loads, wgmma runs asynchronously, the
+     consumer warpgroups take turns at the tensor cores (ping-pong), so one's softmax hides
+     under the others' GEMMs: a warpgroup's chain is its share of the MMAs at the pipe's
+     rate plus its warps' other instructions; the pipe's throughput term covers all of them.
 4. Waves. CTA durations (prologue + trips x trip time + epilogue) in launch order are placed
    on the slots greedily, as the hardware's block scheduler does. Equal CTAs that all fit at
    once: one CTA's duration. Otherwise the slower of: the waves of the SM-side durations (the units and
@@ -199,6 +200,7 @@ class Trip:
     issue: float
     warp_mma: float
     warp_other: float
+    groups: float = 1.0  # consumer warpgroups that take turns at the tensor cores (wgmma)
 
     @classmethod
     def of(cls, flops: float, exps: float, alu: float, sram: float, warps: int, r: Rates,
@@ -208,7 +210,8 @@ class Trip:
         return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu, sram=sram / r.sram,
                    issue=(mma + other) / r.issue,
                    warp_mma=mma / warps * hw.pipeline.mma_sync_cycles * cyc,
-                   warp_other=other / warps * hw.pipeline.inst_cycles * cyc)
+                   warp_other=other / warps * hw.pipeline.inst_cycles * cyc,
+                   groups=max(1.0, warps / 4) if r.wgmma else 1.0)
 
     def time(self, policy: str, stages: int, port: float, level: float, n: int,
              sync_overlap: float = float("inf")) -> float:
@@ -218,8 +221,8 @@ class Trip:
         when the CTAs' phases overlap perfectly (asynchronous loads); with synchronous loads
         they do not, and the three combine as a `sync_overlap`-norm (1: they add up)."""
         thr = n * max(self.tensor, self.sfu, self.alu, self.sram, self.issue, port)
-        if policy == "warpspecialized":
-            return max(port, self.tensor, (self.tensor + self.warp_other) / 2, level, thr)
+        if policy == "warpspecialized":  # a warpgroup: its share of the MMAs, then its softmax
+            return max(port, self.tensor / self.groups + self.warp_other, level, thr)
         warp = self.warp_mma + self.warp_other
         if policy == "async" and stages > 1:
             return max(port, warp, level, thr)
