@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..hardware import HardwareProfile, InputError
 from ..plan import Plan
 from ..problem import Problem
@@ -12,9 +14,20 @@ SCHEDULES = {"naive": naive.plan, "fa1": fa1.plan, "fa2": fa2.plan, "fa3": fa3.p
 
 
 def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles()) -> Plan:
+    """The schedule's Plan with the tiles asked for (iosim.knobs: checked against the kernel and
+    the GPU), else the tuned file's (IOSIM_TILES), else the schedule's own."""
     if name not in SCHEDULES:
         raise InputError(f"unknown schedule '{name}' (allowed: {', '.join(SCHEDULES)})")
-    return SCHEDULES[name](problem, hw, tiles)
+    from .. import knobs
+
+    knobs.check_values(tiles)
+    tiles, source = knobs.resolve(name, problem, hw, tiles)
+    pl = SCHEDULES[name](problem, hw, tiles)
+    if tiles != Tiles():
+        knobs.check(pl, tiles, hw)
+    if source is not None:
+        pl = replace(pl, notes=f"{pl.notes}; tiles from {source}")
+    return pl
 
 
 __all__ = ["SCHEDULES", "Tiles", "plan"]
