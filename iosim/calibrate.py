@@ -225,7 +225,10 @@ def _compact(t: pd.DataFrame) -> str:
 
 def provenance(f: Fit, measured: pd.DataFrame, paths: Sequence[Path], holdout: str | None) -> dict:
     ok = measured[measured.status == "ok"]
-    col = (lambda c: ", ".join(sorted({str(v) for v in ok[c].dropna()})) if c in ok else "")
+
+    def col(c: str) -> str:
+        return ", ".join(sorted({str(v) for v in ok[c].dropna()})) if c in ok else ""
+
     return {"calibrated": "yes", "gpu": col("gpu_name"), "driver": col("driver"),
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
             "data": ", ".join(f"{p} sha256:{_sha(Path(p))}" for p in paths),

@@ -24,7 +24,6 @@ import pytest
 from iosim import hardware
 from iosim.calibrate import (
     PARAMS,
-    calibrate,
     copy_efficiency,
     error_rows,
     fit,

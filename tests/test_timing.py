@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iosim import hardware, memory, timing
-from iosim.occupancy import ctas_per_sm
 from iosim.hardware import InputError
+from iosim.occupancy import ctas_per_sm
 from iosim.predict import row
 from iosim.problem import Direction, Dtype, Problem
 from iosim.schedules import plan
