@@ -1,0 +1,32 @@
+"""The backward's closing numbers from a committed measured_bwd.csv: fa2's TFLOP/s ratio to torch's
+flash and cuDNN backward measured in the same run, per (d, causal), and naive's HBM floor ratio.
+Usage: python tools/bwd_ratios.py reports/data/h100/measured_bwd.csv"""
+
+import sys
+
+from iosim.io import read_rows
+from iosim.measured import ratios
+
+df = read_rows(sys.argv[1])
+df = df[df.direction == "bwd"]
+print("status counts:", df.groupby(["schedule", "status"]).size().to_dict())
+w = ratios(df)
+for (d, causal), g in w.groupby(level=["head_dim", "causal"]):
+    parts = []
+    for peer in ("flash", "cudnn"):
+        r = g.get(f"fa2/{peer}")
+        if r is None or r.dropna().empty:
+            parts.append(f"{peer}: none")
+            continue
+        r = r.dropna()
+        big = r[r.index.get_level_values("seqlen_q") >= 2048]
+        parts.append(f"{peer} {r.min():.2f}-{r.max():.2f} (N>=2048: {big.min():.2f}-{big.max():.2f})")
+    fa2 = g["fa2"].dropna() if "fa2" in g else []
+    tf = f"fa2 {fa2.min():.0f}-{fa2.max():.0f} TFLOP/s" if len(fa2) else "fa2: none"
+    print(f"d={d} causal={causal}: {tf}; fa2/" + "; fa2/".join(parts))
+if "naive/HBM floor" in w:
+    f = w["naive/HBM floor"].dropna()
+    big = f[f.index.get_level_values("seqlen_q") >= 4096]
+    print(f"naive HBM floor / measured time: {f.min():.2f}-{f.max():.2f} (N>=4096: "
+          f"{big.min():.2f}-{big.max():.2f})")
+print(w.round(2).to_string())
