@@ -57,6 +57,19 @@ def parse_schedules(text: str) -> list[str] | None:
     return None if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
 
 
+# the tile knobs (iosim.knobs): unset, the schedule's own tiles (or the IOSIM_TILES file's)
+BlockM = Annotated[int | None, typer.Option("--block-m", help="query rows per tile (knob)")]
+BlockN = Annotated[int | None, typer.Option("--block-n", help="key columns per tile (knob)")]
+Warps = Annotated[int | None, typer.Option("--warps", help="warps per CTA (knob)")]
+Stages = Annotated[int | None, typer.Option("--stages", help="K/V pipeline stages (knob)")]
+
+
+def knob_tiles(block_m, block_n, warps, stages):
+    from .schedules import Tiles
+
+    return Tiles(block_m=block_m, block_n=block_n, warps=warps, stages=stages)
+
+
 TABLE = [("schedule", "schedule", "{}"), ("block_m", "Br", "{}"), ("block_n", "Bc", "{}"),
          ("hbm_read_bytes_2level", "HBM rd GB", "{:.3f}"),
          ("hbm_write_bytes_2level", "HBM wr GB", "{:.3f}"), ("dram_read_bytes", "DRAM rd GB", "{:.3f}"),
@@ -120,23 +133,39 @@ def predict_cmd(
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="write the rows to a .csv or .json file instead")] = None,
     wide: Annotated[bool, typer.Option("--wide", help="every column (wider than 120)")] = False,
+    block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="with two --hw profiles: what changed from the first to the second")] = False,
 ) -> None:
-    """Predict IO, work and time of every schedule for one attention problem."""
+    """Predict IO, work and time of every schedule for one attention problem (several --hw:
+    side by side)."""
     import pandas as pd
 
     from .sweep import check_writable, parse_bool
 
     if output is not None:
         check_writable(output, (".csv", ".json"))
-    profile = hardware.load(hw)
+    names = [h.strip() for h in hw.split(",") if h.strip()]
+    if not names:
+        raise InputError("--hw: empty value (allowed: profile names or paths, comma-separated)")
+    if compare and len(names) != 2:
+        raise InputError(f"--compare needs two --hw profiles (got {len(names)}: {hw})")
+    tiles = knob_tiles(block_m, block_n, warps, stages)
     parts = []
-    for d in directions(direction.value):
-        for c in parse_bool(causal):
-            p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
-                        seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=c,
-                        causal_align=causal_align, direction=d)
-            parts.append(predict(p, profile, parse_schedules(schedule)))
+    for name in names:
+        profile = hardware.load(name)
+        for d in directions(direction.value):
+            for c in parse_bool(causal):
+                p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
+                            seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=c,
+                            causal_align=causal_align, direction=d)
+                parts.append(predict(p, profile, parse_schedules(schedule), tiles))
     df = pd.concat(parts, ignore_index=True)
+    if len(names) > 1 and output is None and fmt is Fmt.table:
+        from .compare import compare_profiles, side_by_side
+
+        typer.echo(compare_profiles(df) if compare else side_by_side(df))
+        return
     if output is not None:
         try:
             if output.suffix.lower() == ".json":
@@ -191,6 +220,10 @@ def sweep_cmd(
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="what-if hardware FIELD=VALUES, e.g. smem_per_sm_bytes=262144,458752 "
         "or efficiency.hbm=0.8,0.9 (repeatable)")] = None,
+    block_m: Annotated[str | None, typer.Option(help="tile knob values: query rows per tile")] = None,
+    block_n: Annotated[str | None, typer.Option(help="tile knob values: key columns per tile")] = None,
+    warps: Annotated[str | None, typer.Option(help="tile knob values: warps per CTA")] = None,
+    stages: Annotated[str | None, typer.Option(help="tile knob values: K/V pipeline stages")] = None,
     output: Annotated[str, typer.Option("--output", "-o", help=".csv, or .parquet/.pq")] = "sweep.csv",
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress",
@@ -204,7 +237,8 @@ def sweep_cmd(
     check_writable(output)
     grid = {"seqlen_q": seqlen, "seqlen_k": seqlen_k, "head_dim": head_dim, "batch": batch,
             "heads": heads, "kv_heads": kv_heads, "dtype": dtype, "causal": causal,
-            "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or [])}
+            "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or []),
+            "block_m": block_m, "block_n": block_n, "warps": warps, "stages": stages}
     t0 = time.perf_counter()
     res = sweep_result(grid, progress=progress)
     if res.rows.empty:
@@ -256,6 +290,7 @@ def bench_cmd(
         "--progress/--no-progress",
         help="progress bar on stderr, also when piped (default: only on a terminal)")] = None,
     direction: Annotated[Dir, typer.Option(help="forward, backward (dQ, dK, dV) or both")] = Dir.fwd,
+    block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
     from .gpu import bench
@@ -281,7 +316,7 @@ def bench_cmd(
         raise InputError(f"-o {out}: directory {out.parent} does not exist")
     profile = hardware.load(hw) if hw else None
     df = bench.run(problems, scheds, peers == "torch", out, profile, resume, ncu,
-                   progress=progress)
+                   progress=progress, tiles=knob_tiles(block_m, block_n, warps, stages))
     ok = df[df.status == "ok"] if "status" in df else df
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 
@@ -336,6 +371,117 @@ def calibrate_cmd(
         typer.echo(f"held out ({holdout_where}):\n" + f.holdout.round(1).to_string(index=False))
     for t in targets:
         typer.echo(f"wrote {output.parent / (t.name.removesuffix('.calibrated') + '.calibrated.toml')} (not refitted)")
+
+
+@app.command("explain")
+def explain_cmd(
+    schedule: Annotated[str, typer.Option(help="one of naive, fa1, fa2, fa3")] = "fa2",
+    batch: Annotated[int, typer.Option(help="batch size")] = 4,
+    heads: Annotated[int, typer.Option(help="query heads")] = 32,
+    kv_heads: Annotated[int | None, typer.Option(help="K/V heads (GQA/MQA); default: heads")] = None,
+    seqlen: Annotated[int, typer.Option(help="query sequence length N")] = 4096,
+    seqlen_k: Annotated[int | None, typer.Option(help="key sequence length; default: seqlen")] = None,
+    head_dim: Annotated[int, typer.Option(help="head dimension d")] = 128,
+    dtype: Annotated[Dtype, typer.Option(help="input dtype")] = Dtype.bf16,
+    causal: Annotated[str, typer.Option(metavar="BOOL", help="causal mask: true|false|yes|no|1|0 (alone: true)")] = "false",
+    causal_align: Annotated[CausalAlign, typer.Option(help="causal diagonal when Nq != Nk")] = CausalAlign.top_left,
+    direction: Annotated[str, typer.Option(help="fwd or bwd")] = "fwd",
+    hw: Annotated[str, typer.Option(help="profile name or path (a short name picks the calibrated profile)")] = "h100",
+    block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
+    measured: Annotated[list[Path] | None, typer.Option(
+        "--measured", help="bench CSV(s): measured time (and ncu counts) beside the prediction")] = None,
+    fmt: Annotated[VFmt, typer.Option("--format", help="text or json")] = VFmt.text,
+) -> None:
+    """Why one schedule runs at its predicted speed: per kernel occupancy, waves, each unit's
+    share of peak, the binding and next limit, and what would move it."""
+    import json
+
+    from .explain import explain, format_text
+    from .sweep import parse_bool, parse_choice
+
+    cs, ds = parse_bool(causal), parse_choice(direction, ["fwd", "bwd"], "direction")
+    if len(cs) != 1 or len(ds) != 1:
+        raise InputError("--causal and --direction: one value each for explain "
+                         "(allowed: true or false; fwd or bwd)")
+    c, d = cs[0], ds[0]
+    for f in measured or []:
+        if not f.is_file():
+            raise InputError(f"--measured {f}: no such file")
+    p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen, seqlen_k=seqlen_k,
+                head_dim=head_dim, dtype=dtype, causal=c, causal_align=causal_align, direction=d)
+    e = explain(schedule.strip(), p, hardware.load(hw),
+                knob_tiles(block_m, block_n, warps, stages), measured)
+    typer.echo(json.dumps(e, indent=1) if fmt is VFmt.json else format_text(e))
+
+
+@app.command("tune")
+def tune_cmd(
+    schedule: Annotated[str, typer.Option(help="fa2, fa1 or fa3")] = "fa2",
+    seqlen: Annotated[str, typer.Option(help="N values: a,b | a..b (doubling) | a..b:step")] = "1024..16384",
+    head_dim: Annotated[str, typer.Option(help="d values")] = "64,128,256",
+    causal: Annotated[str, typer.Option(metavar="BOOL", help="true|false|yes|no|1|0 or both")] = "false",
+    dtype: Annotated[str, typer.Option(help="bf16 or fp16")] = "bf16",
+    batch: Annotated[str | None, typer.Option(help="batch values; default 16384/N")] = None,
+    heads: Annotated[str | None, typer.Option(help="head values; default 2048/d")] = None,
+    hw: Annotated[str, typer.Option(help="profile name or path")] = "h100",
+    block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
+    top: Annotated[int, typer.Option("--top", help="configurations shown, and verified, per problem")] = 5,
+    verify: Annotated[bool, typer.Option("--verify", help="check and time the top configurations on this GPU")] = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="CSV of every ranked (or verified) row")] = None,
+    write: Annotated[Path | None, typer.Option(
+        "--write", help="tiles file to write the picks to (export IOSIM_TILES=FILE to use them)")] = None,
+) -> None:
+    """Rank a schedule's tile configurations with the model; --verify times the top ones on the GPU."""
+    from . import tune
+    from .knobs import write_entries
+    from .sweep import check_writable, parse_bool, parse_choice, parse_values
+
+    if top < 1:
+        raise InputError(f"--top {top}: must be at least 1")
+    if output is not None:
+        check_writable(output, (".csv",))
+    if write is not None and not (write.parent if str(write.parent) else Path(".")).is_dir():
+        raise InputError(f"--write {write}: directory {write.parent} does not exist")
+    profile = hardware.load(hw)
+    problems = [Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, dtype=dt, causal=c)
+                for d in parse_values(head_dim, int, "head-dim")
+                for n in parse_values(seqlen, int, "seqlen") for c in parse_bool(causal)
+                for dt in parse_choice(dtype, ["bf16", "fp16"], "dtype")
+                for b in (parse_values(batch, int, "batch") if batch else [max(1, 16384 // n)])
+                for h in (parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)])]
+    ranked = tune.rank(schedule.strip(), problems, profile, knob_tiles(block_m, block_n, warps, stages))
+    typer.echo(tune.format_ranking(ranked, top, profile))
+    how, table, column = "model", ranked, "time_pred_ms"
+    if verify:
+        table = tune.verify(ranked, profile, top, progress=True)
+        typer.echo(tune.format_verified(table))
+        how, column = f"measured on {tune.gpu_name()}", "time_ms"
+    if output is not None:
+        table.to_csv(output, index=False)
+        typer.echo(f"wrote {len(table)} rows to {output}")
+    if write is not None:
+        picks = tune.pick(table[table.status == "ok"] if verify else table, column)
+        write_entries(write, tune.entries(picks, schedule.strip(), profile, "fwd", how))
+        typer.echo(f"wrote {len(picks)} tile choices ({how}) to {write}; use them with "
+                   f"export IOSIM_TILES={write}")
+
+
+@app.command("compare")
+def compare_cmd(
+    before: Annotated[Path, typer.Argument(help="rows before: a sweep or bench CSV/Parquet")],
+    after: Annotated[Path, typer.Argument(help="rows after: a sweep or bench CSV/Parquet")],
+    fmt: Annotated[Fmt, typer.Option("--format", help="table (a summary) or csv/json (every row)")] = Fmt.table,
+) -> None:
+    """What changed between two tables of rows (two sweeps, two profiles, a bench and a sweep)."""
+    from .compare import compare_files, format_changes
+
+    c = compare_files(before, after)
+    if fmt is Fmt.csv:
+        typer.echo(c.to_csv(index=False), nl=False)
+    elif fmt is Fmt.json:
+        typer.echo(c.to_json(orient="records", indent=1))
+    else:
+        typer.echo(format_changes(c, str(before), str(after)))
 
 
 def _get(profile, field: str) -> float:

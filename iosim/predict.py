@@ -9,7 +9,7 @@ from .backing import backing, footprint_bytes
 from .hardware import HardwareProfile, InputError
 from .plan import Plan
 from .problem import Direction, Problem
-from .schedules import SCHEDULES, plan
+from .schedules import SCHEDULES, Tiles, plan
 
 PROBLEM_COLUMNS = ["hw", "schedule", "direction", "batch", "heads", "kv_heads", "seqlen_q",
                    "seqlen_k", "head_dim", "dtype", "causal"]
@@ -40,6 +40,7 @@ def row(pl: Plan, hw: HardwareProfile) -> dict:
     return {
         "hw": hw.name, "schedule": pl.schedule, **problem_fields(p),
         "block_m": pl.block_m, "block_n": pl.block_n,
+        "warps": pl.main.defines.get("NUM_WARPS", pl.main.threads // 32), "stages": pl.main.stages,
         "hbm_read_bytes_2level": t.hbm_read, "hbm_write_bytes_2level": t.hbm_write,
         "dram_read_bytes": dram_r, "dram_write_bytes": dram_w, "sram_bytes": t.sram,
         "tensor_flops": w.tensor_flops, "exp_ops": w.exp_ops, "alu_flops": w.alu_flops,
@@ -64,7 +65,8 @@ def directions(direction: str) -> list[Direction]:
     return [Direction.fwd, Direction.bwd] if direction == "both" else [Direction(direction)]
 
 
-def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None) -> pd.DataFrame:
+def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None,
+            tiles: Tiles = Tiles()) -> pd.DataFrame:
     """All schedules side by side for one problem (fa3 is left out on GPUs without wgmma
     unless asked for by name). Adds each schedule's ratios to naive. A schedule that cannot be
     planned (tiles over the SRAM, head_dim out of range) is left out, with the reason in
@@ -76,7 +78,7 @@ def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None =
     rows, skipped = [], {}
     for s in names:  # a schedule that cannot be planned is said why, the others still predicted
         try:
-            rows.append(row(plan(s, problem, hw), hw))
+            rows.append(row(plan(s, problem, hw, tiles), hw))
         except InputError as e:
             skipped[s] = str(e).removeprefix(f"{s}: ")
     if not rows:

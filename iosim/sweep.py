@@ -7,6 +7,8 @@ of values, or to text in the range grammar:
     a..b         a, 2a, 4a, ... up to b (powers of two when a is one)
     a..b:step    a, a+step, ... up to b
 
+`block_m`, `block_n`, `warps`, `stages` (the tile knobs, iosim.knobs) take values like the
+problem fields; a configuration a schedule's kernel cannot run is skipped with the reason.
 `causal` takes true,false,both; `direction` fwd,bwd,both; `schedule` a list or `all`; `hw`
 profile names or TOML paths; `set` maps a HardwareProfile field (`smem_per_sm_bytes`,
 `efficiency.hbm`, `tensor_flops_per_s.bf16`, ...) to values, each combination a what-if copy
@@ -33,9 +35,10 @@ from pydantic import ValidationError
 
 from . import hardware
 from .hardware import HardwareProfile, InputError
+from .knobs import KNOBS
 from .predict import row
 from .problem import Direction, Dtype, Problem
-from .schedules import SCHEDULES, plan
+from .schedules import SCHEDULES, Tiles, plan
 
 INT_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim")
 ALIASES = {"seqlen": "seqlen_q", "schedules": "schedule", "kv-heads": "kv_heads",
@@ -43,7 +46,8 @@ ALIASES = {"seqlen": "seqlen_q", "schedules": "schedule", "kv-heads": "kv_heads"
 DEFAULTS: dict[str, list] = {"batch": [4], "heads": [32], "kv_heads": [None], "seqlen_q": [4096],
                              "seqlen_k": [None], "head_dim": [128], "dtype": [Dtype.bf16],
                              "causal": [False], "direction": [Direction.fwd],
-                             "schedule": list(SCHEDULES), "hw": ["h100-sxm5-80gb"]}
+                             "schedule": list(SCHEDULES), "hw": ["h100-sxm5-80gb"],
+                             **{k: [None] for k in KNOBS}}
 PARALLEL_POINTS = 2000  # sweeps this large run in one process per CPU
 CHUNKS_PER_WORKER = 8  # pieces of work per process (progress granularity, balance)
 
@@ -219,8 +223,8 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
             continue
         if v is None:
             continue
-        if key in INT_FIELDS:
-            g[key] = _as_list(v, int, opt)
+        if key in INT_FIELDS or key in KNOBS:
+            g[key] = _as_list(v, int, opt.replace("_", "-"))
         elif key == "dtype":
             vals = parse_choice(v, [d.value for d in Dtype], key) if isinstance(v, str) else list(v)
             g[key] = [Dtype(x) for x in vals]
@@ -241,7 +245,8 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
             if not g[key] or any(isinstance(s, str) and not s for s in g[key]):
                 raise InputError("--hw: empty value (allowed: profile names or paths, comma-separated)")
         else:
-            allowed = [*INT_FIELDS, "seqlen", "dtype", "causal", "direction", "schedule", "hw", "set"]
+            allowed = [*INT_FIELDS, "seqlen", "dtype", "causal", "direction", "schedule", "hw", "set",
+                       *KNOBS]
             raise InputError(f"unknown sweep field '{key}' (allowed: {', '.join(allowed)})")
         if not g[key]:
             raise InputError(f"--{opt}: no values")
@@ -268,12 +273,12 @@ def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
     out: list[list[dict]] = [[] for _ in todo]
     skipped: Counter = Counter()
     for p in problems:
-        for i, (hw, changes, s) in enumerate(todo):
+        for i, (hw, changes, s, t) in enumerate(todo):
             if s == "fa3" and not hw.has_wgmma:
                 skipped[f"fa3 on {hw.name} ({hw.arch}: no wgmma)"] += 1
                 continue
             try:
-                r = row(plan(s, p, hw), hw)
+                r = row(plan(s, p, hw, t), hw)
             except InputError as e:
                 skipped[f"{s}: " + str(e).split(" (allowed")[0].removeprefix(f"{s}: ")] += 1
             else:
@@ -301,7 +306,8 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
             msg = err["msg"].removeprefix("Value error, ")
             loc = [f"--{OPTION_NAMES.get(str(x), str(x))}" for x in err["loc"]]
             skipped[f"invalid problem: {': '.join([*loc, msg])}"] += n_sched * len(hws)
-    todo = [(hw, ch, s) for s in g["schedule"] for hw, ch in hws]
+    knob_sets = [Tiles(**dict(zip(KNOBS, c))) for c in itertools.product(*(g[k] for k in KNOBS))]
+    todo = [(hw, ch, s, t) for s in g["schedule"] for t in knob_sets for hw, ch in hws]
     points = len(problems) * len(todo) + sum(skipped.values())
     if not problems:  # every point invalid (e.g. --seqlen 0, or --kv-heads 3 with 32 heads)
         return SweepResult(pd.DataFrame(), points, skipped, [f"set_{k}" for k in sets])

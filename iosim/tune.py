@@ -221,3 +221,38 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
     s = pd.DataFrame(rows)
     s["pick_vs_best"] = s.model_pick_ms / s.measured_best_ms
     return s
+
+
+def gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name()
+
+
+def format_ranking(df: pd.DataFrame, top: int, hw: HardwareProfile) -> str:
+    """Per head_dim: the configurations by score (geometric mean of time / best over the
+    problems), the top ones with their registers and occupancy."""
+    regs = "registers from nvcc (spilling configurations dropped)" \
+        if (df.registers_from == "nvcc").all() else "registers as the Plans budget them (no nvcc)"
+    lines = [f"{df.schedule.iloc[0]} on {hw.name}: {df.config.nunique()} configurations x "
+             f"{len(df.groupby(_problem_keys()))} problems; {regs}"]
+    s = scores(df, "time_pred_ms")
+    for d, g in s.groupby("head_dim"):
+        sub = df[df.head_dim == d]
+        lines.append(f"d={d}: score = geometric mean of predicted time / the best's, over "
+                     f"N={','.join(map(str, sorted(sub.seqlen_q.unique())))}")
+        for r in g.head(top).itertuples():
+            one = sub[sub.config == r.config].iloc[0]
+            lines.append(f"  {r.config:16s} score {r.score:.3f}  {one.registers} regs, "
+                         f"{one.ctas_per_sm} CTA/SM")
+    return "\n".join(lines)
+
+
+def format_verified(m: pd.DataFrame) -> str:
+    s = summary(m)
+    lines = ["verified (model's top configurations, checked then timed on this GPU):",
+             s.round(3).to_string(index=False)]
+    within = (s.pick_vs_best <= 1.05).sum()
+    lines.append(f"model's pick within 5% of the measured best: {within} of {len(s)} problems; "
+                 f"median rho {s.rho.median():.2f}")
+    return "\n".join(lines)

@@ -28,7 +28,7 @@ import pandas as pd
 from ..hardware import HardwareProfile, InputError
 from ..predict import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields, row
 from ..problem import Direction, Problem
-from ..schedules import plan
+from ..schedules import Tiles, plan
 
 PEERS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
          "torch_efficient": "EFFICIENT_ATTENTION", "torch_math": "MATH"}
@@ -289,8 +289,9 @@ def ncu_counts(launcher_args: dict, entries: list[str]) -> dict:
 
 def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Path,
         hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int | None = None,
-        progress: bool | None = None) -> pd.DataFrame:
-    """Bench every point; `seed` None draws fresh inputs each run (each row records its seed)."""
+        progress: bool | None = None, tiles: Tiles = Tiles()) -> pd.DataFrame:
+    """Bench every point; `seed` None draws fresh inputs each run (each row records its seed);
+    `tiles`: the knobs (iosim.knobs) for every schedule's kernels."""
     torch = require_gpu()
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little") >> 1
@@ -300,9 +301,12 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
     info = gpu_info(torch)
     hw = hw or load(profile_for(info["gpu_name"]))
     problems = list(problems)
+    if tiles != Tiles() and any(p.direction is Direction.bwd for p in problems):
+        raise InputError("--block-m/--block-n/--warps/--stages set the forward kernels' tiles "
+                         "(allowed with them: --direction fwd)")
     for p in problems:  # refuse unsupported shapes before measuring anything
         for s in schedules:
-            supported(plan(s, p, hw))
+            supported(plan(s, p, hw, tiles))
     if out.exists() and out.stat().st_size and not resume:
         raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
     timer = Timer(torch, hw.l2_bytes)
@@ -345,7 +349,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
             if s in PEERS:
                 r.update(_peer(torch, timer, q, k, v, p, s, ref, bound))
             else:
-                pl = plan(s, p, hw)
+                pl = plan(s, p, hw, tiles)
                 r.update(row(pl, hw))
                 launcher = Launcher(pl, q, k, v)
                 err, ok = check(torch, launcher, ref, lse_ref, bound)
