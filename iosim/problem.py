@@ -32,6 +32,9 @@ class CausalAlign(str, Enum):
     bottom_right = "bottom-right"
 
 
+MAX_SEQLEN = 2**31 - 1
+
+
 class Problem(BaseModel):
     """One attention call: O = softmax(scale * Q K^T [+ causal mask]) V.
 
@@ -47,8 +50,9 @@ class Problem(BaseModel):
     batch: int = Field(4, gt=0)
     heads: int = Field(32, gt=0)
     kv_heads: int | None = Field(None, gt=0)
-    seqlen_q: int = Field(4096, gt=0)
-    seqlen_k: int | None = Field(None, gt=0)
+    # at most 2^31 - 1: every modelled kernel (ours, FlashAttention's) indexes rows with int32
+    seqlen_q: int = Field(4096, gt=0, le=MAX_SEQLEN)
+    seqlen_k: int | None = Field(None, gt=0, le=MAX_SEQLEN)
     head_dim: int = Field(128, gt=0)
     dtype: Dtype = Dtype.bf16
     causal: bool = False

@@ -131,7 +131,7 @@ def test_block_map_closed_forms_match_the_matrices(nq, nk, causal, bm, bn, botto
     bottom-right causal alignment: offset 0 or Nk - Nq)."""
     off = nk - nq if bottom_right else 0
     r, c, visit, diag = _matrices(nq, nk, causal, bm, bn, off)
-    b = BlockMap(blocks(nq, bm), blocks(nk, bn), bm, bn, causal, off)
+    b = BlockMap(nq, nk, bm, bn, causal, off)
     assert (b.visit == visit).all() and (b.diag == diag).all()
     assert b.sum_rc() == int(r @ visit.astype(np.int64) @ c)
     assert b.sum_rc_diag() == b.sum_rc(b.diag) == int(r @ diag.astype(np.int64) @ c)
@@ -139,3 +139,4 @@ def test_block_map_closed_forms_match_the_matrices(nq, nk, causal, bm, bn, botto
     assert b.sum_r() == int(visit.sum(1) @ r) and b.sum_c() == int(visit.sum(0) @ c)
     assert b.pairs == int(visit.sum()) and b.kv_rows_loaded() == int(c[visit.any(0)].sum())
     assert b.rows_visited() == int(r[visit.any(1)].sum())
+    assert b.diag_pairs() == int(diag.sum()) and (b.r == r).all() and (b.c == c).all()

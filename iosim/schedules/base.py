@@ -40,32 +40,25 @@ def blocks(n: int, b: int) -> np.ndarray:
     return sizes
 
 
+MANY_CTAS = 4096  # CTAs along x beyond which one ragged block's shorter loop is not modelled
+
+
 class BlockMap:
     """Which (query block i, key block j) pairs a flash schedule visits, with their sizes.
 
     Query block i visits the key blocks j in [0, hi_i) (all of them when not causal), and of
-    those, [lo_i, hi_i) are partly masked (diagonal tiles). The sums below are taken from these
-    per-row ranges in O(Tm); the (Tm, Tn) boolean matrices `visit` and `diag`, which the executor
-    walks, are built on first use. BlockMaps are cached and shared: arrays are read-only.
+    those, [lo_i, hi_i) are partly masked (diagonal tiles). The sums the counts use are closed
+    forms in Python integers (exact at any N, no array as long as N/block: `_Rows`); the per-block
+    arrays the timing model and the executor walk (`r`, `c`, `hi`, `lo`, and the (Tm, Tn) boolean
+    matrices `visit` and `diag`) are built on first use. BlockMaps are cached and shared: arrays
+    are read-only.
     """
 
-    def __init__(self, r: np.ndarray, c: np.ndarray, bm: int, bn: int, causal: bool,
-                 offset: int = 0) -> None:
-        self.r, self.c = r, c  # rows per query block (Tm,), columns per key block (Tn,)
-        self.bm, self.bn = bm, bn
-        tm, tn = len(r), len(c)
-        row0 = np.arange(tm, dtype=np.int64) * bm + offset
-        row_last = row0 + r - 1
-        if causal:  # row i sees columns j <= i + offset (Problem.causal_offset); col0_j = j·bn
-            hi = np.clip(row_last // bn + 1, 0, tn)
-            # partly masked: col_last_j = min(j·bn + bn, Nk) − 1 > row0_i + offset
-            lo = np.clip((row0 + 1) // bn, 0, hi)
-            last_full = (tn - 1) * bn + c[-1] - 1 <= row0  # the ragged last block fully visible
-            lo = np.where(last_full & (lo == tn - 1), hi, lo)
-        else:
-            hi = np.full(tm, tn, dtype=np.int64)
-            lo = hi.copy()
-        self.hi, self.lo = _frozen(hi), _frozen(lo)
+    def __init__(self, nq: int, nk: int, bm: int, bn: int, causal: bool, offset: int = 0) -> None:
+        self.nq, self.nk, self.bm, self.bn = nq, nk, bm, bn
+        self.causal, self.offset = causal, offset  # row i sees columns j <= i + offset
+        self.tm, self.tn = -(-nq // bm), -(-nk // bn)
+        self.r_last = nq - bm * (self.tm - 1)  # rows of the ragged last query block
         self._memo: dict = {}
 
     @classmethod
@@ -80,34 +73,50 @@ class BlockMap:
             self._memo[key] = fn()
         return self._memo[key]
 
+    # ------------------------------------------------ per-block arrays (built on first use)
+    @property
+    def r(self) -> np.ndarray:
+        """Rows per query block (Tm,)."""
+        return self._once("r_arr", lambda: _frozen(blocks(self.nq, self.bm)))
+
+    @property
+    def c(self) -> np.ndarray:
+        """Columns per key block (Tn,)."""
+        return self._once("c_arr", lambda: _frozen(blocks(self.nk, self.bn)))
+
+    @property
+    def hi(self) -> np.ndarray:
+        """Key blocks query block i visits: [0, hi_i)."""
+        def hi():
+            if not self.causal:
+                return _frozen(np.full(self.tm, self.tn, dtype=np.int64))
+            last_row = np.arange(self.tm, dtype=np.int64) * self.bm + self.r - 1 + self.offset
+            return _frozen(np.clip(last_row // self.bn + 1, 0, self.tn))
+        return self._once("hi_arr", hi)
+
+    @property
+    def lo(self) -> np.ndarray:
+        """Key blocks fully visible to query block i's first row: [0, lo_i); [lo_i, hi_i) are
+        partly masked."""
+        def lo():
+            if not self.causal:
+                return self.hi
+            y = np.arange(self.tm, dtype=np.int64) * self.bm + self.offset  # first row's last key
+            full = np.clip((y + 1) // self.bn, 0, self.tn - 1) + (y >= self.nk - 1)
+            return _frozen(np.minimum(full, self.hi))
+        return self._once("lo_arr", lo)
+
     @property
     def visit(self) -> np.ndarray:
         """bool (Tm, Tn): computed (not entirely above the causal diagonal)."""
-        j = np.arange(len(self.c))[None, :]
+        j = np.arange(self.tn)[None, :]
         return self._once("visit", lambda: _frozen(j < self.hi[:, None]))
 
     @property
     def diag(self) -> np.ndarray:
         """bool (Tm, Tn): computed and partly masked (needs the mask)."""
-        j = np.arange(len(self.c))[None, :]
+        j = np.arange(self.tn)[None, :]
         return self._once("diag", lambda: _frozen((j >= self.lo[:, None]) & (j < self.hi[:, None])))
-
-    def _cum_c(self) -> np.ndarray:
-        return self._once("cum_c", lambda: np.concatenate(([0], np.cumsum(self.c))))
-
-    def sum_rc(self, mask: np.ndarray | None = None) -> int:
-        """Σ r_i·c_j over visited (or masked) pairs: elements of S computed."""
-        cc = self._cum_c()
-        if mask is None or mask is self._memo.get("visit"):
-            return self._once("rc", lambda: int(self.r @ cc[self.hi]))
-        if mask is self._memo.get("diag"):
-            return self.sum_rc_diag()
-        return int(self.r @ mask.astype(np.int64) @ self.c)
-
-    def sum_rc_diag(self) -> int:
-        """Σ r_i·c_j over partly masked pairs."""
-        cc = self._cum_c()
-        return self._once("rc_diag", lambda: int(self.r @ (cc[self.hi] - cc[self.lo])))
 
     def row_visits(self) -> np.ndarray:
         """Key blocks visited per query block (read-only)."""
@@ -117,56 +126,195 @@ class BlockMap:
         """Query blocks visiting each key block (read-only)."""
         def cols():
             # query block i visits j < hi_i: count of i with hi_i > j (hi is non-decreasing)
-            j = np.arange(len(self.c))
-            return _frozen(len(self.r) - np.searchsorted(self.hi, j, side="right"))
+            j = np.arange(self.tn)
+            return _frozen(self.tm - np.searchsorted(self.hi, j, side="right"))
         return self._once("cols", cols)
 
     def row_tiles(self) -> np.ndarray:
         """Tiles visited per query block, in full bm x bn tiles (ragged ones as fractions)."""
-        return self._once("row_tiles", lambda: _frozen(
-            self.r * self._cum_c()[self.hi] / (self.bm * self.bn)))
+        def rows():  # cc(hi) = hi·bn, or Nk for every key block (no array as long as Tn)
+            if not self.causal and self.tm > MANY_CTAS:
+                # so many CTAs alike that the ragged last one is noise: their mean (one number,
+                # the total exact), not an array as long as N / block_m
+                return uniform_float(self.nq * self.nk / (self.tm * self.bm * self.bn))
+            cc = np.where(self.hi >= self.tn, self.nk, self.hi * self.bn)
+            return _frozen(self.r * cc / (self.bm * self.bn))
+        return self._once("row_tiles", rows)
 
     def col_tiles(self) -> np.ndarray:
         """Tiles visited per key block, in full bm x bn tiles (ragged ones as fractions)."""
         def cols():
+            if not self.causal and self.tn > MANY_CTAS:
+                return uniform_float(self.nq * self.nk / (self.tn * self.bm * self.bn))
             cum_r = np.concatenate(([0], np.cumsum(self.r)))
-            first = np.searchsorted(self.hi, np.arange(len(self.c)), side="right")
+            first = np.searchsorted(self.hi, np.arange(self.tn), side="right")
             return _frozen(self.c * (cum_r[-1] - cum_r[first]) / (self.bm * self.bn))
         return self._once("col_tiles", cols)
 
     def row_diag(self) -> np.ndarray:
         """Partly masked (diagonal) key blocks per query block (read-only)."""
+        if not self.causal and self.tm > MANY_CTAS:
+            return uniform(0)
         return self._once("row_diag", lambda: _frozen(self.hi - self.lo))
 
     def col_diag(self) -> np.ndarray:
         """Query blocks for which each key block is partly masked (read-only)."""
+        if not self.causal and self.tn > MANY_CTAS:
+            return uniform(0)
+
         def cols():
             # i has j in [lo_i, hi_i): lo and hi are non-decreasing in i
-            j = np.arange(len(self.c))
+            j = np.arange(self.tn)
             return _frozen(np.searchsorted(self.lo, j, side="right")
                            - np.searchsorted(self.hi, j, side="right"))
         return self._once("col_diag", cols)
 
+    # ------------------------------------------------ sums: closed forms, Python integers
+    def _cc(self, h: int) -> int:
+        """Σ c_j for j < h: key rows in the first h key blocks."""
+        return self.nk if h >= self.tn else h * self.bn
+
+    def _hi_of(self, i: int) -> int:
+        last = min(i * self.bm + self.bm, self.nq) - 1 + self.offset
+        return self.tn if not self.causal else min(max(last // self.bn + 1, 0), self.tn)
+
+    def _lo_of(self, i: int) -> int:
+        if not self.causal:
+            return self.tn
+        y = i * self.bm + self.offset
+        full = min(max((y + 1) // self.bn, 0), self.tn - 1) + (y >= self.nk - 1)
+        return min(full, self._hi_of(i))
+
+    def _hi_rows(self) -> _Rows:
+        """hi_i of the full query blocks i < Tm-1: clip(floor((bm·i + bm-1+offset+bn)/bn), 0, Tn)."""
+        return self._once("hi_rows", lambda: _Rows.of(
+            self.tm - 1, self.bm, self.bm - 1 + self.offset + self.bn, self.bn, self.tn,
+            self.tn if not self.causal else None))
+
+    def _lo_rows(self) -> _Rows:
+        """lo_i of the full query blocks: clip(floor((bm·i + offset+1)/bn), 0, Tn-1), + 1 where the
+        first row sees every key (then lo = Tn; cc(lo) = Nk)."""
+        return self._once("lo_rows", lambda: _Rows.of(
+            self.tm - 1, self.bm, self.offset + 1, self.bn, self.tn - 1,
+            self.tn if not self.causal else None))
+
+    def _lo_full_rows(self) -> int:
+        """Full query blocks i < Tm-1 whose first row sees every key (i·bm + offset >= Nk-1)."""
+        n = self.tm - 1
+        if not self.causal:
+            return n
+        return n - min(max(_ceil_div(self.nk - 1 - self.offset, self.bm), 0), n)
+
+    def sum_hi(self) -> int:
+        """Σ hi_i: (query block, key block) pairs visited."""
+        return self._once("pairs", lambda: self._hi_rows().total + self._hi_of(self.tm - 1))
+
+    def sum_lo(self) -> int:
+        def lo():
+            if not self.causal:
+                return self.sum_hi()
+            return self._lo_rows().total + self._lo_full_rows() + self._lo_of(self.tm - 1)
+        return self._once("sum_lo", lo)
+
+    def _sum_cc_hi(self) -> int:
+        """Σ_i cc(hi_i) over the full query blocks."""
+        h = self._hi_rows()
+        return self.bn * h.middle + h.top_rows * self.nk
+
+    def _sum_cc_lo(self) -> int:
+        """Σ_i cc(lo_i) over the full query blocks (lo = Tn exactly where the first row sees all)."""
+        if not self.causal:
+            return self._sum_cc_hi()
+        lo, full = self._lo_rows(), self._lo_full_rows()
+        # rows where lo < Tn: lo·bn; at the clip Tn-1 (no full view) (Tn-1)·bn; full: Nk
+        return self.bn * (lo.middle + (lo.top_rows - full) * (self.tn - 1)) + full * self.nk
+
+    def sum_rc(self, mask: np.ndarray | None = None) -> int:
+        """Σ r_i·c_j over visited (or masked) pairs: elements of S computed."""
+        if mask is not None and mask is self._memo.get("diag"):
+            return self.sum_rc_diag()
+        if mask is not None and mask is not self._memo.get("visit"):
+            return int(self.r @ mask.astype(np.int64) @ self.c)
+        return self._once("rc", lambda: self.bm * self._sum_cc_hi()
+                          + self.r_last * self._cc(self._hi_of(self.tm - 1)))
+
+    def sum_rc_diag(self) -> int:
+        """Σ r_i·c_j over partly masked pairs."""
+        def rc():
+            lo = self.bm * self._sum_cc_lo() + self.r_last * self._cc(self._lo_of(self.tm - 1))
+            return self.sum_rc() - lo
+        return self._once("rc_diag", rc)
+
+    def diag_pairs(self) -> int:
+        """Σ (hi_i - lo_i): partly masked (diagonal) pairs."""
+        return self.sum_hi() - self.sum_lo()
+
     def sum_r(self) -> int:
         """Σ r_i over visited pairs: query-block rows loaded, once per visited pair."""
-        return self._once("r", lambda: int(self.hi @ self.r))
+        return self._once("r", lambda: self.bm * self._hi_rows().total
+                          + self.r_last * self._hi_of(self.tm - 1))
 
     def sum_c(self) -> int:
         """Σ c_j over visited pairs: key-block rows loaded, once per visited pair."""
-        return self._once("c", lambda: int(self.col_visits() @ self.c))
+        return self._once("c", lambda: self._sum_cc_hi() + self._cc(self._hi_of(self.tm - 1)))
+
+    def kv_rows_loaded(self) -> int:
+        """Σ c_j over key blocks that some query block visits (hi is largest for the last)."""
+        return self._cc(self._hi_of(self.tm - 1))
 
     def rows_visited(self) -> int:
         """Σ r_i over query blocks that visit some key block (all of them but, under a
         bottom-right causal mask with Nq > Nk, the first blocks, which see no key)."""
-        return self._once("rows_visited", lambda: int(self.r @ (self.hi > 0)))
-
-    def kv_rows_loaded(self) -> int:
-        """Σ c_j over key blocks that some query block visits."""
-        return self._once("kv", lambda: int(self._cum_c()[self.hi.max()]))
+        n = self.tm - 1  # full blocks; hi_i >= 1 from the first i with bm·i + bm-1+offset >= 0
+        seen = n if not self.causal else n - min(max(_ceil_div(1 - self.bm - self.offset, self.bm), 0), n)
+        return self.bm * seen + self.r_last * (self._hi_of(self.tm - 1) > 0)
 
     @property
     def pairs(self) -> int:
-        return self._once("pairs", lambda: int(self.hi.sum()))
+        return self.sum_hi()
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Σ_{i<n} clip(floor((a·i + b)/c), 0, top) in closed form (floor_sum), split as the sum
+    over the rows below the top clip (`middle`) and how many rows sit at the top."""
+
+    total: int
+    middle: int
+    top_rows: int
+
+    @classmethod
+    def of(cls, n: int, a: int, b: int, c: int, top: int, constant: int | None = None) -> _Rows:
+        if n <= 0:
+            return cls(0, 0, 0)
+        if constant is not None:  # not causal: every row at the top
+            return cls(n * constant, 0, n)
+        i0 = min(max(_ceil_div(-b, a), 0), n)  # first row with a·i + b >= 0
+        i1 = min(max(_ceil_div(top * c - b, a), i0), n)  # first row at the top
+        middle = _floor_sum(i1 - i0, c, a, a * i0 + b)
+        return cls(middle + (n - i1) * top, middle, n - i1)
+
+
+def _ceil_div(x: int, y: int) -> int:
+    return -(-x // y)
+
+
+def _floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """Σ_{i=0}^{n-1} floor((a·i + b) / m) for a, b >= 0, m > 0, in O(log) steps (the
+    Euclid-like reduction of the AtCoder Library's floor_sum)."""
+    total = 0
+    while n > 0:
+        if a >= m:
+            total += n * (n - 1) // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        y = a * n + b
+        if y < m:
+            break
+        n, b, m, a = y // m, y % m, a, m
+    return total
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -176,7 +324,12 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=1024)
 def _block_map(nq: int, nk: int, causal: bool, offset: int, bm: int, bn: int) -> BlockMap:
-    return BlockMap(_frozen(blocks(nq, bm)), _frozen(blocks(nk, bn)), bm, bn, causal, offset)
+    return BlockMap(nq, nk, bm, bn, causal, offset)
+
+
+def uniform_float(value: float) -> np.ndarray:
+    """Trip counts (in full tiles) of a kernel whose CTAs all run `value` tiles."""
+    return _frozen(np.array([value], dtype=np.float64))
 
 
 @lru_cache(maxsize=256)

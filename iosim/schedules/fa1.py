@@ -62,10 +62,10 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
     common = dict(HEAD_DIM=p.head_dim, HEAD_DIM_PAD=head_dim_pad(p.head_dim),
                   BLOCK_M=t.block_m, BLOCK_N=t.block_n, NUM_WARPS=t.warps, **mask_defines(p))
-    pairs, diag = uniform(bm.pairs), uniform(int(bm.row_diag().sum()))  # one CTA per head
+    pairs, diag = uniform(bm.pairs), uniform(bm.diag_pairs())  # one CTA per head
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
-        tm = len(bm.r)
+        tm = bm.tm
         ks.append(KernelPlan("fa1_init", (tm, p.heads, p.batch), 128, 0, 32, t.block_m,
                              p.head_dim, fa1_init(p).scaled(bh), Work(),
                              trips=uniform(1), source="fa1.cu",
@@ -76,7 +76,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     else:
         n = p.seqlen_q * p.head_dim
         init = Traffic(writes={"dQacc": n * F32})
-        ks.append(KernelPlan("fa1_bwd_init", (len(bm.r), p.heads, p.batch), 128, 0, 32,
+        ks.append(KernelPlan("fa1_bwd_init", (bm.tm, p.heads, p.batch), 128, 0, 32,
                              t.block_m, p.head_dim, init.scaled(bh), Work(),
                              trips=uniform(1)))
         ks.append(KernelPlan("fa1_bwd", (1, p.heads, p.batch), 32 * t.warps,
@@ -84,7 +84,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              t.block_n, **flash_bwd(p, bm, fa1=True).launch(bh), trips=pairs,
                              masked=diag, reuse=GQA_REUSE))
         tr, w = dq_convert(p, scaled=False)
-        ks.append(KernelPlan("fa1_bwd_convert", (len(bm.r), p.heads, p.batch), 128, 0, 32,
+        ks.append(KernelPlan("fa1_bwd_convert", (bm.tm, p.heads, p.batch), 128, 0, 32,
                              t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
                              trips=uniform(1)))
         if p.group > 1:
