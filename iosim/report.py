@@ -190,25 +190,31 @@ def set_columns(*frames: pd.DataFrame) -> list[str]:
     return sorted({c for f in frames for c in f.columns if c.startswith("set_")})
 
 
-def fa_convention(df: pd.DataFrame) -> bool:
-    """Data taken with the FlashAttention convention (batch·N and heads·d fixed, as `iosim
-    bench` does) has one shape per (N, d): it is then named by those products."""
-    if len(df) < 2:
-        return False
-    return bool((df.batch * df.seqlen_q).nunique() == 1 and (df.heads * df.head_dim).nunique() == 1
-                and (df.batch.nunique() > 1 or df.heads.nunique() > 1))
+def _family(df: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"bn": df["batch"] * df["seqlen_q"], "hd": df["heads"] * df["head_dim"],
+                         "kv": df["heads"] // df["kv_heads"]}, index=df.index)
 
 
-def shape_labels(df: pd.DataFrame, convention: bool) -> pd.Series:
-    """The problem shape a series is drawn for, beside (hw, direction, dtype, causal, d) and N."""
+def fa_families(*frames: pd.DataFrame) -> pd.DataFrame:
+    """The (batch·N, heads·d, heads/kv_heads) the FlashAttention convention holds fixed while
+    batch or heads change with N and d, as `iosim bench` measures: a family of problems that
+    is one series, named by those products."""
+    f = pd.concat([pd.concat([_family(x), x[["seqlen_q", "head_dim"]]], axis=1) for x in frames if len(x)])
+    g = f.groupby(["bn", "hd", "kv", "head_dim"])["seqlen_q"].nunique()  # a line across N
+    return g[g > 1].reset_index()[["bn", "hd", "kv"]].drop_duplicates()
+
+
+def shape_labels(df: pd.DataFrame, families: pd.DataFrame) -> pd.Series:
+    """The problem shape a series is drawn for, beside (hw, direction, dtype, causal, d) and N:
+    "B·N=16384 H·d=2048" for a row of an FA-convention family, else "B=4 H=32"."""
+    fam = _family(df)
+    member = fam.merge(families.assign(member=True), on=["bn", "hd", "kv"], how="left")["member"]
+    member = member.fillna(False).to_numpy(bool)
     kv = np.where(df.kv_heads != df.heads, "/" + df.kv_heads.astype(str) + " kv", "")
-    if convention:
-        out = ("B·N=" + (df.batch * df.seqlen_q).astype(str) + " H·d="
-               + (df.heads * df.head_dim).astype(str) + kv)
-    else:
-        out = "B=" + df.batch.astype(str) + " H=" + df.heads.astype(str) + kv
+    out = np.where(member, "B·N=" + fam["bn"].astype(str) + " H·d=" + fam["hd"].astype(str),
+                   "B=" + df.batch.astype(str) + " H=" + df.heads.astype(str))
     nq = np.where(df.seqlen_q != df.seqlen_k, " Nq=" + df.seqlen_q.astype(str), "")
-    return pd.Series(out, index=df.index).astype(str) + nq
+    return pd.Series(out, index=df.index).astype(str) + kv + nq
 
 
 def variant_labels(df: pd.DataFrame) -> pd.Series:
@@ -231,12 +237,11 @@ def variant_labels(df: pd.DataFrame) -> pd.Series:
     return labels.replace("", STOCK).astype(str)
 
 
-def _with_labels(df: pd.DataFrame, convention: bool) -> pd.DataFrame:
+def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
     df = normalize(df)
     if "profile" not in df.columns:  # the profile that predicted the row (sweeps: its hw)
         df["profile"] = df["hw"].map(canonical_hw)
     df["hw"] = df["hw"].map(gpu_key)
-    df[SHAPE] = shape_labels(df, convention)
     df[VARIANT] = variant_labels(df)
     return df
 
@@ -247,9 +252,7 @@ def _fresh_predictions(measured: pd.DataFrame) -> pd.DataFrame:
     ours = measured[measured.schedule.isin(list(SCHEDULES))]
     if ours.empty:
         return pd.DataFrame()
-    fresh = repredict(ours)
-    keys = ours.drop_duplicates(PROBLEM_COLUMNS)[PROBLEM_COLUMNS + [SHAPE]]
-    fresh = normalize(fresh).merge(keys, on=PROBLEM_COLUMNS, how="left")
+    fresh = normalize(repredict(ours))
     fresh[VARIANT] = STOCK
     return fresh
 
@@ -303,13 +306,13 @@ def _spread(values: Sequence, k: int, keep: Sequence = ()) -> list:
 def prepare_data(pred_frames: Sequence[pd.DataFrame], meas_frames: Sequence[pd.DataFrame],
                  budget: Budget = Budget()) -> Data:
     """Label, re-predict and thin the input rows (see the module docstring)."""
-    meas = (pd.concat([_with_labels(m, fa_convention(m)) for m in meas_frames], ignore_index=True)
-            if meas_frames else pd.DataFrame(columns=[*MEASURED_NEEDS, SHAPE, VARIANT]))
+    meas = (pd.concat([_with_labels(m) for m in meas_frames], ignore_index=True)
+            if meas_frames else pd.DataFrame(columns=[*MEASURED_NEEDS, VARIANT]))
     meas = meas.drop_duplicates(PROBLEM_COLUMNS, keep="last")  # a resumed bench: newest wins
     # the prediction a bench stored beside its measurement is stale: today's is made below
     meas = meas.drop(columns=[c for c in [*COUNT_COLUMNS, *PREDICTION_COLUMNS, "block_m", "block_n"]
                               if c in meas.columns])
-    parts = [_with_labels(p, fa_convention(p)) for p in pred_frames]
+    parts = [_with_labels(p) for p in pred_frames]
     if len(meas):
         parts.append(_fresh_predictions(meas))
     parts = [p for p in parts if len(p)]
@@ -321,6 +324,9 @@ def prepare_data(pred_frames: Sequence[pd.DataFrame], meas_frames: Sequence[pd.D
         if c not in pred.columns:
             pred[c] = np.nan
     pred = pred.drop_duplicates([*PROBLEM_COLUMNS, VARIANT], keep="first")
+    families = fa_families(pred, meas)
+    pred[SHAPE] = shape_labels(pred, families)
+    meas[SHAPE] = shape_labels(meas, families) if len(meas) else pd.Series(dtype=str)
     data = Data(pred, meas, pred.iloc[:0], total_pred=len(pred), total_meas=len(meas))
     _thin(data, budget)
     return data
@@ -773,7 +779,8 @@ def limits_text(data: Data, chosen: dict[str, str], profiles: dict[str, Hardware
     if p.empty:
         return ""
     items = []
-    for shape, g in p.groupby(SHAPE, sort=True):
+    longest = p.groupby(SHAPE)[N].max().sort_values(ascending=False).index[:2]  # the two reaching furthest
+    for shape, g in p[p[SHAPE].isin(longest)].groupby(SHAPE, sort=True):
         top = g[g[N] == g[N].max()]
         for r in top.sort_values("schedule").itertuples(index=False):
             hw = profiles.get(r.hw) or roof_profile(r.hw)
