@@ -242,7 +242,8 @@ def sweep_cmd(
     t0 = time.perf_counter()
     res = sweep_result(grid, progress=progress)
     if res.rows.empty:
-        fail("no point of the grid could be planned:\n" + res.summary())
+        fail("no point of the grid can be planned ("
+             + "; ".join(f"{n} skipped: {why}" for why, n in res.skipped.most_common()) + ")")
     path = write(res.rows, output)
     typer.echo(f"{res.summary()}\nwrote {path} in {time.perf_counter() - t0:.2f} s")
 
@@ -531,6 +532,42 @@ def bare_flags(argv: list[str]) -> list[str]:
     return out
 
 
+def command():
+    """The click command of `app`, its help without typer's type labels (`<int>`, `<bool>`,
+    `<list[Path]>`) or braces round arguments: an option shows its METAVAR, a flag nothing."""
+    import typer.main
+
+    def plain(cmd) -> None:
+        for sub in getattr(cmd, "commands", {}).values():
+            plain(sub)
+
+        def help_option(ctx, made=cmd.get_help_option):  # -h/--help is made on demand
+            opt = made(ctx)
+            if opt is not None:
+                opt.display_type_rich = lambda ctx: None
+            return opt
+
+        cmd.get_help_option = help_option
+        for p in cmd.params:
+            if type(p).__name__ == "TyperArgument":
+                label = (p.metavar or p.name.upper()) + ("..." if p.nargs != 1 else "")
+                p.metavar = label
+                p._usage_display_name = lambda label=label: label
+                p.display_type_rich = lambda ctx: None
+            elif getattr(p, "is_flag", False) or getattr(p, "count", False):
+                p.display_type_rich = lambda ctx: None
+            else:
+                desc = p.type_descriptor
+                choices = [getattr(c, "value", c) for c in desc.choices or ()] \
+                    if desc.is_choice else []
+                label = p.metavar or "|".join(map(str, choices)) or p.name.upper()
+                p.display_type_rich = lambda ctx, label=label: label
+
+    cmd = typer.main.get_command(app)
+    plain(cmd)
+    return cmd
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one line and exit status 2, never a traceback."""
     from pydantic import ValidationError
@@ -541,7 +578,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = bare_flags(list(sys.argv[1:] if argv is None else argv))
     try:
-        rv = app(args=args, prog_name="iosim", standalone_mode=False)
+        rv = command()(args=args, prog_name="iosim", standalone_mode=False)
     except InputError as e:
         bad(str(e))
     except ValidationError as e:

@@ -49,6 +49,8 @@ DEFAULTS: dict[str, list] = {"batch": [4], "heads": [32], "kv_heads": [None], "s
                              "schedule": list(SCHEDULES), "hw": ["h100-sxm5-80gb"],
                              **{k: [None] for k in KNOBS}}
 PARALLEL_POINTS = 2000  # sweeps this large run in one process per CPU
+MAX_VALUES = 10_000  # values one option may expand to (a typo like 1..1e9:1 is refused, not run)
+MAX_POINTS = 10_000_000  # points of one sweep
 CHUNKS_PER_WORKER = 8  # pieces of work per process (progress granularity, balance)
 
 
@@ -74,10 +76,15 @@ def parse_values(text: str, kind: type = int, name: str = "value") -> list:
             if step <= 0:
                 raise InputError(f"--{name}: step in '{item}' must be > 0")
             n = int(math.floor((hi - lo) / step + 1e-9)) + 1
+            if n > MAX_VALUES:
+                raise InputError(f"--{name}: range '{item}' has {n:,} values "
+                                 f"(allowed: at most {MAX_VALUES:,})")
             out += [kind(lo + i * step) for i in range(n)]
         else:
             if lo <= 0:
                 raise InputError(f"--{name}: range '{item}' doubles from {lo}: it must start above 0")
+            if hi / lo > 2.0**64:
+                raise InputError(f"--{name}: range '{item}' spans more than 64 doublings")
             v = lo
             while v <= hi * (1 + 1e-12):
                 out.append(kind(v))
@@ -291,6 +298,11 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
     """Rows for every point of the grid, with what was skipped and why. `workers`: processes
     (default: the CPUs when the sweep is large enough to gain from them)."""
     g, sets = normalize_grid(grid)
+    size = math.prod(len(g[k]) for k in ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k",
+                                         "head_dim", "dtype", "causal", "direction", "schedule",
+                                         "hw")) * math.prod(len(v) for v in sets.values())
+    if size > MAX_POINTS:
+        raise InputError(f"the grid has {size:,} points (allowed: at most {MAX_POINTS:,} in one sweep)")
     hws = profiles(g["hw"], sets)
     problems = []
     skipped: Counter = Counter()
