@@ -335,10 +335,7 @@ def prepare_data(pred_frames: Sequence[pd.DataFrame], meas_frames: Sequence[pd.D
 def _thin(data: Data, budget: Budget) -> None:
     """Keep the page within `budget`; say on the page what was left out."""
     pred, meas, notes = data.pred, data.meas, data.notes
-    # What-if charts: every variant, at the largest N of each configuration and shape.
-    if pred[VARIANT].nunique() > 1:
-        largest = pred.groupby(MENU_DIMS + [SHAPE])[N].transform("max")
-        data.whatif = pred[pred[N] == largest]
+    full = pred
     variants = _order(pred[VARIANT])
     if len(variants) > budget.variants:
         keep = _spread(variants, budget.variants, [STOCK])
@@ -375,12 +372,31 @@ def _thin(data: Data, budget: Budget) -> None:
                      f"causal, d) are drawn, those with most measured, then predicted, rows; "
                      f"the menus offer only these")
         pred = pred.merge(kept[MENU_DIMS], on=MENU_DIMS)
-        if len(data.whatif):
-            data.whatif = data.whatif.merge(kept[MENU_DIMS], on=MENU_DIMS)
+        slices = kept
+    if full[VARIANT].nunique() > 1:
+        _whatif_rows(data, full, counts.merge(slices[MENU_DIMS], on=MENU_DIMS), budget)
     if len(meas):
         present = pred[MENU_DIMS].drop_duplicates()
         meas = meas.merge(present, on=MENU_DIMS)
     data.pred, data.meas = pred.reset_index(drop=True), meas.reset_index(drop=True)
+
+
+def _whatif_rows(data: Data, full: pd.DataFrame, shapes: pd.DataFrame, budget: Budget) -> None:
+    """The what-if charts' rows: every variant, at the largest N of the first swept shape of each
+    drawn configuration (`shapes`: in order of priority), configurations while they fit the budget."""
+    w = full[full[set_columns(full)].notna().any(axis=1)]
+    swept = w[MENU_DIMS + [SHAPE]].drop_duplicates()
+    shapes = shapes.merge(swept, on=MENU_DIMS + [SHAPE]).drop_duplicates(MENU_DIMS)  # keeps order
+    w = w.merge(shapes[MENU_DIMS + [SHAPE]], on=MENU_DIMS + [SHAPE])
+    w = w[w[N] == w.groupby(MENU_DIMS)[N].transform("max")]
+    per = w.groupby(MENU_DIMS, sort=False).size().rename("n").reset_index()
+    per = shapes[MENU_DIMS].merge(per, on=MENU_DIMS)  # in priority order
+    fits = per["n"].cumsum() <= budget.rows
+    if not fits.all():
+        fits.iloc[0] = True
+        data.notes.append(f"the what-if charts cover {int(fits.sum())} of the {len(per)} configurations")
+        w = w.merge(per[fits][MENU_DIMS], on=MENU_DIMS)
+    data.whatif = w
 
 
 # ---------------------------------------------------------------- menus
@@ -408,7 +424,8 @@ def combinations(data: Data, options: dict[str, list[str]]) -> list[dict[str, st
 
 
 def default_choice(data: Data, options: dict[str, list[str]]) -> dict[str, str]:
-    """The configuration with most measured rows, then most predicted rows; every variant; every N."""
+    """Among the configurations with measured rows (if any), the one with most rows, measured and
+    predicted; every variant; every N."""
     chosen = {d: ALL for d in (VARIANT, N) if d in options}
     dims = [d for d in MENU_DIMS if d in options]
     if not dims:
@@ -417,7 +434,8 @@ def default_choice(data: Data, options: dict[str, list[str]]) -> dict[str, str]:
     if len(data.meas):
         score = score.join(data.meas.groupby(dims).size().rename("measured"), how="outer")
     score["measured"] = score.get("measured", pd.Series(0, index=score.index)).fillna(0)
-    score = score.fillna(0).sort_values(["measured", "rows"], ascending=False, kind="stable")
+    score = score.fillna(0).assign(any=lambda t: t["measured"] > 0, all=lambda t: t["measured"] + t["rows"])
+    score = score.sort_values(["any", "all"], ascending=False, kind="stable")
     best = score.index[0] if len(dims) > 1 else (score.index[0],)
     chosen.update({d: _s(v) for d, v in zip(dims, best, strict=True)})
     return chosen
@@ -754,8 +772,6 @@ def whatif_figures(data: Data, chosen: dict[str, str]) -> list[Figure]:
                                                           if pd.notna(v)), axis=1)
                       if others else STOCK)
         p[VARIANT] = p[VARIANT].replace("", STOCK)
-        first = p.groupby(MENU_DIMS)[SHAPE].transform("first")
-        p = p[p[SHAPE] == first]
         fig = Figure()
         _series(fig, p, chosen, x="x", y="time_pred_ms", kind="predicted", variant_dim=False, order="x",
                 shapes=data.shapes_vary, extra=f"{col[4:]} = %{{x:.4s}}<br>")

@@ -128,6 +128,15 @@ def test_whatif_roofline_draws_each_variants_roofs(whatif):
     assert pts and all(t["meta"]["dims"][VARIANT] == pick[VARIANT] for t in pts)
 
 
+def test_whatif_sweep_beside_measurements_opens_where_both_are(whatif_csv):
+    data = prepare_data([read_rows(whatif_csv)], [read_rows(MEASURED)])
+    chosen = default(data)
+    assert chosen["head_dim"] == "128" and chosen["causal"] == "False"  # the sweep's d, measured too
+    for fig in [*whatif_figures(data, chosen), time_figure(data, chosen)]:
+        assert sum(len(t["x"]) for t in series(fig, visible=True)) > 0
+    assert series(time_figure(data, chosen), "measured", visible=True)
+
+
 def test_whatif_charts_against_each_swept_field(whatif):
     figs = whatif_figures(whatif, default(whatif))
     assert [f.layout["title"]["text"] for f in figs] == [
