@@ -1,8 +1,8 @@
 """What binds our kernels: Nsight Compute's speed-of-light, pipe, issue and stall sections.
 
 On the GPU machine (after `. benchmarks/gpu_env.sh`):
-    python3 benchmarks/ncu_mechanism.py OUT.csv
-runs every point below once under `ncu --page raw` with the sections that say what binds a
+    python3 benchmarks/ncu_mechanism.py OUT.csv [fwd|bwd]
+runs every point below (POINTS forward, POINTS_BWD backward) once under `ncu --page raw` with the sections that say what binds a
 kernel (SpeedOfLight, ComputeWorkloadAnalysis, InstructionStats, SchedulerStats,
 WarpStateStats, Occupancy, LaunchStats) and writes one long table: point, kernel, metric,
 value. iosim/timing.py's docstring cites what this table shows; tools/ncu_summary.py
@@ -29,16 +29,23 @@ POINTS = [
     ("fa1", 32, 32, 512, 64, False), ("naive", 4, 16, 4096, 128, False),
     ("naive", 4, 32, 2048, 64, True),
 ]
+# backward (direction bwd): the FA2 backward's main kernel, where the time goes
+POINTS_BWD = [("fa2", 2, 32, 8192, 64, False), ("fa2", 2, 16, 8192, 128, False)]
 KERNELS = {"naive": "naive_qk|naive_softmax|naive_pv", "fa1": "fa1_init|fa1_fwd", "fa2": "fa2_fwd"}
+KERNELS_BWD = {"fa2": "fa2_bwd"}
 
 
-def profile(point: tuple) -> pd.DataFrame:
+def profile(point: tuple, direction: str = "fwd") -> pd.DataFrame:
     s, b, h, n, d, causal = point
-    args = dict(schedule=s, hw="h100-sxm5-80gb", seed=1234, direction="fwd", batch=b, heads=h,
+    names = (KERNELS if direction == "fwd" else KERNELS_BWD)[s]
+    args = dict(schedule=s, hw="h100-sxm5-80gb", seed=1234, direction=direction, batch=b, heads=h,
                 kv_heads=h, seqlen_q=n, seqlen_k=n, head_dim=d, dtype="bf16", causal=causal)
+    extra = [] if direction == "fwd" else [  # the backward's dQ goes through L2 atomics
+        "--section", "MemoryWorkloadAnalysis",
+        "--metrics", "lts__t_sectors_op_red.sum,lts__t_requests_op_red.sum,lts__t_sectors_op_atom.sum"]
     cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base",
-           *[a for sec in SECTIONS for a in ("--section", sec)],
-           "--kernel-name", f"regex:^({KERNELS[s]})$", sys.executable, "-m", "iosim.gpu.once",
+           *[a for sec in SECTIONS for a in ("--section", sec)], *extra,
+           "--kernel-name", f"regex:^({names})$", sys.executable, "-m", "iosim.gpu.once",
            json.dumps(args)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith('"')]
@@ -48,14 +55,15 @@ def profile(point: tuple) -> pd.DataFrame:
     long = wide.melt(id_vars=["ID", "Kernel Name"], var_name="metric", value_name="value")
     long["value"] = pd.to_numeric(long["value"].str.replace(",", ""), errors="coerce")
     long = long.dropna(subset=["value"])
-    return long.assign(schedule=s, batch=b, heads=h, seqlen=n, head_dim=d, causal=causal)
+    return long.assign(schedule=s, batch=b, heads=h, seqlen=n, head_dim=d, causal=causal,
+                       direction=direction)
 
 
-def main(path: str) -> None:
+def main(path: str, direction: str = "fwd") -> None:
     frames = []
-    for pt in POINTS:
+    for pt in POINTS if direction == "fwd" else POINTS_BWD:
         try:
-            frames.append(profile(pt))
+            frames.append(profile(pt, direction))
             print("ok", pt, flush=True)
         except Exception as e:  # one failing point keeps the others
             print("FAILED", pt, str(e)[:300], flush=True)
@@ -63,4 +71,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[2:3])  # OUT.csv [fwd|bwd]
