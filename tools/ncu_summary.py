@@ -69,11 +69,13 @@ def agreement(path: str, hw_name: str = "h100") -> pd.DataFrame:
     df = pd.read_csv(path)
     keys = ["schedule", "batch", "heads", "seqlen", "head_dim", "causal", "Kernel Name"]
     rows = []
-    for (s, b, h, n, d, c, name), g in df.groupby(keys, sort=False):
+    if "direction" not in df:
+        df["direction"] = "fwd"
+    for (s, b, h, n, d, c, name, direction), g in df.groupby(keys + ["direction"], sort=False):
         m = g.groupby("metric")["value"].mean()
         busy = {u: max(m.get(x, 0.0) for x in names) for u, names in BUSY.items()}
         pl = plan(s, Problem(batch=int(b), heads=int(h), seqlen_q=int(n), head_dim=int(d),
-                             causal=bool(c)), hw)
+                             causal=bool(c), direction=direction), hw)
         i = next(i for i, k in enumerate(pl.kernels) if k.name == name)
         kt = timing.predict(pl, hw, memory.estimate(pl, hw))[i]
         ncu = max(busy, key=busy.get)
