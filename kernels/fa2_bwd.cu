@@ -135,16 +135,22 @@ constexpr int NS = STAGES;
 constexpr int THREADS = NW * 32;
 constexpr int MCH = BM / 8;  // 16-byte chunks per row of the Pᵀ / dSᵀ tiles (rows = keys)
 constexpr int imin(int a, int b) { return a < b ? a : b; }
-// Phase 1, Sᵀ and dPᵀ (BN x BM): W1K warps along the keys (16 rows or more each), W1Q along
+// Phase 1, Sᵀ and dPᵀ (BN x BM): W1K warps along the keys (32 rows or more each), W1Q along
 // the queries. Phase 2, dV and dK (BN x D): W2K along the keys, W2D along d. Phase 3, dQ
 // (BM x D): W3Q along the queries, W3D along d. MTx: m16 tiles per warp; NTx: n8 tiles per warp.
-constexpr int W1K = imin(NW, BN / 16), W1Q = NW / W1K;
+// Warp tiles 32 rows tall (two m16 tiles): each ldmatrix'd fragment feeds twice the MMAs of
+// 16-row tiles, and shared-memory bandwidth, not the tensor cores, binds this kernel.
+constexpr int WROWS = 32;
+constexpr int W1K = imin(NW, BN / WROWS), W1Q = NW / W1K;
 constexpr int MT1 = BN / W1K / 16, NT1 = BM / W1Q / 8;
-constexpr int W2K = W1K, W2D = NW / W2K;
+constexpr int W2K = imin(NW, BN / WROWS), W2D = NW / W2K;
 constexpr int MT2 = BN / W2K / 16, NT2 = D / W2D / 8;
-constexpr int W3Q = imin(NW, BM / 16), W3D = NW / W3Q;
+constexpr int W3Q = imin(NW, BM / WROWS), W3D = NW / W3Q;
 constexpr int MT3 = BM / W3Q / 16, NT3 = D / W3D / 8;
 constexpr int NT3P = NT3 < 4 ? NT3 : 4;  // n8 tiles of dQ per pass (32 columns at most)
+// Phase 1's k loop unrolled D/32 times: the unroll with no register spills for every head_dim
+// and mask with nvcc 13 (full unrolling spills at d = 128).
+constexpr int P1_UNROLL = D / 32;
 static_assert(BN % 16 == 0 && BM % 64 == 0, "BLOCK_N: multiple of 16; BLOCK_M: of 64 (swizzle)");
 static_assert(NW % W1K == 0 && BN % (16 * W1K) == 0 && BM % (16 * W1Q) == 0, "phase-1 warp grid");
 static_assert(D % (16 * W2D) == 0 && NW % W3Q == 0 && D % (16 * W3D) == 0, "phase-2/3 warp grids");
@@ -275,7 +281,7 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                 for (int nt = 0; nt < NT1; ++nt)
 #pragma unroll
                     for (int r = 0; r < 4; ++r) acc[mt][nt][r] = 0.f;
-#pragma unroll
+#pragma unroll(P1_UNROLL)
             for (int kk = 0; kk < D / 16; ++kk) {
                 u32 a[MT1][4];
 #pragma unroll
