@@ -417,10 +417,15 @@ def filter_options(data: Data) -> dict[str, list[str]]:
 
 
 def combinations(data: Data, options: dict[str, list[str]]) -> list[dict[str, str]]:
-    """The configurations that exist, over the menus of `options` (for dependent menus)."""
+    """The configurations that exist, over the menus of `options`, each with its N values under
+    "_n" (for dependent menus)."""
     dims = [d for d in MENU_DIMS if d in options]
-    rows = pd.concat([f[dims] for f in (data.pred, data.meas) if len(f)]).drop_duplicates()
-    return [{d: _s(v) for d, v in zip(dims, r, strict=True)} for r in rows.itertuples(index=False)]
+    rows = pd.concat([f[MENU_DIMS + [N]] for f in (data.pred, data.meas) if len(f)]).drop_duplicates()
+    out = []
+    for key, g in rows.groupby(MENU_DIMS, sort=True):
+        conf = dict(zip(MENU_DIMS, key, strict=True))
+        out.append({**{d: _s(conf[d]) for d in dims}, "_n": _order(g[N])})
+    return out
 
 
 def default_choice(data: Data, options: dict[str, list[str]]) -> dict[str, str]:
@@ -843,6 +848,13 @@ FILTER_JS = """
       Array.prototype.forEach.call(s.options, function (o) {
         o.disabled = !C.some(function (c) { return c[s.dataset.dim] === o.value && fits(c, s); });
       });
+    });
+    sels.filter(function (s) { return s.dataset.dim === 'seqlen_k'; }).forEach(function (s) {
+      var ns = {};  // N values of the chosen configuration
+      C.filter(function (c) { return fits(c, null); }).forEach(function (c) {
+        c._n.forEach(function (n) { ns[n] = 1; }); });
+      Array.prototype.forEach.call(s.options, function (o) { o.disabled = o.value !== '__all__' && !ns[o.value]; });
+      if (s.options[s.selectedIndex].disabled) s.value = '__all__';
     });
   }
   function apply() {

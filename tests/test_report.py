@@ -184,6 +184,13 @@ def test_menus_offer_only_combinations_that_exist(mixed):
     have = {tuple(map(str, r)) for r in mixed.pred[["hw", "direction", "causal", "head_dim"]].itertuples(index=False)}
     assert len(combos) == len(have) == 2 * 2 * 2 * 3
     assert all((c["hw"], c["direction"], c["causal"], c["head_dim"]) in have for c in combos)
+    # the N menu offers the N of the chosen configuration: the sweep's, and the bench's on the H100
+    ns = {(c["hw"], c["direction"]): c["_n"] for c in combos if c["causal"] == "False" and c["head_dim"] == "128"}
+    sweep_n = ["512", "1024", "2048", "4096", "8192", "16384"]
+    assert ns[("a100-sxm4-80gb", "fwd")] == sweep_n
+    bench = read_rows(MEASURED)
+    bench_n = {str(n) for n in bench[(bench.head_dim == 128) & ~bench.causal].seqlen_k}
+    assert ns[("h100-sxm5-80gb", "fwd")] == sorted(set(sweep_n) | bench_n, key=int)
     assert "dtype" not in opts and "batch" not in opts  # one value, or a series rather than a menu
 
 
