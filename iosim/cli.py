@@ -454,7 +454,7 @@ def tune_cmd(
     typer.echo(tune.format_ranking(ranked, top, profile))
     how, table, column = "model", ranked, "time_pred_ms"
     if verify:
-        table = tune.verify(ranked, profile, top, progress=True)
+        table = tune.verify(ranked, profile, top, progress=True, out_path=output)
         typer.echo(tune.format_verified(table))
         how, column = f"measured on {tune.gpu_name()}", "time_ms"
     if output is not None:

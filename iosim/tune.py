@@ -28,7 +28,7 @@ from .knobs import KNOBS, given, gpu_key
 from .plan import Plan
 from .predict import problem_fields, row
 from .problem import Problem
-from .schedules import Tiles, plan
+from .schedules import SCHEDULES, Tiles, plan
 
 # values each knob takes in the search, by schedule (fa3: one warpgroup per 64 query rows)
 SPACE = {
@@ -70,11 +70,15 @@ def with_registers(pl: Plan, regs: int) -> Plan:
 
 
 def rank(schedule: str, problems: list[Problem], hw: HardwareProfile,
-         fixed: Tiles = Tiles(), compile_workers: int = 8, compile: bool = True) -> pd.DataFrame:
+         fixed: Tiles = Tiles(), compile_workers: int | None = None,
+         compile: bool = True) -> pd.DataFrame:
     """One row per (problem, runnable configuration): the model's time and rank (1 = fastest).
     `compile`: registers and spills from nvcc where it is on PATH."""
     plans: list[tuple[Problem, Tiles, Plan]] = []
     refused: dict[str, str] = {}
+    # the schedule's own choice (its table: what bench and predict run untuned)
+    defaults = {p: config_name(pl_tiles(SCHEDULES[schedule](p, hw, Tiles())))
+                for p in problems} if schedule in SPACE else {}
     for p in problems:
         for t in space(schedule, fixed):
             try:
@@ -84,7 +88,9 @@ def rank(schedule: str, problems: list[Problem], hw: HardwareProfile,
     if not plans:
         raise InputError(f"tune: no configuration of {schedule} can run these problems on "
                          f"{hw.name}" + (f" (e.g. {next(iter(refused.values()))})" if refused else ""))
-    with ThreadPoolExecutor(compile_workers) as pool:  # nvcc runs are independent processes
+    import os
+
+    with ThreadPoolExecutor(compile_workers or os.cpu_count() or 1) as pool:  # nvcc runs are independent processes
         res = list(pool.map(lambda x: resources(x[2], hw) if compile else None, plans))
     rows = []
     for (p, _, pl), r in zip(plans, res):
@@ -97,6 +103,7 @@ def rank(schedule: str, problems: list[Problem], hw: HardwareProfile,
 
         rows.append({"hw": hw.name, "schedule": schedule, **problem_fields(p),
                      "config": config_name(pl_tiles(pl)), **_knobs(pl),
+                     "default": config_name(pl_tiles(pl)) == defaults[p],
                      "registers": r["registers"] if r else pl.main.regs_per_thread,
                      "registers_from": "nvcc" if r else "plan",
                      "ctas_per_sm": ctas_per_sm(pl.main, hw), "time_pred_ms": pr["time_pred_ms"],
@@ -159,10 +166,11 @@ def spearman(a, b) -> float:
 
 
 def verify(df: pd.DataFrame, hw: HardwareProfile, top: int, seed: int | None = None,
-           progress: bool | None = None) -> pd.DataFrame:
-    """Check and time the model's `top` configurations of every problem on this GPU: fresh
-    random inputs, NaN-poisoned outputs, the float32 reference once per problem; a configuration
-    that fails its check is reported as failed and not timed."""
+           progress: bool | None = None, out_path=None) -> pd.DataFrame:
+    """Check and time the model's `top` configurations of every problem, and the schedule's
+    own (`default`), on this GPU: fresh random inputs, NaN-poisoned outputs, the float32
+    reference once per problem; a configuration that fails its check is reported as failed and
+    not timed. `out_path`: a CSV rewritten after every row (an interrupted run keeps them)."""
     import os
 
     from .gpu.bench import Timer, check, error_bound, inputs, reference, require_gpu
@@ -172,7 +180,7 @@ def verify(df: pd.DataFrame, hw: HardwareProfile, top: int, seed: int | None = N
     seed = int.from_bytes(os.urandom(4), "little") >> 1 if seed is None else seed
     timer = Timer(torch, hw.l2_bytes)
     out = []
-    groups = list(df[df.model_rank <= top].groupby(_problem_keys(), sort=False))
+    groups = list(df[(df.model_rank <= top) | df.default].groupby(_problem_keys(), sort=False))
     for n, (_, g) in enumerate(groups):
         r0 = g.iloc[0]
         p = Problem(**{k: r0[k] for k in ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k",
@@ -197,6 +205,8 @@ def verify(df: pd.DataFrame, hw: HardwareProfile, top: int, seed: int | None = N
             except Exception as e:  # a crash is a result: recorded, never timed
                 m["status"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
             out.append({**r.to_dict(), **m})
+            if out_path is not None:
+                pd.DataFrame(out).to_csv(out_path, index=False)
             if progress:
                 print(f"{p.head_dim=} {p.seqlen_q=} {r.config}: {m.get('status')} "
                       f"{m.get('time_ms', float('nan')):.3f} ms", flush=True)
@@ -213,13 +223,17 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
         ok = g[g.status == "ok"]
         pick_row = g[g.model_rank == g.model_rank.min()].iloc[0]
         best = ok.loc[ok.time_ms.idxmin()] if len(ok) else None
+        own = g[g.default]
         rows.append({**dict(zip(_problem_keys(), key)), "tried": len(g), "ok": len(ok),
                      "rho": spearman(ok.model_rank, ok.time_ms),
                      "model_pick": pick_row.config, "model_pick_ms": pick_row.get("time_ms", math.nan),
                      "measured_best": best.config if best is not None else "",
-                     "measured_best_ms": best.time_ms if best is not None else math.nan})
+                     "measured_best_ms": best.time_ms if best is not None else math.nan,
+                     "default": own.config.iloc[0] if len(own) else "",
+                     "default_ms": own.time_ms.iloc[0] if len(own) else math.nan})
     s = pd.DataFrame(rows)
     s["pick_vs_best"] = s.model_pick_ms / s.measured_best_ms
+    s["pick_vs_default"] = s.model_pick_ms / s.default_ms
     return s
 
 
@@ -250,8 +264,10 @@ def format_ranking(df: pd.DataFrame, top: int, hw: HardwareProfile) -> str:
 
 def format_verified(m: pd.DataFrame) -> str:
     s = summary(m)
-    lines = ["verified (model's top configurations, checked then timed on this GPU):",
-             s.round(3).to_string(index=False)]
+    cols = ["head_dim", "seqlen_q", "tried", "ok", "rho", "model_pick", "model_pick_ms",
+            "measured_best", "measured_best_ms", "pick_vs_best", "default", "default_ms"]
+    lines = ["verified (the model's top configurations and the schedule's own, checked then "
+             "timed on this GPU):", s[cols].round(3).to_string(index=False)]
     within = (s.pick_vs_best <= 1.05).sum()
     lines.append(f"model's pick within 5% of the measured best: {within} of {len(s)} problems; "
                  f"median rho {s.rho.median():.2f}")
