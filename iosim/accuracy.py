@@ -86,15 +86,15 @@ def _describe(r: pd.Series) -> str:
 
 
 def error_table(pred: pd.DataFrame, measured: pd.DataFrame, worst: int = 3) -> pd.DataFrame:
-    """Per (hw, schedule): n points, MAPE and signed mean error of time_pred_ms against time_ms
+    """Per (hw, schedule, direction): n points, MAPE and signed mean error of time_pred_ms against time_ms
     (percent), the worst absolute percentage error and a description of the `worst` worst points;
     where the predictions carry `time_roofline_ms`, the roofline's MAPE beside the cycle
     model's (`roof_mape_pct`), so a reader sees what the cycle model adds.
     Measured rows need status == "ok"; schedules with no prediction (torch peers) do not appear."""
     require_columns(measured, ["time_ms", "status"], "measurements")
     require_columns(pred, ["time_pred_ms"], "predictions")
-    cols = ["hw", "schedule", "n", "mape_pct", "mean_err_pct", "worst_ape_pct", "roof_mape_pct",
-            "worst_points"]
+    cols = ["hw", "schedule", "direction", "n", "mape_pct", "mean_err_pct", "worst_ape_pct",
+            "roof_mape_pct", "worst_points"]
     j = join(pred, measured)
     j = j[(j["status"] == "ok") & (j["time_ms"] > 0) & j["time_pred_ms"].notna()].copy()
     if j.empty:
@@ -105,10 +105,10 @@ def error_table(pred: pd.DataFrame, measured: pd.DataFrame, worst: int = 3) -> p
         if "time_roofline_ms" in j else pd.Series(float("nan"), index=j.index)
     j["roof_ape_pct"] = roof
     rows = []
-    for (hw, sched), g in j.groupby(["hw", "schedule"], sort=True):
+    for (hw, sched, direction), g in j.groupby(["hw", "schedule", "direction"], sort=True):
         g = g.sort_values("ape_pct", ascending=False)
         rows.append({
-            "hw": hw, "schedule": sched, "n": len(g),
+            "hw": hw, "schedule": sched, "direction": direction, "n": len(g),
             "mape_pct": g["ape_pct"].mean(), "mean_err_pct": g["err_pct"].mean(),
             "worst_ape_pct": g["ape_pct"].iloc[0], "roof_mape_pct": g["roof_ape_pct"].mean(),
             "worst_points": "; ".join(_describe(r) for r in g.head(worst).itertuples()),

@@ -154,11 +154,14 @@ class Rates:
 
 def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: HardwareProfile,
                  wgmma: bool) -> tuple[float, float]:
-    """(mma, other) warp instructions for this much work: one mma.sync per m16n8k16 (wgmma:
-    a handful per tile, left out), `inst_per_op` per 32 element operations (FP32 and exp),
-    one ldmatrix / cp.async per 512 shared-memory bytes."""
-    mma = 0.0 if wgmma else tensor_flops / MMA_FLOPS
-    return mma, hw.pipeline.inst_per_op * ops / 32 + sram_bytes / LDS_BYTES
+    """(mma, other) warp instructions for this much work: one mma.sync per m16n8k16,
+    `inst_per_op` per 32 element operations (FP32 and exp), one ldmatrix / cp.async per 512
+    shared-memory bytes. wgmma: a handful of instructions per tile, its operands read from
+    shared memory by the tensor cores and its tiles copied by TMA, so neither is counted."""
+    ops_inst = hw.pipeline.inst_per_op * ops / 32
+    if wgmma:
+        return 0.0, ops_inst
+    return tensor_flops / MMA_FLOPS, ops_inst + sram_bytes / LDS_BYTES
 
 
 def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) -> dict[str, float]:

@@ -82,7 +82,7 @@ def format_report(times: pd.DataFrame, dram: pd.DataFrame) -> str:
              "(status ok), percent:",
              times.drop(columns="worst_points").round(1).to_string(index=False), "",
              "worst points per schedule:"]
-    lines += [f"  {r.hw} {r.schedule}: {r.worst_points}" for r in times.itertuples()]
+    lines += [f"  {r.hw} {r.schedule} {r.direction}: {r.worst_points}" for r in times.itertuples()]
     if not dram.empty:
         lines += ["", "DRAM estimate against Nsight Compute (dram__bytes_read/write.sum), percent:",
                   dram.round(1).to_string(index=False)]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from iosim import hardware
 from iosim.validate import validate
 
 DATA = Path(__file__).resolve().parents[1] / "reports" / "data"
@@ -51,3 +52,18 @@ def test_readme_generated_blocks_are_current():
     out = subprocess.run([sys.executable, str(root / "tools" / "update_readme.py"), "--check"],
                          capture_output=True, text=True, cwd=root)
     assert out.returncode == 0, "README.md is stale: run python tools/update_readme.py"
+
+
+def test_backward_and_fa3_held_to_their_measurements():
+    """The backward model against the real backward kernels, and fa3's forward against the
+    real fa3 kernel (reports/data/h100/measured_bwd.csv, measured_fa3.csv; neither was fitted):
+    naive's backward is predicted as well as its forward. FA2's backward and fa3 carry known
+    gaps (the closing notes and README say what binds them), held here so they cannot widen:
+    FA2's backward is predicted about a third too fast (ncu: tensor pipe 35-42%, issue 25-27%,
+    a longer dependent chain than the forward's), fa3 a fifth too fast (d = 64 worst)."""
+    cal = hardware.load("h100")
+    times, _ = validate([DATA / "h100" / "measured_bwd.csv", DATA / "h100" / "measured_fa3.csv"], cal)
+    t = times.set_index(["schedule", "direction"]).mape_pct
+    assert t[("naive", "bwd")] <= 8, times.to_string()
+    assert t[("fa2", "bwd")] <= 40 and t[("fa3", "fwd")] <= 25, times.to_string()
+    assert t[("fa2", "fwd")] <= 10, times.to_string()

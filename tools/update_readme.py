@@ -51,7 +51,7 @@ def block_h100_d128() -> str:
     from iosim import sweep
 
     df = sweep({"seqlen_q": [512, 2048, 8192, 32768, 131072], "head_dim": [128],
-                "causal": "both", "schedule": "all", "hw": ["h100-sxm5-80gb"]})
+                "causal": "both", "schedule": "all", "hw": ["h100"]})
     df["cell"] = [f"{t:,.3f} ms {b}" if t < 100 else f"{t:,.0f} ms {b}"
                   for t, b in zip(df.time_pred_ms, df.bound)]
     t = df.pivot_table(index=["causal", "seqlen_q"], columns="schedule", values="cell",
@@ -62,7 +62,8 @@ def block_h100_d128() -> str:
 
 
 VALIDATE_FILES = ["h100/measured.csv", "h100/measured_new.csv", "h100/measured_ncu.csv",
-                  "h200/measured.csv", "h200/measured_ncu.csv"]
+                  "h100/measured_fa3.csv", "h100/measured_bwd.csv", "h200/measured.csv",
+                  "h200/measured_ncu.csv"]
 
 
 def block_validate() -> str:
