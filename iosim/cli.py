@@ -434,7 +434,6 @@ def tune_cmd(
 ) -> None:
     """Rank a schedule's tile configurations with the model; --verify times the top ones on the GPU."""
     from . import tune
-    from .knobs import write_entries
     from .sweep import check_writable, parse_bool, parse_choice, parse_values
 
     if top < 1:
@@ -450,21 +449,8 @@ def tune_cmd(
                 for dt in parse_choice(dtype, ["bf16", "fp16"], "dtype")
                 for b in (parse_values(batch, int, "batch") if batch else [max(1, 16384 // n)])
                 for h in (parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)])]
-    ranked = tune.rank(schedule.strip(), problems, profile, knob_tiles(block_m, block_n, warps, stages))
-    typer.echo(tune.format_ranking(ranked, top, profile))
-    how, table, column = "model", ranked, "time_pred_ms"
-    if verify:
-        table = tune.verify(ranked, profile, top, progress=True, out_path=output)
-        typer.echo(tune.format_verified(table))
-        how, column = f"measured on {tune.gpu_name()}", "time_ms"
-    if output is not None:
-        table.to_csv(output, index=False)
-        typer.echo(f"wrote {len(table)} rows to {output}")
-    if write is not None:
-        picks = tune.pick(table[table.status == "ok"] if verify else table, column)
-        write_entries(write, tune.entries(picks, schedule.strip(), profile, "fwd", how))
-        typer.echo(f"wrote {len(picks)} tile choices ({how}) to {write}; use them with "
-                   f"export IOSIM_TILES={write}")
+    tune.run(schedule.strip(), problems, profile, knob_tiles(block_m, block_n, warps, stages),
+             top, verify, output, write, typer.echo)
 
 
 @app.command("compare")

@@ -272,3 +272,26 @@ def format_verified(m: pd.DataFrame) -> str:
     lines.append(f"model's pick within 5% of the measured best: {within} of {len(s)} problems; "
                  f"median rho {s.rho.median():.2f}")
     return "\n".join(lines)
+
+
+def run(schedule: str, problems: list[Problem], hw: HardwareProfile, fixed: Tiles, top: int,
+        verify_on_gpu: bool, output=None, write=None, echo=print) -> pd.DataFrame:
+    """What `iosim tune` does: rank, print, (verify), write the rows and the tiles file."""
+    from .knobs import write_entries
+
+    ranked = rank(schedule, problems, hw, fixed)
+    echo(format_ranking(ranked, top, hw))
+    how, table, column = "model", ranked, "time_pred_ms"
+    if verify_on_gpu:
+        table = verify(ranked, hw, top, progress=True, out_path=output)
+        echo(format_verified(table))
+        how, column = f"measured on {gpu_name()}", "time_ms"
+    if output is not None:
+        table.to_csv(output, index=False)
+        echo(f"wrote {len(table)} rows to {output}")
+    if write is not None:
+        picks = pick(table[table.status == "ok"] if verify_on_gpu else table, column)
+        write_entries(write, entries(picks, schedule, hw, "fwd", how))
+        echo(f"wrote {len(picks)} tile choices ({how}) to {write}; use them with "
+             f"export IOSIM_TILES={write}")
+    return table
