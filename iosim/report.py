@@ -44,6 +44,7 @@ from .schedules import SCHEDULES, plan
 MENU_DIMS = ["hw", "direction", "dtype", "causal", "head_dim"]  # one configuration at a time
 N, VARIANT, SHAPE = "seqlen_k", "variant", "shape"
 ALL = "__all__"
+LATENCY_UTIL_PCT = 50  # below this share of its rate, the bound unit is not what limits a kernel
 STOCK = "as profiled"  # the variant label of rows on the real profile
 PRED, MEAS = "circle-open", "circle"  # hollow: predicted, filled: measured
 COLORS = {"naive": "#7f7f7f", "fa1": "#1f77b4", "fa2": "#2ca02c", "fa3": "#d62728",
@@ -51,9 +52,9 @@ COLORS = {"naive": "#7f7f7f", "fa1": "#1f77b4", "fa2": "#2ca02c", "fa3": "#d6272
           "torch_math": "#bcbd22"}
 LABELS = {"hw": "hardware", "direction": "direction", "dtype": "dtype", "causal": "causal",
           "head_dim": "head_dim d", VARIANT: "hardware variant", N: "N (seqlen_k)"}
-BOUNDS = {"hbm": "DRAM bandwidth (IO)", "l2": "L2 bandwidth", "tensor": "tensor-core throughput",
+BOUNDS = {"hbm": "DRAM bandwidth", "l2": "L2 bandwidth", "tensor": "tensor-core throughput",
           "sfu": "exponentials on the SFU", "alu": "FP32 (non-tensor) arithmetic",
-          "sram": "shared-memory bandwidth", "launch": "launch overhead",
+          "sram": "shared-memory bandwidth", "launch": "launch overhead", "issue": "instruction issue",
           "latency": "latency and parallelism: time that no unit or level accounts for "
                      "(too few CTAs to overlap serialized load and compute phases, tail waves)"}
 
@@ -484,7 +485,10 @@ def _hover_columns(df: pd.DataFrame, kind: str) -> list[list]:
     """customdata per point: [N, "B=.. H=..", bound, time ms, TFLOP/s]; N first, for the N menu."""
     time = _num(df, "time_ms" if kind == "measured" else "time_pred_ms")
     tf = _num(df, "tflops" if kind == "measured" else "tflops_pred")
-    bound = df["bound"].fillna("–").astype(str) if "bound" in df.columns else ["–"] * len(df)
+    bound = df["bound"].fillna("–").astype(str) if "bound" in df.columns else pd.Series("–", index=df.index)
+    if "util_pct" in df.columns:  # how busy the bound unit is: low means latency, not that unit
+        util = pd.to_numeric(df["util_pct"], errors="coerce")
+        bound = bound + np.where(util.notna(), " at " + util.round().astype("Int64").astype(str) + "%", "")
     bh = "B=" + df["batch"].astype(str) + " H=" + df["heads"].astype(str)
     return [list(r) for r in zip(df[N].astype(str), bh, bound, _sig(time), _sig(tf), strict=True)]
 
@@ -501,7 +505,10 @@ def _series(fig: Figure, df: pd.DataFrame, chosen: dict[str, str], *, x: str, y:
         return
     keys = [*MENU_DIMS, VARIANT, SHAPE, "schedule"]
     df = df.sort_values([*keys, order], kind="stable")
-    xs, ys, cd = _sig(df[x]), _sig(df[y]), _hover_columns(df, kind)
+    exact = pd.api.types.is_integer_dtype  # N and other counts stay exact
+    xs = df[x].tolist() if exact(df[x]) else _sig(df[x])
+    ys = df[y].tolist() if exact(df[y]) else _sig(df[y])
+    cd = _hover_columns(df, kind)
     variants = _order(df[VARIANT])
     for key, idx in df.groupby(keys, sort=False).indices.items():
         conf = dict(zip(keys, key, strict=True))
@@ -817,10 +824,17 @@ def limits_text(data: Data, chosen: dict[str, str], profiles: dict[str, Hardware
                    + (f": {hw.sm_count - k.ctas} SMs idle" if k.ctas < hw.sm_count else ""))
             if r.schedule == "fa1":
                 par += f"; fa1 runs one CTA per batch·head (B·H = {r.batch * r.heads})"
+            bound = f"<b>{html.escape(str(r.bound))}</b> ({html.escape(BOUNDS.get(str(r.bound), str(r.bound)))})"
+            util = getattr(r, "util_pct", float("nan"))  # how busy the model says that unit is
+            rate = f", at {util:.0f}% of its achievable rate" if util == util else ""
+            if util == util and util < LATENCY_UTIL_PCT:
+                what = f"no unit saturates (the busiest, {bound}, runs{rate[1:]}): the time goes to latency"
+                if k.ctas < hw.sm_count:
+                    what += "; with fewer CTAs than SMs, parallelism, not IO, limits it"
+            else:
+                what = f"bound by {bound}{rate}"
             items.append(f"<li><b>{html.escape(r.schedule)}</b> at N={r.seqlen_k} ({html.escape(shape)}): "
-                         f"bound by <b>{html.escape(str(r.bound))}</b>, "
-                         f"{html.escape(BOUNDS.get(str(r.bound), str(r.bound)))}; {par}. "
-                         f"Predicted {r.tflops_pred:.0f} TFLOP/s.</li>")
+                         f"{what}; {par}. Predicted {r.tflops_pred:.0f} TFLOP/s.</li>")
     conf = ", ".join(f"{LABELS[d]} {chosen[d]}" for d in MENU_DIMS if d in chosen)
     return (f"<p>At the largest N of the opening configuration ({html.escape(conf) or 'the only one'}), "
             "the model says what limits each schedule (its <code>bound</code>; every point's hover "
