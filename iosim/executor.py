@@ -376,7 +376,9 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                         else:  # LSE = -inf: a row that sees no key, P = 0
                             P = m.exp(s * S - np.where(lsei > -np.inf, lsei, 0.0)[:, None])
                             m.alu(2 * S.size)
-                        m.smem(P, P)  # staged in shared memory for the transposed product
+                        # staged in shared memory for the transposed product (FA2/FA3: and
+                        # read back for dS, which uses the P that dV used)
+                        m.smem(*[P] * (2 if fa1 else 3))
                         dV += m.mma(P.T, dOi, False, True)
                         dP = m.mma(dOi, Vj.T, True, True)
                         if fa1:

@@ -112,8 +112,9 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool) -> Counts:
         writes={"dQacc": sr * d * F32, "dK" + x: p.seqlen_k * d * e,
                 "dV" + x: p.seqlen_k * d * e},
         # smem per key block: K, V stored; per pair: Q, dO stored; Q read by S and dK, dO by
-        # dV and dP (6·r·d); K by S, dP→V, dQ (3·c·d); P stored+read, dS stored+read twice.
-        sram=2 * kv * d * e + 6 * sr * d * e + 3 * sc * d * e + 5 * rc * e,
+        # dV and dP (6·r·d); K by S, dP→V, dQ (3·c·d); P stored and read by dV (FA2/FA3: and
+        # read back for dS, kernels/fa2_bwd.cu), dS stored and read by dK and dQ.
+        sram=2 * kv * d * e + 6 * sr * d * e + 3 * sc * d * e + (5 if fa1 else 6) * rc * e,
     )
     # per pair: S, dV, dP, dK, dQ products; P = exp(S·scale − stat) (FA1 also ·1/ℓ);
     # dS = P∘(dP − D) (2); dQ add (FA1 also scales dQ there, and forms D: 2·r·d).
