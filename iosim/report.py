@@ -7,10 +7,9 @@ each (schedule, predicted/measured, problem shape, variant) is one series across
 (batch, heads) are series rather than menu choices, so data sets with different splits (a sweep's
 B = 4, H = 32 and a bench's batch = 16384/N) share a chart, and the TFLOP/s chart lines them up.
 
-Measured rows are re-predicted with today's model and profiles (`validate.repredict`), so the
-page follows the model. Large inputs are thinned to a fixed budget (`Budget`): the page says
-what it left out. Figure builders are pure functions of prepared frames (`prepare_data`), so
-tests can read the traces; every data trace carries `meta={"dims": {...}}` for the menus and
+The rows come from `iosim.report_data` (labelled, re-predicted where measured, thinned to a
+page budget: the page says what it left out). Figure builders are pure functions of those rows,
+so tests can read the traces; every data trace carries `meta={"dims": {...}}` for the menus and
 each point's `customdata[0]` is its N for the N menu.
 """
 
@@ -20,8 +19,6 @@ import html
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Annotated
 
@@ -33,19 +30,40 @@ from plotly.colors import qualitative
 from plotly.offline import get_plotlyjs
 
 from . import __version__, hardware
-from .accuracy import canonical_hw, error_table, join
+from .accuracy import canonical_hw, error_table
 from .hardware import HardwareProfile, InputError
-from .io import MEASURED_NEEDS, PREDICTED_NEEDS, normalize, read_rows, require_columns
+from .io import MEASURED_NEEDS, PREDICTED_NEEDS, read_rows, require_columns
 from .occupancy import ctas_per_sm
-from .predict import COUNT_COLUMNS, PREDICTION_COLUMNS, PROBLEM_COLUMNS
 from .problem import Dtype, Problem
-from .schedules import SCHEDULES, plan
+from .report_data import (
+    ALL,
+    MENU_DIMS,
+    SHAPE,
+    STOCK,
+    VARIANT,
+    Budget,
+    Data,
+    N,
+    achievable,
+    as_text,
+    combinations,
+    default_choice,
+    filter_options,
+    for_join,
+    numbers,
+    ordered,
+    prepare_data,
+    profile_field,
+    roof_profile,
+    set_columns,
+    setting,
+    si,
+    stock_rows,
+    unit_of,
+)
+from .schedules import plan
 
-MENU_DIMS = ["hw", "direction", "dtype", "causal", "head_dim"]  # one configuration at a time
-N, VARIANT, SHAPE = "seqlen_k", "variant", "shape"
-ALL = "__all__"
 LATENCY_UTIL_PCT = 50  # below this share of its rate, the bound unit is not what limits a kernel
-STOCK = "as profiled"  # the variant label of rows on the real profile
 PRED, MEAS = "circle-open", "circle"  # hollow: predicted, filled: measured
 COLORS = {"naive": "#7f7f7f", "fa1": "#1f77b4", "fa2": "#2ca02c", "fa3": "#d62728",
           "torch_flash": "#9467bd", "torch_cudnn": "#8c564b", "torch_efficient": "#e377c2",
@@ -57,17 +75,6 @@ BOUNDS = {"hbm": "DRAM bandwidth", "l2": "L2 bandwidth", "tensor": "tensor-core 
           "sram": "shared-memory bandwidth", "launch": "launch overhead", "issue": "instruction issue",
           "latency": "latency and parallelism: time that no unit or level accounts for "
                      "(too few CTAs to overlap serialized load and compute phases, tail waves)"}
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What one page draws at most, whatever the input (about 0.5 kB of HTML per predicted row
-    over all charts, plus 4.6 MB of plotly.js)."""
-
-    rows: int = 12_000  # predicted rows over all configurations
-    n_values: int = 40  # points per line (N values, log-spaced; measured ones kept)
-    shapes: int = 6  # (batch, heads) shapes per configuration
-    variants: int = 8  # hardware variants in the N charts (the what-if charts keep all)
 
 
 def color(schedule: str) -> str:
@@ -84,367 +91,6 @@ def _shade(hex_color: str, i: int, k: int) -> str:
     rgb = [int(hex_color[j:j + 2], 16) for j in (1, 3, 5)]
     rgb = [round(c + (255 - c) * t) if t > 0 else round(c * (1 + t)) for c in rgb]
     return "#" + "".join(f"{c:02x}" for c in rgb)
-
-
-def _s(v: object) -> str:
-    """One string per value, the same in trace meta and in the menus."""
-    if isinstance(v, bool) or type(v).__name__ == "bool_":
-        return str(bool(v))
-    if isinstance(v, float) or type(v).__name__.startswith("float"):
-        return str(int(v)) if float(v).is_integer() else f"{float(v):g}"
-    return str(v)
-
-
-def _order(values) -> list[str]:
-    def key(v: str) -> tuple:
-        try:
-            return (0, float(v), v)
-        except ValueError:
-            return (1, 0.0, v)
-    return sorted({_s(v) for v in values}, key=key)
-
-
-def _fmt(v: float, unit: str, digits: int = 3) -> str:
-    """SI prefixes: 3.35e12 B/s -> '3.35 TB/s'."""
-    if v is None or pd.isna(v):
-        return "–"
-    for scale, p in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= scale:
-            return f"{v / scale:.{digits}g} {p}{unit}"
-    return f"{v:.{digits}g} {unit}".strip()
-
-
-def _num(df: pd.DataFrame, *names: str) -> pd.Series:
-    """The first of `names` that `df` has, as numbers (NaN where absent). After a join a predicted
-    column is suffixed `_pred` when the measured file had it too: ask for both."""
-    for c in names:
-        if c in df.columns:
-            return pd.to_numeric(df[c], errors="coerce")
-    return pd.Series(float("nan"), index=df.index)
-
-
-# ---------------------------------------------------------------- profiles and ceilings
-
-
-def roof_profile(name: str) -> HardwareProfile:
-    """The profile whose ceilings the roofline draws for GPU `name`: its calibrated profile
-    (hwprofiles/<name>.calibrated.toml, written by `iosim calibrate`) where one is shipped."""
-    from .validate import preferred
-
-    return preferred(name)
-
-
-def gpu_key(name: str) -> str:
-    """The GPU a row is on, whichever of its profiles predicted it: the menus' hardware."""
-    return canonical_hw(str(name)).removesuffix(".calibrated")
-
-
-def achievable(profile: HardwareProfile) -> dict[str, tuple[float, str]]:
-    """The ceilings a real kernel can reach: datasheet peak x the profile's efficiency field,
-    each with a label saying which field and whether it was measured, fitted or is a default.
-    The one place the report reads `efficiency`."""
-    e, prov = profile.efficiency, profile.provenance
-
-    def src(f: str) -> str:
-        how = next((k for k in ("measured", "fitted") if f"efficiency.{f}" in prov.get(k, "")),
-                   "calibrated profile's default" if prov else "datasheet profile's default")
-        return f"efficiency.{f} {getattr(e, f):.2f}, {how}"
-
-    out = {"hbm": (profile.hbm_bandwidth_bytes_per_s * e.hbm, src("hbm")),
-           "l2": (profile.l2_bandwidth_bytes_per_s * e.l2, src("l2"))}
-    for d, peak in profile.tensor_flops_per_s.items():
-        if profile.has_wgmma:
-            out[f"wgmma {d}"] = (peak * e.tensor_wgmma, src("tensor_wgmma"))
-        out[f"mma.sync {d}"] = (peak * e.tensor_mma_sync, src("tensor_mma_sync"))
-    return out
-
-
-def _field(profile: HardwareProfile, path: str) -> object:
-    obj: object = profile
-    for part in path.split("."):
-        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part)
-    return obj
-
-
-def _unit(field_name: str) -> str:
-    for suffix, unit in (("_bytes_per_s", "B/s"), ("_flops_per_s", "FLOP/s"), ("_exp_per_s", "exp/s"),
-                         ("_bytes", "B"), ("_hz", "Hz"), ("_s", "s")):
-        if field_name.endswith(suffix):
-            return unit
-    return ""
-
-
-def setting(field_name: str, v: float) -> str:
-    """A what-if change as people read it: 'hbm_bandwidth=8 TB/s' for hbm_bandwidth_bytes_per_s."""
-    unit = _unit(field_name)
-    if not unit:
-        return f"{field_name}={_s(v)}"
-    short = field_name.removesuffix({"B/s": "_bytes_per_s", "FLOP/s": "_flops_per_s", "exp/s": "_exp_per_s",
-                                     "B": "_bytes", "Hz": "_hz", "s": "_s"}[unit])
-    return f"{short}={_fmt(float(v), unit, 4)}"
-
-
-# ---------------------------------------------------------------- preparing the rows
-
-
-def set_columns(*frames: pd.DataFrame) -> list[str]:
-    return sorted({c for f in frames for c in f.columns if c.startswith("set_")})
-
-
-def _family(df: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"bn": df["batch"] * df["seqlen_q"], "hd": df["heads"] * df["head_dim"],
-                         "kv": df["heads"] // df["kv_heads"]}, index=df.index)
-
-
-def fa_families(*frames: pd.DataFrame) -> pd.DataFrame:
-    """The (batch·N, heads·d, heads/kv_heads) the FlashAttention convention holds fixed while
-    batch or heads change with N and d, as `iosim bench` measures: a family of problems that
-    is one series, named by those products."""
-    f = pd.concat([pd.concat([_family(x), x[["seqlen_q", "head_dim"]]], axis=1) for x in frames if len(x)])
-    g = f.groupby(["bn", "hd", "kv", "head_dim"])["seqlen_q"].nunique()  # a line across N
-    return g[g > 1].reset_index()[["bn", "hd", "kv"]].drop_duplicates()
-
-
-def shape_labels(df: pd.DataFrame, families: pd.DataFrame) -> pd.Series:
-    """The problem shape a series is drawn for, beside (hw, direction, dtype, causal, d) and N:
-    "B·N=16384 H·d=2048" for a row of an FA-convention family, else "B=4 H=32"."""
-    fam = _family(df)
-    member = fam.merge(families.assign(member=True), on=["bn", "hd", "kv"], how="left")["member"]
-    member = member.fillna(False).to_numpy(bool)
-    kv = np.where(df.kv_heads != df.heads, "/" + df.kv_heads.astype(str) + " kv", "")
-    out = np.where(member, "B·N=" + fam["bn"].astype(str) + " H·d=" + fam["hd"].astype(str),
-                   "B=" + df.batch.astype(str) + " H=" + df.heads.astype(str))
-    nq = np.where(df.seqlen_q != df.seqlen_k, " Nq=" + df.seqlen_q.astype(str), "")
-    return pd.Series(out, index=df.index).astype(str) + kv + nq
-
-
-def variant_labels(df: pd.DataFrame) -> pd.Series:
-    """Each row's hardware variant, named by what it changes from its profile
-    ("hbm_bandwidth_bytes_per_s=8 TB/s"); rows on the real profile are `STOCK`."""
-    labels = pd.Series("", index=df.index, dtype=object)
-    for col in set_columns(df):
-        name = col[4:]
-        vals = pd.to_numeric(df[col], errors="coerce")
-        for hw, idx in df.groupby("hw", sort=False).groups.items():
-            v = vals.loc[idx]
-            try:
-                real = float(_field(hardware.load(str(hw)), name))
-            except (InputError, AttributeError, KeyError, TypeError, ValueError):
-                real = float("nan")
-            changed = v.notna() & ~np.isclose(v.to_numpy(float), real, rtol=1e-9, equal_nan=False)
-            text = {x: setting(name, x) for x in v[changed].unique()}
-            part = v.map(text).where(changed, "")
-            labels.loc[idx] = [a + (", " if a and b else "") + b for a, b in zip(labels.loc[idx], part)]
-    return labels.replace("", STOCK).astype(str)
-
-
-def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
-    df = normalize(df)
-    if "profile" not in df.columns:  # the profile that predicted the row (sweeps: its hw)
-        df["profile"] = df["hw"].map(canonical_hw)
-    df["hw"] = df["hw"].map(gpu_key)
-    df[VARIANT] = variant_labels(df)
-    return df
-
-
-def _fresh_predictions(measured: pd.DataFrame) -> pd.DataFrame:
-    from .validate import repredict
-
-    ours = measured[measured.schedule.isin(list(SCHEDULES))]
-    if ours.empty:
-        return pd.DataFrame()
-    fresh = normalize(repredict(ours))
-    fresh[VARIANT] = STOCK
-    return fresh
-
-
-@dataclass
-class Data:
-    """Rows ready to draw: predictions (sweeps, plus today's predictions of the measured
-    problems) and measurements, thinned to the budget; what was left out, and the what-if rows."""
-
-    pred: pd.DataFrame
-    meas: pd.DataFrame
-    whatif: pd.DataFrame
-    notes: list[str] = field(default_factory=list)
-    total_pred: int = 0
-    total_meas: int = 0
-
-    @property
-    def shapes_vary(self) -> bool:
-        """More than one (batch, heads) shape drawn: series names then say which."""
-        return pd.concat([self.pred[SHAPE], self.meas[SHAPE]]).nunique() > 1
-
-    @cached_property
-    def joined(self) -> pd.DataFrame:
-        """Measured rows beside today's prediction for the same problem on the real hardware
-        (torch's backends kept, with no prediction); `bound` is the prediction's."""
-        if self.meas.empty:
-            return self.meas
-        j = join(_for_join(self.pred), self.meas, how="left")
-        if "bound_pred" in j.columns:
-            j["bound"] = j["bound_pred"]
-        return j
-
-
-def _slice_key(df: pd.DataFrame) -> pd.Series:
-    return df[MENU_DIMS].astype(str).agg("|".join, axis=1) if len(df) else pd.Series(dtype=str)
-
-
-def _spread(values: Sequence, k: int, keep: Sequence = ()) -> list:
-    """At most k of the sorted `values`, evenly spread (log-spaced for N), with `keep` first."""
-    vals = list(values)
-    if len(vals) <= k:
-        return vals
-    chosen = [v for v in vals if v in set(keep)][:k]
-    rest = k - len(chosen)
-    if rest > 0:
-        idx = np.unique(np.round(np.linspace(0, len(vals) - 1, rest)).astype(int))
-        chosen += [vals[i] for i in idx if vals[i] not in chosen]
-    return [v for v in vals if v in set(chosen)]
-
-
-def prepare_data(pred_frames: Sequence[pd.DataFrame], meas_frames: Sequence[pd.DataFrame],
-                 budget: Budget = Budget()) -> Data:
-    """Label, re-predict and thin the input rows (see the module docstring)."""
-    meas = (pd.concat([_with_labels(m) for m in meas_frames], ignore_index=True)
-            if meas_frames else pd.DataFrame(columns=[*MEASURED_NEEDS, VARIANT]))
-    meas = meas.drop_duplicates(PROBLEM_COLUMNS, keep="last")  # a resumed bench: newest wins
-    # the prediction a bench stored beside its measurement is stale: today's is made below
-    meas = meas.drop(columns=[c for c in [*COUNT_COLUMNS, *PREDICTION_COLUMNS, "block_m", "block_n"]
-                              if c in meas.columns])
-    parts = [_with_labels(p) for p in pred_frames]
-    if len(meas):
-        parts.append(_fresh_predictions(meas))
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        raise InputError("no prediction rows: pass an `iosim sweep` or `iosim predict` CSV, or "
-                         "measurements of naive/fa1/fa2/fa3 to predict")
-    pred = pd.concat(parts, ignore_index=True)
-    for c in ("block_m", "block_n"):
-        if c not in pred.columns:
-            pred[c] = np.nan
-    pred = pred.drop_duplicates([*PROBLEM_COLUMNS, VARIANT], keep="first")
-    families = fa_families(pred, meas)
-    pred[SHAPE] = shape_labels(pred, families)
-    meas[SHAPE] = shape_labels(meas, families) if len(meas) else pd.Series(dtype=str)
-    data = Data(pred, meas, pred.iloc[:0], total_pred=len(pred), total_meas=len(meas))
-    _thin(data, budget)
-    return data
-
-
-def _thin(data: Data, budget: Budget) -> None:
-    """Keep the page within `budget`; say on the page what was left out."""
-    pred, meas, notes = data.pred, data.meas, data.notes
-    full = pred
-    variants = _order(pred[VARIANT])
-    if len(variants) > budget.variants:
-        keep = _spread(variants, budget.variants, [STOCK])
-        pred = pred[pred[VARIANT].isin(keep)]
-        notes.append(f"the N charts draw {len(keep)} of the {len(variants)} hardware variants "
-                     "(the what-if charts draw all)")
-    ns = sorted(pred[N].unique())
-    if len(ns) > budget.n_values:
-        keep = _spread(ns, budget.n_values, sorted(meas[N].unique()) if len(meas) else [])
-        pred = pred[pred[N].isin(keep)]
-        notes.append(f"lines show {len(keep)} of the {len(ns)} values of N (spread evenly; "
-                     "measured ones kept)")
-    counts = pred.groupby(MENU_DIMS + [SHAPE], sort=False).size().rename("rows").reset_index()
-    if len(meas):
-        mc = meas.groupby(MENU_DIMS + [SHAPE], sort=False).size().rename("measured").reset_index()
-        counts = counts.merge(mc, on=MENU_DIMS + [SHAPE], how="left")
-    counts["measured"] = counts.get("measured", pd.Series(0, index=counts.index)).fillna(0)
-    counts = counts.sort_values(["measured", "rows"], ascending=False, kind="stable")
-    counts["rank"] = counts.groupby(MENU_DIMS, sort=False).cumcount()
-    if (counts["rank"] >= budget.shapes).any():
-        most = int(counts.groupby(MENU_DIMS, sort=False).size().max())
-        notes.append(f"each configuration draws at most {budget.shapes} of its (batch, heads) "
-                     f"shapes (up to {most} in the data): measured ones first, then those with "
-                     "most rows")
-        counts = counts[counts["rank"] < budget.shapes]
-        pred = pred.merge(counts[MENU_DIMS + [SHAPE]], on=MENU_DIMS + [SHAPE])
-    slices = counts.groupby(MENU_DIMS, sort=False)[["measured", "rows"]].sum().reset_index()
-    slices = slices.sort_values(["measured", "rows"], ascending=False, kind="stable")
-    if slices["rows"].sum() > budget.rows:
-        fits = slices["rows"].cumsum() <= budget.rows
-        fits.iloc[0] = True  # at least the best configuration
-        kept = slices[fits]
-        notes.append(f"{len(kept)} of the {len(slices)} configurations (hardware, direction, dtype, "
-                     f"causal, d) are drawn, those with most measured, then predicted, rows; "
-                     f"the menus offer only these")
-        pred = pred.merge(kept[MENU_DIMS], on=MENU_DIMS)
-        slices = kept
-    if full[VARIANT].nunique() > 1:
-        _whatif_rows(data, full, counts.merge(slices[MENU_DIMS], on=MENU_DIMS), budget)
-    if len(meas):
-        present = pred[MENU_DIMS].drop_duplicates()
-        meas = meas.merge(present, on=MENU_DIMS)
-    data.pred, data.meas = pred.reset_index(drop=True), meas.reset_index(drop=True)
-
-
-def _whatif_rows(data: Data, full: pd.DataFrame, shapes: pd.DataFrame, budget: Budget) -> None:
-    """The what-if charts' rows: every variant, at the largest N of the first swept shape of each
-    drawn configuration (`shapes`: in order of priority), configurations while they fit the budget."""
-    w = full[full[set_columns(full)].notna().any(axis=1)]
-    swept = w[MENU_DIMS + [SHAPE]].drop_duplicates()
-    shapes = shapes.merge(swept, on=MENU_DIMS + [SHAPE]).drop_duplicates(MENU_DIMS)  # keeps order
-    w = w.merge(shapes[MENU_DIMS + [SHAPE]], on=MENU_DIMS + [SHAPE])
-    w = w[w[N] == w.groupby(MENU_DIMS)[N].transform("max")]
-    per = w.groupby(MENU_DIMS, sort=False).size().rename("n").reset_index()
-    per = shapes[MENU_DIMS].merge(per, on=MENU_DIMS)  # in priority order
-    fits = per["n"].cumsum() <= budget.rows
-    if not fits.all():
-        fits.iloc[0] = True
-        data.notes.append(f"the what-if charts cover {int(fits.sum())} of the {len(per)} configurations")
-        w = w.merge(per[fits][MENU_DIMS], on=MENU_DIMS)
-    data.whatif = w
-
-
-# ---------------------------------------------------------------- menus
-
-
-def filter_options(data: Data) -> dict[str, list[str]]:
-    """The menus: each configuration dimension with more than one value, the variants, and N."""
-    frames = [data.pred, data.meas]
-    opts = {d: vals for d in MENU_DIMS
-            if len(vals := _order(v for f in frames if d in f.columns for v in f[d])) > 1}
-    variants = _order(data.pred[VARIANT])
-    if len(variants) > 1:
-        opts[VARIANT] = [STOCK] + [v for v in variants if v != STOCK] if STOCK in variants else variants
-    ns = _order(v for f in frames if len(f) for v in f[N])
-    if len(ns) > 1:
-        opts[N] = ns
-    return opts
-
-
-def combinations(data: Data, options: dict[str, list[str]]) -> list[dict[str, str]]:
-    """The configurations that exist, over the menus of `options`, each with its N values under
-    "_n" (for dependent menus)."""
-    dims = [d for d in MENU_DIMS if d in options]
-    rows = pd.concat([f[MENU_DIMS + [N]] for f in (data.pred, data.meas) if len(f)]).drop_duplicates()
-    out = []
-    for key, g in rows.groupby(MENU_DIMS, sort=True):
-        conf = dict(zip(MENU_DIMS, key, strict=True))
-        out.append({**{d: _s(conf[d]) for d in dims}, "_n": _order(g[N])})
-    return out
-
-
-def default_choice(data: Data, options: dict[str, list[str]]) -> dict[str, str]:
-    """Among the configurations with measured rows (if any), the one with most rows, measured and
-    predicted; every variant; every N."""
-    chosen = {d: ALL for d in (VARIANT, N) if d in options}
-    dims = [d for d in MENU_DIMS if d in options]
-    if not dims:
-        return chosen
-    score = data.pred.groupby(dims).size().rename("rows").to_frame()
-    if len(data.meas):
-        score = score.join(data.meas.groupby(dims).size().rename("measured"), how="outer")
-    score["measured"] = score.get("measured", pd.Series(0, index=score.index)).fillna(0)
-    score = score.fillna(0).assign(any=lambda t: t["measured"] > 0, all=lambda t: t["measured"] + t["rows"])
-    score = score.sort_values(["any", "all"], ascending=False, kind="stable")
-    best = score.index[0] if len(dims) > 1 else (score.index[0],)
-    chosen.update({d: _s(v) for d, v in zip(dims, best, strict=True)})
-    return chosen
 
 
 def _visible(dims: dict, chosen: dict[str, str]) -> bool:
@@ -483,8 +129,8 @@ def _sig(values, digits: int = 4) -> list:
 
 def _hover_columns(df: pd.DataFrame, kind: str) -> list[list]:
     """customdata per point: [N, "B=.. H=..", bound, time ms, TFLOP/s]; N first, for the N menu."""
-    time = _num(df, "time_ms" if kind == "measured" else "time_pred_ms")
-    tf = _num(df, "tflops" if kind == "measured" else "tflops_pred")
+    time = numbers(df, "time_ms" if kind == "measured" else "time_pred_ms")
+    tf = numbers(df, "tflops" if kind == "measured" else "tflops_pred")
     bound = df["bound"].fillna("–").astype(str) if "bound" in df.columns else pd.Series("–", index=df.index)
     if "util_pct" in df.columns:  # how busy the bound unit is: low means latency, not that unit
         util = pd.to_numeric(df["util_pct"], errors="coerce")
@@ -509,18 +155,18 @@ def _series(fig: Figure, df: pd.DataFrame, chosen: dict[str, str], *, x: str, y:
     xs = df[x].tolist() if exact(df[x]) else _sig(df[x])
     ys = df[y].tolist() if exact(df[y]) else _sig(df[y])
     cd = _hover_columns(df, kind)
-    variants = _order(df[VARIANT])
+    variants = ordered(df[VARIANT])
     for key, idx in df.groupby(keys, sort=False).indices.items():
         conf = dict(zip(keys, key, strict=True))
         sched, var = str(conf["schedule"]), str(conf[VARIANT])
-        meta = {d: _s(conf[d]) for d in MENU_DIMS}
+        meta = {d: as_text(conf[d]) for d in MENU_DIMS}
         if variant_dim and kind == "predicted":
             meta[VARIANT] = var
         name = " · ".join(filter(None, [f"{sched} {label}".strip(), conf[SHAPE] if shapes else "",
                                         var if len(variants) > 1 or var != STOCK else ""]))
         c = _shade(color(sched), variants.index(var), len(variants))
         head = (f"<b>{html.escape(name)}</b><br>{conf['hw']} {conf['direction']} d={conf['head_dim']} "
-                f"{conf['dtype']}{' causal' if _s(conf['causal']) == 'True' else ''}")
+                f"{conf['dtype']}{' causal' if as_text(conf['causal']) == 'True' else ''}")
         fig.add(x=[xs[i] for i in idx], y=[ys[i] for i in idx], mode=mode, name=name, legendgroup=name,
                 showlegend=legend, visible=_visible(meta, chosen),
                 marker={"symbol": symbol or (PRED if kind == "predicted" else MEAS), "size": 8,
@@ -551,7 +197,7 @@ def _layout(fig: Figure, title: str, xt: str, yt: str, *, xlog: bool = True, ylo
 
 def _measured_flops(m: pd.DataFrame) -> pd.Series:
     # torch's backends have no prediction: their FLOPs by the FlashAttention convention
-    return _num(m, "tensor_flops_pred", "tensor_flops").fillna(m["tflops"] * m["time_ms"] * 1e9)
+    return numbers(m, "tensor_flops_pred", "tensor_flops").fillna(m["tflops"] * m["time_ms"] * 1e9)
 
 
 def sfu_flops_per_exp(pred: pd.DataFrame) -> pd.DataFrame:
@@ -588,41 +234,41 @@ def _roofs(profiles: dict[str, HardwareProfile], data: Data) -> list[dict]:
             if var != STOCK:
                 first = vrows.iloc[0]
                 changes = {c[4:]: first[c] for c in sets if pd.notna(first[c])}
-                changes = {k: int(v) if isinstance(_field(base, k), int) else float(v)
+                changes = {k: int(v) if isinstance(profile_field(base, k), int) else float(v)
                            for k, v in changes.items()}
             prof = base.with_changes(**changes) if changes else base
             ach = achievable(prof)
             for lvl, name, col in (("hbm", "HBM", "black"), ("l2", "L2", "#777")):
                 sheet = getattr(prof, f"{lvl}_bandwidth_bytes_per_s")
-                add(hw, var, lvl, sheet, f"{name} {_fmt(sheet, 'B/s')}", f"{name} datasheet bandwidth",
+                add(hw, var, lvl, sheet, f"{name} {si(sheet, 'B/s')}", f"{name} datasheet bandwidth",
                     {"color": col, "width": 2, "dash": "solid"}, "bw")
                 rate, src = ach[lvl]
-                add(hw, var, f"{lvl}_achievable", rate, f"{name} {_fmt(rate, 'B/s')} achievable",
+                add(hw, var, f"{lvl}_achievable", rate, f"{name} {si(rate, 'B/s')} achievable",
                     f"{name} achievable: datasheet × {src}", {"color": col, "width": 1.5, "dash": "dash"}, "bw")
-            for dt in _order(rows["dtype"]):
+            for dt in ordered(rows["dtype"]):
                 try:
                     peak = prof.tensor_peak(Dtype(dt))
                 except (ValueError, InputError):
                     continue
                 key = "tf32" if dt == "fp32" else dt
-                add(hw, var, "tensor", peak, f"tensor {dt} {_fmt(peak, 'FLOP/s')}",
+                add(hw, var, "tensor", peak, f"tensor {dt} {si(peak, 'FLOP/s')}",
                     f"tensor {dt} datasheet peak (dense)", {"color": "#111", "width": 1.5, "dash": "dashdot"},
                     "flat", {"dtype": dt})
                 for inst in ("wgmma", "mma.sync"):
                     if f"{inst} {key}" in ach:
                         rate, src = ach[f"{inst} {key}"]
-                        add(hw, var, f"tensor_{inst}", rate, f"{inst} {_fmt(rate, 'FLOP/s')} achievable",
+                        add(hw, var, f"tensor_{inst}", rate, f"{inst} {si(rate, 'FLOP/s')} achievable",
                             f"{inst} {dt} achievable: datasheet × {src}",
                             {"color": "#555" if inst == "wgmma" else "#999", "width": 1.2, "dash": "dot"},
                             "flat", {"dtype": dt})
             for r in ratios[ratios["hw"] == hw].itertuples(index=False):
                 rate = prof.sfu_exp_per_s * r.flops_per_exp
-                add(hw, var, "sfu", rate, f"SFU {_fmt(rate, 'FLOP/s')} (d={r.head_dim} {r.direction})",
-                    f"SFU ceiling in tensor FLOP/s: {_fmt(prof.sfu_exp_per_s, 'exp/s')} × "
+                add(hw, var, "sfu", rate, f"SFU {si(rate, 'FLOP/s')} (d={r.head_dim} {r.direction})",
+                    f"SFU ceiling in tensor FLOP/s: {si(prof.sfu_exp_per_s, 'exp/s')} × "
                     f"{r.flops_per_exp:.0f} tensor FLOP per exp (the Plans' counts, d={r.head_dim} "
                     f"{r.direction}: {r.flops_per_exp / r.head_dim:.2f}·d)",
                     {"color": "#b8860b", "width": 1.5, "dash": "longdash"}, "flat",
-                    {"direction": r.direction, "head_dim": _s(r.head_dim)})
+                    {"direction": r.direction, "head_dim": as_text(r.head_dim)})
     roofs = list(out.values())
     nvar = {hw: pred.loc[pred["hw"] == hw, VARIANT].nunique() for hw in profiles}
     for r in roofs:  # a roof that some variants change follows the variant menu
@@ -645,12 +291,12 @@ def roofline_figure(data: Data, profiles: dict[str, HardwareProfile], chosen: di
     if len(m):
         m = m[m["status"] == "ok"].copy()
         flops = _measured_flops(m)
-        ncu = _num(m, "dram_read_bytes_ncu") + _num(m, "dram_write_bytes_ncu")
-        model = _num(m, "dram_read_bytes_pred", "dram_read_bytes") + _num(m, "dram_write_bytes_pred",
+        ncu = numbers(m, "dram_read_bytes_ncu") + numbers(m, "dram_write_bytes_ncu")
+        model = numbers(m, "dram_read_bytes_pred", "dram_read_bytes") + numbers(m, "dram_write_bytes_pred",
                                                                           "dram_write_bytes")
         m["ai_dram"] = flops / ncu.fillna(model)
-        m["ai_l2"] = flops / (_num(m, "hbm_read_bytes_2level_pred", "hbm_read_bytes_2level")
-                              + _num(m, "hbm_write_bytes_2level_pred", "hbm_write_bytes_2level"))
+        m["ai_l2"] = flops / (numbers(m, "hbm_read_bytes_2level_pred", "hbm_read_bytes_2level")
+                              + numbers(m, "hbm_write_bytes_2level_pred", "hbm_write_bytes_2level"))
         m["tf"] = flops / (m["time_ms"] * 1e9)
     ai = pd.concat([p["ai_dram"], p["ai_l2"]] + ([m["ai_dram"], m["ai_l2"]] if len(m) else []))
     ai = ai[np.isfinite(ai) & (ai > 0)]
@@ -685,17 +331,6 @@ def roofline_figure(data: Data, profiles: dict[str, HardwareProfile], chosen: di
                    "attained tensor throughput (TFLOP/s)", titles=titles)
 
 
-def _stock(pred: pd.DataFrame) -> pd.DataFrame:
-    """Predictions on the real hardware, without the what-if columns."""
-    p = pred[pred[VARIANT] == STOCK]
-    return p.drop(columns=[c for c in p.columns if c.startswith("set_")])
-
-
-def _for_join(pred: pd.DataFrame) -> pd.DataFrame:
-    """Stock predictions to join measured rows with (the measured rows keep their own labels)."""
-    return _stock(pred).drop(columns=[SHAPE, VARIANT])
-
-
 def io_figure(data: Data, chosen: dict[str, str]) -> Figure:
     """Bytes against N: the papers' two-level count, the L2-aware DRAM estimate, and ncu's."""
     fig = Figure()
@@ -710,7 +345,7 @@ def io_figure(data: Data, chosen: dict[str, str]) -> Figure:
     m = data.joined
     if len(m) and "dram_read_bytes_ncu" in m.columns:
         m = m[m["status"] == "ok"].copy()
-        m["ncu"] = _num(m, "dram_read_bytes_ncu") + _num(m, "dram_write_bytes_ncu")
+        m["ncu"] = numbers(m, "dram_read_bytes_ncu") + numbers(m, "dram_write_bytes_ncu")
         _series(fig, m, chosen, x=N, y="ncu", kind="measured", label="ncu DRAM", mode="markers", shapes=sv,
                 extra="%{y:.3s}B DRAM (Nsight Compute)<br>")
     for key, g in p.groupby(MENU_DIMS, sort=True):  # slope guides through each configuration's smallest N
@@ -718,7 +353,7 @@ def io_figure(data: Data, chosen: dict[str, str]) -> Figure:
         if len(ns) < 2:
             continue
         y0 = float(g.loc[g[N] == ns[0], "two"].median())
-        dims = {d: _s(v) for d, v in zip(MENU_DIMS, key, strict=True)}
+        dims = {d: as_text(v) for d, v in zip(MENU_DIMS, key, strict=True)}
         for power, name in ((2, "∝ N² (naive Θ(Nd+N²); FlashAttention Θ(N²d²/M))"),
                             (1, "∝ N (compulsory Θ(Nd))")):
             fig.add(
@@ -753,10 +388,10 @@ def accuracy_figure(data: Data, chosen: dict[str, str]) -> Figure:
     fig = Figure()
     j = data.joined
     if len(j):
-        j = j[(j["status"] == "ok") & _num(j, "time_pred_ms_pred", "time_pred_ms").notna() & (j["time_ms"] > 0)]
+        j = j[(j["status"] == "ok") & numbers(j, "time_pred_ms_pred", "time_pred_ms").notna() & (j["time_ms"] > 0)]
     if len(j):
-        j = j.assign(time_pred_ms=_num(j, "time_pred_ms_pred", "time_pred_ms"),
-                     time_roofline=_num(j, "time_roofline_ms_pred", "time_roofline_ms"))
+        j = j.assign(time_pred_ms=numbers(j, "time_pred_ms_pred", "time_pred_ms"),
+                     time_roofline=numbers(j, "time_roofline_ms_pred", "time_roofline_ms"))
         v = pd.concat([j["time_ms"], j["time_pred_ms"], j["time_roofline"]]).dropna()
         lo, hi = v[v > 0].min() / 1.5, v.max() * 1.5
         fig.add(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x (exact)",
@@ -787,7 +422,7 @@ def whatif_figures(data: Data, chosen: dict[str, str]) -> list[Figure]:
         fig = Figure()
         _series(fig, p, chosen, x="x", y="time_pred_ms", kind="predicted", variant_dim=False, order="x",
                 shapes=data.shapes_vary, extra=f"{col[4:]} = %{{x:.4s}}<br>")
-        unit = _unit(col[4:])
+        unit = unit_of(col[4:])
         figs.append(_layout(fig, f"What-if: predicted time against {col[4:]}",
                             f"{col[4:]} (hardware field)", "predicted time per call", xlog=False,
                             points=False, xunit=unit and f"{unit}", yunit=" ms"))
@@ -800,10 +435,10 @@ def whatif_figures(data: Data, chosen: dict[str, str]) -> list[Figure]:
 def limits_text(data: Data, chosen: dict[str, str], profiles: dict[str, HardwareProfile]) -> str:
     """What limits each schedule at the largest N of the default configuration, in the model's
     own words (`bound`), with the launch's parallelism from the Plan."""
-    p = _stock(data.pred)
+    p = stock_rows(data.pred)
     for d in MENU_DIMS:
         if chosen.get(d, ALL) != ALL:
-            p = p[p[d].map(_s) == chosen[d]]
+            p = p[p[d].map(as_text) == chosen[d]]
     if p.empty:
         return ""
     items = []
@@ -927,13 +562,13 @@ def _header(profiles: dict[str, HardwareProfile], sources: Sequence[str], data: 
     prof = []
     for gpu, p in profiles.items():
         ach = achievable(p)
-        tensor = ", ".join(f"{k} {_fmt(v, 'FLOP/s')}" for k, v in p.tensor_flops_per_s.items())
-        reach = ", ".join(f"{k} {_fmt(v, 'B/s' if k in ('hbm', 'l2') else 'FLOP/s')}" for k, (v, _) in ach.items())
+        tensor = ", ".join(f"{k} {si(v, 'FLOP/s')}" for k, v in p.tensor_flops_per_s.items())
+        reach = ", ".join(f"{k} {si(v, 'B/s' if k in ('hbm', 'l2') else 'FLOP/s')}" for k, (v, _) in ach.items())
         used = data.pred.loc[data.pred["hw"] == gpu, "profile"].value_counts()
         made = ", ".join(f"{html.escape(str(k))} ({v:,} rows)" for k, v in used.items())
         prof.append(f"<li><b>{html.escape(gpu)}</b> ({html.escape(p.gpu_name)}). Datasheet: HBM "
-                    f"{_fmt(p.hbm_bandwidth_bytes_per_s, 'B/s')}, L2 {_fmt(p.l2_bandwidth_bytes_per_s, 'B/s')}, "
-                    f"tensor {tensor}, SFU {_fmt(p.sfu_exp_per_s, 'exp/s')}. Achievable (from "
+                    f"{si(p.hbm_bandwidth_bytes_per_s, 'B/s')}, L2 {si(p.l2_bandwidth_bytes_per_s, 'B/s')}, "
+                    f"tensor {tensor}, SFU {si(p.sfu_exp_per_s, 'exp/s')}. Achievable (from "
                     f"<code>{html.escape(p.name)}</code>: {html.escape(p.describe())}): {reach}. "
                     f"Predictions drawn here were made with: {made}.</li>")
     files = "".join(f"<li><code>{html.escape(s)}</code></li>" for s in sources)
@@ -946,7 +581,7 @@ def _header(profiles: dict[str, HardwareProfile], sources: Sequence[str], data: 
                 "data files.</p>")
     fresh = " (measured problems predicted afresh with today's model)" if data.total_meas else ""
     return (f"<header><h1>iosim report</h1><p>Made by iosim {__version__}: {data.total_pred:,} predicted "
-            f"rows ({', '.join(_order(data.pred['schedule']))}){fresh}, "
+            f"rows ({', '.join(ordered(data.pred['schedule']))}){fresh}, "
             f"{data.total_meas:,} measured rows" + (f" ({bad} not ok, left out)" if bad else "")
             + ". Predicted points are hollow, measured filled.</p>" + thin
             + f"<p>Hardware:</p><ul>{''.join(prof)}</ul><p>Data files:</p><ul>{files}</ul></header>")
@@ -975,7 +610,7 @@ def _menu_note(options: dict[str, list[str]]) -> str:
 
 def _tables(data: Data) -> str:
     """Error per (hw, schedule) and the worst points, for the cycle model and the roofline."""
-    stock = _for_join(data.pred)
+    stock = for_join(data.pred)
     parts = []
     for title, pred in (("cycle-approximate model (time_pred_ms)", stock),
                         ("roofline (time_roofline_ms: slowest unit or level at datasheet peaks)",
@@ -1045,7 +680,7 @@ def write_report(pred: Sequence[pd.DataFrame] | pd.DataFrame, measured: Sequence
         require_columns(m, MEASURED_NEEDS, "measurements")
     data = prepare_data(frames, measured, budget)
     profiles = dict(profiles or {})
-    for name in _order(data.pred["hw"]):
+    for name in ordered(data.pred["hw"]):
         if name not in profiles:
             profiles[name] = roof_profile(name)  # InputError names the available profiles
     profiles = {k: v for k, v in profiles.items() if k in set(data.pred["hw"])}

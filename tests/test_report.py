@@ -1,6 +1,6 @@
-"""The report's data and figures, without a browser or a GPU, on data made by the real commands:
-a what-if sweep (`iosim sweep --set`), a sweep beside the committed H100 measurements, and the
-error tables and bad input."""
+"""The report's rows (iosim.report_data) and figures (iosim.report), without a browser or a
+GPU, on data made by the real commands: a what-if sweep (`iosim sweep --set`), a sweep beside
+the committed H100 measurements; and the error tables and bad input."""
 
 from __future__ import annotations
 
@@ -18,25 +18,27 @@ from iosim.cli import app
 from iosim.hardware import InputError
 from iosim.io import read_rows
 from iosim.report import (
-    ALL,
     MEAS,
     PRED,
-    STOCK,
-    VARIANT,
-    Budget,
     accuracy_figure,
     build_html,
-    combinations,
-    default_choice,
-    filter_options,
     io_figure,
     limits_text,
-    prepare_data,
     report_command,
-    roof_profile,
     roofline_figure,
     time_figure,
     whatif_figures,
+)
+from iosim.report_data import (
+    ALL,
+    STOCK,
+    VARIANT,
+    Budget,
+    combinations,
+    default_choice,
+    filter_options,
+    prepare_data,
+    roof_profile,
 )
 
 REPO = Path(__file__).resolve().parents[1]
