@@ -1,0 +1,69 @@
+"""Backward Plans against their kernels, without a GPU: every kernel a backward Plan launches has
+a source, an argument list in iosim.gpu.launch.ARGS as long as its CUDA signature, tiles that fit
+the GPU (or one clear refusal), and the launcher refuses what no backward kernel runs."""
+
+import re
+
+import pytest
+
+from iosim.gpu.compile import kernel_path
+from iosim.gpu.launch import ARGS, supported
+from iosim.hardware import InputError, load
+from iosim.problem import Problem
+from iosim.schedules import plan
+
+H100 = load("h100-sxm5-80gb")
+
+
+def bwd(d=128, causal=False, kv_heads=None, n=1000, **kw) -> Problem:
+    return Problem(batch=2, heads=4, kv_heads=kv_heads, seqlen_q=n, head_dim=d, causal=causal,
+                   direction="bwd", **kw)
+
+
+def signature_params(source: str, entry: str) -> int:
+    """Parameters of `entry`'s definition in kernels/<source>."""
+    text = kernel_path(source).read_text()
+    m = re.search(rf"\b{entry}\(([^)]*)\)\s*\{{", text)
+    assert m, f"no definition of {entry} in {source}"
+    return len([a for a in m.group(1).split(",") if a.strip()])
+
+
+@pytest.mark.parametrize("schedule", ["naive", "fa2"])
+@pytest.mark.parametrize("kv_heads", [None, 2])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_backward_kernels_have_sources_and_matching_arguments(schedule, kv_heads, d):
+    pl = plan(schedule, bwd(d, True, kv_heads), H100)
+    supported(pl)
+    names = [k.name for k in pl.kernels]
+    assert ("gqa_reduce" in names) == (kv_heads is not None)  # a GQA sum only when grouped
+    for k in pl.kernels:
+        assert k.source is not None, k.name
+        assert len(ARGS[k.name]) == signature_params(k.source, k.name), k.name
+        assert k.smem_bytes <= H100.smem_per_block_optin_bytes, k.name
+
+
+def test_fa2_backward_grid_covers_every_key_block():
+    p = bwd(128, n=1000)
+    pl = plan("fa2", p, H100)
+    main = next(k for k in pl.kernels if k.name == "fa2_bwd")
+    assert main.grid == (-(-p.seqlen_k // main.block_n), p.heads, p.batch)
+    # K, V and both stages of the Q/dO ring (input dtype), Pᵀ and dSᵀ, LSE/D rings (fp32)
+    bm, bn, st, e = main.block_m, main.block_n, main.stages, p.elem_bytes
+    assert main.smem_bytes == (2 * bn * 128 + 2 * st * bm * 128 + 2 * bm * bn) * e + 2 * st * bm * 4
+
+
+def test_a100_refuses_fa2_backward_at_d256_in_one_line():
+    with pytest.raises(InputError, match="shared memory") as e:
+        plan("fa2", bwd(256), load("a100-sxm4-80gb"))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("schedule,problem,message", [
+    ("fa1", bwd(), "no real backward kernel for schedule fa1"),
+    ("fa2", bwd(96), "head_dim=96 has no real backward kernel"),
+    ("naive", bwd(96), "head_dim=96 has no real backward kernel"),
+    ("fa2", bwd(causal=True, seqlen_k=1500, causal_align="bottom-right"), "top-left"),
+])
+def test_backward_launcher_refuses_what_no_kernel_runs(schedule, problem, message):
+    with pytest.raises(InputError, match=message):
+        supported(plan(schedule, problem, H100))
