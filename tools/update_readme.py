@@ -99,10 +99,29 @@ def block_measured() -> str:
     return readme_table(ROOT / "reports" / "data")
 
 
+EXPLAIN_ARGS = ["explain", "--schedule", "fa2", "--batch", "2", "--heads", "16", "--seqlen", "8192",
+                "--head-dim", "128", "--measured", "reports/data/h100/measured.csv"]
+
+
+def block_explain() -> str:
+    return "```\n$ iosim " + " ".join(EXPLAIN_ARGS) + "\n" + run(*EXPLAIN_ARGS) + "```"
+
+
+def block_tune() -> str:
+    import pandas as pd
+
+    from iosim.tune import format_verified
+
+    path = ROOT / "reports" / "data" / "h100" / "tune_fa2.csv"
+    if not path.exists():
+        return "(not measured yet: run `python3 benchmarks/tune_fa2.py OUT` on an H100)"
+    return "```\n" + format_verified(pd.read_csv(path)) + "\n```"
+
+
 BLOCKS = {"predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate, "calibrate": block_calibrate,
-          "ncu-bound": block_ncu_bound}
+          "ncu-bound": block_ncu_bound, "explain": block_explain, "tune": block_tune}
 
 
 def render(text: str) -> str:
