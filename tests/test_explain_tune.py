@@ -207,3 +207,16 @@ def test_compare_two_sweeps_says_what_changed(tmp_path):
     naive = df[df.schedule == "naive"]
     assert (naive.time_pred_ms_ratio < 1).all()  # more HBM bandwidth: the HBM-bound one is faster
     assert "naive: predicted ms x" in iosim("compare", str(a), str(b)).stdout
+
+
+def test_committed_tune_verification_timed_only_what_passed_and_wrote_the_measured_pick():
+    from iosim.tune import entries
+
+    df = pd.read_csv(ROOT / "reports/data/h100/tune_fa2.csv")
+    assert df.time_ms.notna().eq(df.status == "ok").all()  # timed if and only if it passed
+    assert (df[df.status == "ok"].max_rel_err <= df[df.status == "ok"].err_bound).all()
+    assert df.groupby(["head_dim", "seqlen_q"]).default.sum().eq(1).all()  # the own tiles tried
+    written = json.loads((ROOT / "reports/data/h100/tune/tiles_h100.json").read_text())["tiles"]
+    picks = entries(pick(df[df.status == "ok"], "time_ms"), "fa2", H100, "fwd", "")
+    assert [{k: e[k] for k in ("head_dim", *knobs.KNOBS)} for e in written] == \
+        [{k: e[k] for k in ("head_dim", *knobs.KNOBS)} for e in picks]
