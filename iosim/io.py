@@ -44,7 +44,7 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
             except (ValueError, TypeError):
                 raise InputError(f"column '{c}' must hold whole numbers "
                                  f"(found e.g. {df[c].iloc[0]!r})") from None
-    if "causal" in df.columns:
+    if "causal" in df.columns and df["causal"].dtype != bool:  # (a read table is bool already)
         df["causal"] = df["causal"].map(_as_bool).astype(bool)
     for c in STR_COLUMNS:
         if c in df.columns:

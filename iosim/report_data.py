@@ -56,7 +56,8 @@ def ordered(values) -> list[str]:
             return (0, float(v), v)
         except ValueError:
             return (1, 0.0, v)
-    return sorted({as_text(v) for v in values}, key=key)
+    uniq = values.unique() if isinstance(values, pd.Series) else set(values)  # a million rows, few values
+    return sorted({as_text(v) for v in uniq}, key=key)
 
 
 def si(v: float, unit: str, digits: int = 3) -> str:
@@ -140,31 +141,45 @@ def set_columns(*frames: pd.DataFrame) -> list[str]:
     return sorted({c for f in frames for c in f.columns if c.startswith("set_")})
 
 
+SPLIT = ["batch", "heads", "kv_heads", "head_dim"]
+
+
 def _family(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"bn": df["batch"] * df["seqlen_q"], "hd": df["heads"] * df["head_dim"],
                          "kv": df["heads"] // df["kv_heads"]}, index=df.index)
 
 
-def fa_families(*frames: pd.DataFrame) -> pd.DataFrame:
-    """The (batch·N, heads·d, heads/kv_heads) the FlashAttention convention holds fixed while
-    batch or heads change with N and d, as `iosim bench` measures: a family of problems that
-    is one series, named by those products."""
-    f = pd.concat([pd.concat([_family(x), x[["seqlen_q", "head_dim"]]], axis=1) for x in frames if len(x)])
-    g = f.groupby(["bn", "hd", "kv", "head_dim"])["seqlen_q"].nunique()  # a line across N
-    return g[g > 1].reset_index()[["bn", "hd", "kv"]].drop_duplicates()
+@dataclass(frozen=True)
+class Shapes:
+    """Which rows of one input file make lines across N: a (batch, heads) split that the file
+    has at several N (a sweep's grid) is its own series; its other rows join a FlashAttention-
+    convention family where one holds batch·N, heads·d (and heads/kv_heads) fixed across several
+    N, as `iosim bench` measures (batch = 16384/N)."""
 
+    grid: pd.DataFrame  # SPLIT values seen at more than one N
+    families: pd.DataFrame  # (bn, hd, kv) seen at more than one N for some d
 
-def shape_labels(df: pd.DataFrame, families: pd.DataFrame) -> pd.Series:
-    """The problem shape a series is drawn for, beside (hw, direction, dtype, causal, d) and N:
-    "B·N=16384 H·d=2048" for a row of an FA-convention family, else "B=4 H=32"."""
-    fam = _family(df)
-    member = fam.merge(families.assign(member=True), on=["bn", "hd", "kv"], how="left")["member"]
-    member = member.fillna(False).to_numpy(bool)
-    kv = np.where(df.kv_heads != df.heads, "/" + df.kv_heads.astype(str) + " kv", "")
-    out = np.where(member, "B·N=" + fam["bn"].astype(str) + " H·d=" + fam["hd"].astype(str),
-                   "B=" + df.batch.astype(str) + " H=" + df.heads.astype(str))
-    nq = np.where(df.seqlen_q != df.seqlen_k, " Nq=" + df.seqlen_q.astype(str), "")
-    return pd.Series(out, index=df.index).astype(str) + kv + nq
+    @classmethod
+    def of(cls, *frames: pd.DataFrame) -> Shapes:
+        f = pd.concat([x[[*SPLIT, "seqlen_q"]] for x in frames if len(x)], ignore_index=True)
+        n = f.groupby(SPLIT)["seqlen_q"].transform("nunique")
+        grid = f.loc[n > 1, SPLIT].drop_duplicates()
+        rest = f[n <= 1]
+        fam = pd.concat([_family(rest), rest[["seqlen_q", "head_dim"]]], axis=1)
+        g = fam.groupby(["bn", "hd", "kv", "head_dim"])["seqlen_q"].nunique()
+        return cls(grid, g[g > 1].reset_index()[["bn", "hd", "kv"]].drop_duplicates())
+
+    def labels(self, df: pd.DataFrame) -> pd.Series:
+        """ "B=4 H=32" for a split of the grid, "B·N=16384 H·d=2048" for a family member."""
+        fam = _family(df).reset_index(drop=True)
+        in_grid = df[SPLIT].reset_index(drop=True).merge(self.grid.assign(g=True), on=SPLIT, how="left")["g"]
+        in_fam = fam.merge(self.families.assign(f=True), on=["bn", "hd", "kv"], how="left")["f"]
+        family = (in_fam.notna() & in_grid.isna()).to_numpy()
+        kv = np.where(df.kv_heads != df.heads, "/" + df.kv_heads.astype(str) + " kv", "")
+        out = np.where(family, "B·N=" + fam["bn"].astype(str).to_numpy() + " H·d=" + fam["hd"].astype(str).to_numpy(),
+                       "B=" + df.batch.astype(str) + " H=" + df.heads.astype(str))
+        nq = np.where(df.seqlen_q != df.seqlen_k, " Nq=" + df.seqlen_q.astype(str), "")
+        return pd.Series(out, index=df.index).astype(str) + kv + nq
 
 
 def variant_labels(df: pd.DataFrame) -> pd.Series:
@@ -188,10 +203,14 @@ def variant_labels(df: pd.DataFrame) -> pd.Series:
 
 
 def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
+    """One input file's rows, normalized, with their GPU, shape (decided within the file: a
+    sweep's grid, a bench's family) and variant."""
     df = normalize(df)
+    names = df["hw"].unique()
     if "profile" not in df.columns:  # the profile that predicted the row (sweeps: its hw)
-        df["profile"] = df["hw"].map(canonical_hw)
-    df["hw"] = df["hw"].map(gpu_key)
+        df["profile"] = df["hw"].map({h: canonical_hw(h) for h in names})
+    df["hw"] = df["hw"].map({h: gpu_key(h) for h in names})
+    df[SHAPE] = Shapes.of(df).labels(df)
     df[VARIANT] = variant_labels(df)
     return df
 
@@ -203,6 +222,7 @@ def _fresh_predictions(measured: pd.DataFrame) -> pd.DataFrame:
     if ours.empty:
         return pd.DataFrame()
     fresh = normalize(repredict(ours))
+    fresh = fresh.merge(ours.drop_duplicates(PROBLEM_COLUMNS)[[*PROBLEM_COLUMNS, SHAPE]], on=PROBLEM_COLUMNS)
     fresh[VARIANT] = STOCK
     return fresh
 
@@ -253,7 +273,7 @@ def prepare_data(pred_frames: Sequence[pd.DataFrame], meas_frames: Sequence[pd.D
                  budget: Budget = Budget()) -> Data:
     """Label, re-predict and thin the input rows (see the module docstring)."""
     meas = (pd.concat([_with_labels(m) for m in meas_frames], ignore_index=True)
-            if meas_frames else pd.DataFrame(columns=[*MEASURED_NEEDS, VARIANT]))
+            if meas_frames else pd.DataFrame(columns=[*MEASURED_NEEDS, SHAPE, VARIANT]))
     meas = meas.drop_duplicates(PROBLEM_COLUMNS, keep="last")  # a resumed bench: newest wins
     # the prediction a bench stored beside its measurement is stale: today's is made below
     meas = meas.drop(columns=[c for c in [*COUNT_COLUMNS, *PREDICTION_COLUMNS, "block_m", "block_n"]
@@ -270,9 +290,6 @@ def prepare_data(pred_frames: Sequence[pd.DataFrame], meas_frames: Sequence[pd.D
         if c not in pred.columns:
             pred[c] = np.nan
     pred = pred.drop_duplicates([*PROBLEM_COLUMNS, VARIANT], keep="first")
-    families = fa_families(pred, meas)
-    pred[SHAPE] = shape_labels(pred, families)
-    meas[SHAPE] = shape_labels(meas, families) if len(meas) else pd.Series(dtype=str)
     data = Data(pred, meas, pred.iloc[:0], total_pred=len(pred), total_meas=len(meas))
     _thin(data, budget)
     return data
