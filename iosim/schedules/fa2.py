@@ -29,7 +29,7 @@ from .flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
 
 # (block_m, block_n, warps, stages) by head_dim bucket: forward as measured fastest for
 # kernels/fa2.cu on H100 (FlashAttention-2's own sm80 choices), backward as FA2 picks them.
-# kernels/fa2.cu measured on H100 (dev/fa2_check_h100.log): d=128 takes 128x32 because FA2's
+# kernels/fa2.cu measured on H100 (reports/data/h100/dev/fa2_check.log): d=128 takes 128x32 because FA2's
 # usual 128x64 spills in this kernel; sm_80 (not measured): the zero-spill tiles that fit A100.
 FWD_TILES = {"sm_90a": {64: (128, 128, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 2)},
              "sm_80": {64: (128, 64, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 1)}}
