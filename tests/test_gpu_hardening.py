@@ -76,3 +76,36 @@ def test_large_problem_is_checked_against_a_chunked_reference(env):
     assert torch.allclose(whole, small, atol=1e-6)
     assert torch.equal(torch.isneginf(lse_whole), torch.isneginf(lse_small))
     assert (whole[:, :, :200] == 0).all()  # rows 0..199 see no key (bottom-right, Nq - Nk = 200)
+
+
+@pytest.mark.parametrize("nk,align", [(3000, "top-left"), (3001, "bottom-right"),
+                                      (2000, "bottom-right")])
+def test_naive_two_pass_softmax(env, nk, align):
+    """The softmax that reads each row of S twice (ROW_IN_SMEM=0: rows longer than a CTA's shared
+    memory) at a small size, through a what-if profile with 4 KiB of shared memory a CTA: what
+    dev/naive_fa1_check.py's `rowx2` case checked, here with both causal alignments and an Nk
+    that is not a multiple of 8 (the element-wise path)."""
+    from iosim.gpu.launch import Launcher
+
+    torch, hw, bench = env
+    p = Problem(batch=1, heads=2, seqlen_q=3000, seqlen_k=nk, head_dim=64, causal=True,
+                causal_align=align)
+    pl = plan("naive", p, hw.with_changes(smem_per_block_optin_bytes=4096))
+    assert pl.kernels[1].defines["ROW_IN_SMEM"] == 0
+    q, k, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse, same, s_max = bench.reference(torch, q, k, v, p)
+    bound = bench.error_bound("naive", p, same, s_max)
+    err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse, bound)
+    assert ok, f"naive two-pass {p}: error {err:.3g} over bound {bound:.3g}"
+
+
+def test_bench_says_what_does_not_fit(env, tmp_path):
+    """naive at N = 65536, 8 heads: S and P need 128 GiB, more than the GPU has: its bench row
+    says so (no OOM traceback), and fa2's row beside it is checked and timed."""
+    from iosim.gpu.bench import run
+
+    torch, hw, bench = env
+    p = Problem(batch=1, heads=8, seqlen_q=65536, head_dim=128)
+    df = run([p], ["naive", "fa2"], False, tmp_path / "b.csv", hw, False, False, progress=False)
+    status = df.set_index("schedule").status
+    assert status.naive.startswith("skipped: its tensors need") and status.fa2 == "ok"

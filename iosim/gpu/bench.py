@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..backing import footprint_bytes
 from ..hardware import HardwareProfile, InputError
 from ..predict import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields, row
 from ..problem import Direction, Problem
@@ -351,6 +352,14 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
             else:
                 pl = plan(s, p, hw, tiles)
                 r.update(row(pl, hw))
+                need, have = footprint_bytes(pl), torch.cuda.get_device_properties(0).total_memory
+                if need > have:  # e.g. naive's S and P at long N: said, not an OOM traceback
+                    r["status"] = (f"skipped: its tensors need {need / 2**30:.1f} GiB, over "
+                                   f"the GPU's {have / 2**30:.1f} GiB")
+                    append(out, r, columns)
+                    del q, k, v, ref
+                    torch.cuda.empty_cache()
+                    continue
                 launcher = Launcher(pl, q, k, v)
                 err, ok = check(torch, launcher, ref, lse_ref, bound)
                 r.update(max_rel_err=err, status="ok" if ok else "failed_check")
