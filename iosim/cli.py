@@ -214,6 +214,8 @@ def sweep_cmd(
     dtype: Annotated[str, typer.Option(help="comma list of fp16,bf16,fp8_e4m3,fp32")] = "bf16",
     causal: Annotated[str, typer.Option(
         metavar="BOOL", help="true|false|yes|no|1|0 or both (alone: true)")] = "false",
+    causal_align: Annotated[str, typer.Option(
+        help="causal diagonal when Nq != Nk: top-left, bottom-right or both")] = "top-left",
     direction: Annotated[str, typer.Option(help="fwd, bwd or both")] = "fwd",
     schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 or 'all'")] = "all",
     hw: Annotated[str, typer.Option(help="comma list of profile names or TOML paths")] = "h100-sxm5-80gb",
@@ -237,7 +239,7 @@ def sweep_cmd(
     check_writable(output)
     grid = {"seqlen_q": seqlen, "seqlen_k": seqlen_k, "head_dim": head_dim, "batch": batch,
             "heads": heads, "kv_heads": kv_heads, "dtype": dtype, "causal": causal,
-            "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or []),
+            "causal_align": causal_align, "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or []),
             "block_m": block_m, "block_n": block_n, "warps": warps, "stages": stages}
     t0 = time.perf_counter()
     res = sweep_result(grid, progress=progress)

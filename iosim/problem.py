@@ -33,6 +33,7 @@ class CausalAlign(str, Enum):
 
 
 MAX_SEQLEN = 2**31 - 1
+MAX_HEAD_DIM = 2**16  # far beyond any model's; keeps every per-row count inside int64 arrays
 
 
 class Problem(BaseModel):
@@ -47,13 +48,13 @@ class Problem(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    batch: int = Field(4, gt=0)
-    heads: int = Field(32, gt=0)
-    kv_heads: int | None = Field(None, gt=0)
+    batch: int = Field(4, gt=0, le=MAX_SEQLEN)
+    heads: int = Field(32, gt=0, le=MAX_SEQLEN)
+    kv_heads: int | None = Field(None, gt=0, le=MAX_SEQLEN)
     # at most 2^31 - 1: every modelled kernel (ours, FlashAttention's) indexes rows with int32
     seqlen_q: int = Field(4096, gt=0, le=MAX_SEQLEN)
     seqlen_k: int | None = Field(None, gt=0, le=MAX_SEQLEN)
-    head_dim: int = Field(128, gt=0)
+    head_dim: int = Field(128, gt=0, le=MAX_HEAD_DIM)  # naive's GEMMs take any; flash: <= 256
     dtype: Dtype = Dtype.bf16
     causal: bool = False
     causal_align: CausalAlign = CausalAlign.top_left

@@ -37,15 +37,16 @@ from . import hardware
 from .hardware import HardwareProfile, InputError
 from .knobs import KNOBS
 from .predict import row
-from .problem import Direction, Dtype, Problem
+from .problem import CausalAlign, Direction, Dtype, Problem
 from .schedules import SCHEDULES, Tiles, plan
 
 INT_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim")
 ALIASES = {"seqlen": "seqlen_q", "schedules": "schedule", "kv-heads": "kv_heads",
-           "seqlen-k": "seqlen_k", "head-dim": "head_dim"}
+           "seqlen-k": "seqlen_k", "head-dim": "head_dim", "causal-align": "causal_align"}
 DEFAULTS: dict[str, list] = {"batch": [4], "heads": [32], "kv_heads": [None], "seqlen_q": [4096],
                              "seqlen_k": [None], "head_dim": [128], "dtype": [Dtype.bf16],
-                             "causal": [False], "direction": [Direction.fwd],
+                             "causal": [False], "causal_align": [CausalAlign.top_left],
+                             "direction": [Direction.fwd],
                              "schedule": list(SCHEDULES), "hw": ["h100-sxm5-80gb"],
                              **{k: [None] for k in KNOBS}}
 PARALLEL_POINTS = 2000  # sweeps this large run in one process per CPU
@@ -200,7 +201,7 @@ class SweepResult:
                 lines.append(f"  median predicted TFLOP/s on {label}: "
                              + ", ".join(f"{s} {v:.0f}" for s, v in med.items()))
             best = df.loc[df.groupby(["hw", "direction", "batch", "heads", "kv_heads", "seqlen_q",
-                                      "seqlen_k", "head_dim", "dtype", "causal"]
+                                      "seqlen_k", "head_dim", "dtype", "causal", "causal_align"]
                                      + self.whatif,
                                      dropna=False).time_pred_ms.idxmin(), "schedule"]
             lines.append("  fastest: " + ", ".join(f"{s} {n}" for s, n in best.value_counts().items()))
@@ -237,6 +238,11 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
             g[key] = [Dtype(x) for x in vals]
         elif key == "causal":
             g[key] = parse_bool(v) if isinstance(v, str) else [bool(x) for x in _as_list(v, bool, key)]
+        elif key == "causal_align":
+            aligns = [a.value for a in CausalAlign]
+            vals = parse_choice(v, [*aligns, "both"], "causal-align", both=aligns) \
+                if isinstance(v, str) else list(v)
+            g[key] = [CausalAlign(x) for x in vals]
         elif key == "direction":
             vals = parse_choice(v, ["fwd", "bwd", "both"], key, both=["fwd", "bwd"]) \
                 if isinstance(v, str) else list(v)
@@ -252,7 +258,8 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
             if not g[key] or any(isinstance(s, str) and not s for s in g[key]):
                 raise InputError("--hw: empty value (allowed: profile names or paths, comma-separated)")
         else:
-            allowed = [*INT_FIELDS, "seqlen", "dtype", "causal", "direction", "schedule", "hw", "set",
+            allowed = [*INT_FIELDS, "seqlen", "dtype", "causal", "causal_align", "direction",
+                       "schedule", "hw", "set",
                        *KNOBS]
             raise InputError(f"unknown sweep field '{key}' (allowed: {', '.join(allowed)})")
         if not g[key]:
@@ -299,20 +306,24 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
     (default: the CPUs when the sweep is large enough to gain from them)."""
     g, sets = normalize_grid(grid)
     size = math.prod(len(g[k]) for k in ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k",
-                                         "head_dim", "dtype", "causal", "direction", "schedule",
-                                         "hw")) * math.prod(len(v) for v in sets.values())
+                                         "head_dim", "dtype", "causal", "causal_align",
+                                         "direction", "schedule", "hw")) \
+        * math.prod(len(v) for v in sets.values())
     if size > MAX_POINTS:
         raise InputError(f"the grid has {size:,} points (allowed: at most {MAX_POINTS:,} in one sweep)")
     hws = profiles(g["hw"], sets)
     problems = []
     skipped: Counter = Counter()
     n_sched = len(g["schedule"])
-    for b, h, kvh, nq, nk, d, dt, c, di in itertools.product(
+    for b, h, kvh, nq, nk, d, dt, c, ca, di in itertools.product(
             g["batch"], g["heads"], g["kv_heads"], g["seqlen_q"], g["seqlen_k"], g["head_dim"],
-            g["dtype"], g["causal"], g["direction"]):
+            g["dtype"], g["causal"], g["causal_align"], g["direction"]):
+        if ca is not CausalAlign.top_left and (not c or nq == (nk or nq)):
+            continue  # the alignment changes nothing: one row, not two equal ones
         try:
             problems.append(Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk,
-                                    head_dim=d, dtype=dt, causal=c, direction=di))
+                                    head_dim=d, dtype=dt, causal=c, causal_align=ca,
+                                    direction=di))
         except ValidationError as e:
             err = e.errors()[0]
             msg = err["msg"].removeprefix("Value error, ")

@@ -157,6 +157,16 @@ def test_causal_align_changes_only_unequal_lengths():
     assert br.naive == tl.naive  # naive's GEMMs compute the full products either way
 
 
+def test_sweep_takes_both_alignments_where_they_differ(tmp_path):
+    code, _, err = cli("sweep", "--seqlen", "1024", "--seqlen-k", "1024,4096", "--causal", "both",
+                       "--causal-align", "both", "--schedule", "fa2", "-o", tmp_path / "s.csv")
+    df = pd.read_csv(tmp_path / "s.csv")
+    assert code == 0, err
+    # bottom-right only where it differs from top-left: causal, Nq != Nk
+    br = df[df.causal_align == "bottom-right"]
+    assert len(br) == 1 and br.causal.all() and (br.seqlen_k == 4096).all() and len(df) == 5
+
+
 # ------------------------------------------------------------------ CLI conventions
 def test_help_and_version():
     code, out, _ = cli("-h")
