@@ -135,6 +135,12 @@ def _hover_columns(df: pd.DataFrame, kind: str) -> list[list]:
     if "util_pct" in df.columns:  # how busy the bound unit is: low means latency, not that unit
         util = pd.to_numeric(df["util_pct"], errors="coerce")
         bound = bound + np.where(util.notna(), " at " + util.round().astype("Int64").astype(str) + "%", "")
+    if "fits" in df.columns:  # a prediction whose tensors exceed the GPU's HBM says so
+        fits = df["fits"].map(lambda v: str(v).strip().lower() not in ("false", "0", "no"))
+        bound = bound + np.where(fits, "", "; cannot run: its tensors do not fit in HBM")
+    if "backing" in df.columns:  # no kernel, ours or published: the model's numbers alone
+        bound = bound + np.where(df["backing"].astype(str) == "hypothetical",
+                                 "; hypothetical: no kernel runs it", "")
     bh = "B=" + df["batch"].astype(str) + " H=" + df["heads"].astype(str)
     return [list(r) for r in zip(df[N].astype(str), bh, bound, _sig(time), _sig(tf), strict=True)]
 

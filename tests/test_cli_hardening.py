@@ -134,6 +134,17 @@ def test_fits_column_from_hbm_capacity(tmp_path):
     assert r.hbm_footprint_bytes == 4 * 32 * (4 * 131072 * 128 + 2 * 131072**2) * 2
 
 
+def test_report_marks_what_cannot_run_and_what_is_hypothetical(tmp_path):
+    code, _, err = cli("sweep", "--seqlen", "4096,131072", "--dtype", "bf16,fp8_e4m3",
+                       "--schedule", "naive,fa2", "-o", tmp_path / "s.csv")
+    assert code == 0, err
+    code, _, err = cli("report", tmp_path / "s.csv", "-o", tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    assert code == 0, err
+    assert "cannot run: its tensors do not fit in HBM" in page
+    assert "hypothetical: no kernel runs it" in page
+
+
 def test_backing_says_real_published_or_hypothetical():
     code, out, _ = cli("predict", "--dtype", "fp8_e4m3", "--format", "csv")
     df = pd.read_csv(io.StringIO(out)).set_index("schedule").backing
