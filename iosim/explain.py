@@ -128,7 +128,7 @@ def what_ifs(pl: Plan, hw: HardwareProfile, views: list[dict], base_ms: float,
 
 def explain(schedule: str, p: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
             measured: list[Path] | None = None) -> dict:
-    pl = plan(schedule, p, hw, tiles)
+    pl = plan(schedule, p, hw, tiles, check=True)
     dram = memory.estimate(pl, hw)
     kts = timing.predict(pl, hw, dram)
     views = [kernel_view(k, kt, d, pl, hw) for k, kt, d in zip(pl.kernels, kts, dram)]

@@ -78,7 +78,7 @@ def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None =
     rows, skipped = [], {}
     for s in names:  # a schedule that cannot be planned is said why, the others still predicted
         try:
-            rows.append(row(plan(s, problem, hw, tiles), hw))
+            rows.append(row(plan(s, problem, hw, tiles, check=True), hw))
         except InputError as e:
             skipped[s] = str(e).removeprefix(f"{s}: ")
     if not rows:

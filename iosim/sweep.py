@@ -292,7 +292,7 @@ def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
                 skipped[f"fa3 on {hw.name} ({hw.arch}: no wgmma)"] += 1
                 continue
             try:
-                r = row(plan(s, p, hw, t), hw)
+                r = row(plan(s, p, hw, t, check=True), hw)
             except InputError as e:
                 skipped[f"{s}: " + str(e).split(" (allowed")[0].removeprefix(f"{s}: ")] += 1
             else:

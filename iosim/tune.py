@@ -82,7 +82,7 @@ def rank(schedule: str, problems: list[Problem], hw: HardwareProfile,
     for p in problems:
         for t in space(schedule, fixed):
             try:
-                plans.append((p, t, plan(schedule, p, hw, t)))
+                plans.append((p, t, plan(schedule, p, hw, t, check=True)))
             except InputError as e:
                 refused[config_name(t)] = str(e)
     if not plans:
@@ -193,7 +193,7 @@ def verify(df: pd.DataFrame, hw: HardwareProfile, top: int, seed: int | None = N
             t = Tiles(**{x: int(r[x]) for x in KNOBS})
             m = {"seed": seed + n, "err_bound": bound}
             try:
-                launcher = Launcher(plan(r.schedule, p, hw, t), q, k, v)
+                launcher = Launcher(plan(r.schedule, p, hw, t, check=True), q, k, v)
                 err, ok = check(torch, launcher, ref, lse_ref, bound)
                 m.update(max_rel_err=err, status="ok" if ok else "failed_check")
                 if ok:

@@ -51,9 +51,9 @@ def test_a_configuration_that_cannot_run_is_one_line_and_exit_2(args, says):
 
 def test_fa1_has_no_pipeline_and_fa3_warps_follow_block_m():
     with pytest.raises(InputError, match="allowed: --stages 1"):
-        plan("fa1", P, H100, Tiles(stages=2))
+        plan("fa1", P, H100, Tiles(stages=2), check=True)
     with pytest.raises(InputError, match="allowed: --warps 8"):
-        plan("fa3", P, H100, Tiles(warps=4))
+        plan("fa3", P, H100, Tiles(warps=4), check=True)
     assert plan("fa3", P, H100, Tiles(block_m=192)).main.defines["NUM_WARPS"] == 12
 
 

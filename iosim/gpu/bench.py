@@ -307,7 +307,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
                          "(allowed with them: --direction fwd)")
     for p in problems:  # refuse unsupported shapes before measuring anything
         for s in schedules:
-            supported(plan(s, p, hw, tiles))
+            supported(plan(s, p, hw, tiles, check=True))
     if out.exists() and out.stat().st_size and not resume:
         raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
     timer = Timer(torch, hw.l2_bytes)
@@ -350,7 +350,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
             if s in PEERS:
                 r.update(_peer(torch, timer, q, k, v, p, s, ref, bound))
             else:
-                pl = plan(s, p, hw, tiles)
+                pl = plan(s, p, hw, tiles, check=True)
                 r.update(row(pl, hw))
                 need, have = footprint_bytes(pl), torch.cuda.get_device_properties(0).total_memory
                 if need > have:  # e.g. naive's S and P at long N: said, not an OOM traceback

@@ -13,17 +13,21 @@ from .base import Tiles
 SCHEDULES = {"naive": naive.plan, "fa1": fa1.plan, "fa2": fa2.plan, "fa3": fa3.plan}
 
 
-def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles()) -> Plan:
-    """The schedule's Plan with the tiles asked for (iosim.knobs: checked against the kernel and
-    the GPU), else the tuned file's (IOSIM_TILES), else the schedule's own."""
+def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
+         check: bool = False) -> Plan:
+    """The schedule's Plan with the tiles asked for, else the tuned file's (IOSIM_TILES), else
+    the schedule's own. The model takes any tiling (the executor's tests use 8-row tiles);
+    `check`: refuse, in one line, tiles the real kernel or the GPU cannot run (iosim.knobs),
+    as the commands that take knobs do."""
     if name not in SCHEDULES:
         raise InputError(f"unknown schedule '{name}' (allowed: {', '.join(SCHEDULES)})")
     from .. import knobs
 
-    knobs.check_values(tiles)
+    if check:
+        knobs.check_values(tiles)
     tiles, source = knobs.resolve(name, problem, hw, tiles)
     pl = SCHEDULES[name](problem, hw, tiles)
-    if tiles != Tiles():
+    if check and tiles != Tiles():
         knobs.check(pl, tiles, hw)
     if source is not None:
         pl = replace(pl, notes=f"{pl.notes}; tiles from {source}")
