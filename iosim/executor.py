@@ -56,9 +56,12 @@ class Meter:
         """Shared-memory traffic in the input dtype (operand reads, staging)."""
         self.sm[self.kernel] += sum(t.size for t in tiles) * self.e
 
-    def mma(self, a: np.ndarray, b: np.ndarray, a_smem: bool, b_smem: bool) -> np.ndarray:
+    def mma(self, a: np.ndarray, b: np.ndarray, a_smem: bool, b_smem: bool,
+            b_readers: int = 1) -> np.ndarray:
+        """a @ b; operands from shared memory are counted, b once per reader (the warps that
+        split a's rows each read all of b)."""
         self.work[self.kernel][0] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
-        self.smem(*([a] if a_smem else []), *([b] if b_smem else []))
+        self.smem(*([a] if a_smem else []), *([b] * b_readers if b_smem else []))
         return a @ b
 
     def exp(self, x: np.ndarray) -> np.ndarray:
@@ -274,6 +277,8 @@ def fa2_fwd(p: Problem, plan: Plan, q, k, v):
     kp = plan.kernels[0]
     bm = BlockMap.of(p, kp.block_m, kp.block_n)
     nq, d = p.seqlen_q, p.head_dim
+    # every warp (fa3: every consumer warpgroup) reads all of K_j and V_j from shared memory
+    readers = max(1, kp.defines["NUM_WARPS"] // (4 if plan.schedule == "fa3" else 1))
     O, LSE = np.empty((p.batch, p.heads, nq, d)), np.empty((p.batch, p.heads, nq))
     cols = _spans(p.seqlen_k, kp.block_n)
     with m.launch(kp.name):
@@ -288,7 +293,7 @@ def fa2_fwd(p: Problem, plan: Plan, q, k, v):
                             continue
                         Kj = m.load("K", k[b, h // g, c0:c0 + c])
                         Vj = m.load("V", v[b, h // g, c0:c0 + c])
-                        S = m.mma(Qi, Kj.T, True, True)
+                        S = m.mma(Qi, Kj.T, True, True, readers)
                         if bm.diag[i, j]:
                             S[_mask(p, r0, r, c0, c)] = -np.inf
                             m.alu(S.size)
@@ -300,7 +305,7 @@ def fa2_fwd(p: Problem, plan: Plan, q, k, v):
                         m.alu(3 * S.size + 6 * r)
                         acc = alpha[:, None] * acc
                         m.alu(acc.size)
-                        acc = acc + m.mma(P, Vj, False, True)
+                        acc = acc + m.mma(P, Vj, False, True, readers)
                         mi = mnew
                     with np.errstate(divide="ignore"):  # ℓ = 0: a row that sees no key
                         inv = np.where(li > 0, 1.0 / li, 0.0)

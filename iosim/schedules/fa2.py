@@ -56,6 +56,7 @@ class FlashStyle:
     regs: int
     source: str | None
     smem_pad: int = 0  # forward: bytes the kernel adds to align its tiles (fa3: 1024)
+    warps_per_reader: int = 1  # warps that share one read of K_j/V_j from smem (wgmma: 4)
     bwd_source: str | None = None  # kernels/<bwd_source>: the backward's three kernels
 
     def tiles(self, p: Problem, hw: HardwareProfile, t: Tiles, bwd: bool) -> Tiles:
@@ -64,6 +65,11 @@ class FlashStyle:
         bm, bn, w, st = bucket(table, p.head_dim)
         return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
                      stages=t.stages or st)
+
+    def readers(self, warps: int) -> int:
+        """Reads of each K_j/V_j tile from shared memory per trip (kernels/fa2.cu: every warp
+        ldmatrix-reads all of them; fa3.cu: every consumer warpgroup's wgmma)."""
+        return max(1, warps // self.warps_per_reader)
 
     def fwd_smem(self, p: Problem, t: Tiles) -> int:
         """Q tile + `stages` K/V tile pairs, input dtype, rows padded as the kernel lays them out."""
@@ -99,7 +105,8 @@ class FlashStyle:
                            STAGES=t.stages, **mask_defines(p),
                            **{f"{self.name.upper()}_FWD": 1})
             ks.append(KernelPlan(f"{self.name}_fwd", (tm, p.heads, p.batch), threads, smem,
-                                 self.regs, t.block_m, t.block_n, **fa2_fwd(p, bm).launch(bh),
+                                 self.regs, t.block_m, t.block_n,
+                                 **fa2_fwd(p, bm, self.readers(t.warps)).launch(bh),
                                  # query blocks launch last-first: under causal
                                  # masking the longest CTAs start first
                                  trips=bm.row_tiles()[::-1], masked=bm.row_diag()[::-1],

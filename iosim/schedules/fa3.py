@@ -34,7 +34,7 @@ SMEM_ALIGN_PAD = 1024  # the kernel aligns its swizzled tiles to 1024 bytes
 
 FA3 = FlashStyle("fa3", {"sm_90a": FWD_TILES}, {"sm_90a": BWD_TILES}, overlap="warpspecialized",
                  threads_extra=PRODUCER_THREADS, regs=240, source="fa3.cu",
-                 smem_pad=SMEM_ALIGN_PAD)
+                 smem_pad=SMEM_ALIGN_PAD, warps_per_reader=4)
 FA3_FP8 = replace(FA3, fwd_tiles={"sm_90a": FWD_TILES_FP8})
 
 

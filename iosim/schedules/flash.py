@@ -69,16 +69,18 @@ def fa1_init(p: Problem) -> Traffic:
                            "M": p.seqlen_q * F32})
 
 
-def fa2_fwd(p: Problem, bm: BlockMap) -> Counts:
-    """Q outer (one CTA per query block), K/V inner; one rescale at the end; LSE stored."""
+def fa2_fwd(p: Problem, bm: BlockMap, readers: int = 1) -> Counts:
+    """Q outer (one CTA per query block), K/V inner; one rescale at the end; LSE stored.
+    `readers`: how many times each K_j and V_j tile is read from shared memory, once by each
+    warp that splits the query rows (mma.sync: every warp; wgmma: every consumer warpgroup)."""
     d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
     sr, sc, rc = bm.sum_r(), bm.sum_c(), bm.sum_rc()
     t = Traffic(
         reads={"Q": nq * d * e, "K": sc * d * e, "V": sc * d * e},
         writes={"O": nq * d * e, "LSE": nq * F32},
-        # smem: Q stored once and read (ldmatrix) by every S = QKᵀ; K_j and V_j stored per
-        # tile and read once each by the MMAs.
-        sram=nq * d * e + sr * d * e + 4 * sc * d * e,
+        # smem: Q stored once and read (ldmatrix) by every S = QKᵀ, each warp its own rows;
+        # K_j and V_j stored per tile and read whole by each of the `readers`.
+        sram=nq * d * e + sr * d * e + (2 + 2 * readers) * sc * d * e,
     )
     # at the end: log ℓ per row; O = acc/ℓ per element, 1/ℓ and LSE (2) per row.
     once = Work(exp_ops=nq, alu_flops=nq * (d + 3))
