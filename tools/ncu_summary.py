@@ -32,9 +32,10 @@ BUSY = {"tensor": ["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_acti
         "l2": ["lts__throughput.avg.pct_of_peak_sustained_elapsed"],
         "sfu": ["sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"],
         "alu": ["sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
-                "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active"]}
-# (the model's `sram` counts shared-memory bytes only; the sections profiled give the LSU
-# pipe's wavefronts, global and shared together, so shared memory is not compared here)
+                "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active"],
+        # the LSU data pipe that ldmatrix and shared loads/stores go through (its wavefronts
+        # also count global accesses: an upper bound on shared memory's busy share)
+        "sram": ["l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed"]}
 
 
 def summary(path: str) -> pd.DataFrame:
