@@ -13,7 +13,8 @@
 //   S,P (B,H,Nq,Nk), all contiguous; head h reads K/V head h / (H/KVH) (GQA); 64-bit offsets.
 //
 // Compile-time parameters (all from the Plan, as -D defines; one entry per compile):
-//   NAIVE_QK / NAIVE_SOFTMAX / NAIVE_PV   which entry to build
+//   NAIVE_QK / NAIVE_SOFTMAX / NAIVE_PV   which entry to build (backward: NAIVE_BWD_DV, _DP,
+//                                         _SOFTMAX, _DQ, _DK; see "backward GEMMs" below)
 //   ELEM_BF16=1 or ELEM_FP16=1            dtype (common.cuh)
 //   HEAD_DIM, IS_CAUSAL,                  every entry (the GEMMs ignore the mask: they compute
 //   CAUSAL_BOTTOM_RIGHT                   the full products; only the softmax masks). HEAD_DIM:
