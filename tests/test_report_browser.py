@@ -163,6 +163,7 @@ def test_sweep_with_measurements_opens_on_the_measured_data(mixed_page, tmp_path
             assert "measured" in p["kinds"], f"no measured series shown: {p['title']}"
     tflops = next(p for p in out["plots"] if p["title"].startswith("Throughput"))
     assert {"fa2 predicted · B=4 H=32", "fa2 measured · B·N=16384 H·d=2048"} <= set(tflops["names"])
+    assert len(tflops["names"]) == len(set(tflops["names"]))  # every legend entry names one series
     # menus: only what varies; the roofline follows the hardware menu; every option keeps the
     # roofline, IO, time and TFLOP/s charts drawn (no measured data on the A100: no accuracy points)
     assert set(out["menus"]) == {"hw", "causal", "head_dim", "seqlen_k"}
