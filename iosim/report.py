@@ -128,7 +128,8 @@ def _sig(values, digits: int = 4) -> list:
 
 
 def _hover_columns(df: pd.DataFrame, kind: str) -> list[list]:
-    """customdata per point: [N, "B=.. H=..", bound, time ms, TFLOP/s]; N first, for the N menu."""
+    """customdata per point: [N, "B=.. H=..", bound, time ms, TFLOP/s, and for a measured point
+    the predicted time]; N first, for the N menu."""
     time = numbers(df, "time_ms" if kind == "measured" else "time_pred_ms")
     tf = numbers(df, "tflops" if kind == "measured" else "tflops_pred")
     bound = df["bound"].fillna("–").astype(str) if "bound" in df.columns else pd.Series("–", index=df.index)
@@ -142,7 +143,10 @@ def _hover_columns(df: pd.DataFrame, kind: str) -> list[list]:
         bound = bound + np.where(df["backing"].astype(str) == "hypothetical",
                                  "; hypothetical: no kernel runs it", "")
     bh = "B=" + df["batch"].astype(str) + " H=" + df["heads"].astype(str)
-    return [list(r) for r in zip(df[N].astype(str), bh, bound, _sig(time), _sig(tf), strict=True)]
+    cols = [df[N].astype(str), bh, bound, _sig(time), _sig(tf)]
+    if kind == "measured":
+        cols.append([v if v is not None else "none" for v in _sig(numbers(df, "time_pred_ms"))])
+    return [list(r) for r in zip(*cols, strict=True)]
 
 
 def _series(fig: Figure, df: pd.DataFrame, chosen: dict[str, str], *, x: str, y: str, kind: str,
@@ -180,7 +184,8 @@ def _series(fig: Figure, df: pd.DataFrame, chosen: dict[str, str], *, x: str, y:
                 line={"dash": dash or ("dash" if kind == "predicted" else "solid"), "width": 1.5, "color": c},
                 customdata=[cd[i] for i in idx],
                 hovertemplate=(head + "<br>N=%{customdata[0]} %{customdata[1]}<br>" + extra
-                               + f"{kind} %{{customdata[3]}} ms, %{{customdata[4]}} TFLOP/s<br>"
+                               + f"{kind} %{{customdata[3]}} ms, %{{customdata[4]}} TFLOP/s"
+                               + (" (model: %{customdata[5]} ms)" if kind == "measured" else "") + "<br>"
                                "model's bound: %{customdata[2]}<extra></extra>"),
                 meta={"dims": meta, "kind": kind, "schedule": sched})
 
