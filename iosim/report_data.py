@@ -397,7 +397,8 @@ def default_choice(data: Data, options: dict[str, list[str]]) -> dict[str, str]:
         return chosen
     score = data.pred.groupby(dims).size().rename("rows").to_frame()
     if len(data.meas):
-        score = score.join(data.meas.groupby(dims).size().rename("measured"), how="outer")
+        ok = data.meas[data.meas["status"] == "ok"]  # a failed check has nothing to draw
+        score = score.join(ok.groupby(dims).size().rename("measured"), how="outer")
     score["measured"] = score.get("measured", pd.Series(0, index=score.index)).fillna(0)
     score = score.fillna(0).assign(any=lambda t: t["measured"] > 0, all=lambda t: t["measured"] + t["rows"])
     score = score.sort_values(["any", "all"], ascending=False, kind="stable")
