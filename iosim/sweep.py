@@ -267,15 +267,23 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
     return g, sets
 
 
-def profiles(hw_values: list, sets: dict[str, list]) -> list[tuple[HardwareProfile, dict]]:
-    """Every profile x every what-if combination, with the swept values."""
+def profiles(hw_values: list, sets: dict[str, list],
+             skipped: Counter | None = None) -> list[tuple[HardwareProfile, dict]]:
+    """Every profile x every what-if combination, with the swept values. A combination that
+    describes no GPU (e.g. more shared memory a CTA than an SM has) is left out, its reason
+    counted in `skipped` (raised when there is no `skipped`)."""
     out = []
     base = [h if isinstance(h, HardwareProfile) else hardware.load(h) for h in hw_values]
     keys = list(sets)
     for h in base:
         for combo in itertools.product(*(sets[k] for k in keys)):
             changes = dict(zip(keys, combo))
-            out.append((h.with_changes(**changes) if changes else h, changes))
+            try:
+                out.append((h.with_changes(**changes) if changes else h, changes))
+            except InputError as e:
+                if skipped is None:
+                    raise
+                skipped["what-if profile: " + str(e).split("Value error, ")[-1]] += 1
     return out
 
 
@@ -311,9 +319,12 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
         * math.prod(len(v) for v in sets.values())
     if size > MAX_POINTS:
         raise InputError(f"the grid has {size:,} points (allowed: at most {MAX_POINTS:,} in one sweep)")
-    hws = profiles(g["hw"], sets)
-    problems = []
     skipped: Counter = Counter()
+    bad_hw: Counter = Counter()  # what-if combinations that describe no GPU
+    hws = profiles(g["hw"], sets, bad_hw)
+    if not hws:
+        raise InputError("no hardware profile of the grid is valid: " + "; ".join(bad_hw))
+    problems = []
     n_sched = len(g["schedule"])
     for b, h, kvh, nq, nk, d, dt, c, ca, di in itertools.product(
             g["batch"], g["heads"], g["kv_heads"], g["seqlen_q"], g["seqlen_k"], g["head_dim"],
@@ -331,6 +342,8 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
             skipped[f"invalid problem: {': '.join([*loc, msg])}"] += n_sched * len(hws)
     knob_sets = [Tiles(**dict(zip(KNOBS, c))) for c in itertools.product(*(g[k] for k in KNOBS))]
     todo = [(hw, ch, s, t) for s in g["schedule"] for t in knob_sets for hw, ch in hws]
+    for why, n in bad_hw.items():  # every problem, schedule and knob set on that profile
+        skipped[why] += n * len(problems) * len(g["schedule"]) * len(knob_sets)
     points = len(problems) * len(todo) + sum(skipped.values())
     if not problems:  # every point invalid (e.g. --seqlen 0, or --kv-heads 3 with 32 heads)
         return SweepResult(pd.DataFrame(), points, skipped, [f"set_{k}" for k in sets])

@@ -80,7 +80,10 @@ def test_what_if_fields_become_columns():
                                 "smem_per_block_optin_bytes=232448,465920",
                                 "efficiency.hbm=0.5,0.9"]})
     df = res.rows
-    assert len(df) == 2 * 2 * 2 * 2
+    # 2 schedules x 2 efficiencies x the 3 SRAM pairs that describe a GPU: a CTA cannot opt in to
+    # 465920 B on an SM of 233472 B, and that pair is skipped with the reason
+    assert len(df) == 2 * 2 * 3 and res.points == 16
+    assert any("smem_per_block_optin_bytes = 465920 is over" in why for why in res.skipped)
     # each swept field is a `set_<field>` column, the name `iosim report` and `accuracy.baseline` read
     assert res.whatif == ["set_smem_per_sm_bytes", "set_smem_per_block_optin_bytes", "set_efficiency.hbm"]
     assert set(res.whatif) <= set(df.columns)
