@@ -544,8 +544,8 @@ def command():
                 p.display_type_rich = lambda ctx: None
             elif getattr(p, "is_flag", False) or getattr(p, "count", False):
                 p.display_type_rich = lambda ctx: None
-            else:
-                desc = p.type_descriptor
+            elif (desc := getattr(p, "type_descriptor", None)) is not None:
+                # (typer releases without type_descriptor keep their own labels)
                 choices = [getattr(c, "value", c) for c in desc.choices or ()] \
                     if desc.is_choice else []
                 label = p.metavar or "|".join(map(str, choices)) or p.name.upper()
