@@ -30,7 +30,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,7 @@ from . import memory, timing
 from .hardware import HardwareProfile, InputError
 from .io import MEASURED_NEEDS, read_rows
 from .problem import Problem
-from .schedules import SCHEDULES, plan
+from .schedules import SCHEDULES, Tiles, plan
 
 # (field, lower, upper): the bounds keep every parameter physical.
 PARAMS = {
@@ -128,13 +128,31 @@ class Point:
     wgmma: bool
 
 
+def measured_plan(r, hw: HardwareProfile):
+    """The Plan a measured row ran: its problem, and where the row names them (rows of
+    `iosim tune --verify` or a bench with tile options: warps given) its tiles and the
+    registers nvcc gave the kernel; else the schedule's own tiles."""
+    p = Problem(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
+                seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=bool(r.causal),
+                direction=r.direction)
+    warps = getattr(r, "warps", None)
+    if warps is None or pd.isna(warps):
+        return plan(r.schedule, p, hw)
+    t = Tiles(block_m=int(r.block_m), block_n=int(r.block_n), warps=int(warps),
+              stages=int(r.stages) if not pd.isna(getattr(r, "stages", float("nan"))) else None)
+    pl = plan(r.schedule, p, hw, t)
+    regs = getattr(r, "registers", None)
+    if regs is not None and not pd.isna(regs):
+        main = pl.main
+        pl = replace(pl, kernels=tuple(replace(k, regs_per_thread=int(regs)) if k is main else k
+                                       for k in pl.kernels))
+    return pl
+
+
 def points(rows: pd.DataFrame, hw: HardwareProfile) -> list[Point]:
     out = []
     for r in rows.itertuples(index=False):
-        p = Problem(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
-                    seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=bool(r.causal),
-                    direction=r.direction)
-        pl = plan(r.schedule, p, hw)
+        pl = measured_plan(r, hw)
         out.append(Point(pl, memory.estimate(pl, hw), float(r.time_ms), r.schedule,
                          any(k.overlap == "warpspecialized" for k in pl.kernels)))
     return out

@@ -176,3 +176,16 @@ def test_validate_max_mape_and_json():
     doc = json.loads(r.stdout)
     assert {r["schedule"] for r in doc["time"]} == {"naive", "fa1", "fa2"}
     assert all(np.isfinite(r["roof_mape_pct"]) for r in doc["time"])
+
+
+def test_rows_with_tiles_are_planned_with_those_tiles(base):
+    """A tune row says which tiles and registers ran: calibrate plans that, not the default."""
+    tune = rows(H100 / "tune_fa2.csv")
+    tune = tune[tune.status == "ok"]
+    pts = points(tune, base)
+    for r, pt in zip(tune.itertuples(), pts):
+        k = pt.plan.main
+        assert (k.block_m, k.block_n, k.defines["NUM_WARPS"], k.stages) == \
+            (r.block_m, r.block_n, r.warps, r.stages)
+        assert k.regs_per_thread == r.registers
+    assert len({(p.plan.main.block_n, p.plan.main.defines["NUM_WARPS"]) for p in pts}) > 3
