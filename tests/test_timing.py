@@ -115,7 +115,9 @@ def test_causal_never_slower_than_its_twin(p, hw_name, s):
     except InputError:
         return
     c, n = row(pc, hw)["time_pred_ms"], row(pn, hw)["time_pred_ms"]
-    assert c <= n * (1 + 1e-12) + mask_on_busiest_sm(pc, hw) * 1e3
+    # 1%: shared-memory traffic a CTA does once (its resident K/V tiles in the backward) is
+    # spread over its trips, so a causal CTA's fewer trips each carry a little more of it
+    assert c <= n * 1.01 + mask_on_busiest_sm(pc, hw) * 1e3
     main = pn.main
     if p.seqlen_q >= 1024 and s != "naive" and main.ctas > 2 * ctas_per_sm(main, hw) * hw.sm_count:
         # several waves of CTAs: skipped blocks shorten the busiest SM's queue, strictly faster
