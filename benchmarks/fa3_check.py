@@ -1,6 +1,6 @@
 """Check kernels/fa3.cu on a Hopper GPU and say where it is wrong (dev script, device machine).
 
-    PYTHONUNBUFFERED=1 python3 dev/fa3_check.py [--sass]
+    PYTHONUNBUFFERED=1 python3 benchmarks/fa3_check.py [--sass]
 
 For each problem (small and edge shapes: ragged N, Nq != Nk, GQA, causal both ways, d = 64 /
 128 / 256, bf16 and fp16): fresh random inputs, O and LSE NaN-poisoned, the Plan's kernel run

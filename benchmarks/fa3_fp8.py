@@ -1,6 +1,6 @@
 """FP8 (e4m3) forward of kernels/fa3.cu on a Hopper GPU: check, then time (dev script, device machine).
 
-    PYTHONUNBUFFERED=1 python3 dev/fa3_fp8.py [--out FILE.csv]
+    PYTHONUNBUFFERED=1 python3 benchmarks/fa3_fp8.py [--out FILE.csv]
 
 Inputs: bf16 randn Q, K, V (iosim bench's `inputs`), quantised per tensor: s_x = amax|x| / 448,
 x8 = e4m3(x / s_x). V goes to the kernel K-major, as 8-bit wgmma needs: Vt = V^T, (B, KVH, d, Nk16)
