@@ -58,7 +58,7 @@ def run(name: str, rel: str, old: str, new: str) -> dict:
             return {"mutation": name, "status": f"not applied: pattern found {text.count(old)} times"}
         f.write_text(text.replace(old, new))
         t = time.time()
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                             "--hypothesis-seed=0", *TESTS], cwd=dst, capture_output=True, text=True,
                            env={"PYTHONPATH": str(dst), "PATH": "/usr/bin:/bin"})
         failed = [ln.split(" - ")[0].split(" ")[1] + ": " + ln.split(" - ", 1)[-1][:120]

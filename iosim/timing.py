@@ -232,6 +232,20 @@ class Trip:
         return pnorm([port + warp, level, thr], sync_overlap)
 
 
+def list_schedule(dc: np.ndarray, reps: int, slots: int) -> float:
+    """Latest finish of CTAs with durations `dc` (one period, launched `reps` times over) on
+    `slots` slots, in launch order, each on the first slot to free: CTA c starts at once
+    while slots are free (c < slots); after that, when a slot frees: by then the slots have
+    run what was launched before c, less what the CTAs still running have left, on average
+    one residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound without it
+    is pessimistic by up to one CTA). The latest finish is in the last period."""
+    residual = float((dc * dc).sum() / (2 * dc.sum()))
+    before = np.cumsum(dc) - dc + (reps - 1) * float(dc.sum())
+    index = (reps - 1) * len(dc) + np.arange(len(dc))
+    start = np.where(index < slots, 0.0, np.maximum(0.0, before / slots - residual))
+    return float((start + dc).max())
+
+
 def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> KernelTime:
     """Predicted time of one kernel (see the module docstring)."""
     r = Rates.of(k, hw, p)
@@ -304,16 +318,7 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
         d_sum = fixed * period + total_trips / reps * trip + total_masked / reps * extra
         fixed_c, trip_c, extra_c = durations(conc, memory=False)
         dc = fixed_c + one * trip_c + masked * extra_c
-        # List scheduling, in launch order: CTA c starts at once while slots are free
-        # (c < slots); after that, when a slot frees: by then the slots have run what was
-        # launched before c, less what the CTAs still running have left, on average one
-        # residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound without
-        # it is pessimistic by up to one CTA). The latest finish is in the last period.
-        residual = float((dc * dc).sum() / (2 * dc.sum()))
-        before = np.cumsum(dc) - dc + (reps - 1) * float(dc.sum())
-        index = (reps - 1) * period + np.arange(period)
-        start = np.where(index < slots, 0.0, np.maximum(0.0, before / slots - residual))
-        sched = max(float((start + dc).max()), reps * d_sum / slots)
+        sched = max(list_schedule(dc, reps, slots), reps * d_sum / slots)
 
     limits = fluid(k, dram, r, sms, hw)
     ideal = max(limits.values())

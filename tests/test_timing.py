@@ -179,3 +179,37 @@ def test_flash_beats_naive_at_long_sequences(causal):
     t = {s: row(plan(s, p, hw), hw)["time_pred_ms"] for s in SCHEDS}
     assert t["fa3"] < t["fa2"] < t["naive"]
     assert t["fa2"] < t["fa1"]
+
+
+def greedy_makespan(dc, reps: int, slots: int) -> float:
+    """Exact list scheduling: CTAs in launch order, each on the slot that frees first."""
+    import heapq
+
+    free = [0.0] * slots
+    for d in list(dc) * reps:
+        heapq.heappush(free, heapq.heappop(free) + d)
+    return max(free)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_list_schedule_tracks_the_block_scheduler(causal):
+    """The closed-form list schedule (with the fluid bound, as kernel_time takes it) against an
+    exact greedy one, on causal (shrinking, longest first) and equal grids of several waves:
+    always within Graham's bounds, and close on average (the residual-life correction halves
+    the Graham start's error: 3-5% mean, under 19% worst, against 6-8% and 44%)."""
+    import numpy as np
+
+    errs = []
+    for tiles in range(2, 41, 3):
+        for reps in (1, 2, 3, 5, 8, 12):
+            for slots in (8, 33, 132):
+                if reps * tiles < 2 * slots:
+                    continue
+                dc = np.arange(tiles, 0, -1, dtype=float) if causal else np.full(tiles, 3.0)
+                fluid = reps * dc.sum() / slots
+                model = max(timing.list_schedule(dc, reps, slots), fluid)
+                exact = greedy_makespan(dc, reps, slots)
+                assert max(fluid, dc.max()) - 1e-9 <= model <= fluid + dc.max() + 1e-9
+                errs.append(abs(model - exact) / exact)
+    assert len(errs) > 100
+    assert np.mean(errs) <= 0.055 and max(errs) <= 0.2, (np.mean(errs), max(errs))
