@@ -274,7 +274,13 @@ def prepare_data(pred_frames: Sequence[pd.DataFrame], meas_frames: Sequence[pd.D
     """Label, re-predict and thin the input rows (see the module docstring)."""
     meas = (pd.concat([_with_labels(m) for m in meas_frames], ignore_index=True)
             if meas_frames else pd.DataFrame(columns=[*MEASURED_NEEDS, SHAPE, VARIANT]))
-    meas = meas.drop_duplicates(PROBLEM_COLUMNS, keep="last")  # a resumed bench: newest wins
+    # a problem measured again (a resumed bench, another file): the newest row wins, drawn on the
+    # family line where any file has it on one
+    family = meas[meas[SHAPE].str.startswith("B·N=")].drop_duplicates(PROBLEM_COLUMNS, keep="last")
+    meas = meas.drop_duplicates(PROBLEM_COLUMNS, keep="last")
+    if len(family):
+        on = meas[PROBLEM_COLUMNS].merge(family[[*PROBLEM_COLUMNS, SHAPE]], on=PROBLEM_COLUMNS, how="left")
+        meas[SHAPE] = on[SHAPE].fillna(pd.Series(meas[SHAPE].to_numpy())).to_numpy()
     # the prediction a bench stored beside its measurement is stale: today's is made below
     meas = meas.drop(columns=[c for c in [*COUNT_COLUMNS, *PREDICTION_COLUMNS, "block_m", "block_n"]
                               if c in meas.columns])
