@@ -102,39 +102,31 @@ def reference_grads(torch, q, k, v, do, p: Problem,
     dS = P∘(dO·Vᵀ − D); dQ = scale·dS·K, dK = scale·dSᵀ·Q, dV = Pᵀ·dO summed over the query
     heads of each K/V head. A block of (heads, query rows) at a time."""
     o, lse, s_max = bench.reference_chunks(torch, q, k, v, p, chunk_bytes)
-    b, h, nq, nk, g = p.batch, p.heads, p.seqlen_q, p.seqlen_k, p.group
+    b, h, nq, nk = p.batch, p.heads, p.seqlen_q, p.seqlen_k
     f32 = torch.float32
     dq = torch.zeros(b, h, nq, p.head_dim, dtype=f32, device=q.device)
     dk = torch.zeros(b, p.kv_heads, nk, p.head_dim, dtype=f32, device=q.device)
     dv = torch.zeros_like(dk)
     dsum = (do.float() * o).sum(-1)  # D, (b, h, nq)
     del o
-    per_row = nk * 4 * 4  # S/P, dP, dS and the mask, float32
-    rows = max(1, min(nq, chunk_bytes // per_row))
-    heads = max(1, min(h, chunk_bytes // (per_row * rows)))
     cols = torch.arange(nk, device=q.device)
-    for bi in range(b):
-        for h0 in range(0, h, heads):
-            hs = slice(h0, min(h, h0 + heads))
-            kvh = torch.arange(hs.start, hs.stop, device=q.device) // g
-            kf, vf = k[bi, kvh].float(), v[bi, kvh].float()
-            for r0 in range(0, nq, rows):
-                rs = slice(r0, min(nq, r0 + rows))
-                qf, dof = q[bi, hs, rs].float(), do[bi, hs, rs].float()
-                lr = lse[bi, hs, rs]
-                s = torch.matmul(qf, kf.transpose(-1, -2)) * p.scale - lr[..., None]
-                seen = torch.isfinite(lr)[..., None]  # a row that sees no key has P = 0
-                if p.causal:
-                    idx = torch.arange(rs.start, rs.stop, device=q.device) + p.causal_offset
-                    seen = seen & (cols[None, :] <= idx[:, None])
-                pr = torch.where(seen, torch.exp(torch.where(seen, s, 0)), 0)
-                del s
-                dv[bi].index_add_(0, kvh, torch.matmul(pr.transpose(-1, -2), dof))
-                ds = pr * (torch.matmul(dof, vf.transpose(-1, -2)) - dsum[bi, hs, rs][..., None])
-                del pr
-                dq[bi, hs, rs] = torch.matmul(ds, kf) * p.scale
-                dk[bi].index_add_(0, kvh, torch.matmul(ds.transpose(-1, -2), qf) * p.scale)
-                del ds
+    # per row: S/P, dP, dS and the mask, float32
+    for bi, hs, kvh, kf, vf, rs in bench.blocks(torch, k, v, p, nk * 4 * 4, chunk_bytes):
+        qf, dof = q[bi, hs, rs].float(), do[bi, hs, rs].float()
+        lr = lse[bi, hs, rs]
+        s = torch.matmul(qf, kf.transpose(-1, -2)) * p.scale - lr[..., None]
+        seen = torch.isfinite(lr)[..., None]  # a row that sees no key has P = 0
+        if p.causal:
+            idx = torch.arange(rs.start, rs.stop, device=q.device) + p.causal_offset
+            seen = seen & (cols[None, :] <= idx[:, None])
+        pr = torch.where(seen, torch.exp(torch.where(seen, s, 0)), 0)
+        del s
+        dv[bi].index_add_(0, kvh, torch.matmul(pr.transpose(-1, -2), dof))
+        ds = pr * (torch.matmul(dof, vf.transpose(-1, -2)) - dsum[bi, hs, rs][..., None])
+        del pr
+        dq[bi, hs, rs] = torch.matmul(ds, kf) * p.scale
+        dk[bi].index_add_(0, kvh, torch.matmul(ds.transpose(-1, -2), qf) * p.scale)
+        del ds
     return {"dQ": dq, "dK": dk, "dV": dv}, s_max
 
 

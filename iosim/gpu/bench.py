@@ -157,41 +157,49 @@ def rel_err(torch, out, ref, skip_rows: int = 0) -> float:
 REF_CHUNK_BYTES = 1 << 30  # float32 scores a chunk of the reference holds at once
 
 
+def blocks(torch, k, v, p: Problem, per_row: int, chunk_bytes: int = REF_CHUNK_BYTES):
+    """(batch index, head slice, their K/V head indices, float32 K and V of those heads, row
+    slice): the (heads, query rows) blocks of a reference, each holding at most `chunk_bytes`
+    of `per_row`-byte rows, so that no N x N matrix is ever whole."""
+    h, nq = p.heads, p.seqlen_q
+    rows = max(1, min(nq, chunk_bytes // per_row))
+    heads = max(1, min(h, chunk_bytes // (per_row * rows)))
+    for bi in range(p.batch):
+        for h0 in range(0, h, heads):
+            hs = slice(h0, min(h, h0 + heads))
+            kvh = torch.arange(hs.start, hs.stop, device=k.device) // p.group
+            kf, vf = k[bi, kvh].float(), v[bi, kvh].float()
+            for r0 in range(0, nq, rows):
+                yield bi, hs, kvh, kf, vf, slice(r0, min(nq, r0 + rows))
+
+
 def reference_chunks(torch, q, k, v, p: Problem, chunk_bytes: int = REF_CHUNK_BYTES):
     """float32 O and natural-log LSE, and max |S| over the visible scores, computed a block of
     (heads, query rows) at a time so that no N x N matrix is ever whole: any problem whose
     inputs fit can be checked. A row that sees no key has O = 0 and LSE = -inf."""
-    b, h, nq, nk, g = p.batch, p.heads, p.seqlen_q, p.seqlen_k, p.group
-    per_row = nk * 4 * 3  # S, exp(S) and the mask, float32
-    rows = max(1, min(nq, chunk_bytes // per_row))
-    heads = max(1, min(h, chunk_bytes // (per_row * rows)))
+    b, h, nq, nk = p.batch, p.heads, p.seqlen_q, p.seqlen_k
     o = torch.empty(b, h, nq, p.head_dim, dtype=torch.float32, device=q.device)
     lse = torch.empty(b, h, nq, dtype=torch.float32, device=q.device)
     s_max = 0.0
     cols = torch.arange(nk, device=q.device)
-    for bi in range(b):
-        for h0 in range(0, h, heads):
-            hs = slice(h0, min(h, h0 + heads))
-            kvh = torch.arange(hs.start, hs.stop, device=q.device) // g
-            kf, vf = k[bi, kvh].float(), v[bi, kvh].float()
-            for r0 in range(0, nq, rows):
-                rs = slice(r0, min(nq, r0 + rows))
-                s = torch.matmul(q[bi, hs, rs].float(), kf.transpose(-1, -2)) * p.scale
-                if p.causal:
-                    seen = cols[None, :] <= (torch.arange(rs.start, rs.stop, device=q.device)
-                                             + p.causal_offset)[:, None]
-                    s = s.masked_fill(~seen, float("-inf"))
-                    s_max = max(s_max, s.masked_fill(~seen, 0).abs().max().item())
-                else:
-                    s_max = max(s_max, s.abs().max().item())
-                mx = s.amax(-1, keepdim=True)
-                mx = torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx))
-                e = torch.exp(s - mx)
-                del s
-                tot = e.sum(-1, keepdim=True)
-                o[bi, hs, rs] = torch.matmul(e, vf) / torch.where(tot > 0, tot, torch.ones_like(tot))
-                lse[bi, hs, rs] = (mx + torch.log(tot))[..., 0]
-                del e
+    # per row: S, exp(S) and the mask, float32
+    for bi, hs, _, kf, vf, rs in blocks(torch, k, v, p, nk * 4 * 3, chunk_bytes):
+        s = torch.matmul(q[bi, hs, rs].float(), kf.transpose(-1, -2)) * p.scale
+        if p.causal:
+            seen = cols[None, :] <= (torch.arange(rs.start, rs.stop, device=q.device)
+                                     + p.causal_offset)[:, None]
+            s = s.masked_fill(~seen, float("-inf"))
+            s_max = max(s_max, s.masked_fill(~seen, 0).abs().max().item())
+        else:
+            s_max = max(s_max, s.abs().max().item())
+        mx = s.amax(-1, keepdim=True)
+        mx = torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx))
+        e = torch.exp(s - mx)
+        del s
+        tot = e.sum(-1, keepdim=True)
+        o[bi, hs, rs] = torch.matmul(e, vf) / torch.where(tot > 0, tot, torch.ones_like(tot))
+        lse[bi, hs, rs] = (mx + torch.log(tot))[..., 0]
+        del e
     return o, lse, s_max
 
 
