@@ -17,6 +17,8 @@ from . import reference
 from .plan import Plan
 from .problem import Direction, Problem
 from .schedules.base import F32, F32_TENSORS, BlockMap, blocks
+from .schedules.fa2 import bwd_readers
+from .schedules.flash import Readers
 from .traffic import Traffic, Work
 
 
@@ -57,11 +59,11 @@ class Meter:
         self.sm[self.kernel] += sum(t.size for t in tiles) * self.e
 
     def mma(self, a: np.ndarray, b: np.ndarray, a_smem: bool, b_smem: bool,
-            b_readers: int = 1) -> np.ndarray:
-        """a @ b; operands from shared memory are counted, b once per reader (the warps that
-        split a's rows each read all of b)."""
+            b_readers: int = 1, a_readers: int = 1) -> np.ndarray:
+        """a @ b; operands from shared memory are counted once per reader (the warps that
+        split a's rows each read all of b, those that split b's columns all of a)."""
         self.work[self.kernel][0] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
-        self.smem(*([a] if a_smem else []), *([b] * b_readers if b_smem else []))
+        self.smem(*([a] * a_readers if a_smem else []), *([b] * b_readers if b_smem else []))
         return a @ b
 
     def exp(self, x: np.ndarray) -> np.ndarray:
@@ -333,6 +335,8 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
     Mst, Lst = lse, np.ones_like(lse)
     out = {t: np.empty((p.batch, p.heads, n, d)) for t, n in (("dQ", nq), ("dK" + x, nk),
                                                               ("dV" + x, nk))}
+    rd = bwd_readers(main.block_m, main.block_n, d, main.defines["NUM_WARPS"]) \
+        if main.source == "fa2_bwd.cu" else Readers()
     first = f"{name}_bwd_init" if fa1 else f"{name}_bwd_pre"
     with m.launch(first):
         for b in range(p.batch):
@@ -370,7 +374,7 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                         else:
                             lsei = m.load("LSE", lse[rs], smem=False)
                             Di = m.load("D", Dst[rs], smem=False)
-                        S = m.mma(Qi, Kj.T, True, True)
+                        S = m.mma(Qi, Kj.T, True, True, rd.kv_s, rd.qdo_s)
                         if bm.diag[i, j]:
                             S[_mask(p, r0, r, c0, c)] = -np.inf
                             m.alu(S.size)
@@ -383,17 +387,17 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                             m.alu(2 * S.size)
                         # staged in shared memory for the transposed product (FA2/FA3: and
                         # read back for dS, which uses the P that dV used)
-                        m.smem(*[P] * (2 if fa1 else 3))
-                        dV += m.mma(P.T, dOi, False, True)
-                        dP = m.mma(dOi, Vj.T, True, True)
+                        m.smem(*[P] * (1 if fa1 else 2))
+                        dV += m.mma(P.T, dOi, True, True, rd.qdo_kv, rd.pds_kv)
+                        dP = m.mma(dOi, Vj.T, True, True, rd.kv_s, rd.qdo_s)
                         if fa1:
                             Di = (dOi * Oi).sum(1)
                             m.alu(2 * Oi.size)
                         dS = P * (dP - Di[:, None])
                         m.alu(2 * S.size)
-                        m.smem(dS, dS, dS)  # stored, then read by the dK and dQ products
-                        dK += m.mma(dS.T, Qi, False, True)
-                        dq = m.mma(dS, Kj, False, True)
+                        m.smem(dS)  # stored, then read by the dK and dQ products
+                        dK += m.mma(dS.T, Qi, True, True, rd.qdo_kv, rd.pds_kv)
+                        dq = m.mma(dS, Kj, True, True, rd.k_dq, rd.ds_dq)
                         if fa1:
                             dq = s * dq
                             m.alu(dq.size)

@@ -44,6 +44,14 @@ Cycle-approximate (`predict`), per kernel of a Plan:
      (ncu: DRAM 75% busy where the max() assumed it saturated);
    - "async" (FA2, GEMMs): the next tile loads while this one computes: max(mem, warp
      chain); with one pipeline stage, "none";
+   - "lockstep" (FA2's backward, kernels/fa2_bwd.cu): loads are asynchronous, but CTA-wide
+     barriers split every trip into dependent phases (Sᵀ and dPᵀ; then dV, dK, dQ), and one
+     CTA fills the SM: the warps cannot drift into different phases, so the tensor pipe,
+     the shared-memory pipe (ncu: 62-68% busy, tensor 35-42%, reports/data/h100/
+     ncu_mechanism_bwd.csv) and the warp chain overlap no better than synchronous phases:
+     the chain, the bandwidth share and the throughput combine as the `sync_overlap`-norm.
+     Measured that way, not fitted on it: the fit (`iosim calibrate`) sees forward rows only;
+     with the max() of "async" the backward came out ~30% fast;
    - "warpspecialized" (FA3): a producer warpgroup loads, wgmma runs asynchronously, the
      consumer warpgroups take turns at the tensor cores (ping-pong), so one's softmax hides
      under the others' GEMMs: a warpgroup's chain is its share of the MMAs at the pipe's
@@ -229,6 +237,8 @@ class Trip:
         warp = self.warp_mma + self.warp_other
         if policy == "async" and stages > 1:
             return max(port, warp, level, thr)
+        if policy == "lockstep":  # barriers inside the trip: the warps' phases cannot drift
+            return pnorm([warp, level, thr], sync_overlap)
         return pnorm([port + warp, level, thr], sync_overlap)
 
 

@@ -25,7 +25,7 @@ from .base import (
     pow2_at_least,
     uniform,
 )
-from .flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
+from .flash import Readers, dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
 
 # (block_m, block_n, warps, stages) by head_dim bucket: forward as measured fastest for
 # kernels/fa2.cu on H100 (FlashAttention-2's own sm80 choices), backward as FA2 picks them.
@@ -44,6 +44,19 @@ def bucket(table: dict[int, tuple], d: int) -> tuple:
     return next(v for k, v in sorted(table.items()) if d <= k)
 
 
+def bwd_readers(block_m: int, block_n: int, d: int, warps: int) -> Readers:
+    """kernels/fa2_bwd.cu's warp grids (its constexprs W1K ... NT3P, 32-row warp tiles): the
+    warps along one side of a product each read the whole of the other side's operand; dQ
+    runs in passes of at most 32 columns of d, each re-reading its dS fragments."""
+    w1k = max(1, min(warps, block_n // 32))  # (tiles below 32 rows: not the kernel's, model only)
+    w3q = max(1, min(warps, block_m // 32))
+    w3d = max(1, warps // w3q)
+    nt3 = max(1, d // w3d // 8)
+    return Readers(qdo_s=w1k, kv_s=max(1, warps // w1k), qdo_kv=w1k,
+                   pds_kv=max(1, warps // w1k),
+                   k_dq=w3q, ds_dq=w3d * (nt3 // min(nt3, 4)))
+
+
 @dataclass(frozen=True)
 class FlashStyle:
     """What distinguishes FA2 from FA3 in the shared Q-outer / K/V-outer loop nests."""
@@ -58,6 +71,7 @@ class FlashStyle:
     smem_pad: int = 0  # forward: bytes the kernel adds to align its tiles (fa3: 1024)
     warps_per_reader: int = 1  # warps that share one read of K_j/V_j from smem (wgmma: 4)
     bwd_source: str | None = None  # kernels/<bwd_source>: the backward's three kernels
+    bwd_overlap: str | None = None  # the backward main kernel's timing policy (else `overlap`)
 
     def tiles(self, p: Problem, hw: HardwareProfile, t: Tiles, bwd: bool) -> Tiles:
         table = self.bwd_tiles if bwd else self.fwd_tiles
@@ -81,6 +95,13 @@ class FlashStyle:
         >= d and >= 64, so that its swizzled rows hold 8, 16 or 32 16-byte chunks and one pass
         of the CTA's threads covers whole rows; the padding is never loaded). Others: d."""
         return pow2_at_least(p.head_dim, 64) if self.source == "fa2.cu" else p.head_dim
+
+    def bwd_readers(self, p: Problem, t: Tiles) -> Readers:
+        """Shared-memory reads of the backward's GEMM operands (kernels/fa2_bwd.cu's warp
+        grids; a schedule without a backward kernel: each operand once)."""
+        if self.bwd_source != "fa2_bwd.cu":
+            return Readers()
+        return bwd_readers(t.block_m, t.block_n, p.head_dim, t.warps)
 
     def bwd_smem(self, p: Problem, t: Tiles) -> int:
         """K, V (per key block) + a `stages`-deep ring of Q, dO (input dtype) and LSE, D
@@ -123,13 +144,13 @@ class FlashStyle:
                                  defines={**aux, f"{self.name.upper()}_BWD_PRE": 1}))
             ks.append(KernelPlan(f"{self.name}_bwd", (tn, p.heads, p.batch), threads, smem,
                                  self.regs, t.block_m, t.block_n,
-                                 **flash_bwd(p, bm, fa1=False).launch(bh),
+                                 **flash_bwd(p, bm, fa1=False, rd=self.bwd_readers(p, t)).launch(bh),
                                  trips=bm.col_tiles(), masked=bm.col_diag(), stages=t.stages,
                                  # Q and its rows: the next key block's CTA; K/V (GQA):
                                  # the same key block of the next query head
                                  reuse={"K": tn, "V": tn,
                                         **{n: 1 for n in ("Q", "dO", "LSE", "D", "dQacc")}},
-                                 overlap=self.overlap, source=src,
+                                 overlap=self.bwd_overlap or self.overlap, source=src,
                                  defines=dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m,
                                               BLOCK_N=t.block_n, NUM_WARPS=t.warps,
                                               STAGES=t.stages, **mask_defines(p),
@@ -146,7 +167,8 @@ class FlashStyle:
 
 
 FA2 = FlashStyle("fa2", FWD_TILES, BWD_TILES, overlap="async",
-                 threads_extra=0, regs=255, source="fa2.cu", bwd_source="fa2_bwd.cu")
+                 threads_extra=0, regs=255, source="fa2.cu", bwd_source="fa2_bwd.cu",
+                 bwd_overlap="lockstep")
 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:

@@ -95,13 +95,27 @@ def fa2_fwd(p: Problem, bm: BlockMap, readers: int = 1) -> Counts:
     return Counts(t, w, once, mask)
 
 
-def flash_bwd(p: Problem, bm: BlockMap, fa1: bool) -> Counts:
+class Readers(NamedTuple):
+    """How many times a backward kernel reads each GEMM operand tile from shared memory per
+    (query block, key block) step: once per warp that needs it (warps that split a product's
+    rows each read all of its other operand). 1 each: every operand read once."""
+
+    qdo_s: int = 1  # Q_i, dO_i by S = Q Kᵀ and dP = dO Vᵀ
+    kv_s: int = 1  # K_j, V_j by S and dP
+    qdo_kv: int = 1  # dO_i, Q_i by dV = Pᵀ dO and dK = dSᵀ Q
+    pds_kv: int = 1  # Pᵀ, dSᵀ by dV and dK
+    k_dq: int = 1  # K_j by dQ = dS K
+    ds_dq: int = 1  # dS by dQ
+
+
+def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> Counts:
     """K/V outer (FA2/FA3: one CTA per key block; FA1: Algorithm 4, one CTA per head),
     Q inner; S and P recomputed; dQ accumulated in fp32 in HBM (read-modify-write per step).
 
     FA1 reads O_i, ℓ_i, m_i each step and forms D_i = rowsum(dO_i∘O_i) there; FA2/FA3 read
     LSE_i and the D_i that a preprocessing kernel wrote. dK, dV go to per-query-head buffers
-    (`*_expanded`) when kv_heads < heads and a reduction kernel sums them.
+    (`*_expanded`) when kv_heads < heads and a reduction kernel sums them. `rd`: the kernel's
+    shared-memory reads of each GEMM operand.
     """
     d, e = p.head_dim, p.elem_bytes
     kv, sr, sc, rc = kv_rows_loaded(bm), bm.sum_r(), bm.sum_c(), bm.sum_rc()
@@ -113,10 +127,13 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool) -> Counts:
                "dQacc": sr * d * F32, **stats},
         writes={"dQacc": sr * d * F32, "dK" + x: p.seqlen_k * d * e,
                 "dV" + x: p.seqlen_k * d * e},
-        # smem per key block: K, V stored; per pair: Q, dO stored; Q read by S and dK, dO by
-        # dV and dP (6·r·d); K by S, dP→V, dQ (3·c·d); P stored and read by dV (FA2/FA3: and
-        # read back for dS, kernels/fa2_bwd.cu), dS stored and read by dK and dQ.
-        sram=2 * kv * d * e + 6 * sr * d * e + 3 * sc * d * e + (5 if fa1 else 6) * rc * e,
+        # smem per key block: K, V stored; per step: Q, dO stored, each read by two products
+        # (Q by S and dK, dO by dP and dV); K read by S and dQ, V by dP; P stored and read by
+        # dV (FA2/FA3: and read back for dS, kernels/fa2_bwd.cu), dS stored and read by dK
+        # and dQ; every operand read as many times as `rd` says.
+        sram=2 * kv * d * e + (2 + 2 * rd.qdo_s + 2 * rd.qdo_kv) * sr * d * e
+        + (2 * rd.kv_s + rd.k_dq) * sc * d * e
+        + ((1 if fa1 else 2) + 1 + 2 * rd.pds_kv + rd.ds_dq) * rc * e,
     )
     # per pair: S, dV, dP, dK, dQ products; P = exp(S·scale − stat) (FA1 also ·1/ℓ);
     # dS = P∘(dP − D) (2); dQ add (FA1 also scales dQ there, and forms D: 2·r·d).
