@@ -56,6 +56,10 @@ Cycle-approximate (`predict`), per kernel of a Plan:
      consumer warpgroups take turns at the tensor cores (ping-pong), so one's softmax hides
      under the others' GEMMs: a warpgroup's chain is its share of the MMAs at the pipe's
      rate plus its warps' other instructions; the pipe's throughput term covers all of them.
+     That hiding is imperfect: the SM's softmax work (its MUFU and FP32 terms, added: one
+     dependent chain in each warp) and its wgmma work combine as the `sync_overlap`-norm.
+     With their max() fa3 came out 22% fast, worst at d = 64 (49%), where the exponentials
+     nearly match the MMAs (4·d FLOPs an element against 16 MUFU lanes a clock).
 4. Waves. CTA durations (prologue + trips x trip time + epilogue) in launch order are placed
    on the slots greedily, as the hardware's block scheduler does. Equal CTAs that all fit at
    once: one CTA's duration. Otherwise the slower of: the waves of the SM-side durations (the units and
@@ -231,9 +235,13 @@ class Trip:
         The trip is the largest of its own chain, its bandwidth share and the SM's throughput
         when the CTAs' phases overlap perfectly (asynchronous loads); with synchronous loads
         they do not, and the three combine as a `sync_overlap`-norm (1: they add up)."""
-        thr = n * max(self.tensor, self.sfu, self.alu, self.sram, self.issue, port)
         if policy == "warpspecialized":  # a warpgroup: its share of the MMAs, then its softmax
+            # the softmax (MUFU and FP32 work, one dependent chain in each warp) and the
+            # asynchronous wgmma overlap no better than synchronous phases
+            soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)
+            thr = n * max(soft, self.sram, self.issue, port)
             return max(port, self.tensor / self.groups + self.warp_other, level, thr)
+        thr = n * max(self.tensor, self.sfu, self.alu, self.sram, self.issue, port)
         warp = self.warp_mma + self.warp_other
         if policy == "async" and stages > 1:
             return max(port, warp, level, thr)

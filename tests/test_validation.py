@@ -57,14 +57,14 @@ def test_readme_generated_blocks_are_current():
 def test_backward_and_fa3_held_to_their_measurements():
     """The backward model against the real backward kernels, and fa3's forward against the
     real fa3 kernel (reports/data/h100/measured_bwd.csv, measured_fa3.csv; neither was fitted):
-    both backward kernels are predicted as well as the forwards. FA2's backward holds only
-    with its shared-memory reads counted per warp (the kernel's warp grids) and its
-    barrier-phased trips ("lockstep"); fa3 carries a known gap (the closing notes and README
-    say what binds it), held here so that it cannot widen: a fifth too fast (d = 64 worst)."""
+    both are predicted about as well as the fitted forwards. FA2's backward holds only with
+    its shared-memory reads counted per warp (the kernel's warp grids) and its barrier-phased
+    trips ("lockstep"), fa3 only with its softmax and wgmma overlapping imperfectly (each was
+    ~25% fast without)."""
     cal = hardware.load("h100")
     times, _ = validate([DATA / "h100" / "measured_bwd.csv", DATA / "h100" / "measured_fa3.csv"], cal)
     t = times.set_index(["schedule", "direction"]).mape_pct
     assert t[("naive", "bwd")] <= 8, times.to_string()
     assert t[("fa2", "bwd")] <= 8, times.to_string()
-    assert t[("fa3", "fwd")] <= 25, times.to_string()
+    assert t[("fa3", "fwd")] <= 12, times.to_string()
     assert t[("fa2", "fwd")] <= 10, times.to_string()
