@@ -35,7 +35,7 @@ MUTATIONS = [
      "hw.registers_per_sm // (min(k.regs_per_thread, hw.max_registers_per_thread)",
      "hw.registers_per_sm // (1"),
     ("throughput term n = 1", "iosim/timing.py",
-     "thr = n * max(", "thr = 1 * max("),
+     "thr = n * max(self.tensor,", "thr = 1 * max(self.tensor,"),
     ("fa2 ALU count per tile x2 (closed form)", "iosim/schedules/flash.py",
      "alu_flops=3 * rc + mask + sr * (6 + d),", "alu_flops=6 * rc + mask + sr * (6 + d),"),
     ("warp chain ignored (perfect overlap)", "iosim/timing.py",
@@ -44,6 +44,13 @@ MUTATIONS = [
      "q = hw.pipeline.sync_overlap", 'q = float("inf")'),
     ("SM load path unbounded", "iosim/timing.py",
      "port=hw.pipeline.sm_load_bytes_per_clk * hw.clock_hz,", "port=1e30,"),
+    ("fa2 backward's barrier-phased trips overlap perfectly", "iosim/timing.py",
+     "return pnorm([warp, level, thr], sync_overlap)", "return max(warp, level, thr)"),
+    ("fa2 backward reads each operand once (no warp grids)", "iosim/schedules/fa2.py",
+     "return bwd_readers(t.block_m, t.block_n, p.head_dim, t.warps)", "return Readers()"),
+    ("fa3 softmax hides under wgmma perfectly", "iosim/timing.py",
+     "soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)",
+     "soft = max(self.tensor, self.sfu, self.alu)"),
 ]
 
 
