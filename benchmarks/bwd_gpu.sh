@@ -26,7 +26,7 @@ if [ -z "$SKIP_SANITIZER" ]; then
   done | tee "$out/racecheck_bwd.log"
 fi
 left=$(( ${LIMIT:-585} - ($(date +%s) - start) ))
-# the grid of `iosim bench --direction bwd --schedule naive,fa2 --seqlen 512..16384
+# the grid of `iosim bench --direction bwd --schedule naive,fa1,fa2 --seqlen 512..16384
 # --head-dim 64,128,256 --causal both --dtype bf16 --peers torch --resume` (benchmarks/bwd_bench.py)
 timeout "$left" python3 benchmarks/bwd_bench.py "$out/measured_bwd.csv" 2>&1 | tr '\r' '\n' | tail -4
 echo "elapsed $(( $(date +%s) - start )) s"

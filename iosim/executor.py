@@ -336,7 +336,7 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
     out = {t: np.empty((p.batch, p.heads, n, d)) for t, n in (("dQ", nq), ("dK" + x, nk),
                                                               ("dV" + x, nk))}
     rd = bwd_readers(main.block_m, main.block_n, d, main.defines["NUM_WARPS"]) \
-        if main.source == "fa2_bwd.cu" else Readers()
+        if main.source in ("fa2_bwd.cu", "fa1.cu") else Readers()
     first = f"{name}_bwd_init" if fa1 else f"{name}_bwd_pre"
     with m.launch(first):
         for b in range(p.batch):
@@ -385,27 +385,29 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                         else:  # LSE = -inf: a row that sees no key, P = 0
                             P = m.exp(s * S - np.where(lsei > -np.inf, lsei, 0.0)[:, None])
                             m.alu(2 * S.size)
-                        # staged in shared memory for the transposed product (FA2/FA3: and
-                        # read back for dS, which uses the P that dV used)
-                        m.smem(*[P] * (1 if fa1 else 2))
+                        # staged in shared memory for the transposed product and read back
+                        # for dS, which uses the P that dV used
+                        m.smem(P, P)
                         dV += m.mma(P.T, dOi, True, True, rd.qdo_kv, rd.pds_kv)
                         dP = m.mma(dOi, Vj.T, True, True, rd.kv_s, rd.qdo_s)
-                        if fa1:
+                        if fa1:  # O_i from registers, dO_i read again from shared memory
+                            m.smem(dOi)
                             Di = (dOi * Oi).sum(1)
-                            m.alu(2 * Oi.size)
+                            m.alu(2 * Oi.size + r)  # and scale·D_i per row
                         dS = P * (dP - Di[:, None])
                         m.alu(2 * S.size)
+                        if fa1:  # stored scaled (the FMA dP·scale − scale·D_i): dK, dQ unscaled
+                            dS = s * dS
                         m.smem(dS)  # stored, then read by the dK and dQ products
                         dK += m.mma(dS.T, Qi, True, True, rd.qdo_kv, rd.pds_kv)
                         dq = m.mma(dS, Kj, True, True, rd.k_dq, rd.ds_dq)
-                        if fa1:
-                            dq = s * dq
-                            m.alu(dq.size)
                         acc = m.load("dQacc", dQacc[rs], smem=False) + dq
                         m.alu(dq.size)
                         m.store("dQacc", dQacc, rs, acc)
-                    m.alu(dK.size)
-                    m.store("dK" + x, out["dK" + x], cs, s * dK)
+                    if not fa1:
+                        dK = s * dK
+                        m.alu(dK.size)
+                    m.store("dK" + x, out["dK" + x], cs, dK)
                     m.store("dV" + x, out["dV" + x], cs, dV)
     with m.launch(f"{name}_bwd_convert"):
         for b in range(p.batch):

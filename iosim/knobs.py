@@ -64,6 +64,18 @@ def kernel_rules(pl: Plan) -> list[tuple[bool, str]]:
                 (rstep > 0 and bm % max(rstep, 1) == 0 and bn % max(rstep, 1) == 0,
                  f"--block-m and --block-n multiples of the {rstep} rows one pass copies"),
                 (st >= 1, "--stages >= 1")]
+    if k.source == "fa1.cu" and "FA1_BWD" in d:  # kernels/fa1.cu's fa1_bwd static_asserts
+        dp = d["HEAD_DIM_PAD"]
+        w1k = min(w, max(1, bn // 32))
+        w1q, w3q = w // w1k, min(w, max(1, bm // 32))
+        return [(bm % 64 == 0 and 32 * w >= 2 * bm, "--block-m a multiple of 64, at most "
+                 "--warps x 16"),
+                (w % w1k == 0 and bn % (16 * w1k) == 0 and bm % (8 * w1q) == 0
+                 and bm % (4 * w) == 0,
+                 "--warps splitting --block-n by 32 rows, then --block-m by 8"),
+                (dp % (16 * (w // w1k)) == 0 and w % w3q == 0 and dp % (16 * (w // w3q)) == 0,
+                 "--warps splitting the padded head_dim in 16 columns"),
+                (st >= 2, "--stages >= 2 (the Q/dO cp.async ring)")]
     if k.source == "fa1.cu":
         return [(bm % w == 0 and (bm // w) % 16 == 0, "--block-m / --warps a multiple of 16")]
     if k.source == "fa3.cu" and "FA3_FWD" in d:
@@ -77,7 +89,7 @@ def check(pl: Plan, t: Tiles, hw: HardwareProfile) -> None:
     """InputError, one line, when the Plan's kernels cannot run with the tiles asked for."""
     tiles = ", ".join(f"{option(n)} {v}" for n, v in given(t).items())
     what = f"{pl.schedule} with {tiles} cannot run on {hw.name}"
-    if pl.main.stages != t.stages and t.stages is not None and pl.schedule == "fa1":
+    if pl.main.stages != t.stages and t.stages is not None and "FA1_FWD" in pl.main.defines:
         raise InputError(f"{what}: fa1's loads are synchronous (allowed: --stages 1)")
     for k in pl.kernels:
         if k.threads > MAX_THREADS_PER_CTA:

@@ -375,3 +375,517 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     cp_async_wait<0>();
 }
 #endif  // FA1_FWD
+
+// ================================================================== backward (Algorithm 4)
+// Entries (one per compile, chosen by the Plan's define; iosim/schedules/fa1.py):
+//   FA1_BWD_INIT     fa1_bwd_init(dQacc, Nq): dQacc = 0 (fp32), BLOCK_M rows per CTA,
+//                    grid (ceil(Nq/BLOCK_M), H, B), any thread count (the Plan's: 128).
+//   FA1_BWD          fa1_bwd(Q, K, V, O, dO, L, M, dQacc, dK, dV, Nq, Nk, H, KVH, scale)
+//                    one CTA per (batch, head): grid (1, H, B), NUM_WARPS*32 threads.
+//   FA1_BWD_CONVERT  fa1_bwd_convert(dQacc, dQ, Nq): dQ = dQacc in elem_t (already scaled),
+//                    grid (ceil(Nq/BLOCK_M), H, B), any thread count (the Plan's: 128).
+//   Q, O, dO, dQ (B,H,Nq,d), K, V (B,KVH,Nk,d) elem_t; L = ℓ, M = m (natural log) (B,H,Nq) fp32
+//   as fa1_fwd wrote them; dQacc (B,H,Nq,d) fp32; dK, dV (B,H,Nk,d) elem_t: one slice per QUERY
+//   head (the launcher passes dK/dV themselves when H == KVH, else per-query-head buffers that
+//   gqa_reduce.cu sums). Causal as fa1_fwd (top-left or CAUSAL_BOTTOM_RIGHT); a row that sees no
+//   key (ℓ = 0, m = -inf) has P = 0 and dQ = 0.
+//
+// What fa1_bwd does (per CTA = one (batch, head)), Algorithm 4 lines 6-23:
+//   for j in key blocks (BLOCK_N = Bc rows):                        outer loop, line 6
+//     load K_j, V_j into shared memory; dK_j = dV_j = 0 (fp32 registers)   lines 7-8
+//     for i in query blocks (BLOCK_M = Br rows; causal: from the first that sees block j):  line 9
+//       load Q_i, dO_i (shared, cp.async), l_i, m_i (shared), O_i (registers),
+//         dQacc_i (registers, fp32)                                 line 10
+//       S = Q_i K_jᵀ (kept transposed, Sᵀ = K_j Q_iᵀ: the warps split the key rows)   line 11
+//       P = exp(scale·S − m_i) / l_i (masked entries 0)             line 13
+//       dV_j += Pᵀ dO_i                                             line 16
+//       dP = dO_i V_jᵀ (again transposed)                           line 17
+//       D_i = rowsum(dO_i ∘ O_i)                                    line 19
+//       dS = P ∘ (dP − D_i), stored as scale·dS                     line 20
+//       dQacc_i += (scale·dS) K_j, read-modify-written in HBM (fp32)  line 21
+//       dK_j += (scale·dS)ᵀ Q_i                                     line 22
+//     write dK_j, dV_j in elem_t                                    line 24
+//   Unlike fa2_bwd.cu there is no preprocessing kernel: D_i is formed at every inner step from
+//   O_i (read from HBM into registers: its loads are issued before the step's barrier, and the
+//   step before prefetched its rows, and dQacc_i's, into L2) and dO_i (shared), as the paper's
+//   line 19 does (formed first: O_i in registers across Sᵀ beside dK_j, dV_j would spill); P is recomputed from ℓ and m, not from an LSE;
+//   and dQ needs no atomics (one CTA owns the head): each thread loads its dQacc fragment into
+//   the dQ product's accumulators and stores it back after (dS is stored pre-scaled, so neither
+//   dQ nor dK is scaled after its product); the same thread touches the same elements at every
+//   outer step (program order), and the init kernel ran in an earlier launch.
+//   Pipelining: Q_i, dO_i, l_i, m_i of the next inner step stream through a STAGES-deep
+//   cp.async ring (issued at the top of each step); nothing crosses outer steps (the ring
+//   restarts with K_{j+1}, V_{j+1}).
+//   Warp organisation as fa2_bwd.cu (the same three phases): Sᵀ/dPᵀ with the warps splitting
+//   the key rows then the query columns; Pᵀ and dSᵀ to shared memory (elem_t; dS is formed
+//   from the rounded Pᵀ read back by the thread that wrote it); dV, dK with the warps splitting
+//   key rows then d; dQ with the warps splitting query rows then d (dS by ldmatrix.trans).
+//   Three barriers per step: after the ring's slot lands, after D_i and Pᵀ, after dSᵀ.
+//
+// Tile parameters (-D from the Plan): HEAD_DIM (a multiple of 8 up to 256: the row length in
+//   HBM), HEAD_DIM_PAD (HEAD_DIM rounded up to 64: the shared rows; chunks past HEAD_DIM are
+//   zero-filled, so the dV/dK/dQ products over the padded columns produce zeros that are never
+//   stored, and Sᵀ/dPᵀ contract over HEAD_DIM rounded up to 16 only), BLOCK_M (multiple of 64:
+//   the Pᵀ/dSᵀ rows are swizzled), BLOCK_N (multiple of 16), NUM_WARPS, STAGES (>= 2),
+//   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT.
+//   BLOCK_M / (8 * (NUM_WARPS / W1K)) may be odd (d = 256: BLOCK_N = 32, every warp one n8
+//   tile of the query columns): phase 1 then ends with an ldmatrix.x2 tile.
+// Shared memory of fa1_bwd (dynamic; the Plan computes the same):
+//   (2*BLOCK_N*HEAD_DIM_PAD + 2*STAGES*BLOCK_M*HEAD_DIM_PAD + 2*BLOCK_N*BLOCK_M) * 2
+//                                                          K_j, V_j; Q_i, dO_i ring; Pᵀ, dSᵀ
+//   + (2*STAGES*BLOCK_M + BLOCK_M) * 4                     l_i, m_i ring; D_i
+// Registers: dK_j, dV_j in fp32 (2*BLOCK_N*HEAD_DIM_PAD/(32*NUM_WARPS) a thread) beside the
+//   Sᵀ/dPᵀ or dQ fragments: the backward's tiles are capped by registers (the Plan's
+//   BWD_TILES keep dK_j, dV_j at 64-96 registers: at 128, nvcc 13 spills for some masks).
+// What limits it: B*H CTAs only; every inner step reads O_i, l_i, m_i and dQacc_i and writes
+//   dQacc_i (fp32) to HBM: Tc*Nq*d*(2 + 8) bytes per (b, h) against FA2's one pass over O.
+
+#ifdef FA1_BWD_INIT
+extern "C" __global__ void fa1_bwd_init(float* __restrict__ dQacc, int Nq) {
+    const long long bh = (long long)blockIdx.z * gridDim.y + blockIdx.y;  // b * H + h
+    const int r0 = blockIdx.x * BLOCK_M;
+    const int rows = min(BLOCK_M, Nq - r0);
+    if (rows <= 0) return;
+    float4* z = reinterpret_cast<float4*>(dQacc + (bh * Nq + r0) * HEAD_DIM);
+    const int n4 = rows * (HEAD_DIM / 4);
+    for (int x = threadIdx.x; x < n4; x += blockDim.x) z[x] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+#endif  // FA1_BWD_INIT
+
+#ifdef FA1_BWD_CONVERT
+extern "C" __global__ void fa1_bwd_convert(const float* __restrict__ dQacc, elem_t* __restrict__ dQ,
+                                           int Nq) {
+    const long long bh = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+    const int r0 = blockIdx.x * BLOCK_M;
+    const int rows = min(BLOCK_M, Nq - r0);
+    if (rows <= 0) return;
+    const long long base = (bh * Nq + r0) * HEAD_DIM;
+    const int n8 = rows * (HEAD_DIM / 8);
+    for (int x = threadIdx.x; x < n8; x += blockDim.x) {
+        const float4 a = *reinterpret_cast<const float4*>(dQacc + base + 8 * x);
+        const float4 b = *reinterpret_cast<const float4*>(dQacc + base + 8 * x + 4);
+        *reinterpret_cast<uint4*>(dQ + base + 8 * x) =
+            make_uint4(pack2_elem(a.x, a.y), pack2_elem(a.z, a.w), pack2_elem(b.x, b.y),
+                       pack2_elem(b.z, b.w));
+    }
+}
+#endif  // FA1_BWD_CONVERT
+
+#ifdef FA1_BWD
+#if !defined(BLOCK_N) || !defined(NUM_WARPS) || !defined(STAGES) || !defined(IS_CAUSAL) || \
+    !defined(CAUSAL_BOTTOM_RIGHT) || !defined(HEAD_DIM_PAD)
+#error "fa1_bwd needs BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, HEAD_DIM_PAD"
+#endif
+namespace fa1b {
+constexpr int DG = HEAD_DIM;                 // row length in HBM
+constexpr int D = HEAD_DIM_PAD;              // row length of the shared tiles
+constexpr int DK = (DG + 15) / 16 * 16;      // columns Sᵀ and dPᵀ contract over
+constexpr int DCH = D / 8, DGCH = DG / 8;    // 16-byte chunks a shared row, an HBM row
+constexpr int BM = BLOCK_M, BN = BLOCK_N, NW = NUM_WARPS, NS = STAGES;
+constexpr int THREADS = NW * 32;
+constexpr int MCH = BM / 8;  // 16-byte chunks per row of the Pᵀ / dSᵀ tiles (rows = keys)
+constexpr int imin(int a, int b) { return a < b ? a : b; }
+// Warp grids as fa2_bwd.cu: phase 1 (Sᵀ, dPᵀ: BN x BM) W1K warps along keys, W1Q along
+// queries; phase 2 (dV, dK: BN x D) W2K along keys, W2D along d; phase 3 (dQ: BM x D) W3Q
+// along queries, W3D along d. MTx: m16 tiles per warp; NTx: n8 tiles per warp.
+constexpr int WROWS = 32;
+constexpr int W1K = imin(NW, BN / WROWS > 0 ? BN / WROWS : 1), W1Q = NW / W1K;
+constexpr int MT1 = BN / W1K / 16, NT1 = BM / W1Q / 8;
+constexpr int W2K = W1K, W2D = NW / W2K;
+constexpr int MT2 = BN / W2K / 16, NT2 = D / W2D / 8;
+constexpr int W3Q = imin(NW, BM / WROWS), W3D = NW / W3Q;
+constexpr int MT3 = BM / W3Q / 16, NT3 = D / W3D / 8;
+constexpr int NT3P = NT3 % 4 == 0 ? 4 : 2;  // n8 tiles of dQ per pass
+// Phase 1's k loop unrolled twice: the unroll with no register spills for every head_dim and
+// mask with nvcc 13 (DK/32, as fa2_bwd.cu, spills at d = 128 beside this kernel's outer loop).
+constexpr int P1_UNROLL = 2;
+// D_i: 8 consecutive lanes per query row, each summing the chunks lane%8 + 8k of it.
+constexpr int DROWS = THREADS / 8;  // rows per pass
+constexpr int DPASS = BM / DROWS, DCHL = DCH / 8;
+static_assert(D % 64 == 0 && DG % 8 == 0 && DG <= D, "HEAD_DIM_PAD: HEAD_DIM rounded up to 64");
+static_assert(BN % 16 == 0 && BM % 64 == 0, "BLOCK_N: multiple of 16; BLOCK_M: of 64 (swizzle)");
+static_assert(NW % W1K == 0 && BN % (16 * W1K) == 0 && BM % (8 * W1Q) == 0, "phase-1 warp grid");
+static_assert(D % (16 * W2D) == 0 && NW % W3Q == 0 && D % (16 * W3D) == 0 && NT3 % NT3P == 0,
+              "phase-2/3 warp grids");
+static_assert(NS >= 2, "STAGES must be >= 2 (the ring issues step it+STAGES-1 during step it)");
+static_assert(THREADS >= 2 * BM, "one thread per l and per m element of a query block");
+static_assert(BM % DROWS == 0, "D_i: whole passes of THREADS/8 rows");
+
+// Rows [row0, row0+ROWS) of a (rows, DG) slice into a swizzled (ROWS, D) shared tile; rows >=
+// nvalid and chunks >= DGCH are zero-filled (cp.async src-size 0 reads no global memory).
+template <int ROWS>
+__device__ __forceinline__ void load_tile(u32 s_addr, const elem_t* __restrict__ g, int row0,
+                                          int nvalid, int tid) {
+    constexpr int N = ROWS * DCH;
+#pragma unroll
+    for (int i = 0; i < (N + THREADS - 1) / THREADS; ++i) {
+        const int c = tid + i * THREADS;
+        if (N % THREADS == 0 || c < N) {
+            const int r = c / DCH, ch = c % DCH;
+            const bool ok = row0 + r < nvalid && ch < DGCH;
+            cp_async_16(s_addr + 2u * (u32)swz<DCH>(r, ch),
+                        ok ? g + (long long)(row0 + r) * DG + ch * 8 : g, ok);
+        }
+    }
+}
+
+// Next step's O_i and dQacc_i rows [row0, row0+BM) into L2 (prefetch.global.L2, one per 128-byte
+// line): their plain loads then wait for L2, not HBM. No registers, no shared memory.
+__device__ __forceinline__ void prefetch_rows(const elem_t* O, const float* dQacc, long long rows0,
+                                              int row0, int Nq, int tid) {
+    constexpr int OL = (DG * 2 + 127) / 128, AL = (DG * 4 + 127) / 128;  // lines a row
+    for (int c = tid; c < BM * (OL + AL); c += THREADS) {
+        const int r = c / (OL + AL), l = c % (OL + AL);
+        if (row0 + r >= Nq) break;  // rows only grow with c
+        const char* p = l < OL ? reinterpret_cast<const char*>(O + (rows0 + row0 + r) * DG) + l * 128
+                               : reinterpret_cast<const char*>(dQacc + (rows0 + row0 + r) * DG) + (l - OL) * 128;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    }
+}
+
+// Byte offset of 16-byte chunk pair kk in a swizzled row (see fa2_bwd.cu).
+__device__ __forceinline__ u32 chunk_off(u32 lane_key, int kk) {
+    return ((u32)((2 * kk) & ~7) << 4) + ((((u32)((2 * kk) & 7)) ^ lane_key) << 4);
+}
+}  // namespace fa1b
+
+extern "C" __global__ void __launch_bounds__(fa1b::THREADS, 1)
+fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
+        const elem_t* __restrict__ O, const elem_t* __restrict__ dO, const float* __restrict__ L,
+        const float* __restrict__ M, float* dQacc, elem_t* __restrict__ dK,
+        elem_t* __restrict__ dV, int Nq, int Nk, int H, int KVH, float scale) {
+    using namespace fa1b;
+    extern __shared__ __align__(128) elem_t fa1b_smem[];
+    elem_t* sK = fa1b_smem;            // BN x D
+    elem_t* sV = sK + BN * D;          // BN x D
+    elem_t* sQ = sV + BN * D;          // NS x BM x D
+    elem_t* sdO = sQ + NS * BM * D;    // NS x BM x D
+    elem_t* sPt = sdO + NS * BM * D;   // BN x BM (Pᵀ: rows = keys)
+    elem_t* sdSt = sPt + BN * BM;      // BN x BM (dSᵀ)
+    float* sL = reinterpret_cast<float*>(sdSt + BN * BM);  // NS x BM (ℓ)
+    float* sM = sL + NS * BM;                               // NS x BM (m)
+    float* sD = sM + NS * BM;                               // BM (D_i of the current step)
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = h / (H / KVH);
+    const long long q_rows = ((long long)b * H + h) * Nq;      // first row of this head's Q, O, dO
+    const long long kv_rows = ((long long)b * KVH + kvh) * Nk;  // of its K, V
+    const long long out_rows = ((long long)b * H + h) * Nk;     // of its dK, dV (per query head)
+    const int Tc = (Nk + BN - 1) / BN, Tm = (Nq + BM - 1) / BM;
+    const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // query row r sees keys c <= r + off
+    const float sl2 = scale * IOSIM_LOG2E;
+
+    // Warp positions in the three warp grids, ldmatrix lane patterns (as fa2_bwd.cu).
+    const int k1 = (warp % W1K) * MT1 * 16, q1 = (warp / W1K) * NT1 * 8;
+    const int k2 = (warp % W2K) * MT2 * 16, d2 = (warp / W2K) * NT2 * 8;
+    const int q3 = (warp % W3Q) * MT3 * 16, d3 = (warp / W3Q) * NT3 * 8;
+    const int arow = lane & 15;
+    const u32 akey = (u32)((lane >> 4) ^ (lane & 7));
+    const int brow = (lane & 7) + ((lane >> 4) << 3);
+    const u32 bkey = (u32)(((lane >> 3) & 1) ^ (lane & 7));
+    // D_i: this thread's row within a pass and first chunk
+    const int drow = tid >> 3, dch = tid & 7;
+
+    for (int j = 0; j < Tc; ++j) {
+        const int n0 = j * BN;
+        // Causal: the first query block that sees key n0; none does when the last row does not.
+        const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
+        const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : Tm - m_first;
+        if (n_iter <= 0) {  // no query sees keys n0 .. Nk-1 (causal): dK = dV = 0 there
+            for (int c = tid; c < (Nk - n0) * DGCH; c += THREADS) {
+                const long long o = (out_rows + n0 + c / DGCH) * DG + (c % DGCH) * 8;
+                *reinterpret_cast<uint4*>(dK + o) = make_uint4(0u, 0u, 0u, 0u);
+                *reinterpret_cast<uint4*>(dV + o) = make_uint4(0u, 0u, 0u, 0u);
+            }
+            break;
+        }
+        __syncthreads();  // the previous outer step's epilogue no longer reads sK, sV
+
+        auto issue = [&](int it) {  // Q_i, dO_i, l_i, m_i of inner step it into ring slot it % NS
+            if (it < n_iter) {
+                const int slot = it % NS;
+                const int m0 = (m_first + it) * BM;
+                load_tile<BM>(smem_u32(sQ + slot * BM * D), Q + q_rows * DG, m0, Nq, tid);
+                load_tile<BM>(smem_u32(sdO + slot * BM * D), dO + q_rows * DG, m0, Nq, tid);
+                if (tid < BM)
+                    cp_async_4(smem_u32(sL + slot * BM + tid), L + q_rows + m0 + tid, m0 + tid < Nq);
+                else if (tid < 2 * BM)
+                    cp_async_4(smem_u32(sM + slot * BM + tid - BM), M + q_rows + m0 + tid - BM,
+                               m0 + tid - BM < Nq);
+            }
+            cp_async_commit();
+        };
+        // ---- lines 7-8: K_j, V_j -> shared with step 0 in one group, steps 1 .. NS-2 one each
+        load_tile<BN>(smem_u32(sK), K + kv_rows * DG, n0, Nk, tid);
+        load_tile<BN>(smem_u32(sV), V + kv_rows * DG, n0, Nk, tid);
+#pragma unroll
+        for (int s = 0; s < NS - 1; ++s) issue(s);
+
+        float dv[MT2][NT2][4], dk[MT2][NT2][4];
+#pragma unroll
+        for (int mt = 0; mt < MT2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT2; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) dv[mt][nt][r] = dk[mt][nt][r] = 0.f;
+
+        for (int it = 0; it < n_iter; ++it) {
+            const int slot = it % NS;
+            const int m0 = (m_first + it) * BM;
+            // ---- line 10: O_i -> registers (plain loads, 8 lanes per row; the step before
+            // prefetched its rows into L2), consumed by D_i once the ring's slot has landed
+            uint4 oreg[DPASS][DCHL];
+#pragma unroll
+            for (int ps = 0; ps < DPASS; ++ps) {
+                const int row = m0 + ps * DROWS + drow;
+#pragma unroll
+                for (int k = 0; k < DCHL; ++k) {
+                    const int ch = dch + 8 * k;
+                    oreg[ps][k] = make_uint4(0u, 0u, 0u, 0u);
+                    if (row < Nq && ch < DGCH)
+                        oreg[ps][k] = *reinterpret_cast<const uint4*>(O + (q_rows + row) * DG + ch * 8);
+                }
+            }
+            cp_async_wait<NS - 2>();
+            __syncthreads();  // step it landed; every warp is done with step it-1 (slot, Pᵀ, dSᵀ, D)
+            const u32 sQs = smem_u32(sQ + slot * BM * D), sdOs = smem_u32(sdO + slot * BM * D);
+            const float* sLs = sL + slot * BM;
+            const float* sMs = sM + slot * BM;
+            // ---- line 19: D_i = rowsum(dO_i ∘ O_i) (fp32), to shared
+#pragma unroll
+            for (int ps = 0; ps < DPASS; ++ps) {
+                const int r = ps * DROWS + drow;
+                float acc = 0.f;
+#pragma unroll
+                for (int k = 0; k < DCHL; ++k) {
+                    const int ch = dch + 8 * k;
+                    if (ch < DGCH) {
+                        const uint4 g = *reinterpret_cast<const uint4*>(sdO + slot * BM * D + swz<DCH>(r, ch));
+                        const u32 ow[4] = {oreg[ps][k].x, oreg[ps][k].y, oreg[ps][k].z, oreg[ps][k].w};
+                        const u32 gw[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            float o0, o1, g0, g1;
+                            unpack2_elem(ow[e], o0, o1);
+                            unpack2_elem(gw[e], g0, g1);
+                            acc = fmaf(o0, g0, fmaf(o1, g1, acc));
+                        }
+                    }
+                }
+                acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+                acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+                acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+                if (dch == 0) sD[r] = acc * scale;  // scale·D_i: dS is formed scaled
+            }
+            issue(it + NS - 1);
+            if (it + 1 < n_iter) prefetch_rows(O, dQacc, q_rows, m0 + BM, Nq, tid);
+
+            // ---- lines 11, 17: Sᵀ = K_j Q_iᵀ, dPᵀ = V_j dO_iᵀ (raw products over DK columns)
+            auto phase1 = [&](float (&acc)[MT1][NT1][4], u32 sA, u32 sB) {
+#pragma unroll
+                for (int mt = 0; mt < MT1; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < NT1; ++nt)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) acc[mt][nt][r] = 0.f;
+#pragma unroll(P1_UNROLL)
+                for (int kk = 0; kk < DK / 16; ++kk) {
+                    u32 a[MT1][4];
+#pragma unroll
+                    for (int mt = 0; mt < MT1; ++mt)
+                        ldmatrix_x4(a[mt], sA + (u32)((k1 + mt * 16 + arow) * D * 2) + chunk_off(akey, kk));
+#pragma unroll
+                    for (int nn = 0; nn < NT1 / 2; ++nn) {
+                        u32 bq[4];
+                        ldmatrix_x4(bq, sB + (u32)((q1 + nn * 16 + brow) * D * 2) + chunk_off(bkey, kk));
+#pragma unroll
+                        for (int mt = 0; mt < MT1; ++mt) {
+                            mma_m16n8k16(acc[mt][2 * nn], a[mt], bq);
+                            mma_m16n8k16(acc[mt][2 * nn + 1], a[mt], bq + 2);
+                        }
+                    }
+                    if constexpr (NT1 % 2 == 1) {  // a last single n8 tile (lanes 0-15 address it)
+                        u32 bq[2];
+                        ldmatrix_x2(bq, sB + (u32)((q1 + (NT1 - 1) * 8 + brow) * D * 2) + chunk_off(bkey, kk));
+#pragma unroll
+                        for (int mt = 0; mt < MT1; ++mt) mma_m16n8k16(acc[mt][NT1 - 1], a[mt], bq);
+                    }
+                }
+            };
+            const bool need_mask = (n0 + BN > Nk) || (m0 + BM > Nq) || (IS_CAUSAL && n0 + BN - 1 > m0 + off);
+            // element (mt, nt, r) of a phase-1 tile: key row k1 + mt*16 + lane/4 + 8*(r/2),
+            // query column q1 + nt*8 + 2*(lane%4) + r%2; its pair (r, r+1) is one u32 in shared.
+            auto tile_off = [&](int mt, int nt, int hr) {
+                const int qc = q1 + nt * 8 + 2 * (lane & 3);
+                return swz<MCH>(k1 + mt * 16 + (lane >> 2) + hr * 8, qc >> 3) + (qc & 7);
+            };
+            {
+                const int key0 = n0 + k1 + (lane >> 2), q0 = m0 + q1 + 2 * (lane & 3);
+                const int k_left = Nk - key0, q_left = Nq - q0, kq = q0 + off - key0;
+                float st[MT1][NT1][4];
+                phase1(st, smem_u32(sK), sQs);
+#pragma unroll
+                for (int nt = 0; nt < NT1; ++nt) {
+                    // ---- line 13: P = exp(scale·S − m_i) / ℓ_i; ℓ = 0 (no key seen): P = 0
+                    const int qc = q1 + nt * 8 + 2 * (lane & 3);
+                    const float2 mm = *reinterpret_cast<const float2*>(sMs + qc);
+                    const float2 ll = *reinterpret_cast<const float2*>(sLs + qc);
+                    const float m2[2] = {mm.x == IOSIM_NEG_INF ? -IOSIM_NEG_INF : mm.x * IOSIM_LOG2E,
+                                         mm.y == IOSIM_NEG_INF ? -IOSIM_NEG_INF : mm.y * IOSIM_LOG2E};
+                    const float il[2] = {ll.x > 0.f ? 1.0f / ll.x : 0.f, ll.y > 0.f ? 1.0f / ll.y : 0.f};
+#pragma unroll
+                    for (int mt = 0; mt < MT1; ++mt) {
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) {
+                            const int c = r & 1;
+                            float p = fast_exp2(fmaf(st[mt][nt][r], sl2, -m2[c])) * il[c];
+                            if (need_mask) {  // key = key0 + dk_, query = q0 + dq_ (constants)
+                                const int dk_ = mt * 16 + (r >> 1) * 8, dq_ = nt * 8 + c;
+                                if (dk_ >= k_left || dq_ >= q_left || (IS_CAUSAL && dk_ - dq_ > kq))
+                                    p = 0.f;
+                            }
+                            st[mt][nt][r] = p;
+                        }
+#pragma unroll
+                        for (int hr = 0; hr < 2; ++hr)
+                            *reinterpret_cast<u32*>(sPt + tile_off(mt, nt, hr)) =
+                                pack2_elem(st[mt][nt][2 * hr], st[mt][nt][2 * hr + 1]);
+                    }
+                }
+            }
+            __syncthreads();  // D_i visible to every warp; Pᵀ written
+            {
+                // ---- line 20: dSᵀ = Pᵀ ∘ (dPᵀ − D_i), stored scaled (scale·dSᵀ: dK_j and
+                // dQacc_i need no scaling after their products), with the rounded Pᵀ (the one
+                // dV uses) read back by the thread that wrote it
+                float dpt[MT1][NT1][4];
+                phase1(dpt, smem_u32(sV), sdOs);
+#pragma unroll
+                for (int mt = 0; mt < MT1; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < NT1; ++nt) {
+                        const int qc = q1 + nt * 8 + 2 * (lane & 3);
+                        const float2 dd = *reinterpret_cast<const float2*>(sD + qc);
+#pragma unroll
+                        for (int hr = 0; hr < 2; ++hr) {
+                            const int e = tile_off(mt, nt, hr);
+                            float p0, p1;
+                            unpack2_elem(*reinterpret_cast<const u32*>(sPt + e), p0, p1);
+                            *reinterpret_cast<u32*>(sdSt + e) =
+                                pack2_elem(p0 * fmaf(dpt[mt][nt][2 * hr], scale, -dd.x),
+                                           p1 * fmaf(dpt[mt][nt][2 * hr + 1], scale, -dd.y));
+                        }
+                    }
+            }
+            __syncthreads();  // Pᵀ, dSᵀ visible to every warp
+
+            // ---- lines 16, 22: dV_j += Pᵀ dO_i, dK_j += (scale·dS)ᵀ Q_i (k = the block's query rows)
+            auto phase2 = [&](float (&acc)[MT2][NT2][4], u32 sA, u32 sB) {
+#pragma unroll
+                for (int kk = 0; kk < BM / 16; ++kk) {
+                    u32 a[MT2][4];
+#pragma unroll
+                    for (int mt = 0; mt < MT2; ++mt)
+                        ldmatrix_x4(a[mt], sA + (u32)((k2 + mt * 16 + arow) * BM * 2) + chunk_off(akey, kk));
+#pragma unroll
+                    for (int dn = 0; dn < NT2 / 2; ++dn) {
+                        u32 bt[4];
+                        ldmatrix_x4_trans(bt, sB + (u32)((kk * 16 + arow) * D * 2) +
+                                                  chunk_off(akey, d2 / 16 + dn));
+#pragma unroll
+                        for (int mt = 0; mt < MT2; ++mt) {
+                            mma_m16n8k16(acc[mt][2 * dn], a[mt], bt);
+                            mma_m16n8k16(acc[mt][2 * dn + 1], a[mt], bt + 2);
+                        }
+                    }
+                }
+            };
+            phase2(dv, smem_u32(sPt), sdOs);
+            phase2(dk, smem_u32(sdSt), sQs);
+
+            // ---- line 21: dQacc_i += (scale·dS) K_j: this thread's fp32 fragment of dQacc_i is
+            // loaded from HBM into the product's accumulators and stored back after it (passes
+            // of NT3P n8 tiles; the step before prefetched the rows into L2)
+#pragma unroll 1
+            for (int pass = 0; pass < NT3 / NT3P; ++pass) {
+                const int dp = d3 + pass * NT3P * 8;
+                if (dp >= DG) break;  // padded columns only (warp-uniform)
+                float dq[MT3][NT3P][4];
+#pragma unroll
+                for (int mt = 0; mt < MT3; ++mt)
+#pragma unroll
+                    for (int hr = 0; hr < 2; ++hr) {
+                        const int row = m0 + q3 + mt * 16 + (lane >> 2) + hr * 8;
+                        const float* src = dQacc + (q_rows + row) * DG + dp + 2 * (lane & 3);
+#pragma unroll
+                        for (int nt = 0; nt < NT3P; ++nt) {
+                            float2 x = make_float2(0.f, 0.f);
+                            if (row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG))
+                                x = *reinterpret_cast<const float2*>(src + nt * 8);
+                            dq[mt][nt][2 * hr] = x.x;
+                            dq[mt][nt][2 * hr + 1] = x.y;
+                        }
+                    }
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; ++kk) {
+                    u32 a[MT3][4];
+#pragma unroll
+                    for (int mt = 0; mt < MT3; ++mt)  // dS from dSᵀ: ldmatrix.trans
+                        ldmatrix_x4_trans(a[mt], smem_u32(sdSt) + (u32)((kk * 16 + brow) * BM * 2) +
+                                                     chunk_off(bkey, (q3 + mt * 16) / 16));
+#pragma unroll
+                    for (int dn = 0; dn < NT3P / 2; ++dn) {
+                        u32 bk[4];
+                        ldmatrix_x4_trans(bk, smem_u32(sK) + (u32)((kk * 16 + arow) * D * 2) +
+                                                  chunk_off(akey, dp / 16 + dn));
+#pragma unroll
+                        for (int mt = 0; mt < MT3; ++mt) {
+                            mma_m16n8k16(dq[mt][2 * dn], a[mt], bk);
+                            mma_m16n8k16(dq[mt][2 * dn + 1], a[mt], bk + 2);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int mt = 0; mt < MT3; ++mt)
+#pragma unroll
+                    for (int hr = 0; hr < 2; ++hr) {
+                        const int row = m0 + q3 + mt * 16 + (lane >> 2) + hr * 8;
+                        float* dst = dQacc + (q_rows + row) * DG + dp + 2 * (lane & 3);
+#pragma unroll
+                        for (int nt = 0; nt < NT3P; ++nt)
+                            if (row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG))
+                                *reinterpret_cast<float2*>(dst + nt * 8) =
+                                    make_float2(dq[mt][nt][2 * hr], dq[mt][nt][2 * hr + 1]);
+                    }
+            }
+        }
+        cp_async_wait<0>();
+        __syncthreads();  // K_j, V_j no longer read: they stage dK_j, dV_j
+
+        // ---- line 24: dK_j, dV_j in elem_t, through shared memory, 16-byte stores
+#pragma unroll
+        for (int mt = 0; mt < MT2; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const int krow = k2 + mt * 16 + (lane >> 2) + hr * 8;
+#pragma unroll
+                for (int nt = 0; nt < NT2; ++nt) {
+                    const int col = d2 + nt * 8 + 2 * (lane & 3);
+                    const int e = swz<DCH>(krow, col >> 3) + (col & 7);
+                    *reinterpret_cast<u32*>(sK + e) = pack2_elem(dk[mt][nt][2 * hr], dk[mt][nt][2 * hr + 1]);
+                    *reinterpret_cast<u32*>(sV + e) = pack2_elem(dv[mt][nt][2 * hr], dv[mt][nt][2 * hr + 1]);
+                }
+            }
+        __syncthreads();
+        for (int c = tid; c < BN * DCH; c += THREADS) {
+            const int r = c / DCH, ch = c % DCH;
+            if (n0 + r < Nk && ch < DGCH) {
+                const long long o = (out_rows + n0 + r) * DG + ch * 8;
+                *reinterpret_cast<uint4*>(dK + o) = *reinterpret_cast<const uint4*>(sK + swz<DCH>(r, ch));
+                *reinterpret_cast<uint4*>(dV + o) = *reinterpret_cast<const uint4*>(sV + swz<DCH>(r, ch));
+            }
+        }
+    }
+}
+#endif  // FA1_BWD

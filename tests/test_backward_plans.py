@@ -11,6 +11,7 @@ from iosim.gpu.launch import ARGS, supported
 from iosim.hardware import InputError, load
 from iosim.problem import Problem
 from iosim.schedules import plan
+from iosim.schedules.base import BlockMap
 
 H100 = load("h100-sxm5-80gb")
 
@@ -28,7 +29,7 @@ def signature_params(source: str, entry: str) -> int:
     return len([a for a in m.group(1).split(",") if a.strip()])
 
 
-@pytest.mark.parametrize("schedule", ["naive", "fa2"])
+@pytest.mark.parametrize("schedule", ["naive", "fa1", "fa2"])
 @pytest.mark.parametrize("kv_heads", [None, 2])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_backward_kernels_have_sources_and_matching_arguments(schedule, kv_heads, d):
@@ -52,6 +53,30 @@ def test_fa2_backward_grid_covers_every_key_block():
     assert main.smem_bytes == (2 * bn * 128 + 2 * st * bm * 128 + 2 * bm * bn) * e + 2 * st * bm * 4
 
 
+@pytest.mark.parametrize("d", [64, 72, 128, 192, 200, 256])
+def test_fa1_backward_is_one_cta_per_head_with_its_kernels_shared_memory(d):
+    """kernels/fa1.cu's fa1_bwd: grid (1, H, B); K_j, V_j, the Q_i/dO_i ring (rows padded to a
+    multiple of 64), Pᵀ and dSᵀ in the input dtype, the ℓ_i/m_i ring and D_i in fp32; tiles
+    from the register file (BWD_TILES), any head_dim (padded), either causal alignment, GQA."""
+    p = bwd(d, True, 2, seqlen_k=1500, causal_align="bottom-right")
+    pl = plan("fa1", p, H100)
+    supported(pl)
+    assert [k.name for k in pl.kernels] == ["fa1_bwd_init", "fa1_bwd", "fa1_bwd_convert",
+                                           "gqa_reduce"]
+    main = pl.kernels[1]
+    assert main.grid == (1, p.heads, p.batch)
+    bm, bn, st, e, dp = main.block_m, main.block_n, main.stages, p.elem_bytes, -(-d // 64) * 64
+    assert main.defines["HEAD_DIM_PAD"] == dp and main.defines["CAUSAL_BOTTOM_RIGHT"] == 1
+    assert main.smem_bytes == (2 * bn * dp + 2 * st * bm * dp + 2 * bm * bn) * e + (2 * st + 1) * bm * 4
+    # the kernel's static_asserts: 64-row query blocks (swizzled Pᵀ rows), 2 threads per row
+    assert bm % 64 == 0 and bn % 16 == 0 and st >= 2 and 32 * main.defines["NUM_WARPS"] >= 2 * bm
+    # HBM per step: O_i, ℓ_i, m_i, dO_i, Q_i, dQacc_i read and dQacc_i written, per visited pair
+    bmap = BlockMap.of(p, bm, bn)
+    sr = bmap.sum_r() * p.batch * p.heads
+    assert main.traffic.reads["O"] == sr * d * e and main.traffic.reads["dQacc"] == sr * d * 4
+    assert main.traffic.writes["dQacc"] == sr * d * 4 and main.traffic.reads["L"] == sr * 4
+
+
 def test_a100_refuses_fa2_backward_at_d256_in_one_line():
     with pytest.raises(InputError, match="shared memory") as e:
         plan("fa2", bwd(256), load("a100-sxm4-80gb"))
@@ -59,7 +84,7 @@ def test_a100_refuses_fa2_backward_at_d256_in_one_line():
 
 
 @pytest.mark.parametrize("schedule,problem,message", [
-    ("fa1", bwd(), "no real backward kernel for schedule fa1"),
+    ("fa3", bwd(), "no real backward kernel for schedule fa3"),
     ("fa2", bwd(96), "head_dim=96 has no real backward kernel"),
     ("naive", bwd(96), "head_dim=96 has no real backward kernel"),
     ("fa2", bwd(causal=True, seqlen_k=1500, causal_align="bottom-right"), "top-left"),

@@ -1,4 +1,4 @@
-"""Backward kernels (naive, fa2) against float32 gradients on fresh random data: dQ, dK, dV
+"""Backward kernels (naive, fa1, fa2) against float32 gradients on fresh random data: dQ, dK, dV
 NaN-poisoned first, the bound a multiple of the same-dtype SDPA backward's own error plus one
 rounding unit (naive: plus the rounding of its stored S), as the forward's check."""
 
@@ -29,15 +29,25 @@ def env():
     return torch, hw, bench, backward
 
 
+# fa1 (kernels/fa1.cu, any head_dim padded inside, either causal alignment) also: the diagonal
+# bottom-right with Nq > Nk (query rows that see no key: dQ = 0) and Nq < Nk, padded head_dims
+# (72: Bc = 64 and a zero-filled chunk; 200: Bc = 32, the odd phase-1 warp tile), GQA and MQA.
+FA1_CASES = [
+    (1, 4, 2, 700, 300, 72, True, "bottom-right"), (1, 2, 2, 300, 700, 256, True, "bottom-right"),
+    (2, 2, 1, 555, 555, 200, False), (1, 4, 1, 1000, 1200, 64, True, "bottom-right"),
+]
+
+
 def problem(case, dtype):
-    b, h, kvh, nq, nk, d, causal = case
+    b, h, kvh, nq, nk, d, causal, *align = case
     return Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
-                   dtype=dtype, causal=causal, direction="bwd")
+                   dtype=dtype, causal=causal, direction="bwd",
+                   causal_align=align[0] if align else "top-left")
 
 
-@pytest.mark.parametrize("schedule", ["naive", "fa2"])
+@pytest.mark.parametrize("schedule,case", [(s, c) for s in ("naive", "fa1", "fa2") for c in CASES]
+                         + [("fa1", c) for c in FA1_CASES])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-@pytest.mark.parametrize("case", CASES)
 def test_backward_matches_reference(env, schedule, dtype, case):
     torch, hw, bench, backward = env
     p = problem(case, dtype)
@@ -54,6 +64,8 @@ def test_backward_matches_reference(env, schedule, dtype, case):
         torch.cuda.synchronize()
         err = backward.grad_err(torch, launcher.outputs(), ref, p)
         assert err <= bound, f"{schedule} {dtype} {case}: error {err:.3g} over bound {bound:.3g}"
+        if schedule == "fa1":  # rows that see no key (skipped by grad_err): dQ = 0 exactly
+            assert launcher.outputs()["dQ"][:, :, :bench.dead_rows(p)].eq(0).all()
 
 
 def test_unwritten_gradient_fails_the_check(env):
@@ -80,5 +92,5 @@ def test_backward_without_kernel_is_refused(env):
     torch, hw, bench, backward = env
     p = problem((1, 2, 2, 128, 128, 64, False), "bf16")
     q, k, v = bench.inputs(torch, p, 0)
-    with pytest.raises(InputError, match="no real backward kernel for schedule fa1"):
-        backward.BackwardLauncher(plan("fa1", p, hw), hw, q, k, v, q)
+    with pytest.raises(InputError, match="no real backward kernel for schedule fa3"):
+        backward.BackwardLauncher(plan("fa3", p, hw), hw, q, k, v, q)

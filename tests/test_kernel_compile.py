@@ -10,7 +10,7 @@ import pytest
 
 from iosim.gpu.compile import kernel_path, nvcc_arch_options, nvcc_available, nvcc_resources
 from iosim.hardware import InputError, load
-from iosim.problem import Problem
+from iosim.problem import Direction, Problem
 from iosim.schedules import plan
 
 pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH (CUDA toolkit)")
@@ -35,9 +35,9 @@ def cases() -> list[tuple]:
                             for k in plan(s, p, hw).kernels:
                                 key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
                                 seen[key] = key
-                    # the backward kernels (naive, fa2; GQA adds gqa_reduce), where the
-                    # Plan's tiles fit the GPU (A100: not fa2 at d = 256)
-                    for s in ("naive", "fa2"):
+                    # the backward kernels (naive, fa1, fa2; GQA adds gqa_reduce), where the
+                    # Plan's tiles fit the GPU (A100: not fa1, fa2 at d = 256)
+                    for s in ("naive", "fa1", "fa2"):
                         p = Problem(batch=1, heads=4, kv_heads=2, seqlen_q=4096, head_dim=d,
                                     dtype=dtype, causal=causal, direction="bwd")
                         try:
@@ -69,8 +69,13 @@ def head_dim_cases() -> list[tuple]:
             for causal in (False, True):
                 p = Problem(batch=1, heads=2, seqlen_q=4096, head_dim=d, causal=causal,
                             causal_align="bottom-right")
-                for s in ("naive", "fa1", "fa2"):
-                    for k in plan(s, p, hw).kernels:
+                bwd = p.model_copy(update={"direction": Direction.bwd})
+                for s, q in (("naive", p), ("fa1", p), ("fa2", p), ("fa1", bwd)):
+                    try:  # (the fa1 backward's tiles at d > 192 do not fit A100)
+                        kernels = plan(s, q, hw).kernels
+                    except InputError:
+                        continue
+                    for k in kernels:
                         tiles = tuple(sorted((n, v) for n, v in k.defines.items() if n != "HEAD_DIM"))
                         key = (k.source, k.name, tiles, "bf16", arch)
                         case = (k.source, k.name, tuple(sorted(k.defines.items())), "bf16", arch)

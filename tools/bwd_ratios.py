@@ -1,5 +1,6 @@
 """The backward's closing numbers from a committed measured_bwd.csv: fa2's TFLOP/s ratio to torch's
-flash and cuDNN backward measured in the same run, per (d, causal), and naive's HBM floor ratio.
+flash and cuDNN backward measured in the same run, per (d, causal), fa1's TFLOP/s and its ratio
+to fa2 (where the file has fa1 rows), and naive's HBM floor ratio.
 Usage: python tools/bwd_ratios.py reports/data/h100/measured_bwd.csv"""
 
 import sys
@@ -24,6 +25,11 @@ for (d, causal), g in w.groupby(level=["head_dim", "causal"]):
     fa2 = g["fa2"].dropna() if "fa2" in g else []
     tf = f"fa2 {fa2.min():.0f}-{fa2.max():.0f} TFLOP/s" if len(fa2) else "fa2: none"
     print(f"d={d} causal={causal}: {tf}; fa2/" + "; fa2/".join(parts))
+    if "fa1" in g and not g["fa1"].dropna().empty:
+        fa1 = g["fa1"].dropna()
+        r = (g["fa1"] / g["fa2"]).dropna() if "fa2" in g else fa1.iloc[:0]
+        ratio = f"; fa1/fa2 {r.min():.2f}-{r.max():.2f}" if len(r) else "; fa1/fa2: none"
+        print(f"d={d} causal={causal}: fa1 {fa1.min():.0f}-{fa1.max():.0f} TFLOP/s{ratio}")
 if "naive/HBM floor" in w:
     f = w["naive/HBM floor"].dropna()
     big = f[f.index.get_level_values("seqlen_q") >= 4096]

@@ -44,7 +44,7 @@ class BackwardLauncher:
         dt, f32 = q.dtype, torch.float32
         self.plan = pl
         self.buf = {"Q": q, "K": k, "V": v, "dO": do,
-                    **{n: fwd.buf[n] for n in ("O", "LSE", "P") if n in fwd.buf}}
+                    **{n: fwd.buf[n] for n in ("O", "LSE", "P", "L", "M") if n in fwd.buf}}
         if "S" in fwd.buf:  # naive: S is dead once P exists; dP takes its memory
             self.buf["dP"] = fwd.buf["S"]
         del fwd

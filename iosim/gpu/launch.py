@@ -31,6 +31,10 @@ ARGS = {
     "naive_bwd_softmax": ("P", "dP", "dS", "Nq", "Nk"),
     "naive_bwd_dq": ("dS", "K", "dQ", "Nq", "Nk", "H", "KVH", "scale"),
     "naive_bwd_dk": ("dS", "Q", "dKx", "Nq", "Nk", "H", "KVH", "scale"),
+    "fa1_bwd_init": ("dQacc", "Nq"),
+    "fa1_bwd": ("Q", "K", "V", "O", "dO", "L", "M", "dQacc", "dKx", "dVx", "Nq", "Nk", "H", "KVH",
+                "scale"),
+    "fa1_bwd_convert": ("dQacc", "dQ", "Nq"),
     "fa2_bwd_pre": ("O", "dO", "D", "dQacc", "Nq", "H"),
     "fa2_bwd": ("Q", "K", "V", "dO", "LSE", "D", "dQacc", "dKx", "dVx", "Nq", "Nk", "H", "KVH",
                 "scale"),
@@ -43,8 +47,12 @@ MAX_HEAD_DIM = 256  # every multiple of 8 up to this (16-byte rows; the kernels 
 SUPPORTED_DTYPES = ("fp16", "bf16")
 # Sources that pad any head_dim inside and take either causal alignment (CAUSAL_BOTTOM_RIGHT);
 # a kernel from any other source runs head_dim 64, 128, 256 with the top-left mask only.
-ANY_HEAD_DIM_SOURCES = frozenset({"naive.cu", "fa1.cu", "fa2.cu"})
+# (gqa_reduce.cu sums dK/dV rows of any multiple of 8 and masks nothing.)
+ANY_HEAD_DIM_SOURCES = frozenset({"naive.cu", "fa1.cu", "fa2.cu", "gqa_reduce.cu"})
 BASE_HEAD_DIMS = (64, 128, 256)
+# The backward kernels that pad any head_dim (fa1.cu's fa1_bwd; gqa_reduce.cu sums rows of any
+# multiple of 8); naive.cu's and fa2_bwd.cu's run 64, 128, 256 only.
+ANY_HEAD_DIM_BWD_SOURCES = frozenset({"fa1.cu", "gqa_reduce.cu"})
 
 
 def supported(plan: Plan) -> None:
@@ -52,10 +60,12 @@ def supported(plan: Plan) -> None:
     p = plan.problem
     if p.direction is Direction.bwd and any(k.source is None for k in plan.kernels):
         raise InputError(f"no real backward kernel for schedule {plan.schedule} "
-                         "(allowed with --direction bwd: naive, fa2)")
-    if p.direction is Direction.bwd and p.head_dim not in BASE_HEAD_DIMS:
-        raise InputError(f"head_dim={p.head_dim} has no real backward kernel "
-                         f"(allowed: {', '.join(map(str, BASE_HEAD_DIMS))})")
+                         "(allowed with --direction bwd: naive, fa1, fa2)")
+    if p.direction is Direction.bwd and p.head_dim not in BASE_HEAD_DIMS and \
+            {k.source for k in plan.kernels} - ANY_HEAD_DIM_BWD_SOURCES:
+        raise InputError(f"head_dim={p.head_dim} has no real backward kernel for {plan.schedule} "
+                         f"(allowed: {', '.join(map(str, BASE_HEAD_DIMS))}; any multiple of 8 "
+                         "up to 256 with fa1)")
     if any(k.source is None for k in plan.kernels):
         raise InputError(f"no real kernel for schedule {plan.schedule} (allowed: naive, fa1, fa2, fa3)")
     if p.head_dim % 8 or p.head_dim > MAX_HEAD_DIM:

@@ -1,10 +1,15 @@
 """FlashAttention-1 (Dao et al., 2022), Algorithm 1 forward and Algorithm 4 backward.
 
-Block sizes from the paper: Bc = ⌈M/4d⌉, Br = min(Bc, d), M = SRAM per block in elements;
-Bc is then rounded down to a multiple of 16 (the MMA's k) and capped by what the kernel's
-registers hold. One CTA per (batch, head); K/V blocks outer, Q blocks inner; O (in fp32, so
-Tc roundings do not accumulate), ℓ and m are read from and written to HBM at every inner step.
-Causal: blocks entirely above the diagonal are skipped.
+Forward block sizes from the paper: Bc = ⌈M/4d⌉, Br = min(Bc, d), M = SRAM per block in
+elements; Bc is then rounded down to a multiple of 16 (the MMA's k) and capped by what the
+kernel's registers hold. One CTA per (batch, head); K/V blocks outer, Q blocks inner; O (in
+fp32, so Tc roundings do not accumulate), ℓ and m are read from and written to HBM at every
+inner step. Causal: blocks entirely above the diagonal are skipped.
+
+Backward (kernels/fa1.cu, FA1_BWD): the same loop order, one CTA per (batch, head); dK_j and
+dV_j live in fp32 registers for a whole outer step, so the tiles are the register file's
+(BWD_TILES), not the paper's: O_i, ℓ_i, m_i, dO_i, Q_i and dQacc_i (fp32, read-modify-written)
+move at every inner step, D_i = rowsum(dO_i∘O_i) is formed there.
 """
 
 from __future__ import annotations
@@ -23,18 +28,33 @@ from .base import (
     mask_defines,
     uniform,
 )
+from .fa2 import bwd_readers
 from .flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
 
 # Largest Bc whose S tile (16 rows x Bc fp32 per warp) and O fragment fit the kernel's
 # registers without spilling, by head_dim.
 BC_REGISTER_CAP = {64: 128, 128: 128, 256: 64}
+# Backward (block_m, block_n, warps, stages) by the padded head_dim (HEAD_DIM_PAD) of
+# kernels/fa1.cu's fa1_bwd: dK_j and dV_j take 2·Bc·d_pad/(32·warps) fp32 registers a thread,
+# and at 128 of them (Bc = 128 at d = 128, Bc = 64 at d = 256) nvcc 13 spills for some masks
+# and head_dims; these tiles keep them at 64-96 with no spills for every head_dim, mask and
+# dtype (Br = 128 at d <= 64 spills too, for padded head_dims: its Sᵀ fragment doubles). Br = 64
+# (the Pᵀ/dSᵀ rows are swizzled 64 wide). STAGES: the Q_i/dO_i/ℓ_i/m_i cp.async ring's depth.
+BWD_TILES = {64: (64, 128, 8, 2), 128: (64, 64, 8, 2), 192: (64, 64, 8, 2), 256: (64, 32, 8, 2)}
+AUX_THREADS = 128  # the backward's dQacc = 0 and dQ conversion kernels
 # One CTA per head: K/V of a KV head are read again by the next query head's CTA (GQA); the
 # CTA itself comes back to Q, O, l and m at every outer step (reuse 0, the default).
 GQA_REUSE = {"K": 1, "V": 1}
 
 
 def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
+    """The kernel's tiles for the problem's direction (the forward's from the paper's formula
+    capped by registers; the backward's from BWD_TILES); fields of `t` that are set win."""
     d = p.head_dim
+    if p.direction is Direction.bwd:
+        bm, bn, w, st = next(v for k, v in sorted(BWD_TILES.items()) if head_dim_pad(d) <= k)
+        return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
+                     stages=t.stages or st)
     m_elems = hw.smem_per_block_optin_bytes // p.elem_bytes
     bc = -(-m_elems // (4 * d))
     cap = next(v for k, v in sorted(BC_REGISTER_CAP.items()) if d <= k)
@@ -54,10 +74,18 @@ def smem_bytes(p: Problem, t: Tiles) -> int:
     return (t.block_m + 2 * t.block_n) * head_dim_pad(p.head_dim) * p.elem_bytes
 
 
+def bwd_smem_bytes(p: Problem, t: Tiles) -> int:
+    """kernels/fa1.cu's fa1_bwd: K_j, V_j, a `stages`-deep ring of Q_i and dO_i (input dtype,
+    rows padded), the Pᵀ and dSᵀ tiles; ℓ_i and m_i (fp32) in the ring and D_i (fp32)."""
+    e, dp, st = p.elem_bytes, head_dim_pad(p.head_dim), t.stages
+    tiles_ = 2 * t.block_n * dp + 2 * st * t.block_m * dp + 2 * t.block_m * t.block_n
+    return tiles_ * e + (2 * st + 1) * t.block_m * F32
+
+
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     check_head_dim("fa1", p)
     t = tiles(p, hw, t)
-    smem = smem_bytes(p, t)
+    smem = smem_bytes(p, t) if p.direction is Direction.fwd else bwd_smem_bytes(p, t)
     check_smem("fa1", smem, hw, p)
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
     common = dict(HEAD_DIM=p.head_dim, HEAD_DIM_PAD=head_dim_pad(p.head_dim),
@@ -75,22 +103,31 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              masked=diag, reuse=GQA_REUSE, overlap="none", source="fa1.cu", defines={**common, "FA1_FWD": 1}))
     else:
         n = p.seqlen_q * p.head_dim
+        aux = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m)
         init = Traffic(writes={"dQacc": n * F32})
-        ks.append(KernelPlan("fa1_bwd_init", (bm.tm, p.heads, p.batch), 128, 0, 32,
+        ks.append(KernelPlan("fa1_bwd_init", (bm.tm, p.heads, p.batch), AUX_THREADS, 0, 32,
                              t.block_m, p.head_dim, init.scaled(bh), Work(),
-                             trips=uniform(1)))
-        ks.append(KernelPlan("fa1_bwd", (1, p.heads, p.batch), 32 * t.warps,
-                             smem + 2 * t.block_m * t.block_n * p.elem_bytes, 255, t.block_m,
-                             t.block_n, **flash_bwd(p, bm, fa1=True).launch(bh), trips=pairs,
-                             masked=diag, reuse=GQA_REUSE))
+                             trips=uniform(1), source="fa1.cu",
+                             defines={**aux, "FA1_BWD_INIT": 1}))
+        ks.append(KernelPlan("fa1_bwd", (1, p.heads, p.batch), 32 * t.warps, smem, 255,
+                             t.block_m, t.block_n,
+                             # the warp grids of kernels/fa2_bwd.cu, whose phases fa1_bwd runs
+                             **flash_bwd(p, bm, fa1=True, rd=bwd_readers(
+                                 t.block_m, t.block_n, p.head_dim, t.warps)).launch(bh),
+                             trips=pairs, masked=diag, stages=t.stages, reuse=GQA_REUSE,
+                             # barriers split each trip into phases, as fa2_bwd's
+                             overlap="lockstep", source="fa1.cu",
+                             defines={**common, "STAGES": t.stages, "FA1_BWD": 1}))
         tr, w = dq_convert(p, scaled=False)
-        ks.append(KernelPlan("fa1_bwd_convert", (bm.tm, p.heads, p.batch), 128, 0, 32,
+        ks.append(KernelPlan("fa1_bwd_convert", (bm.tm, p.heads, p.batch), AUX_THREADS, 0, 32,
                              t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
-                             trips=uniform(1)))
+                             trips=uniform(1), source="fa1.cu",
+                             defines={**aux, "FA1_BWD_CONVERT": 1}))
         if p.group > 1:
             ks.append(gqa_reduce(p, ("dK", "dV")))
     paper = -(-(hw.smem_per_block_optin_bytes // p.elem_bytes) // (4 * p.head_dim))
-    notes = (f"Algorithm 1's loop order with this kernel's tiles Bc={t.block_n}, Br={t.block_m}"
+    algo = "1" if p.direction is Direction.fwd else "4"
+    notes = (f"Algorithm {algo}'s loop order with this kernel's tiles Bc={t.block_n}, Br={t.block_m}"
              + (f" (the paper's Bc = ceil(M/4d) = {paper} for M={hw.smem_per_block_optin_bytes} B"
                 " exceeds the kernel's registers)" if paper > t.block_n else ""))
     return Plan("fa1", p, hw.name, tuple(ks), notes)

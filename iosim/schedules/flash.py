@@ -128,25 +128,26 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> C
         writes={"dQacc": sr * d * F32, "dK" + x: p.seqlen_k * d * e,
                 "dV" + x: p.seqlen_k * d * e},
         # smem per key block: K, V stored; per step: Q, dO stored, each read by two products
-        # (Q by S and dK, dO by dP and dV); K read by S and dQ, V by dP; P stored and read by
-        # dV (FA2/FA3: and read back for dS, kernels/fa2_bwd.cu), dS stored and read by dK
-        # and dQ; every operand read as many times as `rd` says.
-        sram=2 * kv * d * e + (2 + 2 * rd.qdo_s + 2 * rd.qdo_kv) * sr * d * e
+        # (Q by S and dK, dO by dP and dV; FA1: dO once more, for D_i); K read by S and dQ, V
+        # by dP; P stored, read by dV and read back for dS (kernels/fa1.cu, fa2_bwd.cu), dS
+        # stored and read by dK and dQ; every operand read as many times as `rd` says.
+        sram=2 * kv * d * e + (2 + 2 * rd.qdo_s + 2 * rd.qdo_kv + fa1) * sr * d * e
         + (2 * rd.kv_s + rd.k_dq) * sc * d * e
-        + ((1 if fa1 else 2) + 1 + 2 * rd.pds_kv + rd.ds_dq) * rc * e,
+        + (2 + 1 + 2 * rd.pds_kv + rd.ds_dq) * rc * e,
     )
     # per pair: S, dV, dP, dK, dQ products; P = exp(S·scale − stat) (FA1 also ·1/ℓ);
-    # dS = P∘(dP − D) (2); dQ add (FA1 also scales dQ there, and forms D: 2·r·d).
+    # dS = P∘(dP − D) (2); dQ add (FA1 also forms D: 2·r·d, and per row 1/ℓ and scale·D: its
+    # dS is stored scaled, dP·scale − scale·D in the one FMA, so dK and dQ need no scaling).
     per_rc = 5 if fa1 else 4
-    per_rd = 4 if fa1 else 1
+    per_rd = 3 if fa1 else 1
     mask = bm.sum_rc_diag()
-    once = Work(alu_flops=kv * d)  # dK *= scale per loaded key block (FA1: per outer step)
+    once = Work() if fa1 else Work(alu_flops=kv * d)  # FA2/FA3: dK *= scale per key block
     w = Work(
         tensor_flops=10 * rc * d,
         exp_ops=rc,
-        alu_flops=per_rc * rc + mask + (sr if fa1 else 0) + per_rd * sr * d,
+        alu_flops=per_rc * rc + mask + (2 * sr if fa1 else 0) + per_rd * sr * d,
     ) + once
-    return Counts(t, w, Work() if fa1 else once, mask)
+    return Counts(t, w, once, mask)
 
 
 def fa2_bwd_pre(p: Problem) -> tuple[Traffic, Work]:
