@@ -337,6 +337,8 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                                                               ("dV" + x, nk))}
     rd = bwd_readers(main.block_m, main.block_n, d, main.defines["NUM_WARPS"]) \
         if main.source in ("fa2_bwd.cu", "fa1.cu") else Readers()
+    if main.source == "fa2_bwd.cu":  # P kept in registers for dS: no read-back
+        rd = rd._replace(p_back=0)
     first = f"{name}_bwd_init" if fa1 else f"{name}_bwd_pre"
     with m.launch(first):
         for b in range(p.batch):
@@ -385,9 +387,9 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                         else:  # LSE = -inf: a row that sees no key, P = 0
                             P = m.exp(s * S - np.where(lsei > -np.inf, lsei, 0.0)[:, None])
                             m.alu(2 * S.size)
-                        # staged in shared memory for the transposed product and read back
-                        # for dS, which uses the P that dV used
-                        m.smem(P, P)
+                        # staged in shared memory for the transposed product and (rd.p_back)
+                        # read back for dS, which uses the P that dV used
+                        m.smem(*[P] * (1 + rd.p_back))
                         dV += m.mma(P.T, dOi, True, True, rd.qdo_kv, rd.pds_kv)
                         dP = m.mma(dOi, Vj.T, True, True, rd.kv_s, rd.qdo_s)
                         if fa1:  # O_i from registers, dO_i read again from shared memory

@@ -21,6 +21,7 @@
 //   BLOCK_M (query rows per step), BLOCK_N (key rows per CTA), NUM_WARPS, STAGES (>= 2: depth
 //   of the Q/dO/LSE/D ring), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, AUX_THREADS (pre and convert
 //   kernels). HEAD_DIM 64, 128, 256 (no padding: the Plan refuses other sizes for backward).
+//   FB_NOROT (benchmarks only, never set by the Plan): no rotation of the query-block order.
 //
 // Shared memory of fa2_bwd (dynamic; the Plan computes the same):
 //   (2*BLOCK_N*HEAD_DIM + 2*STAGES*BLOCK_M*HEAD_DIM + 2*BLOCK_N*BLOCK_M) * 2     K, V; Q, dO ring;
@@ -32,15 +33,23 @@
 //     registers. Query blocks i stream through a STAGES-deep cp.async ring (Q_i, dO_i, LSE_i,
 //     D_i): block i+STAGES-1 is issued at the top of step i, so its copy overlaps step i.
 //   * Causal: the loop starts at the first query block that sees key block j;
-//     a key block no query sees writes zeros.
-//   * Step i, phase 1: Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ (mma.sync m16n8k16, fp32 accumulate;
-//     warps split the key rows, then the query columns). Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e)
-//     (P recomputed from the stored LSE, no max/sum), dSᵀ = Pᵀ ∘ (dPᵀ − D); masked entries
-//     (causal, ragged Nq/Nk) are 0. Pᵀ and dSᵀ go to shared memory in elem_t.
+//     a key block no query sees writes zeros. Not causal: key block j starts at query block
+//     j mod (query blocks) and wraps around, so that the CTAs running at once add into
+//     different rows of dQacc (in step, all key blocks of a head met in the same rows).
+//   * Step i, phase 1: Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ in one k loop (mma.sync m16n8k16,
+//     fp32 accumulate; warps split the key rows, then the query columns). Pᵀ =
+//     exp2(Sᵀ·scale·log2e − LSE·log2e) (P recomputed from the stored LSE, no max/sum), dSᵀ =
+//     Pᵀ ∘ (dPᵀ − D) from registers; masked entries (causal, ragged Nq/Nk) are 0. Pᵀ and dSᵀ
+//     go to shared memory in elem_t.
 //   * Phase 2: dV_j += Pᵀ dO_i and dK_j += dSᵀ Q_i (warps split the key rows, then d).
 //   * Phase 3: dQ_i += dS K_j (warps split the query rows, then d), added to the fp32 dQacc in
 //     HBM with vector atomics (red.global.add.v2.f32 on sm_90): the CTAs of all key blocks add
 //     into the same dQ_i, so the order of additions (not the result's accuracy) varies by run.
+//     Where dQ takes one pass of d (d = 64, 128), phases 2 and 3 share one k loop.
+//   * Why the fused loops: with 8 warps (2 per scheduler, 255 registers) the kernel is latency
+//     bound (Nsight Compute before: issue active 25-27%, top stalls wait, short_scoreboard); two or
+//     three independent GEMMs per fragment load raised H100 bf16 throughput 7-12% at d = 64,
+//     3-5% at d = 128 and 256 (reports/data/h100/dev/fa2_bwd/).
 //   * Epilogue: dK_j·scale and dV_j are staged through the K_j/V_j tiles for 16-byte stores.
 //   * Tiles are XOR-swizzled in 16-byte chunks (chunk ^ (row & 7)): ldmatrix, ldmatrix.trans
 //     and the Pᵀ/dSᵀ stores are bank-conflict free.
@@ -148,9 +157,13 @@ constexpr int MT2 = BN / W2K / 16, NT2 = D / W2D / 8;
 constexpr int W3Q = imin(NW, BM / WROWS), W3D = NW / W3Q;
 constexpr int MT3 = BM / W3Q / 16, NT3 = D / W3D / 8;
 constexpr int NT3P = NT3 < 4 ? NT3 : 4;  // n8 tiles of dQ per pass (32 columns at most)
-// Phase 1's k loop unrolled D/32 times: the unroll with no register spills for every head_dim
-// and mask with nvcc 13 (full unrolling spills at d = 128).
-constexpr int P1_UNROLL = D / 32;
+// Phase 1's fused Sᵀ/dPᵀ k loop: its order and unroll are the ones with no register spills
+// for every mask with nvcc 13 (sm_90a; tests/test_kernel_compile.py) and the fastest measured
+// on H100 (reports/data/h100/dev/fa2_bwd/): d = 64 and 256 a k slice of Sᵀ then of dPᵀ,
+// unrolled fully (d = 64) or D/32 times; d = 128 interleaved MMA by MMA, not unrolled (twice
+// with the bottom-right diagonal, whose run-time offset takes a register more).
+constexpr bool P1_BY_SLICE = D != 128;
+constexpr int P1_UNROLL = D == 64 ? D / 16 : D == 128 ? 1 + CAUSAL_BOTTOM_RIGHT : D / 32;
 static_assert(BN % 16 == 0 && BM % 64 == 0, "BLOCK_N: multiple of 16; BLOCK_M: of 64 (swizzle)");
 static_assert(NW % W1K == 0 && BN % (16 * W1K) == 0 && BM % (16 * W1Q) == 0, "phase-1 warp grid");
 static_assert(D % (16 * W2D) == 0 && NW % W3Q == 0 && D % (16 * W3D) == 0, "phase-2/3 warp grids");
@@ -217,11 +230,21 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
     const int m_blocks = (Nq + BM - 1) / BM;
     const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : m_blocks - m_first;
+    // Not causal: the key blocks of one head start at different query blocks (CTA j at block
+    // j mod n_iter, then around), so that the CTAs running at once add into different dQ rows
+    // (in step, every key block's fp32 atomics met in the same 32 KB of dQacc). Causal CTAs
+    // start on their diagonals, apart already.
+    auto q_block = [&](int it) {  // query block of step it
+#ifndef FB_NOROT
+        if (!IS_CAUSAL) return (int)(((unsigned)it + blockIdx.x) % (unsigned)n_iter);
+#endif
+        return m_first + it;
+    };
 
     auto issue = [&](int it) {  // Q, dO, LSE, D of step it into ring slot it % NS
         if (it < n_iter) {
             const int slot = it % NS;
-            const int m0 = (m_first + it) * BM;
+            const int m0 = q_block(it) * BM;
             // (pointers formed here from the kernel parameters: none stays live in the loop)
             load_rows<BM>(smem_u32(sQ + slot * BM * D), Q + q_rows * D, m0, Nq, tid);
             load_rows<BM>(smem_u32(sdO + slot * BM * D), dO + q_rows * D, m0, Nq, tid);
@@ -265,126 +288,149 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 
     for (int it = 0; it < n_iter; ++it) {
         const int slot = it % NS;
-        const int m0 = (m_first + it) * BM;
+        const int m0 = q_block(it) * BM;
         cp_async_wait<NS - 2>();
         __syncthreads();  // step it landed; every warp is done with step it-1 (its slot, Pᵀ, dSᵀ)
         issue(it + NS - 1);
         const u32 sQs = smem_u32(sQ + slot * BM * D), sdOs = smem_u32(sdO + slot * BM * D);
 
-        // ---- phase 1: Sᵀ = K_j Q_iᵀ -> Pᵀ (to shared, elem_t), then dPᵀ = V_j dO_iᵀ -> dSᵀ
-        // with the rounded Pᵀ (the one dV uses) read back by the thread that wrote it: only one
-        // fp32 product lives beside the dK, dV accumulators.
-        auto phase1 = [&](float (&acc)[MT1][NT1][4], u32 sA, u32 sB) {
+        // ---- phase 1: Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ in one k loop (two independent MMA
+        // chains per fragment load; with 2 warps a scheduler, one GEMM at a time left the issue
+        // slots idle on ldmatrix->mma latency), then Pᵀ and dSᵀ from registers.
+        const bool need_mask =
+            (n0 + BN > Nk) || (m0 + BM > Nq) || (IS_CAUSAL && n0 + BN - 1 > m0 + off);
+        const float* sLs = sL + slot * BM;
+        const float* sDs = sD + slot * BM;
+        const u32 sKa = smem_u32(sK), sVa = smem_u32(sV);
+        float st[MT1][NT1][4], dpt[MT1][NT1][4];
 #pragma unroll
-            for (int mt = 0; mt < MT1; ++mt)
+        for (int mt = 0; mt < MT1; ++mt)
 #pragma unroll
-                for (int nt = 0; nt < NT1; ++nt)
+            for (int nt = 0; nt < NT1; ++nt)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) acc[mt][nt][r] = 0.f;
+                for (int r = 0; r < 4; ++r) st[mt][nt][r] = dpt[mt][nt][r] = 0.f;
 #pragma unroll(P1_UNROLL)
-            for (int kk = 0; kk < D / 16; ++kk) {
-                u32 a[MT1][4];
+        for (int kk = 0; kk < D / 16; ++kk) {
+            if constexpr (P1_BY_SLICE) {  // a k slice of Sᵀ, then the same slice of dPᵀ
 #pragma unroll
-                for (int mt = 0; mt < MT1; ++mt)
-                    ldmatrix_x4(a[mt], sA + (u32)((k1 + mt * 16 + arow) * D * 2) + chunk_off(akey, kk));
+                for (int g = 0; g < 2; ++g) {
+                    float (&acc)[MT1][NT1][4] = g ? dpt : st;
+                    u32 a[MT1][4];
+#pragma unroll
+                    for (int mt = 0; mt < MT1; ++mt)
+                        ldmatrix_x4(a[mt], (g ? sVa : sKa) + (u32)((k1 + mt * 16 + arow) * D * 2) +
+                                               chunk_off(akey, kk));
+#pragma unroll
+                    for (int nn = 0; nn < NT1 / 2; ++nn) {
+                        u32 b[4];
+                        ldmatrix_x4(b, (g ? sdOs : sQs) + (u32)((q1 + nn * 16 + brow) * D * 2) +
+                                           chunk_off(bkey, kk));
+#pragma unroll
+                        for (int mt = 0; mt < MT1; ++mt) {
+                            mma_m16n8k16(acc[mt][2 * nn], a[mt], b);
+                            mma_m16n8k16(acc[mt][2 * nn + 1], a[mt], b + 2);
+                        }
+                    }
+                }
+            } else {  // Sᵀ and dPᵀ interleaved MMA by MMA
+                u32 ak[MT1][4], av[MT1][4];
+#pragma unroll
+                for (int mt = 0; mt < MT1; ++mt) {
+                    const u32 o = (u32)((k1 + mt * 16 + arow) * D * 2) + chunk_off(akey, kk);
+                    ldmatrix_x4(ak[mt], sKa + o);
+                    ldmatrix_x4(av[mt], sVa + o);
+                }
 #pragma unroll
                 for (int nn = 0; nn < NT1 / 2; ++nn) {
-                    u32 bq[4];
-                    ldmatrix_x4(bq, sB + (u32)((q1 + nn * 16 + brow) * D * 2) + chunk_off(bkey, kk));
+                    u32 bq[4], bo[4];
+                    const u32 o = (u32)((q1 + nn * 16 + brow) * D * 2) + chunk_off(bkey, kk);
+                    ldmatrix_x4(bq, sQs + o);
+                    ldmatrix_x4(bo, sdOs + o);
 #pragma unroll
                     for (int mt = 0; mt < MT1; ++mt) {
-                        mma_m16n8k16(acc[mt][2 * nn], a[mt], bq);
-                        mma_m16n8k16(acc[mt][2 * nn + 1], a[mt], bq + 2);
+                        mma_m16n8k16(st[mt][2 * nn], ak[mt], bq);
+                        mma_m16n8k16(st[mt][2 * nn + 1], ak[mt], bq + 2);
+                        mma_m16n8k16(dpt[mt][2 * nn], av[mt], bo);
+                        mma_m16n8k16(dpt[mt][2 * nn + 1], av[mt], bo + 2);
                     }
                 }
             }
-        };
-        const bool need_mask = (n0 + BN > Nk) || (m0 + BM > Nq) || (IS_CAUSAL && n0 + BN - 1 > m0 + off);
-        const float* sLs = sL + slot * BM;
-        const float* sDs = sD + slot * BM;
-        // element (mt, nt, r) of a phase-1 tile: key row k1 + mt*16 + lane/4 + 8*(r/2),
+        }
+        // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) (P recomputed from the stored LSE, no max/sum),
+        // dSᵀ = Pᵀ ∘ (dPᵀ − D) with the rounded Pᵀ (the one dV uses); masked entries (causal,
+        // ragged Nq/Nk) are 0. Element (mt, nt, r): key row k1 + mt*16 + lane/4 + 8*(r/2),
         // query column q1 + nt*8 + 2*(lane%4) + r%2; its pair (r, r+1) is one u32 in shared.
-        auto tile_off = [&](int mt, int nt, int hr) {
-            const int qc = q1 + nt * 8 + 2 * (lane & 3);
-            return swz<MCH>(k1 + mt * 16 + (lane >> 2) + hr * 8, qc >> 3) + (qc & 7);
-        };
         {
             const int key0 = n0 + k1 + (lane >> 2), q0 = m0 + q1 + 2 * (lane & 3);
             const int k_left = Nk - key0, q_left = Nq - q0, kq = q0 + off - key0;
-            float st[MT1][NT1][4];
-            phase1(st, smem_u32(sK), sQs);
 #pragma unroll
             for (int mt = 0; mt < MT1; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < NT1; ++nt) {
                     const int qc = q1 + nt * 8 + 2 * (lane & 3);
                     const float2 lse = *reinterpret_cast<const float2*>(sLs + qc);
+                    const float2 dd = *reinterpret_cast<const float2*>(sDs + qc);
                     const float l2[2] = {lse.x * IOSIM_LOG2E, lse.y * IOSIM_LOG2E};
+                    const float dsub[2] = {dd.x, dd.y};
+                    float pr[4];
 #pragma unroll
                     for (int r = 0; r < 4; ++r) {
                         const int c = r & 1;
-                        float p = fast_exp2(fmaf(st[mt][nt][r], sl2, -l2[c]));
-                        if (need_mask) {  // key = key0 + dk_, query = q0 + dq_ (dk_, dq_ constants)
+                        const float x = fmaf(st[mt][nt][r], sl2, -l2[c]);
+                        float p = fast_exp2(x);
+                        if (need_mask) {  // key = key0 + dk_, query = q0 + dq_ (constants)
                             const int dk_ = mt * 16 + (r >> 1) * 8, dq_ = nt * 8 + c;
                             if (dk_ >= k_left || dq_ >= q_left || (IS_CAUSAL && dk_ - dq_ > kq))
                                 p = 0.f;
                         }
-                        st[mt][nt][r] = p;
+                        pr[r] = p;
                     }
 #pragma unroll
-                    for (int hr = 0; hr < 2; ++hr)
-                        *reinterpret_cast<u32*>(sPt + tile_off(mt, nt, hr)) =
-                            pack2_elem(st[mt][nt][2 * hr], st[mt][nt][2 * hr + 1]);
-                }
-        }
-        {
-            float dpt[MT1][NT1][4];
-            phase1(dpt, smem_u32(sV), sdOs);
-#pragma unroll
-            for (int mt = 0; mt < MT1; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < NT1; ++nt) {
-                    const int qc = q1 + nt * 8 + 2 * (lane & 3);
-                    const float2 dd = *reinterpret_cast<const float2*>(sDs + qc);
-#pragma unroll
                     for (int hr = 0; hr < 2; ++hr) {
-                        const int e = tile_off(mt, nt, hr);
+                        const int e = swz<MCH>(k1 + mt * 16 + (lane >> 2) + hr * 8, qc >> 3) + (qc & 7);
+                        const u32 pk = pack2_elem(pr[2 * hr], pr[2 * hr + 1]);
+                        *reinterpret_cast<u32*>(sPt + e) = pk;
                         float p0, p1;
-                        unpack2_elem(*reinterpret_cast<const u32*>(sPt + e), p0, p1);
+                        unpack2_elem(pk, p0, p1);
                         *reinterpret_cast<u32*>(sdSt + e) =
-                            pack2_elem(p0 * (dpt[mt][nt][2 * hr] - dd.x),
-                                       p1 * (dpt[mt][nt][2 * hr + 1] - dd.y));
+                            pack2_elem(p0 * (dpt[mt][nt][2 * hr] - dsub[0]),
+                                       p1 * (dpt[mt][nt][2 * hr + 1] - dsub[1]));
                     }
                 }
         }
         __syncthreads();  // Pᵀ, dSᵀ visible to every warp
 
-        // ---- phase 2: dV += Pᵀ dO_i, then dK += dSᵀ Q_i (k = the block's query rows)
-        auto phase2 = [&](float (&acc)[MT2][NT2][4], u32 sA, u32 sB) {
+        // ---- phases 2 and 3: dV += Pᵀ dO_i and dK += dSᵀ Q_i (k = the block's query rows;
+        // warps split the key rows, then d), and dQ_i += dS K_j (k = the key rows; warps split
+        // the query rows, then d), fp32 atomics into dQacc. dQ in passes of at most 32 columns
+        // of d (fewer live accumulators, no spills; dS fragments re-read per pass); where it
+        // takes one pass (d = 64, 128) the three GEMMs share one k loop, for the same reason
+        // as phase 1, else dV and dK come first.
+        auto phase2_step = [&](float (&acc)[MT2][NT2][4], u32 sA, u32 sB, int kk) {
+            u32 a[MT2][4];
 #pragma unroll
-            for (int kk = 0; kk < BM / 16; ++kk) {
-                u32 a[MT2][4];
+            for (int mt = 0; mt < MT2; ++mt)
+                ldmatrix_x4(a[mt], sA + (u32)((k2 + mt * 16 + arow) * BM * 2) + chunk_off(akey, kk));
 #pragma unroll
-                for (int mt = 0; mt < MT2; ++mt)
-                    ldmatrix_x4(a[mt], sA + (u32)((k2 + mt * 16 + arow) * BM * 2) + chunk_off(akey, kk));
+            for (int dn = 0; dn < NT2 / 2; ++dn) {
+                u32 bt[4];
+                ldmatrix_x4_trans(bt, sB + (u32)((kk * 16 + arow) * D * 2) +
+                                          chunk_off(akey, d2 / 16 + dn));
 #pragma unroll
-                for (int dn = 0; dn < NT2 / 2; ++dn) {
-                    u32 bt[4];
-                    ldmatrix_x4_trans(bt, sB + (u32)((kk * 16 + arow) * D * 2) +
-                                              chunk_off(akey, d2 / 16 + dn));
-#pragma unroll
-                    for (int mt = 0; mt < MT2; ++mt) {
-                        mma_m16n8k16(acc[mt][2 * dn], a[mt], bt);
-                        mma_m16n8k16(acc[mt][2 * dn + 1], a[mt], bt + 2);
-                    }
+                for (int mt = 0; mt < MT2; ++mt) {
+                    mma_m16n8k16(acc[mt][2 * dn], a[mt], bt);
+                    mma_m16n8k16(acc[mt][2 * dn + 1], a[mt], bt + 2);
                 }
             }
         };
-        phase2(dv, smem_u32(sPt), sdOs);
-        phase2(dk, smem_u32(sdSt), sQs);
-
-        // ---- phase 3: dQ_i += dS K_j (k = the key rows), fp32 atomics into dQacc; in passes
-        // of at most 32 columns of d (fewer live accumulators, no spills; dS fragments re-read per pass)
+        constexpr bool P23 = NT3 == NT3P;  // phases 2 and 3 in one k loop
+        constexpr int K2 = BM / 16, K3 = BN / 16, K23 = P23 && K2 > K3 ? K2 : K3;
+        if constexpr (!P23) {
+#pragma unroll
+            for (int kk = 0; kk < K2; ++kk) phase2_step(dv, smem_u32(sPt), sdOs, kk);
+#pragma unroll
+            for (int kk = 0; kk < K2; ++kk) phase2_step(dk, smem_u32(sdSt), sQs, kk);
+        }
 #pragma unroll 1
         for (int pass = 0; pass < NT3 / NT3P; ++pass) {
             const int dp = d3 + pass * NT3P * 8;
@@ -396,7 +442,12 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 #pragma unroll
                     for (int r = 0; r < 4; ++r) dq[mt][nt][r] = 0.f;
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) {
+            for (int kk = 0; kk < K23; ++kk) {
+                if (P23 && kk < K2) {
+                    phase2_step(dv, smem_u32(sPt), sdOs, kk);
+                    phase2_step(dk, smem_u32(sdSt), sQs, kk);
+                }
+                if (kk >= K3) continue;
                 u32 a[MT3][4];
 #pragma unroll
                 for (int mt = 0; mt < MT3; ++mt)  // dS from dSᵀ: ldmatrix.trans

@@ -33,10 +33,13 @@ from .flash import Readers, dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
 # usual 128x64 spills in this kernel; sm_80 (not measured): the zero-spill tiles that fit A100.
 FWD_TILES = {"sm_90a": {64: (128, 128, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 2)},
              "sm_80": {64: (128, 64, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 1)}}
-# kernels/fa2_bwd.cu: FA2's sm80 backward tiles on sm_90a (no spills with nvcc 13); sm_80 (not
-# measured): d=128 takes 64x64, FA2's 64x128 spills there, and d=256 does not fit A100's SRAM.
+# kernels/fa2_bwd.cu: FA2's sm80 backward tiles on sm_90a (no spills with nvcc 13), still the
+# fastest on H100 with the fused phase-1 loop (reports/data/h100/dev/fa2_bwd/: 64x64x4 at 3
+# CTAs/SM, 64x128x8 at 2, 3 stages, 128x64 at d=128 measured slower or no better); sm_80 (not
+# measured): d=64 takes 64x128 and d=128 64x64 (FA2's 128x128 and 64x128 spill there), and
+# d=256 does not fit A100's SRAM.
 BWD_TILES = {"sm_90a": {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)},
-             "sm_80": {64: (128, 128, 8, 2), 128: (64, 64, 8, 2), 256: (64, 64, 8, 2)}}
+             "sm_80": {64: (64, 128, 8, 2), 128: (64, 64, 8, 2), 256: (64, 64, 8, 2)}}
 AUX_THREADS = 128  # backward's preprocessing and dQ conversion kernels
 
 
@@ -98,10 +101,11 @@ class FlashStyle:
 
     def bwd_readers(self, p: Problem, t: Tiles) -> Readers:
         """Shared-memory reads of the backward's GEMM operands (kernels/fa2_bwd.cu's warp
-        grids; a schedule without a backward kernel: each operand once)."""
+        grids, Pᵀ kept in registers for dS; a schedule without a backward kernel: each
+        operand once, P read back)."""
         if self.bwd_source != "fa2_bwd.cu":
             return Readers()
-        return bwd_readers(t.block_m, t.block_n, p.head_dim, t.warps)
+        return bwd_readers(t.block_m, t.block_n, p.head_dim, t.warps)._replace(p_back=0)
 
     def bwd_smem(self, p: Problem, t: Tiles) -> int:
         """K, V (per key block) + a `stages`-deep ring of Q, dO (input dtype) and LSE, D

@@ -106,6 +106,7 @@ class Readers(NamedTuple):
     pds_kv: int = 1  # Pᵀ, dSᵀ by dV and dK
     k_dq: int = 1  # K_j by dQ = dS K
     ds_dq: int = 1  # dS by dQ
+    p_back: int = 1  # P read back for dS (kernels/fa2_bwd.cu: 0, P stays in registers)
 
 
 def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> Counts:
@@ -129,11 +130,12 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> C
                 "dV" + x: p.seqlen_k * d * e},
         # smem per key block: K, V stored; per step: Q, dO stored, each read by two products
         # (Q by S and dK, dO by dP and dV; FA1: dO once more, for D_i); K read by S and dQ, V
-        # by dP; P stored, read by dV and read back for dS (kernels/fa1.cu, fa2_bwd.cu), dS
-        # stored and read by dK and dQ; every operand read as many times as `rd` says.
+        # by dP; P stored, read by dV and read back for dS `rd.p_back` times (kernels/fa1.cu
+        # once; fa2_bwd.cu keeps it in registers), dS stored and read by dK and dQ; every
+        # operand read as many times as `rd` says.
         sram=2 * kv * d * e + (2 + 2 * rd.qdo_s + 2 * rd.qdo_kv + fa1) * sr * d * e
         + (2 * rd.kv_s + rd.k_dq) * sc * d * e
-        + (2 + 1 + 2 * rd.pds_kv + rd.ds_dq) * rc * e,
+        + (1 + rd.p_back + 1 + 2 * rd.pds_kv + rd.ds_dq) * rc * e,
     )
     # per pair: S, dV, dP, dK, dQ products; P = exp(S·scale − stat) (FA1 also ·1/ℓ);
     # dS = P∘(dP − D) (2); dQ add (FA1 also forms D: 2·r·d, and per row 1/ℓ and scale·D: its

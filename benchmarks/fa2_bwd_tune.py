@@ -1,0 +1,166 @@
+"""Tile and kernel-variant sweep of the fa2 backward (kernels/fa2_bwd.cu) beside torch's flash
+backward, on the GPU machine: `. benchmarks/gpu_env.sh; python3 benchmarks/fa2_bwd_tune.py SET OUT.csv`.
+
+For every problem of SET (bf16, batch = 16384/N, heads = 2048/d): fresh random inputs (a new
+seed per problem), the float32 reference gradients and the same-dtype SDPA backward's error
+(iosim.gpu.backward: the bound is bench.error_bound, as `iosim bench --direction bwd` uses);
+torch's flash backward checked and timed; then each variant of SET for that head_dim: the
+Plan's kernels with its tiles (and extra -D defines on the main kernel, e.g. MINB for
+__launch_bounds__ in the first call's kernel, or `_source`: another copy of the main kernel
+in kernels/), NaN-poisoned, checked against the reference (a failed check is a row with
+its error, never timed), then timed (CUDA events, L2 flushed, median). The first variant is
+timed again last, as a measure of the run's drift. OUT is rewritten with every row so far
+after each row (an interrupted run keeps what it measured).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from iosim.gpu import backward, bench
+from iosim.hardware import load
+from iosim.problem import Problem
+from iosim.schedules import Tiles, plan
+
+# (name, (block_m, block_n, warps, stages) or None for the table's, extra defines of fa2_bwd).
+# The sets are the four calls of reports/data/h100/dev/fa2_bwd/, in order. The switches of
+# `decide`, `fuse` and `final` (FB_FUSE1, FB_FUSE2, FB_PREGS, FB_RED4, MINB, FB_P1U,
+# FB_FUSE23, FB_EXPPOLY) were in the working tree's kernel then; the kernel kept what won
+# (kernels/fa2_bwd.cu ignores them now). `before` needs the kernel of commit 720cde7 as
+# kernels/fa2_bwd_v0.cu: `git show 720cde7:kernels/fa2_bwd.cu > kernels/fa2_bwd_v0.cu`.
+V = tuple
+SETS: dict[str, dict] = {
+    # first call: tiles, occupancy and kernel variants, d = 64 and 128
+    "decide": {
+        "problems": [(n, d, c) for d in (64, 128) for n in (2048, 16384) for c in (False, True)],
+        64: [V(("base", None, {})), V(("pregs", None, {"FB_PREGS": 1})),
+             V(("fuse2", None, {"FB_FUSE2": 1})), V(("red4", None, {"FB_RED4": 1})),
+             V(("pregs+fuse2+red4", None, {"FB_PREGS": 1, "FB_FUSE2": 1, "FB_RED4": 1})),
+             V(("fuse1", None, {"FB_FUSE1": 1})),
+             V(("fuse1+fuse2+red4", None, {"FB_FUSE1": 1, "FB_FUSE2": 1, "FB_RED4": 1})),
+             V(("64x64x4 3cta", (64, 64, 4, 2), {"MINB": 3})),
+             V(("64x64x4 3cta red4", (64, 64, 4, 2), {"MINB": 3, "FB_RED4": 1})),
+             V(("64x128x8 2cta", (64, 128, 8, 2), {"MINB": 2})),
+             V(("64x128x8", (64, 128, 8, 2), {})),
+             V(("128x128x8x3", (128, 128, 8, 3), {}))],
+        128: [V(("base", None, {})), V(("pregs", None, {"FB_PREGS": 1})),
+              V(("fuse2", None, {"FB_FUSE2": 1})), V(("red4", None, {"FB_RED4": 1})),
+              V(("pregs+fuse2+red4", None, {"FB_PREGS": 1, "FB_FUSE2": 1, "FB_RED4": 1})),
+              V(("fuse1 u1", None, {"FB_FUSE1": 1, "FB_P1U": 1})),
+              V(("128x64x8", (128, 64, 8, 2), {})),
+              V(("128x64x8 red4", (128, 64, 8, 2), {"FB_RED4": 1})),
+              V(("64x128x8x3", (64, 128, 8, 3), {})),
+              V(("64x64x4", (64, 64, 4, 2), {}))],
+    },
+}
+F1 = {"FB_FUSE1": 1}  # Sᵀ and dPᵀ in one k loop, interleaved MMA by MMA
+F1B = {"FB_FUSE1": 2, "FB_P1U": 4}  # the same, one k slice of each in turn, fully unrolled
+F1U1 = {"FB_FUSE1": 1, "FB_P1U": 1}
+SETS["fuse"] = {  # second call: the fused phase 1 (the first call's winner) without spills
+    "problems": [(n, d, c) for d in (64, 128, 256) for n in (2048, 8192, 16384)
+                 for c in (False, True) if n != 8192 or d == 64],
+    64: [V(("base", None, {})), V(("fuse1", None, F1)), V(("fuse1b", None, F1B)),
+         V(("fuse1b+fuse23", None, {**F1B, "FB_FUSE23": 1})),
+         V(("fuse1b+red4", None, {**F1B, "FB_RED4": 1})),
+         V(("fuse1b 3 stages", (128, 128, 8, 3), F1B))],
+    128: [V(("base", None, {})), V(("fuse1 u1", None, F1U1)),
+          V(("fuse1 u1+fuse23", None, {**F1U1, "FB_FUSE23": 1})),
+          V(("fuse1 u1+red4", None, {**F1U1, "FB_RED4": 1})),
+          V(("fuse1 u1 3 stages", (64, 128, 8, 3), F1U1))],
+    256: [V(("base", None, {})), V(("fuse1", None, F1)), V(("fuse1b", None, {"FB_FUSE1": 2})),
+          V(("fuse1 u1", None, F1U1))],
+}
+V0 = {"_source": "fa2_bwd_v0.cu"}  # the kernel before this sweep (git show 720cde7:kernels/fa2_bwd.cu)
+SETS["final"] = {  # third call: the kept kernel beside the one before, and the FMA-pipe exp2
+    "problems": SETS["fuse"]["problems"],
+    **{d: [V(("final", None, {})), V(("before", None, V0)),
+           V(("final+exppoly/2", None, {"FB_EXPPOLY": 2}))] for d in (64, 128, 256)},
+}
+SETS["rot"] = {  # fourth call: not causal, each key block starting at its own query block
+    "problems": SETS["fuse"]["problems"],
+    **{d: [V(("final", None, {})), V(("no rotation", None, {"FB_NOROT": 1})),
+           V(("before", None, V0))] for d in (64, 128, 256)},
+}
+BASE_AGAIN = True
+
+
+def problems(spec) -> list[Problem]:
+    return [Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d, dtype="bf16",
+                    causal=c, direction="bwd") for n, d, c in spec]
+
+
+def variant_plan(p: Problem, hw, tiles, extra: dict):
+    t = Tiles(block_m=tiles[0], block_n=tiles[1], warps=tiles[2], stages=tiles[3]) if tiles else Tiles()
+    pl = plan("fa2", p, hw, t)
+    defines = {a: b for a, b in extra.items() if not a.startswith("_")}
+    source = extra.get("_source")  # another copy of the kernel, in kernels/
+    ks = tuple(replace(k, defines={**k.defines, **defines}, source=source or k.source)
+               if k.name == "fa2_bwd" else k for k in pl.kernels)
+    return replace(pl, kernels=ks)
+
+
+def main() -> None:
+    which, out = sys.argv[1], Path(sys.argv[2])
+    spec = SETS[which]
+    torch = bench.require_gpu()
+    info = bench.gpu_info(torch)
+    hw = load(bench.profile_for(info["gpu_name"]))
+    timer = bench.Timer(torch, hw.l2_bytes)
+    t0 = time.time()
+    summary, all_rows = [], []
+    for p in problems(spec["problems"]):
+        seed = int.from_bytes(os.urandom(4), "little") >> 1
+        q, k, v = bench.inputs(torch, p, seed)
+        do = backward.grad_output(torch, p, seed)
+        ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
+        same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
+        base = dict(gpu_name=info["gpu_name"], sm_clock_mhz=info["sm_clock_mhz"], seed=seed,
+                    batch=p.batch, heads=p.heads, seqlen=p.seqlen_q, head_dim=p.head_dim,
+                    causal=p.causal, ref_err_same_dtype=same)
+        flash = backward._peer(torch, timer, q, k, v, do, p, "torch_flash",
+                               ref, bench.error_bound("fa2", p, same, s_max))
+        all_rows.append(dict(base, variant="torch_flash", **flash))
+        flash_ms = flash.get("time_ms", float("nan"))
+        vs = list(spec[p.head_dim]) + ([spec[p.head_dim][0]] if BASE_AGAIN else [])
+        for i, (name, tiles, extra) in enumerate(vs):
+            r = dict(base, variant=name + (" (again)" if i == len(vs) - 1 and BASE_AGAIN else ""))
+            try:
+                pl = variant_plan(p, hw, tiles, extra)
+                main_k = next(k for k in pl.kernels if k.name == "fa2_bwd")
+                r.update(block_m=main_k.block_m, block_n=main_k.block_n,
+                         warps=main_k.defines["NUM_WARPS"], stages=main_k.defines["STAGES"],
+                         extra=" ".join(f"{a}={b}" for a, b in extra.items()))
+                bound = bench.error_bound("fa2", p, same, s_max)
+                launcher = backward.BackwardLauncher(pl, hw, q, k, v, do)
+                launcher.poison()
+                launcher()
+                torch.cuda.synchronize()
+                err = backward.grad_err(torch, launcher.outputs(), ref, p)
+                r.update(max_rel_err=err, err_bound=bound,
+                         status="ok" if err <= bound else "failed_check")
+                if err <= bound:
+                    r["time_ms"] = timer(launcher)
+                    r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
+                    r["vs_flash"] = flash_ms / r["time_ms"]
+                del launcher
+            except Exception as e:  # a crash is a row too, never timed
+                r["status"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            all_rows.append(r)
+            pd.DataFrame(all_rows).to_csv(out, index=False)  # the whole file, every row
+            summary.append((r["variant"], r.get("tflops"), r.get("vs_flash"), r["status"]))
+        del q, k, v, do, ref
+        torch.cuda.empty_cache()
+        print(f"d={p.head_dim} N={p.seqlen_q} causal={p.causal}: flash "
+              f"{flash.get('tflops', float('nan')):.1f} TF/s ({time.time() - t0:.0f} s)", flush=True)
+        for name, tf, ratio, st in summary[-len(vs):]:
+            print(f"   {name:28s} {tf or float('nan'):7.1f} {ratio or float('nan'):6.3f} "
+                  f"{st[:60]}", flush=True)
+
+if __name__ == "__main__":
+    main()
