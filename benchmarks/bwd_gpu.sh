@@ -3,7 +3,7 @@
 #   bash benchmarks/bwd_gpu.sh        (RESUME=1 continues reports/data/<gpu>/measured_bwd.csv)
 # 1. GPU tests of the backward kernels (tests/test_gpu_backward.py), 2. compute-sanitizer
 # racecheck on small ragged shapes (fa2 d=64 causal, fa2 d=256 GQA, naive d=128 GQA; each runs
-# its forward, then the backward kernels), 3. the bench grid, --direction bwd beside torch's
+# its forward, then the backward kernels; fa1 d=72 GQA bottom-right), 3. the bench grid (SKIP_GRID=1: none), --direction bwd beside torch's
 # SDPA backward. Logs and the CSV go to $OUT. The whole script stays under LIMIT seconds.
 set -o pipefail
 start=$(date +%s)
@@ -20,11 +20,13 @@ if [ -z "$SKIP_SANITIZER" ]; then
   for pt in \
     "{\"schedule\":\"fa2\",\"hw\":\"$prof\",\"seed\":1,\"batch\":1,\"heads\":2,\"seqlen_q\":300,\"head_dim\":64,\"causal\":true,\"direction\":\"bwd\"}" \
     "{\"schedule\":\"fa2\",\"hw\":\"$prof\",\"seed\":2,\"batch\":1,\"heads\":4,\"kv_heads\":2,\"seqlen_q\":200,\"seqlen_k\":333,\"head_dim\":256,\"causal\":false,\"direction\":\"bwd\"}" \
-    "{\"schedule\":\"naive\",\"hw\":\"$prof\",\"seed\":3,\"batch\":1,\"heads\":4,\"kv_heads\":1,\"seqlen_q\":250,\"head_dim\":128,\"causal\":true,\"direction\":\"bwd\"}"; do
+    "{\"schedule\":\"naive\",\"hw\":\"$prof\",\"seed\":3,\"batch\":1,\"heads\":4,\"kv_heads\":1,\"seqlen_q\":250,\"head_dim\":128,\"causal\":true,\"direction\":\"bwd\"}" \
+    "{\"schedule\":\"fa1\",\"hw\":\"$prof\",\"seed\":4,\"batch\":1,\"heads\":4,\"kv_heads\":2,\"seqlen_q\":300,\"seqlen_k\":200,\"head_dim\":72,\"causal\":true,\"causal_align\":\"bottom-right\",\"direction\":\"bwd\"}"; do
     echo "== racecheck $pt"
     compute-sanitizer --tool racecheck python3 -m iosim.gpu.once "$pt" 2>&1 | tail -3
   done | tee "$out/racecheck_bwd.log"
 fi
+[ -n "$SKIP_GRID" ] && { echo "elapsed $(( $(date +%s) - start )) s"; exit 0; }
 left=$(( ${LIMIT:-585} - ($(date +%s) - start) ))
 # the grid of `iosim bench --direction bwd --schedule naive,fa1,fa2 --seqlen 512..16384
 # --head-dim 64,128,256 --causal both --dtype bf16 --peers torch --resume` (benchmarks/bwd_bench.py)

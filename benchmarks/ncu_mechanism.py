@@ -29,10 +29,13 @@ POINTS = [
     ("fa1", 32, 32, 512, 64, False), ("naive", 4, 16, 4096, 128, False),
     ("naive", 4, 32, 2048, 64, True),
 ]
-# backward (direction bwd): the FA2 backward's main kernel, where the time goes
-POINTS_BWD = [("fa2", 2, 32, 8192, 64, False), ("fa2", 2, 16, 8192, 128, False)]
+# backward (direction bwd): the FA2 and FA1 backward's main kernels, where the time goes (FA1:
+# as many CTAs as SMs and fewer)
+POINTS_BWD = [("fa2", 2, 32, 8192, 64, False), ("fa2", 2, 16, 8192, 128, False),
+              ("fa1", 4, 32, 4096, 64, False), ("fa1", 4, 16, 2048, 128, False),
+              ("fa1", 4, 8, 4096, 256, False)]
 KERNELS = {"naive": "naive_qk|naive_softmax|naive_pv", "fa1": "fa1_init|fa1_fwd", "fa2": "fa2_fwd"}
-KERNELS_BWD = {"fa2": "fa2_bwd"}
+KERNELS_BWD = {"fa2": "fa2_bwd", "fa1": "fa1_bwd"}
 
 
 def profile(point: tuple, direction: str = "fwd") -> pd.DataFrame:

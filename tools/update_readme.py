@@ -84,11 +84,23 @@ def block_calibrate() -> str:
             "h200-sxm-141gb -o hwprofiles/h100-sxm5-80gb.calibrated.toml\n" + out + "\n```")
 
 
+def tool(script: str, data: str) -> str:
+    """A tools/ script's output on a committed file, with its command line."""
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / script), data], capture_output=True,
+                       text=True, cwd=ROOT, check=True)
+    return f"```\n$ python tools/{script} {data}\n" + r.stdout.rstrip() + "\n```"
+
+
 def block_ncu_bound() -> str:
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "ncu_summary.py"),
-                        "reports/data/h100/ncu_mechanism.csv"], capture_output=True, text=True,
-                       cwd=ROOT, check=True)
-    return "```\n$ python tools/ncu_summary.py reports/data/h100/ncu_mechanism.csv\n" + r.stdout.rstrip() + "\n```"
+    return tool("ncu_summary.py", "reports/data/h100/ncu_mechanism.csv")
+
+
+def block_ncu_bound_bwd() -> str:
+    return tool("ncu_summary.py", "reports/data/h100/ncu_mechanism_bwd.csv")
+
+
+def block_measured_bwd() -> str:
+    return tool("bwd_ratios.py", "reports/data/h100/measured_bwd.csv")
 
 
 def block_measured() -> str:
@@ -121,7 +133,8 @@ def block_tune() -> str:
 BLOCKS = {"predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate, "calibrate": block_calibrate,
-          "ncu-bound": block_ncu_bound, "explain": block_explain, "tune": block_tune}
+          "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
+          "measured-bwd": block_measured_bwd, "explain": block_explain, "tune": block_tune}
 
 
 def render(text: str) -> str:

@@ -115,8 +115,10 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              **flash_bwd(p, bm, fa1=True, rd=bwd_readers(
                                  t.block_m, t.block_n, p.head_dim, t.warps)).launch(bh),
                              trips=pairs, masked=diag, stages=t.stages, reuse=GQA_REUSE,
-                             # barriers split each trip into phases, as fa2_bwd's
-                             overlap="lockstep", source="fa1.cu",
+                             # barriers split each trip into phases, as fa2_bwd's, and
+                             # O_i, dQacc_i come into registers within the step
+                             # (synchronous loads): the "none" policy, not "lockstep"
+                             overlap="none", source="fa1.cu",
                              defines={**common, "STAGES": t.stages, "FA1_BWD": 1}))
         tr, w = dq_convert(p, scaled=False)
         ks.append(KernelPlan("fa1_bwd_convert", (bm.tm, p.heads, p.batch), AUX_THREADS, 0, 32,
