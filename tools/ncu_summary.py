@@ -6,7 +6,8 @@ model's `bound` names the same unit.
 One line per (point, kernel): duration, SM clock, issue-slot use (share of the cycles in which
 a sub-partition's scheduler issued), the busiest pipes (share of their peak while the SM was
 active), achieved warps per scheduler, registers, and the top stall reasons (warps stalled per
-issued instruction).
+issued instruction). Then per kernel: ncu's busiest unit beside the model's bound, and the warp
+instructions ncu counted over those the model counts (`inst_ncu/model`).
 """
 
 from __future__ import annotations
@@ -78,11 +79,16 @@ def agreement(path: str, hw_name: str = "h100") -> pd.DataFrame:
         pl = plan(s, Problem(batch=int(b), heads=int(h), seqlen_q=int(n), head_dim=int(d),
                              causal=bool(c), direction=direction), hw)
         i = next(i for i, k in enumerate(pl.kernels) if k.name == name)
+        k = pl.kernels[i]
         kt = timing.predict(pl, hw, memory.estimate(pl, hw))[i]
         ncu = max(busy, key=busy.get)
+        # warp instructions executed against the model's count (mma + other, iosim.timing)
+        mma, other = timing.instructions(k.work.tensor_flops, k.work.alu_flops + k.work.exp_ops,
+                                         k.traffic.sram, hw, k.overlap == "warpspecialized")
+        inst = m.get("smsp__inst_executed.sum", float("nan")) / (mma + other) if mma + other else float("nan")
         rows.append({"schedule": s, "N": n, "d": d, "causal": c, "kernel": name, "ncu_busiest": ncu,
                      "ncu_pct": busy[ncu], "model_bound": kt.bound, "model_util_pct": 100 * kt.util,
-                     "agree": kt.bound == ncu})
+                     "agree": kt.bound == ncu, "inst_ncu/model": inst})
     return pd.DataFrame(rows)
 
 
