@@ -2,9 +2,9 @@
 # Backward kernels (issue 11) on the GPU machine, from the repo root, with the wheels in .whl/:
 #   bash benchmarks/bwd_gpu.sh        (RESUME=1 continues reports/data/<gpu>/measured_bwd.csv)
 # 1. GPU tests of the backward kernels (tests/test_gpu_backward.py), 2. compute-sanitizer
-# racecheck on small ragged shapes (fa2 d=64 causal, fa2 d=256 GQA, naive d=128 GQA; each runs
-# its forward, then the backward kernels; fa1 d=72 GQA bottom-right), 3. the bench grid (SKIP_GRID=1: none), --direction bwd beside torch's
-# SDPA backward. Logs and the CSV go to $OUT. The whole script stays under LIMIT seconds.
+# racecheck on small ragged shapes (fa2 d=64 causal, fa2 d=256 GQA, naive d=128 GQA, fa2 d=128
+# bottom-right, fa1 d=72 GQA bottom-right; each runs its forward, then the backward kernels),
+# 3. the bench grid (SKIP_GRID=1: none), --direction bwd beside torch's SDPA backward. Logs and the CSV go to $OUT. The whole script stays under LIMIT seconds.
 set -o pipefail
 start=$(date +%s)
 . benchmarks/gpu_env.sh
@@ -21,6 +21,7 @@ if [ -z "$SKIP_SANITIZER" ]; then
     "{\"schedule\":\"fa2\",\"hw\":\"$prof\",\"seed\":1,\"batch\":1,\"heads\":2,\"seqlen_q\":300,\"head_dim\":64,\"causal\":true,\"direction\":\"bwd\"}" \
     "{\"schedule\":\"fa2\",\"hw\":\"$prof\",\"seed\":2,\"batch\":1,\"heads\":4,\"kv_heads\":2,\"seqlen_q\":200,\"seqlen_k\":333,\"head_dim\":256,\"causal\":false,\"direction\":\"bwd\"}" \
     "{\"schedule\":\"naive\",\"hw\":\"$prof\",\"seed\":3,\"batch\":1,\"heads\":4,\"kv_heads\":1,\"seqlen_q\":250,\"head_dim\":128,\"causal\":true,\"direction\":\"bwd\"}" \
+    "{\"schedule\":\"fa2\",\"hw\":\"$prof\",\"seed\":5,\"batch\":1,\"heads\":2,\"seqlen_q\":333,\"seqlen_k\":200,\"head_dim\":128,\"causal\":true,\"causal_align\":\"bottom-right\",\"direction\":\"bwd\"}" \
     "{\"schedule\":\"fa1\",\"hw\":\"$prof\",\"seed\":4,\"batch\":1,\"heads\":4,\"kv_heads\":2,\"seqlen_q\":300,\"seqlen_k\":200,\"head_dim\":72,\"causal\":true,\"causal_align\":\"bottom-right\",\"direction\":\"bwd\"}"; do
     echo "== racecheck $pt"
     compute-sanitizer --tool racecheck python3 -m iosim.gpu.once "$pt" 2>&1 | tail -3

@@ -87,8 +87,17 @@ def test_a100_refuses_fa2_backward_at_d256_in_one_line():
     ("fa3", bwd(), "no real backward kernel for schedule fa3"),
     ("fa2", bwd(96), "head_dim=96 has no real backward kernel"),
     ("naive", bwd(96), "head_dim=96 has no real backward kernel"),
-    ("fa2", bwd(causal=True, seqlen_k=1500, causal_align="bottom-right"), "top-left"),
 ])
 def test_backward_launcher_refuses_what_no_kernel_runs(schedule, problem, message):
     with pytest.raises(InputError, match=message):
         supported(plan(schedule, problem, H100))
+
+
+@pytest.mark.parametrize("schedule", ["naive", "fa1", "fa2"])
+def test_every_backward_kernel_takes_the_bottom_right_diagonal(schedule):
+    p = bwd(causal=True, seqlen_k=1500, causal_align="bottom-right")
+    pl = plan(schedule, p, H100)
+    supported(pl)  # no refusal
+    main = [k for k in pl.kernels if k.name.endswith("_bwd") or k.name.startswith("naive_bwd")]
+    masked = [k for k in main if "IS_CAUSAL" in k.defines]
+    assert masked and all(k.defines["CAUSAL_BOTTOM_RIGHT"] == 1 for k in masked)

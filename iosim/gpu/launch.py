@@ -53,6 +53,8 @@ BASE_HEAD_DIMS = (64, 128, 256)
 # The backward kernels that pad any head_dim (fa1.cu's fa1_bwd; gqa_reduce.cu sums rows of any
 # multiple of 8); naive.cu's and fa2_bwd.cu's run 64, 128, 256 only.
 ANY_HEAD_DIM_BWD_SOURCES = frozenset({"fa1.cu", "gqa_reduce.cu"})
+# Sources that take either causal alignment (fa2_bwd.cu: CAUSAL_BOTTOM_RIGHT, head_dim 64, 128, 256)
+EITHER_ALIGN_SOURCES = ANY_HEAD_DIM_SOURCES | {"fa2_bwd.cu"}
 
 
 def supported(plan: Plan) -> None:
@@ -75,7 +77,7 @@ def supported(plan: Plan) -> None:
         if p.head_dim not in BASE_HEAD_DIMS:
             raise InputError(f"head_dim={p.head_dim} has no real {plan.schedule} kernel "
                              f"(allowed: {', '.join(map(str, BASE_HEAD_DIMS))})")
-        if p.causal and p.causal_offset:
+        if p.causal and p.causal_offset and {k.source for k in plan.kernels} - EITHER_ALIGN_SOURCES:
             raise InputError(f"the real {plan.schedule} kernel masks top-left only "
                              "(allowed: --causal-align top-left, or Nq = Nk)")
     if p.dtype.value not in SUPPORTED_DTYPES:
