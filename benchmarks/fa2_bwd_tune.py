@@ -87,6 +87,32 @@ SETS["rot"] = {  # fourth call: not causal, each key block starting at its own q
     **{d: [V(("final", None, {})), V(("no rotation", None, {"FB_NOROT": 1})),
            V(("before", None, V0))] for d in (64, 128, 256)},
 }
+# The switches of `split` and `cta2` (FB_SPLIT1, FB_NTOUT, FB_RASTER, FB_LSE1, FB_MINB) are in
+# reports/data/h100/dev/fa2_bwd/switches_split_cta2.patch (`git apply` it to run these sets);
+# none won, the kernel has none of them.
+# fifth call (d = 64 not causal at N >= 8192, issue 11's last gap): Sᵀ and dPᵀ in separate k
+# loops with the exponentials of Pᵀ between dPᵀ's k slices (FB_SPLIT1; =2: masked steps
+# keep the fused loop), LSE/D read once per
+# column tile (FB_NTOUT), and CTA rasterisation over FB_RASTER (batch, head) slices.
+SETS["split"] = {
+    "problems": [(n, 64, c) for n in (2048, 8192, 16384) for c in (False, True)],
+    64: [V(("final", None, {})), V(("split1", None, {"FB_SPLIT1": 1})),
+         V(("ntout", None, {"FB_NTOUT": 1})), V(("raster2", None, {"FB_RASTER": 2})),
+         V(("raster4", None, {"FB_RASTER": 4})), V(("raster8", None, {"FB_RASTER": 8})),
+         V(("split1 fused masked", None, {"FB_SPLIT1": 2}))],
+}
+# sixth call: two CTAs an SM (their barriers and phases interleave). 128x64x4 fits twice only
+# with one LSE/D slot (FB_LSE1: loaded after phase 1 of the step before; `_smem`: the Plan's
+# shared memory less its second LSE/D slot); 64x64x4 (239 registers: two CTAs). (The run's
+# CSV has a ctas_per_sm column, "? AttributeError": the occupancy query it tried, since removed.)
+SETS["cta2"] = {
+    "problems": [(n, 64, c) for n in (2048, 8192, 16384) for c in (False, True)],
+    64: [V(("final", None, {})),
+         V(("128x64x4 2cta lse1", (128, 64, 4, 2), {"FB_LSE1": 1, "FB_MINB": 2, "_smem": -1024})),
+         V(("64x64x4 2cta", (64, 64, 4, 2), {"FB_MINB": 2})),
+         V(("64x64x4 2cta lse1", (64, 64, 4, 2), {"FB_LSE1": 1, "FB_MINB": 2, "_smem": -512})),
+         V(("lse1", None, {"FB_LSE1": 1, "_smem": -1024}))],
+}
 BASE_AGAIN = True
 
 
@@ -100,7 +126,8 @@ def variant_plan(p: Problem, hw, tiles, extra: dict):
     pl = plan("fa2", p, hw, t)
     defines = {a: b for a, b in extra.items() if not a.startswith("_")}
     source = extra.get("_source")  # another copy of the kernel, in kernels/
-    ks = tuple(replace(k, defines={**k.defines, **defines}, source=source or k.source)
+    ks = tuple(replace(k, defines={**k.defines, **defines}, source=source or k.source,
+                       smem_bytes=k.smem_bytes + extra.get("_smem", 0))
                if k.name == "fa2_bwd" else k for k in pl.kernels)
     return replace(pl, kernels=ks)
 
