@@ -63,7 +63,7 @@ def block_h100_d128() -> str:
 
 VALIDATE_FILES = ["h100/measured.csv", "h100/measured_new.csv", "h100/measured_ncu.csv",
                   "h100/measured_fa3.csv", "h100/measured_bwd.csv", "h200/measured.csv",
-                  "h200/measured_ncu.csv"]
+                  "h200/measured_ncu.csv", "h200/measured_fa3.csv", "h200/measured_bwd.csv"]
 
 
 def block_validate() -> str:
