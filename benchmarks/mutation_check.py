@@ -51,6 +51,8 @@ MUTATIONS = [
     ("fa3 softmax hides under wgmma perfectly", "iosim/timing.py",
      "soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)",
      "soft = max(self.tensor, self.sfu, self.alu)"),
+    ("fa3 pipeline never fills", "iosim/timing.py",
+     "fill = plain.tensor / plain.groups + plain.warp_other if", "fill = 0.0 * plain.tensor if"),
 ]
 
 

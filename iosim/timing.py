@@ -59,7 +59,9 @@ Cycle-approximate (`predict`), per kernel of a Plan:
      That hiding is imperfect: the SM's softmax work (its MUFU and FP32 terms, added: one
      dependent chain in each warp) and its wgmma work combine as the `sync_overlap`-norm.
      With their max() fa3 came out 22% fast, worst at d = 64 (49%), where the exponentials
-     nearly match the MMAs (4·d FLOPs an element against 16 MUFU lanes a clock).
+     nearly match the MMAs (4·d FLOPs an element against 16 MUFU lanes a clock). And the
+     pipeline fills once per CTA: the first warpgroup's turn (its GEMMs and its softmax) hides
+     under nothing, which shows at small N (few trips a CTA).
 4. Waves. CTA durations (prologue + trips x trip time + epilogue) in launch order are placed
    on the slots greedily, as the hardware's block scheduler does. Equal CTAs that all fit at
    once: one CTA's duration. Otherwise the slower of: the waves of the SM-side durations (the units and
@@ -289,6 +291,9 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
     args = ((w.tensor_flops - once.tensor_flops) / steps, (w.exp_ops - once.exp_ops) / steps,
             (w.alu_flops - once.alu_flops - k.mask_alu) / steps, k.traffic.sram / steps)
     plain = Trip.of(*args, warps, r, hw)
+    # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
+    # have no other warpgroup's work to hide under
+    fill = plain.tensor / plain.groups + plain.warp_other if k.overlap == "warpspecialized" else 0.0
     mask = k.mask_alu / total_masked if total_masked else 0.0  # ALU ops of a masked trip
     masked_trip = Trip.of(args[0], args[1], args[2] + mask, args[3], warps, r, hw)
     fixed_r, fixed_w, loop_r, loop_w = _split(k, p)
@@ -314,7 +319,7 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
         rd, wr = fixed_r / ctas, fixed_w / ctas
         # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
         # other resident CTAs overlap as imperfectly as FA1's trips
-        fixed = pnorm([max(port(rd, wr), level(rd, wr)), epilogue], hw.pipeline.sync_overlap)
+        fixed = pnorm([max(port(rd, wr), level(rd, wr)), epilogue], hw.pipeline.sync_overlap) + fill
         rd, wr = loop_r / steps, loop_w / steps
         q = hw.pipeline.sync_overlap
         trip = plain.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n, q)

@@ -59,8 +59,8 @@ def test_backward_and_fa3_held_to_their_measurements():
     real fa3 kernel (reports/data/h100/measured_bwd.csv, measured_fa3.csv; neither was fitted):
     both are predicted about as well as the fitted forwards. FA2's backward holds only with
     its shared-memory reads counted per warp (the kernel's warp grids) and its barrier-phased
-    trips ("lockstep"), fa3 only with its softmax and wgmma overlapping imperfectly (each was
-    ~25% fast without). FA1's backward carries a known gap, held here so that it cannot widen:
+    trips ("lockstep"), fa3 only with its softmax and wgmma overlapping imperfectly and its
+    pipeline filling once per CTA (each was ~25% fast without). FA1's backward carries a known gap, held here so that it cannot widen:
     ~18% fast (ncu: it executes 1.7-2.4x the instructions its counts imply, see the README)."""
     cal = hardware.load("h100")
     times, _ = validate([DATA / "h100" / "measured_bwd.csv", DATA / "h100" / "measured_fa3.csv"], cal)
@@ -68,7 +68,7 @@ def test_backward_and_fa3_held_to_their_measurements():
     assert t[("naive", "bwd")] <= 8, times.to_string()
     assert t[("fa2", "bwd")] <= 8, times.to_string()
     assert t[("fa1", "bwd")] <= 22, times.to_string()
-    assert t[("fa3", "fwd")] <= 12, times.to_string()
+    assert t[("fa3", "fwd")] <= 8, times.to_string()
     assert t[("fa2", "fwd")] <= 10, times.to_string()
 
 
@@ -79,5 +79,5 @@ def test_backward_and_fa3_hold_on_a_gpu_never_fitted():
                         hardware.load("h200"))
     t = times.set_index(["schedule", "direction"]).mape_pct
     assert t[("naive", "bwd")] <= 8 and t[("fa2", "bwd")] <= 8, times.to_string()
-    assert t[("fa3", "fwd")] <= 12 and t[("fa2", "fwd")] <= 10, times.to_string()
+    assert t[("fa3", "fwd")] <= 9 and t[("fa2", "fwd")] <= 10, times.to_string()
     assert t[("fa1", "bwd")] <= 28, times.to_string()
