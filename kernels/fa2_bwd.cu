@@ -157,6 +157,12 @@ constexpr int MT2 = BN / W2K / 16, NT2 = D / W2D / 8;
 constexpr int W3Q = imin(NW, BM / WROWS), W3D = NW / W3Q;
 constexpr int MT3 = BM / W3Q / 16, NT3 = D / W3D / 8;
 constexpr int NT3P = NT3 < 4 ? NT3 : 4;  // n8 tiles of dQ per pass (32 columns at most)
+// The model counts shared-memory reads from these warp grids (iosim/schedules/fa2.py,
+// bwd_readers); the Plan passes what it assumed and the compile holds the two together.
+#ifdef MODEL_W1K
+static_assert(W1K == MODEL_W1K && W3Q == MODEL_W3Q && W3D * (NT3 / NT3P) == MODEL_DS_DQ,
+              "iosim/schedules/fa2.py bwd_readers no longer mirrors this kernel's warp grids");
+#endif
 // Phase 1's fused Sᵀ/dPᵀ k loop: its order and unroll are the ones with no register spills
 // for every mask with nvcc 13 (sm_90a; tests/test_kernel_compile.py) and the fastest measured
 // on H100 (reports/data/h100/dev/fa2_bwd/): d = 64 and 256 a k slice of Sᵀ then of dPᵀ,

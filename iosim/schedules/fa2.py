@@ -146,9 +146,13 @@ class FlashStyle:
                                  32, t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
                                  trips=uniform(1), source=src,
                                  defines={**aux, f"{self.name.upper()}_BWD_PRE": 1}))
+            rd = self.bwd_readers(p, t)
+            # the kernel checks at compile time that these are its warp grids' reads
+            model = dict(MODEL_W1K=rd.qdo_s, MODEL_W3Q=rd.k_dq, MODEL_DS_DQ=rd.ds_dq) \
+                if src == "fa2_bwd.cu" else {}
             ks.append(KernelPlan(f"{self.name}_bwd", (tn, p.heads, p.batch), threads, smem,
                                  self.regs, t.block_m, t.block_n,
-                                 **flash_bwd(p, bm, fa1=False, rd=self.bwd_readers(p, t)).launch(bh),
+                                 **flash_bwd(p, bm, fa1=False, rd=rd).launch(bh),
                                  trips=bm.col_tiles(), masked=bm.col_diag(), stages=t.stages,
                                  # Q and its rows: the next key block's CTA; K/V (GQA):
                                  # the same key block of the next query head
@@ -157,7 +161,7 @@ class FlashStyle:
                                  overlap=self.bwd_overlap or self.overlap, source=src,
                                  defines=dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m,
                                               BLOCK_N=t.block_n, NUM_WARPS=t.warps,
-                                              STAGES=t.stages, **mask_defines(p),
+                                              STAGES=t.stages, **mask_defines(p), **model,
                                               **{f"{self.name.upper()}_BWD": 1})))
             tr, w = dq_convert(p, scaled=True)
             ks.append(KernelPlan(f"{self.name}_bwd_convert", (tm, p.heads, p.batch), AUX_THREADS,
