@@ -10,4 +10,4 @@ out=${OUT:-/tmp/out}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu_$1.txt"
 python3 benchmarks/fa2_bwd_tune.py "$1" "$out/tune_$1.csv" 2>&1 | tee "$out/tune_$1.log"
 # every backward GPU test and racecheck shape: benchmarks/bwd_gpu.sh's, not a copy of them
-[ -n "$TESTS" ] && OUT="$out" SKIP_GRID=1 bash benchmarks/bwd_gpu.sh
+if [ -n "$TESTS" ]; then OUT="$out" SKIP_GRID=1 bash benchmarks/bwd_gpu.sh; fi
