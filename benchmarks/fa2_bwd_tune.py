@@ -113,6 +113,37 @@ SETS["cta2"] = {
          V(("64x64x4 2cta lse1", (64, 64, 4, 2), {"FB_LSE1": 1, "FB_MINB": 2, "_smem": -512})),
          V(("lse1", None, {"FB_LSE1": 1, "_smem": -1024}))],
 }
+# seventh call (session 5): what Nsight Compute showed binding at d = 64 (ncu_source_d64_n8192:
+# ~14% of warp samples in the dQ atomics' tail, long-scoreboard stalls while the red
+# instructions held their registers). FB_BULK: dQ_i through a per-warp shared staging tile and
+# TMA bulk reductions (cp.reduce.async.bulk, no registers held; +40 KB shared memory); FB_SKEW:
+# dQ's k loop two steps per dV/dK step, so dQ is stored while dV/dK still run; FB_RED1: one
+# address for a warp's red instructions; FB_PF32: dSᵀ from the fp32 Pᵀ; FB_LSEH: LSE/D read
+# once per column tile. The switches are in reports/data/h100/dev/fa2_bwd/switches_bulk.patch
+# (`git apply` it to the kernel of commit b0c3980 to run `bulk` or `confirm`); FB_PF32 and
+# FB_LSEH won and are the kernel now, the rest lost.
+BULK = {"FB_BULK": 1, "_smem": 8 * 32 * 40 * 4}
+SETS["bulk"] = {
+    "problems": [(n, 64, c) for n in (2048, 8192, 16384) for c in (False, True)]
+    + [(n, 128, c) for n in (2048, 16384) for c in (False, True)],
+    64: [V(("final", None, {})), V(("bulk", None, BULK)), V(("skew", None, {"FB_SKEW": 1})),
+         V(("bulk+skew", None, {**BULK, "FB_SKEW": 1})), V(("red1", None, {"FB_RED1": 1})),
+         V(("red1+skew", None, {"FB_RED1": 1, "FB_SKEW": 1})), V(("pf32", None, {"FB_PF32": 1})),
+         V(("pf32+lseh", None, {"FB_PF32": 1, "FB_LSEH": 1})),
+         V(("bulk+skew+pf32", None, {**BULK, "FB_SKEW": 1, "FB_PF32": 1}))],
+    128: [V(("final", None, {})), V(("bulk", None, BULK)), V(("bulk+skew", None, {**BULK, "FB_SKEW": 1})),
+          V(("red1", None, {"FB_RED1": 1})), V(("pf32", None, {"FB_PF32": 1}))],
+}
+# eighth call: pf32+lseh (the winner of `bulk`) made the kernel, beside the kernel before it
+# (`git show b0c3980:kernels/fa2_bwd.cu > kernels/fa2_bwd_v1.cu`) and with FB_RED1. The kernel
+# kept after it forms the Pᵀ/dSᵀ store offsets once per warp (rows 8 and 16 apart are constant
+# offsets): the same instructions less address arithmetic, and no register spills with nvcc or
+# NVRTC; `SKIP_TESTS=1 SKIP_SANITIZER=1 bash benchmarks/bwd_gpu.sh` measured that one.
+SETS["confirm"] = {
+    "problems": [(n, d, c) for d in (64, 128, 256) for n in (2048, 8192, 16384) for c in (False, True)],
+    **{d: [V(("new", None, {})), V(("new+red1", None, {"FB_RED1": 1})),
+           V(("before", None, {"_source": "fa2_bwd_v1.cu"}))] for d in (64, 128, 256)},
+}
 BASE_AGAIN = True
 
 

@@ -363,21 +363,23 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
             }
         }
         // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) (P recomputed from the stored LSE, no max/sum),
-        // dSᵀ = Pᵀ ∘ (dPᵀ − D) with the rounded Pᵀ (the one dV uses); masked entries (causal,
-        // ragged Nq/Nk) are 0. Element (mt, nt, r): key row k1 + mt*16 + lane/4 + 8*(r/2),
-        // query column q1 + nt*8 + 2*(lane%4) + r%2; its pair (r, r+1) is one u32 in shared.
+        // dSᵀ = Pᵀ ∘ (dPᵀ − D) from the fp32 Pᵀ (as FA2; rounding Pᵀ first cost 64 unpack
+        // instructions a warp per step, ~5% at d = 64: reports/data/h100/dev/fa2_bwd/tune_bulk.log);
+        // masked entries (causal, ragged Nq/Nk) are 0. Element (mt, nt, r): key row
+        // k1 + mt*16 + lane/4 + 8*(r/2), query column q1 + nt*8 + 2*(lane%4) + r%2; its pair
+        // (r, r+1) is one u32 in shared.
         {
             const int key0 = n0 + k1 + (lane >> 2), q0 = m0 + q1 + 2 * (lane & 3);
             const int k_left = Nk - key0, q_left = Nq - q0, kq = q0 + off - key0;
 #pragma unroll
-            for (int mt = 0; mt < MT1; ++mt)
+            for (int nt = 0; nt < NT1; ++nt) {  // a column's LSE and D read once for its rows
+                const int qc = q1 + nt * 8 + 2 * (lane & 3);
+                const float2 lse = *reinterpret_cast<const float2*>(sLs + qc);
+                const float2 dd = *reinterpret_cast<const float2*>(sDs + qc);
+                const float l2[2] = {lse.x * IOSIM_LOG2E, lse.y * IOSIM_LOG2E};
+                const float dsub[2] = {dd.x, dd.y};
 #pragma unroll
-                for (int nt = 0; nt < NT1; ++nt) {
-                    const int qc = q1 + nt * 8 + 2 * (lane & 3);
-                    const float2 lse = *reinterpret_cast<const float2*>(sLs + qc);
-                    const float2 dd = *reinterpret_cast<const float2*>(sDs + qc);
-                    const float l2[2] = {lse.x * IOSIM_LOG2E, lse.y * IOSIM_LOG2E};
-                    const float dsub[2] = {dd.x, dd.y};
+                for (int mt = 0; mt < MT1; ++mt) {
                     float pr[4];
 #pragma unroll
                     for (int r = 0; r < 4; ++r) {
@@ -393,16 +395,15 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                     }
 #pragma unroll
                     for (int hr = 0; hr < 2; ++hr) {
-                        const int e = swz<MCH>(k1 + mt * 16 + (lane >> 2) + hr * 8, qc >> 3) + (qc & 7);
-                        const u32 pk = pack2_elem(pr[2 * hr], pr[2 * hr + 1]);
-                        *reinterpret_cast<u32*>(sPt + e) = pk;
-                        float p0, p1;
-                        unpack2_elem(pk, p0, p1);
+                        // rows 8 and 16 apart keep their swizzle key: a constant offset
+                        const int e = swz<MCH>(k1 + (lane >> 2), qc >> 3) + (qc & 7) + (mt * 16 + hr * 8) * BM;
+                        *reinterpret_cast<u32*>(sPt + e) = pack2_elem(pr[2 * hr], pr[2 * hr + 1]);
                         *reinterpret_cast<u32*>(sdSt + e) =
-                            pack2_elem(p0 * (dpt[mt][nt][2 * hr] - dsub[0]),
-                                       p1 * (dpt[mt][nt][2 * hr + 1] - dsub[1]));
+                            pack2_elem(pr[2 * hr] * (dpt[mt][nt][2 * hr] - dsub[0]),
+                                       pr[2 * hr + 1] * (dpt[mt][nt][2 * hr + 1] - dsub[1]));
                     }
                 }
+            }
         }
         __syncthreads();  // Pᵀ, dSᵀ visible to every warp
 
@@ -447,13 +448,7 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                 for (int nt = 0; nt < NT3P; ++nt)
 #pragma unroll
                     for (int r = 0; r < 4; ++r) dq[mt][nt][r] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < K23; ++kk) {
-                if (P23 && kk < K2) {
-                    phase2_step(dv, smem_u32(sPt), sdOs, kk);
-                    phase2_step(dk, smem_u32(sdSt), sQs, kk);
-                }
-                if (kk >= K3) continue;
+            auto dq_step = [&](int kk) {
                 u32 a[MT3][4];
 #pragma unroll
                 for (int mt = 0; mt < MT3; ++mt)  // dS from dSᵀ: ldmatrix.trans
@@ -470,6 +465,14 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                         mma_m16n8k16(dq[mt][2 * dn + 1], a[mt], bk + 2);
                     }
                 }
+            };
+#pragma unroll
+            for (int kk = 0; kk < K23; ++kk) {
+                if (P23 && kk < K2) {
+                    phase2_step(dv, smem_u32(sPt), sdOs, kk);
+                    phase2_step(dk, smem_u32(sdSt), sQs, kk);
+                }
+                if (kk < K3) dq_step(kk);
             }
 #pragma unroll
             for (int mt = 0; mt < MT3; ++mt)
