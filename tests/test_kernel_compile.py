@@ -1,6 +1,7 @@
 """Every real kernel compiles offline with nvcc, at the tiles the Plans choose, with no register
-spills and no stack frame, and (sm_90a) without ptxas serialising wgmma or ignoring setmaxnreg
-(no GPU needed; skipped with a reason where nvcc is absent)."""
+spills and no stack frame, and (sm_90a) without ptxas serialising wgmma or ignoring setmaxnreg;
+and with NVRTC, the compiler of the run-time build (what runs), the same (no GPU needed; each
+skipped with a reason where nvcc, or the nvidia-cuda-nvrtc wheel, is absent)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,19 @@ import subprocess
 
 import pytest
 
-from iosim.gpu.compile import kernel_path, nvcc_arch_options, nvcc_available, nvcc_resources
+from iosim.gpu.compile import (
+    kernel_path,
+    nvcc_arch_options,
+    nvcc_available,
+    nvcc_resources,
+    nvrtc_library,
+    nvrtc_resources,
+)
 from iosim.hardware import InputError, load
 from iosim.problem import Direction, Problem
 from iosim.schedules import plan
 
-pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH (CUDA toolkit)")
+needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH (CUDA toolkit)")
 
 PROFILES = {"sm_90a": "h100-sxm5-80gb", "sm_80": "a100-sxm4-80gb"}
 
@@ -83,11 +91,7 @@ def head_dim_cases() -> list[tuple]:
     return list(dict.fromkeys(c for by_class in picked.values() for c in by_class.values()))
 
 
-@pytest.mark.parametrize("source,entry,defines,dtype,arch",
-                         list(dict.fromkeys(cases() + head_dim_cases())),
-                         ids=lambda x: x if isinstance(x, str) else None)
-def test_kernel_compiles_without_spills(source, entry, defines, dtype, arch):
-    res = nvcc_resources(source, entry, dict(defines), dtype, arch)
+def check_resources(res: dict) -> None:
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
     assert res["stack_frame"] == 0, res
     assert 0 < res["registers"] <= 255, res
@@ -95,6 +99,38 @@ def test_kernel_compiles_without_spills(source, entry, defines, dtype, arch):
     assert res["setmaxnreg_ignored"] == 0, res
 
 
+@needs_nvcc
+@pytest.mark.parametrize("source,entry,defines,dtype,arch",
+                         list(dict.fromkeys(cases() + head_dim_cases())),
+                         ids=lambda x: x if isinstance(x, str) else None)
+def test_kernel_compiles_without_spills(source, entry, defines, dtype, arch):
+    check_resources(nvcc_resources(source, entry, dict(defines), dtype, arch))
+
+
+def nvrtc_cases() -> list:
+    """The sm_90a cases in bf16 (fp16 compiles the same code). fa2_fwd at d = 64 (128x128 tiles,
+    4 warps; not causal, and causal bottom-right) spills 40-48 B in the NVRTC build only (on
+    the H100 too: reports/data/h100/nvrtc_resources_h100.csv); the committed forward data were
+    measured with that build. A known defect, held as a strict xfail: a fix turns it red."""
+    out = []
+    for c in dict.fromkeys(cases() + head_dim_cases()):
+        if c[4] != "sm_90a" or c[3] != "bf16":
+            continue
+        d = dict(c[2])
+        known = c[1] == "fa2_fwd" and d["HEAD_DIM"] == 64 and (not d["IS_CAUSAL"] or d["CAUSAL_BOTTOM_RIGHT"])
+        out.append(pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason="NVRTC-only spill, "
+                                                             "see nvrtc_cases")) if known else c)
+    return out
+
+
+@pytest.mark.skipif(nvrtc_library() is None, reason="libnvrtc absent (pip install nvidia-cuda-nvrtc)")
+@pytest.mark.parametrize("source,entry,defines,dtype,arch", nvrtc_cases(),
+                         ids=lambda x: x if isinstance(x, str) else None)
+def test_nvrtc_build_without_spills(source, entry, defines, dtype, arch):
+    check_resources(nvrtc_resources(source, entry, dict(defines), dtype, arch))
+
+
+@needs_nvcc
 def test_fa3_refuses_other_architectures():
     """fa3.cu stops the build (its #error guard) when not compiled for sm_90a: plain sm_90 lacks
     wgmma's and setmaxnreg's arch-specific features, sm_80 everything."""

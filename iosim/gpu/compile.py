@@ -1,7 +1,10 @@
 """Compile the CUDA kernels of kernels/ at run time (CuPy RawModule, NVRTC) or offline (nvcc).
 
 `compile_kernel` / `launch` need CuPy and a GPU and import CuPy lazily; `nvcc_resources` needs
-only `nvcc` on PATH (no GPU, no CuPy) and is what CI uses to check registers and spills.
+only `nvcc` on PATH (no GPU, no CuPy) and is what CI uses to check registers and spills;
+`nvrtc_resources` does the same with NVRTC (the nvidia-cuda-nvrtc wheel, no GPU), the compiler
+that builds what runs: the two can allocate registers differently (reports/data/h100/
+nvrtc_resources_h100.csv: fa2_fwd at d = 64 spills in the NVRTC build only).
 
 Options are the same in both paths (docs/kernel-contract.md): `-std=c++17`, the target
 architecture, `-I kernels/`, one `-DNAME=value` per define and the dtype macro
@@ -10,7 +13,9 @@ architecture, `-I kernels/`, one `-DNAME=value` per define and the dtype macro
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -91,6 +96,12 @@ def _headers_text() -> str:
     return "".join(p.read_text() for p in sorted(kernels_dir().glob("*.cuh")))
 
 
+def nvrtc_options(defines: dict[str, int], dtype: str, arch: str) -> tuple[str, ...]:
+    """NVRTC options of the run-time build (CuPy adds -default-device to them)."""
+    return ("-std=c++17", f"--gpu-architecture={arch}", f"-I{kernels_dir()}",
+            *define_options(defines, dtype))
+
+
 def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str | None = None):
     """Compile kernels/<source> with NVRTC and return the `cupy.RawKernel` for `entry`.
 
@@ -108,12 +119,7 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
     key = (_source_hash(text + _headers_text()), entry, tuple(sorted(defines.items())), dtype, arch)
     kern = _MODULE_CACHE.get(key)
     if kern is None:
-        options = (
-            "-std=c++17",
-            f"--gpu-architecture={arch}",
-            f"-I{kernels_dir()}",
-            *define_options(defines, dtype),
-        )
+        options = nvrtc_options(defines, dtype, arch)
         try:
             module = cupy.RawModule(code=text, options=options)
             kern = module.get_function(entry)
@@ -231,3 +237,51 @@ def nvcc_resources(source: str, entry: str, defines: dict[str, int], dtype: str,
             source, _source_hash(text), entry, tuple(sorted(defines.items())), dtype, _check_arch(arch)
         )
     )
+
+
+@lru_cache(maxsize=1)
+def nvrtc_library() -> ctypes.CDLL | None:
+    """libnvrtc of the nvidia-cuda-nvrtc wheel (CUDA 13 layout nvidia/cu13/lib), its builtins
+    loaded first so that NVRTC finds them without LD_LIBRARY_PATH; None where it is absent."""
+    spec = importlib.util.find_spec("nvidia")
+    roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    for lib in (d / "cu13" / "lib" for d in roots):
+        main, builtins = lib / "libnvrtc.so.13", sorted(lib.glob("libnvrtc-builtins.so.13*"))
+        if main.is_file() and builtins:
+            ctypes.CDLL(str(builtins[0]), mode=ctypes.RTLD_GLOBAL)
+            return ctypes.CDLL(str(main))
+    return None
+
+
+@lru_cache(maxsize=256)
+def _nvrtc_resources_cached(source: str, text_hash: str, entry: str, defines: tuple, dtype: str,
+                            arch: str) -> tuple:
+    lib = nvrtc_library()
+    opts = [*nvrtc_options(dict(defines), dtype, arch), "-default-device", "--ptxas-options=-v"]
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), kernel_path(source).read_bytes(),
+                              source.encode(), 0, None, None):
+        raise RuntimeError("nvrtcCreateProgram failed")
+    try:
+        status = lib.nvrtcCompileProgram(prog, len(opts),
+                                         (ctypes.c_char_p * len(opts))(*(o.encode() for o in opts)))
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, log)
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    text = log.value.decode(errors="replace")
+    if status != 0:
+        raise RuntimeError(f"NVRTC failed ({' '.join(opts)}):\n{text}")
+    return tuple(sorted(parse_ptxas(text, entry).items()))
+
+
+def nvrtc_resources(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str) -> dict[str, int]:
+    """`nvcc_resources` for the NVRTC build (the options `compile_kernel` gives CuPy, plus
+    CuPy's -default-device); needs `nvrtc_library()`."""
+    if nvrtc_library() is None:
+        raise RuntimeError("libnvrtc not found (pip install nvidia-cuda-nvrtc)")
+    text = kernel_path(source).read_text() + _headers_text()
+    return dict(_nvrtc_resources_cached(source, _source_hash(text), entry,
+                                        tuple(sorted(defines.items())), dtype, _check_arch(arch)))
