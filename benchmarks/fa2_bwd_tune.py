@@ -144,6 +144,13 @@ SETS["confirm"] = {
     **{d: [V(("new", None, {})), V(("new+red1", None, {"FB_RED1": 1})),
            V(("before", None, {"_source": "fa2_bwd_v1.cu"}))] for d in (64, 128, 256)},
 }
+# ninth call: the GEMM k slices moved into kernels/bwd_mma.cuh (shared with fa1.cu's
+# backward), beside the kernel before (`git show 3734d80:kernels/fa2_bwd.cu >
+# kernels/fa2_bwd_v2.cu`): ptxas schedules d = 64 differently (same size, same registers).
+SETS["shared"] = {
+    "problems": [(n, 64, c) for n in (2048, 8192, 16384) for c in (False, True)],
+    64: [V(("shared", None, {})), V(("before", None, {"_source": "fa2_bwd_v2.cu"}))],
+}
 BASE_AGAIN = True
 
 

@@ -47,7 +47,7 @@ Cycle-approximate (`predict`), per kernel of a Plan:
    - "lockstep" (FA2's backward, kernels/fa2_bwd.cu): loads are asynchronous, but CTA-wide
      barriers split every trip into dependent phases (Sᵀ and dPᵀ; then dV, dK, dQ), and one
      CTA fills the SM: the warps cannot drift into different phases, so the tensor pipe,
-     the shared-memory pipe (ncu: 70-72% busy, tensor 43-47%, reports/data/h100/
+     the shared-memory pipe (ncu: 69-72% busy, tensor 42-47%, reports/data/h100/
      ncu_mechanism_bwd.csv) and the warp chain overlap no better than synchronous phases:
      the chain, the bandwidth share and the throughput combine as the `sync_overlap`-norm.
      Measured that way, not fitted on it: the fit (`iosim calibrate`) sees forward rows only;

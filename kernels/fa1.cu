@@ -64,7 +64,7 @@
 //   rescaling of Oacc_i. Its HBM traffic is Theta(N^2 d^2 / M) instead of Theta(N d + N^2).
 //   fa2.cu then swaps the loops (Q outer, one CTA per Q block: no Oacc round trips, more CTAs)
 //   and defers the 1/l normalisation to the end.
-#include "common.cuh"
+#include "bwd_mma.cuh"
 
 #ifndef HEAD_DIM
 #error "HEAD_DIM must be defined (from the Plan)"
@@ -543,10 +543,6 @@ __device__ __forceinline__ void prefetch_rows(const elem_t* O, const float* dQac
     }
 }
 
-// Byte offset of 16-byte chunk pair kk in a swizzled row (see fa2_bwd.cu).
-__device__ __forceinline__ u32 chunk_off(u32 lane_key, int kk) {
-    return ((u32)((2 * kk) & ~7) << 4) + ((((u32)((2 * kk) & 7)) ^ lane_key) << 4);
-}
 }  // namespace fa1b
 
 extern "C" __global__ void __launch_bounds__(fa1b::THREADS, 1)
@@ -690,28 +686,8 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 #pragma unroll
                         for (int r = 0; r < 4; ++r) acc[mt][nt][r] = 0.f;
 #pragma unroll(P1_UNROLL)
-                for (int kk = 0; kk < DK / 16; ++kk) {
-                    u32 a[MT1][4];
-#pragma unroll
-                    for (int mt = 0; mt < MT1; ++mt)
-                        ldmatrix_x4(a[mt], sA + (u32)((k1 + mt * 16 + arow) * D * 2) + chunk_off(akey, kk));
-#pragma unroll
-                    for (int nn = 0; nn < NT1 / 2; ++nn) {
-                        u32 bq[4];
-                        ldmatrix_x4(bq, sB + (u32)((q1 + nn * 16 + brow) * D * 2) + chunk_off(bkey, kk));
-#pragma unroll
-                        for (int mt = 0; mt < MT1; ++mt) {
-                            mma_m16n8k16(acc[mt][2 * nn], a[mt], bq);
-                            mma_m16n8k16(acc[mt][2 * nn + 1], a[mt], bq + 2);
-                        }
-                    }
-                    if constexpr (NT1 % 2 == 1) {  // a last single n8 tile (lanes 0-15 address it)
-                        u32 bq[2];
-                        ldmatrix_x2(bq, sB + (u32)((q1 + (NT1 - 1) * 8 + brow) * D * 2) + chunk_off(bkey, kk));
-#pragma unroll
-                        for (int mt = 0; mt < MT1; ++mt) mma_m16n8k16(acc[mt][NT1 - 1], a[mt], bq);
-                    }
-                }
+                for (int kk = 0; kk < DK / 16; ++kk)
+                    bwd_mma::a_bt<MT1, NT1, D, D>(acc, sA, k1, sB, q1, kk, arow, akey, brow, bkey);
             };
             const bool need_mask = (n0 + BN > Nk) || (m0 + BM > Nq) || (IS_CAUSAL && n0 + BN - 1 > m0 + off);
             // element (mt, nt, r) of a phase-1 tile: key row k1 + mt*16 + lane/4 + 8*(r/2),
@@ -783,23 +759,8 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
             // ---- lines 16, 22: dV_j += Pᵀ dO_i, dK_j += (scale·dS)ᵀ Q_i (k = the block's query rows)
             auto phase2 = [&](float (&acc)[MT2][NT2][4], u32 sA, u32 sB) {
 #pragma unroll
-                for (int kk = 0; kk < BM / 16; ++kk) {
-                    u32 a[MT2][4];
-#pragma unroll
-                    for (int mt = 0; mt < MT2; ++mt)
-                        ldmatrix_x4(a[mt], sA + (u32)((k2 + mt * 16 + arow) * BM * 2) + chunk_off(akey, kk));
-#pragma unroll
-                    for (int dn = 0; dn < NT2 / 2; ++dn) {
-                        u32 bt[4];
-                        ldmatrix_x4_trans(bt, sB + (u32)((kk * 16 + arow) * D * 2) +
-                                                  chunk_off(akey, d2 / 16 + dn));
-#pragma unroll
-                        for (int mt = 0; mt < MT2; ++mt) {
-                            mma_m16n8k16(acc[mt][2 * dn], a[mt], bt);
-                            mma_m16n8k16(acc[mt][2 * dn + 1], a[mt], bt + 2);
-                        }
-                    }
-                }
+                for (int kk = 0; kk < BM / 16; ++kk)
+                    bwd_mma::a_b<MT2, NT2, BM, D>(acc, sA, k2, sB, d2 / 16, kk, arow, akey);
             };
             phase2(dv, smem_u32(sPt), sdOs);
             phase2(dk, smem_u32(sdSt), sQs);
@@ -828,24 +789,9 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                         }
                     }
 #pragma unroll
-                for (int kk = 0; kk < BN / 16; ++kk) {
-                    u32 a[MT3][4];
-#pragma unroll
-                    for (int mt = 0; mt < MT3; ++mt)  // dS from dSᵀ: ldmatrix.trans
-                        ldmatrix_x4_trans(a[mt], smem_u32(sdSt) + (u32)((kk * 16 + brow) * BM * 2) +
-                                                     chunk_off(bkey, (q3 + mt * 16) / 16));
-#pragma unroll
-                    for (int dn = 0; dn < NT3P / 2; ++dn) {
-                        u32 bk[4];
-                        ldmatrix_x4_trans(bk, smem_u32(sK) + (u32)((kk * 16 + arow) * D * 2) +
-                                                  chunk_off(akey, dp / 16 + dn));
-#pragma unroll
-                        for (int mt = 0; mt < MT3; ++mt) {
-                            mma_m16n8k16(dq[mt][2 * dn], a[mt], bk);
-                            mma_m16n8k16(dq[mt][2 * dn + 1], a[mt], bk + 2);
-                        }
-                    }
-                }
+                for (int kk = 0; kk < BN / 16; ++kk)  // dS from dSᵀ
+                    bwd_mma::at_b<MT3, NT3P, BM, D>(dq, smem_u32(sdSt), q3, smem_u32(sK), dp / 16, kk,
+                                                    arow, akey, brow, bkey);
 #pragma unroll
                 for (int mt = 0; mt < MT3; ++mt)
 #pragma unroll

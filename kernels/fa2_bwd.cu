@@ -58,7 +58,7 @@
 //   block) so that dK, dV never leave registers; dQ, the one output every key block touches,
 //   is reduced through fp32 atomics instead. Two barriers per step (after phase 1; at the
 //   top of the next step).
-#include "common.cuh"
+#include "bwd_mma.cuh"
 
 #ifndef HEAD_DIM
 #error "HEAD_DIM must be defined"
@@ -195,12 +195,7 @@ __device__ __forceinline__ void load_rows(u32 s_addr, const elem_t* __restrict__
         cp_async_16(s_off + (u32)(i * RSTEP * D * 2), src0 + i * RSTEP * D, i * RSTEP < left);
 }
 
-// Byte offset of 16-byte chunk pair kk in a swizzled row, for a lane whose key is
-// (its chunk bit) ^ (row & 7) (see fa2.cu). The key is < 8, so only the low 3 bits of 2*kk
-// meet it: 4 run-time values per key, the rest a constant (fewer live registers).
-__device__ __forceinline__ u32 chunk_off(u32 lane_key, int kk) {
-    return ((u32)((2 * kk) & ~7) << 4) + ((((u32)((2 * kk) & 7)) ^ lane_key) << 4);
-}
+using bwd_mma::chunk_off;
 }  // namespace fb
 
 extern "C" __global__ void __launch_bounds__(fb::THREADS, 1)
@@ -319,25 +314,9 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
         for (int kk = 0; kk < D / 16; ++kk) {
             if constexpr (P1_BY_SLICE) {  // a k slice of Sᵀ, then the same slice of dPᵀ
 #pragma unroll
-                for (int g = 0; g < 2; ++g) {
-                    float (&acc)[MT1][NT1][4] = g ? dpt : st;
-                    u32 a[MT1][4];
-#pragma unroll
-                    for (int mt = 0; mt < MT1; ++mt)
-                        ldmatrix_x4(a[mt], (g ? sVa : sKa) + (u32)((k1 + mt * 16 + arow) * D * 2) +
-                                               chunk_off(akey, kk));
-#pragma unroll
-                    for (int nn = 0; nn < NT1 / 2; ++nn) {
-                        u32 b[4];
-                        ldmatrix_x4(b, (g ? sdOs : sQs) + (u32)((q1 + nn * 16 + brow) * D * 2) +
-                                           chunk_off(bkey, kk));
-#pragma unroll
-                        for (int mt = 0; mt < MT1; ++mt) {
-                            mma_m16n8k16(acc[mt][2 * nn], a[mt], b);
-                            mma_m16n8k16(acc[mt][2 * nn + 1], a[mt], b + 2);
-                        }
-                    }
-                }
+                for (int g = 0; g < 2; ++g)
+                    bwd_mma::a_bt<MT1, NT1, D, D>(g ? dpt : st, g ? sVa : sKa, k1, g ? sdOs : sQs, q1,
+                                                  kk, arow, akey, brow, bkey);
             } else {  // Sᵀ and dPᵀ interleaved MMA by MMA
                 u32 ak[MT1][4], av[MT1][4];
 #pragma unroll
@@ -414,21 +393,7 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
         // takes one pass (d = 64, 128) the three GEMMs share one k loop, for the same reason
         // as phase 1, else dV and dK come first.
         auto phase2_step = [&](float (&acc)[MT2][NT2][4], u32 sA, u32 sB, int kk) {
-            u32 a[MT2][4];
-#pragma unroll
-            for (int mt = 0; mt < MT2; ++mt)
-                ldmatrix_x4(a[mt], sA + (u32)((k2 + mt * 16 + arow) * BM * 2) + chunk_off(akey, kk));
-#pragma unroll
-            for (int dn = 0; dn < NT2 / 2; ++dn) {
-                u32 bt[4];
-                ldmatrix_x4_trans(bt, sB + (u32)((kk * 16 + arow) * D * 2) +
-                                          chunk_off(akey, d2 / 16 + dn));
-#pragma unroll
-                for (int mt = 0; mt < MT2; ++mt) {
-                    mma_m16n8k16(acc[mt][2 * dn], a[mt], bt);
-                    mma_m16n8k16(acc[mt][2 * dn + 1], a[mt], bt + 2);
-                }
-            }
+            bwd_mma::a_b<MT2, NT2, BM, D>(acc, sA, k2, sB, d2 / 16, kk, arow, akey);
         };
         constexpr bool P23 = NT3 == NT3P;  // phases 2 and 3 in one k loop
         constexpr int K2 = BM / 16, K3 = BN / 16, K23 = P23 && K2 > K3 ? K2 : K3;
@@ -448,23 +413,9 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                 for (int nt = 0; nt < NT3P; ++nt)
 #pragma unroll
                     for (int r = 0; r < 4; ++r) dq[mt][nt][r] = 0.f;
-            auto dq_step = [&](int kk) {
-                u32 a[MT3][4];
-#pragma unroll
-                for (int mt = 0; mt < MT3; ++mt)  // dS from dSᵀ: ldmatrix.trans
-                    ldmatrix_x4_trans(a[mt], smem_u32(sdSt) + (u32)((kk * 16 + brow) * BM * 2) +
-                                                 chunk_off(bkey, (q3 + mt * 16) / 16));
-#pragma unroll
-                for (int dn = 0; dn < NT3P / 2; ++dn) {
-                    u32 bk[4];
-                    ldmatrix_x4_trans(bk, smem_u32(sK) + (u32)((kk * 16 + arow) * D * 2) +
-                                              chunk_off(akey, dp / 16 + dn));
-#pragma unroll
-                    for (int mt = 0; mt < MT3; ++mt) {
-                        mma_m16n8k16(dq[mt][2 * dn], a[mt], bk);
-                        mma_m16n8k16(dq[mt][2 * dn + 1], a[mt], bk + 2);
-                    }
-                }
+            auto dq_step = [&](int kk) {  // dS from dSᵀ
+                bwd_mma::at_b<MT3, NT3P, BM, D>(dq, smem_u32(sdSt), q3, smem_u32(sK), dp / 16, kk,
+                                                arow, akey, brow, bkey);
             };
 #pragma unroll
             for (int kk = 0; kk < K23; ++kk) {
