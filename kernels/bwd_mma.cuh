@@ -45,16 +45,11 @@ __device__ __forceinline__ void a_bt(float (&acc)[MT][NT][4], u32 sA, int a0, u3
     }
 }
 
-// acc += A B over k slice kk: A rows a0 .. a0+16·MT (AW elements a row, k along it), B the rows
-// kk·16 .. of a tile with BW elements a row, columns from chunk pair bp (ldmatrix.trans; dV += Pᵀ
-// dO, dK += dSᵀ Q).
-template <int MT, int NT, int AW, int BW>
-__device__ __forceinline__ void a_b(float (&acc)[MT][NT][4], u32 sA, int a0, u32 sB, int bp,
-                                    int kk, int arow, u32 akey) {
-    u32 a[MT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-        ldmatrix_x4(a[mt], sA + (u32)((a0 + mt * 16 + arow) * AW * 2) + chunk_off(akey, kk));
+// acc += a B: the warp's A fragments a (MT m16 tiles, this k slice) times B, the rows kk·16 ..
+// of a tile with BW elements a row, columns from chunk pair bp (ldmatrix.trans).
+template <int MT, int NT, int BW>
+__device__ __forceinline__ void frag_b(float (&acc)[MT][NT][4], const u32 (&a)[MT][4], u32 sB,
+                                       int bp, int kk, int arow, u32 akey) {
 #pragma unroll
     for (int dn = 0; dn < NT / 2; ++dn) {
         u32 bt[4];
@@ -67,8 +62,20 @@ __device__ __forceinline__ void a_b(float (&acc)[MT][NT][4], u32 sA, int a0, u32
     }
 }
 
+// acc += A B over k slice kk: A rows a0 .. a0+16·MT (AW elements a row, k along it), B as in
+// frag_b (dV += Pᵀ dO, dK += dSᵀ Q).
+template <int MT, int NT, int AW, int BW>
+__device__ __forceinline__ void a_b(float (&acc)[MT][NT][4], u32 sA, int a0, u32 sB, int bp,
+                                    int kk, int arow, u32 akey) {
+    u32 a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+        ldmatrix_x4(a[mt], sA + (u32)((a0 + mt * 16 + arow) * AW * 2) + chunk_off(akey, kk));
+    frag_b<MT, NT, BW>(acc, a, sB, bp, kk, arow, akey);
+}
+
 // acc += Aᵀ B over k slice kk: A stored transposed (rows = k, AW elements a row; its rows
-// a0 .. a0+16·MT are the columns from chunk pair a0/16), B as in a_b (dQ += dS K from dSᵀ).
+// a0 .. a0+16·MT are the columns from chunk pair a0/16), B as in frag_b (dQ += dS K from dSᵀ).
 template <int MT, int NT, int AW, int BW>
 __device__ __forceinline__ void at_b(float (&acc)[MT][NT][4], u32 sA, int a0, u32 sB, int bp,
                                      int kk, int arow, u32 akey, int brow, u32 bkey) {
@@ -76,15 +83,6 @@ __device__ __forceinline__ void at_b(float (&acc)[MT][NT][4], u32 sA, int a0, u3
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
         ldmatrix_x4_trans(a[mt], sA + (u32)((kk * 16 + brow) * AW * 2) + chunk_off(bkey, (a0 + mt * 16) / 16));
-#pragma unroll
-    for (int dn = 0; dn < NT / 2; ++dn) {
-        u32 bk[4];
-        ldmatrix_x4_trans(bk, sB + (u32)((kk * 16 + arow) * BW * 2) + chunk_off(akey, bp + dn));
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            mma_m16n8k16(acc[mt][2 * dn], a[mt], bk);
-            mma_m16n8k16(acc[mt][2 * dn + 1], a[mt], bk + 2);
-        }
-    }
+    frag_b<MT, NT, BW>(acc, a, sB, bp, kk, arow, akey);
 }
 }  // namespace bwd_mma
