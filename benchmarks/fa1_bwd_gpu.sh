@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from iosim.gpu import bench
-from iosim.problem import Problem
+from iosim.core.problem import Problem
 
 problems = [Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d, dtype="bf16",
                     causal=c, direction="bwd")

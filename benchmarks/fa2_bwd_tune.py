@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from iosim.core.hardware import load
+from iosim.core.problem import Problem
 from iosim.gpu import backward, bench
-from iosim.hardware import load
-from iosim.problem import Problem
 from iosim.schedules import Tiles, plan
 
 # (name, (block_m, block_n, warps, stages) or None for the table's, extra defines of fa2_bwd).

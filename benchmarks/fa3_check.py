@@ -29,11 +29,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from iosim.core.hardware import load  # noqa: E402
+from iosim.core.problem import Problem  # noqa: E402
 from iosim.gpu import bench  # noqa: E402
 from iosim.gpu.compile import define_options, kernel_path, nvcc_arch_options  # noqa: E402
 from iosim.gpu.launch import Launcher  # noqa: E402
-from iosim.hardware import load  # noqa: E402
-from iosim.problem import Problem  # noqa: E402
 from iosim.schedules import Tiles, plan  # noqa: E402
 
 CASES = [  # (batch, heads, kv_heads, Nq, Nk, d, causal, align)

@@ -34,12 +34,12 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from iosim.core.hardware import load  # noqa: E402
+from iosim.core.problem import Problem  # noqa: E402
 from iosim.gpu import bench  # noqa: E402
 from iosim.gpu.compile import compile_kernel, launch  # noqa: E402
 from iosim.gpu.launch import Launcher  # noqa: E402
 from iosim.gpu.tma import tensor_map  # noqa: E402
-from iosim.hardware import load  # noqa: E402
-from iosim.problem import Problem  # noqa: E402
 from iosim.schedules import plan  # noqa: E402
 
 E4M3_MAX = 448.0

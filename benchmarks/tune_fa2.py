@@ -10,10 +10,10 @@ does, by the same function (iosim.tune.run). Usage: python benchmarks/tune_fa2.p
 import sys
 from pathlib import Path
 
-from iosim.hardware import load
-from iosim.problem import Problem
+from iosim.analysis.tune import run
+from iosim.core.hardware import load
+from iosim.core.problem import Problem
 from iosim.schedules import Tiles
-from iosim.tune import run
 
 out = Path(sys.argv[1])
 problems = [Problem(batch=max(1, 16384 // n), heads=2048 // d, seqlen_q=n, head_dim=d)

@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
-from . import hardware
-from .hardware import InputError
-from .predict import directions, predict
-from .problem import CausalAlign, Dtype, Problem
+from iosim.analysis.predict import directions, predict
+from iosim.core import hardware
+from iosim.core.hardware import InputError
+from iosim.core.problem import CausalAlign, Dtype, Problem
 
 HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -24,7 +24,7 @@ app.add_typer(hw_app, name="hw")
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
+        from iosim import __version__
 
         typer.echo(f"iosim {__version__}")
         raise typer.Exit()
@@ -65,7 +65,7 @@ Stages = Annotated[int | None, typer.Option("--stages", help="K/V pipeline stage
 
 
 def knob_tiles(block_m, block_n, warps, stages):
-    from .schedules import Tiles
+    from iosim.schedules import Tiles
 
     return Tiles(block_m=block_m, block_n=block_n, warps=warps, stages=stages)
 
@@ -141,7 +141,7 @@ def predict_cmd(
     side by side)."""
     import pandas as pd
 
-    from .sweep import check_writable, parse_bool
+    from iosim.analysis.sweep import check_writable, parse_bool
 
     if output is not None:
         check_writable(output, (".csv", ".json"))
@@ -162,7 +162,7 @@ def predict_cmd(
                 parts.append(predict(p, profile, parse_schedules(schedule), tiles))
     df = pd.concat(parts, ignore_index=True)
     if len(names) > 1 and output is None and fmt is Fmt.table:
-        from .compare import compare_profiles, side_by_side
+        from iosim.analysis.compare import compare_profiles, side_by_side
 
         typer.echo(compare_profiles(df) if compare else side_by_side(df))
         return
@@ -234,7 +234,7 @@ def sweep_cmd(
     """Sweep a grid of problems, schedules and (what-if) hardware; write one row per point."""
     import time
 
-    from .sweep import check_writable, sweep_result, write
+    from iosim.analysis.sweep import check_writable, sweep_result, write
 
     check_writable(output)
     grid = {"seqlen_q": seqlen, "seqlen_k": seqlen_k, "head_dim": head_dim, "batch": batch,
@@ -296,8 +296,8 @@ def bench_cmd(
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
-    from .gpu import bench
-    from .sweep import parse_bool, parse_choice, parse_values
+    from iosim.analysis.sweep import parse_bool, parse_choice, parse_values
+    from iosim.gpu import bench
 
     real = ["naive", "fa1", "fa2", "fa3"]
     scheds = parse_choice(schedule, real, "schedule", both=real)
@@ -338,7 +338,7 @@ def validate_cmd(
 ) -> None:
     """Re-predict measured rows with today's model: time error per schedule (and the
     roofline's), worst points, DRAM vs ncu."""
-    from .validate import format_report, to_json, validate
+    from iosim.analysis.validate import format_report, to_json, validate
 
     times, dram = validate(files, hardware.load(hw) if hw else None)
     typer.echo(to_json(times, dram) if fmt is VFmt.json else format_report(times, dram))
@@ -359,7 +359,7 @@ def calibrate_cmd(
     transfer_to: Annotated[list[str] | None, typer.Option(help="also write this GPU's datasheet profile with the fitted parameters (repeatable)")] = None,
 ) -> None:
     """Fit the profile's free parameters to measured rows; write a calibrated profile."""
-    from .calibrate import calibrate
+    from iosim.analysis.calibrate import calibrate
 
     if output.suffix != ".toml":
         raise InputError(f"-o {output}: a calibrated profile is a .toml file")
@@ -399,8 +399,8 @@ def explain_cmd(
     share of peak, the binding and next limit, and what would move it."""
     import json
 
-    from .explain import explain, format_text
-    from .sweep import parse_bool, parse_choice
+    from iosim.analysis.explain import explain, format_text
+    from iosim.analysis.sweep import parse_bool, parse_choice
 
     cs, ds = parse_bool(causal), parse_choice(direction, ["fwd", "bwd"], "direction")
     if len(cs) != 1 or len(ds) != 1:
@@ -435,8 +435,8 @@ def tune_cmd(
         "--write", help="tiles file to write the picks to (export IOSIM_TILES=FILE to use them)")] = None,
 ) -> None:
     """Rank a schedule's tile configurations with the model; --verify times the top ones on the GPU."""
-    from . import tune
-    from .sweep import check_writable, parse_bool, parse_choice, parse_values
+    from iosim.analysis import tune
+    from iosim.analysis.sweep import check_writable, parse_bool, parse_choice, parse_values
 
     if top < 1:
         raise InputError(f"--top {top}: must be at least 1")
@@ -462,7 +462,7 @@ def compare_cmd(
     fmt: Annotated[Fmt, typer.Option("--format", help="table (a summary) or csv/json (every row)")] = Fmt.table,
 ) -> None:
     """What changed between two tables of rows (two sweeps, two profiles, a bench and a sweep)."""
-    from .compare import compare_files, format_changes
+    from iosim.analysis.compare import compare_files, format_changes
 
     c = compare_files(before, after)
     if fmt is Fmt.csv:
@@ -474,7 +474,7 @@ def compare_cmd(
 
 
 def _get(profile, field: str) -> float:
-    from .calibrate import get
+    from iosim.analysis.calibrate import get
 
     return get(profile, field)
 
@@ -482,7 +482,7 @@ def _get(profile, field: str) -> float:
 def _register_report() -> None:
     """`iosim report` (needs plotly; the GPU machine running `iosim bench` may not have it)."""
     try:
-        from .report import report_command
+        from iosim.report.page import report_command
     except ImportError as e:
         missing = e.name
 

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
+from iosim.core.hardware import InputError, load
+from iosim.core.problem import Problem
 from iosim.gpu.compile import kernel_path
 from iosim.gpu.launch import ARGS, supported
-from iosim.hardware import InputError, load
-from iosim.problem import Problem
 from iosim.schedules import plan
 from iosim.schedules.base import BlockMap
 

@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iosim import hardware
-from iosim.calibrate import (
+from iosim.analysis.calibrate import (
     PARAMS,
     copy_efficiency,
     error_rows,
@@ -33,8 +32,9 @@ from iosim.calibrate import (
     predicted_ms,
     summarize,
 )
-from iosim.io import MEASURED_NEEDS, read_rows
-from iosim.validate import validate
+from iosim.analysis.validate import validate
+from iosim.core import hardware
+from iosim.core.rows import MEASURED_NEEDS, read_rows
 
 DATA = Path(__file__).resolve().parents[1] / "reports" / "data"
 H100 = DATA / "h100"

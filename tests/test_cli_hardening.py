@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iosim.cli import main
-from iosim.hardware import PROFILE_DIR, InputError, load
-from iosim.problem import Problem
+from iosim.core.hardware import PROFILE_DIR, InputError, load
+from iosim.core.problem import Problem
 from iosim.schedules import plan
 from iosim.schedules.base import BlockMap
 
@@ -243,7 +243,7 @@ def test_example_profile_loads_with_a_warning_for_missing_sources():
 def test_shipped_profiles_must_cite_every_source(tmp_path):
     import tomllib
 
-    from iosim.hardware import _validate
+    from iosim.core.hardware import _validate
 
     data = tomllib.loads((PROFILE_DIR / "h100-sxm5-80gb.toml").read_text())
     del data["sources"]["sm_count"]

@@ -5,9 +5,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from iosim import executor, reference
-from iosim.hardware import load
-from iosim.problem import Direction, Problem
+from iosim.core.hardware import load
+from iosim.core.problem import Direction, Problem
+from iosim.model import executor, reference
 from iosim.schedules import SCHEDULES, Tiles, plan
 
 H100 = load("h100-sxm5-80gb")

@@ -8,14 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iosim import knobs
-from iosim.explain import explain
-from iosim.hardware import InputError, load
-from iosim.occupancy import ctas_per_sm, limiter, limits
-from iosim.problem import Problem
-from iosim.schedules import Tiles, plan
-from iosim.sweep import sweep_result
-from iosim.tune import pick, rank, spearman
+from iosim.analysis.explain import explain
+from iosim.analysis.sweep import sweep_result
+from iosim.analysis.tune import pick, rank, spearman
+from iosim.core.hardware import InputError, load
+from iosim.core.problem import Problem
+from iosim.model.occupancy import ctas_per_sm, limiter, limits
+from iosim.schedules import Tiles, knobs, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = load("h100")
@@ -210,7 +209,7 @@ def test_compare_two_sweeps_says_what_changed(tmp_path):
 
 
 def test_committed_tune_verification_timed_only_what_passed_and_wrote_the_measured_pick():
-    from iosim.tune import entries
+    from iosim.analysis.tune import entries
 
     df = pd.read_csv(ROOT / "reports/data/h100/tune_fa2.csv")
     assert df.time_ms.notna().eq(df.status == "ok").all()  # timed if and only if it passed

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from iosim.hardware import InputError, load
-from iosim.problem import Problem
+from iosim.core.hardware import InputError, load
+from iosim.core.problem import Problem
 from iosim.schedules import plan
 
 pytestmark = pytest.mark.gpu

@@ -3,8 +3,8 @@ the bound is a multiple of a same-dtype reference's own error plus one rounding 
 
 import pytest
 
-from iosim.hardware import InputError, load
-from iosim.problem import Problem
+from iosim.core.hardware import InputError, load
+from iosim.core.problem import Problem
 from iosim.schedules import plan
 
 pytestmark = pytest.mark.gpu

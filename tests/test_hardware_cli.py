@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from iosim import hardware
-from iosim.hardware import InputError
+from iosim.core import hardware
+from iosim.core.hardware import InputError
 
 
 def iosim(*args: str) -> subprocess.CompletedProcess:

@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from iosim.core.hardware import InputError, load
+from iosim.core.problem import Direction, Problem
 from iosim.gpu.compile import (
     kernel_path,
     nvcc_arch_options,
@@ -17,8 +19,6 @@ from iosim.gpu.compile import (
     nvrtc_library,
     nvrtc_resources,
 )
-from iosim.hardware import InputError, load
-from iosim.problem import Direction, Problem
 from iosim.schedules import plan
 
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH (CUDA toolkit)")

@@ -6,9 +6,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iosim import hardware, memory
-from iosim.hardware import InputError
-from iosim.problem import Direction, Dtype, Problem
+from iosim.core import hardware
+from iosim.core.hardware import InputError
+from iosim.core.problem import Direction, Dtype, Problem
+from iosim.model import memory
 from iosim.schedules import plan
 from iosim.schedules.base import BlockMap, blocks
 
@@ -93,7 +94,7 @@ def test_shared_tiles_hit_when_launched_close():
 @given(problems, st.sampled_from(sorted(PROFILES)), st.sampled_from(["naive", "fa1", "fa2", "fa3"]),
        st.sampled_from([1.5, 2, 4]))
 def test_more_sms_never_more_dram_reads(p, hw_name, s, factor):
-    """More CTAs at once only turn re-reads by other CTAs into hits (see iosim/memory.py)."""
+    """More CTAs at once only turn re-reads by other CTAs into hits (see iosim/model/memory.py)."""
     hw = PROFILES[hw_name]
     big = hw.with_changes(sm_count=int(hw.sm_count * factor))
     try:

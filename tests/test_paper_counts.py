@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from iosim.hardware import load
-from iosim.problem import Problem
+from iosim.core.hardware import load
+from iosim.core.problem import Problem
 from iosim.schedules import Tiles, plan
 from iosim.schedules.base import F32, F32_TENSORS
 

@@ -13,11 +13,22 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from iosim.accuracy import error_table
+from iosim.analysis.accuracy import error_table
 from iosim.cli import app
-from iosim.hardware import InputError
-from iosim.io import read_rows
-from iosim.report import (
+from iosim.core.hardware import InputError
+from iosim.core.rows import read_rows
+from iosim.report.data import (
+    ALL,
+    STOCK,
+    VARIANT,
+    Budget,
+    combinations,
+    default_choice,
+    filter_options,
+    prepare_data,
+    roof_profile,
+)
+from iosim.report.page import (
     MEAS,
     PRED,
     accuracy_figure,
@@ -28,17 +39,6 @@ from iosim.report import (
     roofline_figure,
     time_figure,
     whatif_figures,
-)
-from iosim.report_data import (
-    ALL,
-    STOCK,
-    VARIANT,
-    Budget,
-    combinations,
-    default_choice,
-    filter_options,
-    prepare_data,
-    roof_profile,
 )
 
 REPO = Path(__file__).resolve().parents[1]

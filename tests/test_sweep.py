@@ -1,4 +1,4 @@
-"""`iosim sweep` and `iosim.sweep`: grammar, what-if hardware, skipped points, bad input."""
+"""`iosim sweep` and `iosim.analysis.sweep`: grammar, what-if hardware, skipped points, bad input."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 import iosim
+from iosim.analysis.predict import COUNT_COLUMNS, PROBLEM_COLUMNS
+from iosim.analysis.sweep import parse_set, parse_values, sweep_result
 from iosim.cli import app
-from iosim.hardware import InputError
-from iosim.predict import COUNT_COLUMNS, PROBLEM_COLUMNS
-from iosim.sweep import parse_set, parse_values, sweep_result
+from iosim.core.hardware import InputError
 
 
 @pytest.mark.parametrize("text, want", [

@@ -6,11 +6,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from iosim import hardware, memory, timing
-from iosim.hardware import InputError
-from iosim.occupancy import ctas_per_sm
-from iosim.predict import row
-from iosim.problem import Direction, Dtype, Problem
+from iosim.analysis.predict import row
+from iosim.core import hardware
+from iosim.core.hardware import InputError
+from iosim.core.problem import Direction, Dtype, Problem
+from iosim.model import memory, timing
+from iosim.model.occupancy import ctas_per_sm
 from iosim.schedules import plan
 
 PROFILES = {n: hardware.load(n) for n in hardware.available()}

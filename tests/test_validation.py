@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from iosim import hardware
-from iosim.validate import validate
+from iosim.analysis.validate import validate
+from iosim.core import hardware
 
 DATA = Path(__file__).resolve().parents[1] / "reports" / "data"
 GPUS = ["h100", "h200"]

@@ -5,8 +5,8 @@ Usage: python tools/bwd_ratios.py reports/data/h100/measured_bwd.csv"""
 
 import sys
 
-from iosim.io import read_rows
-from iosim.measured import ratios
+from iosim.analysis.measured import ratios
+from iosim.core.rows import read_rows
 
 df = read_rows(sys.argv[1])
 df = df[df.direction == "bwd"]

@@ -63,8 +63,9 @@ def summary(path: str) -> pd.DataFrame:
 def agreement(path: str, hw_name: str = "h100") -> pd.DataFrame:
     """Per profiled kernel: ncu's busiest unit (largest busy share) beside the model's bound."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    from iosim import hardware, memory, timing
-    from iosim.problem import Problem
+    from iosim.core import hardware
+    from iosim.core.problem import Problem
+    from iosim.model import memory, timing
     from iosim.schedules import plan
 
     hw = hardware.load(hw_name)

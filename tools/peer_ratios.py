@@ -4,9 +4,9 @@ Usage: python tools/peer_ratios.py reports/data/h100/measured.csv [reports/data/
 
 import sys
 
-from iosim.accuracy import error_table
-from iosim.io import read_rows
-from iosim.measured import ratios
+from iosim.analysis.accuracy import error_table
+from iosim.analysis.measured import ratios
+from iosim.core.rows import read_rows
 
 PEERS = ["torch_flash", "torch_cudnn", "torch_efficient", "torch_math"]
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from iosim.hardware import load
-from iosim.predict import row
-from iosim.problem import Problem
+from iosim.analysis.predict import row
+from iosim.analysis.tune import spearman, with_registers
+from iosim.core.hardware import load
+from iosim.core.problem import Problem
 from iosim.schedules import Tiles, plan
-from iosim.tune import spearman, with_registers
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ["reports/data/h100/tune_fa2.csv", "reports/data/h100/tune/first_run/tune_fa2.csv"]

@@ -105,7 +105,7 @@ def block_measured_bwd() -> str:
 
 def block_measured() -> str:
     try:
-        from iosim.measured import readme_table
+        from iosim.analysis.measured import readme_table
     except ImportError:
         return "(no measurements committed yet)"
     return readme_table(ROOT / "reports" / "data")
@@ -122,7 +122,7 @@ def block_explain() -> str:
 def block_tune() -> str:
     import pandas as pd
 
-    from iosim.tune import format_verified
+    from iosim.analysis.tune import format_verified
 
     path = ROOT / "reports" / "data" / "h100" / "tune_fa2.csv"
     if not path.exists():

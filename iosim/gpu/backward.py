@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hardware import HardwareProfile
-from ..plan import Plan
-from ..predict import row
-from ..problem import Direction, Problem
-from ..schedules import plan
-from . import bench
-from .compile import compile_kernel, launch
-from .launch import ARGS, Launcher, supported
+from iosim.analysis.predict import row
+from iosim.core.hardware import HardwareProfile
+from iosim.core.plan import Plan
+from iosim.core.problem import Direction, Problem
+from iosim.gpu import bench
+from iosim.gpu.compile import compile_kernel, launch
+from iosim.gpu.launch import ARGS, Launcher, supported
+from iosim.schedules import plan
 
 GRADS = ("dQ", "dK", "dV")
 # Tensors a backward kernel writes (poisoned before a check); the rest are its inputs.

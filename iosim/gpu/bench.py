@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..backing import footprint_bytes
-from ..hardware import HardwareProfile, InputError
-from ..predict import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields, row
-from ..problem import Direction, Problem
-from ..schedules import Tiles, plan
+from iosim.analysis.predict import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields, row
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.problem import Direction, Problem
+from iosim.model.backing import footprint_bytes
+from iosim.schedules import Tiles, plan
 
 PEERS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
          "torch_efficient": "EFFICIENT_ATTENTION", "torch_math": "MATH"}
@@ -304,8 +304,8 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
     torch = require_gpu()
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little") >> 1
-    from ..hardware import load
-    from .launch import Launcher, supported
+    from iosim.core.hardware import load
+    from iosim.gpu.launch import Launcher, supported
 
     info = gpu_info(torch)
     hw = hw or load(profile_for(info["gpu_name"]))
@@ -337,7 +337,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
             continue
         r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n)
         if p.direction is Direction.bwd:  # gradients: their own inputs, reference and check
-            from .backward import point
+            from iosim.gpu.backward import point
 
             r.update(point(torch, timer, hw, s, p, seed + n, bw))
             append(out, r, columns)

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..hardware import InputError
+from iosim.core.hardware import InputError
 
 # The macro names elem_t, the type of O (and of the inputs, except fp8 inputs, which the Plan
 # flags with FP8_E4M3=1: fa3.cu reads e4m3 Q, K, V and writes bf16 O).

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hardware import InputError
-from ..plan import Plan
-from ..problem import Direction
-from .compile import compile_kernel, launch
+from iosim.core.hardware import InputError
+from iosim.core.plan import Plan
+from iosim.core.problem import Direction
+from iosim.gpu.compile import compile_kernel, launch
 
 ARGS = {
     "naive_qk": ("Q", "K", "S", "Nq", "Nk", "H", "KVH", "scale"),
@@ -113,7 +113,7 @@ class Launcher:
         for k in self.plan.kernels:
             for n in ARGS[k.name]:
                 if n in TENSOR_MAPS:
-                    from .tma import tensor_map
+                    from iosim.gpu.tma import tensor_map
 
                     tensor, rows = TENSOR_MAPS[n]
                     self.scalars[n] = tensor_map(self.buf[tensor], getattr(k, rows))

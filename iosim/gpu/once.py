@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from ..hardware import load
-from ..problem import Direction, Problem
-from ..schedules import plan
-from .bench import inputs, require_gpu
-from .launch import Launcher
+from iosim.core.hardware import load
+from iosim.core.problem import Direction, Problem
+from iosim.gpu.bench import inputs, require_gpu
+from iosim.gpu.launch import Launcher
+from iosim.schedules import plan
 
 
 def main(arg: str) -> None:
@@ -19,7 +19,7 @@ def main(arg: str) -> None:
     p = Problem(**a)
     q, k, v = inputs(torch, p, seed)
     if p.direction is Direction.bwd:  # the forward runs first, then the backward's kernels
-        from .backward import BackwardLauncher, grad_output
+        from iosim.gpu.backward import BackwardLauncher, grad_output
 
         launcher = BackwardLauncher(plan(s, p, hw), hw, q, k, v, grad_output(torch, p, seed))
     else:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..hardware import HardwareProfile, InputError
-from ..plan import Plan
-from ..problem import Problem
-from . import fa1, fa2, fa3, naive
-from .base import Tiles
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import Plan
+from iosim.core.problem import Problem
+from iosim.schedules import fa1, fa2, fa3, naive
+from iosim.schedules.base import Tiles
 
 SCHEDULES = {"naive": naive.plan, "fa1": fa1.plan, "fa2": fa2.plan, "fa3": fa3.plan}
 
@@ -21,7 +21,7 @@ def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(
     as the commands that take knobs do."""
     if name not in SCHEDULES:
         raise InputError(f"unknown schedule '{name}' (allowed: {', '.join(SCHEDULES)})")
-    from .. import knobs
+    from iosim.schedules import knobs
 
     if check:
         knobs.check_values(tiles)

@@ -12,10 +12,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..hardware import HardwareProfile, InputError
-from ..plan import KernelPlan, Plan
-from ..problem import CausalAlign, Problem
-from ..traffic import Traffic, Work
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import KernelPlan, Plan
+from iosim.core.problem import CausalAlign, Problem
+from iosim.core.traffic import Traffic, Work
 
 F32 = 4  # bytes of the fp32 statistics (ℓ, m, LSE, D) and fp32 accumulators kept in HBM
 F32_TENSORS = frozenset({"L", "M", "LSE", "D", "Oacc", "dQacc"})  # every other tensor: input dtype

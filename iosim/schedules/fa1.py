@@ -14,11 +14,11 @@ move at every inner step, D_i = rowsum(dO_i∘O_i) is formed there.
 
 from __future__ import annotations
 
-from ..hardware import HardwareProfile
-from ..plan import KernelPlan, Plan
-from ..problem import Direction, Problem
-from ..traffic import Traffic, Work
-from .base import (
+from iosim.core.hardware import HardwareProfile
+from iosim.core.plan import KernelPlan, Plan
+from iosim.core.problem import Direction, Problem
+from iosim.core.traffic import Traffic, Work
+from iosim.schedules.base import (
     F32,
     BlockMap,
     Tiles,
@@ -28,8 +28,8 @@ from .base import (
     mask_defines,
     uniform,
 )
-from .fa2 import bwd_readers
-from .flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
+from iosim.schedules.fa2 import bwd_readers
+from iosim.schedules.flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
 
 # Largest Bc whose S tile (16 rows x Bc fp32 per warp) and O fragment fit the kernel's
 # registers without spilling, by head_dim.

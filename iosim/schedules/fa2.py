@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..hardware import HardwareProfile
-from ..plan import KernelPlan, Plan
-from ..problem import Direction, Problem
-from .base import (
+from iosim.core.hardware import HardwareProfile
+from iosim.core.plan import KernelPlan, Plan
+from iosim.core.problem import Direction, Problem
+from iosim.schedules.base import (
     F32,
     BlockMap,
     Tiles,
@@ -25,7 +25,7 @@ from .base import (
     pow2_at_least,
     uniform,
 )
-from .flash import Readers, dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
+from iosim.schedules.flash import Readers, dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
 
 # (block_m, block_n, warps, stages) by head_dim bucket: forward as measured fastest for
 # kernels/fa2.cu on H100 (FlashAttention-2's own sm80 choices), backward as FA2 picks them.

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..hardware import HardwareProfile, InputError
-from ..plan import Plan
-from ..problem import Direction, Dtype, Problem
-from .base import Tiles
-from .fa2 import FlashStyle
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import Plan
+from iosim.core.problem import Direction, Dtype, Problem
+from iosim.schedules.base import Tiles
+from iosim.schedules.fa2 import FlashStyle
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
 FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}

@@ -1,6 +1,6 @@
 """Closed-form counts for the tiled (flash) schedules, per (batch, head).
 
-Each function mirrors one loop nest of `iosim.executor` and sums its per-tile costs over the
+Each function mirrors one loop nest of `iosim.model.executor` and sums its per-tile costs over the
 BlockMap with numpy: r = query rows of a block, c = key rows of a block, d = head_dim,
 e = bytes per element, F32 = bytes of fp32 statistics and accumulators. The comments give
 what each term counts; tests hold these sums equal to what the executor counts tile by tile.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..problem import Problem
-from ..traffic import Traffic, Work
-from .base import F32, BlockMap
+from iosim.core.problem import Problem
+from iosim.core.traffic import Traffic, Work
+from iosim.schedules.base import F32, BlockMap
 
 
 class Counts(NamedTuple):

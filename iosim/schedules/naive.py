@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..hardware import HardwareProfile
-from ..plan import KernelPlan, Plan
-from ..problem import Direction, Problem
-from ..traffic import Traffic, Work
-from .base import Tiles, causal_valid, gemm, gqa_reduce, mask_defines, pow2_at_least, uniform
+from iosim.core.hardware import HardwareProfile
+from iosim.core.plan import KernelPlan, Plan
+from iosim.core.problem import Direction, Problem
+from iosim.core.traffic import Traffic, Work
+from iosim.schedules.base import Tiles, causal_valid, gemm, gqa_reduce, mask_defines, pow2_at_least, uniform
 
 # (block_m, block_n, block_k, stages, warps) by head_dim bucket, fastest found on H100/H200.
 QK_TILES = {64: (128, 128, 64, 1, 8), 128: (128, 128, 64, 2, 8), 256: (128, 128, 64, 3, 8)}

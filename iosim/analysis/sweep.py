@@ -33,12 +33,12 @@ from pathlib import Path
 import pandas as pd
 from pydantic import ValidationError
 
-from . import hardware
-from .hardware import HardwareProfile, InputError
-from .knobs import KNOBS
-from .predict import row
-from .problem import CausalAlign, Direction, Dtype, Problem
-from .schedules import SCHEDULES, Tiles, plan
+from iosim.analysis.predict import row
+from iosim.core import hardware
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
+from iosim.schedules import SCHEDULES, Tiles, plan
+from iosim.schedules.knobs import KNOBS
 
 INT_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim")
 ALIASES = {"seqlen": "seqlen_q", "schedules": "schedule", "kv-heads": "kv_heads",
@@ -145,7 +145,7 @@ def parse_bool(text: str, name: str = "causal") -> list[bool]:
 
 def hw_field_kind(key: str) -> type:
     """float or int for a what-if field; InputError naming the allowed ones otherwise."""
-    from .hardware import Efficiency
+    from iosim.core.hardware import Efficiency
 
     fields = HardwareProfile.model_fields
     scalar = [k for k, f in fields.items() if f.annotation in (int, float, "int", "float")]

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import memory, timing
-from .hardware import HardwareProfile, InputError
-from .occupancy import ctas_per_sm, limiter, limits
-from .plan import KernelPlan, Plan
-from .problem import Problem
-from .schedules import Tiles, plan
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import KernelPlan, Plan
+from iosim.core.problem import Problem
+from iosim.model import memory, timing
+from iosim.model.occupancy import ctas_per_sm, limiter, limits
+from iosim.schedules import Tiles, plan
 
 SHOWN = ("tensor", "sfu", "alu", "sram", "issue", "l2", "hbm")  # timing.UNITS + timing.LEVELS
 NAMES = {"tensor": "tensor", "sfu": "SFU (exp)", "alu": "FP32", "sram": "shared memory",
@@ -116,7 +116,7 @@ def what_ifs(pl: Plan, hw: HardwareProfile, views: list[dict], base_ms: float,
                 what.append(f"{smem // 1024} KiB of shared memory")
             add(f"{n} CTAs of {k.name} per SM ({', '.join(what) or 'as is'})", total_ms(pl2, hw))
     try:
-        from .tune import rank
+        from iosim.analysis.tune import rank
 
         ranked = rank(schedule, [p], hw, compile_workers=1, compile=False)
         best = ranked.iloc[0]
@@ -150,7 +150,7 @@ def measured_rows(files: list[Path], schedule: str, p: Problem, hw: HardwareProf
                   dram: list[memory.Dram]) -> list[dict]:
     """Rows of the files for this schedule and problem that passed their check: measured time,
     and what ncu read where present, as shares of the datasheet peaks."""
-    from .io import read_rows
+    from iosim.core.rows import read_rows
 
     df = pd.concat([read_rows(f) for f in files], ignore_index=True)
     key = {"schedule": schedule, "batch": p.batch, "heads": p.heads, "kv_heads": p.kv_heads,

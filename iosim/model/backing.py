@@ -13,9 +13,9 @@ read or write, at its full size), which `fits` compares with the profile's hbm_c
 
 from __future__ import annotations
 
-from .hardware import HardwareProfile, InputError
-from .plan import Plan
-from .problem import Direction
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import Plan
+from iosim.core.problem import Direction
 
 KERNEL, PUBLISHED, HYPOTHETICAL = "kernel", "published", "hypothetical"
 
@@ -40,7 +40,7 @@ PUBLISHED_IMPLEMENTATIONS = {
 
 def backing(plan: Plan, hw: HardwareProfile) -> str:
     """KERNEL, PUBLISHED or HYPOTHETICAL for this (schedule, problem, hardware)."""
-    from .gpu.launch import supported  # imports no CuPy
+    from iosim.gpu.launch import supported  # imports no CuPy
 
     p = plan.problem
     try:

@@ -13,8 +13,8 @@ from functools import cached_property
 
 import numpy as np
 
-from .problem import Problem
-from .traffic import Traffic, Work
+from iosim.core.problem import Problem
+from iosim.core.traffic import Traffic, Work
 
 
 @dataclass(frozen=True)

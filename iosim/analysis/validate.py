@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .accuracy import _profile, error_table, join
-from .hardware import HardwareProfile, InputError
-from .io import MEASURED_NEEDS, read_rows
-from .predict import PROBLEM_COLUMNS, row
-from .problem import Problem
-from .schedules import SCHEDULES, plan
+from iosim.analysis.accuracy import _profile, error_table, join
+from iosim.analysis.predict import PROBLEM_COLUMNS, row
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.problem import Problem
+from iosim.core.rows import MEASURED_NEEDS, read_rows
+from iosim.schedules import SCHEDULES, plan
 
 
 def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.DataFrame:

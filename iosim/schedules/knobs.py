@@ -21,10 +21,10 @@ from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
 
-from .hardware import HardwareProfile, InputError
-from .plan import Plan
-from .problem import Problem
-from .schedules.base import Tiles, pow2_at_least
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import Plan
+from iosim.core.problem import Problem
+from iosim.schedules.base import Tiles, pow2_at_least
 
 TILES_ENV = "IOSIM_TILES"
 KNOBS = ("block_m", "block_n", "warps", "stages")  # the options every problem command takes

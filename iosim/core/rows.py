@@ -1,6 +1,6 @@
 """Reading the shared row tables (predictions, sweeps, measurements) from CSV or Parquet.
 
-Column names are the contract in DESIGN.md ("Data and reports"); `iosim.predict` owns the lists.
+Column names are the contract in DESIGN.md ("Data and reports"); `iosim.analysis.predict` owns the lists.
 Bad files get one clear line (an `InputError`), never a pandas traceback.
 """
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .hardware import InputError
-from .predict import COUNT_COLUMNS, MEASURED_COLUMNS, PROBLEM_COLUMNS
+from iosim.analysis.predict import COUNT_COLUMNS, MEASURED_COLUMNS, PROBLEM_COLUMNS
+from iosim.core.hardware import InputError
 
 INT_COLUMNS = ["batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim"]
 STR_COLUMNS = ["hw", "schedule", "direction", "dtype"]

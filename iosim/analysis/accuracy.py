@@ -12,9 +12,9 @@ from functools import lru_cache
 
 import pandas as pd
 
-from . import hardware
-from .io import normalize, require_columns
-from .predict import PROBLEM_COLUMNS
+from iosim.analysis.predict import PROBLEM_COLUMNS
+from iosim.core import hardware
+from iosim.core.rows import normalize, require_columns
 
 
 @lru_cache(maxsize=64)

@@ -2,7 +2,7 @@
 (with `verify`, on a GPU) check and time the model's top k to see whether its ranking holds.
 
 Candidates are the product of SPACE's values that the kernel and the GPU accept
-(`iosim.knobs.check`). Where `nvcc` is on PATH each candidate's real kernel is compiled offline
+(`iosim.schedules.knobs.check`). Where `nvcc` is on PATH each candidate's real kernel is compiled offline
 first: a configuration that spills registers is dropped (the project ships no spilling kernel),
 and the model's occupancy uses the registers ptxas gave it instead of the Plan's budget (the
 fa2 kernel's tiles take 80 to 255 registers a thread, which decides whether 1 or 5 CTAs share an
@@ -23,12 +23,12 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from .hardware import HardwareProfile, InputError
-from .knobs import KNOBS, given, gpu_key
-from .plan import Plan
-from .predict import problem_fields, row
-from .problem import Problem
-from .schedules import SCHEDULES, Tiles, plan
+from iosim.analysis.predict import problem_fields, row
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import Plan
+from iosim.core.problem import Problem
+from iosim.schedules import SCHEDULES, Tiles, plan
+from iosim.schedules.knobs import KNOBS, given, gpu_key
 
 # values each knob takes in the search, by schedule (fa3: one warpgroup per 64 query rows)
 SPACE = {
@@ -55,7 +55,7 @@ def space(schedule: str, fixed: Tiles) -> list[Tiles]:
 
 def resources(pl: Plan, hw: HardwareProfile) -> dict | None:
     """ptxas's registers and spills of the Plan's main kernel, or None without nvcc."""
-    from .gpu.compile import nvcc_available, nvcc_resources
+    from iosim.gpu.compile import nvcc_available, nvcc_resources
 
     k = pl.main
     if not nvcc_available() or k.source is None:
@@ -99,7 +99,7 @@ def rank(schedule: str, problems: list[Problem], hw: HardwareProfile,
         if r is not None:
             pl = with_registers(pl, r["registers"])
         pr = row(pl, hw)
-        from .occupancy import ctas_per_sm
+        from iosim.model.occupancy import ctas_per_sm
 
         rows.append({"hw": hw.name, "schedule": schedule, **problem_fields(p),
                      "config": config_name(pl_tiles(pl)), **_knobs(pl),
@@ -173,8 +173,8 @@ def verify(df: pd.DataFrame, hw: HardwareProfile, top: int, seed: int | None = N
     not timed. `out_path`: a CSV rewritten after every row (an interrupted run keeps them)."""
     import os
 
-    from .gpu.bench import Timer, check, error_bound, inputs, reference, require_gpu
-    from .gpu.launch import Launcher
+    from iosim.gpu.bench import Timer, check, error_bound, inputs, reference, require_gpu
+    from iosim.gpu.launch import Launcher
 
     torch = require_gpu()
     seed = int.from_bytes(os.urandom(4), "little") >> 1 if seed is None else seed
@@ -277,7 +277,7 @@ def format_verified(m: pd.DataFrame) -> str:
 def run(schedule: str, problems: list[Problem], hw: HardwareProfile, fixed: Tiles, top: int,
         verify_on_gpu: bool, output=None, write=None, echo=print) -> pd.DataFrame:
     """What `iosim tune` does: rank, print, (verify), write the rows and the tiles file."""
-    from .knobs import write_entries
+    from iosim.schedules.knobs import write_entries
 
     ranked = rank(schedule, problems, hw, fixed)
     echo(format_ranking(ranked, top, hw))

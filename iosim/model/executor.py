@@ -13,13 +13,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from . import reference
-from .plan import Plan
-from .problem import Direction, Problem
-from .schedules.base import F32, F32_TENSORS, BlockMap, blocks
-from .schedules.fa2 import bwd_readers
-from .schedules.flash import Readers
-from .traffic import Traffic, Work
+from iosim.core.plan import Plan
+from iosim.core.problem import Direction, Problem
+from iosim.core.traffic import Traffic, Work
+from iosim.model import reference
+from iosim.schedules.base import F32, F32_TENSORS, BlockMap, blocks
+from iosim.schedules.fa2 import bwd_readers
+from iosim.schedules.flash import Readers
 
 
 class Meter:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import read_rows
+from iosim.core.rows import read_rows
 
 OURS = ["naive", "fa1", "fa2"]
 PEERS = ["torch_flash", "torch_cudnn"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .problem import Problem
+from iosim.core.problem import Problem
 
 
 def _expand(p: Problem, x: np.ndarray) -> np.ndarray:

@@ -34,11 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .hardware import HardwareProfile
-from .occupancy import wave
-from .plan import KernelPlan, Plan
-from .problem import Problem
-from .schedules.base import F32, F32_TENSORS
+from iosim.core.hardware import HardwareProfile
+from iosim.core.plan import KernelPlan, Plan
+from iosim.core.problem import Problem
+from iosim.model.occupancy import wave
+from iosim.schedules.base import F32, F32_TENSORS
 
 
 def tensor_bytes(p: Problem, name: str) -> int:

@@ -17,12 +17,12 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from . import hardware
-from .accuracy import canonical_hw, join
-from .hardware import HardwareProfile, InputError
-from .io import MEASURED_NEEDS, normalize
-from .predict import COUNT_COLUMNS, PREDICTION_COLUMNS, PROBLEM_COLUMNS
-from .schedules import SCHEDULES
+from iosim.analysis.accuracy import canonical_hw, join
+from iosim.analysis.predict import COUNT_COLUMNS, PREDICTION_COLUMNS, PROBLEM_COLUMNS
+from iosim.core import hardware
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.rows import MEASURED_NEEDS, normalize
+from iosim.schedules import SCHEDULES
 
 MENU_DIMS = ["hw", "direction", "dtype", "causal", "head_dim"]  # one configuration at a time
 N, VARIANT, SHAPE = "seqlen_k", "variant", "shape"
@@ -82,7 +82,7 @@ def numbers(df: pd.DataFrame, *names: str) -> pd.Series:
 def roof_profile(name: str) -> HardwareProfile:
     """The profile whose ceilings the roofline draws for GPU `name`: its calibrated profile
     (hwprofiles/<name>.calibrated.toml, written by `iosim calibrate`) where one is shipped."""
-    from .validate import preferred
+    from iosim.analysis.validate import preferred
 
     return preferred(name)
 
@@ -216,7 +216,7 @@ def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fresh_predictions(measured: pd.DataFrame) -> pd.DataFrame:
-    from .validate import repredict
+    from iosim.analysis.validate import repredict
 
     ours = measured[measured.schedule.isin(list(SCHEDULES))]
     if ours.empty:

@@ -7,7 +7,7 @@ each (schedule, predicted/measured, problem shape, variant) is one series across
 (batch, heads) are series rather than menu choices, so data sets with different splits (a sweep's
 B = 4, H = 32 and a bench's batch = 16384/N) share a chart, and the TFLOP/s chart lines them up.
 
-The rows come from `iosim.report_data` (labelled, re-predicted where measured, thinned to a
+The rows come from `iosim.report.data` (labelled, re-predicted where measured, thinned to a
 page budget: the page says what it left out). Figure builders are pure functions of those rows,
 so tests can read the traces; every data trace carries `meta={"dims": {...}}` for the menus and
 each point's `customdata[0]` is its N for the N menu.
@@ -29,13 +29,14 @@ import typer
 from plotly.colors import qualitative
 from plotly.offline import get_plotlyjs
 
-from . import __version__, hardware
-from .accuracy import canonical_hw, error_table
-from .hardware import HardwareProfile, InputError
-from .io import MEASURED_NEEDS, PREDICTED_NEEDS, read_rows, require_columns
-from .occupancy import ctas_per_sm
-from .problem import Dtype, Problem
-from .report_data import (
+from iosim import __version__
+from iosim.analysis.accuracy import canonical_hw, error_table
+from iosim.core import hardware
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.problem import Dtype, Problem
+from iosim.core.rows import MEASURED_NEEDS, PREDICTED_NEEDS, read_rows, require_columns
+from iosim.model.occupancy import ctas_per_sm
+from iosim.report.data import (
     ALL,
     MENU_DIMS,
     SHAPE,
@@ -61,7 +62,7 @@ from .report_data import (
     stock_rows,
     unit_of,
 )
-from .schedules import plan
+from iosim.schedules import plan
 
 LATENCY_UTIL_PCT = 50  # below this share of its rate, the bound unit is not what limits a kernel
 PRED, MEAS = "circle-open", "circle"  # hollow: predicted, filled: measured
@@ -713,7 +714,7 @@ def report_command(
         "that name, e.g. a calibrated profile (repeatable; default: each hw in the data)")] = None,
 ) -> None:
     """Write one self-contained HTML report (roofline, IO and time against N, accuracy, what-if)."""
-    from .sweep import check_writable
+    from iosim.analysis.sweep import check_writable
 
     check_writable(output, (".html", ".htm"))  # before any work: a bad -o is one line
     preds, meas = [], []

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .hardware import HardwareProfile
-from .plan import KernelPlan
+from iosim.core.hardware import HardwareProfile
+from iosim.core.plan import KernelPlan
 
 
 def ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:

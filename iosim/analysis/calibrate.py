@@ -3,7 +3,7 @@
     iosim calibrate reports/data/h100/measured.csv --hw h100-sxm5-80gb \
         --holdout-where 'seqlen_q>=8192' -o hwprofiles/h100-sxm5-80gb.calibrated.toml
 
-The parameters are the few that the timing model (`iosim.timing`) cannot read off a
+The parameters are the few that the timing model (`iosim.model.timing`) cannot read off a
 datasheet. What can be measured directly is measured, not fitted:
 - `efficiency.hbm`: the device-to-device copy bandwidth `iosim bench` records beside every
   row (`copy_bw_bytes_per_s`) over the datasheet's;
@@ -36,11 +36,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import memory, timing
-from .hardware import HardwareProfile, InputError
-from .io import MEASURED_NEEDS, read_rows
-from .problem import Problem
-from .schedules import SCHEDULES, Tiles, plan
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.problem import Problem
+from iosim.core.rows import MEASURED_NEEDS, read_rows
+from iosim.model import memory, timing
+from iosim.schedules import SCHEDULES, Tiles, plan
 
 # (field, lower, upper): the bounds keep every parameter physical.
 PARAMS = {
@@ -303,7 +303,7 @@ def calibrate(paths: Sequence[str | Path], hw: HardwareProfile, out: Path,
     """Measure what can be measured, fit the rest, then write the calibrated profile to `out`
     (and one per `transfer_to` beside it)."""
     measured = pd.concat([read_rows(p, MEASURED_NEEDS) for p in paths], ignore_index=True)
-    from .accuracy import canonical_hw
+    from iosim.analysis.accuracy import canonical_hw
 
     mine = measured[measured.hw.map(canonical_hw) == canonical_hw(hw.name.removesuffix(".calibrated"))]
     if mine.empty:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import memory, timing
-from .backing import backing, footprint_bytes
-from .hardware import HardwareProfile, InputError
-from .plan import Plan
-from .problem import Direction, Problem
-from .schedules import SCHEDULES, Tiles, plan
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import Plan
+from iosim.core.problem import Direction, Problem
+from iosim.model import memory, timing
+from iosim.model.backing import backing, footprint_bytes
+from iosim.schedules import SCHEDULES, Tiles, plan
 
 PROBLEM_COLUMNS = ["hw", "schedule", "direction", "batch", "heads", "kv_heads", "seqlen_q",
                    "seqlen_k", "head_dim", "dtype", "causal"]

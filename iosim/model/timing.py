@@ -92,11 +92,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hardware import HardwareProfile
-from .memory import Dram, sizes
-from .occupancy import ctas_per_sm
-from .plan import KernelPlan, Plan
-from .problem import Problem
+from iosim.core.hardware import HardwareProfile
+from iosim.core.plan import KernelPlan, Plan
+from iosim.core.problem import Problem
+from iosim.model.memory import Dram, sizes
+from iosim.model.occupancy import ctas_per_sm
 
 UNITS = ("tensor", "sfu", "alu", "sram", "issue")  # per-SM units
 MMA_FLOPS = 2 * 16 * 8 * 16  # one mma.sync.m16n8k16

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .hardware import InputError
-from .predict import PROBLEM_COLUMNS
+from iosim.analysis.predict import PROBLEM_COLUMNS
+from iosim.core.hardware import InputError
 
 KEYS = [c for c in PROBLEM_COLUMNS if c != "hw"]
 CHANGES = [("time_pred_ms", "predicted ms"), ("time_ms", "measured ms"),
@@ -100,7 +100,7 @@ def format_changes(c: pd.DataFrame, label_a: str, label_b: str, limit: int = 40)
 
 def compare_profiles(df: pd.DataFrame) -> str:
     """Two profiles' rows of the same problems (predict --hw a,b --compare)."""
-    from . import hardware
+    from iosim.core import hardware
 
     a_name, b_name = list(dict.fromkeys(df.hw))[:2]
     c = changes(df[df.hw == a_name], df[df.hw == b_name], a_name, b_name)
@@ -131,6 +131,6 @@ def profile_changes(a, b) -> str:
 
 
 def compare_files(a: Path, b: Path) -> pd.DataFrame:
-    from .io import read_rows
+    from iosim.core.rows import read_rows
 
     return changes(read_rows(a), read_rows(b), str(a), str(b))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
-from .problem import Dtype
+from iosim.core.problem import Dtype
 
 
 class InputError(ValueError):
@@ -37,7 +37,7 @@ class Efficiency(BaseModel):
 
 class Pipeline(BaseModel):
     """How one warp's instruction stream runs when too few warps share a scheduler to hide its
-    latencies (`iosim.timing`): fitted by `iosim calibrate`, in SM clock cycles."""
+    latencies (`iosim.model.timing`): fitted by `iosim calibrate`, in SM clock cycles."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     # cycles a lone warp spends per mma.sync.m16n8k16 (its accumulator dependences and operand
@@ -168,9 +168,9 @@ class HardwareProfile(BaseModel):
         return _validate(data, f"{self.name} with {changes}", sources_optional=True)
 
 
-PROFILE_DIR = Path(__file__).resolve().parent / "hwprofiles"
+PROFILE_DIR = Path(__file__).resolve().parents[1] / "hwprofiles"  # an installed wheel: iosim/hwprofiles
 if not PROFILE_DIR.is_dir():  # editable install / source checkout: hwprofiles/ beside iosim/
-    PROFILE_DIR = Path(__file__).resolve().parents[1] / "hwprofiles"
+    PROFILE_DIR = Path(__file__).resolve().parents[2] / "hwprofiles"
 
 
 def available() -> list[str]:
