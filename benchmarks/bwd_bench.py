@@ -9,8 +9,8 @@ Usage: python3 benchmarks/bwd_bench.py OUT.csv"""
 import sys
 from pathlib import Path
 
+from iosim.analysis import bench
 from iosim.core.problem import Problem
-from iosim.gpu import bench
 
 problems = [Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d, dtype="bf16",
                     causal=c, direction="bwd")

@@ -25,7 +25,7 @@ timeout 110 python3 - "$out/fa1_bwd_timing.csv" > "$out/fa1_bwd_timing.log" 2>&1
 import sys
 from pathlib import Path
 
-from iosim.gpu import bench
+from iosim.analysis import bench
 from iosim.core.problem import Problem
 
 problems = [Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d, dtype="bf16",

@@ -296,8 +296,8 @@ def bench_cmd(
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
+    from iosim.analysis import bench
     from iosim.analysis.sweep import parse_bool, parse_choice, parse_values
-    from iosim.gpu import bench
 
     real = ["naive", "fa1", "fa2", "fa3"]
     scheds = parse_choice(schedule, real, "schedule", both=real)

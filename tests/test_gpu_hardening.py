@@ -102,7 +102,7 @@ def test_naive_two_pass_softmax(env, nk, align):
 def test_bench_says_what_does_not_fit(env, tmp_path):
     """naive at N = 65536, 8 heads: S and P need 128 GiB, more than the GPU has: its bench row
     says so (no OOM traceback), and fa2's row beside it is checked and timed."""
-    from iosim.gpu.bench import run
+    from iosim.analysis.bench import run
 
     torch, hw, bench = env
     p = Problem(batch=1, heads=8, seqlen_q=65536, head_dim=128)

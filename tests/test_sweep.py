@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 import iosim
-from iosim.analysis.predict import COUNT_COLUMNS, PROBLEM_COLUMNS
 from iosim.analysis.sweep import parse_set, parse_values, sweep_result
 from iosim.cli import app
 from iosim.core.hardware import InputError
+from iosim.core.rows import COUNT_COLUMNS, PROBLEM_COLUMNS
 
 
 @pytest.mark.parametrize("text, want", [

@@ -12,9 +12,8 @@ from functools import lru_cache
 
 import pandas as pd
 
-from iosim.analysis.predict import PROBLEM_COLUMNS
 from iosim.core import hardware
-from iosim.core.rows import normalize, require_columns
+from iosim.core.rows import PROBLEM_COLUMNS, normalize, require_columns
 
 
 @lru_cache(maxsize=64)

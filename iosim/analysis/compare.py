@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from iosim.analysis.predict import PROBLEM_COLUMNS
 from iosim.core.hardware import InputError
+from iosim.core.rows import PROBLEM_COLUMNS
 
 KEYS = [c for c in PROBLEM_COLUMNS if c != "hw"]
 CHANGES = [("time_pred_ms", "predicted ms"), ("time_ms", "measured ms"),

@@ -7,24 +7,10 @@ import pandas as pd
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
+from iosim.core.rows import problem_fields
 from iosim.model import memory, timing
 from iosim.model.backing import backing, footprint_bytes
 from iosim.schedules import SCHEDULES, Tiles, plan
-
-PROBLEM_COLUMNS = ["hw", "schedule", "direction", "batch", "heads", "kv_heads", "seqlen_q",
-                   "seqlen_k", "head_dim", "dtype", "causal"]
-COUNT_COLUMNS = ["hbm_read_bytes_2level", "hbm_write_bytes_2level", "dram_read_bytes",
-                 "dram_write_bytes", "sram_bytes", "tensor_flops", "exp_ops", "alu_flops"]
-PREDICTION_COLUMNS = ["time_roofline_ms", "bound_roofline", "time_pred_ms", "tflops_pred", "bound"]
-MEASURED_COLUMNS = ["time_ms", "tflops", "dram_read_bytes_ncu", "dram_write_bytes_ncu",
-                    "max_rel_err", "status", "gpu_name"]
-
-
-def problem_fields(p: Problem) -> dict:
-    return {"direction": p.direction.value, "batch": p.batch, "heads": p.heads,
-            "kv_heads": p.kv_heads, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k,
-            "head_dim": p.head_dim, "dtype": p.dtype.value, "causal": p.causal,
-            "causal_align": p.causal_align.value}
 
 
 def row(pl: Plan, hw: HardwareProfile) -> dict:

@@ -23,10 +23,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from iosim.analysis.predict import problem_fields, row
+from iosim.analysis.predict import row
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
+from iosim.core.rows import problem_fields
 from iosim.schedules import SCHEDULES, Tiles, plan
 from iosim.schedules.knobs import KNOBS, given, gpu_key
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pandas as pd
 
 from iosim.analysis.accuracy import _profile, error_table, join
-from iosim.analysis.predict import PROBLEM_COLUMNS, row
+from iosim.analysis.predict import row
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.problem import Problem
-from iosim.core.rows import MEASURED_NEEDS, read_rows
+from iosim.core.rows import MEASURED_NEEDS, PROBLEM_COLUMNS, read_rows
 from iosim.schedules import SCHEDULES, plan
 
 

@@ -1,6 +1,7 @@
-"""Reading the shared row tables (predictions, sweeps, measurements) from CSV or Parquet.
+"""The shared row tables (predictions, sweeps, measurements): their column names, and reading
+them from CSV or Parquet.
 
-Column names are the contract in DESIGN.md ("Data and reports"); `iosim.analysis.predict` owns the lists.
+Column names are the contract in DESIGN.md ("Data and reports"); this module owns the lists.
 Bad files get one clear line (an `InputError`), never a pandas traceback.
 """
 
@@ -11,8 +12,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from iosim.analysis.predict import COUNT_COLUMNS, MEASURED_COLUMNS, PROBLEM_COLUMNS
 from iosim.core.hardware import InputError
+from iosim.core.problem import Problem
+
+PROBLEM_COLUMNS = ["hw", "schedule", "direction", "batch", "heads", "kv_heads", "seqlen_q",
+                   "seqlen_k", "head_dim", "dtype", "causal"]
+COUNT_COLUMNS = ["hbm_read_bytes_2level", "hbm_write_bytes_2level", "dram_read_bytes",
+                 "dram_write_bytes", "sram_bytes", "tensor_flops", "exp_ops", "alu_flops"]
+PREDICTION_COLUMNS = ["time_roofline_ms", "bound_roofline", "time_pred_ms", "tflops_pred", "bound"]
+MEASURED_COLUMNS = ["time_ms", "tflops", "dram_read_bytes_ncu", "dram_write_bytes_ncu",
+                    "max_rel_err", "status", "gpu_name"]
+
+
+def problem_fields(p: Problem) -> dict:
+    return {"direction": p.direction.value, "batch": p.batch, "heads": p.heads,
+            "kv_heads": p.kv_heads, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k,
+            "head_dim": p.head_dim, "dtype": p.dtype.value, "causal": p.causal,
+            "causal_align": p.causal_align.value}
+
 
 INT_COLUMNS = ["batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim"]
 STR_COLUMNS = ["hw", "schedule", "direction", "dtype"]
@@ -85,5 +102,5 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     return normalize(df)
 
 
-__all__ = ["MEASURED_COLUMNS", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
+__all__ = ["COUNT_COLUMNS", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
            "normalize", "read_rows", "require_columns"]

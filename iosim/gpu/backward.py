@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from iosim.analysis.predict import row
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
@@ -160,7 +159,6 @@ def point(torch, timer, hw: HardwareProfile, s: str, p: Problem, seed: int, bw: 
             r.update(_peer(torch, timer, q, k, v, do, p, s, ref, bound))
         else:
             pl = plan(s, p, hw)
-            r.update(row(pl, hw))
             launcher = BackwardLauncher(pl, hw, q, k, v, do)
             launcher.poison()
             launcher()

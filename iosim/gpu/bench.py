@@ -1,4 +1,5 @@
-"""`iosim bench`: check, time and (optionally) profile the real kernels, beside torch's SDPA.
+"""The forward pass on the GPU: check, time and (optionally) profile one point of our kernels or of
+torch's SDPA (`iosim.analysis.bench` runs the grid and writes the rows).
 
 Per point: fresh random inputs; outputs NaN-poisoned; the kernels run once and are compared
 with a float32 reference (computed in blocks of heads and query rows, so any problem whose inputs
@@ -15,21 +16,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from iosim.analysis.predict import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields, row
-from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.problem import Direction, Problem
-from iosim.model.backing import footprint_bytes
-from iosim.schedules import Tiles, plan
+from iosim.core.hardware import InputError
+from iosim.core.problem import Problem
 
 PEERS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
          "torch_efficient": "EFFICIENT_ATTENTION", "torch_math": "MATH"}
@@ -243,34 +238,6 @@ def cublas_ms(torch, timer: Timer, q, k, v, p: Problem) -> float:
     return timer(lambda: (torch.matmul(q, kx.transpose(-1, -2), out=s), torch.matmul(s, vx, out=o)))
 
 
-def key(r: dict) -> tuple:
-    return tuple(str(r[c]) for c in PROBLEM_COLUMNS)
-
-
-def done_keys(path: Path, columns: list[str]) -> tuple[set[tuple], list[str]]:
-    """Points already measured. Rows that ended in an error (a crash, not a measurement) are
-    dropped so that the resumed run measures them again; the file is rewritten with this
-    version's columns so appended rows line up."""
-    if not path.exists() or path.stat().st_size == 0:
-        return set(), columns
-    df = pd.read_csv(path)
-    errors = df.status.astype(str).str.startswith("error")
-    tmp = path.with_suffix(".tmp")
-    columns = columns + [c for c in df.columns if c not in columns]
-    if errors.any() or list(df.columns) != columns:
-        df[~errors].reindex(columns=columns).to_csv(tmp, index=False)
-        tmp.replace(path)
-    return {key(r) for r in df[~errors].to_dict("records")}, columns
-
-
-def append(path: Path, r: dict, columns: list[str]) -> None:
-    new = not path.exists() or path.stat().st_size == 0
-    pd.DataFrame([r]).reindex(columns=columns).to_csv(path, mode="a", header=new, index=False)
-    with open(path, "a") as f:
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def ncu_counts(launcher_args: dict, entries: list[str]) -> dict:
     """Run the point once under Nsight Compute; sum DRAM (and L2, shared) bytes over our kernels."""
     metrics = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
@@ -296,107 +263,68 @@ def ncu_counts(launcher_args: dict, entries: list[str]) -> dict:
             "ncu_kernels": int(df["ID"].nunique())}
 
 
-def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Path,
-        hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int | None = None,
-        progress: bool | None = None, tiles: Tiles = Tiles()) -> pd.DataFrame:
-    """Bench every point; `seed` None draws fresh inputs each run (each row records its seed);
-    `tiles`: the knobs (iosim.knobs) for every schedule's kernels."""
-    torch = require_gpu()
-    if seed is None:
-        seed = int.from_bytes(os.urandom(4), "little") >> 1
-    from iosim.core.hardware import load
-    from iosim.gpu.launch import Launcher, supported
+def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int,
+                  use_ncu: bool, ncu_args: dict) -> dict:
+    """One forward row of our kernel `pl` (a Plan): fresh inputs, check and, if it passes, time
+    (and profile). A point whose inputs or reference do not fit is a row saying so; a crash is
+    a row with status `error: ...`, never timed."""
+    from iosim.gpu.launch import Launcher
 
-    info = gpu_info(torch)
-    hw = hw or load(profile_for(info["gpu_name"]))
-    problems = list(problems)
-    if tiles != Tiles() and any(p.direction is Direction.bwd for p in problems):
-        raise InputError("--block-m/--block-n/--warps/--stages set the forward kernels' tiles "
-                         "(allowed with them: --direction fwd)")
-    for p in problems:  # refuse unsupported shapes before measuring anything
-        for s in schedules:
-            supported(plan(s, p, hw, tiles, check=True))
-    if out.exists() and out.stat().st_size and not resume:
-        raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
-    timer = Timer(torch, hw.l2_bytes)
-    bw = copy_bandwidth(torch, timer)
-    base_cols = list(row(plan("fa2", problems[0], hw), hw).keys())
-    columns = base_cols + [c for c in MEASURED_COLUMNS + EXTRA_COLUMNS if c not in base_cols]
-    columns += ["l2_bytes_ncu", "smem_wavefronts_ncu", "tensor_inst_ncu", "ncu_status"]
-    done, columns = done_keys(out, columns) if resume else (set(), columns)
-    todo = [(s, p) for p in problems for s in schedules + (list(PEERS) if peers else [])]
+    p = pl.problem
     try:
-        from tqdm import tqdm
-        # None: a bar only on a terminal; True: also when piped
-        bar = tqdm(todo, disable=None if progress is None else not progress, desc="bench", unit="pt")
-    except ImportError:
-        bar = todo
-    for n, (s, p) in enumerate(bar):
-        r: dict = {"hw": hw.name, "schedule": s, **problem_fields(p)}
-        if key(r) in done:
-            continue
-        r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n)
-        if p.direction is Direction.bwd:  # gradients: their own inputs, reference and check
-            from iosim.gpu.backward import point
-
-            r.update(point(torch, timer, hw, s, p, seed + n, bw))
-            append(out, r, columns)
-            torch.cuda.empty_cache()
-            continue
-        try:  # a point whose inputs or reference do not fit is a row saying so, never a crash
-            q, k, v = inputs(torch, p, seed + n)
-            ref, lse_ref, same, s_max = reference(torch, q, k, v, p)
-        except torch.OutOfMemoryError:
-            q = k = v = ref = None
-            torch.cuda.empty_cache()
-            r.update(status="unchecked: inputs or float32 reference do not fit in GPU memory")
-            append(out, r, columns)
-            continue
-        bound = error_bound(s, p, same, s_max)
-        r.update(ref_err_same_dtype=same, err_bound=bound)
-        try:
-            if s in PEERS:
-                r.update(_peer(torch, timer, q, k, v, p, s, ref, bound))
-            else:
-                pl = plan(s, p, hw, tiles, check=True)
-                r.update(row(pl, hw))
-                need, have = footprint_bytes(pl), torch.cuda.get_device_properties(0).total_memory
-                if need > have:  # e.g. naive's S and P at long N: said, not an OOM traceback
-                    r["status"] = (f"skipped: its tensors need {need / 2**30:.1f} GiB, over "
-                                   f"the GPU's {have / 2**30:.1f} GiB")
-                    append(out, r, columns)
-                    del q, k, v, ref
-                    torch.cuda.empty_cache()
-                    continue
-                launcher = Launcher(pl, q, k, v)
-                err, ok = check(torch, launcher, ref, lse_ref, bound)
-                r.update(max_rel_err=err, status="ok" if ok else "failed_check")
-                if ok:
-                    r["time_ms"] = timer(launcher)
-                    r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
-                    two = pl.traffic.hbm_read + pl.traffic.hbm_write
-                    r["hbm_floor_ms"] = two / bw * 1e3
-                    r["floor_ratio"] = r["hbm_floor_ms"] / r["time_ms"]
-                    if s == "naive":  # a sanity ratio: its failure keeps the timing
-                        try:
-                            r["cublas_ms"] = cublas_ms(torch, timer, q, k, v, p)
-                        except torch.OutOfMemoryError:
-                            torch.cuda.empty_cache()
-                    if use_ncu:  # a profiler failure keeps the timing: noted apart
-                        args = dict(schedule=s, hw=hw.name, seed=seed + n, **problem_fields(p))
-                        try:
-                            r.update(ncu_counts(args, launcher.entries()), ncu_status="ok")
-                        except Exception as e:
-                            r["ncu_status"] = f"error: {str(e).splitlines()[0][:200]}"
-                del launcher
-        except InputError:
-            raise
-        except Exception as e:  # a crash is a result too: recorded, never timed
-            r.update(status=f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-        append(out, r, columns)
-        del q, k, v, ref
+        q, k, v = inputs(torch, p, seed)
+        ref, lse_ref, same, s_max = reference(torch, q, k, v, p)
+    except torch.OutOfMemoryError:
         torch.cuda.empty_cache()
-    return pd.read_csv(out)
+        return {"status": "unchecked: inputs or float32 reference do not fit in GPU memory"}
+    bound = error_bound(pl.schedule, p, same, s_max)
+    r: dict = {"ref_err_same_dtype": same, "err_bound": bound}
+    have = torch.cuda.get_device_properties(0).total_memory
+    if need_bytes > have:  # e.g. naive's S and P at long N: said, not an OOM traceback
+        r["status"] = (f"skipped: its tensors need {need_bytes / 2**30:.1f} GiB, over "
+                       f"the GPU's {have / 2**30:.1f} GiB")
+        return r
+    try:
+        launcher = Launcher(pl, q, k, v)
+        err, ok = check(torch, launcher, ref, lse_ref, bound)
+        r.update(max_rel_err=err, status="ok" if ok else "failed_check")
+        if ok:
+            r["time_ms"] = timer(launcher)
+            r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
+            r["hbm_floor_ms"] = (pl.traffic.hbm_read + pl.traffic.hbm_write) / bw * 1e3
+            r["floor_ratio"] = r["hbm_floor_ms"] / r["time_ms"]
+            if pl.schedule == "naive":  # a sanity ratio: its failure keeps the timing
+                try:
+                    r["cublas_ms"] = cublas_ms(torch, timer, q, k, v, p)
+                except torch.OutOfMemoryError:
+                    torch.cuda.empty_cache()
+            if use_ncu:  # a profiler failure keeps the timing: noted apart
+                try:
+                    r.update(ncu_counts(ncu_args, launcher.entries()), ncu_status="ok")
+                except Exception as e:
+                    r["ncu_status"] = f"error: {str(e).splitlines()[0][:200]}"
+    except InputError:
+        raise
+    except Exception as e:  # a crash is a result too: recorded, never timed
+        r.update(status=f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    return r
+
+
+def peer_point(torch, timer: Timer, name: str, p, seed: int) -> dict:
+    """One forward row of torch SDPA backend `name`, checked like our kernels."""
+    try:
+        q, k, v = inputs(torch, p, seed)
+        ref, _, same, s_max = reference(torch, q, k, v, p)
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return {"status": "unchecked: inputs or float32 reference do not fit in GPU memory"}
+    bound = error_bound(name, p, same, s_max)
+    r: dict = {"ref_err_same_dtype": same, "err_bound": bound}
+    try:
+        r.update(_peer(torch, timer, q, k, v, p, name, ref, bound))
+    except Exception as e:  # a crash is a result too: recorded, never timed
+        r.update(status=f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    return r
 
 
 def _peer(torch, timer: Timer, q, k, v, p: Problem, name: str, ref, bound: float) -> dict:

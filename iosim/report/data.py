@@ -18,10 +18,9 @@ import numpy as np
 import pandas as pd
 
 from iosim.analysis.accuracy import canonical_hw, join
-from iosim.analysis.predict import COUNT_COLUMNS, PREDICTION_COLUMNS, PROBLEM_COLUMNS
 from iosim.core import hardware
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.rows import MEASURED_NEEDS, normalize
+from iosim.core.rows import COUNT_COLUMNS, MEASURED_NEEDS, PREDICTION_COLUMNS, PROBLEM_COLUMNS, normalize
 from iosim.schedules import SCHEDULES
 
 MENU_DIMS = ["hw", "direction", "dtype", "causal", "head_dim"]  # one configuration at a time

@@ -1,0 +1,112 @@
+"""`iosim bench`: check, time and (optionally) profile the real kernels over a grid of problems,
+beside torch's SDPA, and write one row per point as it finishes.
+
+Per point: fresh random inputs; outputs NaN-poisoned; the kernels run once and are compared with
+a float32 reference (iosim.gpu.bench, iosim.gpu.backward); only a point that passes is timed.
+Each row holds the model's prediction and the measurement side by side (the shared columns).
+Rows are appended (and fsynced) as they finish; `resume` skips points already in the file and
+measures again those that ended in an error. A file is never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from iosim.analysis.predict import row
+from iosim.core.hardware import HardwareProfile, InputError, load
+from iosim.core.problem import Direction, Problem
+from iosim.core.rows import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields
+from iosim.model.backing import footprint_bytes
+from iosim.schedules import Tiles, plan
+
+NCU_COLUMNS = ["l2_bytes_ncu", "smem_wavefronts_ncu", "tensor_inst_ncu", "ncu_status"]
+
+
+def key(r: dict) -> tuple:
+    return tuple(str(r[c]) for c in PROBLEM_COLUMNS)
+
+
+def done_keys(path: Path, columns: list[str]) -> tuple[set[tuple], list[str]]:
+    """Points already measured. Rows that ended in an error (a crash, not a measurement) are
+    dropped so that the resumed run measures them again; the file is rewritten with this
+    version's columns so appended rows line up."""
+    if not path.exists() or path.stat().st_size == 0:
+        return set(), columns
+    df = pd.read_csv(path)
+    errors = df.status.astype(str).str.startswith("error")
+    tmp = path.with_suffix(".tmp")
+    columns = columns + [c for c in df.columns if c not in columns]
+    if errors.any() or list(df.columns) != columns:
+        df[~errors].reindex(columns=columns).to_csv(tmp, index=False)
+        tmp.replace(path)
+    return {key(r) for r in df[~errors].to_dict("records")}, columns
+
+
+def append(path: Path, r: dict, columns: list[str]) -> None:
+    new = not path.exists() or path.stat().st_size == 0
+    pd.DataFrame([r]).reindex(columns=columns).to_csv(path, mode="a", header=new, index=False)
+    with open(path, "a") as f:
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Path,
+        hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int | None = None,
+        progress: bool | None = None, tiles: Tiles = Tiles()) -> pd.DataFrame:
+    """Bench every point; `seed` None draws fresh inputs each run (each row records its seed);
+    `tiles`: the knobs (iosim.schedules.knobs) for every schedule's kernels."""
+    from iosim.gpu import bench
+    from iosim.gpu.launch import supported
+
+    torch = bench.require_gpu()
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little") >> 1
+    info = bench.gpu_info(torch)
+    hw = hw or load(bench.profile_for(info["gpu_name"]))
+    problems = list(problems)
+    if tiles != Tiles() and any(p.direction is Direction.bwd for p in problems):
+        raise InputError("--block-m/--block-n/--warps/--stages set the forward kernels' tiles "
+                         "(allowed with them: --direction fwd)")
+    for p in problems:  # refuse unsupported shapes before measuring anything
+        for s in schedules:
+            supported(plan(s, p, hw, tiles, check=True))
+    if out.exists() and out.stat().st_size and not resume:
+        raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
+    timer = bench.Timer(torch, hw.l2_bytes)
+    bw = bench.copy_bandwidth(torch, timer)
+    base_cols = list(row(plan("fa2", problems[0], hw), hw).keys())
+    columns = base_cols + [c for c in MEASURED_COLUMNS + bench.EXTRA_COLUMNS if c not in base_cols]
+    columns += NCU_COLUMNS
+    done, columns = done_keys(out, columns) if resume else (set(), columns)
+    todo = [(s, p) for p in problems for s in schedules + (list(bench.PEERS) if peers else [])]
+    try:
+        from tqdm import tqdm
+        # None: a bar only on a terminal; True: also when piped
+        bar = tqdm(todo, disable=None if progress is None else not progress, desc="bench", unit="pt")
+    except ImportError:
+        bar = todo
+    for n, (s, p) in enumerate(bar):
+        r: dict = {"hw": hw.name, "schedule": s, **problem_fields(p)}
+        if key(r) in done:
+            continue
+        r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n)
+        pl = None if s in bench.PEERS else plan(s, p, hw, tiles, check=True)
+        if pl is not None:
+            r.update(row(pl, hw))  # the model's prediction beside the measurement
+        if p.direction is Direction.bwd:  # gradients: their own inputs, reference and check
+            from iosim.gpu.backward import point
+
+            r.update(point(torch, timer, hw, s, p, seed + n, bw))
+        elif pl is None:
+            r.update(bench.peer_point(torch, timer, s, p, seed + n))
+        else:
+            ncu_args = dict(schedule=s, hw=hw.name, seed=seed + n, **problem_fields(p))
+            r.update(bench.forward_point(torch, timer, pl, seed + n, bw, footprint_bytes(pl),
+                                         use_ncu, ncu_args))
+        append(out, r, columns)
+        torch.cuda.empty_cache()
+    return pd.read_csv(out)
