@@ -62,6 +62,10 @@ BlockM = Annotated[int | None, typer.Option("--block-m", help="query rows per ti
 BlockN = Annotated[int | None, typer.Option("--block-n", help="key columns per tile (knob)")]
 Warps = Annotated[int | None, typer.Option("--warps", help="warps per CTA (knob)")]
 Stages = Annotated[int | None, typer.Option("--stages", help="K/V pipeline stages (knob)")]
+# one convention for every file a command writes (iosim.core.output): an existing file is
+# replaced only with --force, and a file holding measurements never
+Force = Annotated[bool, typer.Option(
+    "--force", help="replace an existing output file (never one that holds measurements)")]
 
 
 def knob_tiles(block_m, block_n, warps, stages):
@@ -136,15 +140,17 @@ def predict_cmd(
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
     compare: Annotated[bool, typer.Option(
         "--compare", help="with two --hw profiles: what changed from the first to the second")] = False,
+    force: Force = False,
 ) -> None:
     """Predict IO, work and time of every schedule for one attention problem (several --hw:
     side by side)."""
     import pandas as pd
 
-    from iosim.analysis.sweep import check_writable, parse_bool
+    from iosim.analysis.sweep import parse_bool
+    from iosim.core.output import check_writable, write_table
 
     if output is not None:
-        check_writable(output, (".csv", ".json"))
+        check_writable(output, (".csv", ".json"), force)
     names = [h.strip() for h in hw.split(",") if h.strip()]
     if not names:
         raise InputError("--hw: empty value (allowed: profile names or paths, comma-separated)")
@@ -167,13 +173,7 @@ def predict_cmd(
         typer.echo(compare_profiles(df) if compare else side_by_side(df))
         return
     if output is not None:
-        try:
-            if output.suffix.lower() == ".json":
-                output.write_text(df.to_json(orient="records", indent=1))
-            else:
-                df.to_csv(output, index=False)
-        except OSError as e:
-            raise InputError(f"cannot write {output}: {e.strerror or e}") from None
+        write_table(df, output)
         typer.echo(f"wrote {len(df)} rows to {output}")
         for part in parts:
             for s, why in part.attrs["skipped"].items():
@@ -230,13 +230,15 @@ def sweep_cmd(
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress",
         help="progress bar on stderr, also when piped (default: only on a terminal)")] = None,
+    force: Force = False,
 ) -> None:
     """Sweep a grid of problems, schedules and (what-if) hardware; write one row per point."""
     import time
 
-    from iosim.analysis.sweep import check_writable, sweep_result, write
+    from iosim.analysis.sweep import TABLE_SUFFIXES, sweep_result, write
+    from iosim.core.output import check_writable
 
-    check_writable(output)
+    check_writable(output, TABLE_SUFFIXES, force)  # before any work
     grid = {"seqlen_q": seqlen, "seqlen_k": seqlen_k, "head_dim": head_dim, "batch": batch,
             "heads": heads, "kv_heads": kv_heads, "dtype": dtype, "causal": causal,
             "causal_align": causal_align, "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or []),
@@ -246,7 +248,7 @@ def sweep_cmd(
     if res.rows.empty:
         fail("no point of the grid can be planned ("
              + "; ".join(f"{n} skipped: {why}" for why, n in res.skipped.most_common()) + ")")
-    path = write(res.rows, output)
+    path = write(res.rows, output, force)
     typer.echo(f"{res.summary()}\nwrote {path} in {time.perf_counter() - t0:.2f} s")
 
 
@@ -354,19 +356,16 @@ def calibrate_cmd(
     files: Annotated[list[Path], typer.Argument(help="measured CSV/Parquet files of our kernels (iosim bench output)")],
     hw: Annotated[str, typer.Option(help="profile to start from (its GPU's rows are fitted)")],
     output: Annotated[Path, typer.Option("-o", "--output", help="calibrated profile to write (.toml)")],
-    holdout_where: Annotated[str | None, typer.Option(help="rows held out of the fit, by shape (pandas query, e.g. 'seqlen_q>=8192')")] = None,
+    holdout_where: Annotated[str | None, typer.Option(help="rows held out of the fit: column comparisons joined by and/or/not, e.g. 'seqlen_q>=8192'")] = None,
     ncu: Annotated[Path | None, typer.Option(help="ncu table (benchmarks/ncu_mechanism.py) to measure the mma.sync rate and instructions per op")] = None,
     transfer_to: Annotated[list[str] | None, typer.Option(help="also write this GPU's datasheet profile with the fitted parameters (repeatable)")] = None,
+    force: Force = False,
 ) -> None:
     """Fit the profile's free parameters to measured rows; write a calibrated profile."""
     from iosim.analysis.calibrate import calibrate
 
-    if output.suffix != ".toml":
-        raise InputError(f"-o {output}: a calibrated profile is a .toml file")
-    if not output.parent.is_dir():
-        raise InputError(f"-o {output}: directory {output.parent} does not exist")
     targets = [hardware.load(t) for t in transfer_to or []]
-    f = calibrate(files, hardware.load(hw), output, holdout_where, targets, ncu)
+    f = calibrate(files, hardware.load(hw), output, holdout_where, targets, ncu, force)
     typer.echo(f"wrote {output}; measured: " + ", ".join(f"{k}={v:.4g}" for k, v in f.measured.items()))
     typer.echo("fitted: " + ", ".join(f"{k}={_get(f.profile, k):.4g}" for k in f.fields))
     typer.echo("train (time error by schedule, percent):\n" + f.train.round(1).to_string(index=False))
@@ -432,16 +431,20 @@ def tune_cmd(
     verify: Annotated[bool, typer.Option("--verify", help="check and time the top configurations on this GPU")] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="CSV of every ranked (or verified) row")] = None,
     write: Annotated[Path | None, typer.Option(
-        "--write", help="tiles file to write the picks to (export IOSIM_TILES=FILE to use them)")] = None,
+        "--write", help="tiles file (.json) to merge the picks into (export IOSIM_TILES=FILE to use them)")] = None,
+    force: Force = False,
 ) -> None:
     """Rank a schedule's tile configurations with the model; --verify times the top ones on the GPU."""
     from iosim.analysis import tune
-    from iosim.analysis.sweep import check_writable, parse_bool, parse_choice, parse_values
+    from iosim.analysis.sweep import parse_bool, parse_choice, parse_values
+    from iosim.core.output import check_writable
 
     if top < 1:
         raise InputError(f"--top {top}: must be at least 1")
     if output is not None:
-        check_writable(output, (".csv",))
+        check_writable(output, (".csv",), force)
+    if write is not None and write.suffix.lower() != ".json":
+        raise InputError(f"--write {write}: a tiles file is .json (allowed: a path ending in .json)")
     if write is not None and not (write.parent if str(write.parent) else Path(".")).is_dir():
         raise InputError(f"--write {write}: directory {write.parent} does not exist")
     profile = hardware.load(hw)
@@ -452,7 +455,7 @@ def tune_cmd(
                 for b in (parse_values(batch, int, "batch") if batch else [max(1, 16384 // n)])
                 for h in (parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)])]
     tune.run(schedule.strip(), problems, profile, knob_tiles(block_m, block_n, warps, stages),
-             top, verify, output, write, typer.echo)
+             top, verify, output, write, typer.echo, force)
 
 
 @app.command("compare")

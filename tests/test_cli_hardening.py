@@ -220,7 +220,7 @@ def test_progress_bar_forced_when_piped(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0 and "pt" in r.stderr  # tqdm's bar, though stderr is a pipe
     r = subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()", "sweep",
-                        "--seqlen", "512..2048", "-o", str(tmp_path / "s.csv")],
+                        "--seqlen", "512..2048", "-o", str(tmp_path / "s2.csv")],
                        capture_output=True, text=True)
     assert r.returncode == 0 and r.stderr == ""
 

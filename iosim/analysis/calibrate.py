@@ -18,8 +18,8 @@ synchronous loads overlap (`pipeline.*`), the L2 bandwidth, the wgmma rate when
 wgmma rows are given, the launch overhead, and whatever the ncu table did not measure.
 Nothing is fitted per shape. The fit is deterministic: bounded least squares on
 log(predicted / measured time) (scipy's trust-region reflective method from the profile's
-own values). Rows matching `--holdout-where` (a pandas query on the measured columns, a
-split by shape such as `head_dim==256`) are left out of the fit and reported apart, so the
+own values). Rows matching `--holdout-where` (column comparisons read by iosim.core.where,
+never evaluated as code; a split by shape such as `head_dim==256`) are left out of the fit and reported apart, so the
 held-out error is prediction, not interpolation. The written profile records its provenance:
 GPU, driver, date, the data files' SHA-256, the split and the residuals.
 """
@@ -37,8 +37,10 @@ import numpy as np
 import pandas as pd
 
 from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.output import check_writable, write_text
 from iosim.core.problem import Problem
 from iosim.core.rows import MEASURED_NEEDS, read_rows
+from iosim.core.where import select
 from iosim.model import memory, timing
 from iosim.schedules import SCHEDULES, Tiles, plan
 
@@ -201,11 +203,7 @@ def fit(measured: pd.DataFrame, hw: HardwareProfile, holdout_where: str | None =
         raise InputError("no measured rows of naive, fa1, fa2 or fa3 with status ok to fit")
     held = pd.Series(False, index=rows.index)
     if holdout_where:
-        try:
-            held = rows.eval(holdout_where).astype(bool)
-        except Exception as e:
-            raise InputError(f"--holdout-where '{holdout_where}': {str(e).splitlines()[0]} "
-                             "(allowed: a pandas query on the measured columns, e.g. 'seqlen_q>=8192')") from None
+        held = select(rows, holdout_where)
     train_rows, test_rows = rows[~held], rows[held]
     if train_rows.empty:
         raise InputError(f"--holdout-where '{holdout_where}' holds out every row: nothing left to fit")
@@ -256,6 +254,10 @@ def provenance(f: Fit, measured: pd.DataFrame, paths: Sequence[Path], holdout: s
             "rms_log_residual": f"{f.rms_log:.4f}"}
 
 
+def transfer_name(target: HardwareProfile) -> str:
+    return f"{target.name.removesuffix('.calibrated')}.calibrated"
+
+
 def transfer(fitted: HardwareProfile, target: HardwareProfile, source_file: str) -> HardwareProfile:
     """`target`'s datasheet numbers with `fitted`'s free parameters, not refitted: how the
     calibration of one GPU predicts another of the same architecture."""
@@ -266,7 +268,7 @@ def transfer(fitted: HardwareProfile, target: HardwareProfile, source_file: str)
             data[table][key] = get(fitted, f)
         else:
             data[key] = get(fitted, f)
-    data["name"] = f"{target.name.removesuffix('.calibrated')}.calibrated"
+    data["name"] = transfer_name(target)
     data["provenance"] = dict(fitted.provenance, transferred_from=f"{fitted.name} ({source_file}), "
                               f"not refitted on {target.name}")
     data["sources"] = dict(data["sources"], **_fitted_sources(f"{fitted.name}'s fit ({source_file})"))
@@ -299,9 +301,12 @@ def to_toml(hw: HardwareProfile, header: str) -> str:
 
 def calibrate(paths: Sequence[str | Path], hw: HardwareProfile, out: Path,
               holdout_where: str | None = None, transfer_to: Sequence[HardwareProfile] = (),
-              ncu: str | Path | None = None) -> Fit:
+              ncu: str | Path | None = None, force: bool = False) -> Fit:
     """Measure what can be measured, fit the rest, then write the calibrated profile to `out`
-    (and one per `transfer_to` beside it)."""
+    (and one per `transfer_to` beside it); an existing profile is replaced only with `force`."""
+    outs = [out] + [out.parent / f"{transfer_name(t)}.toml" for t in transfer_to]
+    for o in outs:  # before any work: a path that must not be written is one line
+        check_writable(o, (".toml",), force)
     measured = pd.concat([read_rows(p, MEASURED_NEEDS) for p in paths], ignore_index=True)
     from iosim.analysis.accuracy import canonical_hw
 
@@ -322,13 +327,12 @@ def calibrate(paths: Sequence[str | Path], hw: HardwareProfile, out: Path,
         cmd += f" --holdout-where '{holdout_where}'"
     if ncu:
         cmd += f" --ncu {ncu}"
-    try:
-        out.write_text(to_toml(f.profile, f"Calibrated profile, made by:\n  {cmd}"))
-        for target in transfer_to:
-            t = transfer(f.profile, target, str(out))
-            (out.parent / f"{t.name}.toml").write_text(to_toml(
-                t, f"{t.name.removesuffix('.calibrated')}'s datasheet with the parameters fitted in {out} (not refitted), made by:\n  {cmd}"
-                   + "".join(f" --transfer-to {x.name}" for x in transfer_to)))
-    except OSError as e:
-        raise InputError(f"-o {out}: cannot write ({e.strerror})") from None
+    if force:
+        cmd += " --force"
+    write_text(out, to_toml(f.profile, f"Calibrated profile, made by:\n  {cmd}"))
+    for target in transfer_to:
+        t = transfer(f.profile, target, str(out))
+        write_text(out.parent / f"{t.name}.toml", to_toml(
+            t, f"{t.name.removesuffix('.calibrated')}'s datasheet with the parameters fitted in {out} (not refitted), made by:\n  {cmd}"
+               + "".join(f" --transfer-to {x.name}" for x in transfer_to)))
     return f

@@ -24,7 +24,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from pydantic import ValidationError
 from iosim.analysis.predict import row
 from iosim.core import hardware
 from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.output import check_writable, write_table
 from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
 from iosim.schedules import SCHEDULES, Tiles, plan
 from iosim.schedules.knobs import KNOBS
@@ -398,52 +398,7 @@ def sweep(grid: Mapping, progress: bool | None = False) -> pd.DataFrame:
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
 
-def check_writable(path: str | Path, suffixes: Iterable[str] = TABLE_SUFFIXES) -> Path:
-    """The output path, or InputError when it cannot be written or its extension is not one of
-    `suffixes` (never a silent CSV in a .json file)."""
-    p = Path(path)
-    allowed = ", ".join(suffixes)
-    if p.is_dir():
-        raise InputError(f"output path {p} is a directory (allowed: a file ending in {allowed})")
-    if p.suffix.lower() not in suffixes:
-        raise InputError(f"-o {p}: unknown output type '{p.suffix or '(none)'}' (allowed: {allowed})")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"cannot write {p}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise InputError(f"cannot write {p}: permission denied")
-    return p
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write(df: pd.DataFrame, path: str | Path) -> Path:
-    """CSV, or Parquet for .parquet/.pq, written to a temporary file then renamed: a reader
-    never sees half a table."""
-    p = check_writable(path)
-    parquet = p.suffix.lower() in (".parquet", ".pq")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    except OSError as e:
-        raise InputError(f"cannot write {p}: {e.strerror or e}") from None
-    os.close(fd)
-    try:
-        if parquet:
-            try:
-                df.to_parquet(tmp, index=False)
-            except ImportError:
-                raise InputError("writing Parquet needs pyarrow (pip install pyarrow), or use .csv") from None
-        else:
-            df.to_csv(tmp, index=False)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: the user's umask, like open()
-        os.replace(tmp, p)
-    except OSError as e:
-        raise InputError(f"cannot write {p}: {e.strerror or e}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return p
+def write(df: pd.DataFrame, path: str | Path, force: bool = False) -> Path:
+    """CSV, or Parquet for .parquet/.pq, written atomically; never over measurements, and over
+    another existing file only with `force` (iosim.core.output)."""
+    return write_table(df, check_writable(path, TABLE_SUFFIXES, force))

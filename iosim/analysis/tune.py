@@ -25,6 +25,7 @@ import pandas as pd
 
 from iosim.analysis.predict import row
 from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.output import write_table
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
 from iosim.core.rows import problem_fields
@@ -276,7 +277,7 @@ def format_verified(m: pd.DataFrame) -> str:
 
 
 def run(schedule: str, problems: list[Problem], hw: HardwareProfile, fixed: Tiles, top: int,
-        verify_on_gpu: bool, output=None, write=None, echo=print) -> pd.DataFrame:
+        verify_on_gpu: bool, output=None, write=None, echo=print, force: bool = False) -> pd.DataFrame:
     """What `iosim tune` does: rank, print, (verify), write the rows and the tiles file."""
     from iosim.schedules.knobs import write_entries
 
@@ -288,11 +289,15 @@ def run(schedule: str, problems: list[Problem], hw: HardwareProfile, fixed: Tile
         echo(format_verified(table))
         how, column = f"measured on {gpu_name()}", "time_ms"
     if output is not None:
-        table.to_csv(output, index=False)
+        write_table(table, output)
         echo(f"wrote {len(table)} rows to {output}")
     if write is not None:
         picks = pick(table[table.status == "ok"] if verify_on_gpu else table, column)
-        write_entries(write, entries(picks, schedule, hw, "fwd", how))
-        echo(f"wrote {len(picks)} tile choices ({how}) to {write}; use them with "
+        kept = write_entries(write, entries(picks, schedule, hw, "fwd", how), force)
+        echo(f"wrote {len(picks) - len(kept)} tile choices ({how}) to {write}; use them with "
              f"export IOSIM_TILES={write}")
+        for e in kept:
+            echo(f"kept the {e['how']} pick for {e['schedule']} d={e['head_dim']} in {write}: "
+                 + ("a model pick never replaces a measured one" if how == "model"
+                    else "replace a measured pick with --force"))
     return table

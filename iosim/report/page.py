@@ -33,6 +33,7 @@ from iosim import __version__
 from iosim.analysis.accuracy import canonical_hw, error_table
 from iosim.core import hardware
 from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.output import write_text
 from iosim.core.problem import Dtype, Problem
 from iosim.core.rows import MEASURED_NEEDS, PREDICTED_NEEDS, read_rows, require_columns
 from iosim.model.occupancy import ctas_per_sm
@@ -699,24 +700,25 @@ def write_report(pred: Sequence[pd.DataFrame] | pd.DataFrame, measured: Sequence
     out = Path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(build_html(data, profiles, sources), encoding="utf-8")
     except OSError as e:
         raise InputError(f"cannot write {out}: {e.strerror or e}") from None
-    return out
+    return write_text(out, build_html(data, profiles, sources))
 
 
 def report_command(
     files: Annotated[list[Path], typer.Argument(
         help="prediction rows (iosim sweep/predict CSV or Parquet) and measured rows (iosim bench)")],
     output: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write")] = Path("report.html"),
+    force: Annotated[bool, typer.Option(
+        "--force", help="replace an existing output file (never one that holds measurements)")] = False,
     hw: Annotated[list[str] | None, typer.Option(
         "--hw", help="profile (name or TOML) whose peaks the roofline draws for the hardware of "
         "that name, e.g. a calibrated profile (repeatable; default: each hw in the data)")] = None,
 ) -> None:
     """Write one self-contained HTML report (roofline, IO and time against N, accuracy, what-if)."""
-    from iosim.analysis.sweep import check_writable
+    from iosim.core.output import check_writable
 
-    check_writable(output, (".html", ".htm"))  # before any work: a bad -o is one line
+    check_writable(output, (".html", ".htm"), force)  # before any work: a bad -o is one line
     preds, meas = [], []
     for f in files:
         df = read_rows(f)

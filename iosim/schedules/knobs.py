@@ -171,8 +171,12 @@ def resolve(schedule: str, p: Problem, hw: HardwareProfile, t: Tiles) -> tuple[T
     return replace(file_tiles, **given(t)), path
 
 
-def write_entries(path: Path, entries: list[dict]) -> None:
-    """Merge entries into the tiles file (an entry replaces the one with the same key)."""
+def write_entries(path: Path, entries: list[dict], force: bool = False) -> list[dict]:
+    """Merge entries into the tiles file (an entry replaces the one with the same key), written
+    atomically. A measured pick is never replaced by a model pick, and by another measured pick
+    only with `force`. Returns the entries kept instead of the new ones."""
+    from iosim.core.output import write_text
+
     old: list[dict] = []
     if path.exists():
         old = list(_read(str(path), path.stat().st_mtime_ns))
@@ -180,10 +184,15 @@ def write_entries(path: Path, entries: list[dict]) -> None:
     def key(e: dict) -> tuple:
         return e["schedule"], e["hw"], e["direction"], bucket(int(e["head_dim"]))
 
+    def measured(e: dict) -> bool:
+        return str(e.get("how", "")).startswith("measured")
+
+    olds = {key(e): e for e in old}
+    kept = [olds[key(e)] for e in entries if key(e) in olds and measured(olds[key(e)])
+            and (not measured(e) or not force)]
+    kept_keys = {key(e) for e in kept}
+    entries = [e for e in entries if key(e) not in kept_keys]
     new_keys = {key(e) for e in entries}
     merged = [e for e in old if key(e) not in new_keys] + entries
-    text = json.dumps({"tiles": merged}, indent=1) + "\n"
-    try:
-        path.write_text(text)
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
+    write_text(path, json.dumps({"tiles": merged}, indent=1) + "\n")
+    return kept
