@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from enum import Enum
 from pathlib import Path
@@ -54,7 +55,11 @@ def fail(msg: str) -> None:
 
 
 def parse_schedules(text: str) -> list[str] | None:
-    return None if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
+    """None for all schedules, else the named ones (any case, no repeats)."""
+    from iosim.analysis.sweep import parse_choice
+    from iosim.schedules import SCHEDULES
+
+    return None if text.strip().lower() == "all" else parse_choice(text, SCHEDULES, "schedule")
 
 
 # the tile knobs (iosim.knobs): unset, the schedule's own tiles (or the IOSIM_TILES file's)
@@ -124,16 +129,16 @@ def predict_cmd(
     seqlen: Annotated[int, typer.Option(help="query sequence length N")] = 4096,
     seqlen_k: Annotated[int | None, typer.Option(help="key sequence length; default: seqlen")] = None,
     head_dim: Annotated[int, typer.Option(help="head dimension d")] = 128,
-    dtype: Annotated[Dtype, typer.Option(help="input dtype")] = Dtype.bf16,
+    dtype: Annotated[Dtype, typer.Option(case_sensitive=False, help="input dtype")] = Dtype.bf16,
     causal: Annotated[str, typer.Option(
         metavar="BOOL", help="causal mask: true|false|yes|no|1|0|both (alone: true)")] = "false",
-    causal_align: Annotated[CausalAlign, typer.Option(
+    causal_align: Annotated[CausalAlign, typer.Option(case_sensitive=False,
         help="causal diagonal when Nq != Nk: top-left (torch is_causal) or bottom-right "
         "(FlashAttention 2.1+)")] = CausalAlign.top_left,
-    direction: Annotated[Dir, typer.Option(help="forward, backward or both")] = Dir.fwd,
+    direction: Annotated[Dir, typer.Option(case_sensitive=False, help="forward, backward or both")] = Dir.fwd,
     hw: Annotated[str, typer.Option(help="profile name or path to a TOML (a short name picks the calibrated profile)")] = "h100",
     schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 or 'all'")] = "all",
-    fmt: Annotated[Fmt, typer.Option("--format", help="output format")] = Fmt.table,
+    fmt: Annotated[Fmt, typer.Option("--format", case_sensitive=False, help="output format")] = Fmt.table,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="write the rows to a .csv or .json file instead")] = None,
     wide: Annotated[bool, typer.Option("--wide", help="every column (wider than 120)")] = False,
@@ -154,12 +159,18 @@ def predict_cmd(
     names = [h.strip() for h in hw.split(",") if h.strip()]
     if not names:
         raise InputError("--hw: empty value (allowed: profile names or paths, comma-separated)")
+    profiles = [hardware.load(name) for name in names]
+    seen: dict[str, str] = {}
+    for name, prof in zip(names, profiles):
+        if prof.name in seen:
+            raise InputError(f"--hw: {seen[prof.name]} and {name} are the same profile ({prof.name}) "
+                             "(allowed: distinct profiles)")
+        seen[prof.name] = name
     if compare and len(names) != 2:
         raise InputError(f"--compare needs two --hw profiles (got {len(names)}: {hw})")
     tiles = knob_tiles(block_m, block_n, warps, stages)
     parts = []
-    for name in names:
-        profile = hardware.load(name)
+    for profile in profiles:
         for d in directions(direction.value):
             for c in parse_bool(causal):
                 p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
@@ -281,7 +292,7 @@ def bench_cmd(
     head_dim: Annotated[str, typer.Option(help="d values")] = "64,128,256",
     causal: Annotated[str, typer.Option(
         metavar="BOOL", help="true|false|yes|no|1|0 or both (alone: true)")] = "both",
-    causal_align: Annotated[CausalAlign, typer.Option(
+    causal_align: Annotated[CausalAlign, typer.Option(case_sensitive=False,
         help="causal diagonal when Nq != Nk: top-left or bottom-right")] = CausalAlign.top_left,
     dtype: Annotated[str, typer.Option(help="comma list of bf16,fp16")] = "bf16",
     batch: Annotated[str | None, typer.Option(help="batch values; default 16384/N")] = None,
@@ -294,7 +305,7 @@ def bench_cmd(
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress",
         help="progress bar on stderr, also when piped (default: only on a terminal)")] = None,
-    direction: Annotated[Dir, typer.Option(help="forward, backward (dQ, dK, dV) or both")] = Dir.fwd,
+    direction: Annotated[Dir, typer.Option(case_sensitive=False, help="forward, backward (dQ, dK, dV) or both")] = Dir.fwd,
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
@@ -335,13 +346,15 @@ class VFmt(str, Enum):
 def validate_cmd(
     files: Annotated[list[Path], typer.Argument(help="measured CSV/Parquet files (iosim bench output)")],
     hw: Annotated[str | None, typer.Option(help="profile for every row (default: each row's GPU, calibrated if shipped)")] = None,
-    fmt: Annotated[VFmt, typer.Option("--format", help="text or json")] = VFmt.text,
+    fmt: Annotated[VFmt, typer.Option("--format", case_sensitive=False, help="text or json")] = VFmt.text,
     max_mape: Annotated[float | None, typer.Option("--max-mape", help="exit 1 if any schedule's time MAPE exceeds this percent")] = None,
 ) -> None:
     """Re-predict measured rows with today's model: time error per schedule (and the
     roofline's), worst points, DRAM vs ncu."""
     from iosim.analysis.validate import format_report, to_json, validate
 
+    if max_mape is not None and not (max_mape > 0 and math.isfinite(max_mape)):
+        raise InputError(f"--max-mape {max_mape:g}: not allowed (allowed: a finite percent > 0)")
     times, dram = validate(files, hardware.load(hw) if hw else None)
     typer.echo(to_json(times, dram) if fmt is VFmt.json else format_report(times, dram))
     if max_mape is not None and (times.mape_pct > max_mape).any():
@@ -384,15 +397,15 @@ def explain_cmd(
     seqlen: Annotated[int, typer.Option(help="query sequence length N")] = 4096,
     seqlen_k: Annotated[int | None, typer.Option(help="key sequence length; default: seqlen")] = None,
     head_dim: Annotated[int, typer.Option(help="head dimension d")] = 128,
-    dtype: Annotated[Dtype, typer.Option(help="input dtype")] = Dtype.bf16,
+    dtype: Annotated[Dtype, typer.Option(case_sensitive=False, help="input dtype")] = Dtype.bf16,
     causal: Annotated[str, typer.Option(metavar="BOOL", help="causal mask: true|false|yes|no|1|0 (alone: true)")] = "false",
-    causal_align: Annotated[CausalAlign, typer.Option(help="causal diagonal when Nq != Nk")] = CausalAlign.top_left,
+    causal_align: Annotated[CausalAlign, typer.Option(case_sensitive=False, help="causal diagonal when Nq != Nk")] = CausalAlign.top_left,
     direction: Annotated[str, typer.Option(help="fwd or bwd")] = "fwd",
     hw: Annotated[str, typer.Option(help="profile name or path (a short name picks the calibrated profile)")] = "h100",
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
     measured: Annotated[list[Path] | None, typer.Option(
         "--measured", help="bench CSV(s): measured time (and ncu counts) beside the prediction")] = None,
-    fmt: Annotated[VFmt, typer.Option("--format", help="text or json")] = VFmt.text,
+    fmt: Annotated[VFmt, typer.Option("--format", case_sensitive=False, help="text or json")] = VFmt.text,
 ) -> None:
     """Why one schedule runs at its predicted speed: per kernel occupancy, waves, each unit's
     share of peak, the binding and next limit, and what would move it."""
@@ -462,7 +475,7 @@ def tune_cmd(
 def compare_cmd(
     before: Annotated[Path, typer.Argument(help="rows before: a sweep or bench CSV/Parquet")],
     after: Annotated[Path, typer.Argument(help="rows after: a sweep or bench CSV/Parquet")],
-    fmt: Annotated[Fmt, typer.Option("--format", help="table (a summary) or csv/json (every row)")] = Fmt.table,
+    fmt: Annotated[Fmt, typer.Option("--format", case_sensitive=False, help="table (a summary) or csv/json (every row)")] = Fmt.table,
 ) -> None:
     """What changed between two tables of rows (two sweeps, two profiles, a bench and a sweep)."""
     from iosim.analysis.compare import compare_files, format_changes

@@ -2,7 +2,7 @@
 `iosim report` and `iosim validate`.
 
 MAPE = mean over points of |time_pred_ms - time_ms| / time_ms, in percent. Only measured rows
-with status == "ok" (and a positive time) count: a kernel that failed its check has no time.
+with status == "ok" and a positive, finite time count (rows.measured_ok): a kernel that failed its check has no time.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from functools import lru_cache
 import pandas as pd
 
 from iosim.core import hardware
-from iosim.core.rows import PROBLEM_COLUMNS, normalize, require_columns
+from iosim.core.rows import PROBLEM_COLUMNS, measured_ok, normalize, require_columns
 
 
 @lru_cache(maxsize=64)
@@ -95,7 +95,7 @@ def error_table(pred: pd.DataFrame, measured: pd.DataFrame, worst: int = 3) -> p
     cols = ["hw", "schedule", "direction", "n", "mape_pct", "mean_err_pct", "worst_ape_pct",
             "roof_mape_pct", "worst_points"]
     j = join(pred, measured)
-    j = j[(j["status"] == "ok") & (j["time_ms"] > 0) & j["time_pred_ms"].notna()].copy()
+    j = j[measured_ok(j) & j["time_pred_ms"].notna()].copy()
     if j.empty:
         return pd.DataFrame(columns=cols)
     j["err_pct"] = (j["time_pred_ms"] - j["time_ms"]) / j["time_ms"] * 100.0

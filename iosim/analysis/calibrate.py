@@ -39,7 +39,7 @@ import pandas as pd
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.output import check_writable, write_text
 from iosim.core.problem import Problem
-from iosim.core.rows import MEASURED_NEEDS, read_rows
+from iosim.core.rows import MEASURED_NEEDS, measured_ok, read_rows
 from iosim.core.where import select
 from iosim.model import memory, timing
 from iosim.schedules import SCHEDULES, Tiles, plan
@@ -197,10 +197,10 @@ def fit(measured: pd.DataFrame, hw: HardwareProfile, holdout_where: str | None =
     `fixed` fields (measured directly) are set, not fitted."""
     from scipy.optimize import least_squares
 
-    rows = measured[measured.schedule.isin(list(SCHEDULES)) & (measured.status == "ok")
-                    & (measured.time_ms > 0)]
+    rows = measured[measured.schedule.isin(list(SCHEDULES)) & measured_ok(measured)]
     if rows.empty:
-        raise InputError("no measured rows of naive, fa1, fa2 or fa3 with status ok to fit")
+        raise InputError("no measured rows of naive, fa1, fa2 or fa3 with status ok and a "
+                         "positive, finite time_ms to fit")
     held = pd.Series(False, index=rows.index)
     if holdout_where:
         held = select(rows, holdout_where)
@@ -240,7 +240,7 @@ def _compact(t: pd.DataFrame) -> str:
 
 
 def provenance(f: Fit, measured: pd.DataFrame, paths: Sequence[Path], holdout: str | None) -> dict:
-    ok = measured[measured.status == "ok"]
+    ok = measured[measured_ok(measured)]
 
     def col(c: str) -> str:
         return ", ".join(sorted({str(v) for v in ok[c].dropna()})) if c in ok else ""

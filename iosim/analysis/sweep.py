@@ -90,6 +90,8 @@ def parse_values(text: str, kind: type = int, name: str = "value") -> list:
             while v <= hi * (1 + 1e-12):
                 out.append(kind(v))
                 v *= 2
+    if kind is int and min(out) < 1:  # every whole-number option is a size, a count or a tile
+        raise InputError(f"--{name}: {min(out)} is not allowed (allowed: whole numbers >= 1)")
     return list(dict.fromkeys(out))  # in order, without repeats
 
 
@@ -101,9 +103,12 @@ def _number(s: str, kind: type, name: str):
             if not f.is_integer():
                 raise ValueError
             return int(f)
-        return float(s)
+        v = float(s)
+        if not math.isfinite(v):
+            raise ValueError
+        return v
     except ValueError:
-        what = "a whole number" if kind is int else "a number"
+        what = "a whole number" if kind is int else "a finite number"
         raise InputError(f"--{name}: '{s}' is not {what}") from None
 
 

@@ -74,7 +74,11 @@ def validate(paths: Sequence[str | Path], hw: HardwareProfile | None = None
     """(time error table, DRAM error table) over the measurement files, predicted afresh."""
     measured = pd.concat([read_rows(p, MEASURED_NEEDS) for p in paths], ignore_index=True)
     pred = repredict(measured, hw)
-    return error_table(pred, measured), dram_table(pred, measured)
+    times = error_table(pred, measured)
+    if times.empty:  # nothing checked is not a pass: a gate over no rows must fail
+        raise InputError(f"no row of {', '.join(map(str, paths))} can be checked: none of naive, "
+                         "fa1, fa2, fa3 has status ok and a positive, finite time_ms")
+    return times, dram_table(pred, measured)
 
 
 def format_report(times: pd.DataFrame, dram: pd.DataFrame) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from iosim.core.hardware import InputError
@@ -50,17 +51,39 @@ def _as_bool(v: object) -> bool:
     raise InputError(f"causal: cannot read {v!r} as true/false (allowed: True, False, 1, 0)")
 
 
-def normalize(df: pd.DataFrame) -> pd.DataFrame:
-    """The problem columns in one type each (ints, bool causal, strings), so that frames from
-    predict(), a CSV and a Parquet file join on equal keys. Returns a copy."""
+# measured and predicted quantities: numbers (NaN where not measured; inf is read, and rows
+# whose time is not a positive finite number are never used as a measurement)
+FLOAT_COLUMNS = ["time_ms", "tflops", "dram_read_bytes_ncu", "dram_write_bytes_ncu", "max_rel_err",
+                 *COUNT_COLUMNS, "time_pred_ms", "tflops_pred", "time_roofline_ms"]
+
+
+def _first_bad(df: pd.DataFrame, c: str, ok: pd.Series) -> str:
+    i = int((~ok).to_numpy().argmax())
+    v = df[c].iloc[i]
+    return f"column '{c}', row {i + 1}: {getattr(v, 'item', lambda: v)()!r}"
+
+
+def normalize(df: pd.DataFrame, where: str = "table") -> pd.DataFrame:
+    """The problem columns in one type each (ints, bool causal, strings) and the measured ones as
+    numbers, so that frames from predict(), a CSV and a Parquet file join on equal keys; a value
+    that is not what its column holds is InputError naming the file, column and row. A copy."""
     df = df.copy()
     for c in INT_COLUMNS:
         if c in df.columns:
-            try:
-                df[c] = pd.to_numeric(df[c]).astype("int64")
-            except (ValueError, TypeError):
-                raise InputError(f"column '{c}' must hold whole numbers "
-                                 f"(found e.g. {df[c].iloc[0]!r})") from None
+            v = pd.to_numeric(df[c], errors="coerce")
+            ok = v.notna() & np.isfinite(v) & (v == v.round()) & (v >= 1)
+            if not ok.all():
+                raise InputError(f"{where}: {_first_bad(df, c, ok)} is not allowed "
+                                 "(allowed: whole numbers >= 1)")
+            df[c] = v.astype("int64")
+    for c in FLOAT_COLUMNS:
+        if c in df.columns and not pd.api.types.is_numeric_dtype(df[c]):
+            v = pd.to_numeric(df[c], errors="coerce")
+            ok = v.notna() | df[c].isna() | (df[c].astype(str).str.strip() == "")
+            if not ok.all():
+                raise InputError(f"{where}: {_first_bad(df, c, ok)} is not a number "
+                                 "(allowed: numbers; empty where not measured)")
+            df[c] = v
     if "causal" in df.columns and df["causal"].dtype != bool:  # (a read table is bool already)
         df["causal"] = df["causal"].map(_as_bool).astype(bool)
     for c in STR_COLUMNS:
@@ -70,6 +93,35 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
         if c in df.columns:
             df[c] = df[c].fillna("").astype(str)
     return df
+
+
+PROBLEM_FIELDS = ["batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "dtype",
+                  "causal", "causal_align", "direction"]
+
+
+def check_problems(df: pd.DataFrame, where: str) -> None:
+    """Every row's problem columns make a valid Problem; else InputError naming the file, the row
+    and the column (not a command-line option the user never typed)."""
+    from pydantic import ValidationError
+
+    cols = [c for c in PROBLEM_FIELDS if c in df.columns]
+    for i, r in df[cols].drop_duplicates().iterrows():
+        fields = {k: v for k, v in r.items() if not (isinstance(v, float) and np.isnan(v))}
+        try:
+            Problem(**fields)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(map(str, err["loc"]))
+            raise InputError(f"{where}: row {df.index.get_loc(i) + 1}: "
+                             + (f"column '{loc}': " if loc else "")
+                             + err["msg"].removeprefix("Value error, ")) from None
+
+
+def measured_ok(df: pd.DataFrame) -> pd.Series:
+    """Rows that are measurements: status ok and a positive, finite time (a NaN or inf time is
+    a corrupt row, never a measurement)."""
+    t = pd.to_numeric(df["time_ms"], errors="coerce")
+    return (df["status"] == "ok") & np.isfinite(t) & (t > 0)
 
 
 def require_columns(df: pd.DataFrame, required: Sequence[str], where: str) -> None:
@@ -99,7 +151,9 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     require_columns(df, required, str(p))
     if df.empty:
         raise InputError(f"{p}: has a header but no rows")
-    return normalize(df)
+    df = normalize(df, str(p))
+    check_problems(df, str(p))
+    return df
 
 
 __all__ = ["COUNT_COLUMNS", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",

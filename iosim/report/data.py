@@ -20,7 +20,14 @@ import pandas as pd
 from iosim.analysis.accuracy import canonical_hw, join
 from iosim.core import hardware
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.rows import COUNT_COLUMNS, MEASURED_NEEDS, PREDICTION_COLUMNS, PROBLEM_COLUMNS, normalize
+from iosim.core.rows import (
+    COUNT_COLUMNS,
+    MEASURED_NEEDS,
+    PREDICTION_COLUMNS,
+    PROBLEM_COLUMNS,
+    measured_ok,
+    normalize,
+)
 from iosim.schedules import SCHEDULES
 
 MENU_DIMS = ["hw", "direction", "dtype", "causal", "head_dim"]  # one configuration at a time
@@ -402,7 +409,7 @@ def default_choice(data: Data, options: dict[str, list[str]]) -> dict[str, str]:
         return chosen
     score = data.pred.groupby(dims).size().rename("rows").to_frame()
     if len(data.meas):
-        ok = data.meas[data.meas["status"] == "ok"]  # a failed check has nothing to draw
+        ok = data.meas[measured_ok(data.meas)]  # a failed check (or a corrupt time) has nothing to draw
         score = score.join(ok.groupby(dims).size().rename("measured"), how="outer")
     score["measured"] = score.get("measured", pd.Series(0, index=score.index)).fillna(0)
     score = score.fillna(0).assign(any=lambda t: t["measured"] > 0, all=lambda t: t["measured"] + t["rows"])
