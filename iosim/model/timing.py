@@ -15,8 +15,8 @@ Cycle-approximate (`predict`), per kernel of a Plan:
    epilogue instead. The DRAM share of the streamed bytes is the L2-aware estimate's share of
    the two-level count (`memory.estimate`).
 3. What one trip costs: the SM's throughput and one warp's own chain. Measured on H100 with
-   Nsight Compute (reports/data/h100/ncu_mechanism.csv, summarised by
-   `python tools/ncu_summary.py reports/data/h100/ncu_mechanism.csv`), the fa2 kernel keeps
+   Nsight Compute (experiments/ncu_mechanism/h100/ncu_mechanism.csv, summarised by
+   `python tools/ncu_summary.py experiments/ncu_mechanism/h100/ncu_mechanism.csv`), the fa2 kernel keeps
    its tensor pipe busy only 52-55% of the time and issues in 31-45% of the cycles, with two
    warps per scheduler (4-8 warps a CTA, 1-2 CTAs an SM at 246-255 registers); its warps
    mostly stall on `wait` (fixed-latency dependences) and `short_scoreboard` (MUFU, shared
