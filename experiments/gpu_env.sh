@@ -18,7 +18,7 @@ gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 profiles=$(grep -lxF "gpu_name = \"$gpu_name\"" hwprofiles/*.toml | grep -v '\.calibrated\.toml$')
 if [ "$(echo "$profiles" | grep -c .)" != 1 ]; then
   echo "error: no single hardware profile has gpu_name = \"$gpu_name\" (found: ${profiles:-none});" \
-       "known: $(grep -h '^gpu_name' hwprofiles/*.toml | sort -u | tr '\n' ' ')" >&2
+       "known: $(awk -F'"' '/^gpu_name = /{print $2; nextfile}' hwprofiles/*.toml | sort -u | paste -sd,)" >&2
   exit 2
 fi
 HW=$(basename "$profiles" .toml)

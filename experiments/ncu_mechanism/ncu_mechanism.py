@@ -5,7 +5,7 @@ On the GPU machine (after `. experiments/gpu_env.sh ncu_mechanism`):
 runs every point below (POINTS forward, POINTS_BWD backward) once under `ncu --page raw` with the sections that say what binds a
 kernel (SpeedOfLight, ComputeWorkloadAnalysis, InstructionStats, SchedulerStats,
 WarpStateStats, Occupancy, LaunchStats) and writes one long table: point, kernel, metric,
-value. iosim/model/timing.py's docstring cites what this table shows; tools/ncu_summary.py
+value. docs/model.md cites what this table shows; tools/ncu_summary.py
 summarises it (busiest pipe, issue-slot use, top stall reasons per kernel).
 """
 
