@@ -370,7 +370,7 @@ def calibrate_cmd(
     hw: Annotated[str, typer.Option(help="profile to start from (its GPU's rows are fitted)")],
     output: Annotated[Path, typer.Option("-o", "--output", help="calibrated profile to write (.toml)")],
     holdout_where: Annotated[str | None, typer.Option(help="rows held out of the fit: column comparisons joined by and/or/not, e.g. 'seqlen_q>=8192'")] = None,
-    ncu: Annotated[Path | None, typer.Option(help="ncu table (benchmarks/ncu_mechanism.py) to measure the mma.sync rate and instructions per op")] = None,
+    ncu: Annotated[Path | None, typer.Option(help="ncu table (experiments/ncu_mechanism/ncu_mechanism.py) to measure the mma.sync rate and instructions per op")] = None,
     transfer_to: Annotated[list[str] | None, typer.Option(help="also write this GPU's datasheet profile with the fitted parameters (repeatable)")] = None,
     force: Force = False,
 ) -> None:

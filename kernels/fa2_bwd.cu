@@ -21,7 +21,6 @@
 //   BLOCK_M (query rows per step), BLOCK_N (key rows per CTA), NUM_WARPS, STAGES (>= 2: depth
 //   of the Q/dO/LSE/D ring), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, AUX_THREADS (pre and convert
 //   kernels). HEAD_DIM 64, 128, 256 (no padding: the Plan refuses other sizes for backward).
-//   FB_NOROT (benchmarks only, never set by the Plan): no rotation of the query-block order.
 //
 // Shared memory of fa2_bwd (dynamic; the Plan computes the same):
 //   (2*BLOCK_N*HEAD_DIM + 2*STAGES*BLOCK_M*HEAD_DIM + 2*BLOCK_N*BLOCK_M) * 2     K, V; Q, dO ring;
@@ -49,7 +48,7 @@
 //   * Why the fused loops: with 8 warps (2 per scheduler, 255 registers) the kernel is latency
 //     bound (Nsight Compute before: issue active 25-27%, top stalls wait, short_scoreboard); two or
 //     three independent GEMMs per fragment load raised H100 bf16 throughput 7-12% at d = 64,
-//     3-5% at d = 128 and 256 (reports/data/h100/dev/fa2_bwd/).
+//     3-5% at d = 128 and 256 (`git show 2baace1:reports/data/h100/dev/fa2_bwd/`).
 //   * Epilogue: dK_j·scale and dV_j are staged through the K_j/V_j tiles for 16-byte stores.
 //   * Tiles are XOR-swizzled in 16-byte chunks (chunk ^ (row & 7)): ldmatrix, ldmatrix.trans
 //     and the Pᵀ/dSᵀ stores are bank-conflict free.
@@ -165,7 +164,7 @@ static_assert(W1K == MODEL_W1K && W3Q == MODEL_W3Q && W3D * (NT3 / NT3P) == MODE
 #endif
 // Phase 1's fused Sᵀ/dPᵀ k loop: its order and unroll are the ones with no register spills
 // for every mask with nvcc 13 (sm_90a; tests/test_kernel_compile.py) and the fastest measured
-// on H100 (reports/data/h100/dev/fa2_bwd/): d = 64 and 256 a k slice of Sᵀ then of dPᵀ,
+// on H100 (`git show 2baace1:reports/data/h100/dev/fa2_bwd/`): d = 64 and 256 a k slice of Sᵀ then of dPᵀ,
 // unrolled fully (d = 64) or D/32 times; d = 128 interleaved MMA by MMA, not unrolled (twice
 // with the bottom-right diagonal, whose run-time offset takes a register more).
 constexpr bool P1_BY_SLICE = D != 128;
@@ -236,9 +235,7 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     // (in step, every key block's fp32 atomics met in the same 32 KB of dQacc). Causal CTAs
     // start on their diagonals, apart already.
     auto q_block = [&](int it) {  // query block of step it
-#ifndef FB_NOROT
         if (!IS_CAUSAL) return (int)(((unsigned)it + blockIdx.x) % (unsigned)n_iter);
-#endif
         return m_first + it;
     };
 
@@ -343,7 +340,7 @@ fa2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
         }
         // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) (P recomputed from the stored LSE, no max/sum),
         // dSᵀ = Pᵀ ∘ (dPᵀ − D) from the fp32 Pᵀ (as FA2; rounding Pᵀ first cost 64 unpack
-        // instructions a warp per step, ~5% at d = 64: reports/data/h100/dev/fa2_bwd/tune_bulk.log);
+        // instructions a warp per step, ~5% at d = 64: `git show 2baace1:reports/data/h100/dev/fa2_bwd/tune_bulk.log`);
         // masked entries (causal, ragged Nq/Nk) are 0. Element (mt, nt, r): key row
         // k1 + mt*16 + lane/4 + 8*(r/2), query column q1 + nt*8 + 2*(lane%4) + r%2; its pair
         // (r, r+1) is one u32 in shared.

@@ -1,12 +1,12 @@
 """The timing model and `iosim calibrate` held to real measurements they were not fitted to.
 
 Accuracy here is prediction: each fit leaves out whole shapes (every N >= 8192, or a whole
-head_dim), shapes measured later that no fit saw (reports/data/h100/measured_new.csv: ragged
+head_dim), shapes measured later that no fit saw (experiments/new_shapes/h100/measured_new.csv: ragged
 N, GQA in fp16, other batch/head splits) and another GPU (the H200, predicted with the H100's
 fit and the H200's datasheet, not refitted). The ceilings are physical targets with a small
 margin over what the model reaches (the README's validation block shows the figures), so a
 broken mechanism (serial FA2 overlap, occupancy without registers, perfect warp overlap, a
-wrong per-tile count) fails them; benchmarks/mutation_check.py shows which tests kill which
+wrong per-tile count) fails them; experiments/mutation_check/mutation_check.py shows which tests kill which
 mutation.
 """
 
@@ -36,9 +36,9 @@ from iosim.analysis.validate import validate
 from iosim.core import hardware
 from iosim.core.rows import MEASURED_NEEDS, read_rows
 
-DATA = Path(__file__).resolve().parents[1] / "reports" / "data"
-H100 = DATA / "h100"
-NCU = H100 / "ncu_mechanism.csv"
+DATA = Path(__file__).resolve().parents[1] / "experiments"
+H100 = DATA / "fwd_grid" / "h100"
+NCU = DATA / "ncu_mechanism" / "h100" / "ncu_mechanism.csv"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -95,11 +95,11 @@ def test_held_out_shapes(base, measured_fixed, holdout, ceilings):
 
 def test_shapes_no_fit_saw_and_another_gpu():
     """The shipped calibrated profiles on data they were never fitted to."""
-    new = error(hardware.load("h100"), rows(H100 / "measured_new.csv"))
+    new = error(hardware.load("h100"), rows(DATA / "new_shapes" / "h100" / "measured_new.csv"))
     assert (new.n >= 20).all() and set(new.index) == {"naive", "fa1", "fa2"}
     assert new.loc["fa2", "mape_pct"] <= 10 and new.loc["naive", "mape_pct"] <= 10, new.to_string()
     assert new.loc["fa1", "mape_pct"] <= 10 and (new.worst_ape_pct <= 25).all(), new.to_string()
-    h200 = error(hardware.load("h200"), rows(DATA / "h200" / "measured.csv"))
+    h200 = error(hardware.load("h200"), rows(DATA / "fwd_grid" / "h200" / "measured.csv"))
     assert hardware.load("h200").provenance["transferred_from"].startswith("h100")
     assert h200.loc["fa2", "mape_pct"] <= 10 and h200.loc["naive", "mape_pct"] <= 12, h200.to_string()
     assert h200.loc["fa1", "mape_pct"] <= 10, h200.to_string()
@@ -180,7 +180,7 @@ def test_validate_max_mape_and_json():
 
 def test_rows_with_tiles_are_planned_with_those_tiles(base):
     """A tune row says which tiles and registers ran: calibrate plans that, not the default."""
-    tune = rows(H100 / "tune_fa2.csv")
+    tune = rows(DATA / "tune_fa2" / "h100" / "tune_fa2.csv")
     tune = tune[tune.status == "ok"]
     pts = points(tune, base)
     for r, pt in zip(tune.itertuples(), pts):

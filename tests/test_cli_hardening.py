@@ -68,7 +68,7 @@ def test_unwritable_outputs_are_one_line(tmp_path):
 @pytest.mark.parametrize("cmd,name,allowed", [("sweep", "x.json", ".csv"), ("sweep", "x", ".csv"),
                                               ("report", "r.pdf", ".html")])
 def test_unknown_output_extensions_are_refused(tmp_path, cmd, name, allowed):
-    inputs = [ROOT / "reports/data/h100/measured.csv"] if cmd == "report" else []
+    inputs = [ROOT / "experiments/fwd_grid/h100/measured.csv"] if cmd == "report" else []
     bad(cmd, *inputs, "-o", tmp_path / name, needle=allowed)
     assert not (tmp_path / name).exists()
 
@@ -334,7 +334,7 @@ def fuzz_files(tmp_path_factory):
     code, _, err = cli("sweep", "--seqlen", "512,1024", "-o", d / "sweep.csv")
     assert code == 0, err
     return [str(d / n) for n in ("garbage.csv", "empty.csv", "notes.toml", "sweep.csv")] + \
-        [str(ROOT / "reports/data/h100/measured.csv"), str(d / "out.csv"), str(d / "out.html")]
+        [str(ROOT / "experiments/fwd_grid/h100/measured.csv"), str(d / "out.csv"), str(d / "out.html")]
 
 
 @settings(max_examples=300, deadline=None,

@@ -132,7 +132,7 @@ def test_what_ifs_never_slow_it_and_relaxing_dram_moves_an_hbm_bound_schedule():
 
 
 def test_explain_puts_the_measured_row_beside_the_prediction():
-    csv = ROOT / "reports/data/h100/measured.csv"
+    csv = ROOT / "experiments/fwd_grid/h100/measured.csv"
     df = pd.read_csv(csv)
     r = df[(df.schedule == "fa2") & (df.status == "ok") & (df.head_dim == 128)
            & (~df.causal.astype(bool))].iloc[0]
@@ -211,11 +211,11 @@ def test_compare_two_sweeps_says_what_changed(tmp_path):
 def test_committed_tune_verification_timed_only_what_passed_and_wrote_the_measured_pick():
     from iosim.analysis.tune import entries
 
-    df = pd.read_csv(ROOT / "reports/data/h100/tune_fa2.csv")
+    df = pd.read_csv(ROOT / "experiments/tune_fa2/h100/tune_fa2.csv")
     assert df.time_ms.notna().eq(df.status == "ok").all()  # timed if and only if it passed
     assert (df[df.status == "ok"].max_rel_err <= df[df.status == "ok"].err_bound).all()
     assert df.groupby(["head_dim", "seqlen_q"]).default.sum().eq(1).all()  # the own tiles tried
-    written = json.loads((ROOT / "reports/data/h100/tune/tiles_h100.json").read_text())["tiles"]
+    written = json.loads((ROOT / "experiments/tune_fa2/h100/tiles_h100.json").read_text())["tiles"]
     picks = entries(pick(df[df.status == "ok"], "time_ms"), "fa2", H100, "fwd", "")
     assert [{k: e[k] for k in ("head_dim", *knobs.KNOBS)} for e in written] == \
         [{k: e[k] for k in ("head_dim", *knobs.KNOBS)} for e in picks]

@@ -110,7 +110,7 @@ def test_kernel_compiles_without_spills(source, entry, defines, dtype, arch):
 def nvrtc_cases() -> list:
     """The sm_90a cases in bf16 (fp16 compiles the same code). fa2_fwd at d = 64 (128x128 tiles,
     4 warps; not causal, and causal bottom-right) spills 40-48 B in the NVRTC build only (on
-    the H100 too: reports/data/h100/nvrtc_resources_h100.csv); the committed forward data were
+    the H100 too: experiments/nvrtc_resources/h100/nvrtc_resources.csv); the committed forward data were
     measured with that build. A known defect, held as a strict xfail: a fix turns it red. (NVRTC
     13.0, the GPU machine's, pinned by the dev extra; 13.5 does not spill there.)"""
     out = []

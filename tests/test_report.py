@@ -42,7 +42,7 @@ from iosim.report.page import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-MEASURED = REPO / "reports" / "data" / "h100" / "measured.csv"
+MEASURED = REPO / "experiments" / "fwd_grid" / "h100" / "measured.csv"
 runner = CliRunner()
 
 

@@ -26,7 +26,7 @@ CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/ch
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's `chromium` (apt-get install "
                                 "chromium; .ci/run installs it)")
 REPO = Path(__file__).resolve().parents[1]
-MEASURED = REPO / "reports" / "data" / "h100" / "measured.csv"
+MEASURED = REPO / "experiments" / "fwd_grid" / "h100" / "measured.csv"
 PAGE_LIMIT_MB = 16  # a report of any size: plotly.js (4.6 MB) and at most Budget().rows rows
 runner = CliRunner()
 

@@ -1,7 +1,7 @@
 """The backward's closing numbers from a committed measured_bwd.csv: fa2's TFLOP/s ratio to torch's
 flash and cuDNN backward measured in the same run, per (d, causal), fa1's TFLOP/s and its ratio
 to fa2 (where the file has fa1 rows), and naive's HBM floor ratio.
-Usage: python tools/bwd_ratios.py reports/data/h100/measured_bwd.csv"""
+Usage: python tools/bwd_ratios.py experiments/bwd_grid/h100/measured_bwd.csv"""
 
 import sys
 

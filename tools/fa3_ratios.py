@@ -1,6 +1,6 @@
 """fa3's TFLOP/s and its ratios to torch cuDNN, torch flash and our fa2, measured in the same run,
 per (head_dim, causal, N), from a bench CSV (rows that failed their check show as missing).
-Usage: python tools/fa3_ratios.py reports/data/h100/measured_fa3.csv"""
+Usage: python tools/fa3_ratios.py experiments/fa3/h100/measured_fa3.csv"""
 
 import sys
 

@@ -1,7 +1,7 @@
-"""What binds each profiled kernel, from benchmarks/ncu_mechanism.py's table, and whether the
+"""What binds each profiled kernel, from experiments/ncu_mechanism/ncu_mechanism.py's table, and whether the
 model's `bound` names the same unit.
 
-    python tools/ncu_summary.py reports/data/h100/ncu_mechanism.csv [--hw h100]
+    python tools/ncu_summary.py experiments/ncu_mechanism/h100/ncu_mechanism.csv [--hw h100]
 
 One line per (point, kernel): duration, SM clock, issue-slot use (share of the cycles in which
 a sub-partition's scheduler issued), the busiest pipes (share of their peak while the SM was

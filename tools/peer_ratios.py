@@ -1,6 +1,6 @@
 """Print fa2's TFLOP/s ratio to each torch SDPA backend measured in the same run, naive's HBM
 floor ratio, and the model's error table, from a committed measured.csv.
-Usage: python tools/peer_ratios.py reports/data/h100/measured.csv [reports/data/h100/measured_ncu.csv]"""
+Usage: python tools/peer_ratios.py experiments/fwd_grid/h100/measured.csv [experiments/fwd_ncu/h100/measured_ncu.csv]"""
 
 import sys
 

@@ -4,7 +4,7 @@ the model's pick among them is within 5% of the measured best, and Spearman's rh
 configurations an earlier model chose: not a held-out test.
 
 Usage: python tools/tune_rerank.py [TUNE_CSV ...]
-       (default: reports/data/h100/tune_fa2.csv and reports/data/h100/tune/first_run/tune_fa2.csv)
+       (default: experiments/tune_fa2/h100/tune_fa2.csv and experiments/tune_fa2/h100/first_run/tune_fa2.csv)
 """
 
 import sys
@@ -19,7 +19,7 @@ from iosim.core.problem import Problem
 from iosim.schedules import Tiles, plan
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ["reports/data/h100/tune_fa2.csv", "reports/data/h100/tune/first_run/tune_fa2.csv"]
+DEFAULT = ["experiments/tune_fa2/h100/tune_fa2.csv", "experiments/tune_fa2/h100/first_run/tune_fa2.csv"]
 
 
 def evaluate(df: pd.DataFrame, hw) -> tuple[int, int, float, list[str]]:

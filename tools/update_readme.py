@@ -1,7 +1,8 @@
-"""Regenerate README.md's generated blocks from the commands and committed files they name.
+"""Regenerate the generated blocks of README.md and docs/results.md from the commands and
+committed files they name.
 
 Each block sits between `<!-- BEGIN name -->` and `<!-- END name -->`; the command that makes
-it is written right above it in the README. tests/test_readme.py fails when a block is stale.
+it is written right above it. tests/test_validation.py fails when a block is stale.
 Usage: python tools/update_readme.py [--check]
 """
 
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+DOCS = [ROOT / "README.md", ROOT / "docs" / "results.md"]  # the files whose blocks are generated
 
 
 def run(*args: str) -> str:
@@ -32,9 +33,9 @@ def block_predict_long() -> str:
 
 
 def block_sweep_speed() -> str:
-    path = ROOT / "benchmarks" / "sweep_speed.json"
+    path = ROOT / "experiments" / "sweep_speed" / "sweep_speed.json"
     if not path.exists():
-        return "(not measured yet: run `python benchmarks/sweep_speed.py`)"
+        return "(not measured yet: run `python experiments/sweep_speed/sweep_speed.py`)"
     d = json.loads(path.read_text())
     m = d.get("machine", {})
     where = f"{m.get('cpus', '?')} cores of an {m.get('cpu', 'unknown CPU')}, Python {m.get('python', '?')}"
@@ -61,26 +62,35 @@ def block_h100_d128() -> str:
         return "```\n" + t.reset_index().to_string(index=False) + "\n```"
 
 
-VALIDATE_FILES = ["h100/measured.csv", "h100/measured_new.csv", "h100/measured_ncu.csv",
-                  "h100/measured_fa3.csv", "h100/measured_bwd.csv", "h200/measured.csv",
-                  "h200/measured_ncu.csv", "h200/measured_fa3.csv", "h200/measured_bwd.csv"]
+VALIDATE_FILES = ["fwd_grid/h100/measured.csv", "new_shapes/h100/measured_new.csv",
+                  "fwd_ncu/h100/measured_ncu.csv", "fa3/h100/measured_fa3.csv",
+                  "bwd_grid/h100/measured_bwd.csv", "fwd_grid/h200/measured.csv",
+                  "fwd_ncu/h200/measured_ncu.csv", "fa3/h200/measured_fa3.csv",
+                  "bwd_grid/h200/measured_bwd.csv"]
 
 
 def block_validate() -> str:
-    files = [f"reports/data/{f}" for f in VALIDATE_FILES]
+    files = [f"experiments/{f}" for f in VALIDATE_FILES]
     return "```\n$ iosim validate " + " ".join(files) + "\n" + run("validate", *files) + "\n```"
+
+
+def block_validate_summary() -> str:
+    """The validate command's first table (time error per schedule), for the README."""
+    files = [f"experiments/{f}" for f in VALIDATE_FILES]
+    table = run("validate", *files).split("\n\n")[0]
+    return "```\n$ iosim validate " + " \\\n    ".join(files) + "\n" + table + "\n```"
 
 
 def block_calibrate() -> str:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        out = run("calibrate", "reports/data/h100/measured.csv", "--hw", "h100-sxm5-80gb",
-                  "--ncu", "reports/data/h100/ncu_mechanism.csv", "--holdout-where", "seqlen_q>=8192",
+        out = run("calibrate", "experiments/fwd_grid/h100/measured.csv", "--hw", "h100-sxm5-80gb",
+                  "--ncu", "experiments/ncu_mechanism/h100/ncu_mechanism.csv", "--holdout-where", "seqlen_q>=8192",
                   "--transfer-to", "h200-sxm-141gb", "-o", f"{tmp}/h100-sxm5-80gb.calibrated.toml")
     out = out.replace(tmp, "hwprofiles")
-    return ("```\n$ iosim calibrate reports/data/h100/measured.csv --hw h100-sxm5-80gb --ncu "
-            "reports/data/h100/ncu_mechanism.csv --holdout-where 'seqlen_q>=8192' --transfer-to "
+    return ("```\n$ iosim calibrate experiments/fwd_grid/h100/measured.csv --hw h100-sxm5-80gb --ncu "
+            "experiments/ncu_mechanism/h100/ncu_mechanism.csv --holdout-where 'seqlen_q>=8192' --transfer-to "
             "h200-sxm-141gb -o hwprofiles/h100-sxm5-80gb.calibrated.toml\n" + out + "\n```")
 
 
@@ -92,15 +102,15 @@ def tool(script: str, data: str) -> str:
 
 
 def block_ncu_bound() -> str:
-    return tool("ncu_summary.py", "reports/data/h100/ncu_mechanism.csv")
+    return tool("ncu_summary.py", "experiments/ncu_mechanism/h100/ncu_mechanism.csv")
 
 
 def block_ncu_bound_bwd() -> str:
-    return tool("ncu_summary.py", "reports/data/h100/ncu_mechanism_bwd.csv")
+    return tool("ncu_summary.py", "experiments/ncu_mechanism/h100/ncu_mechanism_bwd.csv")
 
 
 def block_measured_bwd() -> str:
-    return tool("bwd_ratios.py", "reports/data/h100/measured_bwd.csv")
+    return tool("bwd_ratios.py", "experiments/bwd_grid/h100/measured_bwd.csv")
 
 
 def block_measured() -> str:
@@ -108,11 +118,11 @@ def block_measured() -> str:
         from iosim.analysis.measured import readme_table
     except ImportError:
         return "(no measurements committed yet)"
-    return readme_table(ROOT / "reports" / "data")
+    return readme_table(ROOT / "experiments" / "fwd_grid")
 
 
 EXPLAIN_ARGS = ["explain", "--schedule", "fa2", "--batch", "2", "--heads", "16", "--seqlen", "8192",
-                "--head-dim", "128", "--measured", "reports/data/h100/measured.csv"]
+                "--head-dim", "128", "--measured", "experiments/fwd_grid/h100/measured.csv"]
 
 
 def block_explain() -> str:
@@ -124,15 +134,16 @@ def block_tune() -> str:
 
     from iosim.analysis.tune import format_verified
 
-    path = ROOT / "reports" / "data" / "h100" / "tune_fa2.csv"
+    path = ROOT / "experiments" / "tune_fa2" / "h100" / "tune_fa2.csv"
     if not path.exists():
-        return "(not measured yet: run `python3 benchmarks/tune_fa2.py OUT` on an H100)"
+        return "(not measured yet: run `bash experiments/tune_fa2/run.sh` on an H100)"
     return "```\n" + format_verified(pd.read_csv(path)) + "\n```"
 
 
 BLOCKS = {"predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
-          "measured": block_measured, "validate": block_validate, "calibrate": block_calibrate,
+          "measured": block_measured, "validate": block_validate,
+          "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
           "measured-bwd": block_measured_bwd, "explain": block_explain, "tune": block_tune}
 
@@ -147,8 +158,13 @@ def render(text: str) -> str:
 
 
 if __name__ == "__main__":
-    old = README.read_text()
-    new = render(old)
-    if "--check" in sys.argv:
-        sys.exit(0 if new == old else 1)
-    README.write_text(new)
+    stale = []
+    for path in DOCS:
+        old = path.read_text()
+        new = render(old)
+        if new != old:
+            stale.append(path.relative_to(ROOT))
+            if "--check" not in sys.argv:
+                path.write_text(new)
+    if "--check" in sys.argv and stale:
+        sys.exit(f"stale generated blocks in {', '.join(map(str, stale))}: run python tools/update_readme.py")

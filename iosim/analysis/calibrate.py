@@ -1,13 +1,13 @@
 """`iosim calibrate`: fit a profile's free parameters to measured rows of our own kernels.
 
-    iosim calibrate reports/data/h100/measured.csv --hw h100-sxm5-80gb \
+    iosim calibrate experiments/fwd_grid/h100/measured.csv --hw h100-sxm5-80gb \
         --holdout-where 'seqlen_q>=8192' -o hwprofiles/h100-sxm5-80gb.calibrated.toml
 
 The parameters are the few that the timing model (`iosim.model.timing`) cannot read off a
 datasheet. What can be measured directly is measured, not fitted:
 - `efficiency.hbm`: the device-to-device copy bandwidth `iosim bench` records beside every
   row (`copy_bw_bytes_per_s`) over the datasheet's;
-- with `--ncu TABLE` (benchmarks/ncu_mechanism.py's output): `efficiency.tensor_mma_sync`,
+- with `--ncu TABLE` (experiments/ncu_mechanism/ncu_mechanism.py's output): `efficiency.tensor_mma_sync`,
   the tensor pipe's saturated mma.sync rate (tensor FLOPs per elapsed cycle over the pipe's
   busy share, median over the mma.sync kernels), and `pipeline.inst_per_op`, the warp
   instructions per 32 counted element operations (Nsight Compute's executed instructions less
@@ -100,7 +100,7 @@ def read_rows_any(path: str | Path, required: list[str]) -> pd.DataFrame:
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise InputError(f"{path}: missing columns {', '.join(missing)} "
-                         "(an ncu table from benchmarks/ncu_mechanism.py)")
+                         "(an ncu table from experiments/ncu_mechanism/ncu_mechanism.py)")
     return df
 
 

@@ -1,4 +1,4 @@
-"""Summaries of committed measurements (reports/data/<gpu>/measured.csv) for people."""
+"""Summaries of committed measurements (experiments/fwd_grid/<gpu>/measured.csv) for people."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 profiles, then report the time error per schedule (beside the roofline's), the worst points,
 and, where Nsight Compute counted them, the error of the L2-aware DRAM estimate.
 
-    iosim validate reports/data/h100/measured.csv reports/data/h100/measured_ncu.csv
+    iosim validate experiments/fwd_grid/h100/measured.csv experiments/fwd_ncu/h100/measured_ncu.csv
 
 Each row is predicted with its GPU's calibrated profile where one exists
 (`hwprofiles/<gpu>.calibrated.toml`), else the datasheet one; `--hw` names one profile for

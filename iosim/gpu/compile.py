@@ -3,8 +3,9 @@
 `compile_kernel` / `launch` need CuPy and a GPU and import CuPy lazily; `nvcc_resources` needs
 only `nvcc` on PATH (no GPU, no CuPy) and is what CI uses to check registers and spills;
 `nvrtc_resources` does the same with NVRTC (the nvidia-cuda-nvrtc wheel, no GPU), the compiler
-that builds what runs: the two can allocate registers differently (reports/data/h100/
-nvrtc_resources_h100.csv: fa2_fwd at d = 64 spills in the NVRTC build only).
+that builds what runs: the two can allocate registers differently
+(experiments/nvrtc_resources/h100/nvrtc_resources.csv: fa2_fwd at d = 64 spills in the NVRTC build
+only).
 
 Options are the same in both paths (docs/kernel-contract.md): `-std=c++17`, the target
 architecture, `-I kernels/`, one `-DNAME=value` per define and the dtype macro

@@ -1,32 +1,12 @@
 """L2-aware estimate of the bytes DRAM really sees (what Nsight Compute's dram__bytes_read.sum
 and dram__bytes_write.sum report), from a Plan's two-level counts.
 
-Each kernel is estimated as Nsight Compute measures it: its default `--cache-control all`
-flushes and invalidates the L2 before every kernel, so a kernel starts cold, and its own dirty
-lines still in L2 when it ends are not in its count. Assumptions, per kernel:
-- Compulsory: each tensor's distinct bytes are read from DRAM once (at most the tensor's size).
-- Re-reads (two-level reads beyond the distinct bytes) come from a tile that several CTAs, or
-  several steps of one CTA, load again. How far apart in launch order the two loads are is
-  the Plan's `KernelPlan.reuse` for the tensor, Δ CTAs:
-  - Δ >= 1 (another CTA): when both CTAs are in the same wave (a share 1 - Δ/wave of the
-    pairs) they run side by side and the second load hits. Otherwise the block scheduler has
-    launched Δ CTAs in between, which brought about Δ x (distinct bytes / CTAs) into L2: the
-    load hits when that fits in the L2, else with probability L2 / those bytes (LRU-like
-    thrash). The model never depends on the wave size except through the same-wave share,
-    which only grows with it: more SMs never lose a hit.
-  - Δ = 0 (the same CTA comes back, e.g. FA1's O, ℓ, m at every outer step): in between, every
-    resident CTA touches its own footprint, wave x (distinct bytes / CTAs); the same rule.
-  This ignores the tiles in flight (stages x tile x resident CTAs, a few MB) and set conflicts.
-- Writes: every distinct byte written reaches DRAM, less the dirty lines the L2 still holds
-  at the end. The L2 then holds the kernel's most recent lines in the proportion in which they
-  arrived: written (dirty) against read from DRAM (clean), so retained = usable L2 x written /
-  (written + DRAM reads), at most what was written. (On H100 and H200 this gives the measured
-  retention: about one L2 of S/P/O over naive's three kernels, a few MB of O for FA2.)
-  Repeated writes to one location (FA1's O/ℓ/m, dQ's fp32 accumulator) merge in L2 with the
-  tensor's hit fraction. So reads never fall below the compulsory bytes, and neither reads
-  nor writes exceed the two-level count.
-- The usable L2 is `l2_bytes` x the profile's `efficiency.l2_capacity` (sets, the other partition's
-  copy on Hopper's split L2, other data).
+The specification is docs/model.md, "DRAM". In short, per kernel, starting from a cold L2:
+compulsory reads once; a re-read of a tile loaded Δ CTAs earlier (`KernelPlan.reuse`) hits
+when both ran in the same wave or the bytes loaded in between fit in the usable L2
+(`l2_bytes` x `efficiency.l2_capacity`), else with probability L2 / those bytes; writes reach
+DRAM less the dirty lines the L2 still holds at the end. Reads never fall below the compulsory
+bytes; neither reads nor writes exceed the two-level count.
 """
 
 from __future__ import annotations

@@ -1,89 +1,12 @@
 """Time models: a roofline and a cycle-approximate model of tiles, waves and overlap.
 
-Roofline: per kernel, the slowest of work over the peak of its unit and bytes over the
-bandwidth of their level, naming the limit that binds.
-
-Cycle-approximate (`predict`), per kernel of a Plan:
-
-1. Occupancy. CTAs resident per SM from the Plan's shared memory, registers and threads against
-   the profile's limits (`occupancy.ctas_per_sm`); `slots` = that x SMs.
-2. Per-trip demand of one CTA, in seconds, at per-SM rates (peak x efficiency / SMs): tensor
-   cores, SFU (exp), FP32 ALU, shared memory; and at shares of the global levels: the L2 and
-   DRAM bandwidths are split evenly between the CTAs running at the time. A kernel's work and
-   streamed bytes are spread over its loop trips evenly (`KernelPlan.trips`); the bytes of a
-   tensor moved exactly once (each CTA its own slice: Q in, O out) are the CTA's prologue and
-   epilogue instead. The DRAM share of the streamed bytes is the L2-aware estimate's share of
-   the two-level count (`memory.estimate`).
-3. What one trip costs: the SM's throughput and one warp's own chain. Measured on H100 with
-   Nsight Compute (reports/data/h100/ncu_mechanism.csv, summarised by
-   `python tools/ncu_summary.py reports/data/h100/ncu_mechanism.csv`), the fa2 kernel keeps
-   its tensor pipe busy only 52-55% of the time and issues in 31-45% of the cycles, with two
-   warps per scheduler (4-8 warps a CTA, 1-2 CTAs an SM at 246-255 registers); its warps
-   mostly stall on `wait` (fixed-latency dependences) and `short_scoreboard` (MUFU, shared
-   memory). No unit is saturated: the kernel is latency-bound, because two warps a scheduler
-   cannot hide one warp's dependent chain of MMAs, softmax arithmetic, exponentials,
-   conversions, shuffles and ldmatrix. Perfect overlap of resident CTAs (the old
-   `max(chain, n x busiest unit)` with a chain of datasheet-rate unit times) made fa2 look
-   tensor-bound at ~590 TFLOP/s where it runs ~345. So the model has:
-   - per-SM throughput terms at efficient rates: tensor pipe (`efficiency.tensor_mma_sync`
-     or `tensor_wgmma`), SFU, FP32, shared memory, and instruction issue
-     (`issue_per_clk_per_sm`): mma instructions (one per 4096 FLOPs, m16n8k16) plus the
-     other instructions, `pipeline.inst_per_op` per 32 counted element operations plus one
-     ldmatrix/cp.async per 512 shared-memory bytes;
-   - one warp's chain per trip: its share of the mma instructions at `pipeline.mma_sync_cycles`
-     each and of the other instructions at `pipeline.inst_cycles` each, in SM cycles at
-     `clock_hz` (what the warp costs when nothing else on its scheduler hides it).
-   The overlap policy (`KernelPlan.overlap`) combines them with the memory time of a trip
-   (`mem`, at the CTA's share of the bandwidth) for one CTA with `n` CTAs resident on its SM:
-   trip = max(chain_total, the CTA's L2/DRAM share, n x busiest per-SM throughput term),
-   where chain_total is
-   - "none" (FA1): loads are synchronous: mem + warp chain; and since each CTA alternates
-     between waiting for its loads and computing, resident CTAs do not overlap perfectly:
-     the three terms combine as a p-norm, p = `pipeline.sync_overlap` (fitted; infinity
-     would be the max, 1 their sum). Without it FA1 came out ~20% fast with many CTAs
-     (ncu: DRAM 75% busy where the max() assumed it saturated);
-   - "async" (FA2, GEMMs): the next tile loads while this one computes: max(mem, warp
-     chain); with one pipeline stage, "none";
-   - "lockstep" (FA2's backward, kernels/fa2_bwd.cu): loads are asynchronous, but CTA-wide
-     barriers split every trip into dependent phases (Sᵀ and dPᵀ; then dV, dK, dQ), and one
-     CTA fills the SM: the warps cannot drift into different phases, so the tensor pipe,
-     the shared-memory pipe (ncu: 69-72% busy, tensor 42-47%, reports/data/h100/
-     ncu_mechanism_bwd.csv) and the warp chain overlap no better than synchronous phases:
-     the chain, the bandwidth share and the throughput combine as the `sync_overlap`-norm.
-     Measured that way, not fitted on it: the fit (`iosim calibrate`) sees forward rows only;
-     with the max() of "async" the backward came out ~30% fast;
-   - "warpspecialized" (FA3): a producer warpgroup loads, wgmma runs asynchronously, the
-     consumer warpgroups take turns at the tensor cores (ping-pong), so one's softmax hides
-     under the others' GEMMs: a warpgroup's chain is its share of the MMAs at the pipe's
-     rate plus its warps' other instructions; the pipe's throughput term covers all of them.
-     That hiding is imperfect: the SM's softmax work (its MUFU and FP32 terms, added: one
-     dependent chain in each warp) and its wgmma work combine as the `sync_overlap`-norm.
-     With their max() fa3 came out 22% fast, worst at d = 64 (49%), where the exponentials
-     nearly match the MMAs (4·d FLOPs an element against 16 MUFU lanes a clock). And the
-     pipeline fills once per CTA: the first warpgroup's turn (its GEMMs and its softmax) hides
-     under nothing, which shows at small N (few trips a CTA).
-4. Waves. CTA durations (prologue + trips x trip time + epilogue) in launch order are placed
-   on the slots greedily, as the hardware's block scheduler does. Equal CTAs that all fit at
-   once: one CTA's duration. Otherwise the slower of: the waves of the SM-side durations (the units and
-   chains of each SM, without the bandwidth share): ceil(CTAs / slots) x duration for equal
-   CTAs (tail waves), and for unequal (causal) ones the list schedule's latest finish,
-   max over CTAs c of start_c + duration_c, start_c = 0 for the first `slots` CTAs and
-   (Σ durations before c) / slots less the mean residual duration of the CTAs then running
-   after them (causal imbalance, the last long CTAs); and the fluid time Σ full durations /
-   slots, in which the shared bandwidth evens out across waves (a tail wave's few CTAs get
-   the whole bandwidth). This keeps the model
-   monotone: more SMs or bandwidth never make it slower. Vectorised: no loop over CTAs; trip
-   counts repeat per (batch, head), so only one period of the grid is walked.
-5. The kernel is never faster than any unit's or level's total at its efficient rate (the
-   fluid limits), and each launch costs `launch_overhead_s`.
-
-`bound` names the busiest unit or level, as Nsight Compute's speed-of-light names it: the one
-whose fluid time is the largest (`tensor`, `sfu`, `alu`, `sram`, `issue`, `l2`, `hbm`), or
-`launch` when the launch overhead exceeds the kernel's busy time; `util` is that unit's
-predicted share of its efficient peak. A low `util` means no unit binds: the time goes to
-latency (dependent chains with few warps, serialised phases, tail waves, causal imbalance).
-
-Every rate and efficiency comes from the HardwareProfile; nothing here is a hardware constant.
+The specification (equations, parameters) is docs/model.md, "Time". In short, per kernel of a
+Plan: occupancy gives n CTAs per SM; one trip of a CTA costs max(the warp chain combined with
+its memory time by the Plan's overlap policy, its L2/DRAM bandwidth share, n x the busiest
+per-SM throughput term); CTAs are placed on the SMs in waves in launch order; a kernel is never
+faster than any unit's or level's fluid total, and each launch costs `launch_overhead_s`.
+`bound` names the unit or level with the largest fluid time (or `launch`), `util` its share of
+its efficient peak. Every rate and efficiency comes from the HardwareProfile.
 """
 
 from __future__ import annotations

@@ -29,14 +29,15 @@ from iosim.schedules.flash import Readers, dq_convert, fa2_bwd_pre, fa2_fwd, fla
 
 # (block_m, block_n, warps, stages) by head_dim bucket: forward as measured fastest for
 # kernels/fa2.cu on H100 (FlashAttention-2's own sm80 choices), backward as FA2 picks them.
-# kernels/fa2.cu measured on H100 (reports/data/h100/dev/fa2_check.log): d=128 takes 128x32 because FA2's
-# usual 128x64 spills in this kernel; sm_80 (not measured): the zero-spill tiles that fit A100.
+# kernels/fa2.cu measured on H100 (`git show 2baace1:reports/data/h100/dev/fa2_check.log`):
+# d=128 takes 128x32 because FA2's usual 128x64 spills in this kernel; sm_80 (not measured):
+# the zero-spill tiles that fit A100.
 FWD_TILES = {"sm_90a": {64: (128, 128, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 2)},
              "sm_80": {64: (128, 64, 4, 2), 128: (128, 32, 4, 2), 256: (128, 64, 8, 1)}}
 # kernels/fa2_bwd.cu: FA2's sm80 backward tiles on sm_90a (no spills with nvcc 13), still the
-# fastest on H100 with the fused phase-1 loop (reports/data/h100/dev/fa2_bwd/: 64x64x4 at 3
-# CTAs/SM, 64x128x8 at 2, 3 stages, 128x64 at d=128 measured slower or no better); sm_80 (not
-# measured): d=64 takes 64x128 and d=128 64x64 (FA2's 128x128 and 64x128 spill there), and
+# fastest on H100 with the fused phase-1 loop (`git show 2baace1:reports/data/h100/dev/fa2_bwd/`:
+# 64x64x4 at 3 CTAs/SM, 64x128x8 at 2, 3 stages, 128x64 at d=128 measured slower or no better);
+# sm_80 (not measured): d=64 takes 64x128 and d=128 64x64 (FA2's 128x128 and 64x128 spill there), and
 # d=256 does not fit A100's SRAM.
 BWD_TILES = {"sm_90a": {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)},
              "sm_80": {64: (64, 128, 8, 2), 128: (64, 64, 8, 2), 256: (64, 64, 8, 2)}}
