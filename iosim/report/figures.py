@@ -378,7 +378,7 @@ def roofline_figure(data: Data, profiles: dict[str, HardwareProfile], chosen: di
     roofs = _roofs(profiles, data)
     ends = [x for r in roofs for x in (r["x0"], r["x1"]) if x]
     lo, hi = min([lo, *ends]) / 2, max([hi, *ends]) * 2  # every ridge point in view
-    for r in roofs:
+    for r in sorted(roofs, key=lambda r: r["kind"] != "sfu"):  # the SFU band under a tensor line
         xs = [r["x0"] or lo, r["x1"] or hi]
         ys = [x * r["rate"] / 1e12 for x in xs] if r["bw"] else [r["rate"] / 1e12] * 2
         label = {"mode": "lines"}
