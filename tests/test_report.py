@@ -537,3 +537,13 @@ def test_image_options_bad_input(tmp_path, whatif_csv):
                         "-o", str(tmp_path / "r.html"), "--image-dir", str(tmp_path), "--image-format", "jpg"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "png" in r.stderr
+
+
+def test_images_are_not_replaced_without_force(tmp_path, whatif_csv):
+    (tmp_path / "charts").mkdir()
+    (tmp_path / "charts" / "3-roofline.png").write_bytes(b"mine")
+    r = subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()", "report", str(whatif_csv),
+                        "-o", str(tmp_path / "r.html"), "--image-dir", str(tmp_path / "charts")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "3-roofline.png: exists (allowed: --force" in r.stderr
+    assert (tmp_path / "charts" / "3-roofline.png").read_bytes() == b"mine" and not (tmp_path / "r.html").exists()
