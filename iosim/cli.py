@@ -495,23 +495,37 @@ def _get(profile, field: str) -> float:
     return get(profile, field)
 
 
-def _register_report() -> None:
-    """`iosim report` (needs plotly; the GPU machine running `iosim bench` may not have it)."""
-    try:
-        from iosim.report.page import report_command
+class ImageFormat(str, Enum):
+    png = "png"
+    svg = "svg"
+
+
+@app.command("report")
+def report_cmd(
+    files: Annotated[list[Path], typer.Argument(
+        help="prediction rows (iosim sweep/predict CSV or Parquet) and measured rows (iosim bench)")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write")] = Path("report.html"),
+    force: Annotated[bool, typer.Option(
+        "--force", help="replace an existing output file (never one that holds measurements)")] = False,
+    hw: Annotated[list[str] | None, typer.Option(
+        "--hw", help="profile (name or TOML) whose peaks the roofline draws for its GPU's rows, e.g. "
+        "h100 (the calibrated profile) or the TOML a sweep used (repeatable; default: each GPU's "
+        "shipped profile, calibrated where one is)")] = None,
+    image_dir: Annotated[Path | None, typer.Option(
+        "--image-dir", help="also write each chart (default view) as an image file in this folder "
+        "(drawn in a headless Chromium)")] = None,
+    image_format: Annotated[ImageFormat, typer.Option("--image-format", help="png or svg")] = ImageFormat.png,
+) -> None:
+    """Write one self-contained HTML report (roofline, IO and time against N, accuracy, what-if)."""
+    try:  # plotly: the GPU machine running `iosim bench` may not have it
+        from iosim.report.page import report
     except ImportError as e:
-        missing = e.name
-
-        @app.command("report")
-        def report_missing() -> None:
-            """Write the HTML report (needs plotly)."""
-            raise InputError(f"iosim report needs {missing} (pip install -e .)")
-
-        return
-    app.command("report")(report_command)
-
-
-_register_report()
+        raise InputError(f"iosim report needs {e.name} (pip install -e .)") from None
+    out, images = report(files, output, hw or (), image_dir, image_format.value, force)
+    typer.echo(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    if images:
+        typer.echo(f"wrote {len(images)} {image_format.value} images in {image_dir}: "
+                   + ", ".join(p.name for p in images))
 
 
 # Problem's fields by the option that sets them, for messages that name what the user typed

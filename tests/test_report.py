@@ -28,18 +28,17 @@ from iosim.report.data import (
     prepare_data,
     roof_profile,
 )
-from iosim.report.page import (
+from iosim.report.figures import (
     MEAS,
     PRED,
     accuracy_figure,
-    build_html,
     io_figure,
-    limits_text,
-    report_command,
     roofline_figure,
     time_figure,
     whatif_figures,
 )
+from iosim.report.page import build_html, limits_text
+from iosim.report.page import report as report_command
 
 REPO = Path(__file__).resolve().parents[1]
 MEASURED = REPO / "experiments" / "fwd_grid" / "h100" / "measured.csv"
@@ -383,7 +382,7 @@ def test_report_command_bad_input(tmp_path, whatif_csv):
     with pytest.raises(InputError, match="missing columns: dram_read_bytes"):
         report_command([tmp_path / "nocount.csv"], out)
     pred.assign(hw="tpu-v9").to_csv(tmp_path / "tpu.csv", index=False)
-    with pytest.raises(InputError, match="unknown hardware profile 'tpu-v9'"):
+    with pytest.raises(InputError, match="the data's hw 'tpu-v9' is no shipped profile.*--hw PATH.toml"):
         report_command([tmp_path / "tpu.csv"], out)
     with pytest.raises(InputError, match="unknown hardware profile 'z80'"):
         report_command([whatif_csv], out, hw=["z80"])
@@ -413,3 +412,138 @@ def test_report_page_is_self_contained_and_names_no_missing_menu(tmp_path, mixed
     pred_only = tmp_path / "p.html"
     assert runner.invoke(app, ["report", str(mixed_csv), "-o", str(pred_only)]).exit_code == 0
     assert "No measured data given" in pred_only.read_text()
+
+
+# ---------------------------------------------------------------- the roofline as users know it
+
+
+def _h100_roofs(data, chosen):
+    prof = roof_profile("h100-sxm5-80gb")
+    fig = roofline_figure(data, {"h100-sxm5-80gb": prof}, chosen)
+    return prof, fig, [t for t in roofs(fig, visible=True) if t["meta"]["dims"]["hw"] == "h100-sxm5-80gb"]
+
+
+def test_roofline_has_the_roof_shape(mixed):
+    chosen = {**default(mixed), "hw": "h100-sxm5-80gb"}
+    prof, fig, shown = _h100_roofs(mixed, chosen)
+    by = {t["meta"]["roof"]: t for t in shown}
+    peak, wgmma, mma = (by[k]["meta"]["rate"] for k in ("tensor", "tensor_wgmma", "tensor_mma.sync"))
+    assert peak == pytest.approx(prof.tensor_flops_per_s["bf16"])
+    for lvl in ("hbm", "l2"):  # a bandwidth roof ends at its ridge point: peak / bandwidth
+        sheet, ach = by[lvl], by[f"{lvl}_achievable"]
+        assert sheet["x"][-1] == pytest.approx(peak / sheet["meta"]["rate"])
+        assert sheet["y"][-1] == pytest.approx(peak / 1e12)
+        assert ach["x"][-1] == pytest.approx(max(wgmma, mma) / ach["meta"]["rate"])
+    # each compute ceiling starts where the fastest bandwidth roof of its kind meets it
+    assert by["tensor"]["x"][0] == pytest.approx(peak / by["l2"]["meta"]["rate"])
+    assert by["tensor_mma.sync"]["x"][0] == pytest.approx(mma / by["l2_achievable"]["meta"]["rate"])
+    assert by["tensor"]["x"][-1] > max(x for t in series(fig, visible=True) for x in t["x"])
+    # points: markers, not joined across N
+    assert all(t["mode"] == "markers" for t in series(fig))
+
+
+def test_roofline_what_if_ceilings_differ_in_style(whatif):
+    _, fig, _ = _h100_roofs(whatif, default(whatif))
+    hbm = [t for t in roofs(fig) if t["meta"]["roof"] == "hbm"]
+    styles = {t["meta"]["rate"]: (t["line"]["color"], t["line"]["dash"]) for t in hbm}
+    assert sorted(styles) == [3.35e12, 4.8e12, 8e12] and len(set(styles.values())) == 3
+
+
+def test_roofline_sfu_and_tensor_ceilings_apart_at_d64(tmp_path):
+    data = prepare_data([read_rows(sweep(tmp_path, "d64.csv", "--head-dim", "64", "--seqlen", "1024,4096"))], [])
+    _, fig, shown = _h100_roofs(data, default(data))
+    sfu = next(t for t in shown if t["meta"]["roof"] == "sfu")
+    tensor = next(t for t in shown if t["meta"]["roof"] == "tensor")
+    assert sfu["meta"]["rate"] == pytest.approx(tensor["meta"]["rate"], rel=0.02)  # the same height
+    assert sfu["line"]["color"] != tensor["line"]["color"] and sfu["line"]["width"] > 2 * tensor["line"]["width"]
+    assert sfu["textposition"] != tensor["textposition"] and "SFU" in sfu["text"][-1]
+    assert fig.data.index(sfu) < fig.data.index(tensor)  # the band under the line
+
+
+def test_log_axes_label_ticks_as_numbers(mixed):
+    figs = [roofline_figure(mixed, {"h100-sxm5-80gb": roof_profile("h100-sxm5-80gb")}, {}),
+            io_figure(mixed, {}), time_figure(mixed, {})]
+    for fig in figs:
+        for ax in ("xaxis", "yaxis"):
+            a = fig.layout[ax]
+            if a["type"] == "log":  # without a tickformat plotly writes 2000 as "2"
+                assert a["tickformat"] in ("~r", "~s")
+    assert figs[0].layout["yaxis"]["tickformat"] == "~r" and figs[1].layout["yaxis"]["tickformat"] == "~s"
+
+
+def test_legend_lists_schedule_by_shape(mixed, whatif):
+    chosen = default(mixed)
+    fig = roofline_figure(mixed, {"h100-sxm5-80gb": roof_profile("h100-sxm5-80gb")}, chosen)
+    entries = [t["name"] for t in fig.data if t.get("showlegend") and t["visible"] is True]
+    assert len(entries) <= 20 and len(entries) == len(set(entries))
+    assert {"fa2 · B=4 H=32", "fa2 · B·N=16384 H·d=2048"} <= set(entries)
+    # every shown series is in a group that has an entry
+    assert {t["legendgroup"] for t in series(fig, visible=True)} <= set(entries)
+    time = time_figure(whatif, default(whatif))  # 24 series (4 schedules x 6 variants): 4 entries
+    assert sorted(t["name"] for t in time.data if t.get("showlegend") and t["visible"]) == \
+        ["fa1", "fa2", "fa3", "naive"]
+
+
+def test_rows_that_cannot_run_say_so(tmp_path):
+    csv = sweep(tmp_path, "big.csv", "--schedule", "naive,fa2", "--seqlen", "4096,131072")
+    rows = pd.read_csv(csv)
+    assert not rows.loc[(rows.schedule == "naive") & (rows.seqlen_k == 131072), "fits"].item()
+    assert rows.loc[rows.schedule == "fa2", "fits"].all()
+    out = tmp_path / "r.html"
+    assert runner.invoke(app, ["report", str(csv), "-o", str(out)]).exit_code == 0
+    text = out.read_text()
+    line = re.search(r"<li><b>naive</b> at N=131072.*?</li>", text).group(0)
+    assert "<b>cannot run</b>" in line and "is not a result" in line and "bound by" not in line
+    assert "1 predicted rows <b>cannot run</b>" in text
+    assert "cannot run" not in re.search(r"<li><b>fa2</b> at N=131072.*?</li>", text).group(0)
+
+
+def test_report_of_a_sweep_made_with_a_users_toml(tmp_path):
+    toml = tmp_path / "my gpu.toml"
+    text = (REPO / "hwprofiles" / "h100-sxm5-80gb.toml").read_text()
+    toml.write_text(re.sub(r'(?m)^name = .*$', 'name = "my-gpu"', text).replace("3.35e12", "5e12", 1))
+    csv = sweep(tmp_path, "my.csv", "--hw", str(toml), "--seqlen", "1024,4096", "--schedule", "fa2")
+    out = tmp_path / "r.html"
+    r = subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()", "report", str(csv),
+                        "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "'my-gpu' is no shipped profile" in r.stderr and "--hw PATH.toml" in r.stderr
+    r = runner.invoke(app, ["report", str(csv), "--hw", str(toml), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "Roofline: my-gpu" in out.read_text()
+
+
+def test_report_hw_takes_the_calibrated_profile_its_help_names(tmp_path, whatif_csv):
+    cal = roof_profile("h100-sxm5-80gb")
+    assert cal.name == "h100-sxm5-80gb.calibrated"
+    for name in ("h100", "h100-sxm5-80gb.calibrated"):
+        out = tmp_path / f"{name}.html"
+        r = runner.invoke(app, ["report", str(whatif_csv), "--hw", name, "-o", str(out)])
+        assert r.exit_code == 0, r.output
+        assert f"<code>{cal.name}</code>" in out.read_text()  # its ceilings drawn
+    assert "h100" in runner.invoke(app, ["report", "--help"]).output
+
+
+def test_report_package_has_no_cli_code():
+    code = ("import sys, iosim.report.page, iosim.report.figures, iosim.report.image; "
+            "print('typer' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.strip() == "False", r.stderr
+    assert not any("typer" in p.read_text() for p in (REPO / "iosim" / "report").glob("*.py"))
+
+
+def test_image_options_bad_input(tmp_path, whatif_csv):
+    r = subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()", "report", str(whatif_csv),
+                        "-o", str(tmp_path / "r.html"), "--image-dir", str(tmp_path), "--image-format", "jpg"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "png" in r.stderr
+
+
+def test_images_are_not_replaced_without_force(tmp_path, whatif_csv):
+    (tmp_path / "charts").mkdir()
+    (tmp_path / "charts" / "3-roofline.png").write_bytes(b"mine")
+    r = subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()", "report", str(whatif_csv),
+                        "-o", str(tmp_path / "r.html"), "--image-dir", str(tmp_path / "charts")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "3-roofline.png: exists (allowed: --force" in r.stderr
+    assert (tmp_path / "charts" / "3-roofline.png").read_bytes() == b"mine" and not (tmp_path / "r.html").exists()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from iosim.cli import app
+from iosim.report.image import find_chromium, run_chromium
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+CHROMIUM = find_chromium()  # the one the report's --image-dir uses
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's `chromium` (apt-get install "
                                 "chromium; .ci/run installs it)")
 REPO = Path(__file__).resolve().parents[1]
@@ -89,15 +89,8 @@ PROBE = """<script>
 })();
 </script>"""
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--no-first-run", "--no-default-browser-check",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=60000"]
-
-
 def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=300)
+    return run_chromium(CHROMIUM, args, profile)
 
 
 def iosim(*args: str) -> None:
@@ -199,3 +192,98 @@ def test_screenshot(whatif_page, tmp_path):
                    tmp_path / "profile")
     assert shot.is_file() and shot.stat().st_size > 50_000, run.stderr[-2000:]
     print(f"screenshot: {shot}")
+
+
+# After load: each chart's tick labels (text and value) and legend entries, and where the roofline's
+# ceiling labels are drawn.
+TICKS = """<script>
+window.addEventListener('load', function () { setTimeout(function () {
+  var out = Array.prototype.map.call(document.querySelectorAll('.plotly-graph-div'), function (gd) {
+    var ax = function (a) { var f = gd._fullLayout[a];
+      return {type: f.type, ticks: (f._vals || []).map(function (v) {
+        return [f.type === 'log' ? Math.pow(10, v.x) : v.x, v.text]; })}; };
+    var boxes = Array.prototype.map.call(gd.querySelectorAll('.textpoint text'), function (t) {
+      var r = t.getBoundingClientRect(); return [t.textContent, r.top, r.bottom, r.left, r.right]; });
+    return {title: (gd.querySelector('.gtitle') || {}).textContent || '', x: ax('xaxis'), y: ax('yaxis'),
+            legend: gd.querySelectorAll('.legend .traces').length, labels: boxes};
+  });
+  var pre = document.createElement('pre'); pre.id = 'iosim-ticks';
+  pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+}, 300); });
+</script>"""
+
+
+def _number(text: str) -> float:
+    """A tick label as the number it says: "2000", "0.05", "2 GB", "20 ms"."""
+    t = text.replace("\u2212", "-").replace(",", "").strip()
+    for unit in (" ms", "B/s", "B"):  # the axes' units (ticksuffix), then an SI prefix
+        t = t.removesuffix(unit).strip()
+    m = re.fullmatch(r"(-?[0-9.]+)\s*([kMGTPµmun]?)", t)
+    assert m, f"tick label {text!r} is not a number"
+    scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, "µ": 1e-6, "u": 1e-6, "n": 1e-9}
+    return float(m.group(1)) * scale[m.group(2)]
+
+
+def _charts(page: Path, tmp: Path) -> list[dict]:
+    copy = tmp / "ticks.html"
+    copy.write_text(page.read_text().replace("<head>", "<head>" + TICKS, 1))
+    run = chromium(["--dump-dom", copy.as_uri()], tmp / "profile")
+    m = re.search(r'<pre id="iosim-ticks">(.*?)</pre>', run.stdout, re.S)
+    assert m, run.stderr[-2000:]
+    return json.loads(html.unescape(m.group(1)))
+
+
+def test_roofline_ticks_legend_and_labels_as_drawn(mixed_page, tmp_path):
+    charts = _charts(mixed_page, tmp_path)
+    for c in charts:
+        for a in ("x", "y"):
+            if c[a]["type"] != "log":
+                continue
+            for value, text in c[a]["ticks"]:  # 2000 reads "2000" (or "2k"), never a bare "2"
+                assert _number(text) == pytest.approx(value, rel=0.02), (c["title"], text, value)
+    roof = charts[0]
+    assert roof["title"].startswith("Roofline") and 0 < roof["legend"] <= 20
+    assert any(t == "1000" for _, t in roof["y"]["ticks"])
+    labels = {t.split(" ")[0]: box for t, *box in roof["labels"]}
+    assert {"tensor", "SFU"} <= set(labels)
+
+
+def test_sfu_and_tensor_labels_apart_at_d64(tmp_path_factory, tmp_path):
+    d = tmp_path_factory.mktemp("d64")
+    iosim("sweep", "--head-dim", "64", "--seqlen", "1024..16384", "--no-progress", "-o", str(d / "s.csv"))
+    iosim("report", str(d / "s.csv"), "-o", str(d / "r.html"))
+    roof = _charts(d / "r.html", tmp_path)[0]
+    boxes = {t.split(" ")[0]: box for t, *box in roof["labels"]}
+    (t_top, t_bottom, _, _), (s_top, s_bottom, _, _) = boxes["tensor"], boxes["SFU"]
+    assert t_bottom <= s_top + 1 or s_bottom <= t_top + 1  # one above the other, not on top
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg"])
+def test_image_export_writes_each_chart(whatif_page, tmp_path, fmt):
+    src = whatif_page.parent / "w.csv"
+    out = tmp_path / "charts"
+    r = runner.invoke(app, ["report", str(src), "-o", str(tmp_path / "r.html"), "--image-dir", str(out),
+                            "--image-format", fmt])
+    assert r.exit_code == 0, r.output
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == [f"{n}.{fmt}" for n in (
+        "1-whatif-hbm_bandwidth_bytes_per_s", "2-whatif-smem_per_sm_bytes", "3-roofline", "4-io", "5-time",
+        "6-tflops")]
+    for f in files:
+        body = f.read_bytes()
+        if fmt == "png":
+            assert body[:8] == b"\x89PNG\r\n\x1a\n" and len(body) > 30_000
+            w, h = int.from_bytes(body[16:20], "big"), int.from_bytes(body[20:24], "big")
+            assert (w, h) == (2400, 1280)
+        else:
+            text = body.decode()
+            assert text.startswith("<svg") and text.rstrip().endswith("</svg>") and "Roofline" in \
+                (out / "3-roofline.svg").read_text()
+
+
+def test_committed_roofline_image_is_the_commands():
+    """reports/h100-charts is made by the README's `iosim report ... --image-dir reports/h100-charts`."""
+    readme = (REPO / "README.md").read_text()
+    assert "--image-dir reports/h100-charts" in readme
+    png = (REPO / "reports" / "h100-charts" / "1-roofline.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
