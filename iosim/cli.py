@@ -229,7 +229,8 @@ def sweep_cmd(
         help="causal diagonal when Nq != Nk: top-left, bottom-right or both")] = "top-left",
     direction: Annotated[str, typer.Option(help="fwd, bwd or both")] = "fwd",
     schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 or 'all'")] = "all",
-    hw: Annotated[str, typer.Option(help="comma list of profile names or TOML paths")] = "h100-sxm5-80gb",
+    hw: Annotated[str, typer.Option(
+        help="comma list of profile names or TOML paths (a short name picks the calibrated profile)")] = "h100",
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="what-if hardware FIELD=VALUES, e.g. smem_per_sm_bytes=262144,458752 "
         "or efficiency.hbm=0.8,0.9 (repeatable)")] = None,
@@ -244,6 +245,8 @@ def sweep_cmd(
     force: Force = False,
 ) -> None:
     """Sweep a grid of problems, schedules and (what-if) hardware; write one row per point."""
+    import contextlib
+    import io
     import time
 
     from iosim.analysis.sweep import TABLE_SUFFIXES, sweep_result, write
@@ -260,6 +263,10 @@ def sweep_cmd(
         fail("no point of the grid can be planned ("
              + "; ".join(f"{n} skipped: {why}" for why, n in res.skipped.most_common()) + ")")
     path = write(res.rows, output, force)
+    for name in dict.fromkeys(s.strip() for s in hw.split(",")):  # the profiles used, as predict says
+        with contextlib.redirect_stderr(io.StringIO()):  # the sweep has warned about them once
+            profile = hardware.load(name)
+        typer.echo(f"profile {profile.name}: {profile.describe()}")
     typer.echo(f"{res.summary()}\nwrote {path} in {time.perf_counter() - t0:.2f} s")
 
 

@@ -72,3 +72,65 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
     assert r.returncode == 2
     assert needle in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("old,new,needle", [
+    ("max_threads_per_sm = 2048", "max_threads_per_sm = 1", "max_threads_per_sm"),
+    ("max_threads_per_sm = 2048", "max_threads_per_sm = 1000", "max_threads_per_sm"),  # not warps
+    ("max_registers_per_thread = 255", "max_registers_per_thread = 1", "max_registers_per_thread"),
+    ("max_registers_per_thread = 255", "max_registers_per_thread = 256", "max_registers_per_thread"),
+    ("sm_count = 132", "sm_count = true", "sm_count"),
+    ("sm_count = 132", "sm_count = 1e29", "sm_count"),
+    ("sm_count = 132", "sm_count = 132.0", "sm_count"),
+    ("sm_count = 132", "sm_count = 100000000000000000000000000000", "sm_count"),
+    ("clock_hz = 1.83e+09", "clock_hz = inf", "clock_hz"),
+    ("clock_hz = 1.83e+09", "clock_hz = nan", "clock_hz"),
+    ("hbm_bandwidth_bytes_per_s = 3.35e12", "hbm_bandwidth_bytes_per_s = -3.35e12", "hbm_bandwidth"),
+    ("hbm_bandwidth_bytes_per_s = 3.35e12", "hbm_bandwidth_bytes_per_s = true", "hbm_bandwidth"),
+    ("l2_bandwidth_bytes_per_s = 1.1e13", "l2_bandwidth_bytes_per_s = 0", "l2_bandwidth"),
+    ("launch_overhead_s = 4.0e-6", "launch_overhead_s = nan", "launch_overhead_s"),
+    ("bf16 = 9.894e14", "bf16 = inf", "tensor_flops_per_clk_per_sm.bf16"),
+    ("bf16 = 9.894e14", "bf16 = 0", "tensor_flops_per_clk_per_sm.bf16"),
+    ("hbm = 0.90 ", "hbm = true ", "efficiency.hbm"),
+])
+@pytest.mark.parametrize("cmd", [["hw", "show"], ["predict", "--hw"]])
+def test_profile_that_describes_no_gpu_is_refused(tmp_path, old, new, needle, cmd):
+    text = (hardware.PROFILE_DIR / "h100-sxm5-80gb.toml").read_text()
+    assert old in text
+    path = tmp_path / "bad gpu.toml"
+    path.write_text(text.replace(old, new, 1))
+    r = iosim(*cmd, str(path))
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_sweep_and_predict_share_the_default_profile(tmp_path):
+    """One default: `predict` and `sweep` with no --hw predict the same time, and say which."""
+    out = tmp_path / "s.csv"
+    r = iosim("sweep", "--schedule", "fa2", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    p = iosim("predict", "--schedule", "fa2", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    pred = json.loads(p.stdout)[0]
+    import pandas as pd
+
+    swept = pd.read_csv(out).iloc[0]
+    assert swept.hw == pred["hw"] == hardware.load("h100").name
+    assert swept.time_pred_ms == pytest.approx(pred["time_pred_ms"], rel=1e-9)  # json: 10 digits
+    assert f"profile {pred['hw']}:" in r.stdout
+
+
+def test_user_toml_may_quote_per_sm_tensor_rates(tmp_path):
+    """A profile may give the per-SM fact instead of the device peak, not both."""
+    text = (hardware.PROFILE_DIR / "h100-sxm5-80gb.toml").read_text()
+    per_sm = text.replace("[tensor_flops_per_s]", "[tensor_flops_per_clk_per_sm]").replace(
+        "bf16 = 9.894e14", "bf16 = 4096")
+    path = tmp_path / "per_sm.toml"
+    path.write_text(per_sm.split("fp16 = ")[0] + "bf16 = 4096\n" + per_sm.split("fp8_e4m3 = 1.9789e15\n")[1])
+    p = hardware.load(path)
+    assert p.tensor_flops_per_s["bf16"] == pytest.approx(4096 * p.sm_count * p.clock_hz)
+    path.write_text(text + "\n[tensor_flops_per_clk_per_sm]\nbf16 = 4096\n")
+    r = iosim("hw", "show", str(path))
+    assert r.returncode == 2 and "not both" in r.stderr

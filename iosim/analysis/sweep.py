@@ -47,7 +47,7 @@ DEFAULTS: dict[str, list] = {"batch": [4], "heads": [32], "kv_heads": [None], "s
                              "seqlen_k": [None], "head_dim": [128], "dtype": [Dtype.bf16],
                              "causal": [False], "causal_align": [CausalAlign.top_left],
                              "direction": [Direction.fwd],
-                             "schedule": list(SCHEDULES), "hw": ["h100-sxm5-80gb"],
+                             "schedule": list(SCHEDULES), "hw": ["h100"],  # as `iosim predict`
                              **{k: [None] for k in KNOBS}}
 PARALLEL_POINTS = 2000  # sweeps this large run in one process per CPU
 MAX_VALUES = 10_000  # values one option may expand to (a typo like 1..1e9:1 is refused, not run)
@@ -155,11 +155,11 @@ def hw_field_kind(key: str) -> type:
     fields = HardwareProfile.model_fields
     scalar = [k for k, f in fields.items() if f.annotation in (int, float, "int", "float")]
     allowed = scalar + [f"efficiency.{k}" for k in Efficiency.model_fields] + \
-        ["tensor_flops_per_s.<dtype>"]
+        ["tensor_flops_per_clk_per_sm.<dtype>", "tensor_flops_per_s.<dtype> (a device peak)"]
     if key.startswith("efficiency."):
         if key.split(".", 1)[1] in Efficiency.model_fields:
             return float
-    elif key.startswith("tensor_flops_per_s.") and key.split(".", 1)[1]:
+    elif key.startswith(("tensor_flops_per_s.", "tensor_flops_per_clk_per_sm.")) and key.split(".", 1)[1]:
         return float
     elif key in scalar:
         ann = fields[key].annotation

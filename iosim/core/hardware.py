@@ -2,6 +2,17 @@
 
 Units live in the key names; every number carries a source in the profile's [sources] table.
 A profile is found by name (a file in hwprofiles/) or by path to a user's own TOML.
+
+Per-SM facts and device totals. What one SM does per clock is a fact of the SM's design
+(`*_per_clk_per_sm`: tensor FLOPs by dtype, FP32 lanes, MUFU lanes, shared-memory bytes, warp
+instructions issued; also the per-SM capacities: shared memory, registers, threads, CTAs). The
+GPU-wide rates of the SM units are derived, never stored: per-SM rate x `sm_count` x
+`clock_hz` (`tensor_flops_per_s`, `fp32_ops_per_s`, `sfu_exp_per_s`, `smem_bytes_per_s`), so a
+what-if of the SM count or the clock moves them, as more SMs of the same kind would. The
+shared levels are device totals that no SM owns: HBM bandwidth (set by the memory stacks and
+their interface) and L2 bandwidth and capacity (set by the L2 slices of the memory partitions,
+which the H100 PCIe with 114 SMs shares with the 132-SM SXM5): a what-if of `sm_count` or
+`clock_hz` leaves them alone; set them to change them.
 """
 
 from __future__ import annotations
@@ -9,6 +20,7 @@ from __future__ import annotations
 import sys
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
@@ -19,12 +31,19 @@ class InputError(ValueError):
     """Bad user input: the CLI prints the message on one line and exits with status 2."""
 
 
+# A count is a whole number (strict: TOML's `true` or `1e29` is not one); a rate is finite.
+Count = Annotated[int, Field(strict=True, gt=0)]
+Rate = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+MAX_THREADS_PER_CTA = 1024  # CUDA's limit on one CTA's threads, on every GPU since sm_20
+MAX_SMS = 100_000  # ~750x the largest GPU built: a bigger count is a typo, not a what-if
+
+
 class Efficiency(BaseModel):
     """Fractions of the datasheet peaks that real kernels reach (fitted by `iosim calibrate`).
     `tensor_mma_sync` / `tensor_wgmma`: the tensor pipe's saturated rate for each instruction
     family; `l2`: L2 bandwidth; `l2_capacity`: the share of L2 that holds reusable tiles."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # `true` is no fraction
     hbm: float = Field(0.9, gt=0, le=1)
     l2: float = Field(0.7, gt=0, le=1)
     l2_capacity: float = Field(0.7, gt=0, le=1)
@@ -39,7 +58,7 @@ class Pipeline(BaseModel):
     """How one warp's instruction stream runs when too few warps share a scheduler to hide its
     latencies (`iosim.model.timing`): fitted by `iosim calibrate`, in SM clock cycles."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     # cycles a lone warp spends per mma.sync.m16n8k16 (its accumulator dependences and operand
     # fetch); at least the pipe's own cycles per instruction
     mma_sync_cycles: float = Field(8.0, gt=0, le=64)
@@ -63,28 +82,59 @@ class HardwareProfile(BaseModel):
     name: str
     gpu_name: str
     arch: str  # nvcc target the kernels are built for, e.g. sm_90a
-    sm_count: int = Field(gt=0)
-    clock_hz: float = Field(gt=0)  # SM clock of every per-clock rate (the tensor peak's)
-    hbm_bandwidth_bytes_per_s: float = Field(gt=0)
-    hbm_capacity_bytes: int = Field(gt=0)
-    l2_bytes: int = Field(gt=0)
-    l2_bandwidth_bytes_per_s: float = Field(gt=0)
-    smem_per_sm_bytes: int = Field(gt=0)
-    smem_per_block_optin_bytes: int = Field(gt=0)
-    smem_bandwidth_bytes_per_clk_per_sm: int = Field(gt=0)
-    registers_per_sm: int = Field(gt=0)
-    max_registers_per_thread: int = Field(gt=0)
-    max_threads_per_sm: int = Field(gt=0)
-    max_ctas_per_sm: int = Field(gt=0)
-    tensor_flops_per_s: dict[Dtype | str, float]
-    fp32_lanes_per_clk_per_sm: int = Field(gt=0)  # FP32 instructions (FMA, add, max) per clock
-    sfu_lanes_per_clk_per_sm: int = Field(gt=0)  # MUFU exp2 per clock
-    issue_per_clk_per_sm: int = Field(gt=0)  # warp instructions issued per clock (schedulers)
-    launch_overhead_s: float = Field(ge=0)
+    sm_count: Count = Field(le=MAX_SMS)
+    clock_hz: Rate  # SM clock of every per-clock rate (the tensor peak's)
+    hbm_bandwidth_bytes_per_s: Rate  # device total: the memory stacks', whatever the SMs
+    hbm_capacity_bytes: Count
+    l2_bytes: Count  # device total
+    l2_bandwidth_bytes_per_s: Rate  # device total: the L2 slices', whatever the SMs
+    # per SM: capacities; every CTA resident on an SM takes its share of them
+    smem_per_sm_bytes: Count
+    smem_per_block_optin_bytes: Count
+    smem_bandwidth_bytes_per_clk_per_sm: Count
+    registers_per_sm: Count
+    # 255: the most a thread can name (8-bit register numbers) since sm_35; 63 (Fermi, sm_30)
+    # is the fewest any CUDA GPU had. The model does not count spills, so fewer would read as
+    # free occupancy
+    max_registers_per_thread: Count = Field(ge=63, le=255)
+    # a CTA of MAX_THREADS_PER_CTA (the most the kernels may launch: knobs.check) must fit
+    max_threads_per_sm: Count = Field(ge=MAX_THREADS_PER_CTA, multiple_of=32)
+    max_ctas_per_sm: Count
+    # per SM per clock: dense tensor-core FLOPs by input dtype (the device peak is derived)
+    tensor_flops_per_clk_per_sm: dict[Dtype | str, Rate]
+    fp32_lanes_per_clk_per_sm: Count  # FP32 instructions (FMA, add, max) per clock
+    sfu_lanes_per_clk_per_sm: Count  # MUFU exp2 per clock
+    issue_per_clk_per_sm: Count  # warp instructions issued per clock (schedulers)
+    launch_overhead_s: float = Field(strict=True, ge=0, allow_inf_nan=False)
     efficiency: Efficiency = Efficiency()
     pipeline: Pipeline = Pipeline()
     sources: dict[str, str] = {}
     provenance: dict[str, str] = {}  # set by calibrate: gpu, date, data file hash
+
+    @model_validator(mode="before")
+    @classmethod
+    def _device_peaks(cls, data: object) -> object:
+        """A datasheet's device-wide `[tensor_flops_per_s]` (a user's own TOML may give those)
+        becomes the per-SM fact: peak / (sm_count x clock_hz)."""
+        if not isinstance(data, dict) or "tensor_flops_per_s" not in data:
+            return data
+        data = dict(data)
+        peaks = data.pop("tensor_flops_per_s")
+        if "tensor_flops_per_clk_per_sm" in data:
+            raise ValueError("give tensor_flops_per_clk_per_sm or tensor_flops_per_s, not both")
+        sms, clock = data.get("sm_count"), data.get("clock_hz")
+        numbers = (int, float)
+        if not (isinstance(peaks, dict) and type(sms) in numbers and type(clock) in numbers
+                and sms > 0 and clock > 0):
+            raise ValueError("tensor_flops_per_s needs a [tensor_flops_per_s] table and "
+                             "positive sm_count and clock_hz")
+        data["tensor_flops_per_clk_per_sm"] = {
+            k: v / (sms * clock) if type(v) in numbers else v for k, v in peaks.items()}
+        sources = dict(data.get("sources") or {})
+        if "tensor_flops_per_s" in sources:
+            sources.setdefault("tensor_flops_per_clk_per_sm", sources.pop("tensor_flops_per_s"))
+            data["sources"] = sources
+        return data
 
     @model_validator(mode="after")
     def _every_number_sourced(self, info: ValidationInfo) -> HardwareProfile:
@@ -105,15 +155,17 @@ class HardwareProfile(BaseModel):
             if getattr(self, small) > getattr(self, big):
                 raise ValueError(f"{small} = {getattr(self, small)} is over {big} = "
                                  f"{getattr(self, big)} (allowed: {small} <= {big})")
-        bad = [str(k) for k, v in self.tensor_flops_per_s.items() if not v > 0]
-        if bad:
-            raise ValueError(f"tensor_flops_per_s: {', '.join(bad)} must be > 0")
         return self
 
     def unsourced(self) -> list[str]:
         """Fields with no entry in [sources]."""
         needed = set(type(self).model_fields) - {"name", "sources", "provenance", "arch"}
         return sorted(needed - set(self.sources))
+
+    @property
+    def tensor_flops_per_s(self) -> dict[Dtype | str, float]:
+        """Device-wide dense tensor peaks by dtype: the per-SM rate x SMs x clock."""
+        return {k: v * self.sm_count * self.clock_hz for k, v in self.tensor_flops_per_clk_per_sm.items()}
 
     @property
     def fp32_ops_per_s(self) -> float:
@@ -147,25 +199,35 @@ class HardwareProfile(BaseModel):
     def tensor_peak(self, dtype: Dtype) -> float:
         # fp32 inputs run on the tensor cores as tf32.
         key = "tf32" if dtype is Dtype.fp32 else dtype.value
-        if key not in self.tensor_flops_per_s:
+        if key not in self.tensor_flops_per_clk_per_sm:
             raise InputError(
                 f"{self.name} has no tensor-core rate for {dtype.value} "
-                f"(it has: {', '.join(map(str, self.tensor_flops_per_s))})"
+                f"(it has: {', '.join(map(str, self.tensor_flops_per_clk_per_sm))})"
             )
         return self.tensor_flops_per_s[key]
 
     def with_changes(self, **changes: object) -> HardwareProfile:
-        """A what-if copy with some fields replaced, validated like a loaded profile."""
+        """A what-if copy with some fields replaced, validated like a loaded profile. Per-SM
+        facts stay per SM: a new `sm_count` or `clock_hz` moves the device-wide rates derived
+        from them. `tensor_flops_per_s.<dtype>` sets a device peak: its per-SM rate at the
+        copy's SM count and clock."""
         data = self.model_dump()
+        peaks = {}
         for k, v in changes.items():
-            if k.startswith(("efficiency.", "pipeline.")):
+            if k.startswith(("efficiency.", "pipeline.", "tensor_flops_per_clk_per_sm.")):
                 table, key = k.split(".", 1)
                 data.setdefault(table, {})[key] = v
             elif k.startswith("tensor_flops_per_s."):
-                data["tensor_flops_per_s"][k.split(".", 1)[1]] = v
+                peaks[k.split(".", 1)[1]] = v
             else:
                 data[k] = v
-        return _validate(data, f"{self.name} with {changes}", sources_optional=True)
+        where = f"{self.name} with {changes}"
+        if peaks:
+            sms, clock = data["sm_count"], data["clock_hz"]
+            if not all(type(x) in (int, float) and x > 0 for x in (sms, clock, *peaks.values())):
+                raise InputError(f"{where}: tensor_flops_per_s, sm_count and clock_hz must be > 0")
+            data["tensor_flops_per_clk_per_sm"].update({k: v / (sms * clock) for k, v in peaks.items()})
+        return _validate(data, where, sources_optional=True)
 
 
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "hwprofiles"  # an installed wheel: iosim/hwprofiles

@@ -21,14 +21,13 @@ from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
 
-from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.hardware import MAX_THREADS_PER_CTA, HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
 from iosim.schedules.base import Tiles, pow2_at_least
 
 TILES_ENV = "IOSIM_TILES"
 KNOBS = ("block_m", "block_n", "warps", "stages")  # the options every problem command takes
-MAX_THREADS_PER_CTA = 1024  # CUDA's limit on every GPU the profiles describe
 
 
 def given(t: Tiles) -> dict[str, int]:
