@@ -62,7 +62,7 @@ def test_predict_both_directions_csv():
     (["--batch", "-1"], "batch"),
     (["--kv-heads", "5"], "must divide heads"),
     (["--dtype", "fp64"], "fp64"),
-    (["--schedule", "fa9"], "unknown schedule"),
+    (["--schedule", "fa9"], "--schedule: 'fa9' is not allowed"),
     (["--head-dim", "512", "--schedule", "fa1,fa2"], "head_dim=512"),  # no schedule can run it
     (["--hw", "a100", "--schedule", "fa3"], "Hopper"),
     (["--hw", "/nonexistent.toml"], "not found"),

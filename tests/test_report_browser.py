@@ -282,8 +282,8 @@ def test_image_export_writes_each_chart(whatif_page, tmp_path, fmt):
 
 
 def test_committed_roofline_image_is_the_commands():
-    """reports/h100-charts is made by the README's `iosim report ... --image-dir reports/h100-charts`."""
-    readme = (REPO / "README.md").read_text()
+    """reports/h100-charts is made by docs/results.md's `iosim report ... --image-dir reports/h100-charts`."""
+    readme = (REPO / "docs" / "results.md").read_text()
     assert "--image-dir reports/h100-charts" in readme
     png = (REPO / "reports" / "h100-charts" / "1-roofline.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
