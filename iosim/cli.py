@@ -43,6 +43,44 @@ class Fmt(str, Enum):
     csv = "csv"
 
 
+# -o's extension says the format; --format, when given too, must agree (one line if not)
+FORMAT_OF_SUFFIX = {".txt": Fmt.table, ".csv": Fmt.csv, ".json": Fmt.json}
+FmtOpt = Annotated[Fmt | None, typer.Option(
+    "--format", case_sensitive=False,
+    help="table (for people), json or csv (the rows); default: -o's extension, else table")]
+OutOpt = Annotated[Path | None, typer.Option(
+    "-o", "--output", help="write to this file instead: .txt (table), .json or .csv")]
+
+
+def out_format(fmt: Fmt | None, output: Path | None, force: bool) -> Fmt:
+    """The output format, from --format and -o's extension; -o is checked before any work."""
+    if output is None:
+        return fmt or Fmt.table
+    from iosim.core.output import check_writable
+
+    check_writable(output, tuple(FORMAT_OF_SUFFIX), force)
+    implied = FORMAT_OF_SUFFIX[output.suffix.lower()]
+    if fmt is not None and fmt is not implied:
+        raise InputError(f"--format {fmt.value} disagrees with -o {output} (a {implied.value} file; "
+                         f"allowed: a {fmt.value} file's extension, or no --format)")
+    return implied
+
+
+def emit(text: str, output: Path | None, what: str) -> None:
+    """Print `text`, or write it (atomically) to `output` and say so."""
+    if output is None:
+        typer.echo(text, nl=not text.endswith("\n"))
+        return
+    from iosim.core.output import write_text
+
+    write_text(output, text if text.endswith("\n") else text + "\n")
+    typer.echo(f"wrote {what} to {output}")
+
+
+def rows_text(df, fmt: Fmt) -> str:
+    return df.to_json(orient="records", indent=1) if fmt is Fmt.json else df.to_csv(index=False)
+
+
 class Dir(str, Enum):
     fwd = "fwd"
     bwd = "bwd"
@@ -138,9 +176,8 @@ def predict_cmd(
     direction: Annotated[Dir, typer.Option(case_sensitive=False, help="forward, backward or both")] = Dir.fwd,
     hw: Annotated[str, typer.Option(help="profile name or path to a TOML (a short name picks the calibrated profile)")] = "h100",
     schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 or 'all'")] = "all",
-    fmt: Annotated[Fmt, typer.Option("--format", case_sensitive=False, help="output format")] = Fmt.table,
-    output: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="write the rows to a .csv or .json file instead")] = None,
+    fmt: FmtOpt = None,
+    output: OutOpt = None,
     wide: Annotated[bool, typer.Option("--wide", help="every column (wider than 120)")] = False,
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
     compare: Annotated[bool, typer.Option(
@@ -152,10 +189,8 @@ def predict_cmd(
     import pandas as pd
 
     from iosim.analysis.sweep import parse_bool
-    from iosim.core.output import check_writable, write_table
 
-    if output is not None:
-        check_writable(output, (".csv", ".json"), force)
+    fmt = out_format(fmt, output, force)
     names = [h.strip() for h in hw.split(",") if h.strip()]
     if not names:
         raise InputError("--hw: empty value (allowed: profile names or paths, comma-separated)")
@@ -178,40 +213,38 @@ def predict_cmd(
                             causal_align=causal_align, direction=d)
                 parts.append(predict(p, profile, parse_schedules(schedule), tiles))
     df = pd.concat(parts, ignore_index=True)
-    if len(names) > 1 and output is None and fmt is Fmt.table:
-        from iosim.analysis.compare import compare_profiles, side_by_side
-
-        typer.echo(compare_profiles(df) if compare else side_by_side(df))
-        return
-    if output is not None:
-        write_table(df, output)
-        typer.echo(f"wrote {len(df)} rows to {output}")
+    if fmt is not Fmt.table:
         for part in parts:
             for s, why in part.attrs["skipped"].items():
                 typer.echo(f"note: {s} not predicted: {why}", err=True)
-    elif fmt is Fmt.json:
-        typer.echo(df.to_json(orient="records", indent=1))
-    elif fmt is Fmt.csv:
-        typer.echo(df.to_csv(index=False), nl=False)
+        emit(rows_text(df, fmt), output, f"{len(df)} rows")
+    elif len(profiles) > 1:
+        from iosim.analysis.compare import compare_profiles, side_by_side
+
+        emit(compare_profiles(df) if compare else side_by_side(df), output, "the comparison")
     else:
-        typer.echo(f"profile {profile.name}: {profile.describe()}")
-        for part in parts:
-            p0 = part.iloc[0]
-            align = f" ({p0.causal_align})" if p0.causal and p0.seqlen_q != p0.seqlen_k else ""
-            typer.echo(f"{profile.name}  {p0.direction}  B={p0.batch} H={p0.heads} "
-                       f"KVH={p0.kv_heads} Nq={p0.seqlen_q} Nk={p0.seqlen_k} d={p0.head_dim} "
-                       f"{p0['dtype']} causal={p0.causal}{align}")
-            typer.echo(format_table(part, wide))
-            for s, why in part.attrs["skipped"].items():
-                typer.echo(f"  {s}: not predicted: {why}")
-            for _, r in part[~part.fits].iterrows():
-                typer.echo(f"  {r.schedule}: cannot run: its tensors need "
-                           f"{r.hbm_footprint_bytes / 1e9:,.1f} GB of HBM, over "
-                           f"{profile.name}'s {profile.hbm_capacity_bytes / 1e9:,.1f} GB")
-            if (part.backing == "hypothetical").any():
-                names = ", ".join(part.schedule[part.backing == "hypothetical"])
-                typer.echo(f"  {names}: hypothetical: no kernel, here or published, runs "
-                           f"this dtype/head_dim/direction on this GPU; the model's numbers only")
+        emit(predict_text(parts, profiles[0], wide), output, f"{len(df)} rows")
+
+
+def predict_text(parts, profile, wide: bool) -> str:
+    """predict's table: the profile, then per problem its rows and what cannot run."""
+    lines = [f"profile {profile.name}: {profile.describe()}"]
+    for part in parts:
+        p0 = part.iloc[0]
+        align = f" ({p0.causal_align})" if p0.causal and p0.seqlen_q != p0.seqlen_k else ""
+        lines.append(f"{profile.name}  {p0.direction}  B={p0.batch} H={p0.heads} "
+                     f"KVH={p0.kv_heads} Nq={p0.seqlen_q} Nk={p0.seqlen_k} d={p0.head_dim} "
+                     f"{p0['dtype']} causal={p0.causal}{align}")
+        lines.append(format_table(part, wide))
+        lines += [f"  {s}: not predicted: {why}" for s, why in part.attrs["skipped"].items()]
+        lines += [f"  {r.schedule}: cannot run: its tensors need {r.hbm_footprint_bytes / 1e9:,.1f} GB "
+                  f"of HBM, over {profile.name}'s {profile.hbm_capacity_bytes / 1e9:,.1f} GB"
+                  for _, r in part[~part.fits].iterrows()]
+        if (part.backing == "hypothetical").any():
+            names = ", ".join(part.schedule[part.backing == "hypothetical"])
+            lines.append(f"  {names}: hypothetical: no kernel, here or published, runs "
+                         f"this dtype/head_dim/direction on this GPU; the model's numbers only")
+    return "\n".join(lines)
 
 
 @app.command("sweep")
@@ -271,13 +304,29 @@ def sweep_cmd(
 
 
 @hw_app.command("list")
-def hw_list() -> None:
+def hw_list(fmt: FmtOpt = None, output: OutOpt = None, force: Force = False) -> None:
     """List the embedded hardware profiles."""
+    import pandas as pd
+
+    fmt = out_format(fmt, output, force)
+    rows = []
     for name in hardware.available():
         p = hardware.load(name)
-        typer.echo(f"{name:18s} {p.gpu_name:26s} {p.sm_count} SMs  "
-                   f"{p.hbm_bandwidth_bytes_per_s / 1e12:.2f} TB/s  "
-                   f"{p.tensor_flops_per_s['bf16'] / 1e12:.0f} bf16 TFLOP/s")
+        rows.append({"name": name, "gpu_name": p.gpu_name, "sm_count": p.sm_count,
+                     "hbm_tb_per_s": round(p.hbm_bandwidth_bytes_per_s / 1e12, 2),
+                     "bf16_tflop_per_s": round(p.tensor_flops_per_s["bf16"] / 1e12)})
+    df = pd.DataFrame(rows)
+    if fmt is not Fmt.table:
+        emit(rows_text(df, fmt), output, f"{len(df)} profiles")
+        return
+    cells = [["profile", "GPU", "SMs", "HBM TB/s", "bf16 TFLOP/s"]]
+    cells += [[r["name"], r["gpu_name"], str(r["sm_count"]), f"{r['hbm_tb_per_s']:.2f}",
+               str(r["bf16_tflop_per_s"])] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
+    text = "\n".join("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+                     for row in cells)
+    emit(text, output, f"{len(df)} profiles")
 
 
 @hw_app.command("show")
@@ -344,17 +393,14 @@ def bench_cmd(
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 
 
-class VFmt(str, Enum):
-    text = "text"
-    json = "json"
-
-
 @app.command("validate")
 def validate_cmd(
     files: Annotated[list[Path], typer.Argument(help="measured CSV/Parquet files (iosim bench output)")],
     hw: Annotated[str | None, typer.Option(help="profile for every row (default: each row's GPU, calibrated if shipped)")] = None,
-    fmt: Annotated[VFmt, typer.Option("--format", case_sensitive=False, help="text or json")] = VFmt.text,
+    fmt: FmtOpt = None,
+    output: OutOpt = None,
     max_mape: Annotated[float | None, typer.Option("--max-mape", help="exit 1 if any schedule's time MAPE exceeds this percent")] = None,
+    force: Force = False,
 ) -> None:
     """Re-predict measured rows with today's model: time error per schedule (and the
     roofline's), worst points, DRAM vs ncu."""
@@ -362,8 +408,11 @@ def validate_cmd(
 
     if max_mape is not None and not (max_mape > 0 and math.isfinite(max_mape)):
         raise InputError(f"--max-mape {max_mape:g}: not allowed (allowed: a finite percent > 0)")
+    fmt = out_format(fmt, output, force)
     times, dram = validate(files, hardware.load(hw) if hw else None)
-    typer.echo(to_json(times, dram) if fmt is VFmt.json else format_report(times, dram))
+    text = {Fmt.json: lambda: to_json(times, dram), Fmt.csv: lambda: times.to_csv(index=False),
+            Fmt.table: lambda: format_report(times, dram)}[fmt]()
+    emit(text, output, f"the errors of {len(times)} schedule groups")
     if max_mape is not None and (times.mape_pct > max_mape).any():
         worst = times.loc[times.mape_pct.idxmax()]
         typer.echo(f"MAPE {worst.mape_pct:.1f}% for {worst.schedule} on {worst.hw} exceeds "
@@ -412,7 +461,9 @@ def explain_cmd(
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
     measured: Annotated[list[Path] | None, typer.Option(
         "--measured", help="bench CSV(s): measured time (and ncu counts) beside the prediction")] = None,
-    fmt: Annotated[VFmt, typer.Option("--format", case_sensitive=False, help="text or json")] = VFmt.text,
+    fmt: FmtOpt = None,
+    output: OutOpt = None,
+    force: Force = False,
 ) -> None:
     """Why one schedule runs at its predicted speed: per kernel occupancy, waves, each unit's
     share of peak, the binding and next limit, and what would move it."""
@@ -421,6 +472,7 @@ def explain_cmd(
     from iosim.analysis.explain import explain, format_text
     from iosim.analysis.sweep import parse_bool, parse_choice
 
+    fmt = out_format(fmt, output, force)
     cs, ds = parse_bool(causal), parse_choice(direction, ["fwd", "bwd"], "direction")
     if len(cs) != 1 or len(ds) != 1:
         raise InputError("--causal and --direction: one value each for explain "
@@ -433,7 +485,15 @@ def explain_cmd(
                 head_dim=head_dim, dtype=dtype, causal=c, causal_align=causal_align, direction=d)
     e = explain(schedule.strip(), p, hardware.load(hw),
                 knob_tiles(block_m, block_n, warps, stages), measured)
-    typer.echo(json.dumps(e, indent=1) if fmt is VFmt.json else format_text(e))
+    if fmt is Fmt.csv:  # one row per kernel, nested fields flattened (alone_ms.tensor, ...)
+        import pandas as pd
+
+        rows = pd.json_normalize([{"schedule": e["schedule"], "hw": e["hw"], **e["problem"], **k}
+                                  for k in e["kernels"]])
+        text = rows.to_csv(index=False)
+    else:
+        text = json.dumps(e, indent=1) if fmt is Fmt.json else format_text(e)
+    emit(text, output, f"the explanation of {schedule}")
 
 
 @app.command("tune")
@@ -449,20 +509,24 @@ def tune_cmd(
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
     top: Annotated[int, typer.Option("--top", help="configurations shown, and verified, per problem")] = 5,
     verify: Annotated[bool, typer.Option("--verify", help="check and time the top configurations on this GPU")] = False,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="CSV of every ranked (or verified) row")] = None,
+    fmt: Annotated[Fmt | None, typer.Option(
+        "--format", case_sensitive=False,
+        help="table (the ranking) or json/csv (every ranked or verified row); default: -o's extension")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="every ranked (or verified) row to a .csv or .json file, or the ranking to .txt")] = None,
     write: Annotated[Path | None, typer.Option(
         "--write", help="tiles file (.json) to merge the picks into (export IOSIM_TILES=FILE to use them)")] = None,
     force: Force = False,
 ) -> None:
     """Rank a schedule's tile configurations with the model; --verify times the top ones on the GPU."""
+    import sys
+
     from iosim.analysis import tune
     from iosim.analysis.sweep import parse_bool, parse_choice, parse_values
-    from iosim.core.output import check_writable
 
     if top < 1:
         raise InputError(f"--top {top}: must be at least 1")
-    if output is not None:
-        check_writable(output, (".csv",), force)
+    fmt = out_format(fmt, output, force)
     if write is not None and write.suffix.lower() != ".json":
         raise InputError(f"--write {write}: a tiles file is .json (allowed: a path ending in .json)")
     if write is not None and not (write.parent if str(write.parent) else Path(".")).is_dir():
@@ -474,26 +538,37 @@ def tune_cmd(
                 for dt in parse_choice(dtype, ["bf16", "fp16"], "dtype")
                 for b in (parse_values(batch, int, "batch") if batch else [max(1, 16384 // n)])
                 for h in (parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)])]
-    tune.run(schedule.strip(), problems, profile, knob_tiles(block_m, block_n, warps, stages),
-             top, verify, output, write, typer.echo, force)
+    if verify:  # before compiling anything: no GPU is one line, at once
+        from iosim.gpu.bench import require_gpu
+
+        require_gpu("iosim tune --verify")
+    rows_out = output if fmt is not Fmt.table else None
+    # the rows on stdout: what tune says goes to stderr
+    say = (lambda m: print(m, file=sys.stderr)) if fmt is not Fmt.table and output is None else typer.echo
+    table = tune.run(schedule.strip(), problems, profile, knob_tiles(block_m, block_n, warps, stages),
+                     top, verify, rows_out, write, say, force)
+    if fmt is Fmt.table and output is not None:  # the ranking itself, to a .txt file
+        emit(tune.format_ranking(table, top, profile), output, "the ranking")
+    elif fmt is not Fmt.table and output is None:
+        typer.echo(rows_text(table, fmt), nl=False)
 
 
 @app.command("compare")
 def compare_cmd(
     before: Annotated[Path, typer.Argument(help="rows before: a sweep or bench CSV/Parquet")],
     after: Annotated[Path, typer.Argument(help="rows after: a sweep or bench CSV/Parquet")],
-    fmt: Annotated[Fmt, typer.Option("--format", case_sensitive=False, help="table (a summary) or csv/json (every row)")] = Fmt.table,
+    fmt: FmtOpt = None,
+    output: OutOpt = None,
+    force: Force = False,
 ) -> None:
-    """What changed between two tables of rows (two sweeps, two profiles, a bench and a sweep)."""
+    """What changed between two tables of rows (two sweeps, two profiles, a bench and a sweep):
+    table (a summary) or csv/json (every row)."""
     from iosim.analysis.compare import compare_files, format_changes
 
+    fmt = out_format(fmt, output, force)
     c = compare_files(before, after)
-    if fmt is Fmt.csv:
-        typer.echo(c.to_csv(index=False), nl=False)
-    elif fmt is Fmt.json:
-        typer.echo(c.to_json(orient="records", indent=1))
-    else:
-        typer.echo(format_changes(c, str(before), str(after)))
+    text = format_changes(c, str(before), str(after)) if fmt is Fmt.table else rows_text(c, fmt)
+    emit(text, output, f"{len(c)} rows")
 
 
 def _get(profile, field: str) -> float:

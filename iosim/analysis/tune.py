@@ -73,9 +73,10 @@ def with_registers(pl: Plan, regs: int) -> Plan:
 
 def rank(schedule: str, problems: list[Problem], hw: HardwareProfile,
          fixed: Tiles = Tiles(), compile_workers: int | None = None,
-         compile: bool = True) -> pd.DataFrame:
+         compile: bool = True, note=None) -> pd.DataFrame:
     """One row per (problem, runnable configuration): the model's time and rank (1 = fastest).
-    `compile`: registers and spills from nvcc where it is on PATH."""
+    `compile`: registers and spills from nvcc where it is on PATH; `note`: where to say what
+    it is doing (a compile of every candidate takes a while the first time)."""
     plans: list[tuple[Problem, Tiles, Plan]] = []
     refused: dict[str, str] = {}
     # the schedule's own choice (its table: what bench and predict run untuned)
@@ -92,8 +93,22 @@ def rank(schedule: str, problems: list[Problem], hw: HardwareProfile,
                          f"{hw.name}" + (f" (e.g. {next(iter(refused.values()))})" if refused else ""))
     import os
 
+    from iosim.gpu.compile import nvcc_available
+
+    if note is not None:
+        how = ("compiling each with nvcc for its registers and spills (cached on disk after)"
+               if compile and nvcc_available() else "no nvcc: the Plans' register budgets stand")
+        note(f"tune: {len(plans)} runnable configurations of {schedule} over {len(problems)} "
+             f"problem(s) on {hw.name}; {how}")
     with ThreadPoolExecutor(compile_workers or os.cpu_count() or 1) as pool:  # nvcc runs are independent processes
-        res = list(pool.map(lambda x: resources(x[2], hw) if compile else None, plans))
+        jobs = pool.map(lambda x: resources(x[2], hw) if compile else None, plans)
+        try:
+            from tqdm import tqdm
+
+            jobs = tqdm(jobs, total=len(plans), desc="tune", unit="config", disable=None)
+        except ImportError:
+            pass
+        res = list(jobs)
     rows = []
     for (p, _, pl), r in zip(plans, res):
         if r is not None and (r["spill_stores"] or r["spill_loads"]):
@@ -281,11 +296,12 @@ def run(schedule: str, problems: list[Problem], hw: HardwareProfile, fixed: Tile
     """What `iosim tune` does: rank, print, (verify), write the rows and the tiles file."""
     from iosim.schedules.knobs import write_entries
 
-    ranked = rank(schedule, problems, hw, fixed)
+    ranked = rank(schedule, problems, hw, fixed, note=echo)
     echo(format_ranking(ranked, top, hw))
     how, table, column = "model", ranked, "time_pred_ms"
     if verify_on_gpu:
-        table = verify(ranked, hw, top, progress=True, out_path=output)
+        stream = output if output is not None and str(output).lower().endswith(".csv") else None
+        table = verify(ranked, hw, top, progress=True, out_path=stream)
         echo(format_verified(table))
         how, column = f"measured on {gpu_name()}", "time_ms"
     if output is not None:

@@ -35,16 +35,16 @@ ERR_MULTIPLE = 3.0
 MATH_MAX_BYTES = 24 * 2**30  # torch's math backend materialises S and P: skip it beyond this
 
 
-def require_gpu():
+def require_gpu(command: str = "iosim bench"):
     """torch and cupy with a CUDA device, or one clear line."""
     try:
         import cupy  # noqa: F401
         import torch
     except ImportError as e:
-        raise InputError(f"iosim bench needs CuPy and PyTorch with CUDA ({e.name} is missing; "
-                         "install with pip install -e .[gpu])") from None
+        raise InputError(f"{command} needs CuPy and PyTorch with CUDA ({e.name} is missing; "
+                         "install with pip install -e '.[gpu]')") from None
     if not torch.cuda.is_available():
-        raise InputError("iosim bench needs an NVIDIA GPU: no CUDA device found")
+        raise InputError(f"{command} needs an NVIDIA GPU: no CUDA device found")
     return torch
 
 
