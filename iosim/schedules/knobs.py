@@ -67,13 +67,15 @@ def check(pl: Plan, t: Tiles, hw: HardwareProfile) -> None:
     for source, ok, rule in kernel_rules(pl):
         if not ok:
             raise InputError(f"{what}: kernels/{source} needs {rule}")
-    # a knob the schedule overrode (fa3's warps follow block_m): say so rather than ignore it
-    main = pl.main.defines if pl.schedule != "naive" else {}  # naive: per-GEMM tiles
+    # a knob that no kernel took (fa3's warps follow block_m): say so rather than ignore it
+    # (one kernel is enough: naive's GEMMs narrow their tiles to their own shapes)
     for name, define in (("block_m", "BLOCK_M"), ("block_n", "BLOCK_N"), ("warps", "NUM_WARPS")):
         v = getattr(t, name)
-        if v is not None and define in main and main[define] != v:
-            raise InputError(f"{what}: its kernel takes {option(name)} {main[define]} here "
-                             f"(allowed: {option(name)} {main[define]})")
+        took = {k.defines[define] for k in pl.kernels if define in k.defines}
+        if v is not None and took and v not in took:
+            used = pl.main.defines.get(define, min(took))
+            raise InputError(f"{what}: its kernel takes {option(name)} {used} here "
+                             f"(allowed: {option(name)} {used})")
 
 
 # ----- tuned tiles ---------------------------------------------------------------------------
