@@ -100,7 +100,7 @@ def parse_schedules(text: str) -> list[str] | None:
     return None if text.strip().lower() == "all" else parse_choice(text, SCHEDULES, "schedule")
 
 
-# the tile knobs (iosim.knobs): unset, the schedule's own tiles (or the IOSIM_TILES file's)
+# the tile knobs (iosim.schedules.knobs): unset, the schedule's own tiles (or the tiles file's)
 BlockM = Annotated[int | None, typer.Option("--block-m", help="query rows per tile (knob)")]
 BlockN = Annotated[int | None, typer.Option("--block-n", help="key columns per tile (knob)")]
 Warps = Annotated[int | None, typer.Option("--warps", help="warps per CTA (knob)")]
@@ -111,10 +111,28 @@ Force = Annotated[bool, typer.Option(
     "--force", help="replace an existing output file (never one that holds measurements)")]
 
 
+TilesFile = Annotated[Path | None, typer.Option(
+    "--tiles", metavar="FILE",
+    help="tuned tiles (`iosim tune --write`) for the schedules' defaults; default: $IOSIM_TILES")]
+TILES_ENV = "IOSIM_TILES"  # the tiles file when --tiles is not given
+
+
 def knob_tiles(block_m, block_n, warps, stages):
     from iosim.schedules import Tiles
 
     return Tiles(block_m=block_m, block_n=block_n, warps=warps, stages=stages)
+
+
+def tuned_tiles(path: Path | None):
+    """The tiles file a command was given (--tiles, else $IOSIM_TILES), read once; None: none."""
+    import os
+
+    from iosim.schedules.knobs import read_tiles
+
+    if path is not None:
+        return read_tiles(path, "--tiles ")
+    env = os.environ.get(TILES_ENV)
+    return read_tiles(Path(env), f"{TILES_ENV}=") if env else None
 
 
 TABLE = [("schedule", "schedule", "{}"), ("block_m", "Br", "{}"), ("block_n", "Bc", "{}"),
@@ -180,6 +198,7 @@ def predict_cmd(
     output: OutOpt = None,
     wide: Annotated[bool, typer.Option("--wide", help="every column (wider than 120)")] = False,
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
+    tiles_file: TilesFile = None,
     compare: Annotated[bool, typer.Option(
         "--compare", help="with two --hw profiles: what changed from the first to the second")] = False,
     force: Force = False,
@@ -203,7 +222,7 @@ def predict_cmd(
         seen[prof.name] = name
     if compare and len(names) != 2:
         raise InputError(f"--compare needs two --hw profiles (got {len(names)}: {hw})")
-    tiles = knob_tiles(block_m, block_n, warps, stages)
+    tiles, tuned = knob_tiles(block_m, block_n, warps, stages), tuned_tiles(tiles_file)
     parts = []
     for profile in profiles:
         for d in directions(direction.value):
@@ -211,7 +230,7 @@ def predict_cmd(
                 p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
                             seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=c,
                             causal_align=causal_align, direction=d)
-                parts.append(predict(p, profile, parse_schedules(schedule), tiles))
+                parts.append(predict(p, profile, parse_schedules(schedule), tiles, tuned))
     df = pd.concat(parts, ignore_index=True)
     if fmt is not Fmt.table:
         for part in parts:
@@ -271,6 +290,7 @@ def sweep_cmd(
     block_n: Annotated[str | None, typer.Option(help="tile knob values: key columns per tile")] = None,
     warps: Annotated[str | None, typer.Option(help="tile knob values: warps per CTA")] = None,
     stages: Annotated[str | None, typer.Option(help="tile knob values: K/V pipeline stages")] = None,
+    tiles_file: TilesFile = None,
     output: Annotated[str, typer.Option("--output", "-o", help=".csv, or .parquet/.pq")] = "sweep.csv",
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress",
@@ -291,7 +311,7 @@ def sweep_cmd(
             "causal_align": causal_align, "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or []),
             "block_m": block_m, "block_n": block_n, "warps": warps, "stages": stages}
     t0 = time.perf_counter()
-    res = sweep_result(grid, progress=progress)
+    res = sweep_result(grid, progress=progress, tuned=tuned_tiles(tiles_file))
     if res.rows.empty:
         fail("no point of the grid can be planned ("
              + "; ".join(f"{n} skipped: {why}" for why, n in res.skipped.most_common()) + ")")
@@ -363,6 +383,7 @@ def bench_cmd(
         help="progress bar on stderr, also when piped (default: only on a terminal)")] = None,
     direction: Annotated[Dir, typer.Option(case_sensitive=False, help="forward, backward (dQ, dK, dV) or both")] = Dir.fwd,
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
+    tiles_file: TilesFile = None,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
     from iosim.analysis import bench
@@ -388,7 +409,8 @@ def bench_cmd(
         raise InputError(f"-o {out}: directory {out.parent} does not exist")
     profile = hardware.load(hw) if hw else None
     df = bench.run(problems, scheds, peers == "torch", out, profile, resume, ncu,
-                   progress=progress, tiles=knob_tiles(block_m, block_n, warps, stages))
+                   progress=progress, tiles=knob_tiles(block_m, block_n, warps, stages),
+                   tuned=tuned_tiles(tiles_file))
     ok = df[df.status == "ok"] if "status" in df else df
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 
@@ -459,6 +481,7 @@ def explain_cmd(
     direction: Annotated[str, typer.Option(help="fwd or bwd")] = "fwd",
     hw: Annotated[str, typer.Option(help="profile name or path (a short name picks the calibrated profile)")] = "h100",
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
+    tiles_file: TilesFile = None,
     measured: Annotated[list[Path] | None, typer.Option(
         "--measured", help="bench CSV(s): measured time (and ncu counts) beside the prediction")] = None,
     fmt: FmtOpt = None,
@@ -484,7 +507,7 @@ def explain_cmd(
     p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen, seqlen_k=seqlen_k,
                 head_dim=head_dim, dtype=dtype, causal=c, causal_align=causal_align, direction=d)
     e = explain(schedule.strip(), p, hardware.load(hw),
-                knob_tiles(block_m, block_n, warps, stages), measured)
+                knob_tiles(block_m, block_n, warps, stages), measured, tuned_tiles(tiles_file))
     if fmt is Fmt.csv:  # one row per kernel, nested fields flattened (alone_ms.tensor, ...)
         import pandas as pd
 
@@ -515,7 +538,8 @@ def tune_cmd(
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="every ranked (or verified) row to a .csv or .json file, or the ranking to .txt")] = None,
     write: Annotated[Path | None, typer.Option(
-        "--write", help="tiles file (.json) to merge the picks into (export IOSIM_TILES=FILE to use them)")] = None,
+        "--write", help="tiles file (.json) to merge the picks into (--tiles FILE or export "
+        "IOSIM_TILES=FILE to use them)")] = None,
     force: Force = False,
 ) -> None:
     """Rank a schedule's tile configurations with the model; --verify times the top ones on the GPU."""

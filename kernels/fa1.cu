@@ -40,17 +40,12 @@
 //   CAUSAL_BOTTOM_RIGHT.
 //   fa1_init uses HEAD_DIM and BLOCK_M (rows per CTA); its thread count is free (the Plan's).
 //
-// Shared memory (fa1_fwd, dynamic; the Plan computes the same):
-//   (2 * BLOCK_N + BLOCK_M) * HEAD_DIM_PAD * sizeof(elem)   = K_j + V_j + Q_i (XOR swizzle).
-//   fa1_init: none.
+// Shared memory (fa1_fwd, dynamic): K_j, V_j, Q_i of HEAD_DIM_PAD-element rows (XOR swizzle);
+//   the byte count: iosim/kernels.py SPECS["fa1_fwd"].smem. fa1_init: none.
 // Registers: per thread MI*Bc/2 fp32 for S_ij and MI*d/2 fp32 for Oacc_i (MI = Br/(16*NUM_WARPS)),
 //   so the tiles are capped by the register file, not by shared memory:
 //   Bc <= 128 for d <= 128, Bc <= 64 for d = 256 (with MI = 1, i.e. NUM_WARPS = Br/16).
-// Recommended tiles (H100/H200, M = 227 KB of SRAM: Bc = floor16(ceil(M/4d)) capped as above,
-//   Br = min(Bc, d), NUM_WARPS = Br/16):
-//   d=64:  Bc=128, Br=64,  NUM_WARPS=4  (smem 40 KB)
-//   d=128: Bc=128, Br=128, NUM_WARPS=8  (smem 96 KB)
-//   d=256: Bc=64,  Br=64,  NUM_WARPS=4  (smem 96 KB)
+//   The tiles: the Plan's (iosim/schedules/fa1.py tiles(), the paper's Bc capped as above).
 //
 // What limits it: only B*H CTAs (one per (batch, head), each on one SM, sequential over its
 //   Tc*Tr steps), and the Oacc/l/m round trip through HBM at every inner step:
@@ -113,6 +108,7 @@ static_assert(BR % NW == 0 && RW % 16 == 0, "BLOCK_M / NUM_WARPS must be a multi
 static_assert(BC % 16 == 0, "BLOCK_N must be a multiple of 16");
 static_assert(D % 64 == 0, "HEAD_DIM_PAD must be a multiple of 64");
 static_assert(DG % 8 == 0 && DG <= D, "HEAD_DIM must be a multiple of 8, at most HEAD_DIM_PAD");
+static_assert(D == (DG + 63) / 64 * 64, "HEAD_DIM_PAD: HEAD_DIM rounded up to 64 (iosim/kernels.py)");
 constexpr bool EARLY_O = MI * (DK / 2 + BC / 2) <= 128;  // Oacc_i + S_ij fp32 registers
 }  // namespace fa1
 
@@ -430,10 +426,8 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 //   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT.
 //   BLOCK_M / (8 * (NUM_WARPS / W1K)) may be odd (d = 256: BLOCK_N = 32, every warp one n8
 //   tile of the query columns): phase 1 then ends with an ldmatrix.x2 tile.
-// Shared memory of fa1_bwd (dynamic; the Plan computes the same):
-//   (2*BLOCK_N*HEAD_DIM_PAD + 2*STAGES*BLOCK_M*HEAD_DIM_PAD + 2*BLOCK_N*BLOCK_M) * 2
-//                                                          K_j, V_j; Q_i, dO_i ring; Pᵀ, dSᵀ
-//   + (2*STAGES*BLOCK_M + BLOCK_M) * 4                     l_i, m_i ring; D_i
+// Shared memory of fa1_bwd (dynamic): K_j, V_j; the Q_i, dO_i ring; Pᵀ, dSᵀ (elem_t); the
+//   l_i, m_i ring and D_i (fp32); the byte count: iosim/kernels.py SPECS["fa1_bwd"].smem.
 // Registers: dK_j, dV_j in fp32 (2*BLOCK_N*HEAD_DIM_PAD/(32*NUM_WARPS) a thread) beside the
 //   Sᵀ/dPᵀ or dQ fragments: the backward's tiles are capped by registers (the Plan's
 //   BWD_TILES keep dK_j, dV_j at 64-96 registers: at 128, nvcc 13 spills for some masks).
@@ -503,6 +497,14 @@ constexpr int P1_UNROLL = 2;
 constexpr int DROWS = THREADS / 8;  // rows per pass
 constexpr int DPASS = BM / DROWS, DCHL = DCH / 8;
 static_assert(D % 64 == 0 && DG % 8 == 0 && DG <= D, "HEAD_DIM_PAD: HEAD_DIM rounded up to 64");
+static_assert(D == (DG + 63) / 64 * 64, "HEAD_DIM_PAD: HEAD_DIM rounded up to 64 (iosim/kernels.py)");
+// The model counts shared-memory reads from these warp grids (iosim/kernels.py
+// SPECS["fa1_bwd"].bwd_readers); the Plan passes what it assumed and the compile holds the two
+// together.
+#ifdef MODEL_W1K
+static_assert(W1K == MODEL_W1K && W3Q == MODEL_W3Q && W3D * (NT3 / NT3P) == MODEL_DS_DQ,
+              "iosim/kernels.py bwd_readers no longer mirrors fa1_bwd's warp grids");
+#endif
 static_assert(BN % 16 == 0 && BM % 64 == 0, "BLOCK_N: multiple of 16; BLOCK_M: of 64 (swizzle)");
 static_assert(NW % W1K == 0 && BN % (16 * W1K) == 0 && BM % (8 * W1Q) == 0, "phase-1 warp grid");
 static_assert(D % (16 * W2D) == 0 && NW % W3Q == 0 && D % (16 * W3D) == 0 && NT3 % NT3P == 0,

@@ -6,12 +6,10 @@
 //   Causal: query row i sees keys j <= i + off, off = 0 (top-left, torch's is_causal) or, with
 //   CAUSAL_BOTTOM_RIGHT, Nk - Nq (FlashAttention 2.1+); a row that sees no key gets O = 0 and
 //   LSE = -inf. All offsets are 64-bit.
-// Grid (ceil(Nq/BLOCK_M), H, B), NUM_WARPS*32 threads, dynamic shared memory (bytes):
-//
-//     smem_bytes = (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM_PAD * 2
-//
-//   (one Q tile, STAGES K tiles and STAGES V tiles, 2-byte elements; the Q tile is reused to
-//   stage O for coalesced stores). blockIdx.x = ceil(Nq/BLOCK_M)-1 - m_block: the query tiles
+// Grid (ceil(Nq/BLOCK_M), H, B), NUM_WARPS*32 threads, dynamic shared memory: one Q tile,
+//   STAGES K tiles and STAGES V tiles of HEAD_DIM_PAD-element rows (the Q tile is reused to
+//   stage O for coalesced stores); the byte count is the KernelSpec's (iosim/kernels.py,
+//   SPECS["fa2_fwd"].smem), the tiles the Plan's (iosim/schedules/fa2.py). blockIdx.x = ceil(Nq/BLOCK_M)-1 - m_block: the query tiles
 //   run in reverse order, so under causal masking the CTAs with the most key tiles start first.
 //   CTA with query tile m_block runs ceil(n_end / BLOCK_N) key tiles, n_end = Nk, or
 //   clamp((m_block+1)*BLOCK_M + off, 0, Nk) when causal (0 tiles: O = 0, LSE = -inf).
@@ -24,17 +22,8 @@
 //   16*NUM_WARPS), BLOCK_N (key rows per tile; a multiple of 16), NUM_WARPS, STAGES (>= 1: K/V
 //   cp.async ring depth), IS_CAUSAL (0/1), CAUSAL_BOTTOM_RIGHT (0/1), and ELEM_BF16=1 or
 //   ELEM_FP16=1.
-//
-// Recommended tiles (BLOCK_M, BLOCK_N, NUM_WARPS, STAGES), all free of register spills
-//   (iosim/schedules/fa2.py's FWD_TILES holds the same table; a head_dim takes the row of the
-//   next listed head_dim up):
-//     H100 (sm_90a), fastest measured (bf16, N=4096; ratio to torch's flash SDPA backend):
-//       d =  64: (128, 128, 4, 2)   smem  80 KiB   342 / 313 TFLOP/s non-causal / causal (1.15x)
-//       d = 128: (128,  32, 4, 2)   smem  64 KiB   335 / 297 TFLOP/s (0.97x / 0.98x)
-//       d = 256: (128,  64, 8, 2)   smem 192 KiB   332 / 275 TFLOP/s (1.01x / 1.00x)
-//     (d = 128 with (128, 64, 4, 2), FA2's own choice, ran 354 / 284 but spills ~60 bytes.)
-//     A100 (sm_80), not measured: d = 64: (128, 64, 4, 2); d = 128: (128, 32, 4, 2);
-//       d = 256: (128, 64, 8, 1) (two stages would need 192 KiB > 163 KiB).
+//   Tiles per GPU and head_dim: the Plan's table (iosim/schedules/fa2.py FWD_TILES); measured
+//   speeds: reports/ (never copied here).
 //
 // What it does (per CTA = one query tile of one head):
 //   * Q-outer loop order (FA2): the CTA owns BLOCK_M query rows and streams all K/V tiles, so O,
@@ -109,6 +98,13 @@ constexpr int KS_O = BN / 16;       // k16 steps of P V
 
 static_assert(D % 64 == 0, "HEAD_DIM_PAD must be a multiple of 64 (swizzled rows of >= 8 chunks)");
 static_assert(DG % 8 == 0 && DG <= D, "HEAD_DIM must be a multiple of 8, at most HEAD_DIM_PAD");
+// The Plan's facts (iosim/kernels.py SPECS["fa2_fwd"]): its shared-memory rows (head_dim_pad)
+// and the model's K_j/V_j readers (every warp ldmatrix-reads all of them).
+static_assert(D == (DG <= 64 ? 64 : DG <= 128 ? 128 : 256),
+              "HEAD_DIM_PAD: the power of two >= HEAD_DIM and >= 64 (SPECS head_dim_pad)");
+#ifdef MODEL_KV_READERS
+static_assert(MODEL_KV_READERS == NW, "iosim/kernels.py kv_readers: every warp reads K_j, V_j");
+#endif
 static_assert(BM % (16 * NW) == 0 && MT >= 1, "BLOCK_M must be a multiple of 16*NUM_WARPS");
 static_assert(BN % 16 == 0, "BLOCK_N must be a multiple of 16");
 static_assert(NS >= 1, "STAGES must be >= 1");

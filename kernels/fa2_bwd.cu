@@ -20,12 +20,10 @@
 // Tile parameters (-D defines from the Plan, iosim/schedules/fa2.py): HEAD_DIM (multiple of 64),
 //   BLOCK_M (query rows per step), BLOCK_N (key rows per CTA), NUM_WARPS, STAGES (>= 2: depth
 //   of the Q/dO/LSE/D ring), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, AUX_THREADS (pre and convert
-//   kernels). HEAD_DIM 64, 128, 256 (no padding: the Plan refuses other sizes for backward).
+//   kernels). No padding: HEAD_DIM 64, 128 or 256 (asserted; iosim/kernels.py head_dims).
 //
-// Shared memory of fa2_bwd (dynamic; the Plan computes the same):
-//   (2*BLOCK_N*HEAD_DIM + 2*STAGES*BLOCK_M*HEAD_DIM + 2*BLOCK_N*BLOCK_M) * 2     K, V; Q, dO ring;
-//                                                                                Pᵀ, dSᵀ
-//   + 2*STAGES*BLOCK_M*4                                                         LSE, D ring
+// Shared memory of fa2_bwd (dynamic): K, V; the Q, dO ring; Pᵀ, dSᵀ (elem_t); the LSE, D ring
+//   (fp32); the byte count: iosim/kernels.py SPECS["fa2_bwd"].smem.
 //
 // What the main kernel does (per CTA = key block j of one head):
 //   * K_j and V_j stay in shared memory for the whole CTA; dK_j and dV_j accumulate in fp32
@@ -71,7 +69,11 @@ constexpr int D = HEAD_DIM;
 constexpr int BM = BLOCK_M;
 constexpr int DCH = D / 8;  // 16-byte chunks per row of Q, K, V, dO
 static_assert(D % 64 == 0, "HEAD_DIM must be a multiple of 64 (swizzled rows of >= 8 chunks)");
+static_assert(D == 64 || D == 128 || D == 256, "HEAD_DIM 64, 128 or 256 (iosim/kernels.py head_dims)");
 }  // namespace fb
+#if (defined(FA2_BWD_PRE) || defined(FA2_BWD_CONVERT)) && !defined(AUX_THREADS)
+#error "fa2_bwd_pre and fa2_bwd_convert need AUX_THREADS"
+#endif
 
 // ------------------------------------------------------------------ pre: D = rowsum(dO∘O), dQacc = 0
 #ifdef FA2_BWD_PRE
@@ -156,11 +158,12 @@ constexpr int MT2 = BN / W2K / 16, NT2 = D / W2D / 8;
 constexpr int W3Q = imin(NW, BM / WROWS), W3D = NW / W3Q;
 constexpr int MT3 = BM / W3Q / 16, NT3 = D / W3D / 8;
 constexpr int NT3P = NT3 < 4 ? NT3 : 4;  // n8 tiles of dQ per pass (32 columns at most)
-// The model counts shared-memory reads from these warp grids (iosim/schedules/fa2.py,
-// bwd_readers); the Plan passes what it assumed and the compile holds the two together.
+// The model counts shared-memory reads from these warp grids (iosim/kernels.py
+// SPECS["fa2_bwd"].bwd_readers); the Plan passes what it assumed and the compile holds the two
+// together.
 #ifdef MODEL_W1K
 static_assert(W1K == MODEL_W1K && W3Q == MODEL_W3Q && W3D * (NT3 / NT3P) == MODEL_DS_DQ,
-              "iosim/schedules/fa2.py bwd_readers no longer mirrors this kernel's warp grids");
+              "iosim/kernels.py bwd_readers no longer mirrors this kernel's warp grids");
 #endif
 // Phase 1's fused Sᵀ/dPᵀ k loop: its order and unroll are the ones with no register spills
 // for every mask with nvcc 13 (sm_90a; tests/test_kernel_compile.py) and the fastest measured

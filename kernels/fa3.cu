@@ -9,11 +9,9 @@
 //   reads K/V head h / (H/KVH) (GQA). Causal: query row i sees keys j <= i (top-left aligned),
 //   or j <= i + Nk - Nq with CAUSAL_BOTTOM_RIGHT=1; a row that sees no key gets O = 0, LSE = -inf.
 // Grid (ceil(Nq/BLOCK_M), H, B), query tiles in reverse order (the longest causal CTAs first),
-// (BLOCK_M/64 + 1) * 128 threads, dynamic shared memory (bytes):
-//
-//     smem_bytes = (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024
-//
-//   (Q, STAGES K tiles, STAGES V tiles; the 1024 bytes align the tiles to the swizzle period).
+// (BLOCK_M/64 + 1) * 128 threads, dynamic shared memory: Q, STAGES K tiles, STAGES V tiles and
+//   1024 bytes to align them to the swizzle period (the byte count: iosim/kernels.py
+//   SPECS["fa3_fwd"].smem).
 //
 // Tile parameters (-D defines from the Plan, iosim/schedules/fa3.py): HEAD_DIM (64/128/256),
 //   BLOCK_M (64 query rows per consumer warpgroup), BLOCK_N (key rows per tile; a multiple of
@@ -123,6 +121,11 @@ constexpr int NT_O = D / 8;
 
 static_assert(BM % 64 == 0 && NC >= 1 && NC <= 3, "BLOCK_M must be 64, 128 or 192");
 static_assert(NUM_WARPS == 4 * NC, "NUM_WARPS must be BLOCK_M/16 (one warpgroup per 64 rows)");
+// The model's K_j/V_j readers (iosim/kernels.py SPECS["fa3_fwd"].kv_readers): every consumer
+// warpgroup's wgmma reads all of them.
+#ifdef MODEL_KV_READERS
+static_assert(MODEL_KV_READERS == NC, "iosim/kernels.py kv_readers: one read per consumer warpgroup");
+#endif
 static_assert(D % PANEL == 0 && D <= 256, "HEAD_DIM must be 64 (not FP8), 128 or 256");
 static_assert(BN % 16 == 0 && BN <= 256, "BLOCK_N must be a multiple of 16, at most 256");
 static_assert(!FP8_E4M3 || BN % PANEL == 0, "FP8: BLOCK_N must be a multiple of 128 (Vt panels)");

@@ -14,6 +14,7 @@
 #error "gqa_reduce needs HEAD_DIM and REDUCE_THREADS"
 #endif
 static_assert(HEAD_DIM % 8 == 0, "rows of whole 16-byte vectors");
+static_assert(REDUCE_THREADS % 32 == 0, "REDUCE_THREADS: whole warps");
 
 __device__ __forceinline__ void gq_add8(float* acc, uint4 v) {
     const u32 w[4] = {v.x, v.y, v.z, v.w};

@@ -43,27 +43,18 @@
 //   never stored. Nk % 8 != 0 (rows of S/P not 16-byte aligned) falls back to element-wise
 //   loads of P and element-wise stores of S: correct, slower.
 //
-// Shared memory (dynamic; the Plan computes the same numbers):
-//   naive_qk, naive_pv: max(STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K, BLOCK_M * BLOCK_N) * sizeof(elem)
-//     (the pipeline ring; the epilogue re-uses it to stage the output tile so that global stores
-//      are 16-byte and coalesced). No padding: XOR swizzle instead.
-//   naive_softmax: ROW_IN_SMEM ? Nk * sizeof(elem) : 0   (+ 256 bytes static for the reduction).
+// Shared memory (dynamic; byte counts: iosim/kernels.py SPECS[entry].smem and the softmax's
+//   Plan): the GEMMs' cp.async ring of A and B k-tiles, re-used by the epilogue to stage the
+//   output tile so that global stores are 16-byte and coalesced (no padding: XOR swizzle);
+//   naive_softmax: the row of S when ROW_IN_SMEM (+ 256 bytes static for the reduction).
 //
 // Softmax IO per row i (the Plan's count): reads S[i, 0:nr) once (ROW_IN_SMEM=1) or twice
 //   (ROW_IN_SMEM=0), writes P[i, 0:Nk) once (masked entries written as 0), where
 //   nr = Nk, or with IS_CAUSAL nr = clamp(i+1+off, 0, Nk) rounded up to a multiple of 8 (capped
 //   at Nk) when Nk % 8 == 0 (16-byte vectors), clamp(i+1+off, 0, Nk) otherwise.
 //
-// Recommended tiles (bf16/fp16, H100/H200; 2 CTAs per SM at 256 threads, <= 128 registers):
-//   naive_qk: d=64:  BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 STAGES=1 NUM_WARPS=8
-//             d=128: BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 STAGES=2 NUM_WARPS=8
-//             d=256: BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 STAGES=3 NUM_WARPS=8
-//   naive_pv: d=64:  BLOCK_M=128 BLOCK_N=64  BLOCK_K=64 STAGES=4 NUM_WARPS=8
-//             d=128: BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 STAGES=3 NUM_WARPS=8
-//             d=256: BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 STAGES=3 NUM_WARPS=8  (2 column tiles;
-//                    they are adjacent in launch order, so the second read of P hits L2)
-//   naive_softmax: SOFTMAX_THREADS = min(256, max(64, next_pow2(Nk / 32))), ROW_IN_SMEM=1
-//                  (>= 4 vectors a thread for long rows; 512-1024 threads measured slower on H100).
+// Tiles and SOFTMAX_THREADS: the Plan's (iosim/schedules/naive.py QK_TILES, PV_TILES,
+//   softmax_threads).
 //
 // Differences from the previous version: none (this is the baseline). fa1.cu fuses the three
 // kernels and never materialises S or P.

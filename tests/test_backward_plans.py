@@ -1,5 +1,5 @@
 """Backward Plans against their kernels, without a GPU: every kernel a backward Plan launches has
-a source, an argument list in iosim.gpu.launch.ARGS as long as its CUDA signature, tiles that fit
+a source, an argument list (its KernelSpec, iosim.kernels.SPECS) as long as its CUDA signature, tiles that fit
 the GPU (or one clear refusal), and the launcher refuses what no backward kernel runs."""
 
 import re
@@ -9,7 +9,7 @@ import pytest
 from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
 from iosim.gpu.compile import kernel_path
-from iosim.gpu.launch import ARGS, supported
+from iosim.kernels import SPECS, supported
 from iosim.schedules import plan
 from iosim.schedules.base import BlockMap
 
@@ -39,7 +39,7 @@ def test_backward_kernels_have_sources_and_matching_arguments(schedule, kv_heads
     assert ("gqa_reduce" in names) == (kv_heads is not None)  # a GQA sum only when grouped
     for k in pl.kernels:
         assert k.source is not None, k.name
-        assert len(ARGS[k.name]) == signature_params(k.source, k.name), k.name
+        assert len(SPECS[k.name].args) == signature_params(k.source, k.name), k.name
         assert k.smem_bytes <= H100.smem_per_block_optin_bytes, k.name
 
 

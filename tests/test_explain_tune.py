@@ -11,6 +11,7 @@ import pytest
 from iosim.analysis.explain import explain
 from iosim.analysis.sweep import sweep_result
 from iosim.analysis.tune import pick, rank, spearman
+from iosim.cli import TILES_ENV
 from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
 from iosim.model.occupancy import ctas_per_sm, limiter, limits
@@ -75,28 +76,40 @@ def test_the_tuned_file_feeds_every_plan_and_options_win(tmp_path, monkeypatch):
     knobs.write_entries(path, [{"schedule": "fa2", "hw": "h100-sxm5-80gb", "direction": "fwd",
                                 "head_dim": 128, "block_m": 64, "block_n": 64, "warps": 4,
                                 "stages": 3}])
-    monkeypatch.setenv(knobs.TILES_ENV, str(path))
+    tuned = knobs.read_tiles(path)
     for hw in (H100, load("h100-sxm5-80gb")):  # calibrated and datasheet profiles share it
-        pl = plan("fa2", P, hw)
+        pl = plan("fa2", P, hw, tuned=tuned)
         assert (pl.block_m, pl.block_n, pl.main.stages) == (64, 64, 3)
         assert str(path) in pl.notes
     # d = 96 pads to 128-wide rows: same bucket; d = 64 does not
-    assert plan("fa2", P.model_copy(update={"head_dim": 96}), H100).block_n == 64
-    assert plan("fa2", P.model_copy(update={"head_dim": 64}), H100).block_n == 128
-    assert plan("fa2", P, H100, Tiles(block_n=32)).block_n == 32  # the option wins
-    assert plan("fa2", P, load("h200")).block_n == 32  # another GPU: the schedule's own
-    r = iosim("predict", "--schedule", "fa2", "--format", "json",
-              env={**__import__("os").environ, knobs.TILES_ENV: str(path)})
-    assert json.loads(r.stdout)[0]["block_m"] == 64
+    assert plan("fa2", P.model_copy(update={"head_dim": 96}), H100, tuned=tuned).block_n == 64
+    assert plan("fa2", P.model_copy(update={"head_dim": 64}), H100, tuned=tuned).block_n == 128
+    assert plan("fa2", P, H100, Tiles(block_n=32), tuned=tuned).block_n == 32  # the option wins
+    assert plan("fa2", P, load("h200"), tuned=tuned).block_n == 32  # another GPU: the schedule's own
+    # a Plan never reads the environment: only the commands do (--tiles, else IOSIM_TILES)
+    monkeypatch.setenv(TILES_ENV, str(path))
+    assert plan("fa2", P, H100).block_n == 32
+    env = {**__import__("os").environ, TILES_ENV: str(path)}
+    clean = {k: v for k, v in env.items() if k != TILES_ENV}
+    for args, e in ((("--tiles", str(path)), clean), ((), env)):  # the option, the variable
+        r = iosim("predict", "--schedule", "fa2", "--format", "json", *args, env=e)
+        assert json.loads(r.stdout)[0]["block_m"] == 64
+        r = iosim("explain", "--schedule", "fa2", "--format", "json", *args, env=e)
+        assert r.returncode == 0 and json.loads(r.stdout)["kernels"][0]["threads"] == 128
+    monkeypatch.delenv(TILES_ENV)
+    out = tmp_path / "sweep.csv"
+    assert iosim("sweep", "--schedule", "fa2", "--tiles", str(path), "-o", str(out)).returncode == 0
+    assert __import__("pandas").read_csv(out).block_m.tolist() == [64]
     # a new entry for the same key replaces the old one
     knobs.write_entries(path, [{"schedule": "fa2", "hw": "h100-sxm5-80gb", "direction": "fwd",
                                 "head_dim": 128, "block_m": 128, "block_n": 64, "warps": 8,
                                 "stages": 2}])
     assert len(json.loads(path.read_text())["tiles"]) == 1
-    assert plan("fa2", P, H100).main.threads == 256
-    monkeypatch.setenv(knobs.TILES_ENV, str(tmp_path / "missing.json"))
+    assert plan("fa2", P, H100, tuned=knobs.read_tiles(path)).main.threads == 256
     with pytest.raises(InputError, match="no such file"):
-        plan("fa2", P, H100)
+        knobs.read_tiles(tmp_path / "missing.json")
+    r = iosim("predict", "--tiles", str(tmp_path / "missing.json"))
+    assert r.returncode == 2 and "--tiles" in r.stderr and "no such file" in r.stderr
 
 
 # ----- occupancy and explain -----------------------------------------------------------------
@@ -175,7 +188,7 @@ def test_tune_cli_writes_a_tiles_file_that_predict_reads(tmp_path):
     r = iosim("tune", "--seqlen", "2048", "--head-dim", "64", "--write", str(out))
     assert r.returncode == 0, r.stderr
     entry = json.loads(out.read_text())["tiles"][0]
-    env = {**__import__("os").environ, knobs.TILES_ENV: str(out)}
+    env = {**__import__("os").environ, TILES_ENV: str(out)}
     row = json.loads(iosim("predict", "--schedule", "fa2", "--head-dim", "64", "--format", "json",
                            env=env).stdout)[0]
     assert (row["block_m"], row["block_n"], row["warps"], row["stages"]) == \

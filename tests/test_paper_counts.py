@@ -4,8 +4,9 @@ import numpy as np
 
 from iosim.core.hardware import load
 from iosim.core.problem import Problem
+from iosim.kernels import F32_TENSORS
 from iosim.schedules import Tiles, plan
-from iosim.schedules.base import F32, F32_TENSORS
+from iosim.schedules.base import F32
 
 H100 = load("h100-sxm5-80gb")
 

@@ -22,6 +22,7 @@ from iosim.core.problem import Direction, Problem
 from iosim.core.rows import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields
 from iosim.model.backing import footprint_bytes
 from iosim.schedules import Tiles, plan
+from iosim.schedules.knobs import TunedTiles
 
 NCU_COLUMNS = ["l2_bytes_ncu", "smem_wavefronts_ncu", "tensor_inst_ncu", "ncu_status"]
 
@@ -56,11 +57,13 @@ def append(path: Path, r: dict, columns: list[str]) -> None:
 
 def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Path,
         hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int | None = None,
-        progress: bool | None = None, tiles: Tiles = Tiles()) -> pd.DataFrame:
+        progress: bool | None = None, tiles: Tiles = Tiles(),
+        tuned: TunedTiles | None = None) -> pd.DataFrame:
     """Bench every point; `seed` None draws fresh inputs each run (each row records its seed);
-    `tiles`: the knobs (iosim.schedules.knobs) for every schedule's kernels."""
+    `tiles`: the knobs (iosim.schedules.knobs) for every schedule's kernels; `tuned`: a tiles
+    file's entries."""
     from iosim.gpu import bench
-    from iosim.gpu.launch import supported
+    from iosim.kernels import supported
 
     torch = bench.require_gpu()
     if seed is None:
@@ -73,7 +76,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
                          "(allowed with them: --direction fwd)")
     for p in problems:  # refuse unsupported shapes before measuring anything
         for s in schedules:
-            supported(plan(s, p, hw, tiles, check=True))
+            supported(plan(s, p, hw, tiles, check=True, tuned=tuned))
     if out.exists() and out.stat().st_size and not resume:
         raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
     timer = bench.Timer(torch, hw.l2_bytes)
@@ -94,7 +97,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
         if key(r) in done:
             continue
         r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n)
-        pl = None if s in bench.PEERS else plan(s, p, hw, tiles, check=True)
+        pl = None if s in bench.PEERS else plan(s, p, hw, tiles, check=True, tuned=tuned)
         if pl is not None:
             r.update(row(pl, hw))  # the model's prediction beside the measurement
         if p.direction is Direction.bwd:  # gradients: their own inputs, reference and check

@@ -28,6 +28,7 @@ from iosim.core.problem import Problem
 from iosim.model import memory, timing
 from iosim.model.occupancy import ctas_per_sm, limiter, limits
 from iosim.schedules import Tiles, plan
+from iosim.schedules.knobs import TunedTiles
 
 SHOWN = ("tensor", "sfu", "alu", "sram", "issue", "l2", "hbm")  # timing.UNITS + timing.LEVELS
 NAMES = {"tensor": "tensor", "sfu": "SFU (exp)", "alu": "FP32", "sram": "shared memory",
@@ -80,7 +81,7 @@ def kernel_view(k: KernelPlan, kt: timing.KernelTime, dram: memory.Dram, pl: Pla
 
 
 def what_ifs(pl: Plan, hw: HardwareProfile, views: list[dict], base_ms: float,
-             schedule: str, tiles: Tiles) -> list[dict]:
+             schedule: str, tiles: Tiles, tuned: TunedTiles | None = None) -> list[dict]:
     """The Plan predicted again with one thing relaxed."""
     p = pl.problem
     key = "tf32" if p.dtype.value == "fp32" else p.dtype.value
@@ -95,11 +96,11 @@ def what_ifs(pl: Plan, hw: HardwareProfile, views: list[dict], base_ms: float,
 
     for lim in dict.fromkeys([binding, nxt]):
         h2 = hw.with_changes(**relax(hw, lim, key))
-        add(f"2x {NAMES[lim]} rate", total_ms(plan(schedule, p, h2, tiles), h2))
+        add(f"2x {NAMES[lim]} rate", total_ms(plan(schedule, p, h2, tiles, tuned=tuned), h2))
     pipe = hw.pipeline
     h2 = hw.with_changes(**{"pipeline.mma_sync_cycles": pipe.mma_sync_cycles / 2,
                             "pipeline.inst_cycles": pipe.inst_cycles / 2})
-    add("half the warps' dependent-chain latency", total_ms(plan(schedule, p, h2, tiles), h2))
+    add("half the warps' dependent-chain latency", total_ms(plan(schedule, p, h2, tiles, tuned=tuned), h2))
     k = pl.main
     n = ctas_per_sm(k, hw) + 1
     by = limits(k, hw)
@@ -127,8 +128,8 @@ def what_ifs(pl: Plan, hw: HardwareProfile, views: list[dict], base_ms: float,
 
 
 def explain(schedule: str, p: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
-            measured: list[Path] | None = None) -> dict:
-    pl = plan(schedule, p, hw, tiles, check=True)
+            measured: list[Path] | None = None, tuned: TunedTiles | None = None) -> dict:
+    pl = plan(schedule, p, hw, tiles, check=True, tuned=tuned)
     dram = memory.estimate(pl, hw)
     kts = timing.predict(pl, hw, dram)
     views = [kernel_view(k, kt, d, pl, hw) for k, kt, d in zip(pl.kernels, kts, dram)]
@@ -140,7 +141,7 @@ def explain(schedule: str, p: Problem, hw: HardwareProfile, tiles: Tiles = Tiles
                        for k, v in p.model_dump().items()},
            "notes": pl.notes, "time_ms": base, "tflops": p.fa_flops() / (base * 1e-3) / 1e12,
            "bound": main["bound"], "next_limit": order[1] if order[0] == main["bound"] else order[0],
-           "kernels": views, "what_if": what_ifs(pl, hw, views, base, schedule, tiles)}
+           "kernels": views, "what_if": what_ifs(pl, hw, views, base, schedule, tiles, tuned)}
     if measured:
         out["measured"] = measured_rows(measured, schedule, p, hw, pl, dram)
     return out

@@ -11,6 +11,7 @@ from iosim.core.rows import problem_fields
 from iosim.model import memory, timing
 from iosim.model.backing import backing, footprint_bytes
 from iosim.schedules import SCHEDULES, Tiles, plan
+from iosim.schedules.knobs import TunedTiles
 
 
 def row(pl: Plan, hw: HardwareProfile) -> dict:
@@ -52,11 +53,11 @@ def directions(direction: str) -> list[Direction]:
 
 
 def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None,
-            tiles: Tiles = Tiles()) -> pd.DataFrame:
+            tiles: Tiles = Tiles(), tuned: TunedTiles | None = None) -> pd.DataFrame:
     """All schedules side by side for one problem (fa3 is left out on GPUs without wgmma
     unless asked for by name). Adds each schedule's ratios to naive. A schedule that cannot be
     planned (tiles over the SRAM, head_dim out of range) is left out, with the reason in
-    `df.attrs["skipped"]`; InputError only when none can."""
+    `df.attrs["skipped"]`; InputError only when none can. `tuned`: a tiles file's entries."""
     names = schedules or [s for s in SCHEDULES if s != "fa3" or hw.has_wgmma]
     for s in names:
         if s not in SCHEDULES:
@@ -64,7 +65,7 @@ def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None =
     rows, skipped = [], {}
     for s in names:  # a schedule that cannot be planned is said why, the others still predicted
         try:
-            rows.append(row(plan(s, problem, hw, tiles, check=True), hw))
+            rows.append(row(plan(s, problem, hw, tiles, check=True, tuned=tuned), hw))
         except InputError as e:
             skipped[s] = str(e).removeprefix(f"{s}: ")
     if not rows:

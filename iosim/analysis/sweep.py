@@ -38,7 +38,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.output import check_writable, write_table
 from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
 from iosim.schedules import SCHEDULES, Tiles, plan
-from iosim.schedules.knobs import KNOBS
+from iosim.schedules.knobs import KNOBS, TunedTiles
 
 INT_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim")
 ALIASES = {"seqlen": "seqlen_q", "schedules": "schedule", "kv-heads": "kv_heads",
@@ -296,7 +296,7 @@ def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
     """Rows of some problems for every (profile, schedule) of the sweep: one list per
     (profile, schedule), problems in order. Profiles vary fastest, so a problem's cached
     pieces (block maps, trip counts) serve all of them."""
-    todo, problems = job
+    todo, problems, tuned = job
     out: list[list[dict]] = [[] for _ in todo]
     skipped: Counter = Counter()
     for p in problems:
@@ -305,7 +305,7 @@ def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
                 skipped[f"fa3 on {hw.name} ({hw.arch}: no wgmma)"] += 1
                 continue
             try:
-                r = row(plan(s, p, hw, t, check=True), hw)
+                r = row(plan(s, p, hw, t, check=True, tuned=tuned), hw)
             except InputError as e:
                 skipped[f"{s}: " + str(e).split(" (allowed")[0].removeprefix(f"{s}: ")] += 1
             else:
@@ -314,9 +314,11 @@ def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
     return out, skipped
 
 
-def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | None = None) -> SweepResult:
+def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | None = None,
+                 tuned: TunedTiles | None = None) -> SweepResult:
     """Rows for every point of the grid, with what was skipped and why. `workers`: processes
-    (default: the CPUs when the sweep is large enough to gain from them)."""
+    (default: the CPUs when the sweep is large enough to gain from them); `tuned`: a tiles
+    file's entries."""
     g, sets = normalize_grid(grid)
     size = math.prod(len(g[k]) for k in ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k",
                                          "head_dim", "dtype", "causal", "causal_align",
@@ -360,7 +362,7 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
     n_chunks = max(n_chunks, 1)
     size = -(-len(problems) // n_chunks)
     chunks = [problems[i:i + size] for i in range(0, len(problems), size)] or [[]]
-    jobs = [(todo, ch) for ch in chunks]
+    jobs = [(todo, ch, tuned) for ch in chunks]
     bar = None
     if progress is not False:
         from tqdm import tqdm

@@ -18,12 +18,11 @@ from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
 from iosim.gpu import bench
 from iosim.gpu.compile import compile_kernel, launch
-from iosim.gpu.launch import ARGS, Launcher, supported
+from iosim.gpu.launch import Launcher, buffer, scalars
+from iosim.kernels import SPECS, TENSORS, supported
 from iosim.schedules import plan
 
 GRADS = ("dQ", "dK", "dV")
-# Tensors a backward kernel writes (poisoned before a check); the rest are its inputs.
-WRITTEN = frozenset({"dQ", "dK", "dV", "dKx", "dVx", "D", "dQacc", "dP", "dS"})
 
 
 class BackwardLauncher:
@@ -39,34 +38,28 @@ class BackwardLauncher:
         fwd.poison()
         fwd()
         torch.cuda.synchronize()
-        b, h, kvh, nq, nk, d = p.batch, p.heads, p.kv_heads, p.seqlen_q, p.seqlen_k, p.head_dim
-        dt, f32 = q.dtype, torch.float32
         self.plan = pl
+        names = {n for kp in pl.kernels for n in SPECS[kp.name].args if n in TENSORS}
+        self.written = {n for kp in pl.kernels for n in SPECS[kp.name].writes} | set(GRADS)
+        # what the backward reads and the forward wrote (O, LSE; fa1: ℓ, m; naive: P)
         self.buf = {"Q": q, "K": k, "V": v, "dO": do,
-                    **{n: fwd.buf[n] for n in ("O", "LSE", "P", "L", "M") if n in fwd.buf}}
+                    **{n: fwd.buf[n] for n in names - self.written if n in fwd.buf}}
         if "S" in fwd.buf:  # naive: S is dead once P exists; dP takes its memory
             self.buf["dP"] = fwd.buf["S"]
         del fwd
-        shapes = {"dQ": ((b, h, nq, d), dt), "dK": ((b, kvh, nk, d), dt),
-                  "dV": ((b, kvh, nk, d), dt), "D": ((b, h, nq), f32),
-                  "dQacc": ((b, h, nq, d), f32), "dS": ((b, h, nq, nk), dt),
-                  "dP": ((b, h, nq, nk), dt)}
-        if p.group > 1:  # per-query-head dK, dV that gqa_reduce sums
-            shapes.update(dKx=((b, h, nk, d), dt), dVx=((b, h, nk, d), dt))
-        names = {n for kp in pl.kernels for n in ARGS[kp.name]} | set(GRADS)
-        for n in sorted(names):
-            if n not in self.buf and n in shapes:
-                self.buf[n] = torch.empty(*shapes[n][0], dtype=shapes[n][1], device=q.device)
-        if p.group == 1:
-            self.buf.update(dKx=self.buf["dK"], dVx=self.buf["dV"])
-        self.scalars = {"Nq": np.int32(nq), "Nk": np.int32(nk), "H": np.int32(h),
-                        "KVH": np.int32(kvh), "scale": np.float32(p.scale)}
+        if p.group == 1:  # no GQA reduction: the kernels write dK, dV themselves
+            for g, x in (("dK", "dKx"), ("dV", "dVx")):
+                self.buf[g] = self.buf[x] = buffer(torch, p, g, q.dtype, q.device)
+        for n in sorted(names | set(GRADS)):
+            if n not in self.buf:
+                self.buf[n] = buffer(torch, p, n, q.dtype, q.device)
+        self.scalars = scalars(p)
         self.kernels = [(kp, compile_kernel(kp.source, kp.name, kp.defines, p.dtype.value))
                         for kp in pl.kernels]
 
     def poison(self) -> None:
         for n, t in self.buf.items():
-            if n in WRITTEN:
+            if n in self.written:
                 t.fill_(float("nan"))
 
     def _arg(self, name: str):
@@ -76,7 +69,7 @@ class BackwardLauncher:
 
     def __call__(self) -> None:
         for kp, fn in self.kernels:
-            launch(fn, kp.grid, kp.threads, kp.smem_bytes, tuple(self._arg(a) for a in ARGS[kp.name]))
+            launch(fn, kp.grid, kp.threads, kp.smem_bytes, tuple(self._arg(a) for a in SPECS[kp.name].args))
 
     def outputs(self) -> dict:
         return {n: self.buf[n] for n in GRADS}

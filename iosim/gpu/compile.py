@@ -26,14 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from iosim.core.hardware import InputError
+from iosim.kernels import SPECS
 
 # The macro names elem_t, the type of O (and of the inputs, except fp8 inputs, which the Plan
 # flags with FP8_E4M3=1: fa3.cu reads e4m3 Q, K, V and writes bf16 O).
 DTYPE_MACROS = {"bf16": "ELEM_BF16", "fp16": "ELEM_FP16", "fp8_e4m3": "ELEM_BF16"}
 ARCHS = ("sm_80", "sm_90a")
-# Sources that use sm_90a-only instructions (wgmma, setmaxnreg): compiled for sm_90a or refused,
-# never retried without the architecture (their #error guard would fire, or worse, not).
-SM90A_ONLY = frozenset({"fa3.cu"})
 
 _MODULE_CACHE: dict[tuple, Any] = {}
 
@@ -111,7 +109,11 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
 
     text = kernel_path(source).read_text()
     arch = _check_arch(arch or device_arch())
-    if source in SM90A_ONLY and arch != "sm_90a":
+    # an entry with sm_90a-only instructions (wgmma, setmaxnreg, iosim.kernels): compiled for
+    # sm_90a or refused, never retried without the architecture (its #error guard would fire)
+    archs = SPECS[entry].archs if entry in SPECS else frozenset(ARCHS)
+    sm90a_only = archs == {"sm_90a"}
+    if arch not in archs:
         import cupy
 
         raise InputError(f"{source} needs a Hopper GPU (sm_90a: wgmma, TMA, setmaxnreg); "
@@ -127,7 +129,7 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
         except cupy.cuda.compiler.CompileException as e:
             # Some CuPy versions add their own -arch option; NVRTC then rejects ours. Not for
             # sm_90a-only sources: without the architecture they cannot compile correctly.
-            if source in SM90A_ONLY or ("arch" not in str(e).lower()
+            if sm90a_only or ("arch" not in str(e).lower()
                                         and "option" not in str(e).lower()):
                 raise
             module = cupy.RawModule(

@@ -16,6 +16,8 @@ from __future__ import annotations
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction
+from iosim.kernels import supported
+from iosim.model.memory import sizes
 
 KERNEL, PUBLISHED, HYPOTHETICAL = "kernel", "published", "hypothetical"
 
@@ -40,8 +42,6 @@ PUBLISHED_IMPLEMENTATIONS = {
 
 def backing(plan: Plan, hw: HardwareProfile) -> str:
     """KERNEL, PUBLISHED or HYPOTHETICAL for this (schedule, problem, hardware)."""
-    from iosim.gpu.launch import supported  # imports no CuPy
-
     p = plan.problem
     try:
         supported(plan)
@@ -58,20 +58,10 @@ def backing(plan: Plan, hw: HardwareProfile) -> str:
 def tensor_bytes(plan: Plan) -> dict[str, int]:
     """Bytes of every tensor a Plan's kernels touch in HBM, at its full size."""
     p = plan.problem
-    e, f32 = p.elem_bytes, 4
-    q = p.batch * p.heads * p.seqlen_q * p.head_dim
-    kv = p.batch * p.kv_heads * p.seqlen_k * p.head_dim
-    nn = p.batch * p.heads * p.seqlen_q * p.seqlen_k
-    rows = p.batch * p.heads * p.seqlen_q
-    size = {"Q": q * e, "O": q * e, "dO": q * e, "dQ": q * e, "K": kv * e, "V": kv * e,
-            "dK": kv * e, "dV": kv * e, "S": nn * e, "P": nn * e, "dP": nn * e, "dS": nn * e,
-            "L": rows * f32, "M": rows * f32, "LSE": rows * f32, "D": rows * f32,
-            "Oacc": q * f32, "dQacc": q * f32,
-            "dK_expanded": p.batch * p.heads * p.seqlen_k * p.head_dim * e}
-    size["dV_expanded"] = size["dK_expanded"]
+    size = sizes(p)
     names = set(plan.traffic.reads) | set(plan.traffic.writes)
-    if p.direction is Direction.bwd:
-        names |= {"Q", "K", "V", "O", "dO"} if plan.schedule != "naive" else {"Q", "K", "V", "dO"}
+    if p.direction is Direction.bwd:  # the inputs live whether or not a kernel reads them
+        names |= {"Q", "K", "V", "dO"}
     return {n: size[n] for n in sorted(names) if n in size}
 
 

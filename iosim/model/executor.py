@@ -16,10 +16,9 @@ import numpy as np
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
+from iosim.kernels import F32_TENSORS, SPECS, Readers
 from iosim.model import reference
-from iosim.schedules.base import F32, F32_TENSORS, BlockMap, blocks
-from iosim.schedules.fa2 import bwd_readers
-from iosim.schedules.flash import Readers
+from iosim.schedules.base import F32, BlockMap, blocks
 
 
 class Meter:
@@ -203,7 +202,7 @@ def _gqa_reduce(m: Meter, p: Problem, out: dict) -> None:
 
 def fa1_fwd(p: Problem, plan: Plan, q, k, v):
     m, s, g = Meter(p), p.scale, p.group
-    kp = plan.kernels[1]
+    kp = next(k for k in plan.kernels if k.name == "fa1_fwd")
     bm = BlockMap.of(p, kp.block_m, kp.block_n)
     nq, d = p.seqlen_q, p.head_dim
     Oacc = np.empty((p.batch, p.heads, nq, d))
@@ -276,11 +275,12 @@ def fa1_fwd(p: Problem, plan: Plan, q, k, v):
 
 def fa2_fwd(p: Problem, plan: Plan, q, k, v):
     m, s, g = Meter(p), p.scale, p.group
-    kp = plan.kernels[0]
+    kp = plan.main
     bm = BlockMap.of(p, kp.block_m, kp.block_n)
     nq, d = p.seqlen_q, p.head_dim
-    # every warp (fa3: every consumer warpgroup) reads all of K_j and V_j from shared memory
-    readers = max(1, kp.defines["NUM_WARPS"] // (4 if plan.schedule == "fa3" else 1))
+    # reads of K_j and V_j from shared memory a trip (the kernel's spec: every warp, fa3 every
+    # consumer warpgroup)
+    readers = SPECS[kp.name].kv_readers(kp.defines)
     O, LSE = np.empty((p.batch, p.heads, nq, d)), np.empty((p.batch, p.heads, nq))
     cols = _spans(p.seqlen_k, kp.block_n)
     with m.launch(kp.name):
@@ -324,7 +324,7 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
     """Algorithm 4 (fa1) or FA2/FA3's backward; `lse` is the forward's natural-log LSE."""
     m, s, g = Meter(p), p.scale, p.group
     name = plan.schedule
-    main = next(kp for kp in plan.kernels if kp.name == f"{name}_bwd")
+    main = plan.main
     bm = BlockMap.of(p, main.block_m, main.block_n)
     nq, nk, d = p.seqlen_q, p.seqlen_k, p.head_dim
     rows, cols = _spans(nq, main.block_m), _spans(nk, main.block_n)
@@ -335,10 +335,8 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
     Mst, Lst = lse, np.ones_like(lse)
     out = {t: np.empty((p.batch, p.heads, n, d)) for t, n in (("dQ", nq), ("dK" + x, nk),
                                                               ("dV" + x, nk))}
-    rd = bwd_readers(main.block_m, main.block_n, d, main.defines["NUM_WARPS"]) \
-        if main.source in ("fa2_bwd.cu", "fa1.cu") else Readers()
-    if main.source == "fa2_bwd.cu":  # P kept in registers for dS: no read-back
-        rd = rd._replace(p_back=0)
+    spec = SPECS.get(main.name)  # no spec (fa3's backward, modelled): each operand read once
+    rd = spec.bwd_readers(main.defines) if spec else Readers()
     first = f"{name}_bwd_init" if fa1 else f"{name}_bwd_pre"
     with m.launch(first):
         for b in range(p.batch):

@@ -17,8 +17,8 @@ from functools import lru_cache
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Problem
+from iosim.kernels import tensor_sizes
 from iosim.model.occupancy import wave
-from iosim.schedules.base import F32, F32_TENSORS
 
 
 def tensor_bytes(p: Problem, name: str) -> int:
@@ -27,22 +27,13 @@ def tensor_bytes(p: Problem, name: str) -> int:
 
 
 def sizes(p: Problem) -> dict[str, int]:
-    """Sizes of all named tensors of a problem in HBM (cached)."""
-    return _sizes(p.batch, p.heads, p.kv_heads, p.seqlen_q, p.seqlen_k, p.head_dim,
-                  p.dtype.bytes)
+    """Sizes of all named tensors of a problem in HBM (iosim.kernels.TENSORS; cached)."""
+    return _sizes(p)
 
 
 @lru_cache(maxsize=4096)
-def _sizes(batch: int, heads: int, kv_heads: int, nq: int, nk: int, d: int, e: int) -> dict:
-    bh = batch * heads
-    q, kv, rows, nn = bh * nq * d, batch * kv_heads * nk * d, bh * nq, bh * nq * nk
-    sizes = {"Q": q, "O": q, "dO": q, "dQ": q, "Oacc": q, "dQacc": q, "K": kv, "V": kv,
-             "dK": kv, "dV": kv, "L": rows, "M": rows, "LSE": rows, "D": rows,
-             "S": nn, "P": nn, "dP": nn, "dS": nn}
-    out = {n: v * (F32 if n in F32_TENSORS else e) for n, v in sizes.items()}
-    for n in ("dK", "dV"):  # per-query-head buffers summed by the GQA reduction
-        out[f"{n}_expanded"] = bh * nk * d * e
-    return out
+def _sizes(p: Problem) -> dict[str, int]:
+    return tensor_sizes(p)
 
 
 @dataclass(frozen=True)

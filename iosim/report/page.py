@@ -104,8 +104,8 @@ def limits_text(data: Data, chosen: dict[str, str], profiles: dict[str, Hardware
             slots = ctas_per_sm(k, hw) * hw.sm_count
             par = (f"{k.ctas:,} CTAs for {hw.sm_count} SMs ({slots:,} resident at once)"
                    + (f": {hw.sm_count - k.ctas} SMs idle" if k.ctas < hw.sm_count else ""))
-            if r.schedule == "fa1":
-                par += f"; fa1 runs one CTA per batch·head (B·H = {r.batch * r.heads})"
+            if k.grid[0] == 1:
+                par += f"; {r.schedule} runs one CTA per batch·head (B·H = {r.batch * r.heads})"
             bound = f"<b>{html.escape(str(r.bound))}</b> ({html.escape(BOUNDS.get(str(r.bound), str(r.bound)))})"
             util = getattr(r, "util_pct", float("nan"))  # how busy the model says that unit is
             rate = f", at {util:.0f}% of its achievable rate" if util == util else ""

@@ -7,25 +7,24 @@ from dataclasses import replace
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
-from iosim.schedules import fa1, fa2, fa3, naive
+from iosim.schedules import fa1, fa2, fa3, knobs, naive
 from iosim.schedules.base import Tiles
 
 SCHEDULES = {"naive": naive.plan, "fa1": fa1.plan, "fa2": fa2.plan, "fa3": fa3.plan}
 
 
 def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
-         check: bool = False) -> Plan:
-    """The schedule's Plan with the tiles asked for, else the tuned file's (IOSIM_TILES), else
-    the schedule's own. The model takes any tiling (the executor's tests use 8-row tiles);
-    `check`: refuse, in one line, tiles the real kernel or the GPU cannot run (iosim.knobs),
-    as the commands that take knobs do."""
+         check: bool = False, tuned: knobs.TunedTiles | None = None) -> Plan:
+    """The schedule's Plan with the tiles asked for, else the tuned table's (`tuned`: a tiles
+    file the command read), else the schedule's own: a pure function of its arguments. The
+    model takes any tiling (the executor's tests use 8-row tiles); `check`: refuse, in one
+    line, tiles the real kernel or the GPU cannot run (iosim.schedules.knobs), as the commands
+    that take knobs do."""
     if name not in SCHEDULES:
         raise InputError(f"unknown schedule '{name}' (allowed: {', '.join(SCHEDULES)})")
-    from iosim.schedules import knobs
-
     if check:
         knobs.check_values(tiles)
-    tiles, source = knobs.resolve(name, problem, hw, tiles)
+    tiles, source = knobs.resolve(tuned, name, problem, hw, tiles)
     pl = SCHEDULES[name](problem, hw, tiles)
     if check and tiles != Tiles():
         knobs.check(pl, tiles, hw)

@@ -16,9 +16,9 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import CausalAlign, Problem
 from iosim.core.traffic import Traffic, Work
+from iosim.kernels import SPECS, kernel_defines, source
 
 F32 = 4  # bytes of the fp32 statistics (ℓ, m, LSE, D) and fp32 accumulators kept in HBM
-F32_TENSORS = frozenset({"L", "M", "LSE", "D", "Oacc", "dQacc"})  # every other tensor: input dtype
 
 
 @dataclass(frozen=True)
@@ -368,19 +368,19 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     work = Work(tensor_flops=2 * M * N * K) + epilogue
     bh = p.bh
     trips = uniform(-(-K // t.block_k))
+    defines = kernel_defines(name, BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
+                             NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,
+                             **mask_defines(p))
     return KernelPlan(
         name=name, grid=(len(cn), len(rm), bh), threads=32 * t.warps,
         # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
-        smem_bytes=max(t.stages * (t.block_m + t.block_n) * t.block_k, t.block_m * t.block_n) * e,
+        smem_bytes=SPECS[name].smem(defines, e),
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
         traffic=per_head.scaled(bh), work=work.scaled(bh), once=epilogue.scaled(bh),
         trips=trips, stages=t.stages,
         # an A row block serves the CTAs along x, a B column block every grid[0]-th CTA
         reuse={a: 1, b: len(cn)},
-        overlap="async",
-        defines=dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
-                     NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,
-                     **mask_defines(p)),
+        overlap="async", source=source(name), defines=defines,
     )
 
 
@@ -394,8 +394,9 @@ def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
     return KernelPlan(name="gqa_reduce", grid=(-(-n // (8 * threads)), p.kv_heads, p.batch),
                       threads=threads, smem_bytes=0, regs_per_thread=32, block_m=p.seqlen_k,
                       block_n=p.head_dim, traffic=t, work=w, trips=uniform(p.group),
-                      source="gqa_reduce.cu",
-                      defines=dict(HEAD_DIM=p.head_dim, REDUCE_THREADS=threads))
+                      source=source("gqa_reduce"),
+                      defines=kernel_defines("gqa_reduce", HEAD_DIM=p.head_dim,
+                                             REDUCE_THREADS=threads))
 
 
 def mask_defines(p: Problem) -> dict[str, int]:

@@ -18,6 +18,7 @@ from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
+from iosim.kernels import SPECS, kernel_defines, source
 from iosim.schedules.base import (
     F32,
     BlockMap,
@@ -28,7 +29,6 @@ from iosim.schedules.base import (
     mask_defines,
     uniform,
 )
-from iosim.schedules.fa2 import bwd_readers
 from iosim.schedules.flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
 
 # Largest Bc whose S tile (16 rows x Bc fp32 per warp) and O fragment fit the kernel's
@@ -52,7 +52,8 @@ def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
     capped by registers; the backward's from BWD_TILES); fields of `t` that are set win."""
     d = p.head_dim
     if p.direction is Direction.bwd:
-        bm, bn, w, st = next(v for k, v in sorted(BWD_TILES.items()) if head_dim_pad(d) <= k)
+        dp = SPECS["fa1_bwd"].head_dim_pad(d)
+        bm, bn, w, st = next(v for k, v in sorted(BWD_TILES.items()) if dp <= k)
         return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
                      stages=t.stages or st)
     m_elems = hw.smem_per_block_optin_bytes // p.elem_bytes
@@ -63,68 +64,52 @@ def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
     return Tiles(block_m=br, block_n=bc, warps=t.warps or max(1, br // 16), stages=1)
 
 
-def head_dim_pad(d: int) -> int:
-    """Shared-memory row length of kernels/fa1.cu's tiles: d rounded up to a multiple of 64 (its
-    XOR swizzle needs rows of a multiple of 8 16-byte chunks; the padding is never loaded)."""
-    return -(-d // 64) * 64
-
-
-def smem_bytes(p: Problem, t: Tiles) -> int:
-    """Q_i, K_j, V_j tiles in the input dtype, rows padded as the kernel lays them out."""
-    return (t.block_m + 2 * t.block_n) * head_dim_pad(p.head_dim) * p.elem_bytes
-
-
-def bwd_smem_bytes(p: Problem, t: Tiles) -> int:
-    """kernels/fa1.cu's fa1_bwd: K_j, V_j, a `stages`-deep ring of Q_i and dO_i (input dtype,
-    rows padded), the Pᵀ and dSᵀ tiles; ℓ_i and m_i (fp32) in the ring and D_i (fp32)."""
-    e, dp, st = p.elem_bytes, head_dim_pad(p.head_dim), t.stages
-    tiles_ = 2 * t.block_n * dp + 2 * st * t.block_m * dp + 2 * t.block_m * t.block_n
-    return tiles_ * e + (2 * st + 1) * t.block_m * F32
-
-
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     check_head_dim("fa1", p)
     t = tiles(p, hw, t)
-    smem = smem_bytes(p, t) if p.direction is Direction.fwd else bwd_smem_bytes(p, t)
+    fwd = p.direction is Direction.fwd
+    main = "fa1_fwd" if fwd else "fa1_bwd"
+    aux = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m)
+    defines = kernel_defines(main, **aux, HEAD_DIM_PAD=SPECS[main].head_dim_pad(p.head_dim),
+                             BLOCK_N=t.block_n, NUM_WARPS=t.warps, **mask_defines(p),
+                             **({} if fwd else {"STAGES": t.stages}))
+    smem = SPECS[main].smem(defines, p.elem_bytes)
     check_smem("fa1", smem, hw, p)
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
-    common = dict(HEAD_DIM=p.head_dim, HEAD_DIM_PAD=head_dim_pad(p.head_dim),
-                  BLOCK_M=t.block_m, BLOCK_N=t.block_n, NUM_WARPS=t.warps, **mask_defines(p))
     pairs, diag = uniform(bm.pairs), uniform(bm.diag_pairs())  # one CTA per head
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
         tm = bm.tm
         ks.append(KernelPlan("fa1_init", (tm, p.heads, p.batch), 128, 0, 32, t.block_m,
                              p.head_dim, fa1_init(p).scaled(bh), Work(),
-                             trips=uniform(1), source="fa1.cu",
-                             defines={**common, "FA1_INIT": 1}))
+                             trips=uniform(1), source=source("fa1_init"),
+                             defines=kernel_defines("fa1_init", **aux)))
         ks.append(KernelPlan("fa1_fwd", (1, p.heads, p.batch), 32 * t.warps, smem, 255,
                              t.block_m, t.block_n, **fa1_fwd(p, bm).launch(bh), trips=pairs,
-                             masked=diag, reuse=GQA_REUSE, overlap="none", source="fa1.cu", defines={**common, "FA1_FWD": 1}))
+                             masked=diag, reuse=GQA_REUSE, overlap="none", source=source(main),
+                             defines=defines))
     else:
         n = p.seqlen_q * p.head_dim
-        aux = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m)
         init = Traffic(writes={"dQacc": n * F32})
         ks.append(KernelPlan("fa1_bwd_init", (bm.tm, p.heads, p.batch), AUX_THREADS, 0, 32,
                              t.block_m, p.head_dim, init.scaled(bh), Work(),
-                             trips=uniform(1), source="fa1.cu",
-                             defines={**aux, "FA1_BWD_INIT": 1}))
+                             trips=uniform(1), source=source("fa1_bwd_init"),
+                             defines=kernel_defines("fa1_bwd_init", **aux)))
         ks.append(KernelPlan("fa1_bwd", (1, p.heads, p.batch), 32 * t.warps, smem, 255,
                              t.block_m, t.block_n,
-                             # the warp grids of kernels/fa2_bwd.cu, whose phases fa1_bwd runs
-                             **flash_bwd(p, bm, fa1=True, rd=bwd_readers(
-                                 t.block_m, t.block_n, p.head_dim, t.warps)).launch(bh),
+                             # fa1.cu's warp grids (fa2_bwd.cu's, over the padded rows)
+                             **flash_bwd(p, bm, fa1=True,
+                                         rd=SPECS[main].bwd_readers(defines)).launch(bh),
                              trips=pairs, masked=diag, stages=t.stages, reuse=GQA_REUSE,
                              # barriers split each trip into phases, as fa2_bwd's, and
                              # O_i, dQacc_i come into registers within the step
                              # (synchronous loads): the "none" policy, not "lockstep"
-                             overlap="none", source="fa1.cu",
-                             defines={**common, "STAGES": t.stages, "FA1_BWD": 1}))
+                             overlap="none", source=source(main), defines=defines))
         tr, w = dq_convert(p, scaled=False)
         ks.append(KernelPlan("fa1_bwd_convert", (bm.tm, p.heads, p.batch), AUX_THREADS, 0, 32,
                              t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
-                             trips=uniform(1), source="fa1.cu",
-                             defines={**aux, "FA1_BWD_CONVERT": 1}))
+                             trips=uniform(1), source=source("fa1_bwd_convert"),
+                             defines=kernel_defines("fa1_bwd_convert", **aux)))
         if p.group > 1:
             ks.append(gqa_reduce(p, ("dK", "dV")))
     paper = -(-(hw.smem_per_block_optin_bytes // p.elem_bytes) // (4 * p.head_dim))

@@ -20,6 +20,7 @@ from dataclasses import replace
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Dtype, Problem
+from iosim.kernels import SPECS, kernel_defines
 from iosim.schedules.base import Tiles
 from iosim.schedules.fa2 import FlashStyle
 
@@ -30,11 +31,9 @@ FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
-SMEM_ALIGN_PAD = 1024  # the kernel aligns its swizzled tiles to 1024 bytes
 
 FA3 = FlashStyle("fa3", {"sm_90a": FWD_TILES}, {"sm_90a": BWD_TILES}, overlap="warpspecialized",
-                 threads_extra=PRODUCER_THREADS, regs=240, source="fa3.cu",
-                 smem_pad=SMEM_ALIGN_PAD, warps_per_reader=4)
+                 threads_extra=PRODUCER_THREADS, regs=240)
 FA3_FP8 = replace(FA3, fwd_tiles={"sm_90a": FWD_TILES_FP8})
 
 
@@ -58,7 +57,8 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     for k in pl.kernels:
         warps = k.block_m // 16 if k.block_m % 64 == 0 else k.threads // 32 - 4
         threads = 32 * warps + PRODUCER_THREADS
+        values = {n: v for n, v in k.defines.items() if n in SPECS[k.name].defines}
+        values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=int(fp8))
         ks.append(replace(k, threads=threads, regs_per_thread=budget(threads),
-                          defines={**k.defines, "NUM_WARPS": warps, "PINGPONG": int(warps == 8),
-                                   "FP8_E4M3": int(fp8)}))
+                          defines=kernel_defines(k.name, **values)))
     return replace(pl, kernels=tuple(ks))

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from iosim.core.problem import Problem
 from iosim.core.traffic import Traffic, Work
+from iosim.kernels import Readers
 from iosim.schedules.base import F32, BlockMap
 
 
@@ -93,20 +94,6 @@ def fa2_fwd(p: Problem, bm: BlockMap, readers: int = 1) -> Counts:
         alu_flops=3 * rc + mask + sr * (6 + d),
     ) + once
     return Counts(t, w, once, mask)
-
-
-class Readers(NamedTuple):
-    """How many times a backward kernel reads each GEMM operand tile from shared memory per
-    (query block, key block) step: once per warp that needs it (warps that split a product's
-    rows each read all of its other operand). 1 each: every operand read once."""
-
-    qdo_s: int = 1  # Q_i, dO_i by S = Q Kᵀ and dP = dO Vᵀ
-    kv_s: int = 1  # K_j, V_j by S and dP
-    qdo_kv: int = 1  # dO_i, Q_i by dV = Pᵀ dO and dK = dSᵀ Q
-    pds_kv: int = 1  # Pᵀ, dSᵀ by dV and dK
-    k_dq: int = 1  # K_j by dQ = dS K
-    ds_dq: int = 1  # dS by dQ
-    p_back: int = 1  # P read back for dS (kernels/fa2_bwd.cu: 0, P stays in registers)
 
 
 def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> Counts:

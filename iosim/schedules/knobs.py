@@ -3,11 +3,12 @@ and tuned tiles that `iosim tune` writes and every Plan reads.
 
 A configuration (`Tiles`: block_m, block_n, warps, stages; a `None` field is the schedule's own
 choice) is refused in one line when it cannot run: a CTA over the GPU's threads, registers or
-shared memory, or tiles the real kernel's static_asserts reject (kernels/<source>.cu).
+shared memory, or tiles a real kernel's static_asserts reject (the rules of its KernelSpec,
+iosim.kernels).
 
-Tuned tiles live in the JSON file named by the environment variable IOSIM_TILES (`iosim tune
---write FILE` writes it; `export IOSIM_TILES=FILE` makes predict, sweep, explain and bench use
-it). An entry applies to its schedule, GPU (the profile's name less `.calibrated`, so the
+Tuned tiles live in a JSON file (`iosim tune --write FILE` writes it; the commands predict,
+sweep, explain and bench read it with `--tiles FILE`, or from the environment variable
+IOSIM_TILES, and pass its entries to every Plan: a Plan never reads the environment). An entry applies to its schedule, GPU (the profile's name less `.calibrated`, so the
 datasheet and calibrated profiles share it), direction and head_dim bucket (the head_dims whose
 shared-memory rows pad to the same power of two >= 64, as the kernels lay them out). Options
 given on the command line win over the file, the file over the schedule's table.
@@ -16,17 +17,16 @@ given on the command line win over the file, the file over the schedule's table.
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
 
 from iosim.core.hardware import MAX_THREADS_PER_CTA, HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
+from iosim.kernels import SPECS, kernel_rules
 from iosim.schedules.base import Tiles, pow2_at_least
 
-TILES_ENV = "IOSIM_TILES"
 KNOBS = ("block_m", "block_n", "warps", "stages")  # the options every problem command takes
 
 
@@ -48,48 +48,13 @@ def check_values(t: Tiles) -> None:
             raise InputError(f"{option(name)} {v}: must be a multiple of 16 (the MMA tile)")
 
 
-def kernel_rules(pl: Plan) -> list[tuple[bool, str]]:
-    """(holds, what it requires) for the static_asserts of the Plan's real kernel."""
-    k = pl.main
-    d = k.defines
-    bm, bn, w, st = d.get("BLOCK_M"), d.get("BLOCK_N"), d.get("NUM_WARPS"), d.get("STAGES", 1)
-    if k.source == "fa2.cu" and "FA2_FWD" in d:
-        chunks = d["HEAD_DIM_PAD"] // 8  # kernels/fa2.cu: one pass of the threads covers RSTEP rows
-        rstep = 32 * w // chunks if (32 * w) % chunks == 0 else 0
-        return [(bm % (16 * w) == 0, f"--block-m a multiple of 16 x --warps ({16 * w})"),
-                (rstep > 0 and rstep % 8 == 0,
-                 f"--warps x 32 threads covering >= 8 rows of {chunks} 16-byte chunks a pass "
-                 f"(--warps >= {max(1, 8 * chunks // 32)})"),
-                (rstep > 0 and bm % max(rstep, 1) == 0 and bn % max(rstep, 1) == 0,
-                 f"--block-m and --block-n multiples of the {rstep} rows one pass copies"),
-                (st >= 1, "--stages >= 1")]
-    if k.source == "fa1.cu" and "FA1_BWD" in d:  # kernels/fa1.cu's fa1_bwd static_asserts
-        dp = d["HEAD_DIM_PAD"]
-        w1k = min(w, max(1, bn // 32))
-        w1q, w3q = w // w1k, min(w, max(1, bm // 32))
-        return [(bm % 64 == 0 and 32 * w >= 2 * bm, "--block-m a multiple of 64, at most "
-                 "--warps x 16"),
-                (w % w1k == 0 and bn % (16 * w1k) == 0 and bm % (8 * w1q) == 0
-                 and bm % (4 * w) == 0,
-                 "--warps splitting --block-n by 32 rows, then --block-m by 8"),
-                (dp % (16 * (w // w1k)) == 0 and w % w3q == 0 and dp % (16 * (w // w3q)) == 0,
-                 "--warps splitting the padded head_dim in 16 columns"),
-                (st >= 2, "--stages >= 2 (the Q/dO cp.async ring)")]
-    if k.source == "fa1.cu":
-        return [(bm % w == 0 and (bm // w) % 16 == 0, "--block-m / --warps a multiple of 16")]
-    if k.source == "fa3.cu" and "FA3_FWD" in d:
-        return [(bm % 64 == 0 and bm <= 192, "--block-m 64, 128 or 192 (one warpgroup per 64 rows)"),
-                (w == bm // 16, f"--warps {bm // 16} (block_m / 16: four per warpgroup)"),
-                (bn <= 256, "--block-n at most 256")]
-    return []
-
-
 def check(pl: Plan, t: Tiles, hw: HardwareProfile) -> None:
     """InputError, one line, when the Plan's kernels cannot run with the tiles asked for."""
     tiles = ", ".join(f"{option(n)} {v}" for n, v in given(t).items())
     what = f"{pl.schedule} with {tiles} cannot run on {hw.name}"
-    if pl.main.stages != t.stages and t.stages is not None and "FA1_FWD" in pl.main.defines:
-        raise InputError(f"{what}: fa1's loads are synchronous (allowed: --stages 1)")
+    if t.stages is not None and t.stages != pl.main.stages and pl.main.name in SPECS \
+            and "STAGES" not in SPECS[pl.main.name].defines:
+        raise InputError(f"{what}: {pl.main.name}'s loads are synchronous (allowed: --stages 1)")
     for k in pl.kernels:
         if k.threads > MAX_THREADS_PER_CTA:
             raise InputError(f"{what}: {k.name} needs {k.threads} threads a CTA "
@@ -99,44 +64,51 @@ def check(pl: Plan, t: Tiles, hw: HardwareProfile) -> None:
             raise InputError(f"{what}: {k.name} needs {regs} registers a CTA ({k.threads} "
                              f"threads x {min(k.regs_per_thread, hw.max_registers_per_thread)}), "
                              f"over the SM's {hw.registers_per_sm} (allowed: fewer --warps)")
-    for ok, rule in kernel_rules(pl):
+    for source, ok, rule in kernel_rules(pl):
         if not ok:
-            raise InputError(f"{what}: kernels/{pl.main.source} needs {rule}")
-    # a knob the schedule overrode (fa3's warps follow block_m): say so rather than ignore it
-    main = pl.main.defines if pl.schedule != "naive" else {}  # naive: per-GEMM tiles
+            raise InputError(f"{what}: kernels/{source} needs {rule}")
+    # a knob that no kernel took (fa3's warps follow block_m): say so rather than ignore it
+    # (one kernel is enough: naive's GEMMs narrow their tiles to their own shapes)
     for name, define in (("block_m", "BLOCK_M"), ("block_n", "BLOCK_N"), ("warps", "NUM_WARPS")):
         v = getattr(t, name)
-        if v is not None and define in main and main[define] != v:
-            raise InputError(f"{what}: its kernel takes {option(name)} {main[define]} here "
-                             f"(allowed: {option(name)} {main[define]})")
+        took = {k.defines[define] for k in pl.kernels if define in k.defines}
+        if v is not None and took and v not in took:
+            used = pl.main.defines.get(define, min(took))
+            raise InputError(f"{what}: its kernel takes {option(name)} {used} here "
+                             f"(allowed: {option(name)} {used})")
 
 
 # ----- tuned tiles ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TunedTiles:
+    """A tiles file's entries, read once by the command that was given it."""
+
+    path: Path
+    entries: tuple[dict, ...]
+
 
 def gpu_key(hw: HardwareProfile) -> str:
     return hw.name.removesuffix(".calibrated")
 
 
 def bucket(head_dim: int) -> int:
+    """The tuning key's head_dim bucket: the power of two >= d and >= 64."""
     return pow2_at_least(head_dim, 64)
 
 
-def tiles_path() -> Path | None:
-    v = os.environ.get(TILES_ENV)
-    return Path(v) if v else None
-
-
-def read_entries(path: Path) -> list[dict]:
+def read_tiles(path: Path, label: str = "--tiles ") -> TunedTiles:
+    """The tiles file at `path`; `label` names where the path came from in an error."""
     try:
         stat = path.stat()
     except OSError:
-        raise InputError(f"{TILES_ENV}={path}: no such file (allowed: a file `iosim tune --write` "
-                         "wrote, or unset it)") from None
-    return list(_read(str(path), stat.st_mtime_ns))
+        raise InputError(f"{label}{path}: no such file (allowed: a file `iosim tune --write` "
+                         "wrote)") from None
+    return TunedTiles(path, _read(str(path), stat.st_mtime_ns, label))
 
 
 @lru_cache(maxsize=8)
-def _read(path: str, mtime_ns: int) -> tuple[dict, ...]:
+def _read(path: str, mtime_ns: int, label: str = "--tiles ") -> tuple[dict, ...]:
     try:
         data = json.loads(Path(path).read_text())
         entries = data["tiles"]
@@ -144,30 +116,28 @@ def _read(path: str, mtime_ns: int) -> tuple[dict, ...]:
             for key in ("schedule", "hw", "direction", "head_dim", *KNOBS):
                 e[key]  # noqa: B018  (every entry names all of them)
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise InputError(f"{TILES_ENV}={path}: not a tiles file ({type(e).__name__}: {e}; "
+        raise InputError(f"{label}{path}: not a tiles file ({type(e).__name__}: {e}; "
                          "allowed: the JSON `iosim tune --write` writes)") from None
     return tuple(entries)
 
 
-def tuned(schedule: str, p: Problem, hw: HardwareProfile) -> tuple[Tiles, Path] | None:
-    """The tuned tiles for this schedule, GPU, direction and head_dim bucket, with the file."""
-    path = tiles_path()
-    if path is None:
-        return None
-    for e in read_entries(path):
+def tuned(table: TunedTiles, schedule: str, p: Problem, hw: HardwareProfile) -> Tiles | None:
+    """The tuned tiles for this schedule, GPU, direction and head_dim bucket."""
+    for e in table.entries:
         if (e["schedule"], e["hw"], e["direction"]) == (schedule, gpu_key(hw), p.direction.value) \
                 and bucket(int(e["head_dim"])) == bucket(p.head_dim):
-            return Tiles(**{k: int(e[k]) for k in KNOBS}), path
+            return Tiles(**{k: int(e[k]) for k in KNOBS})
     return None
 
 
-def resolve(schedule: str, p: Problem, hw: HardwareProfile, t: Tiles) -> tuple[Tiles, Path | None]:
-    """The user's knobs, filled from the tuned file where it has an entry (options win)."""
-    found = tuned(schedule, p, hw)
+def resolve(table: TunedTiles | None, schedule: str, p: Problem, hw: HardwareProfile,
+            t: Tiles) -> tuple[Tiles, Path | None]:
+    """The user's knobs, filled from the tuned table where it has an entry (options win),
+    with the file they came from."""
+    found = tuned(table, schedule, p, hw) if table is not None else None
     if found is None:
         return t, None
-    file_tiles, path = found
-    return replace(file_tiles, **given(t)), path
+    return replace(found, **given(t)), table.path
 
 
 def write_entries(path: Path, entries: list[dict], force: bool = False) -> list[dict]:
@@ -178,7 +148,7 @@ def write_entries(path: Path, entries: list[dict], force: bool = False) -> list[
 
     old: list[dict] = []
     if path.exists():
-        old = list(_read(str(path), path.stat().st_mtime_ns))
+        old = list(read_tiles(path).entries)
 
     def key(e: dict) -> tuple:
         return e["schedule"], e["hw"], e["direction"], bucket(int(e["head_dim"]))

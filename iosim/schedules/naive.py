@@ -10,12 +10,11 @@ Nothing is skipped for causal: the GEMMs compute the full N×N; only the softmax
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
+from iosim.kernels import kernel_defines, source
 from iosim.schedules.base import Tiles, causal_valid, gemm, gqa_reduce, mask_defines, pow2_at_least, uniform
 
 # (block_m, block_n, block_k, stages, warps) by head_dim bucket, fastest found on H100/H200.
@@ -88,10 +87,9 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
         smem_bytes=row_bytes if in_smem else 0, regs_per_thread=32, block_m=1, block_n=nk,
         traffic=t, work=Work(exp_ops=exp_total, alu_flops=alu_total + alu_per_row * rows),
         trips=uniform(passes), masked=uniform(1 if mask_alu else 0), mask_alu=mask_alu,
-        overlap="async",
-        defines={name.upper(): 1, "SOFTMAX_THREADS": threads,
-                 "ROW_IN_SMEM": int(in_smem), **mask_defines(p),
-                 "HEAD_DIM": p.head_dim},
+        overlap="async", source=source(name),
+        defines=kernel_defines(name, SOFTMAX_THREADS=threads, ROW_IN_SMEM=int(in_smem),
+                               **mask_defines(p), HEAD_DIM=p.head_dim),
     )
 
 
@@ -117,7 +115,6 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                        row_reads(p), mask),
             gemm("naive_pv", p, nq, d, nk, pv, "P", "V", "O", e, 0, hw),
         ]
-        ks = [replace(k, source="naive.cu", defines={**k.defines, k.name.upper(): 1}) for k in ks]
     else:
         x = "_expanded" if p.group > 1 else ""
         rows = p.bh * nq
@@ -133,7 +130,6 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
             gemm("naive_bwd_dq", p, nq, d, nk, pv, "dS", "K", "dQ", e, 1, hw),
             gemm("naive_bwd_dk", p, nk, d, nq, pt, "dS", "Q", "dK" + x, e, 1, hw),
         ]
-        ks = [replace(k, source="naive.cu", defines={**k.defines, k.name.upper(): 1}) for k in ks]
         if p.group > 1:
             ks.append(gqa_reduce(p, ("dK", "dV")))
     notes = (f"GEMMs tiled QK {qk.block_m}x{qk.block_n}x{qk.block_k}, "

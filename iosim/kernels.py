@@ -1,0 +1,383 @@
+"""Kernel specs: what each real CUDA entry (kernels/*.cu) is, in one place.
+
+A `KernelSpec` per `extern "C"` entry says where it lives (source file, the selector macro that
+compiles it), how it is launched (arguments in order, which it writes, TMA descriptors), which
+-D defines it requires and which model facts (MODEL_*) it checks at compile time, the tile rules
+its static_asserts enforce (as readable refusals), its shared-memory and reader formulas, and
+what it runs (head_dims, causal alignments, dtypes, architectures). A KernelPlan names its
+entry (`KernelPlan.name`); `SPECS[name]` is its spec. Schedules choose kernels and tiles; the
+model, the launcher and the knob checks read the facts here instead of matching file names.
+`TENSORS` is the one table of the named tensors' shapes and dtypes.
+
+Layer: above iosim.core, below iosim.schedules; pure Python (no CuPy, no environment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from iosim.core.hardware import InputError
+from iosim.core.plan import Plan
+from iosim.core.problem import CausalAlign, Direction, Problem
+
+F32 = 4
+Defines = Mapping[str, int]
+Rule = tuple[bool, str]  # (holds, what the kernel requires, as a user's options)
+MAX_HEAD_DIM = 256  # every kernel's rows: a multiple of 8 elements (16 bytes) up to this
+BASE_HEAD_DIMS = (64, 128, 256)
+ELEM_DTYPES = ("fp16", "bf16")
+BOTH_ALIGNS = frozenset(CausalAlign)
+
+
+# ----- tensors ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[str, ...]  # dims: B, H (query heads), KVH, Nq, Nk, d
+    f32: bool = False  # else the problem's element dtype
+
+
+_Q, _KV, _NN, _ROWS = ("B", "H", "Nq", "d"), ("B", "KVH", "Nk", "d"), ("B", "H", "Nq", "Nk"), ("B", "H", "Nq")
+TENSORS = {
+    "Q": TensorSpec(_Q), "O": TensorSpec(_Q), "dO": TensorSpec(_Q), "dQ": TensorSpec(_Q),
+    "K": TensorSpec(_KV), "V": TensorSpec(_KV), "dK": TensorSpec(_KV), "dV": TensorSpec(_KV),
+    "S": TensorSpec(_NN), "P": TensorSpec(_NN), "dP": TensorSpec(_NN), "dS": TensorSpec(_NN),
+    "L": TensorSpec(_ROWS, True), "M": TensorSpec(_ROWS, True), "LSE": TensorSpec(_ROWS, True),
+    "D": TensorSpec(_ROWS, True), "Oacc": TensorSpec(_Q, True), "dQacc": TensorSpec(_Q, True),
+    # per-query-head dK, dV that gqa_reduce sums (the model's counts call them dK_expanded)
+    "dKx": TensorSpec(("B", "H", "Nk", "d")), "dVx": TensorSpec(("B", "H", "Nk", "d")),
+}
+MODEL_NAMES = {"dKx": "dK_expanded", "dVx": "dV_expanded"}  # launcher name -> the counts' name
+F32_TENSORS = frozenset(n for n, t in TENSORS.items() if t.f32)
+
+
+def tensor_shape(p: Problem, name: str) -> tuple[int, ...]:
+    dims = {"B": p.batch, "H": p.heads, "KVH": p.kv_heads, "Nq": p.seqlen_q, "Nk": p.seqlen_k,
+            "d": p.head_dim}
+    return tuple(dims[x] for x in TENSORS[name].shape)
+
+
+def tensor_sizes(p: Problem) -> dict[str, int]:
+    """Bytes of every named tensor in HBM, under the launcher's and the counts' names."""
+    out = {}
+    for n, t in TENSORS.items():
+        elems = 1
+        for x in tensor_shape(p, n):
+            elems *= x
+        out[MODEL_NAMES.get(n, n)] = elems * (F32 if t.f32 else p.elem_bytes)
+    return out
+
+
+# ----- reader formulas ----------------------------------------------------------------------
+
+class Readers(NamedTuple):
+    """How many times a backward kernel reads each GEMM operand tile from shared memory per
+    (query block, key block) step: once per warp that needs it (warps that split a product's
+    rows each read all of its other operand). 1 each: every operand read once."""
+
+    qdo_s: int = 1  # Q_i, dO_i by S = Q Kᵀ and dP = dO Vᵀ
+    kv_s: int = 1  # K_j, V_j by S and dP
+    qdo_kv: int = 1  # dO_i, Q_i by dV = Pᵀ dO and dK = dSᵀ Q
+    pds_kv: int = 1  # Pᵀ, dSᵀ by dV and dK
+    k_dq: int = 1  # K_j by dQ = dS K
+    ds_dq: int = 1  # dS by dQ
+    p_back: int = 1  # P read back for dS (kernels/fa2_bwd.cu: 0, P stays in registers)
+
+
+def warp_grid_readers(bm: int, bn: int, d: int, warps: int, nt3p: Callable[[int], int]) -> Readers:
+    """The backward warp grids of kernels/fa2_bwd.cu and fa1.cu (constexprs W1K ... NT3P, 32-row
+    warp tiles): the warps along one side of a product each read the whole of the other side's
+    operand; dQ runs in passes of NT3P n8 tiles of d, each re-reading its dS fragments.
+    `d`: the shared rows' length; `nt3p`: the kernel's pass width from NT3."""
+    w1k = max(1, min(warps, bn // 32))  # (tiles below 32 rows: not the kernels', model only)
+    w3q = max(1, min(warps, bm // 32))
+    w3d = max(1, warps // w3q)
+    nt3 = max(1, d // w3d // 8)
+    return Readers(qdo_s=w1k, kv_s=max(1, warps // w1k), qdo_kv=w1k, pds_kv=max(1, warps // w1k),
+                   k_dq=w3q, ds_dq=w3d * (nt3 // nt3p(nt3)))
+
+
+def _fa2_bwd_readers(d: Defines) -> Readers:  # fa2_bwd.cu: NT3P = min(NT3, 4); Pᵀ in registers
+    return warp_grid_readers(d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["NUM_WARPS"],
+                             lambda nt3: min(nt3, 4))._replace(p_back=0)
+
+
+def _fa1_bwd_readers(d: Defines) -> Readers:  # fa1.cu: padded rows, NT3P = 4 or 2
+    return warp_grid_readers(d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM_PAD"], d["NUM_WARPS"],
+                             lambda nt3: 2 if nt3 % 4 else 4)
+
+
+def model_defines(entry: str, d: Defines) -> dict[str, int]:
+    """The MODEL_* facts the model assumed for this kernel, passed as defines so that the kernel
+    static_asserts them (the spec's `checks`)."""
+    s, out = SPECS[entry], {}
+    if s.bwd_readers is not None:
+        rd = s.bwd_readers(d)
+        out.update(MODEL_W1K=rd.qdo_s, MODEL_W3Q=rd.k_dq, MODEL_DS_DQ=rd.ds_dq)
+    if s.kv_readers is not None:
+        out["MODEL_KV_READERS"] = s.kv_readers(d)
+    assert set(out) == set(s.checks), entry
+    return out
+
+
+# ----- tile rules (Python mirrors of the static_asserts, as options) -------------------------
+
+def _no_rules(d: Defines) -> list[Rule]:
+    return []
+
+
+def _fa1_fwd_rules(d: Defines) -> list[Rule]:  # fa1.cu:112
+    bm, w = d["BLOCK_M"], d["NUM_WARPS"]
+    return [(bm % w == 0 and (bm // w) % 16 == 0, "--block-m / --warps a multiple of 16")]
+
+
+def _fa1_bwd_rules(d: Defines) -> list[Rule]:  # fa1.cu fa1_bwd
+    bm, bn, w, st, dp = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"], d["STAGES"], d["HEAD_DIM_PAD"]
+    w1k = min(w, max(1, bn // 32))
+    w1q, w3q = w // w1k, min(w, max(1, bm // 32))
+    return [(bm % 64 == 0 and 32 * w >= 2 * bm, "--block-m a multiple of 64, at most --warps x 16"),
+            (w % w1k == 0 and bn % (16 * w1k) == 0 and bm % (8 * w1q) == 0 and bm % (4 * w) == 0,
+             "--warps splitting --block-n by 32 rows, then --block-m by 8"),
+            (dp % (16 * (w // w1k)) == 0 and w % w3q == 0 and dp % (16 * (w // w3q)) == 0,
+             "--warps splitting the padded head_dim in 16 columns"),
+            (st >= 2, "--stages >= 2 (the Q/dO cp.async ring)")]
+
+
+def _fa2_fwd_rules(d: Defines) -> list[Rule]:  # fa2.cu:112-132
+    bm, bn, w, st = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"], d["STAGES"]
+    chunks = d["HEAD_DIM_PAD"] // 8  # one pass of the threads covers RSTEP rows
+    rstep = 32 * w // chunks if (32 * w) % chunks == 0 else 0
+    return [(bm % (16 * w) == 0, f"--block-m a multiple of 16 x --warps ({16 * w})"),
+            (rstep > 0 and rstep % 8 == 0,
+             f"--warps x 32 threads covering >= 8 rows of {chunks} 16-byte chunks a pass "
+             f"(--warps >= {max(1, 8 * chunks // 32)})"),
+            (rstep > 0 and bm % max(rstep, 1) == 0 and bn % max(rstep, 1) == 0,
+             f"--block-m and --block-n multiples of the {rstep} rows one pass copies"),
+            (st >= 1, "--stages >= 1")]
+
+
+def _fa2_bwd_rules(d: Defines) -> list[Rule]:  # fa2_bwd.cu:173-180
+    bm, bn, w, st, dd = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"], d["STAGES"], d["HEAD_DIM"]
+    w1k = min(w, bn // 32)
+    w1q, w3q = w // max(w1k, 1), min(w, bm // 32)
+    threads, dch = 32 * w, dd // 8
+    rstep = threads // dch if threads % dch == 0 else 0
+    return [(bm % 64 == 0 and 32 * w >= 2 * bm, "--block-m a multiple of 64, at most --warps x 16"),
+            (w1k >= 1 and w % w1k == 0 and bn % (16 * w1k) == 0 and bm % (16 * w1q) == 0,
+             "--block-n >= 32 and --warps splitting --block-n by 32 rows, then --block-m by 16"),
+            (w3q >= 1 and w % w3q == 0 and dd % (16 * (w // w3q)) == 0
+             and dd % (16 * (w // max(w1k, 1))) == 0,
+             "--warps splitting head_dim in 16 columns"),
+            (bn * dch % threads == 0 and rstep > 0 and rstep % 8 == 0 and bm % rstep == 0
+             and bn % rstep == 0, "--warps x 32 threads copying whole 8-row groups of the tiles"),
+            (st >= 2, "--stages >= 2 (the Q/dO cp.async ring)")]
+
+
+def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu:124-128
+    bm, bn, w = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"]
+    return [(bm % 64 == 0 and bm <= 192, "--block-m 64, 128 or 192 (one warpgroup per 64 rows)"),
+            (w == bm // 16, f"--warps {bm // 16} (block_m / 16: four per warpgroup)"),
+            (bn <= 256, "--block-n at most 256"),
+            (not d["FP8_E4M3"] or bn % 128 == 0, "--block-n a multiple of 128 with fp8")]
+
+
+def _gemm_rules(d: Defines) -> list[Rule]:  # naive.cu:125-132 (the warp grid: see the kernel)
+    return [(d["BLOCK_K"] % 16 == 0, "a k tile that is a multiple of 16"),
+            (d["STAGES"] >= 1, "--stages >= 1")]
+
+
+# ----- the specs ----------------------------------------------------------------------------
+
+def _same(d: int) -> int:
+    return d
+
+
+def pad_pow2_64(d: int) -> int:
+    """kernels/fa2.cu: rows of 64, 128 or 256 (its swizzle holds 8, 16 or 32 chunks a row and
+    one pass of the threads covers whole rows)."""
+    return 1 << (max(d, 64) - 1).bit_length()
+
+
+def pad_ceil_64(d: int) -> int:
+    """kernels/fa1.cu: d rounded up to a multiple of 64 (whole 8-chunk swizzle rows)."""
+    return -(-d // 64) * 64
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    entry: str  # the extern "C" name; KernelPlan.name
+    source: str  # kernels/<source>
+    select: str | None  # the selector macro that compiles this entry (None: the file's only one)
+    args: tuple[str, ...]  # launch order; tensors by TENSORS name, scalars Nq Nk H KVH scale
+    writes: frozenset[str]  # the tensors it writes (NaN-poisoned before a check)
+    defines: frozenset[str]  # the -D values it requires (the file #errors without them)
+    checks: tuple[str, ...] = ()  # MODEL_* facts the Plan passes and the kernel static_asserts
+    head_dims: tuple[int, ...] | None = None  # None: any multiple of 8 up to MAX_HEAD_DIM
+    head_dim_pad: Callable[[int], int] = _same  # shared-memory row length for a head_dim
+    aligns: frozenset[CausalAlign] = BOTH_ALIGNS  # causal diagonals it masks
+    dtypes: tuple[str, ...] = ELEM_DTYPES  # what the launcher runs it with
+    archs: frozenset[str] = frozenset({"sm_80", "sm_90a"})
+    rules: Callable[[Defines], list[Rule]] = _no_rules
+    # dynamic shared memory in bytes from (defines, element bytes); None: none
+    smem: Callable[[Defines, int], int] | None = None
+    kv_readers: Callable[[Defines], int] | None = None  # forward: smem reads of K_j, V_j a trip
+    bwd_readers: Callable[[Defines], Readers] | None = None
+    tensor_maps: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # arg: (tensor, rows define)
+
+
+_MASK = frozenset({"HEAD_DIM", "IS_CAUSAL", "CAUSAL_BOTTOM_RIGHT"})
+_GEMM = _MASK | {"BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "NUM_WARPS"}
+_SOFTMAX = _MASK | {"SOFTMAX_THREADS", "ROW_IN_SMEM"}
+_TILE = frozenset({"HEAD_DIM", "HEAD_DIM_PAD", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "IS_CAUSAL",
+                   "CAUSAL_BOTTOM_RIGHT"})
+_DIMS = ("Nq", "Nk", "H", "KVH")
+
+
+def _gemm_smem(d: Defines, e: int) -> int:  # naive.cu: the k-tile ring, reused for the output
+    return max(d["STAGES"] * (d["BLOCK_M"] + d["BLOCK_N"]) * d["BLOCK_K"], d["BLOCK_M"] * d["BLOCK_N"]) * e
+
+
+def _naive(entry: str, args: tuple[str, ...], writes: set[str], defines: frozenset[str],
+           bwd: bool) -> KernelSpec:
+    gemm = defines is _GEMM
+    return KernelSpec(entry, "naive.cu", entry.upper(), args, frozenset(writes), defines,
+                      head_dims=BASE_HEAD_DIMS if bwd else None,
+                      rules=_gemm_rules if gemm else _no_rules, smem=_gemm_smem if gemm else None)
+
+
+def _fa1_fwd_smem(d: Defines, e: int) -> int:  # Q_i, K_j, V_j
+    return (d["BLOCK_M"] + 2 * d["BLOCK_N"]) * d["HEAD_DIM_PAD"] * e
+
+
+def _fa1_bwd_smem(d: Defines, e: int) -> int:  # K_j, V_j; Q_i, dO_i ring; Pᵀ, dSᵀ; ℓ, m ring and D
+    bm, bn, dp, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM_PAD"], d["STAGES"]
+    return (2 * bn * dp + 2 * st * bm * dp + 2 * bm * bn) * e + (2 * st + 1) * bm * F32
+
+
+def _fa2_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs, padded rows
+    return (d["BLOCK_M"] + 2 * d["STAGES"] * d["BLOCK_N"]) * d["HEAD_DIM_PAD"] * e
+
+
+def _fa2_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; Pᵀ, dSᵀ; LSE, D ring
+    bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]
+    return (2 * bn * dd + 2 * st * bm * dd + 2 * bm * bn) * e + 2 * st * bm * F32
+
+
+FA3_SMEM_ALIGN = 1024  # fa3.cu aligns its swizzled tiles to 1024 bytes
+
+
+def _fa3_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs + alignment
+    return (d["BLOCK_M"] + 2 * d["STAGES"] * d["BLOCK_N"]) * d["HEAD_DIM"] * e + FA3_SMEM_ALIGN
+
+
+_SPECS = [
+    _naive("naive_qk", ("Q", "K", "S", *_DIMS, "scale"), {"S"}, _GEMM, False),
+    _naive("naive_softmax", ("S", "P", "Nq", "Nk"), {"P"}, _SOFTMAX, False),
+    _naive("naive_pv", ("P", "V", "O", *_DIMS), {"O"}, _GEMM, False),
+    # naive's dP re-uses the forward's S; dKx, dVx are dK, dV themselves when kv_heads == heads
+    _naive("naive_bwd_dv", ("P", "dO", "dVx", *_DIMS), {"dVx"}, _GEMM, True),
+    _naive("naive_bwd_dp", ("dO", "V", "dP", *_DIMS), {"dP"}, _GEMM, True),
+    _naive("naive_bwd_softmax", ("P", "dP", "dS", "Nq", "Nk"), {"dS"}, _SOFTMAX, True),
+    _naive("naive_bwd_dq", ("dS", "K", "dQ", *_DIMS, "scale"), {"dQ"}, _GEMM, True),
+    _naive("naive_bwd_dk", ("dS", "Q", "dKx", *_DIMS, "scale"), {"dKx"}, _GEMM, True),
+    KernelSpec("fa1_init", "fa1.cu", "FA1_INIT", ("Oacc", "L", "M", "Nq"),
+               frozenset({"Oacc", "L", "M"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
+    KernelSpec("fa1_fwd", "fa1.cu", "FA1_FWD",
+               ("Q", "K", "V", "Oacc", "O", "L", "M", *_DIMS, "scale"),
+               frozenset({"Oacc", "O", "L", "M"}), _TILE, head_dim_pad=pad_ceil_64,
+               rules=_fa1_fwd_rules, smem=_fa1_fwd_smem),
+    KernelSpec("fa1_bwd_init", "fa1.cu", "FA1_BWD_INIT", ("dQacc", "Nq"), frozenset({"dQacc"}),
+               frozenset({"HEAD_DIM", "BLOCK_M"})),
+    KernelSpec("fa1_bwd", "fa1.cu", "FA1_BWD",
+               ("Q", "K", "V", "O", "dO", "L", "M", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
+               frozenset({"dQacc", "dKx", "dVx"}), _TILE | {"STAGES"},
+               checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dim_pad=pad_ceil_64,
+               rules=_fa1_bwd_rules, smem=_fa1_bwd_smem, bwd_readers=_fa1_bwd_readers),
+    KernelSpec("fa1_bwd_convert", "fa1.cu", "FA1_BWD_CONVERT", ("dQacc", "dQ", "Nq"),
+               frozenset({"dQ"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
+    # every warp ldmatrix-reads all of K_j and V_j
+    KernelSpec("fa2_fwd", "fa2.cu", None, ("Q", "K", "V", "O", "LSE", *_DIMS, "scale"),
+               frozenset({"O", "LSE"}), _TILE | {"STAGES"}, checks=("MODEL_KV_READERS",),
+               head_dim_pad=pad_pow2_64, rules=_fa2_fwd_rules, smem=_fa2_fwd_smem,
+               kv_readers=lambda d: max(1, d["NUM_WARPS"])),
+    KernelSpec("fa2_bwd_pre", "fa2_bwd.cu", "FA2_BWD_PRE", ("O", "dO", "D", "dQacc", "Nq", "H"),
+               frozenset({"D", "dQacc"}), frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}),
+               head_dims=BASE_HEAD_DIMS),
+    KernelSpec("fa2_bwd", "fa2_bwd.cu", "FA2_BWD",
+               ("Q", "K", "V", "dO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
+               frozenset({"dQacc", "dKx", "dVx"}), _GEMM - {"BLOCK_K"},
+               checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
+               rules=_fa2_bwd_rules, smem=_fa2_bwd_smem, bwd_readers=_fa2_bwd_readers),
+    KernelSpec("fa2_bwd_convert", "fa2_bwd.cu", "FA2_BWD_CONVERT",
+               ("dQacc", "dQ", "Nq", "H", "scale"), frozenset({"dQ"}),
+               frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}), head_dims=BASE_HEAD_DIMS),
+    # every consumer warpgroup's wgmma reads all of K_j and V_j; the launcher runs the top-left
+    # mask only (the kernel reads CAUSAL_BOTTOM_RIGHT, unchecked on a GPU) and no fp8 (its
+    # v_descale argument: benchmarks/fa3_fp8.py launches it)
+    KernelSpec("fa3_fwd", "fa3.cu", None, ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale"),
+               frozenset({"O", "LSE"}),
+               _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "FP8_E4M3"},
+               checks=("MODEL_KV_READERS",), head_dims=BASE_HEAD_DIMS,
+               aligns=frozenset({CausalAlign.top_left}), archs=frozenset({"sm_90a"}),
+               rules=_fa3_fwd_rules, smem=_fa3_fwd_smem, kv_readers=lambda d: max(1, d["NUM_WARPS"] // 4),
+               tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
+                            "TmV": ("V", "BLOCK_N")}),
+    KernelSpec("gqa_reduce", "gqa_reduce.cu", None, ("dKx", "dVx", "dK", "dV", "Nk", "H", "KVH"),
+               frozenset({"dK", "dV"}), frozenset({"HEAD_DIM", "REDUCE_THREADS"})),
+]
+SPECS: dict[str, KernelSpec] = {s.entry: s for s in _SPECS}
+
+
+def kernel_defines(entry: str, **values: int) -> dict[str, int]:
+    """A Plan's defines for `entry`: the values given (its required defines), the MODEL_* facts
+    it checks and its selector macro."""
+    out = dict(values)
+    out.update(model_defines(entry, out))
+    if SPECS[entry].select:
+        out[SPECS[entry].select] = 1
+    return out
+
+
+def source(entry: str) -> str | None:
+    """kernels/<source> of an entry; None: modelled only (no kernel)."""
+    return SPECS[entry].source if entry in SPECS else None
+
+
+def kernel_rules(plan: Plan) -> list[tuple[str, bool, str]]:
+    """(source, holds, what it requires) for the static_asserts of every kernel of a Plan."""
+    return [(SPECS[k.name].source, ok, rule) for k in plan.kernels if k.name in SPECS
+            for ok, rule in SPECS[k.name].rules(k.defines)]
+
+
+def supported(plan: Plan) -> None:
+    """Refuse, in one line, a Plan that no real kernel runs (an entry with no spec is modelled
+    only), or whose problem its kernels' specs do not take."""
+    schedule, p = plan.schedule, plan.problem
+    specs = [SPECS.get(k.name) for k in plan.kernels]
+    bwd = p.direction is Direction.bwd
+    if bwd and None in specs:
+        raise InputError(f"no real backward kernel for schedule {schedule} "
+                         "(allowed with --direction bwd: naive, fa1, fa2)")
+    fixed = any(s.head_dims is not None for s in specs if s is not None)
+    if bwd and p.head_dim not in BASE_HEAD_DIMS and fixed:
+        raise InputError(f"head_dim={p.head_dim} has no real backward kernel for {schedule} "
+                         f"(allowed: {', '.join(map(str, BASE_HEAD_DIMS))}; any multiple of 8 "
+                         f"up to {MAX_HEAD_DIM} with fa1)")
+    if None in specs:
+        raise InputError(f"no real kernel for schedule {schedule} (allowed: naive, fa1, fa2, fa3)")
+    if p.head_dim % 8 or p.head_dim > MAX_HEAD_DIM:
+        raise InputError(f"head_dim={p.head_dim} has no real kernel "
+                         f"(allowed: a multiple of 8 up to {MAX_HEAD_DIM})")
+    for s in specs:
+        if s.head_dims is not None and p.head_dim not in s.head_dims:
+            raise InputError(f"head_dim={p.head_dim} has no real {schedule} kernel "
+                             f"(allowed: {', '.join(map(str, s.head_dims))})")
+    if p.causal and p.causal_offset and any(p.causal_align not in s.aligns for s in specs):
+        raise InputError(f"the real {schedule} kernel masks top-left only "
+                         "(allowed: --causal-align top-left, or Nq = Nk)")
+    for s in specs:
+        if p.dtype.value not in s.dtypes:
+            raise InputError(f"dtype {p.dtype.value} has no real kernel "
+                             f"(allowed: {', '.join(s.dtypes)})")
