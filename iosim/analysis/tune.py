@@ -255,9 +255,9 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
 
 
 def gpu_name() -> str:
-    import torch
+    from iosim.gpu.bench import require_gpu
 
-    return torch.cuda.get_device_name()
+    return require_gpu("iosim tune --verify").cuda.get_device_name()
 
 
 def format_ranking(df: pd.DataFrame, top: int, hw: HardwareProfile) -> str:
