@@ -83,3 +83,18 @@ def test_backward_and_fa3_hold_on_a_gpu_never_fitted():
     assert t[("naive", "bwd")] <= 8 and t[("fa2", "bwd")] <= 8, times.to_string()
     assert t[("fa3", "fwd")] <= 9 and t[("fa2", "fwd")] <= 10, times.to_string()
     assert t[("fa1", "bwd")] <= 28, times.to_string()
+
+
+def test_the_restructured_kernels_passed_on_the_gpu():
+    """experiments/structure_check (the H100, after the layer/KernelSpec restructure): the GPU
+    tests passed with none failed, and every kernel row of its bench passed its NaN-poisoned
+    check against the float32 reference, forward and backward, and was timed."""
+    run = DATA / "structure_check" / "h100"
+    log = (run / "gpu_tests.log").read_text()
+    assert " passed" in log and "failed" not in log and "error" not in log.lower()
+    for name, schedules in (("fwd.csv", {"naive", "fa1", "fa2", "fa3"}), ("bwd.csv", {"naive", "fa1", "fa2"})):
+        df = pd.read_csv(run / name)
+        ours = df[df.schedule.isin(schedules)]
+        assert set(ours.schedule) == schedules
+        assert (ours.status == "ok").all() and (ours.time_ms > 0).all(), ours.status.unique()
+        assert (ours.max_rel_err <= ours.err_bound).all()
