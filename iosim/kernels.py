@@ -183,9 +183,19 @@ def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu:124-128
             (not d["FP8_E4M3"] or bn % 128 == 0, "--block-n a multiple of 128 with fp8")]
 
 
-def _gemm_rules(d: Defines) -> list[Rule]:  # naive.cu:125-132 (the warp grid: see the kernel)
+def _gemm_warp_grid(bm: int, bn: int, nw: int) -> bool:
+    """naive.cu's nv_pick_warps_m finds a grid: warps_m (a power of two dividing the warps) with
+    16-row warp tiles down BLOCK_M and 16-column ones across BLOCK_N."""
+    return any(nw % wm == 0 and bm % (wm * 16) == 0 and bn % (nw // wm * 16) == 0
+               for wm in (1 << i for i in range(nw.bit_length())))
+
+
+def _gemm_rules(d: Defines) -> list[Rule]:  # naive.cu's gemm namespace static_asserts
     return [(d["BLOCK_K"] % 16 == 0, "a k tile that is a multiple of 16"),
-            (d["STAGES"] >= 1, "--stages >= 1")]
+            (d["STAGES"] >= 1, "--stages >= 1"),
+            (_gemm_warp_grid(d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"]),
+             "a warp grid of 16x16-multiple warp tiles: --block-m and --block-n multiples of 16 "
+             "that --warps divides")]
 
 
 # ----- the specs ----------------------------------------------------------------------------

@@ -281,7 +281,12 @@ HOSTILE = ["", " ", "0", "-1", "1", "7", "64", "4096", "1e400", "nan", "inf", "-
            "a100,h200", "/proc/x", "/proc/x.csv", "x.json", "x", "../../etc/passwd",
            "sm_count", "sm_count=", "efficiency.hbm=2", "smem_per_sm_bytes=1", "=",
            "99999999999999999999999", "0x10", "１２", "\u00e9\u00e8", "-", "--", "top-left",
-           "bottom-right", "seqlen_q>=8192", "fwd", "bwd", "both,fwd"]
+           "bottom-right", "seqlen_q>=8192", "fwd", "bwd", "both,fwd",
+           # duplicate list values, zero sizes, case, impossible what-ifs, code in a filter
+           "64,64", "512,512.0", "h100,h100", "h100,h100-sxm5-80gb.calibrated", "fa2,FA2", "BF16",
+           "0,512", "0..8", "512.5", "sm_count=0", "sm_count=1e29", "max_threads_per_sm=1",
+           "efficiency.hbm=nan", "clock_hz=-1", '@pd.io.common.os.system("touch PWNED")',
+           "__import__('os').system('touch PWNED')"]
 
 
 def _commands():
@@ -333,8 +338,26 @@ def fuzz_files(tmp_path_factory):
     (d / "notes.toml").write_text("name = 3\n")
     code, _, err = cli("sweep", "--seqlen", "512,1024", "-o", d / "sweep.csv")
     assert code == 0, err
-    return [str(d / n) for n in ("garbage.csv", "empty.csv", "notes.toml", "sweep.csv")] + \
-        [str(ROOT / "experiments/fwd_grid/h100/measured.csv"), str(d / "out.csv"), str(d / "out.html")]
+    measured = ROOT / "experiments/fwd_grid/h100/measured.csv"
+    # measured columns that are not numbers, not finite, or not whole; problems that are invalid
+    m = pd.read_csv(measured).head(12)
+    bad_rows = {"text_time.csv": ("time_ms", "fast"), "inf_time.csv": ("time_ms", float("inf")),
+                "nan_time.csv": ("time_ms", float("nan")), "half_seqlen.csv": ("seqlen_q", 512.5),
+                "zero_heads.csv": ("heads", 0), "kv3.csv": ("kv_heads", 3)}
+    for name, (col, v) in bad_rows.items():
+        x = m.copy()
+        x[col] = x[col].astype(object)
+        x.loc[x.index[1:], col] = v
+        x.to_csv(d / name, index=False)
+    # profiles that describe no GPU
+    base = (PROFILE_DIR / "h100-sxm5-80gb.toml").read_text()
+    for name, (key, v) in {"threads1.toml": ("max_threads_per_sm", "1"),
+                           "smbool.toml": ("sm_count", "true"), "sm1e29.toml": ("sm_count", "1e29"),
+                           "regs1.toml": ("max_registers_per_thread", "1")}.items():
+        (d / name).write_text(base.replace(f"\n{key} = ", f"\n{key} = {v}  # was ", 1))
+    return [str(d / n) for n in ("garbage.csv", "empty.csv", "notes.toml", "sweep.csv", *bad_rows,
+                                 "threads1.toml", "smbool.toml", "sm1e29.toml", "regs1.toml")] + \
+        [str(measured), str(d / "out.csv"), str(d / "out.html"), str(d / "out.json"), str(d / "out.txt")]
 
 
 @settings(max_examples=300, deadline=None,
@@ -353,5 +376,62 @@ def test_fuzz_every_command_exits_0_or_2_without_traceback(fuzz_files, data, mon
     code, out, err = cli(*args)
     assert code in (0, 2), (args, code, err[-2000:])
     assert "Traceback" not in out + err, (args, err[-2000:])
+    assert not (tmp_path / "PWNED").exists(), args  # nothing typed is ever run
     if code == 2:
         assert err.strip().splitlines()[-1].startswith("error: "), (args, err)
+
+
+# ------------------------------------------------------------------ issue 19's classes, one each
+@pytest.mark.parametrize("name,needle", [("text_time.csv", "'time_ms', row 2: 'fast' is not a number"),
+                                         ("half_seqlen.csv", "'seqlen_q', row 2: 512.5"),
+                                         ("zero_heads.csv", "'heads', row 2: 0"),
+                                         ("kv3.csv", "row 2: kv_heads=3 must divide")])
+def test_bad_measured_columns_are_one_line_naming_file_row_and_column(fuzz_files, tmp_path, name, needle):
+    f = next(p for p in fuzz_files if p.endswith(name))
+    for cmd in (["validate", f], ["calibrate", f, "--hw", "h100-sxm5-80gb", "-o", tmp_path / "c.toml"],
+                ["report", f, "-o", tmp_path / "r.html"]):
+        err = bad(*cmd, needle=needle)
+        assert "--seqlen" not in err and "--heads" not in err  # no option the user never typed
+
+
+@pytest.mark.parametrize("name", ["inf_time.csv", "nan_time.csv"])
+def test_non_finite_times_are_never_measurements(fuzz_files, tmp_path, name):
+    f = next(p for p in fuzz_files if p.endswith(name))  # one finite row, the rest inf or NaN
+    code, out, err = cli("validate", f, "--format", "csv")
+    assert code == 0, err
+    assert pd.read_csv(io.StringIO(out)).n.sum() == 1  # only the finite row was checked
+    code, _, err = cli("calibrate", f, "--hw", "h100-sxm5-80gb", "-o", tmp_path / "c.toml")
+    assert code in (0, 2) and "Traceback" not in err
+
+
+def test_a_gate_over_no_checked_rows_fails(tmp_path):
+    m = pd.read_csv(ROOT / "experiments/fwd_grid/h100/measured.csv").head(6)
+    m["time_ms"] = float("nan")
+    m.to_csv(tmp_path / "m.csv", index=False)
+    bad("validate", tmp_path / "m.csv", "--max-mape", "50", needle="can be checked")
+    bad("validate", ROOT / "experiments/fwd_grid/h100/measured.csv", "--max-mape", "nan",
+        needle="--max-mape")
+
+
+@pytest.mark.parametrize("name,field", [("threads1.toml", "max_threads_per_sm"), ("smbool.toml", "sm_count"),
+                                        ("sm1e29.toml", "sm_count"), ("regs1.toml", "max_registers_per_thread")])
+def test_profiles_that_describe_no_gpu_are_refused(fuzz_files, name, field):
+    f = next(p for p in fuzz_files if p.endswith(name))
+    for cmd in (["predict", "--hw", f], ["hw", "show", f], ["sweep", "--hw", f, "-o", f + ".csv"]):
+        bad(*cmd, needle=field)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["predict", "--hw", "h100,h100"], "same profile"),
+    (["predict", "--hw", "h100,h100-sxm5-80gb.calibrated", "--compare"], "same profile"),
+    (["tune", "--seqlen", "0"], "--seqlen: 0 is not allowed"),
+    (["tune", "--head-dim", "0"], "--head-dim: 0 is not allowed"),
+    (["bench", "-o", "b.csv", "--seqlen", "0"], "--seqlen: 0 is not allowed"),
+    (["sweep", "--seqlen", "512,0", "-o", "s.csv"], "--seqlen: 0 is not allowed"),
+    (["sweep", "--set", "efficiency.hbm=nan", "-o", "s.csv"], "not a finite number"),
+    (["predict", "--schedule", "naive", "--block-n", "1000000", "--stages", "100"], "shared memory"),
+    (["explain", "--schedule", "naive", "--block-n", "1000000"], "shared memory"),
+    (["predict", "--schedule", "naive", "--block-n", "48"], "warp grid")])
+def test_issue_19_reproductions_are_one_line(tmp_path, monkeypatch, args, needle):
+    monkeypatch.chdir(tmp_path)
+    bad(*args, needle=needle)

@@ -59,6 +59,10 @@ def check(pl: Plan, t: Tiles, hw: HardwareProfile) -> None:
         if k.threads > MAX_THREADS_PER_CTA:
             raise InputError(f"{what}: {k.name} needs {k.threads} threads a CTA "
                              f"(allowed: at most {MAX_THREADS_PER_CTA}, --warps <= {MAX_THREADS_PER_CTA // 32})")
+        if k.smem_bytes > hw.smem_per_block_optin_bytes:
+            raise InputError(f"{what}: {k.name} needs {k.smem_bytes:,} B of shared memory a CTA, "
+                             f"over the GPU's {hw.smem_per_block_optin_bytes:,} B (allowed: smaller tiles "
+                             "or fewer --stages)")
         regs = min(k.regs_per_thread, hw.max_registers_per_thread) * k.threads
         if regs > hw.registers_per_sm:
             raise InputError(f"{what}: {k.name} needs {regs} registers a CTA ({k.threads} "
