@@ -196,7 +196,9 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
     occ = ctas_per_sm(k, hw)
     slots = occ * sms
     # One period of the launch order (the CTAs along grid x), repeated for every (batch, head).
-    one, masked = k.trips, k.masked
+    # a masked trip is one of the CTA's trips (ragged tiles count a fraction of a trip): never
+    # more masked trips than trips, or a faster plain trip would lengthen the CTA
+    one, masked = k.trips, np.minimum(k.masked, k.trips)
     if len(one) == 1 and len(masked) == 1:  # every CTA alike (no numpy on one number)
         period, reps, uniform = 1, ctas, True
         total_trips, total_masked = float(one[0]) * ctas, float(masked[0]) * ctas
