@@ -251,22 +251,28 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
         extra = masked_trip.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n, q) - trip
         return fixed, trip, extra
 
-    conc = min(ctas, slots)
-    fixed, trip, extra = durations(conc)
-    if uniform:
-        d = fixed + float(one[0]) * trip + float(masked[0]) * extra
-        if ctas <= slots:
-            sched = d
-        else:  # waves of the SM-side time; the shared bandwidth evens out across waves
+    def schedule(slots: int) -> float:
+        """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order."""
+        conc = min(ctas, slots)
+        fixed, trip, extra = durations(conc)
+        if uniform:
+            d = fixed + float(one[0]) * trip + float(masked[0]) * extra
+            if ctas <= slots:
+                return d
+            # waves of the SM-side time; the shared bandwidth evens out across waves
             fixed_c, trip_c, extra_c = durations(conc, memory=False)
             d_c = fixed_c + float(one[0]) * trip_c + float(masked[0]) * extra_c
-            sched = max(-(-ctas // slots) * d_c, ctas * d / slots)
-    else:
+            return max(-(-ctas // slots) * d_c, ctas * d / slots)
         # CTA durations of one period: summed with the shared bandwidth, one by one without
         d_sum = fixed * period + total_trips / reps * trip + total_masked / reps * extra
         fixed_c, trip_c, extra_c = durations(conc, memory=False)
         dc = fixed_c + one * trip_c + masked * extra_c
-        sched = max(list_schedule(dc, reps, slots), reps * d_sum / slots)
+        return max(list_schedule(dc, reps, slots), reps * d_sum / slots)
+
+    # CTAs resident on one SM overlap at least as well as the same CTAs run fewer at a time
+    # (more warps never hide less latency; what more CTAs cost in L2 is the DRAM estimate's):
+    # the best of every occupancy up to the one the resources allow (beyond ctas/SMs, all run)
+    sched = min(schedule(o * sms) for o in range(1, min(occ, -(-ctas // sms)) + 1))
 
     limits = fluid(k, dram, r, sms, hw)
     ideal = max(limits.values())
