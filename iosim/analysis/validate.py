@@ -29,7 +29,6 @@ from iosim.core.problem import Problem
 from iosim.core.rows import FWD_BWD, MEASURED_NEEDS, PROBLEM_COLUMNS, read_rows
 from iosim.schedules import SCHEDULES, plan
 
-
 # the columns that add up when a forward and a backward pass run one after the other
 _SUMMED = ["time_pred_ms", "time_roofline_ms", "hbm_read_bytes_2level", "hbm_write_bytes_2level",
            "dram_read_bytes", "dram_write_bytes"]
