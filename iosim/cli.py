@@ -422,6 +422,7 @@ def validate_cmd(
     fmt: FmtOpt = None,
     output: OutOpt = None,
     max_mape: Annotated[float | None, typer.Option("--max-mape", help="exit 1 if any schedule's time MAPE exceeds this percent")] = None,
+    by: Annotated[str | None, typer.Option(help="also group by these measured columns, comma-separated (e.g. source,figure of experiments/papers/published.csv)")] = None,
     force: Force = False,
 ) -> None:
     """Re-predict measured rows with today's model: time error per schedule (and the
@@ -431,7 +432,8 @@ def validate_cmd(
     if max_mape is not None and not (max_mape > 0 and math.isfinite(max_mape)):
         raise InputError(f"--max-mape {max_mape:g}: not allowed (allowed: a finite percent > 0)")
     fmt = out_format(fmt, output, force)
-    times, dram = validate(files, hardware.load(hw) if hw else None)
+    times, dram = validate(files, hardware.load(hw) if hw else None,
+                           [c.strip() for c in by.split(",") if c.strip()] if by else [])
     text = {Fmt.json: lambda: to_json(times, dram), Fmt.csv: lambda: times.to_csv(index=False),
             Fmt.table: lambda: format_report(times, dram)}[fmt]()
     emit(text, output, f"the errors of {len(times)} schedule groups")

@@ -76,6 +76,12 @@ def block_validate() -> str:
     return "```\n$ iosim validate " + " ".join(files) + "\n" + run("validate", *files) + "\n```"
 
 
+def block_papers() -> str:
+    """The model against the papers' published numbers, one group per figure."""
+    args = ["validate", "experiments/papers/published.csv", "--by", "paper,figure"]
+    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args) + "\n```"
+
+
 def block_validate_summary() -> str:
     """The validate command's first table (time error per schedule), for the README."""
     files = [f"experiments/{f}" for f in VALIDATE_FILES]
@@ -145,6 +151,7 @@ def block_tune() -> str:
 BLOCKS = {"predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
+          "papers": block_papers,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
           "measured-bwd": block_measured_bwd, "explain": block_explain, "tune": block_tune}

@@ -8,6 +8,7 @@ with status == "ok" and a positive, finite time count (rows.measured_ok): a kern
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 
 import pandas as pd
@@ -59,19 +60,22 @@ def baseline(pred: pd.DataFrame) -> pd.DataFrame:
     return pred[keep]
 
 
-def join(pred: pd.DataFrame, measured: pd.DataFrame, how: str = "inner") -> pd.DataFrame:
+def join(pred: pd.DataFrame, measured: pd.DataFrame, how: str = "inner",
+         keep: Sequence[str] = ()) -> pd.DataFrame:
     """Measured rows beside the prediction for the same problem (on PROBLEM_COLUMNS; hardware
     names compared by profile, so `h100` meets `h100-sxm5-80gb`). `how="left"` keeps measured
     rows with no prediction (torch's backends). Model columns that the measured file also has
     (the prediction `iosim bench` stored beside its measurement) are dropped from it: the
-    prediction given here is the one compared, so a change to the model shows at once."""
+    prediction given here is the one compared, so a change to the model shows at once.
+    Measured rows that differ in a `keep` column (a published table's `figure`) are all kept."""
     require_columns(pred, PROBLEM_COLUMNS, "predictions")
     require_columns(measured, PROBLEM_COLUMNS, "measurements")
     p, m = normalize(pred), normalize(measured)
     p["hw"] = p["hw"].map(canonical_hw)
     m["hw"] = m["hw"].map(canonical_hw)
     p = baseline(p).drop_duplicates(PROBLEM_COLUMNS, keep="first")
-    m = m.drop_duplicates(PROBLEM_COLUMNS, keep="last")  # a resumed bench re-measures: newest wins
+    # a resumed bench re-measures: newest wins
+    m = m.drop_duplicates([*PROBLEM_COLUMNS, *keep], keep="last")
     m = m.drop(columns=[c for c in p.columns if c in m.columns and c not in PROBLEM_COLUMNS])
     return m.merge(p, on=PROBLEM_COLUMNS, how=how, suffixes=("", "_pred"))
 
@@ -84,17 +88,20 @@ def _describe(r: pd.Series) -> str:
             f"pred {r.time_pred_ms:.3g} ms vs {r.time_ms:.3g} ms ({r.err_pct:+.1f}%)")
 
 
-def error_table(pred: pd.DataFrame, measured: pd.DataFrame, worst: int = 3) -> pd.DataFrame:
-    """Per (hw, schedule, direction): n points, MAPE and signed mean error of time_pred_ms against time_ms
+def error_table(pred: pd.DataFrame, measured: pd.DataFrame, worst: int = 3,
+                by: Sequence[str] = ()) -> pd.DataFrame:
+    """Per (hw, schedule, direction, *by): n points, MAPE and signed mean error of time_pred_ms against time_ms
     (percent), the worst absolute percentage error and a description of the `worst` worst points;
     where the predictions carry `time_roofline_ms`, the roofline's MAPE beside the cycle
     model's (`roof_mape_pct`), so a reader sees what the cycle model adds.
     Measured rows need status == "ok"; schedules with no prediction (torch peers) do not appear."""
     require_columns(measured, ["time_ms", "status"], "measurements")
     require_columns(pred, ["time_pred_ms"], "predictions")
-    cols = ["hw", "schedule", "direction", "n", "mape_pct", "mean_err_pct", "worst_ape_pct",
+    require_columns(measured, by, "measurements (--by)")
+    keys = ["hw", "schedule", "direction", *by]
+    cols = [*keys, "n", "mape_pct", "mean_err_pct", "worst_ape_pct",
             "roof_mape_pct", "worst_points"]
-    j = join(pred, measured)
+    j = join(pred, measured, keep=by)
     j = j[measured_ok(j) & j["time_pred_ms"].notna()].copy()
     if j.empty:
         return pd.DataFrame(columns=cols)
@@ -104,10 +111,10 @@ def error_table(pred: pd.DataFrame, measured: pd.DataFrame, worst: int = 3) -> p
         if "time_roofline_ms" in j else pd.Series(float("nan"), index=j.index)
     j["roof_ape_pct"] = roof
     rows = []
-    for (hw, sched, direction), g in j.groupby(["hw", "schedule", "direction"], sort=True):
+    for key, g in j.groupby(keys, sort=True):
         g = g.sort_values("ape_pct", ascending=False)
         rows.append({
-            "hw": hw, "schedule": sched, "direction": direction, "n": len(g),
+            **dict(zip(keys, key, strict=True)), "n": len(g),
             "mape_pct": g["ape_pct"].mean(), "mean_err_pct": g["err_pct"].mean(),
             "worst_ape_pct": g["ape_pct"].iloc[0], "roof_mape_pct": g["roof_ape_pct"].mean(),
             "worst_points": "; ".join(_describe(r) for r in g.head(worst).itertuples()),

@@ -6,7 +6,11 @@ and, where Nsight Compute counted them, the error of the L2-aware DRAM estimate.
 
 Each row is predicted with its GPU's calibrated profile where one exists
 (`hwprofiles/<gpu>.calibrated.toml`), else the datasheet one; `--hw` names one profile for
-every row instead.
+every row instead. A published table (experiments/papers/published.csv) reads the same way:
+its `fwd+bwd` rows are predicted as the forward plus the backward pass, and rows of schedules
+the model does not have (the papers' `standard` attention, where no such schedule exists) are
+skipped and counted in the report. Beside every group, `calibrated` says whether its profile was
+fitted to measurements (the A100 profile is the datasheet's).
 """
 
 from __future__ import annotations
@@ -22,8 +26,26 @@ from iosim.analysis.accuracy import _profile, error_table, join
 from iosim.analysis.predict import row
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.problem import Problem
-from iosim.core.rows import MEASURED_NEEDS, PROBLEM_COLUMNS, read_rows
+from iosim.core.rows import FWD_BWD, MEASURED_NEEDS, PROBLEM_COLUMNS, read_rows
 from iosim.schedules import SCHEDULES, plan
+
+# the columns that add up when a forward and a backward pass run one after the other
+_SUMMED = ["time_pred_ms", "time_roofline_ms", "hbm_read_bytes_2level", "hbm_write_bytes_2level",
+           "dram_read_bytes", "dram_write_bytes"]
+
+
+def _predict(schedule: str, p: Problem, prof: HardwareProfile) -> dict:
+    return row(plan(schedule, p, prof), prof)
+
+
+def _predict_fwd_bwd(schedule: str, fields: dict, prof: HardwareProfile) -> dict:
+    """One row for a forward plus a backward pass: times and bytes summed, TFLOP/s by the
+    FlashAttention convention (3.5x the forward's FLOPs over the summed time)."""
+    f, b = (_predict(schedule, Problem(**fields, direction=d), prof) for d in ("fwd", "bwd"))
+    out = f | {c: f[c] + b[c] for c in _SUMMED} | {"direction": FWD_BWD}
+    out["tflops_pred"] = 3.5 * Problem(**fields).fa_flops() / (out["time_pred_ms"] * 1e9)
+    out["bound"] = f"{f['bound']}+{b['bound']}"
+    return out
 
 
 def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.DataFrame:
@@ -33,11 +55,25 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     rows = []
     for r in keys.itertuples(index=False):
         prof = hw or preferred(r.hw)
-        p = Problem(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
-                    seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal,
-                    direction=r.direction)
-        rows.append(row(plan(r.schedule, p, prof), prof) | {"hw": r.hw, "profile": prof.name})
+        fields = dict(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
+                      seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal)
+        pred = (_predict_fwd_bwd(r.schedule, fields, prof) if r.direction == FWD_BWD else
+                _predict(r.schedule, Problem(**fields, direction=r.direction), prof))
+        rows.append(pred | {"hw": r.hw, "profile": prof.name})
     return pd.DataFrame(rows)
+
+
+def skipped(measured: pd.DataFrame) -> dict[str, int]:
+    """Rows per schedule name that the model has no schedule for (torch's backends, the
+    papers' standard attention): not predicted, so not in the error table."""
+    other = measured[~measured.schedule.isin(list(SCHEDULES))]
+    return {str(k): int(v) for k, v in other.schedule.value_counts().sort_index().items()}
+
+
+def calibrated(names: pd.Series, hw: HardwareProfile | None) -> pd.Series:
+    """'yes' where the profile that predicted the group was fitted to measurements, else 'no'."""
+    return names.map(lambda n: "yes" if (hw or preferred(n)).name.endswith(".calibrated")
+                     else "no")
 
 
 def dram_table(pred: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
@@ -69,24 +105,35 @@ def preferred(name: str) -> HardwareProfile:
         return base
 
 
-def validate(paths: Sequence[str | Path], hw: HardwareProfile | None = None
-             ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(time error table, DRAM error table) over the measurement files, predicted afresh."""
+def validate(paths: Sequence[str | Path], hw: HardwareProfile | None = None,
+             by: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(time error table, DRAM error table) over the measurement files, predicted afresh; the
+    time table grouped also by the measured columns `by`, its attrs["skipped"] the rows per
+    schedule the model does not have."""
+    if twice := [c for c in by if c in ("hw", "schedule", "direction")]:
+        raise InputError(f"--by {','.join(twice)}: already grouped by (allowed: other columns "
+                         "of the measured files, e.g. source,figure)")
     measured = pd.concat([read_rows(p, MEASURED_NEEDS) for p in paths], ignore_index=True)
     pred = repredict(measured, hw)
-    times = error_table(pred, measured)
+    times = error_table(pred, measured, by=by) if not pred.empty else pd.DataFrame()
     if times.empty:  # nothing checked is not a pass: a gate over no rows must fail
         raise InputError(f"no row of {', '.join(map(str, paths))} can be checked: none of naive, "
                          "fa1, fa2, fa3 has status ok and a positive, finite time_ms")
+    times.insert(3 + len(by), "calibrated", calibrated(times.hw, hw))
+    times.attrs["skipped"] = skipped(measured)
     return times, dram_table(pred, measured)
 
 
 def format_report(times: pd.DataFrame, dram: pd.DataFrame) -> str:
     lines = ["time_pred_ms (cycle model) and time_roofline_ms against measured time_ms "
-             "(status ok), percent:",
+             "(status ok), percent; calibrated: whether the group's profile was fitted to "
+             "measurements (no: the datasheet profile, uncalibrated):",
              times.drop(columns="worst_points").round(1).to_string(index=False), "",
-             "worst points per schedule:"]
+             "worst points per group:"]
     lines += [f"  {r.hw} {r.schedule} {r.direction}: {r.worst_points}" for r in times.itertuples()]
+    if skip := times.attrs.get("skipped"):
+        lines += ["", "not predicted (no such schedule in the model), rows: "
+                  + ", ".join(f"{k} {v}" for k, v in skip.items())]
     if not dram.empty:
         lines += ["", "DRAM estimate against Nsight Compute (dram__bytes_read/write.sum), percent:",
                   dram.round(1).to_string(index=False)]
@@ -95,4 +142,5 @@ def format_report(times: pd.DataFrame, dram: pd.DataFrame) -> str:
 
 def to_json(times: pd.DataFrame, dram: pd.DataFrame) -> str:
     return json.dumps({"time": times.to_dict(orient="records"),
+                       "skipped": times.attrs.get("skipped", {}),
                        "dram": dram.to_dict(orient="records")}, indent=1, default=float)
