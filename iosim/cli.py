@@ -721,3 +721,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(130)
         raise
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":  # python -m iosim.cli
+    main()
