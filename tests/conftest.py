@@ -1,15 +1,53 @@
+"""The suite's one conftest: the Hypothesis profile, the layer markers, and GPU skips.
+
+Every test gets exactly one layer marker (registered in pyproject.toml): by its module (LAYERS),
+`property` for a Hypothesis test, or the one it names itself. `slow` marks the tests that keep
+`pytest -m "not slow"` from being a one-minute run (SLOW, and the whole compile layer)."""
+
 import os
+from functools import lru_cache
 
 import pytest
 from hypothesis import settings
 
 # CI (and anyone who sets CI): the same examples every run, none saved between runs, so a
-# property test never fails by the luck of the draw or by a remembered example.
+# property test never fails by the luck of the draw or by a remembered example. The only
+# profile: a module sets its tests' own limits with @settings, never a profile of its own.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+LAYER_MARKERS = ("unit", "property", "accuracy", "compile", "browser", "gpu")
+LAYERS = {
+    "test_backward_plans": "unit",
+    "test_calibrate": "accuracy",
+    "test_cli_hardening": "unit",
+    "test_executor": "property",
+    "test_explain_tune": "unit",
+    "test_gpu_backward": "gpu",
+    "test_gpu_hardening": "gpu",
+    "test_gpu_kernels": "gpu",
+    "test_hardware_cli": "unit",
+    "test_kernel_compile": "compile",
+    "test_kernels_spec": "unit",
+    "test_memory": "unit",
+    "test_output_conventions": "unit",
+    "test_paper_counts": "unit",
+    "test_report": "unit",
+    "test_report_browser": "browser",
+    "test_suite": "unit",
+    "test_sweep": "unit",
+    "test_timing": "unit",
+    "test_validation": "accuracy",
+    "test_whatif": "unit",
+    "test_writes_and_filters": "unit",
+}
+# tests outside the compile layer that take several seconds each on a 2-core machine
+SLOW = {
+}
 
+
+@lru_cache(maxsize=1)
 def _gpu_missing() -> str | None:
     try:
         import cupy  # noqa: F401
@@ -21,11 +59,26 @@ def _gpu_missing() -> str | None:
     return None
 
 
+def layer(item: pytest.Item) -> str:
+    own = [m for m in LAYER_MARKERS if item.get_closest_marker(m)]
+    if len(own) > 1:
+        raise pytest.UsageError(f"{item.nodeid}: more than one layer marker ({', '.join(own)})")
+    if own:
+        return own[0]
+    if getattr(item.obj, "is_hypothesis_test", False):
+        return "property"
+    module = item.module.__name__.rpartition(".")[2]
+    if module not in LAYERS:
+        raise pytest.UsageError(f"{item.nodeid}: {module} has no layer; add it to LAYERS in "
+                                f"tests/conftest.py (allowed: {', '.join(LAYER_MARKERS)})")
+    return LAYERS[module]
+
+
 def pytest_collection_modifyitems(config, items):
-    gpu = [i for i in items if "gpu" in i.keywords]
-    if not gpu:
-        return
-    why = _gpu_missing()
-    if why:
-        for item in gpu:
-            item.add_marker(pytest.mark.skip(reason=why))
+    for item in items:
+        kind = layer(item)
+        item.add_marker(kind)
+        if kind == "compile" or item.originalname in SLOW:
+            item.add_marker("slow")
+        if kind == "gpu" and _gpu_missing():
+            item.add_marker(pytest.mark.skip(reason=_gpu_missing()))

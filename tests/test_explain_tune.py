@@ -14,6 +14,7 @@ from iosim.analysis.tune import pick, rank, spearman
 from iosim.cli import TILES_ENV
 from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
+from iosim.gpu.compile import nvcc_available
 from iosim.model.occupancy import ctas_per_sm, limiter, limits
 from iosim.schedules import Tiles, knobs, plan
 
@@ -184,15 +185,26 @@ def test_tune_ranks_by_predicted_time_and_picks_the_best_scored():
 
 
 def test_tune_cli_writes_a_tiles_file_that_predict_reads(tmp_path):
+    """Tune picks among three configurations (block_n; block_m held at 64, away from the untuned
+    128, so that predict shows the pick only by reading the file). Three, not the whole space:
+    tune compiles each candidate with nvcc where it is on PATH (72 fa2 builds took ~27 s)."""
     out = tmp_path / "t.json"
-    r = iosim("tune", "--seqlen", "2048", "--head-dim", "64", "--write", str(out))
+    r = iosim("tune", "--seqlen", "2048", "--head-dim", "64", "--block-m", "64", "--warps", "4",
+              "--stages", "2", "--write", str(out))
     assert r.returncode == 0, r.stderr
+    assert "3 configurations x 1 problems" in r.stdout, r.stdout
+    assert ("registers from nvcc" in r.stdout) == nvcc_available(), r.stdout
     entry = json.loads(out.read_text())["tiles"][0]
-    env = {**__import__("os").environ, TILES_ENV: str(out)}
-    row = json.loads(iosim("predict", "--schedule", "fa2", "--head-dim", "64", "--format", "json",
-                           env=env).stdout)[0]
-    assert (row["block_m"], row["block_n"], row["warps"], row["stages"]) == \
-        (entry["block_m"], entry["block_n"], entry["warps"], entry["stages"])
+    tiles = ("block_m", "block_n", "warps", "stages")
+    picked = tuple(entry[k] for k in tiles)
+
+    def predicted(env=None) -> tuple:
+        row = json.loads(iosim("predict", "--schedule", "fa2", "--head-dim", "64", "--format", "json",
+                               env=env).stdout)[0]
+        return tuple(row[k] for k in tiles)
+
+    assert predicted() != picked
+    assert predicted({**__import__("os").environ, TILES_ENV: str(out)}) == picked
 
 
 # ----- side by side --------------------------------------------------------------------------

@@ -5,6 +5,7 @@ skipped with a reason where nvcc, or the nvidia-cuda-nvrtc wheel, is absent)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import pytest
@@ -145,6 +146,7 @@ def test_fa3_refuses_other_architectures():
         assert proc.returncode != 0 and "needs -arch=sm_90a" in proc.stderr, (arch, proc.stderr[-500:])
 
 
+@pytest.mark.unit  # no compiler: a text comparison
 def test_wgmma_header_is_generated():
     """kernels/wgmma.cuh is exactly what tools/gen_wgmma.py writes (never edited by hand)."""
     import importlib.util
@@ -153,3 +155,37 @@ def test_wgmma_header_is_generated():
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     assert kernel_path("wgmma.cuh").read_text() == gen.render()
+
+
+@needs_nvcc
+def test_each_distinct_build_compiles_once(tmp_path, monkeypatch):
+    """fa1_init reads HEAD_DIM and BLOCK_M only: the causal and the non-causal Plan's builds
+    preprocess to the same device code and compile once; a later process reads the log back
+    from the on-disk cache and compiles nothing; a changed kernel source compiles anew."""
+    from iosim.gpu import compile as cc
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls = []
+    nvcc = cc._nvcc
+    monkeypatch.setattr(cc, "_nvcc", lambda args: calls.append(args[0]) or nvcc(args))
+    hw = load("h100")
+    init = [plan("fa1", Problem(batch=1, heads=2, seqlen_q=4096, head_dim=64, causal=c), hw).kernels[0]
+            for c in (False, True)]
+    assert init[0].name == "fa1_init" and init[0].defines != init[1].defines
+
+    def resources() -> list[dict]:
+        cc._nvcc_resources_cached.cache_clear()  # as a new process would
+        return [nvcc_resources(k.source, k.name, k.defines, "bf16", "sm_90a") for k in init]
+
+    first = resources()
+    assert first[0] == first[1] and calls.count("-cubin") == 1, calls
+    calls.clear()
+    assert resources() == first and calls == []
+    # the cache is keyed by the kernel's text: an edited source is compiled, not looked up
+    kernels = tmp_path / "kernels"
+    shutil.copytree(cc.kernels_dir(), kernels)
+    (kernels / "fa1.cu").write_text((kernels / "fa1.cu").read_text().replace(
+        "L[bh * Nq + r0 + r] = 0.f;", "L[bh * Nq + r0 + r] = 1.f;"))
+    monkeypatch.setattr(cc, "kernels_dir", lambda: kernels)
+    edited = resources()
+    assert edited[0] == edited[1] and calls.count("-cubin") == 1, calls

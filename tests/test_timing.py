@@ -28,9 +28,8 @@ problems = st.builds(
     causal=st.booleans(),
     direction=st.sampled_from([Direction.fwd, Direction.bwd]),
 )
-settings.register_profile("iosim", max_examples=60, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("iosim")
+# this module's limits, over the suite's profile (tests/conftest.py: derandomised in CI)
+EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def predicted(s: str, p: Problem, hw) -> dict | None:
@@ -40,6 +39,7 @@ def predicted(s: str, p: Problem, hw) -> dict | None:
         return None
 
 
+@EXAMPLES
 @given(problems, st.sampled_from(sorted(PROFILES)), st.sampled_from(SCHEDS))
 def test_prediction_never_beats_the_roofline(p, hw_name, s):
     hw = PROFILES[hw_name]
@@ -66,6 +66,7 @@ CHANGES = [("sm_count", 2), ("sm_count", 1.5), ("hbm_bandwidth_bytes_per_s", 2),
            ("l2_bandwidth_bytes_per_s", 2)]
 
 
+@EXAMPLES
 @given(problems, st.sampled_from(sorted(PROFILES)), st.sampled_from(SCHEDS), st.sampled_from(CHANGES))
 def test_more_sms_or_bandwidth_never_slower(p, hw_name, s, change):
     """The timing model, for the same DRAM bytes, always; end to end, the DRAM estimate
@@ -104,6 +105,7 @@ def mask_on_busiest_sm(pl, hw) -> float:
     return t
 
 
+@EXAMPLES
 @given(problems, st.sampled_from(sorted(PROFILES)), st.sampled_from(SCHEDS))
 def test_causal_never_slower_than_its_twin(p, hw_name, s):
     """Every causal CTA runs a subset of its twin's tiles, plus the mask on its diagonal ones:
@@ -126,6 +128,7 @@ def test_causal_never_slower_than_its_twin(p, hw_name, s):
         assert c < n
 
 
+@EXAMPLES
 @given(problems.filter(lambda p: p.seqlen_q >= 1024), st.sampled_from(sorted(PROFILES)))
 def test_fa2_not_slower_than_fa1_from_1024(p, hw_name):
     hw = PROFILES[hw_name]

@@ -93,11 +93,14 @@ def agreement(path: str, hw_name: str = "h100") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def report(path: str, hw_name: str = "h100") -> str:
+    """What the command prints (tools/update_readme.py puts it in the README)."""
+    a = agreement(path, hw_name)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 80):
+        return "\n".join([summary(path).round(1).to_string(index=False), "",
+                          a.round(1).to_string(index=False),
+                          f"model bound = ncu busiest unit for {int(a.agree.sum())} of {len(a)} kernels"])
+
+
 if __name__ == "__main__":
-    pd.set_option("display.width", 250)
-    pd.set_option("display.max_colwidth", 80)
-    print(summary(sys.argv[1]).round(1).to_string(index=False))
-    a = agreement(sys.argv[1], sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--hw" else "h100")
-    print()
-    print(a.round(1).to_string(index=False))
-    print(f"model bound = ncu busiest unit for {int(a.agree.sum())} of {len(a)} kernels")
+    print(report(sys.argv[1], sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--hw" else "h100"))

@@ -3,14 +3,17 @@ committed files they name.
 
 Each block sits between `<!-- BEGIN name -->` and `<!-- END name -->`; the command that makes
 it is written right above it. tests/test_validation.py fails when a block is stale.
+Every block is made in this process (no subprocess), so that the test is cheap.
 Usage: python tools/update_readme.py [--check]
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,8 +22,17 @@ DOCS = [ROOT / "README.md", ROOT / "docs" / "results.md"]  # the files whose blo
 
 
 def run(*args: str) -> str:
-    return subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()", *args],
-                          capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    """What `iosim ARGS` prints, run from the repository root in this process."""
+    from iosim.cli import main
+
+    out = io.StringIO()
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            if e.code:
+                raise RuntimeError(f"iosim {' '.join(args)}: exit status {e.code}") from None
+    return out.getvalue()
 
 
 def block_predict() -> str:
@@ -103,10 +115,11 @@ def block_calibrate() -> str:
 
 
 def tool(script: str, data: str) -> str:
-    """A tools/ script's output on a committed file, with its command line."""
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / script), data], capture_output=True,
-                       text=True, cwd=ROOT, check=True)
-    return f"```\n$ python tools/{script} {data}\n" + r.stdout.rstrip() + "\n```"
+    """A tools/ script's output on a committed file (its `report`), with its command line."""
+    spec = importlib.util.spec_from_file_location(script[:-3], ROOT / "tools" / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return f"```\n$ python tools/{script} {data}\n" + module.report(str(ROOT / data)).rstrip() + "\n```"
 
 
 def block_ncu_bound() -> str:
@@ -166,14 +179,15 @@ def render(text: str) -> str:
     return text
 
 
+def stale() -> dict[Path, str]:
+    """The files in DOCS whose generated blocks are not current, with their rendered text."""
+    return {path: new for path in DOCS if (new := render(path.read_text())) != path.read_text()}
+
+
 if __name__ == "__main__":
-    stale = []
-    for path in DOCS:
-        old = path.read_text()
-        new = render(old)
-        if new != old:
-            stale.append(path.relative_to(ROOT))
-            if "--check" not in sys.argv:
-                path.write_text(new)
-    if "--check" in sys.argv and stale:
-        sys.exit(f"stale generated blocks in {', '.join(map(str, stale))}: run python tools/update_readme.py")
+    changed = stale()
+    if "--check" in sys.argv and changed:
+        sys.exit(f"stale generated blocks in {', '.join(str(p.relative_to(ROOT)) for p in changed)}: "
+                 "run python tools/update_readme.py")
+    for path, new in changed.items():
+        path.write_text(new)

@@ -10,6 +10,11 @@ only).
 Options are the same in both paths (docs/kernel-contract.md): `-std=c++17`, the target
 architecture, `-I kernels/`, one `-DNAME=value` per define and the dtype macro
 `ELEM_BF16=1` / `ELEM_FP16=1`.
+
+The resource checks compile each distinct build once: ptxas logs are kept on disk
+(`cache_dir()`), keyed by everything the compile reads (compiler version, options, the source
+and header texts; for nvcc also the preprocessed device code, which merges builds whose extra
+defines the kernel never reads).
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.util
+import json
+import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -203,43 +211,77 @@ def nvcc_available() -> bool:
     return shutil.which("nvcc") is not None
 
 
-@lru_cache(maxsize=256)
-def _nvcc_resources_cached(
-    source: str, text_hash: str, entry: str, defines: tuple, dtype: str, arch: str
-) -> tuple:
+def cache_dir() -> Path:
+    """Where ptxas logs are kept between runs: $XDG_CACHE_HOME/iosim/ptxas (~/.cache/iosim/ptxas)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iosim" / "ptxas"
+
+
+def _cached_log(key: list, make) -> str:
+    """The ptxas log stored under `key` (everything the compile's output depends on), else
+    `make()`'s, stored (written whole then renamed: parallel test workers share the cache; an
+    unwritable cache only costs the compile)."""
+    path = cache_dir() / f"{hashlib.sha256(json.dumps(key).encode()).hexdigest()}.log"
+    try:
+        return path.read_text()
+    except OSError:
+        pass
+    log = make()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(log)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return log
+
+
+@lru_cache(maxsize=1)
+def nvcc_version() -> str:
+    return subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
+
+
+def _nvcc(args: list[str]) -> str:
+    proc = subprocess.run(["nvcc", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nvcc failed (nvcc {' '.join(args)}):\n{proc.stderr}")
+    return proc.stdout + proc.stderr
+
+
+def _nvcc_log(source: str, defines: dict[str, int], dtype: str, arch: str) -> str:
+    """ptxas's log of `nvcc -cubin` for one build, compiled once per distinct build: looked up by
+    the source and header texts and the options, then by the preprocessed device code (`nvcc -E`,
+    exactly what cicc compiles: Plans that differ only in defines a kernel never reads share it)."""
     src = kernel_path(source)
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            "nvcc",
-            "-std=c++17",
-            "-cubin",
-            "-Xptxas",
-            "-v",
-            *nvcc_arch_options(arch),
-            f"-I{kernels_dir()}",
-            *define_options(dict(defines), dtype),
-            "-o",
-            str(Path(tmp) / "k.cubin"),
-            str(src),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{proc.stderr}")
-        return tuple(sorted(parse_ptxas(proc.stderr + proc.stdout, entry).items()))
+    opts = ["-std=c++17", *nvcc_arch_options(arch), f"-I{kernels_dir()}", *define_options(defines, dtype)]
+
+    def compile_once() -> str:
+        with tempfile.TemporaryDirectory() as tmp:
+            return _nvcc(["-cubin", "-Xptxas", "-v", *opts, "-o", str(Path(tmp) / "k.cubin"), str(src)])
+
+    def by_device_code() -> str:
+        device_code = _nvcc(["-E", *opts, str(src)])
+        undefined = [o for o in opts if not o.startswith("-D")]
+        return _cached_log(["nvcc -E", nvcc_version(), undefined, device_code], compile_once)
+
+    return _cached_log(["nvcc", nvcc_version(), opts, source, src.read_text() + _headers_text()],
+                       by_device_code)
+
+
+@lru_cache(maxsize=1024)
+def _nvcc_resources_cached(source: str, entry: str, defines: tuple, dtype: str, arch: str) -> tuple:
+    return tuple(sorted(parse_ptxas(_nvcc_log(source, dict(defines), dtype, arch), entry).items()))
 
 
 def nvcc_resources(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str) -> dict[str, int]:
     """Compile offline with `nvcc -cubin -Xptxas -v` and report `entry`'s resources:
     registers, spill_stores, spill_loads, smem_static, stack_frame (bytes except registers), and
-    wgmma_serialized / setmaxnreg_ignored (1 when ptxas says so)."""
+    wgmma_serialized / setmaxnreg_ignored (1 when ptxas says so). Each distinct build is
+    compiled once (`_nvcc_log`; the log is kept in `cache_dir()`)."""
     if not nvcc_available():
         raise RuntimeError("nvcc not found on PATH")
-    text = kernel_path(source).read_text() + _headers_text()
-    return dict(
-        _nvcc_resources_cached(
-            source, _source_hash(text), entry, tuple(sorted(defines.items())), dtype, _check_arch(arch)
-        )
-    )
+    return dict(_nvcc_resources_cached(source, entry, tuple(sorted(defines.items())), dtype,
+                                       _check_arch(arch)))
 
 
 @lru_cache(maxsize=1)
@@ -256,11 +298,8 @@ def nvrtc_library() -> ctypes.CDLL | None:
     return None
 
 
-@lru_cache(maxsize=256)
-def _nvrtc_resources_cached(source: str, text_hash: str, entry: str, defines: tuple, dtype: str,
-                            arch: str) -> tuple:
+def _nvrtc_compile(source: str, opts: list[str]) -> str:
     lib = nvrtc_library()
-    opts = [*nvrtc_options(dict(defines), dtype, arch), "-default-device", "--ptxas-options=-v"]
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), kernel_path(source).read_bytes(),
                               source.encode(), 0, None, None):
@@ -277,14 +316,27 @@ def _nvrtc_resources_cached(source: str, text_hash: str, entry: str, defines: tu
     text = log.value.decode(errors="replace")
     if status != 0:
         raise RuntimeError(f"NVRTC failed ({' '.join(opts)}):\n{text}")
-    return tuple(sorted(parse_ptxas(text, entry).items()))
+    return text
+
+
+def nvrtc_version() -> str:
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    nvrtc_library().nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return f"{major.value}.{minor.value}"
+
+
+@lru_cache(maxsize=1024)
+def _nvrtc_resources_cached(source: str, entry: str, defines: tuple, dtype: str, arch: str) -> tuple:
+    opts = [*nvrtc_options(dict(defines), dtype, arch), "-default-device", "--ptxas-options=-v"]
+    text = kernel_path(source).read_text() + _headers_text()
+    log = _cached_log(["nvrtc", nvrtc_version(), opts, source, text], lambda: _nvrtc_compile(source, opts))
+    return tuple(sorted(parse_ptxas(log, entry).items()))
 
 
 def nvrtc_resources(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str) -> dict[str, int]:
     """`nvcc_resources` for the NVRTC build (the options `compile_kernel` gives CuPy, plus
-    CuPy's -default-device); needs `nvrtc_library()`."""
+    CuPy's -default-device); needs `nvrtc_library()`. Compiled once per build (`cache_dir()`)."""
     if nvrtc_library() is None:
         raise RuntimeError("libnvrtc not found (pip install nvidia-cuda-nvrtc)")
-    text = kernel_path(source).read_text() + _headers_text()
-    return dict(_nvrtc_resources_cached(source, _source_hash(text), entry,
-                                        tuple(sorted(defines.items())), dtype, _check_arch(arch)))
+    return dict(_nvrtc_resources_cached(source, entry, tuple(sorted(defines.items())), dtype,
+                                        _check_arch(arch)))
