@@ -2,7 +2,7 @@
 
 Every test gets exactly one layer marker (registered in pyproject.toml): by its module (LAYERS),
 `property` for a Hypothesis test, or the one it names itself. `slow` marks the tests that keep
-`pytest -m "not slow"` from being a one-minute run (SLOW, and the whole compile layer)."""
+`pytest -m "not slow"` from being a one-minute run: the compile and browser layers and SLOW."""
 
 import os
 from functools import lru_cache
@@ -42,9 +42,9 @@ LAYERS = {
     "test_whatif": "unit",
     "test_writes_and_filters": "unit",
 }
-# tests outside the compile layer that take several seconds each on a 2-core machine
-SLOW = {
-}
+SLOW_LAYERS = ("compile", "browser")  # nvcc and NVRTC builds; chromium runs
+# tests of the other layers that take several seconds each on a 2-core machine
+SLOW = {"test_fuzz_every_command_exits_0_or_2_without_traceback"}
 
 
 @lru_cache(maxsize=1)
@@ -78,7 +78,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         kind = layer(item)
         item.add_marker(kind)
-        if kind == "compile" or item.originalname in SLOW:
+        if kind in SLOW_LAYERS or item.originalname in SLOW:
             item.add_marker("slow")
         if kind == "gpu" and _gpu_missing():
             item.add_marker(pytest.mark.skip(reason=_gpu_missing()))

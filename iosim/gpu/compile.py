@@ -251,20 +251,24 @@ def _nvcc(args: list[str]) -> str:
 def _nvcc_log(source: str, defines: dict[str, int], dtype: str, arch: str) -> str:
     """ptxas's log of `nvcc -cubin` for one build, compiled once per distinct build: looked up by
     the source and header texts and the options, then by the preprocessed device code (`nvcc -E`,
-    exactly what cicc compiles: Plans that differ only in defines a kernel never reads share it)."""
+    exactly what cicc compiles: Plans that differ only in defines a kernel never reads share it),
+    which is what gets compiled (a .cup file: nvcc skips preprocessing it again)."""
     src = kernel_path(source)
-    opts = ["-std=c++17", *nvcc_arch_options(arch), f"-I{kernels_dir()}", *define_options(defines, dtype)]
-
-    def compile_once() -> str:
-        with tempfile.TemporaryDirectory() as tmp:
-            return _nvcc(["-cubin", "-Xptxas", "-v", *opts, "-o", str(Path(tmp) / "k.cubin"), str(src)])
+    opts = ["-std=c++17", *nvcc_arch_options(arch), f"-I{kernels_dir()}"]
+    defined = [*opts, *define_options(defines, dtype)]
 
     def by_device_code() -> str:
-        device_code = _nvcc(["-E", *opts, str(src)])
-        undefined = [o for o in opts if not o.startswith("-D")]
-        return _cached_log(["nvcc -E", nvcc_version(), undefined, device_code], compile_once)
+        device_code = _nvcc(["-E", *defined, str(src)])
 
-    return _cached_log(["nvcc", nvcc_version(), opts, source, src.read_text() + _headers_text()],
+        def compile_once() -> str:
+            with tempfile.TemporaryDirectory() as tmp:
+                cup = Path(tmp) / f"{src.stem}.cup"
+                cup.write_text(device_code)
+                return _nvcc(["-cubin", "-Xptxas", "-v", *opts, "-o", str(Path(tmp) / "k.cubin"), str(cup)])
+
+        return _cached_log(["nvcc -E", nvcc_version(), opts, device_code], compile_once)
+
+    return _cached_log(["nvcc", nvcc_version(), defined, source, src.read_text() + _headers_text()],
                        by_device_code)
 
 
