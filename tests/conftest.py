@@ -78,7 +78,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         kind = layer(item)
         item.add_marker(kind)
-        if kind in SLOW_LAYERS or item.originalname in SLOW:
+        if kind in SLOW_LAYERS or getattr(item, "originalname", item.name) in SLOW:
             item.add_marker("slow")
         if kind == "gpu" and _gpu_missing():
             item.add_marker(pytest.mark.skip(reason=_gpu_missing()))
