@@ -159,9 +159,9 @@ def test_wgmma_header_is_generated():
 
 @needs_nvcc
 def test_each_distinct_build_compiles_once(tmp_path, monkeypatch):
-    """fa1_init reads HEAD_DIM and BLOCK_M only: the causal and the non-causal Plan's builds
-    preprocess to the same device code and compile once; a later process reads the log back
-    from the on-disk cache and compiles nothing; a changed kernel source compiles anew."""
+    """naive_qk never reads IS_CAUSAL: the causal and the non-causal Plan's builds preprocess to
+    the same device code and compile once; a later process reads the log back from the on-disk
+    cache and compiles nothing; an edited kernel source is compiled anew."""
     from iosim.gpu import compile as cc
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -169,23 +169,22 @@ def test_each_distinct_build_compiles_once(tmp_path, monkeypatch):
     nvcc = cc._nvcc
     monkeypatch.setattr(cc, "_nvcc", lambda args: calls.append(args[0]) or nvcc(args))
     hw = load("h100")
-    init = [plan("fa1", Problem(batch=1, heads=2, seqlen_q=4096, head_dim=64, causal=c), hw).kernels[0]
-            for c in (False, True)]
-    assert init[0].name == "fa1_init" and init[0].defines != init[1].defines
+    qk = [k for c in (False, True)
+          for k in plan("naive", Problem(batch=1, heads=2, seqlen_q=4096, head_dim=64, causal=c), hw).kernels
+          if k.name == "naive_qk"]
+    assert len(qk) == 2 and qk[0].defines != qk[1].defines
 
-    def resources() -> list[dict]:
+    def compiles() -> int:
+        calls.clear()
         cc._nvcc_resources_cached.cache_clear()  # as a new process would
-        return [nvcc_resources(k.source, k.name, k.defines, "bf16", "sm_90a") for k in init]
+        got = [nvcc_resources(k.source, k.name, k.defines, "bf16", "sm_90a") for k in qk]
+        assert got[0] == got[1]
+        return calls.count("-cubin")
 
-    first = resources()
-    assert first[0] == first[1] and calls.count("-cubin") == 1, calls
-    calls.clear()
-    assert resources() == first and calls == []
-    # the cache is keyed by the kernel's text: an edited source is compiled, not looked up
+    assert compiles() == 1
+    assert compiles() == 0 and calls == []
     kernels = tmp_path / "kernels"
     shutil.copytree(cc.kernels_dir(), kernels)
-    (kernels / "fa1.cu").write_text((kernels / "fa1.cu").read_text().replace(
-        "L[bh * Nq + r0 + r] = 0.f;", "L[bh * Nq + r0 + r] = 1.f;"))
     monkeypatch.setattr(cc, "kernels_dir", lambda: kernels)
-    edited = resources()
-    assert edited[0] == edited[1] and calls.count("-cubin") == 1, calls
+    (kernels / "naive.cu").write_text((kernels / "naive.cu").read_text() + "\n__device__ int iosim_edit;\n")
+    assert compiles() == 1
