@@ -160,7 +160,7 @@ def test_wgmma_header_is_generated():
 @needs_nvcc
 def test_each_distinct_build_compiles_once(tmp_path, monkeypatch):
     """naive_qk never reads IS_CAUSAL: the causal and the non-causal Plan's builds preprocess to
-    the same device code and compile once; a later process reads the log back from the on-disk
+    the same device code and compile once; asked again, it reads the log back from the on-disk
     cache and compiles nothing; an edited kernel source is compiled anew."""
     from iosim.gpu import compile as cc
 
@@ -176,7 +176,6 @@ def test_each_distinct_build_compiles_once(tmp_path, monkeypatch):
 
     def compiles() -> int:
         calls.clear()
-        cc._nvcc_resources_cached.cache_clear()  # as a new process would
         got = [nvcc_resources(k.source, k.name, k.defines, "bf16", "sm_90a") for k in qk]
         assert got[0] == got[1]
         return calls.count("-cubin")

@@ -272,11 +272,6 @@ def _nvcc_log(source: str, defines: dict[str, int], dtype: str, arch: str) -> st
                        by_device_code)
 
 
-@lru_cache(maxsize=1024)
-def _nvcc_resources_cached(source: str, entry: str, defines: tuple, dtype: str, arch: str) -> tuple:
-    return tuple(sorted(parse_ptxas(_nvcc_log(source, dict(defines), dtype, arch), entry).items()))
-
-
 def nvcc_resources(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str) -> dict[str, int]:
     """Compile offline with `nvcc -cubin -Xptxas -v` and report `entry`'s resources:
     registers, spill_stores, spill_loads, smem_static, stack_frame (bytes except registers), and
@@ -284,8 +279,7 @@ def nvcc_resources(source: str, entry: str, defines: dict[str, int], dtype: str,
     compiled once (`_nvcc_log`; the log is kept in `cache_dir()`)."""
     if not nvcc_available():
         raise RuntimeError("nvcc not found on PATH")
-    return dict(_nvcc_resources_cached(source, entry, tuple(sorted(defines.items())), dtype,
-                                       _check_arch(arch)))
+    return parse_ptxas(_nvcc_log(source, defines, dtype, _check_arch(arch)), entry)
 
 
 @lru_cache(maxsize=1)
@@ -329,18 +323,12 @@ def nvrtc_version() -> str:
     return f"{major.value}.{minor.value}"
 
 
-@lru_cache(maxsize=1024)
-def _nvrtc_resources_cached(source: str, entry: str, defines: tuple, dtype: str, arch: str) -> tuple:
-    opts = [*nvrtc_options(dict(defines), dtype, arch), "-default-device", "--ptxas-options=-v"]
-    text = kernel_path(source).read_text() + _headers_text()
-    log = _cached_log(["nvrtc", nvrtc_version(), opts, source, text], lambda: _nvrtc_compile(source, opts))
-    return tuple(sorted(parse_ptxas(log, entry).items()))
-
-
 def nvrtc_resources(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str) -> dict[str, int]:
     """`nvcc_resources` for the NVRTC build (the options `compile_kernel` gives CuPy, plus
     CuPy's -default-device); needs `nvrtc_library()`. Compiled once per build (`cache_dir()`)."""
     if nvrtc_library() is None:
         raise RuntimeError("libnvrtc not found (pip install nvidia-cuda-nvrtc)")
-    return dict(_nvrtc_resources_cached(source, entry, tuple(sorted(defines.items())), dtype,
-                                        _check_arch(arch)))
+    opts = [*nvrtc_options(defines, dtype, _check_arch(arch)), "-default-device", "--ptxas-options=-v"]
+    text = kernel_path(source).read_text() + _headers_text()
+    return parse_ptxas(_cached_log(["nvrtc", nvrtc_version(), opts, source, text],
+                                   lambda: _nvrtc_compile(source, opts)), entry)
