@@ -33,6 +33,7 @@ LAYERS = {
     "test_memory": "unit",
     "test_output_conventions": "unit",
     "test_paper_counts": "unit",
+    "test_published": "accuracy",
     "test_report": "unit",
     "test_report_browser": "browser",
     "test_suite": "unit",
