@@ -128,9 +128,10 @@ def _no_rules(d: Defines) -> list[Rule]:
     return []
 
 
-def _fa1_fwd_rules(d: Defines) -> list[Rule]:  # fa1.cu:112
-    bm, w = d["BLOCK_M"], d["NUM_WARPS"]
-    return [(bm % w == 0 and (bm // w) % 16 == 0, "--block-m / --warps a multiple of 16")]
+def _fa1_fwd_rules(d: Defines) -> list[Rule]:  # fa1.cu fa1_fwd's static_asserts
+    bm, w, sr = d["BLOCK_M"], d["NUM_WARPS"], d["SPLIT_ROWS"]
+    return [(bm % w == 0 and (bm // w) % 16 == 0, "--block-m / --warps a multiple of 16"),
+            (sr > 0 and sr % bm == 0, "query rows per split a multiple of --block-m")]
 
 
 def _fa1_bwd_rules(d: Defines) -> list[Rule]:  # fa1.cu fa1_bwd
@@ -296,7 +297,7 @@ _SPECS = [
                frozenset({"Oacc", "L", "M"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
     KernelSpec("fa1_fwd", "fa1.cu", "FA1_FWD",
                ("Q", "K", "V", "Oacc", "O", "L", "M", *_DIMS, "scale"),
-               frozenset({"Oacc", "O", "L", "M"}), _TILE, head_dim_pad=pad_ceil_64,
+               frozenset({"Oacc", "O", "L", "M"}), _TILE | {"SPLIT_ROWS"}, head_dim_pad=pad_ceil_64,
                rules=_fa1_fwd_rules, smem=_fa1_fwd_smem),
     KernelSpec("fa1_bwd_init", "fa1.cu", "FA1_BWD_INIT", ("dQacc", "Nq"), frozenset({"dQacc"}),
                frozenset({"HEAD_DIM", "BLOCK_M"})),

@@ -3,10 +3,14 @@
 //
 // What it implements
 //   fa1_init: Algorithm 1 line 2: O = 0 (here Oacc, fp32), l = 0, m = -inf in HBM.
-//   fa1_fwd:  Algorithm 1 lines 5-15. One CTA per (batch, head) (grid (1, H, B)).
+//   fa1_fwd:  Algorithm 1 lines 5-15. One CTA per (query-row split, head, batch) (grid
+//     (ceil(Nq/SPLIT_ROWS), H, B)): split s owns query rows [s*SPLIT_ROWS, (s+1)*SPLIT_ROWS), as
+//     the FlashAttention-1 library split a head's rows when batch*heads could not fill the GPU
+//     (the Plan picks SPLIT_ROWS; Nq <= SPLIT_ROWS: one CTA per head, the paper's algorithm
+//     verbatim). Each split runs Algorithm 1's loops over its own rows:
 //     for j in blocks of K/V (BLOCK_N = Bc rows):                  outer loop, line 5
 //       load K_j, V_j into shared memory                           line 6
-//       for i in blocks of Q (BLOCK_M = Br rows):                  inner loop, line 7
+//       for i in this split's blocks of Q (BLOCK_M = Br rows):     inner loop, line 7
 //         load Q_i (shared), Oacc_i, l_i, m_i (registers) from HBM line 8
 //         S_ij = scale * Q_i K_j^T                                 line 9   (mma.sync)
 //         m~ = rowmax(S_ij), P~ = exp(S_ij - m~), l~ = rowsum(P~)  line 10
@@ -21,7 +25,8 @@
 //   Causal (IS_CAUSAL: query r sees keys c <= r + off, off = 0 top-left as torch's is_causal, or
 //   Nk - Nq with CAUSAL_BOTTOM_RIGHT as FlashAttention 2.1+): block (i, j) is skipped entirely
 //   when j*Bc > i*Br + Br - 1 + off; blocks that straddle the diagonal are masked element-wise.
-//   For outer step j the inner loop therefore starts at i = max(0, floor((j*Bc - off) / Br)), and
+//   For outer step j the inner loop therefore starts at i = max(0, floor((j*Bc - off) / Br)) (or
+//   the split's first block, if later), and
 //   block i's last outer step is min(Tc - 1, floor((i*Br + Br - 1 + off) / Bc)). Blocks with no
 //   visible key at all (bottom-right, Nq > Nk: last step < 0) get O = 0 before the loop; rows
 //   that see no key inside a visited block end with l = 0, O = 0 (LSE = m + log l = -inf).
@@ -37,7 +42,8 @@
 //   HEAD_DIM rounded up to 16, the MMA's k, with the chunk past HEAD_DIM zero-filled and the rest
 //   of the padding never loaded or read), BLOCK_M = Br, BLOCK_N = Bc (multiple of 16),
 //   NUM_WARPS (warps split Br: each warp owns Br/NUM_WARPS rows, a multiple of 16), IS_CAUSAL,
-//   CAUSAL_BOTTOM_RIGHT.
+//   CAUSAL_BOTTOM_RIGHT, SPLIT_ROWS (fa1_fwd: query rows per CTA, a multiple of BLOCK_M; every
+//   split re-reads the K/V blocks its rows see).
 //   fa1_init uses HEAD_DIM and BLOCK_M (rows per CTA); its thread count is free (the Plan's).
 //
 // Shared memory (fa1_fwd, dynamic): K_j, V_j, Q_i of HEAD_DIM_PAD-element rows (XOR swizzle);
@@ -47,10 +53,10 @@
 //   Bc <= 128 for d <= 128, Bc <= 64 for d = 256 (with MI = 1, i.e. NUM_WARPS = Br/16).
 //   The tiles: the Plan's (iosim/schedules/fa1.py tiles(), the paper's Bc capped as above).
 //
-// What limits it: only B*H CTAs (one per (batch, head), each on one SM, sequential over its
-//   Tc*Tr steps), and the Oacc/l/m round trip through HBM at every inner step:
+// What limits it: the Oacc/l/m round trip through HBM at every inner step:
 //   Tc * Nq * d * 4 bytes read and as many written per (b, h), against Nq*d*2 for Q_i reads
-//   and 2*Nk*d*2 for K/V. The next step's Q_i is prefetched with cp.async during the current
+//   and splits*2*Nk*d*2 for K/V (each split reads K/V once); and few CTAs where the Plan keeps
+//   few splits (each CTA is sequential over its Tc*(SPLIT_ROWS/Br) steps). The next step's Q_i is prefetched with cp.async during the current
 //   step and Oacc_i's loads are issued before S_ij is computed, so their latency overlaps the
 //   QK^T product; nothing else overlaps (Algorithm 1 has no pipelining across steps).
 //
@@ -89,8 +95,8 @@ extern "C" __global__ void fa1_init(float* __restrict__ Oacc, float* __restrict_
 // ------------------------------------------------------------------ fa1_fwd
 #ifdef FA1_FWD
 #if !defined(BLOCK_N) || !defined(NUM_WARPS) || !defined(IS_CAUSAL) || \
-    !defined(CAUSAL_BOTTOM_RIGHT) || !defined(HEAD_DIM_PAD)
-#error "fa1_fwd needs BLOCK_N, NUM_WARPS, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, HEAD_DIM_PAD"
+    !defined(CAUSAL_BOTTOM_RIGHT) || !defined(HEAD_DIM_PAD) || !defined(SPLIT_ROWS)
+#error "fa1_fwd needs BLOCK_N, NUM_WARPS, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, HEAD_DIM_PAD, SPLIT_ROWS"
 #endif
 namespace fa1 {
 constexpr int DG = HEAD_DIM;  // row length in HBM
@@ -109,6 +115,9 @@ static_assert(BC % 16 == 0, "BLOCK_N must be a multiple of 16");
 static_assert(D % 64 == 0, "HEAD_DIM_PAD must be a multiple of 64");
 static_assert(DG % 8 == 0 && DG <= D, "HEAD_DIM must be a multiple of 8, at most HEAD_DIM_PAD");
 static_assert(D == (DG + 63) / 64 * 64, "HEAD_DIM_PAD: HEAD_DIM rounded up to 64 (iosim/kernels.py)");
+// a split owns whole query blocks (the Plan's counts and the executor assume it)
+static_assert(SPLIT_ROWS > 0 && SPLIT_ROWS % BR == 0, "SPLIT_ROWS must be a multiple of BLOCK_M");
+constexpr int QB = SPLIT_ROWS / BR;  // query blocks per split
 constexpr bool EARLY_O = MI * (DK / 2 + BC / 2) <= 128;  // Oacc_i + S_ij fp32 registers
 }  // namespace fa1
 
@@ -139,11 +148,13 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     elem_t* sQw = sQ + warp * RW * D;  // this warp's rows of Q_i
     const u32 sQw_a = smem_u32(sQw), sK_a = smem_u32(sK), sV_a = smem_u32(sV);
     const int Tc = (Nk + BC - 1) / BC, Tr = (Nq + BR - 1) / BR;
+    const int i_lo = blockIdx.x * QB, i_hi = min(Tr, i_lo + QB);  // this split's query blocks
+    if (i_lo >= Tr) return;
     const float sl2 = scale * IOSIM_LOG2E;  // S in log2 units
 
     const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // row r sees keys c <= r + off
     auto floor_div = [](int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
-    auto i_first = [&](int j) { return IS_CAUSAL ? max(0, floor_div(j * BC - off, BR)) : 0; };
+    auto i_first = [&](int j) { return IS_CAUSAL ? max(i_lo, floor_div(j * BC - off, BR)) : i_lo; };
     auto j_last = [&](int i) {
         return IS_CAUSAL ? min(Tc - 1, floor_div(i * BR + BR - 1 + off, BC)) : Tc - 1;
     };
@@ -160,17 +171,18 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
         }
     };
 
-    // Query blocks that see no key (bottom-right, Nq > Nk) are never visited: O = 0 there.
+    // Query blocks that see no key (bottom-right, Nq > Nk) are never visited: O = 0 there
+    // (this split's rows [i_lo*Br, zero_end)).
     if (IS_CAUSAL) {
-        const int zero_rows = min(Nq, i_first(0) * BR);
-        for (int c = tid; c < zero_rows * DGCH; c += THREADS)
-            *reinterpret_cast<uint4*>(o + (long long)(c / DGCH) * DG + (c % DGCH) * 8) =
+        const int zero_end = min(Nq, min(i_first(0), i_hi) * BR);
+        for (int c = tid; c < (zero_end - i_lo * BR) * DGCH; c += THREADS)
+            *reinterpret_cast<uint4*>(o + (long long)(i_lo * BR + c / DGCH) * DG + (c % DGCH) * 8) =
                 make_uint4(0u, 0u, 0u, 0u);
     }
 
     for (int j = 0; j < Tc; ++j) {
         const int i0 = i_first(j);
-        if (i0 >= Tr) break;  // causal, Nk > Nq: no query block sees these keys
+        if (i0 >= i_hi) break;  // causal: none of this split's query blocks sees these keys
         __syncthreads();      // K_{j-1}, V_{j-1} no longer read
         // ---- line 6: K_j, V_j -> shared (rows >= Nk zero-filled: P~ is 0 there, V must be finite)
 #pragma unroll 4
@@ -187,13 +199,13 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
         cp_async_wait<0>();
         __syncthreads();
 
-        for (int i = i0; i < Tr; ++i) {
+        for (int i = i0; i < i_hi; ++i) {
             const int row0 = i * BR + warp * RW;  // this warp's first query row
             const bool last = (j == j_last(i));
             // next step (for the Q prefetch)
             int ni = i + 1, nj = j;
-            if (ni >= Tr) { nj = j + 1; ni = nj < Tc ? i_first(nj) : Tr; }
-            const bool has_next = nj < Tc && ni < Tr;
+            if (ni >= i_hi) { nj = j + 1; ni = nj < Tc ? i_first(nj) : i_hi; }
+            const bool has_next = nj < Tc && ni < i_hi;
 
             if (row0 < Nq) {
                 // ---- line 8: Oacc_i, l_i, m_i -> registers. For d <= 128 the loads are issued before

@@ -30,8 +30,8 @@ def cases(draw):
     return draw(st.sampled_from(sorted(SCHEDULES))), p, t
 
 
-def check(name: str, p: Problem, t: Tiles, seed: int = 0) -> None:
-    pl = plan(name, p, H100, t)
+def check(name: str, p: Problem, t: Tiles, seed: int = 0, hw=H100):
+    pl = plan(name, p, hw, t)
     x = reference.random_inputs(p, np.random.default_rng(seed))
     if p.direction is Direction.fwd:
         got, meter = executor.run(pl, x["q"], x["k"], x["v"])
@@ -54,6 +54,7 @@ def check(name: str, p: Problem, t: Tiles, seed: int = 0) -> None:
         traffic, work = meter.counts(kp.name)
         assert traffic == kp.traffic, (kp.name, traffic, kp.traffic)
         assert work == kp.work, (kp.name, work, kp.work)
+    return pl
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -83,3 +84,27 @@ def test_bottom_right_causal_rows_that_see_no_key_are_zero():
         out = reference.forward(p, x["q"], x["k"], x["v"])
         assert (out["O"][0, 0, :50] == 0).all() and np.isneginf(out["LSE"][0, 0, :50]).all()
         assert np.isfinite(out["LSE"][0, 0, 50:]).all()
+
+
+def test_fa1_query_row_splits_match_the_closed_form():
+    # A GPU of one SM holding 3 CTAs: one head of 5 query blocks is split 3 ways (2, 2, 1
+    # blocks: the fewest splits that fill the 3 slots); each split re-reads the K/V blocks its
+    # rows see. Ragged lengths, both causal diagonals, GQA; the executor runs the Plan's splits.
+    hw = H100.with_changes(sm_count=1, max_ctas_per_sm=3)
+    t = Tiles(block_m=16, block_n=16)
+    for causal, align in ((False, "top-left"), (True, "top-left"), (True, "bottom-right")):
+        for nk in (50, 77, 110):
+            p = Problem(batch=1, heads=1, seqlen_q=77, seqlen_k=nk, head_dim=16, causal=causal,
+                        causal_align=align)
+            pl = check("fa1", p, t, hw=hw)
+            main = pl.main
+            assert main.grid == (3, 1, 1) and main.defines["SPLIT_ROWS"] == 32
+            # K, V: split s reads the key blocks that its last row (< 32(s+1)) sees: causal,
+            # keys < 32(s+1) + offset, in whole 16-row blocks (the last one ragged)
+            ends = (32, 64, 77)
+            seen = [min(nk, e + p.causal_offset) if causal else nk for e in ends]
+            kv = sum(min(nk, -(-n // 16) * 16) for n in seen)
+            assert main.traffic.reads["K"] == kv * 16 * p.elem_bytes, (causal, align, nk)
+    gqa = Problem(batch=1, heads=2, kv_heads=1, seqlen_q=77, seqlen_k=60, head_dim=16,
+                  causal=True, causal_align="bottom-right")
+    assert check("fa1", gqa, t, hw=hw.with_changes(max_ctas_per_sm=6)).main.grid == (3, 2, 1)

@@ -46,6 +46,37 @@ def test_kernel_matches_reference(env, schedule, dtype, case):
         assert ok, f"{schedule} {dtype} {case}: error {err:.3g} over bound {bound:.3g}"
 
 
+# fa1's query-row splits (kernels/fa1.cu SPLIT_ROWS; on H100/H200 the Plan splits each of these
+# 2-3 ways or more, with 2 to 6 query blocks a split): few heads at long N, ragged N, both causal
+# diagonals (bottom-right with Nq > Nk: whole blocks, inside a split, see no key; Nq < Nk), GQA
+# and MQA, padded head_dims.
+FA1_SPLIT_CASES = [  # (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, causal, align)
+    (1, 2, 2, 16384, 16384, 64, False, "top-left"), (1, 4, 2, 5000, 5000, 128, True, "top-left"),
+    (2, 8, 4, 4500, 3000, 64, True, "bottom-right"), (1, 8, 1, 3000, 4500, 128, True, "bottom-right"),
+    (1, 3, 1, 7777, 7777, 72, False, "top-left"), (2, 8, 2, 6000, 6000, 256, True, "top-left"),
+    (1, 8, 8, 3000, 4500, 64, True, "top-left"),
+]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("case", FA1_SPLIT_CASES)
+def test_fa1_query_row_splits_match_reference(env, dtype, case):
+    from iosim.gpu.launch import Launcher
+
+    torch, hw, bench = env
+    b, h, kvh, nq, nk, d, causal, align = case
+    p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
+                dtype=dtype, causal=causal, causal_align=align)
+    pl = plan("fa1", p, hw)
+    main = pl.main
+    assert main.grid[0] > 1 and main.defines["SPLIT_ROWS"] < nq, main.grid  # really split
+    q, k, v = bench.inputs(torch, p, seed=int.from_bytes(__import__("os").urandom(4), "little"))
+    ref, lse_h0, same, s_max = bench.reference(torch, q, k, v, p)
+    bound = bench.error_bound("fa1", p, same, s_max)
+    err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse_h0, bound)
+    assert ok, f"fa1 {dtype} {case} grid {main.grid}: error {err:.3g} over bound {bound:.3g}"
+
+
 def test_fa3_refused_off_hopper(env):
     """On a GPU without sm_90a, fa3 is refused in one line (its Plan, or its compile)."""
     from iosim.gpu.compile import compile_kernel

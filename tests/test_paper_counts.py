@@ -30,20 +30,23 @@ def test_naive_forward_ideal_gemms_moves_4N2_plus_4Nd_per_head():
 
 
 def test_fa1_forward_matches_algorithm_1():
-    # Algorithm 1: K, V read once (2Nd); per outer step j (Tc of them) the inner loop reads
-    # Q (Nd), reads and writes O (2Nd), reads and writes ℓ and m (4N).
+    # Algorithm 1 on each of the S query-row splits of a head: K, V read once per split
+    # (2Nd·S); per outer step j (Tc of them) the inner loops read Q (Nd), read and write O
+    # (2Nd), read and write ℓ and m (4N) over all the splits' rows. Two heads cannot fill the
+    # H100, so every case here is split (S > 1).
     for n, d in ((1024, 64), (2048, 128), (1000, 256)):
         p = Problem(batch=1, heads=2, seqlen_q=n, head_dim=d)
         pl = plan("fa1", p, H100)
         main = pl.kernels[1]
-        tc = -(-n // main.block_n)
+        tc, splits = -(-n // main.block_n), main.grid[0]
+        assert splits == -(-n // main.defines["SPLIT_ROWS"]) > 1
         el = elements(main.traffic, p)
-        assert el["Kr"] == el["Vr"] == p.bh * n * d
+        assert el["Kr"] == el["Vr"] == p.bh * splits * n * d
         assert el["Qr"] == p.bh * tc * n * d
         assert el["Oaccr"] + el["Oaccw"] + el["Ow"] == p.bh * tc * 2 * n * d
         assert el["Lr"] + el["Mr"] + el["Lw"] + el["Mw"] == p.bh * tc * 4 * n
         total = sum(el.values())
-        assert total == p.bh * (2 * n * d + tc * (n * d + 2 * n * d + 4 * n))
+        assert total == p.bh * (2 * splits * n * d + tc * (n * d + 2 * n * d + 4 * n))
 
 
 def test_fa1_block_sizes_follow_the_paper():
@@ -57,13 +60,17 @@ def test_fa1_block_sizes_follow_the_paper():
 def test_fa1_io_is_theta_N2_d2_over_M():
     # Tc = N/Bc = 4Nd/M, and the inner loop moves ~3Nd per step: IO ≈ 12 N²d²/M. Doubling M
     # halves the quadratic part.
+    # Theorem 2 is about one CTA per head: 1056 heads (a whole number of waves at 1, 2 or 4
+    # CTAs per SM on 132 SMs) fill the GPU without splitting a head's rows.
     n, d = 4096, 64
-    p = Problem(batch=1, heads=1, seqlen_q=n, head_dim=d)
+    p = Problem(batch=8, heads=132, seqlen_q=n, head_dim=d)
     io = {}
     for m_bytes in (16384, 32768, 65536):
         hw = H100.with_changes(smem_per_block_optin_bytes=m_bytes)
-        t = plan("fa1", p, hw).traffic
-        io[m_bytes] = t.hbm_read + t.hbm_write
+        pl = plan("fa1", p, hw)
+        assert pl.main.grid[0] == 1  # not split
+        t = pl.traffic
+        io[m_bytes] = (t.hbm_read + t.hbm_write) // p.bh
         m_elems = m_bytes // p.elem_bytes
         scaled = io[m_bytes] / (n * n * d * d / m_elems)
         # per step Q (2 B) and O read + written (fp32, 8 B) per element: 10 B x 4N²d²/M

@@ -13,6 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
+from iosim.core.hardware import HardwareProfile
 from iosim.core.problem import Problem
 from iosim.core.traffic import Traffic, Work
 
@@ -53,6 +54,16 @@ class KernelPlan:
     @property
     def ctas(self) -> int:
         return self.grid[0] * self.grid[1] * self.grid[2]
+
+
+def ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:
+    """Resident CTAs per SM, limited by shared memory, registers, threads and the CTA cap."""
+    limits = [hw.max_ctas_per_sm, hw.max_threads_per_sm // k.threads,
+              hw.registers_per_sm // (min(k.regs_per_thread, hw.max_registers_per_thread)
+                                      * k.threads)]
+    if k.smem_bytes:
+        limits.append(hw.smem_per_sm_bytes // k.smem_bytes)
+    return max(1, min(limits))
 
 
 @dataclass(frozen=True)

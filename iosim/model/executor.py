@@ -201,7 +201,7 @@ def _gqa_reduce(m: Meter, p: Problem, out: dict) -> None:
 # ------------------------------------------------------------ FA1 fwd ----
 
 def fa1_fwd(p: Problem, plan: Plan, q, k, v):
-    m, s, g = Meter(p), p.scale, p.group
+    m = Meter(p)
     kp = next(k for k in plan.kernels if k.name == "fa1_fwd")
     bm = BlockMap.of(p, kp.block_m, kp.block_n)
     nq, d = p.seqlen_q, p.head_dim
@@ -217,58 +217,70 @@ def fa1_fwd(p: Problem, plan: Plan, q, k, v):
                     m.store("M", M, (b, h, slice(r0, r0 + r)), np.full(r, -np.inf))
     rows, cols = _spans(nq, kp.block_m), _spans(p.seqlen_k, kp.block_n)
     last_j = [int(np.flatnonzero(bm.visit[i]).max(initial=-1)) for i in range(len(rows))]
+    qb = kp.defines["SPLIT_ROWS"] // kp.block_m  # query blocks per CTA (the kernel's split)
+    splits = [range(i0, min(i0 + qb, len(rows))) for i0 in range(0, len(rows), qb)]
+    assert len(splits) == kp.grid[0], (len(splits), kp.grid)
     with m.launch("fa1_fwd"):
         for b in range(p.batch):
             for h in range(p.heads):
-                for i, (r0, r) in enumerate(rows):  # blocks that see no key (bottom-right): O = 0
-                    if last_j[i] < 0:
-                        m.store("O", O, (b, h, slice(r0, r0 + r)), np.zeros((r, d)))
-                for j, (c0, c) in enumerate(cols):
-                    if not bm.visit[:, j].any():
-                        continue
-                    Kj = m.load("K", k[b, h // g, c0:c0 + c])
-                    Vj = m.load("V", v[b, h // g, c0:c0 + c])
-                    for i, (r0, r) in enumerate(rows):
-                        if not bm.visit[i, j]:
-                            continue
-                        rs = (b, h, slice(r0, r0 + r))
-                        Qi = m.load("Q", q[rs])
-                        Oi = m.load("Oacc", Oacc[rs], smem=False)
-                        li = m.load("L", L[rs], smem=False)
-                        mi = m.load("M", M[rs], smem=False)
-                        S = m.mma(Qi, Kj.T, True, True) * s
-                        m.alu(S.size)
-                        if bm.diag[i, j]:
-                            S[_mask(p, r0, r, c0, c)] = -np.inf
-                            m.alu(S.size)
-                        mt = S.max(1)
-                        live = mt > -np.inf  # rows with no visible key in this block
-                        mts = np.where(live, mt, 0.0)
-                        m.alu(r)  # the guard
-                        Pt = m.exp(S - mts[:, None])
-                        lt = Pt.sum(1)
-                        m.alu(3 * S.size)  # rowmax, subtract, rowsum
-                        mnew = np.maximum(mi, mt)
-                        mnu = np.where(mnew > -np.inf, mnew, 0.0)  # no visible key so far
-                        a = m.exp(mi - mnu)
-                        bb = m.exp(mt - mnu)
-                        lnew = a * li + bb * lt
-                        m.alu(6 * r)  # m_new, two subtracts, ℓ_new (3)
-                        PV = m.mma(Pt, Vj, False, True)
-                        with np.errstate(divide="ignore"):
-                            inv = np.where(lnew > 0, 1.0 / lnew, 0.0)
-                        alpha, beta = a * li * inv, bb * inv
-                        m.alu(3 * r)
-                        On = alpha[:, None] * Oi + beta[:, None] * PV
-                        m.alu(3 * On.size)
-                        if j == last_j[i]:
-                            m.store("O", O, rs, On)
-                        else:
-                            m.store("Oacc", Oacc, rs, On)
-                        m.store("L", L, rs, lnew)
-                        m.store("M", M, rs, mnew)
+                for split in splits:  # one CTA: Algorithm 1's loops over this split's rows
+                    _fa1_split(m, p, bm, split, rows, cols, last_j, q, k, v, Oacc, O, L, M, b, h)
     with np.errstate(divide="ignore"):  # ℓ = 0: a row that sees no key, LSE = -inf
         return {"O": O, "LSE": M + np.log(L)}, m
+
+
+def _fa1_split(m: Meter, p: Problem, bm: BlockMap, split: range, rows, cols, last_j, q, k, v,
+               Oacc, O, L, M, b: int, h: int) -> None:
+    s, g, d = p.scale, p.group, p.head_dim
+    for i in split:  # blocks that see no key (bottom-right): O = 0
+        r0, r = rows[i]
+        if last_j[i] < 0:
+            m.store("O", O, (b, h, slice(r0, r0 + r)), np.zeros((r, d)))
+    for j, (c0, c) in enumerate(cols):
+        if not bm.visit[split.start:split.stop, j].any():
+            continue
+        Kj = m.load("K", k[b, h // g, c0:c0 + c])
+        Vj = m.load("V", v[b, h // g, c0:c0 + c])
+        for i in split:
+            r0, r = rows[i]
+            if not bm.visit[i, j]:
+                continue
+            rs = (b, h, slice(r0, r0 + r))
+            Qi = m.load("Q", q[rs])
+            Oi = m.load("Oacc", Oacc[rs], smem=False)
+            li = m.load("L", L[rs], smem=False)
+            mi = m.load("M", M[rs], smem=False)
+            S = m.mma(Qi, Kj.T, True, True) * s
+            m.alu(S.size)
+            if bm.diag[i, j]:
+                S[_mask(p, r0, r, c0, c)] = -np.inf
+                m.alu(S.size)
+            mt = S.max(1)
+            live = mt > -np.inf  # rows with no visible key in this block
+            mts = np.where(live, mt, 0.0)
+            m.alu(r)  # the guard
+            Pt = m.exp(S - mts[:, None])
+            lt = Pt.sum(1)
+            m.alu(3 * S.size)  # rowmax, subtract, rowsum
+            mnew = np.maximum(mi, mt)
+            mnu = np.where(mnew > -np.inf, mnew, 0.0)  # no visible key so far
+            a = m.exp(mi - mnu)
+            bb = m.exp(mt - mnu)
+            lnew = a * li + bb * lt
+            m.alu(6 * r)  # m_new, two subtracts, ℓ_new (3)
+            PV = m.mma(Pt, Vj, False, True)
+            with np.errstate(divide="ignore"):
+                inv = np.where(lnew > 0, 1.0 / lnew, 0.0)
+            alpha, beta = a * li * inv, bb * inv
+            m.alu(3 * r)
+            On = alpha[:, None] * Oi + beta[:, None] * PV
+            m.alu(3 * On.size)
+            if j == last_j[i]:
+                m.store("O", O, rs, On)
+            else:
+                m.store("Oacc", Oacc, rs, On)
+            m.store("L", L, rs, lnew)
+            m.store("M", M, rs, mnew)
 
 
 # ----------------------------------------------------- FA2/FA3 forward ----

@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 from iosim.core.hardware import HardwareProfile
-from iosim.core.plan import KernelPlan
+from iosim.core.plan import KernelPlan, ctas_per_sm
 
-
-def ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:
-    """Resident CTAs per SM, limited by shared memory, registers, threads and the CTA cap."""
-    limits = [hw.max_ctas_per_sm, hw.max_threads_per_sm // k.threads,
-              hw.registers_per_sm // (min(k.regs_per_thread, hw.max_registers_per_thread)
-                                      * k.threads)]
-    if k.smem_bytes:
-        limits.append(hw.smem_per_sm_bytes // k.smem_bytes)
-    return max(1, min(limits))
+__all__ = ["ctas_per_sm", "limiter", "limits", "wave"]  # ctas_per_sm lives in core: Plans use it
 
 
 def wave(k: KernelPlan, hw: HardwareProfile) -> int:

@@ -6,6 +6,7 @@ with numpy over block sizes, so ragged last blocks and causal skipping are exact
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -258,9 +259,24 @@ class BlockMap:
         """Σ c_j over visited pairs: key-block rows loaded, once per visited pair."""
         return self._once("c", lambda: self._sum_cc_hi() + self._cc(self._hi_of(self.tm - 1)))
 
-    def kv_rows_loaded(self) -> int:
-        """Σ c_j over key blocks that some query block visits (hi is largest for the last)."""
-        return self._cc(self._hi_of(self.tm - 1))
+    def kv_rows_loaded(self, qb: int | None = None) -> int:
+        """Σ c_j over key blocks that some query block visits (hi is largest for the last);
+        with `qb`, summed over splits of qb query blocks, each loading the key blocks that its
+        own last block visits (fa1's query-row splits)."""
+        if qb is None or qb >= self.tm:
+            return self._cc(self._hi_of(self.tm - 1))
+        lasts = [min(s + qb, self.tm) - 1 for s in range(0, self.tm, qb)]
+        return sum(self._cc(self._hi_of(i)) for i in lasts)
+
+    def split_pairs(self, qb: int) -> np.ndarray:
+        """Visited pairs of each split of qb query blocks, in launch order (KernelPlan.trips)."""
+        return self._once(("split_pairs", qb), lambda: _frozen(
+            np.add.reduceat(self.hi, np.arange(0, self.tm, qb))))
+
+    def split_diag(self, qb: int) -> np.ndarray:
+        """Partly masked pairs of each split of qb query blocks (KernelPlan.masked)."""
+        return self._once(("split_diag", qb), lambda: _frozen(
+            np.add.reduceat(self.hi - self.lo, np.arange(0, self.tm, qb))))
 
     def rows_visited(self) -> int:
         """Σ r_i over query blocks that visit some key block (all of them but, under a
@@ -397,6 +413,25 @@ def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
                       source=source("gqa_reduce"),
                       defines=kernel_defines("gqa_reduce", HEAD_DIM=p.head_dim,
                                              REDUCE_THREADS=threads))
+
+
+# A split count within this fraction of the best wave efficiency is as good as the best
+# (the FlashAttention-1 library's num_splits_heuristic_fwd: fewer splits re-read K/V less).
+SPLIT_EFFICIENCY = 0.95
+
+
+def split_blocks(bh: int, tm: int, slots: int) -> int:
+    """Query blocks per split of a head's tm query blocks, chosen as the FlashAttention-1
+    library chose its forward's split count: of the counts that even splits produce
+    (ceil(tm / qb)), the fewest whose bh·splits CTAs fill `slots` (SMs × CTAs per SM) waves
+    within SPLIT_EFFICIENCY of the best (wave efficiency = waves / ceil(waves))."""
+    def eff(s: int) -> float:
+        w = bh * s / slots
+        return w / math.ceil(w)
+    counts = sorted({-(-tm // qb) for qb in range(1, tm + 1)})
+    best = max(eff(s) for s in counts)
+    s = next(s for s in counts if eff(s) >= SPLIT_EFFICIENCY * best)
+    return -(-tm // s)
 
 
 def mask_defines(p: Problem) -> dict[str, int]:

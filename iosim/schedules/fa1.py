@@ -2,9 +2,13 @@
 
 Forward block sizes from the paper: Bc = ⌈M/4d⌉, Br = min(Bc, d), M = SRAM per block in
 elements; Bc is then rounded down to a multiple of 16 (the MMA's k) and capped by what the
-kernel's registers hold. One CTA per (batch, head); K/V blocks outer, Q blocks inner; O (in
-fp32, so Tc roundings do not accumulate), ℓ and m are read from and written to HBM at every
-inner step. Causal: blocks entirely above the diagonal are skipped.
+kernel's registers hold. K/V blocks outer, Q blocks inner; O (in fp32, so Tc roundings do not
+accumulate), ℓ and m are read from and written to HBM at every inner step. Causal: blocks
+entirely above the diagonal are skipped. One CTA per (query-row split, head, batch): as the
+FlashAttention-1 library did when batch·heads could not fill the GPU, a head's query blocks are
+split in runs of SPLIT_ROWS rows (`base.split_blocks`: the fewest splits that fill the GPU's
+CTA slots, waves within 95% of the best); each split runs the loops over its own rows and
+re-reads the K/V blocks they see.
 
 Backward (kernels/fa1.cu, FA1_BWD): the same loop order, one CTA per (batch, head); dK_j and
 dV_j live in fp32 registers for a whole outer step, so the tiles are the register file's
@@ -15,7 +19,7 @@ move at every inner step, D_i = rowsum(dO_i∘O_i) is formed there.
 from __future__ import annotations
 
 from iosim.core.hardware import HardwareProfile
-from iosim.core.plan import KernelPlan, Plan
+from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import SPECS, kernel_defines, source
@@ -27,6 +31,7 @@ from iosim.schedules.base import (
     check_smem,
     gqa_reduce,
     mask_defines,
+    split_blocks,
     uniform,
 )
 from iosim.schedules.flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
@@ -42,8 +47,9 @@ BC_REGISTER_CAP = {64: 128, 128: 128, 256: 64}
 # (the Pᵀ/dSᵀ rows are swizzled 64 wide). STAGES: the Q_i/dO_i/ℓ_i/m_i cp.async ring's depth.
 BWD_TILES = {64: (64, 128, 8, 2), 128: (64, 64, 8, 2), 192: (64, 64, 8, 2), 256: (64, 32, 8, 2)}
 AUX_THREADS = 128  # the backward's dQacc = 0 and dQ conversion kernels
-# One CTA per head: K/V of a KV head are read again by the next query head's CTA (GQA); the
-# CTA itself comes back to Q, O, l and m at every outer step (reuse 0, the default).
+# K/V of a head are read again by the head's next split, the next CTA along x (and by the next
+# query head's CTAs, GQA); a CTA itself comes back to Q, O, l and m at every outer step (reuse
+# 0, the default).
 GQA_REUSE = {"K": 1, "V": 1}
 
 
@@ -64,19 +70,25 @@ def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
     return Tiles(block_m=br, block_n=bc, warps=t.warps or max(1, br // 16), stages=1)
 
 
+REGS = 255  # the kernels' __launch_bounds__(THREADS, 1): the register budget the model assumes
+
+
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     check_head_dim("fa1", p)
     t = tiles(p, hw, t)
     fwd = p.direction is Direction.fwd
     main = "fa1_fwd" if fwd else "fa1_bwd"
     aux = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m)
-    defines = kernel_defines(main, **aux, HEAD_DIM_PAD=SPECS[main].head_dim_pad(p.head_dim),
-                             BLOCK_N=t.block_n, NUM_WARPS=t.warps, **mask_defines(p),
-                             **({} if fwd else {"STAGES": t.stages}))
-    smem = SPECS[main].smem(defines, p.elem_bytes)
+    tile = dict(HEAD_DIM_PAD=SPECS[main].head_dim_pad(p.head_dim), BLOCK_N=t.block_n,
+                NUM_WARPS=t.warps, **mask_defines(p))
+    smem = SPECS[main].smem({**aux, **tile, "STAGES": t.stages}, p.elem_bytes)
     check_smem("fa1", smem, hw, p)
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
-    pairs, diag = uniform(bm.pairs), uniform(bm.diag_pairs())  # one CTA per head
+    # the forward's query-row split: the CTA slots one head's CTAs share with the others
+    probe = KernelPlan(main, (1, 1, 1), 32 * t.warps, smem, REGS, 0, 0, Traffic(), Work())
+    qb = split_blocks(bh, bm.tm, ctas_per_sm(probe, hw) * hw.sm_count) if fwd else bm.tm
+    defines = kernel_defines(main, **aux, **tile,
+                             **({"SPLIT_ROWS": qb * t.block_m} if fwd else {"STAGES": t.stages}))
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
         tm = bm.tm
@@ -84,9 +96,10 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              p.head_dim, fa1_init(p).scaled(bh), Work(),
                              trips=uniform(1), source=source("fa1_init"),
                              defines=kernel_defines("fa1_init", **aux)))
-        ks.append(KernelPlan("fa1_fwd", (1, p.heads, p.batch), 32 * t.warps, smem, 255,
-                             t.block_m, t.block_n, **fa1_fwd(p, bm).launch(bh), trips=pairs,
-                             masked=diag, reuse=GQA_REUSE, overlap="none", source=source(main),
+        ks.append(KernelPlan("fa1_fwd", (-(-tm // qb), p.heads, p.batch), 32 * t.warps, smem,
+                             REGS, t.block_m, t.block_n, **fa1_fwd(p, bm, qb).launch(bh),
+                             trips=bm.split_pairs(qb), masked=bm.split_diag(qb),
+                             reuse=GQA_REUSE, overlap="none", source=source(main),
                              defines=defines))
     else:
         n = p.seqlen_q * p.head_dim
@@ -95,12 +108,13 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              t.block_m, p.head_dim, init.scaled(bh), Work(),
                              trips=uniform(1), source=source("fa1_bwd_init"),
                              defines=kernel_defines("fa1_bwd_init", **aux)))
-        ks.append(KernelPlan("fa1_bwd", (1, p.heads, p.batch), 32 * t.warps, smem, 255,
+        ks.append(KernelPlan("fa1_bwd", (1, p.heads, p.batch), 32 * t.warps, smem, REGS,
                              t.block_m, t.block_n,
                              # fa1.cu's warp grids (fa2_bwd.cu's, over the padded rows)
                              **flash_bwd(p, bm, fa1=True,
                                          rd=SPECS[main].bwd_readers(defines)).launch(bh),
-                             trips=pairs, masked=diag, stages=t.stages, reuse=GQA_REUSE,
+                             trips=uniform(bm.pairs), masked=uniform(bm.diag_pairs()),
+                             stages=t.stages, reuse=GQA_REUSE,
                              # barriers split each trip into phases, as fa2_bwd's, and
                              # O_i, dQacc_i come into registers within the step
                              # (synchronous loads): the "none" policy, not "lockstep"
@@ -114,7 +128,9 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
             ks.append(gqa_reduce(p, ("dK", "dV")))
     paper = -(-(hw.smem_per_block_optin_bytes // p.elem_bytes) // (4 * p.head_dim))
     algo = "1" if p.direction is Direction.fwd else "4"
+    split = f", query rows split {-(-bm.tm // qb)} ways per head" if fwd and qb < bm.tm else ""
     notes = (f"Algorithm {algo}'s loop order with this kernel's tiles Bc={t.block_n}, Br={t.block_m}"
+             + split
              + (f" (the paper's Bc = ceil(M/4d) = {paper} for M={hw.smem_per_block_optin_bytes} B"
                 " exceeds the kernel's registers)" if paper > t.block_n else ""))
     return Plan("fa1", p, hw.name, tuple(ks), notes)

@@ -36,12 +36,14 @@ def kv_rows_loaded(bm: BlockMap) -> int:
     return bm.kv_rows_loaded()
 
 
-def fa1_fwd(p: Problem, bm: BlockMap) -> Counts:
-    """Algorithm 1: K/V outer, Q inner; O (fp32 Oacc), ℓ and m round-trip HBM every step."""
+def fa1_fwd(p: Problem, bm: BlockMap, qb: int) -> Counts:
+    """Algorithm 1: K/V outer, Q inner; O (fp32 Oacc), ℓ and m round-trip HBM every step.
+    The query blocks are split in runs of `qb` (one CTA each), each running the loops over its
+    own blocks: every split loads the K/V blocks its rows see; the per-pair terms are the same."""
     d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
-    kv, sr, sc, rc = kv_rows_loaded(bm), bm.sum_r(), bm.sum_c(), bm.sum_rc()
+    kv, sr, sc, rc = bm.kv_rows_loaded(qb), bm.sum_r(), bm.sum_c(), bm.sum_rc()
     t = Traffic(
-        reads={"K": kv * d * e, "V": kv * d * e,  # K_j, V_j once per outer step
+        reads={"K": kv * d * e, "V": kv * d * e,  # K_j, V_j once per outer step of each split
                "Q": sr * d * e, "Oacc": sr * d * F32,  # Q_i, O_i at every inner step
                "L": sr * F32, "M": sr * F32},
         # O_i back at every step but each visited row block's last, where it is written in the
