@@ -74,3 +74,30 @@ def test_the_split_makes_fa1_faster_where_heads_are_few():
     p = Problem(batch=1, heads=8, seqlen_q=16384, head_dim=64)
     fa1, fa2 = (row(plan(s, p, H100), H100)["time_pred_ms"] for s in ("fa1", "fa2"))
     assert fa1 / fa2 < 4
+
+
+def test_measured_rows_are_repredicted_with_the_split_they_ran():
+    # The committed fa1 forward measurements predate the split (no split_rows column): they
+    # are re-predicted as the kernel that ran them, one CTA per head; a row that names its
+    # split (the bench records split_rows) with that split.
+    import pandas as pd
+
+    from iosim.analysis.calibrate import measured_plan
+    from iosim.analysis.validate import repredict
+    from iosim.schedules import Tiles
+
+    base = dict(hw="h100-sxm5-80gb", schedule="fa1", direction="fwd", batch=1, heads=32,
+                kv_heads=32, seqlen_q=16384, seqlen_k=16384, head_dim=64, dtype="bf16",
+                causal=False)
+    p = Problem(batch=1, heads=32, seqlen_q=16384, head_dim=64)
+    old = pd.DataFrame([base])
+    unsplit = plan("fa1", p, H100, Tiles(split_rows=16384))
+    assert unsplit.main.grid == (1, 32, 1)
+    assert repredict(old, H100).time_pred_ms.iloc[0] == row(unsplit, H100)["time_pred_ms"]
+    assert measured_plan(next(old.itertuples(index=False)), H100).main.grid == (1, 32, 1)
+    new = pd.DataFrame([base | {"split_rows": 2048}])
+    assert measured_plan(next(new.itertuples(index=False)), H100).main.grid == (8, 32, 1)
+    split = row(plan("fa1", p, H100), H100)
+    assert split["split_rows"] == 2048  # what the bench writes beside its measurement
+    assert repredict(new, H100).time_pred_ms.iloc[0] == split["time_pred_ms"]
+    assert split["time_pred_ms"] < row(unsplit, H100)["time_pred_ms"] / 2

@@ -26,16 +26,16 @@ from iosim.analysis.accuracy import _profile, error_table, join
 from iosim.analysis.predict import row
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.problem import Problem
-from iosim.core.rows import FWD_BWD, MEASURED_NEEDS, PROBLEM_COLUMNS, read_rows
-from iosim.schedules import SCHEDULES, plan
+from iosim.core.rows import FWD_BWD, MEASURED_NEEDS, PROBLEM_COLUMNS, measured_split_rows, read_rows
+from iosim.schedules import SCHEDULES, Tiles, plan
 
 # the columns that add up when a forward and a backward pass run one after the other
 _SUMMED = ["time_pred_ms", "time_roofline_ms", "hbm_read_bytes_2level", "hbm_write_bytes_2level",
            "dram_read_bytes", "dram_write_bytes"]
 
 
-def _predict(schedule: str, p: Problem, prof: HardwareProfile) -> dict:
-    return row(plan(schedule, p, prof), prof)
+def _predict(schedule: str, p: Problem, prof: HardwareProfile, t: Tiles = Tiles()) -> dict:
+    return row(plan(schedule, p, prof, t), prof)
 
 
 def _predict_fwd_bwd(schedule: str, fields: dict, prof: HardwareProfile) -> dict:
@@ -50,15 +50,20 @@ def _predict_fwd_bwd(schedule: str, fields: dict, prof: HardwareProfile) -> dict
 
 def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.DataFrame:
     """Today's predictions for the measured rows of our own schedules (not torch's), with `hw`
-    for every row, or else each row's GPU's preferred profile (calibrated if there is one)."""
-    keys = measured[measured.schedule.isin(list(SCHEDULES))][PROBLEM_COLUMNS].drop_duplicates()
+    for every row, or else each row's GPU's preferred profile (calibrated if there is one);
+    fa1 forward rows with the query-row split they ran (`measured_split_rows`)."""
+    ours = measured[measured.schedule.isin(list(SCHEDULES))]
+    # the fa1 kernel each row ran (None: the Plan's own split)
+    ours = ours.assign(split_rows=[measured_split_rows(r) for r in ours.itertuples(index=False)])
+    keys = ours[[*PROBLEM_COLUMNS, "split_rows"]].drop_duplicates()
     rows = []
     for r in keys.itertuples(index=False):
         prof = hw or preferred(r.hw)
         fields = dict(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
                       seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal)
+        t = Tiles(split_rows=None if pd.isna(r.split_rows) else int(r.split_rows))
         pred = (_predict_fwd_bwd(r.schedule, fields, prof) if r.direction == FWD_BWD else
-                _predict(r.schedule, Problem(**fields, direction=r.direction), prof))
+                _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
         rows.append(pred | {"hw": r.hw, "profile": prof.name})
     return pd.DataFrame(rows)
 

@@ -32,6 +32,21 @@ def problem_fields(p: Problem) -> dict:
             "causal_align": p.causal_align.value}
 
 
+def measured_split_rows(r) -> int | None:
+    """The query rows per CTA that a measured fa1 forward row ran (its `split_rows`, which the
+    bench records); a bench row without one was measured before fa1 split a head's query rows
+    across CTAs (kernels/fa1.cu before SPLIT_ROWS): one CTA per head, all Nq rows. None (the
+    Plan's own split) for a published row (its `paper`: the FlashAttention-1 library split as
+    the Plan does) and for every other schedule and direction."""
+    if r.schedule != "fa1" or getattr(r.direction, "value", r.direction) != "fwd":
+        return None
+    paper = getattr(r, "paper", None)
+    if isinstance(paper, str) and paper:
+        return None
+    v = getattr(r, "split_rows", None)
+    return int(v) if v is not None and not pd.isna(v) else int(r.seqlen_q)
+
+
 INT_COLUMNS = ["batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim"]
 STR_COLUMNS = ["hw", "schedule", "direction", "dtype"]
 # What a file needs to be read as predictions (sweep/predict output) or as measurements (bench).

@@ -31,6 +31,9 @@ class Tiles:
     block_k: int | None = None  # GEMM reduction chunk (naive)
     warps: int | None = None
     stages: int | None = None
+    # fa1's forward: query rows per CTA (a multiple of block_m; None: the Plan's split, which
+    # fills the GPU). Not a tuning knob: it replays a measured row's kernel (`measured_split`).
+    split_rows: int | None = None
 
 
 def blocks(n: int, b: int) -> np.ndarray:

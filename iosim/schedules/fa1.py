@@ -67,7 +67,8 @@ def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
     cap = next(v for k, v in sorted(BC_REGISTER_CAP.items()) if d <= k)
     bc = t.block_n or max(16, min(bc // 16 * 16, cap))
     br = t.block_m or max(16, min(bc, d) // 16 * 16)  # warps own 16-row MMA tiles
-    return Tiles(block_m=br, block_n=bc, warps=t.warps or max(1, br // 16), stages=1)
+    return Tiles(block_m=br, block_n=bc, warps=t.warps or max(1, br // 16), stages=1,
+                 split_rows=t.split_rows)
 
 
 REGS = 255  # the kernels' __launch_bounds__(THREADS, 1): the register budget the model assumes
@@ -87,6 +88,8 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     # the forward's query-row split: the CTA slots one head's CTAs share with the others
     probe = KernelPlan(main, (1, 1, 1), 32 * t.warps, smem, REGS, 0, 0, Traffic(), Work())
     qb = split_blocks(bh, bm.tm, ctas_per_sm(probe, hw) * hw.sm_count) if fwd else bm.tm
+    if fwd and t.split_rows:
+        qb = min(bm.tm, -(-t.split_rows // t.block_m))  # at least split_rows rows a CTA
     defines = kernel_defines(main, **aux, **tile,
                              **({"SPLIT_ROWS": qb * t.block_m} if fwd else {"STAGES": t.stages}))
     ks: list[KernelPlan] = []
