@@ -24,6 +24,7 @@ LAYERS = {
     "test_cli_hardening": "unit",
     "test_executor": "property",
     "test_explain_tune": "unit",
+    "test_fa1_split": "unit",
     "test_gpu_backward": "gpu",
     "test_gpu_hardening": "gpu",
     "test_gpu_kernels": "gpu",
