@@ -87,11 +87,11 @@ def test_bottom_right_causal_rows_that_see_no_key_are_zero():
 
 
 def test_fa1_query_row_splits_match_the_closed_form():
-    # A GPU of one SM holding 3 CTAs: one head of 5 query blocks is split 3 ways (2, 2, 1
-    # blocks: the fewest splits that fill the 3 slots); each split re-reads the K/V blocks its
-    # rows see. Ragged lengths, both causal diagonals, GQA; the executor runs the Plan's splits.
+    # A GPU of one SM holding 3 CTAs: one head of 5 query blocks split 3 ways (2, 2, 1 blocks:
+    # 32 rows a split); each split re-reads the K/V blocks its rows see. Ragged lengths, both
+    # causal diagonals, GQA; the executor runs the Plan's splits.
     hw = H100.with_changes(sm_count=1, max_ctas_per_sm=3)
-    t = Tiles(block_m=16, block_n=16)
+    t = Tiles(block_m=16, block_n=16, split_rows=32)
     for causal, align in ((False, "top-left"), (True, "top-left"), (True, "bottom-right")):
         for nk in (50, 77, 110):
             p = Problem(batch=1, heads=1, seqlen_q=77, seqlen_k=nk, head_dim=16, causal=causal,

@@ -421,19 +421,38 @@ def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
 # A split count within this fraction of the best wave efficiency is as good as the best
 # (the FlashAttention-1 library's num_splits_heuristic_fwd: fewer splits re-read K/V less).
 SPLIT_EFFICIENCY = 0.95
+# fa1's outer step loads K_j and V_j (2·Bc·d) before its query blocks' trips (each Br·d of Q and
+# Br·d fp32 of O read and written): about half a trip's HBM traffic at Bc = 2·Br
+KV_LOAD_TRIPS = 0.5
 
 
-def split_blocks(bh: int, tm: int, slots: int) -> int:
+def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None) -> int:
     """Query blocks per split of a head's tm query blocks, chosen as the FlashAttention-1
     library chose its forward's split count: of the counts that even splits produce
     (ceil(tm / qb)), the fewest whose bh·splits CTAs fill `slots` (SMs × CTAs per SM) waves
-    within SPLIT_EFFICIENCY of the best (wave efficiency = waves / ceil(waves))."""
-    def eff(s: int) -> float:
-        w = bh * s / slots
-        return w / math.ceil(w)
+    within SPLIT_EFFICIENCY of the best (wave efficiency = waves / ceil(waves)).
+
+    Causal (`hi`: the key blocks each query block visits, rising along the rows): splits are
+    not alike, a head's last split has the most key blocks to visit, so the count is judged by
+    the makespan it implies instead: the longest split, or the waves of the average one, in
+    trips, each split's outer steps (a K/V load each) counted as KV_LOAD_TRIPS of a trip."""
     counts = sorted({-(-tm // qb) for qb in range(1, tm + 1)})
-    best = max(eff(s) for s in counts)
-    s = next(s for s in counts if eff(s) >= SPLIT_EFFICIENCY * best)
+    if hi is None or (hi == hi[0]).all():
+        def eff(s: int) -> float:
+            w = bh * s / slots
+            return w / math.ceil(w)
+        best = max(eff(s) for s in counts)
+        s = next(s for s in counts if eff(s) >= SPLIT_EFFICIENCY * best)
+        return -(-tm // s)
+
+    def makespan(s: int) -> float:
+        qb = -(-tm // s)
+        starts = np.arange(0, tm, qb)
+        work = np.add.reduceat(hi, starts) + KV_LOAD_TRIPS * np.maximum.reduceat(hi, starts)
+        return max(float(work.max()), math.ceil(bh * len(starts) / slots) * float(work.mean()))
+    spans = {s: makespan(s) for s in counts}
+    best = min(spans.values())
+    s = next(s for s in counts if spans[s] * SPLIT_EFFICIENCY <= best)
     return -(-tm // s)
 
 

@@ -87,7 +87,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
     # the forward's query-row split: the CTA slots one head's CTAs share with the others
     probe = KernelPlan(main, (1, 1, 1), 32 * t.warps, smem, REGS, 0, 0, Traffic(), Work())
-    qb = split_blocks(bh, bm.tm, ctas_per_sm(probe, hw) * hw.sm_count) if fwd else bm.tm
+    qb = split_blocks(bh, bm.tm, ctas_per_sm(probe, hw) * hw.sm_count, bm.hi) if fwd else bm.tm
     if fwd and t.split_rows:
         qb = min(bm.tm, -(-t.split_rows // t.block_m))  # at least split_rows rows a CTA
     defines = kernel_defines(main, **aux, **tile,
