@@ -422,19 +422,29 @@ def points(grid: Mapping) -> Points:
 ENGINES = ("local", "dask")
 
 
+def check_engine(engine: str, scheduler: str | None) -> None:
+    """InputError, before any work, for an engine that is not known or not installed."""
+    if engine not in ENGINES:
+        raise InputError(f"--engine: '{engine}' is not allowed (allowed: {', '.join(ENGINES)})")
+    if scheduler and engine != "dask":
+        raise InputError("--scheduler: only with --engine dask")
+    if engine == "dask":
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            raise InputError("--engine dask needs dask.distributed "
+                             "(pip install 'dask[distributed]')") from None
+
+
 @contextmanager
 def executor(engine: str = "local", workers: int = 1, scheduler: str | None = None):
     """Where the chunks run: None (this process), a local process pool, or a Dask cluster
     (`scheduler`: its address, e.g. tcp://host:8786; none: a LocalCluster of `workers`
     processes on this machine). Both have submit() -> a future with result()."""
-    if engine not in ENGINES:
-        raise InputError(f"--engine: '{engine}' is not allowed (allowed: {', '.join(ENGINES)})")
+    check_engine(engine, scheduler)
     if engine == "dask":
-        try:
-            from dask.distributed import Client, LocalCluster
-        except ImportError:
-            raise InputError("--engine dask needs dask.distributed "
-                             "(pip install 'dask[distributed]')") from None
+        from dask.distributed import Client, LocalCluster
+
         if scheduler:
             with Client(scheduler) as client:
                 yield client
@@ -442,8 +452,6 @@ def executor(engine: str = "local", workers: int = 1, scheduler: str | None = No
             with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                               dashboard_address=None) as cluster, Client(cluster) as client:
                 yield client
-    elif scheduler:
-        raise InputError("--scheduler: only with --engine dask")
     elif workers > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
@@ -657,6 +665,7 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
     import time
 
     path = check_writable(path, TABLE_SUFFIXES, force)
+    check_engine(engine, scheduler)
     if path.suffix.lower() != ".csv":
         try:
             import pyarrow.parquet  # noqa: F401
