@@ -90,6 +90,7 @@ def test_an_interrupted_sweep_leaves_readable_parts_and_resumes(tmp_path, monkey
         return real(job)
 
     monkeypatch.setattr(sw, "_rows", interrupted)
+    monkeypatch.setattr(sw, "PART_ROWS", 1)  # a part per chunk
     with pytest.raises(KeyboardInterrupt):
         sw.stream(GRID, out, workers=1, progress=False)
     parts = sorted(sw.parts_dir(out).glob("part-*"))

@@ -551,6 +551,8 @@ def write(df: pd.DataFrame, path: str | Path, force: bool = False) -> Path:
 # `.NAME.parts/`, then joins the parts into NAME and removes the folder: an interrupted sweep
 # leaves readable parts, which `resume` reads (their problems' keys) and continues.
 PARTS_GRID = "grid.json"
+PART_ROWS = 20_000  # rows of one part: the memory a streamed sweep holds (tens of MB), and
+# what an interruption can lose
 
 
 def parts_dir(path: Path) -> Path:
@@ -616,10 +618,10 @@ def _start_parts(path: Path, pts: Points, tuned, resume: bool, force: bool) -> t
     return parts, done, len(files)
 
 
-def _chunk_frame(res: list[list[dict]]) -> pd.DataFrame:
+def _frame(rows: list[dict]) -> pd.DataFrame:
     import pandas as pd
 
-    return pd.DataFrame([r for rows in res for r in rows])
+    return pd.DataFrame(rows)
 
 
 def _join_parts(parts: Path, path: Path, summary: Summary) -> int:
@@ -636,20 +638,23 @@ def _join_parts(parts: Path, path: Path, summary: Summary) -> int:
                         if i:
                             src.readline()  # the header, written once
                         shutil.copyfileobj(src, out)
-        else:
-            import pyarrow.parquet as pq
+                    df = _read_part(f)
+                    summary.add(df)
+                    rows += len(df)
+            return
+        import pyarrow.parquet as pq
 
-            writer = None
+        writer = None
+        try:
             for f in files:
                 table = pq.read_table(f)
                 writer = writer or pq.ParquetWriter(tmp, table.schema)
                 writer.write_table(table.cast(writer.schema))
+                summary.add(table.to_pandas())
+                rows += table.num_rows
+        finally:
             if writer:
                 writer.close()
-        for f in files:
-            df = _read_part(f)
-            summary.add(df)
-            rows += len(df)
 
     write_atomic(path, write)
     return rows
@@ -678,17 +683,25 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
     already = len(done) * len(pts.todo)
     suffix = ".csv" if path.suffix.lower() == ".csv" else ".parquet"
     bar = _bar(progress, expected, min(already, expected))
-    computed, planned = 0, Counter()
+    computed, planned, buf = 0, Counter(), []
+
+    def flush() -> None:  # whole chunks to one part: a part holds all rows of its problems
+        nonlocal n_part
+        if buf:
+            write_table(_frame(buf), parts / f"part-{n_part:06d}{suffix}")
+            n_part += 1
+            buf.clear()
+
     with executor(engine, _workers(workers, expected - already), scheduler) as pool:
         for n, (res, sk) in run_chunks(pts, pool, tuned, done):
             planned.update(sk)
-            df = _chunk_frame(res)
-            if len(df):
-                write_table(df, parts / f"part-{n_part:06d}{suffix}")
-                n_part += 1
+            buf.extend(r for rows in res for r in rows)
+            if len(buf) >= PART_ROWS:
+                flush()
             computed += n * len(pts.todo)
             if bar:
                 bar.update(n * len(pts.todo))
+        flush()
     if bar:
         bar.close()
     total, skipped = pts.totals(planned)
