@@ -3,7 +3,7 @@
 Writes experiments/sweep_speed/sweep_speed.json. The previous version is checked out with
 `git worktree add --detach` at `--base` (default: where this branch left main, i.e. the commit
 before this change) and each version runs from its own tree (PYTHONPATH), in fresh processes,
-alternately, on this machine:
+alternately (one of each measurement of one version, then of the other), on this machine:
 
 - import: `python -X importtime -c "from iosim.cli import main"` (the CLI module's cumulative
   import time) and the modules of note it loads;
@@ -111,36 +111,48 @@ def cli_sweep(tree: Path, grid: dict) -> dict:
     return {"seconds": wall, "rows": rows, **peak}
 
 
-def version(tree: Path, repeat: int) -> dict:
-    imports = [import_seconds(tree) for _ in range(repeat)]
-    predicts = [predict_seconds(tree) for _ in range(repeat)]
-    api = [json.loads(run(tree, ["-c", API, json.dumps(GRID)]).stdout.strip().splitlines()[-1])
-           for _ in range(repeat)]
-    cli = [cli_sweep(tree, GRID) for _ in range(repeat)]
-    large = cli_sweep(tree, LARGE)
-    mods = run(tree, ["-c", MODULES]).stderr.strip().splitlines()[-1]
-    rows = api[0]["rows"]
-    api_s, cli_s = statistics.median(a["seconds"] for a in api), statistics.median(c["seconds"] for c in cli)
+def sample(tree: Path) -> dict:
+    """One of each measurement of one version."""
+    api = json.loads(run(tree, ["-c", API, json.dumps(GRID)]).stdout.strip().splitlines()[-1])
+    return {"import": import_seconds(tree), "predict": predict_seconds(tree), "api": api,
+            "cli": cli_sweep(tree, GRID)}
+
+
+def summarize(tree: Path, samples: list[dict], large: dict) -> dict:
+    med = statistics.median
+    rows = samples[0]["api"]["rows"]
+    api_s = med(x["api"]["seconds"] for x in samples)
+    cli_s = med(x["cli"]["seconds"] for x in samples)
     return {
         "commit": subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
                                  capture_output=True, text=True, check=True).stdout.strip(),
-        "cli_import_seconds": statistics.median(imports),
-        "predict_shell_seconds": statistics.median(predicts),
-        "predict_shell_seconds_all": [round(x, 3) for x in predicts],
-        "predict_loads": mods,
+        "cli_import_seconds": med(x["import"] for x in samples),
+        "predict_shell_seconds": med(x["predict"] for x in samples),
+        "predict_shell_seconds_all": [round(x["predict"], 3) for x in samples],
+        "predict_loads": run(tree, ["-c", MODULES]).stderr.strip().splitlines()[-1],
         "sweep_rows": rows,
         "sweep_api_seconds": api_s,
         "sweep_api_points_per_second": rows / api_s,
         "sweep_cli_parquet_seconds": cli_s,
         "sweep_cli_parquet_points_per_second": rows / cli_s,
-        "sweep_cli_peak_main_mib": max(c["main_mib"] for c in cli),
-        "sweep_cli_peak_worker_mib": max(c["worker_mib"] for c in cli),
+        "sweep_cli_peak_main_mib": max(x["cli"]["main_mib"] for x in samples),
+        "sweep_cli_peak_worker_mib": max(x["cli"]["worker_mib"] for x in samples),
         "large_rows": large["rows"],
         "large_seconds": large["seconds"],
         "large_points_per_second": large["rows"] / large["seconds"],
         "large_peak_main_mib": large["main_mib"],
         "large_peak_worker_mib": large["worker_mib"],
     }
+
+
+def compare(old: Path, new: Path, repeat: int) -> tuple[dict, dict]:
+    """Both versions, alternately (a machine whose load drifts weighs on both alike)."""
+    samples: dict[Path, list] = {old: [], new: []}
+    for _ in range(repeat):
+        for tree in (old, new):
+            samples[tree].append(sample(tree))
+    large = {tree: cli_sweep(tree, LARGE) for tree in (old, new)}
+    return tuple(summarize(t, samples[t], large[t]) for t in (old, new))
 
 
 def main() -> None:
@@ -157,7 +169,7 @@ def main() -> None:
         subprocess.run([*git, "worktree", "add", "--detach", str(old_tree), base], check=True,
                        capture_output=True)
         try:
-            previous, this = version(old_tree, args.repeat), version(ROOT, args.repeat)
+            previous, this = compare(old_tree, ROOT, args.repeat)
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(old_tree)], check=False)
     ratio = {k: this[k] / previous[k] for k in this
