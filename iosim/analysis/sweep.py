@@ -1,4 +1,7 @@
-"""Sweeps: a grid of problems x schedules x hardware (and what-if hardware) -> one DataFrame.
+"""Sweeps: a grid of problems x schedules x hardware (and what-if hardware) -> rows: one
+DataFrame (`sweep`, `sweep_result`), or a file written a chunk at a time (`stream`, what
+`iosim sweep` runs). The grid's problems are made lazily, a chunk of CHUNK_PROBLEMS at a time,
+and the chunks run in this process, a local process pool or on a Dask cluster (`executor`).
 
 A grid maps each problem field, `schedule`, `hw` and what-if hardware fields (`set`) to a list
 of values, or to text in the range grammar:
@@ -551,7 +554,7 @@ def write(df: pd.DataFrame, path: str | Path, force: bool = False) -> Path:
 # `.NAME.parts/`, then joins the parts into NAME and removes the folder: an interrupted sweep
 # leaves readable parts, which `resume` reads (their problems' keys) and continues.
 PARTS_GRID = "grid.json"
-PART_ROWS = 20_000  # rows of one part: the memory a streamed sweep holds (tens of MB), and
+PART_ROWS = 5_000  # rows of one part: the memory a streamed sweep holds (a few MB), and
 # what an interruption can lose
 
 
