@@ -46,6 +46,8 @@ def measured_split_rows(r) -> int | None:
     paper = getattr(r, "paper", None)
     if isinstance(paper, str) and paper:
         return None
+    import pandas as pd
+
     v = getattr(r, "split_rows", None)
     return int(v) if v is not None and not pd.isna(v) else int(r.seqlen_q)
 
