@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from iosim.analysis.predict import directions, predict
+from iosim.analysis.predict import directions, predict_rows
 from iosim.core import hardware
 from iosim.core.hardware import InputError
 from iosim.core.problem import CausalAlign, Dtype, Problem
@@ -155,16 +155,17 @@ GIGA = {"hbm_read_bytes_2level", "hbm_write_bytes_2level", "dram_read_bytes", "d
         "sram_bytes", "exp_ops", "alu_flops", "hbm_2level", "dram"}
 
 
-def format_table(df, wide: bool = False) -> str:
-    """The predict table: the columns of NARROW (read + write summed), or with `wide` all."""
+def format_table(rows: list[dict], wide: bool = False) -> str:
+    """The predict table of `rows` (predict_rows): the columns of NARROW (read + write summed),
+    or with `wide` all."""
     if not wide:
-        df = df.assign(**{k: df[a] + df[b] for k, (_, _, (a, b)) in SUMS.items()})
+        rows = [r | {k: r[a] + r[b] for k, (_, _, (a, b)) in SUMS.items()} for r in rows]
         table = {c[0]: c for c in TABLE} | {k: (k, h, f) for k, (h, f, _) in SUMS.items()}
-        cols = [table[k] for k in NARROW if k in df.columns]
+        cols = [table[k] for k in NARROW if k in rows[0]]
     else:
-        cols = [c for c in TABLE if c[0] in df.columns]
+        cols = [c for c in TABLE if c[0] in rows[0]]
     cells = [[h for _, h, _ in cols]]
-    for _, r in df.iterrows():
+    for r in rows:
         vals = []
         for key, _, f in cols:
             v = r[key]
@@ -205,8 +206,6 @@ def predict_cmd(
 ) -> None:
     """Predict IO, work and time of every schedule for one attention problem (several --hw:
     side by side)."""
-    import pandas as pd
-
     from iosim.analysis.sweep import parse_bool
 
     fmt = out_format(fmt, output, force)
@@ -223,45 +222,49 @@ def predict_cmd(
     if compare and len(names) != 2:
         raise InputError(f"--compare needs two --hw profiles (got {len(names)}: {hw})")
     tiles, tuned = knob_tiles(block_m, block_n, warps, stages), tuned_tiles(tiles_file)
-    parts = []
+    parts = []  # (rows, skipped) per problem: plain dicts, so the default table needs no pandas
     for profile in profiles:
         for d in directions(direction.value):
             for c in parse_bool(causal):
                 p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
                             seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=c,
                             causal_align=causal_align, direction=d)
-                parts.append(predict(p, profile, parse_schedules(schedule), tiles, tuned))
-    df = pd.concat(parts, ignore_index=True)
+                parts.append(predict_rows(p, profile, parse_schedules(schedule), tiles, tuned))
+    n = sum(len(rows) for rows, _ in parts)
+    if fmt is Fmt.table and len(profiles) == 1:
+        emit(predict_text(parts, profiles[0], wide), output, f"{n} rows")
+        return
+    import pandas as pd
+
+    df = pd.DataFrame([r for rows, _ in parts for r in rows])
     if fmt is not Fmt.table:
-        for part in parts:
-            for s, why in part.attrs["skipped"].items():
+        for _, skipped in parts:
+            for s, why in skipped.items():
                 typer.echo(f"note: {s} not predicted: {why}", err=True)
-        emit(rows_text(df, fmt), output, f"{len(df)} rows")
-    elif len(profiles) > 1:
+        emit(rows_text(df, fmt), output, f"{n} rows")
+    else:
         from iosim.analysis.compare import compare_profiles, side_by_side
 
         emit(compare_profiles(df) if compare else side_by_side(df), output, "the comparison")
-    else:
-        emit(predict_text(parts, profiles[0], wide), output, f"{len(df)} rows")
 
 
 def predict_text(parts, profile, wide: bool) -> str:
     """predict's table: the profile, then per problem its rows and what cannot run."""
     lines = [f"profile {profile.name}: {profile.describe()}"]
-    for part in parts:
-        p0 = part.iloc[0]
-        align = f" ({p0.causal_align})" if p0.causal and p0.seqlen_q != p0.seqlen_k else ""
-        lines.append(f"{profile.name}  {p0.direction}  B={p0.batch} H={p0.heads} "
-                     f"KVH={p0.kv_heads} Nq={p0.seqlen_q} Nk={p0.seqlen_k} d={p0.head_dim} "
-                     f"{p0['dtype']} causal={p0.causal}{align}")
-        lines.append(format_table(part, wide))
-        lines += [f"  {s}: not predicted: {why}" for s, why in part.attrs["skipped"].items()]
-        lines += [f"  {r.schedule}: cannot run: its tensors need {r.hbm_footprint_bytes / 1e9:,.1f} GB "
+    for rows, skipped in parts:
+        p0 = rows[0]
+        align = f" ({p0['causal_align']})" if p0["causal"] and p0["seqlen_q"] != p0["seqlen_k"] else ""
+        lines.append(f"{profile.name}  {p0['direction']}  B={p0['batch']} H={p0['heads']} "
+                     f"KVH={p0['kv_heads']} Nq={p0['seqlen_q']} Nk={p0['seqlen_k']} d={p0['head_dim']} "
+                     f"{p0['dtype']} causal={p0['causal']}{align}")
+        lines.append(format_table(rows, wide))
+        lines += [f"  {s}: not predicted: {why}" for s, why in skipped.items()]
+        lines += [f"  {r['schedule']}: cannot run: its tensors need {r['hbm_footprint_bytes'] / 1e9:,.1f} GB "
                   f"of HBM, over {profile.name}'s {profile.hbm_capacity_bytes / 1e9:,.1f} GB"
-                  for _, r in part[~part.fits].iterrows()]
-        if (part.backing == "hypothetical").any():
-            names = ", ".join(part.schedule[part.backing == "hypothetical"])
-            lines.append(f"  {names}: hypothetical: no kernel, here or published, runs "
+                  for r in rows if not r["fits"]]
+        hypothetical = [r["schedule"] for r in rows if r["backing"] == "hypothetical"]
+        if hypothetical:
+            lines.append(f"  {', '.join(hypothetical)}: hypothetical: no kernel, here or published, runs "
                          f"this dtype/head_dim/direction on this GPU; the model's numbers only")
     return "\n".join(lines)
 
@@ -296,31 +299,39 @@ def sweep_cmd(
         "--progress/--no-progress",
         help="progress bar on stderr, also when piped (default: only on a terminal)")] = None,
     force: Force = False,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="continue the sweep of the same grid that an interruption left unfinished "
+        "for -o (its points are not computed again)")] = False,
+    engine: Annotated[str, typer.Option(
+        help="where the chunks run: local (processes on this machine) or dask (dask.distributed: "
+        "a local cluster, or --scheduler's)")] = "local",
+    scheduler: Annotated[str | None, typer.Option(
+        help="with --engine dask: a running cluster's scheduler address, e.g. tcp://host:8786")] = None,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="processes (local, or the local Dask cluster's); default: the CPUs for large sweeps")] = None,
 ) -> None:
-    """Sweep a grid of problems, schedules and (what-if) hardware; write one row per point."""
+    """Sweep a grid of problems, schedules and (what-if) hardware; write one row per point, a
+    chunk at a time (memory bounded whatever the grid)."""
     import contextlib
     import io
-    import time
 
-    from iosim.analysis.sweep import TABLE_SUFFIXES, sweep_result, write
-    from iosim.core.output import check_writable
+    from iosim.analysis.sweep import stream
 
-    check_writable(output, TABLE_SUFFIXES, force)  # before any work
     grid = {"seqlen_q": seqlen, "seqlen_k": seqlen_k, "head_dim": head_dim, "batch": batch,
             "heads": heads, "kv_heads": kv_heads, "dtype": dtype, "causal": causal,
             "causal_align": causal_align, "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or []),
             "block_m": block_m, "block_n": block_n, "warps": warps, "stages": stages}
-    t0 = time.perf_counter()
-    res = sweep_result(grid, progress=progress, tuned=tuned_tiles(tiles_file))
-    if res.rows.empty:
+    res = stream(grid, output, force=force, resume=resume, progress=progress, workers=workers,
+                 tuned=tuned_tiles(tiles_file), engine=engine, scheduler=scheduler)
+    if not res.rows:
         fail("no point of the grid can be planned ("
              + "; ".join(f"{n} skipped: {why}" for why, n in res.skipped.most_common()) + ")")
-    path = write(res.rows, output, force)
     for name in dict.fromkeys(s.strip() for s in hw.split(",")):  # the profiles used, as predict says
         with contextlib.redirect_stderr(io.StringIO()):  # the sweep has warned about them once
             profile = hardware.load(name)
         typer.echo(f"profile {profile.name}: {profile.describe()}")
-    typer.echo(f"{res.summary()}\nwrote {path} in {time.perf_counter() - t0:.2f} s")
+    typer.echo(f"{res.summary}\nwrote {res.path} in {res.seconds:.2f} s "
+               f"({res.computed} points computed, {res.points_per_second:,.0f} points/s)")
 
 
 @hw_app.command("list")

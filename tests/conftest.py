@@ -25,6 +25,7 @@ LAYERS = {
     "test_executor": "property",
     "test_explain_tune": "unit",
     "test_fa1_split": "unit",
+    "test_fast_stream": "unit",
     "test_gpu_backward": "gpu",
     "test_gpu_hardening": "gpu",
     "test_gpu_kernels": "gpu",

@@ -51,11 +51,22 @@ def block_sweep_speed() -> str:
     d = json.loads(path.read_text())
     m = d.get("machine", {})
     where = f"{m.get('cpus', '?')} cores of an {m.get('cpu', 'unknown CPU')}, Python {m.get('python', '?')}"
-    per_10k = d["seconds"] * 10_000 / d["points"]
-    return (f"{d['points']:,} points (four schedules, forward) in {d['seconds']:.2f} s "
-            f"({d['points'] / d['seconds']:,.0f} points/s, {per_10k:.2f} s per 10,000 points; "
-            f"target: under 2 s) on {where}; the whole CLI command writing CSV, interpreter "
-            f"start included: {d['cli_seconds_with_csv']:.2f} s.")
+    lines = [f"On {where}, {d['date']}; the previous version and this one in the same run:", "",
+             "| | previous | this |", "| --- | --- | --- |"]
+    rows = [("commit", "commit", "{}"),
+            ("`from iosim.cli import main` (import time, s)", "cli_import_seconds", "{:.3f}"),
+            ("`iosim predict` in a shell (wall, s)", "predict_shell_seconds", "{:.2f}"),
+            (f"sweep of {d['this']['sweep_rows']:,} points, `iosim.sweep` (points/s)",
+             "sweep_api_points_per_second", "{:,.0f}"),
+            ("the same, `iosim sweep -o FILE.parquet`, start included (points/s)",
+             "sweep_cli_parquet_points_per_second", "{:,.0f}"),
+            ("its peak memory, main process (MiB)", "sweep_cli_peak_main_mib", "{:,.0f}"),
+            (f"sweep of {d['this']['large_rows']:,} points to Parquet (points/s)",
+             "large_points_per_second", "{:,.0f}"),
+            ("its peak memory, main process (MiB)", "large_peak_main_mib", "{:,.0f}")]
+    for label, key, fmt in rows:
+        lines.append(f"| {label} | {fmt.format(d['previous'][key])} | {fmt.format(d['this'][key])} |")
+    return "\n".join(lines)
 
 
 def block_h100_d128() -> str:

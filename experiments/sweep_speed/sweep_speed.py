@@ -1,13 +1,22 @@
-"""How fast is a large sweep? Writes experiments/sweep_speed/sweep_speed.json.
+"""How fast do iosim start and sweep, against the previous version, in one run?
 
-The grid: the issue's example (N = 512..131072, d = 64,128,256, causal both, all four
-schedules, forward) widened with batch 1..64 and heads 8..64 on two Hopper profiles (fa3
-runs on both): 9 x 3 x 2 x 7 x 4 x 2 x 4 = 12,096 points. Each repetition runs in a fresh
-process (cold caches), and is timed two ways: `iosim.sweep(grid)` after import (the
-Python API, which is what "a sweep" costs), and the whole CLI command writing CSV
-(interpreter start and imports included).
+Writes experiments/sweep_speed/sweep_speed.json. The previous version is checked out with
+`git worktree add --detach` at `--base` (default: where this branch left main, i.e. the commit
+before this change) and each version runs from its own tree (PYTHONPATH), in fresh processes,
+alternately (one of each measurement of one version, then of the other), on this machine:
 
-    python experiments/sweep_speed/sweep_speed.py [--repeat 3]
+- import: `python -X importtime -c "from iosim.cli import main"` (the CLI module's cumulative
+  import time) and the modules of note it loads;
+- predict: the wall time of `iosim predict` (the console script's code,
+  `python -c "from iosim.cli import main; main()" predict`), interpreter start included;
+- sweep: the issue's grid (N 256..131072, d 64/128/256, causal both, all schedules, batch
+  1..32, heads 8..128, H100 and A100: 12,600 points), `iosim.sweep(grid)` in Python and
+  `iosim sweep -o FILE.parquet` from the shell, points per second;
+- memory: the peak resident memory (the sweep's own process, and its largest worker) of
+  `iosim sweep -o FILE.parquet` on that grid and on a larger one (`LARGE`): a sweep that
+  streams holds about the same whatever the grid size.
+
+    python experiments/sweep_speed/sweep_speed.py [--repeat 3] [--base REV]
 """
 
 from __future__ import annotations
@@ -23,17 +32,36 @@ import tempfile
 import time
 from pathlib import Path
 
-GRID = {"seqlen": "512..131072", "head_dim": "64,128,256", "causal": "both", "batch": "1..64",
-        "heads": "8,16,32,64", "schedule": "all", "direction": "fwd",
-        "hw": "h100-sxm5-80gb,h200-sxm-141gb"}
+ROOT = Path(__file__).resolve().parents[2]
+GRID = {"seqlen": "256..131072", "head_dim": "64,128,256", "causal": "both", "batch": "1..32",
+        "heads": "8..128", "schedule": "all", "direction": "fwd", "hw": "h100,a100"}
+LARGE = {**GRID, "batch": "1..128", "heads": "8..128:8"}  # 8 x 16 instead of 6 x 5: 4.3x the points
+NOTE_MODULES = ("pandas", "pyarrow", "plotly", "scipy", "typer", "tqdm", "cupy", "torch")
 API = """
-import json, time
+import json, sys, time
 t0 = time.perf_counter()
 import iosim
-t1 = time.perf_counter()
-df = iosim.sweep(json.loads({grid!r}))
-t2 = time.perf_counter()
-print(json.dumps({{"points": len(df), "import_s": t1 - t0, "sweep_s": t2 - t1}}))
+df = iosim.sweep(json.loads(sys.argv[1]))
+print(json.dumps({"rows": len(df), "seconds": time.perf_counter() - t0}))
+"""
+MODULES = f"""
+import sys
+from iosim.cli import main
+try:
+    main(["predict"])
+except SystemExit:
+    pass
+print([m for m in {NOTE_MODULES!r} if m in sys.modules], file=sys.stderr)
+"""
+PEAK = """
+import atexit, json, resource, sys
+def peak():
+    kb = lambda who: resource.getrusage(who).ru_maxrss / 1024
+    print(json.dumps({"main_mib": kb(resource.RUSAGE_SELF), "worker_mib": kb(resource.RUSAGE_CHILDREN)}),
+          file=sys.stderr)
+atexit.register(peak)
+from iosim.cli import main
+main(sys.argv[1:])
 """
 
 
@@ -47,42 +75,118 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def run(tree: Path, args: list[str], **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True,
+                          env=env, cwd=tree, **kw)
+
+
+def import_seconds(tree: Path) -> float:
+    err = run(tree, ["-X", "importtime", "-c", "from iosim.cli import main"]).stderr
+    line = next(ln for ln in err.splitlines() if ln.rstrip().endswith("| iosim.cli"))
+    return int(line.split("|")[1]) / 1e6
+
+
+def predict_seconds(tree: Path) -> float:
+    t0 = time.perf_counter()
+    run(tree, ["-c", "from iosim.cli import main; main()", "predict"])
+    return time.perf_counter() - t0
+
+
+def grid_args(grid: dict) -> list[str]:
+    return [a for k, v in grid.items() for a in (f"--{k.replace('_', '-')}", v)]
+
+
+def cli_sweep(tree: Path, grid: dict) -> dict:
+    """`iosim sweep -o FILE.parquet` on `grid`: wall seconds, rows, peak memory."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "sweep.parquet"
+        t0 = time.perf_counter()
+        r = run(tree, ["-c", PEAK, "sweep", "--no-progress", "-o", str(out), *grid_args(grid)])
+        wall = time.perf_counter() - t0
+        import pyarrow.parquet as pq
+
+        rows = pq.read_metadata(out).num_rows
+    peak = json.loads(r.stderr.strip().splitlines()[-1])
+    return {"seconds": wall, "rows": rows, **peak}
+
+
+def sample(tree: Path) -> dict:
+    """One of each measurement of one version."""
+    api = json.loads(run(tree, ["-c", API, json.dumps(GRID)]).stdout.strip().splitlines()[-1])
+    return {"import": import_seconds(tree), "predict": predict_seconds(tree), "api": api,
+            "cli": cli_sweep(tree, GRID)}
+
+
+def summarize(tree: Path, samples: list[dict], large: dict) -> dict:
+    med = statistics.median
+    rows = samples[0]["api"]["rows"]
+    api_s = med(x["api"]["seconds"] for x in samples)
+    cli_s = med(x["cli"]["seconds"] for x in samples)
+    return {
+        "commit": subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                                 capture_output=True, text=True, check=True).stdout.strip(),
+        "cli_import_seconds": med(x["import"] for x in samples),
+        "predict_shell_seconds": med(x["predict"] for x in samples),
+        "predict_shell_seconds_all": [round(x["predict"], 3) for x in samples],
+        "predict_loads": run(tree, ["-c", MODULES]).stderr.strip().splitlines()[-1],
+        "sweep_rows": rows,
+        "sweep_api_seconds": api_s,
+        "sweep_api_points_per_second": rows / api_s,
+        "sweep_cli_parquet_seconds": cli_s,
+        "sweep_cli_parquet_points_per_second": rows / cli_s,
+        "sweep_cli_peak_main_mib": max(x["cli"]["main_mib"] for x in samples),
+        "sweep_cli_peak_worker_mib": max(x["cli"]["worker_mib"] for x in samples),
+        "large_rows": large["rows"],
+        "large_seconds": large["seconds"],
+        "large_points_per_second": large["rows"] / large["seconds"],
+        "large_peak_main_mib": large["main_mib"],
+        "large_peak_worker_mib": large["worker_mib"],
+    }
+
+
+def compare(old: Path, new: Path, repeat: int) -> tuple[dict, dict]:
+    """Both versions, alternately (a machine whose load drifts weighs on both alike)."""
+    samples: dict[Path, list] = {old: [], new: []}
+    for _ in range(repeat):
+        for tree in (old, new):
+            samples[tree].append(sample(tree))
+    large = {tree: cli_sweep(tree, LARGE) for tree in (old, new)}
+    return tuple(summarize(t, samples[t], large[t]) for t in (old, new))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--base", default=None, help="the previous version (default: merge-base with main)")
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".json")))
     args = ap.parse_args()
-    api, cli = [], []
-    for _ in range(args.repeat):
-        r = subprocess.run([sys.executable, "-c", API.format(grid=json.dumps(GRID))],
-                           capture_output=True, text=True, check=True)
-        api.append(json.loads(r.stdout.strip().splitlines()[-1]))
-        with tempfile.TemporaryDirectory() as d:
-            cmd = [sys.executable, "-c", "from iosim.cli import main; main()", "sweep",
-                   "--no-progress", "-o", os.path.join(d, "sweep.csv")]
-            for k, v in GRID.items():
-                cmd += [f"--{k.replace('_', '-')}", v]
-            t0 = time.perf_counter()
-            subprocess.run(cmd, capture_output=True, text=True, check=True)
-            cli.append(time.perf_counter() - t0)
-    points = api[0]["points"]
-    result = {
-        "points": points,
-        "grid": GRID,
-        "seconds": statistics.median(a["sweep_s"] for a in api),
-        "seconds_all": [round(a["sweep_s"], 3) for a in api],
-        "points_per_second": points / statistics.median(a["sweep_s"] for a in api),
-        "import_seconds": statistics.median(a["import_s"] for a in api),
-        "cli_seconds_with_csv": statistics.median(cli),
-        "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
-        "date": time.strftime("%Y-%m-%d"),
-    }
+    git = ["git", "-C", str(ROOT)]
+    base = args.base or subprocess.run([*git, "merge-base", "HEAD", "main"], capture_output=True,
+                                       text=True, check=True).stdout.strip()
+    with tempfile.TemporaryDirectory() as d:
+        old_tree = Path(d) / "previous"
+        subprocess.run([*git, "worktree", "add", "--detach", str(old_tree), base], check=True,
+                       capture_output=True)
+        try:
+            previous, this = compare(old_tree, ROOT, args.repeat)
+        finally:
+            subprocess.run([*git, "worktree", "remove", "--force", str(old_tree)], check=False)
+    ratio = {k: this[k] / previous[k] for k in this
+             if isinstance(this[k], float) and isinstance(previous.get(k), float) and previous[k]}
+    result = {"grid": GRID, "large_grid": LARGE, "previous": previous, "this": this,
+              "this_over_previous": ratio,
+              "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                          "platform": platform.platform()},
+              "date": time.strftime("%Y-%m-%d")}
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{points} points: {result['seconds']:.2f} s in iosim.sweep "
-          f"({result['points_per_second']:.0f} points/s), "
-          f"{result['cli_seconds_with_csv']:.2f} s for the CLI writing CSV "
-          f"on {result['machine']['cpus']} CPUs ({result['machine']['cpu']})")
+    for name, v in (("previous", previous), ("this", this)):
+        print(f"{name} {v['commit']}: import {v['cli_import_seconds']:.3f} s, predict "
+              f"{v['predict_shell_seconds']:.2f} s, sweep {v['sweep_rows']} rows "
+              f"{v['sweep_api_points_per_second']:.0f} points/s (API), "
+              f"{v['sweep_cli_parquet_points_per_second']:.0f} points/s (CLI, Parquet), "
+              f"peak {v['sweep_cli_peak_main_mib']:.0f} MiB; large {v['large_rows']} rows "
+              f"{v['large_points_per_second']:.0f} points/s, peak {v['large_peak_main_mib']:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
@@ -12,6 +12,9 @@ from iosim.model import memory, timing
 from iosim.model.backing import backing, footprint_bytes
 from iosim.schedules import SCHEDULES, Tiles, plan
 from iosim.schedules.knobs import TunedTiles
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def row(pl: Plan, hw: HardwareProfile) -> dict:
@@ -53,12 +56,10 @@ def directions(direction: str) -> list[Direction]:
     return [Direction.fwd, Direction.bwd] if direction == "both" else [Direction(direction)]
 
 
-def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None,
-            tiles: Tiles = Tiles(), tuned: TunedTiles | None = None) -> pd.DataFrame:
-    """All schedules side by side for one problem (fa3 is left out on GPUs without wgmma
-    unless asked for by name). Adds each schedule's ratios to naive. A schedule that cannot be
-    planned (tiles over the SRAM, head_dim out of range) is left out, with the reason in
-    `df.attrs["skipped"]`; InputError only when none can. `tuned`: a tiles file's entries."""
+def predict_rows(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None,
+                 tiles: Tiles = Tiles(), tuned: TunedTiles | None = None) -> tuple[list[dict], dict]:
+    """`predict`'s rows as dicts, and {schedule: why it was left out}: the same table without
+    pandas (the CLI's default table prints these, and starts faster for it)."""
     names = schedules or [s for s in SCHEDULES if s != "fa3" or hw.has_wgmma]
     for s in names:
         if s not in SCHEDULES:
@@ -72,12 +73,24 @@ def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None =
     if not rows:
         raise InputError("no schedule can run this problem: "
                          + "; ".join(f"{s}: {why}" for s, why in skipped.items()))
+    base = next((r for r in rows if r["schedule"] == "naive"), None)
+    if base is not None:
+        two = base["hbm_read_bytes_2level"] + base["hbm_write_bytes_2level"]
+        for r in rows:
+            r["hbm_vs_naive"] = (r["hbm_read_bytes_2level"] + r["hbm_write_bytes_2level"]) / two
+            r["time_vs_naive"] = r["time_pred_ms"] / base["time_pred_ms"]
+    return rows, skipped
+
+
+def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None,
+            tiles: Tiles = Tiles(), tuned: TunedTiles | None = None) -> pd.DataFrame:
+    """All schedules side by side for one problem (fa3 is left out on GPUs without wgmma
+    unless asked for by name). Adds each schedule's ratios to naive. A schedule that cannot be
+    planned (tiles over the SRAM, head_dim out of range) is left out, with the reason in
+    `df.attrs["skipped"]`; InputError only when none can. `tuned`: a tiles file's entries."""
+    import pandas as pd
+
+    rows, skipped = predict_rows(problem, hw, schedules, tiles, tuned)
     df = pd.DataFrame(rows)
     df.attrs["skipped"] = skipped  # schedule -> why it was left out
-    names = list(df.schedule)
-    if "naive" in names:
-        base = df.set_index("schedule").loc["naive"]
-        two = df.hbm_read_bytes_2level + df.hbm_write_bytes_2level
-        df["hbm_vs_naive"] = two / (base.hbm_read_bytes_2level + base.hbm_write_bytes_2level)
-        df["time_vs_naive"] = df.time_pred_ms / base.time_pred_ms
     return df

@@ -1,4 +1,7 @@
-"""Sweeps: a grid of problems x schedules x hardware (and what-if hardware) -> one DataFrame.
+"""Sweeps: a grid of problems x schedules x hardware (and what-if hardware) -> rows: one
+DataFrame (`sweep`, `sweep_result`), or a file written a chunk at a time (`stream`, what
+`iosim sweep` runs). The grid's problems are made lazily, a chunk of CHUNK_PROBLEMS at a time,
+and the chunks run in this process, a local process pool or on a Dask cluster (`executor`).
 
 A grid maps each problem field, `schedule`, `hw` and what-if hardware fields (`set`) to a list
 of values, or to text in the range grammar:
@@ -24,21 +27,27 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections import Counter
+import shutil
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from pydantic import ValidationError
 
 from iosim.analysis.predict import row
 from iosim.core import hardware
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.output import check_writable, write_table
+from iosim.core.output import check_writable, write_atomic, write_table
 from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
+from iosim.core.rows import problem_fields
 from iosim.schedules import SCHEDULES, Tiles, plan
 from iosim.schedules.knobs import KNOBS, TunedTiles
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 INT_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim")
 ALIASES = {"seqlen": "seqlen_q", "schedules": "schedule", "kv-heads": "kv_heads",
@@ -52,7 +61,7 @@ DEFAULTS: dict[str, list] = {"batch": [4], "heads": [32], "kv_heads": [None], "s
 PARALLEL_POINTS = 2000  # sweeps this large run in one process per CPU
 MAX_VALUES = 10_000  # values one option may expand to (a typo like 1..1e9:1 is refused, not run)
 MAX_POINTS = 10_000_000  # points of one sweep
-CHUNKS_PER_WORKER = 8  # pieces of work per process (progress granularity, balance)
+CHUNK_PROBLEMS = 32  # problems per piece of work: all their points are one chunk of rows
 
 
 def parse_values(text: str, kind: type = int, name: str = "value") -> list:
@@ -184,6 +193,47 @@ def parse_set(items: Iterable[str]) -> dict[str, list]:
     return out
 
 
+class Summary:
+    """What `iosim sweep` says of its rows, added a part at a time (a streamed sweep's chunks):
+    rows per bound, the median predicted TFLOP/s per GPU (and what-if variant) and schedule,
+    and how often each schedule is the fastest. A problem's rows are in one part."""
+
+    def __init__(self, whatif: list[str]):
+        self.whatif, self.rows = whatif, 0
+        self.bound: Counter = Counter()
+        self.fastest: Counter = Counter()
+        self.tflops: dict[tuple, list] = {}  # (hw, *what-if values) -> {schedule: [arrays]}
+
+    def add(self, df: pd.DataFrame) -> None:
+        if not len(df):
+            return
+        self.rows += len(df)
+        self.bound.update(df.bound.value_counts().to_dict())
+        for key, part in df.groupby(["hw", *self.whatif, "schedule"], sort=False, dropna=False):
+            per = self.tflops.setdefault(tuple(key[:-1]), {})
+            per.setdefault(key[-1], []).append(part.tflops_pred.to_numpy(float))
+        best = df.loc[df.groupby(["hw", "direction", "batch", "heads", "kv_heads", "seqlen_q",
+                                  "seqlen_k", "head_dim", "dtype", "causal", "causal_align"]
+                                 + self.whatif, dropna=False).time_pred_ms.idxmin(), "schedule"]
+        self.fastest.update(best.value_counts().to_dict())
+
+    def text(self, points: int, skipped: Counter) -> str:
+        import numpy as np
+
+        lines = [f"{self.rows} rows of {points} points"]
+        for why, n in skipped.most_common():
+            lines.append(f"  skipped {n}: {why}")
+        if self.rows:
+            lines.append("  bound: " + ", ".join(f"{b} {n}" for b, n in self.bound.most_common()))
+            # one median per GPU (and what-if variant): rates of different GPUs never mix
+            for gpu, per in self.tflops.items():
+                label = " ".join([str(gpu[0])] + [f"{c}={v}" for c, v in zip(self.whatif, gpu[1:])])
+                lines.append(f"  median predicted TFLOP/s on {label}: " + ", ".join(
+                    f"{s} {np.nanmedian(np.concatenate(v)):.0f}" for s, v in per.items()))
+            lines.append("  fastest: " + ", ".join(f"{s} {n}" for s, n in self.fastest.most_common()))
+        return "\n".join(lines)
+
+
 @dataclass
 class SweepResult:
     rows: pd.DataFrame
@@ -192,25 +242,9 @@ class SweepResult:
     whatif: list[str] = field(default_factory=list)  # extra columns: set_<field> per swept field
 
     def summary(self) -> str:
-        df = self.rows
-        lines = [f"{len(df)} rows of {self.points} points"]
-        for why, n in self.skipped.most_common():
-            lines.append(f"  skipped {n}: {why}")
-        if len(df):
-            lines.append("  bound: " + ", ".join(f"{b} {n}" for b, n in df.bound.value_counts().items()))
-            # one median per GPU (and what-if variant): rates of different GPUs never mix
-            for gpu, part in df.groupby(["hw", *self.whatif], sort=False, dropna=False):
-                gpu = (gpu,) if isinstance(gpu, str) else gpu
-                label = " ".join([str(gpu[0])] + [f"{c}={v}" for c, v in zip(self.whatif, gpu[1:])])
-                med = part.groupby("schedule", sort=False).tflops_pred.median()
-                lines.append(f"  median predicted TFLOP/s on {label}: "
-                             + ", ".join(f"{s} {v:.0f}" for s, v in med.items()))
-            best = df.loc[df.groupby(["hw", "direction", "batch", "heads", "kv_heads", "seqlen_q",
-                                      "seqlen_k", "head_dim", "dtype", "causal", "causal_align"]
-                                     + self.whatif,
-                                     dropna=False).time_pred_ms.idxmin(), "schedule"]
-            lines.append("  fastest: " + ", ".join(f"{s} {n}" for s, n in best.value_counts().items()))
-        return "\n".join(lines)
+        acc = Summary(self.whatif)
+        acc.add(self.rows)
+        return acc.text(self.points, self.skipped)
 
 
 def _as_list(v, kind, name):
@@ -314,11 +348,64 @@ def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
     return out, skipped
 
 
-def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | None = None,
-                 tuned: TunedTiles | None = None) -> SweepResult:
-    """Rows for every point of the grid, with what was skipped and why. `workers`: processes
-    (default: the CPUs when the sweep is large enough to gain from them); `tuned`: a tiles
-    file's entries."""
+@dataclass
+class Points:
+    """A grid ready to run: what runs on each problem (`todo`: profile, what-if values,
+    schedule, tiles), the problems as a lazy stream, and the points counted so far."""
+    g: dict[str, list]
+    sets: dict[str, list]
+    todo: list[tuple]
+    n_knobs: int
+    bad_hw: Counter
+    skipped: Counter = field(default_factory=Counter)
+    problems_seen: int = 0  # valid problems the stream has yielded
+
+    @property
+    def whatif(self) -> list[str]:
+        return [f"set_{k}" for k in self.sets]
+
+    def _tuples(self):
+        g = self.g
+        for b, h, kvh, nq, nk, d, dt, c, ca, di in itertools.product(
+                g["batch"], g["heads"], g["kv_heads"], g["seqlen_q"], g["seqlen_k"], g["head_dim"],
+                g["dtype"], g["causal"], g["causal_align"], g["direction"]):
+            if ca is not CausalAlign.top_left and (not c or nq == (nk or nq)):
+                continue  # the alignment changes nothing: one row, not two equal ones
+            yield b, h, kvh, nq, nk, d, dt, c, ca, di
+
+    def expected(self) -> int:
+        """Points to compute (a progress bar's total): one pass over the grid's tuples."""
+        return sum(1 for _ in self._tuples()) * len(self.todo)
+
+    def problems(self):
+        """The grid's valid problems, made one at a time (never the whole grid at once)."""
+        n_sched = len(self.g["schedule"])
+        n_hw = len(self.todo) // max(n_sched * self.n_knobs, 1)
+        for b, h, kvh, nq, nk, d, dt, c, ca, di in self._tuples():
+            try:
+                p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
+                            dtype=dt, causal=c, causal_align=ca, direction=di)
+            except ValidationError as e:
+                err = e.errors()[0]
+                msg = err["msg"].removeprefix("Value error, ")
+                loc = [f"--{OPTION_NAMES.get(str(x), str(x))}" for x in err["loc"]]
+                self.skipped[f"invalid problem: {': '.join([*loc, msg])}"] += n_sched * n_hw
+                continue
+            self.problems_seen += 1
+            yield p
+
+    def totals(self, planned: Counter) -> tuple[int, Counter]:
+        """(points asked for, reasons -> points skipped), once the stream is spent; `planned`:
+        the points the chunks could not plan (they are among problems x todo)."""
+        skipped = Counter(self.skipped)
+        for why, n in self.bad_hw.items():  # every problem, schedule and knob set on that profile
+            skipped[why] += n * self.problems_seen * len(self.g["schedule"]) * self.n_knobs
+        return self.problems_seen * len(self.todo) + sum(skipped.values()), skipped + planned
+
+
+def points(grid: Mapping) -> Points:
+    """The grid (see the module docstring) checked and ready to stream; InputError when it is
+    too large or none of its hardware is valid."""
     g, sets = normalize_grid(grid)
     size = math.prod(len(g[k]) for k in ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k",
                                          "head_dim", "dtype", "causal", "causal_align",
@@ -326,75 +413,127 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
         * math.prod(len(v) for v in sets.values())
     if size > MAX_POINTS:
         raise InputError(f"the grid has {size:,} points (allowed: at most {MAX_POINTS:,} in one sweep)")
-    skipped: Counter = Counter()
     bad_hw: Counter = Counter()  # what-if combinations that describe no GPU
     hws = profiles(g["hw"], sets, bad_hw)
     if not hws:
         raise InputError("no hardware profile of the grid is valid: " + "; ".join(bad_hw))
-    problems = []
-    n_sched = len(g["schedule"])
-    for b, h, kvh, nq, nk, d, dt, c, ca, di in itertools.product(
-            g["batch"], g["heads"], g["kv_heads"], g["seqlen_q"], g["seqlen_k"], g["head_dim"],
-            g["dtype"], g["causal"], g["causal_align"], g["direction"]):
-        if ca is not CausalAlign.top_left and (not c or nq == (nk or nq)):
-            continue  # the alignment changes nothing: one row, not two equal ones
-        try:
-            problems.append(Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk,
-                                    head_dim=d, dtype=dt, causal=c, causal_align=ca,
-                                    direction=di))
-        except ValidationError as e:
-            err = e.errors()[0]
-            msg = err["msg"].removeprefix("Value error, ")
-            loc = [f"--{OPTION_NAMES.get(str(x), str(x))}" for x in err["loc"]]
-            skipped[f"invalid problem: {': '.join([*loc, msg])}"] += n_sched * len(hws)
     knob_sets = [Tiles(**dict(zip(KNOBS, c))) for c in itertools.product(*(g[k] for k in KNOBS))]
     todo = [(hw, ch, s, t) for s in g["schedule"] for t in knob_sets for hw, ch in hws]
-    for why, n in bad_hw.items():  # every problem, schedule and knob set on that profile
-        skipped[why] += n * len(problems) * len(g["schedule"]) * len(knob_sets)
-    points = len(problems) * len(todo) + sum(skipped.values())
-    if not problems:  # every point invalid (e.g. --seqlen 0, or --kv-heads 3 with 32 heads)
-        return SweepResult(pd.DataFrame(), points, skipped, [f"set_{k}" for k in sets])
-    if workers is None:
-        workers = (os.cpu_count() or 1) if len(problems) * len(todo) >= PARALLEL_POINTS else 1
-    workers = max(1, min(workers, len(problems) or 1))
-    n_chunks = min(len(problems), workers * CHUNKS_PER_WORKER) if workers > 1 else \
-        min(len(problems), CHUNKS_PER_WORKER)
-    n_chunks = max(n_chunks, 1)
-    size = -(-len(problems) // n_chunks)
-    chunks = [problems[i:i + size] for i in range(0, len(problems), size)] or [[]]
-    jobs = [(todo, ch, tuned) for ch in chunks]
-    bar = None
-    if progress is not False:
-        from tqdm import tqdm
+    return Points(g, sets, todo, len(knob_sets), bad_hw)
 
-        bar = tqdm(total=len(problems) * len(todo), unit="pt", leave=False,
-                   disable=None if progress is None else not progress)
-    if workers > 1:
+
+ENGINES = ("local", "dask")
+
+
+def check_engine(engine: str, scheduler: str | None) -> None:
+    """InputError, before any work, for an engine that is not known or not installed."""
+    if engine not in ENGINES:
+        raise InputError(f"--engine: '{engine}' is not allowed (allowed: {', '.join(ENGINES)})")
+    if scheduler and engine != "dask":
+        raise InputError("--scheduler: only with --engine dask")
+    if engine == "dask":
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            raise InputError("--engine dask needs dask.distributed "
+                             "(pip install 'dask[distributed]')") from None
+
+
+@contextmanager
+def executor(engine: str = "local", workers: int = 1, scheduler: str | None = None):
+    """Where the chunks run: None (this process), a local process pool, or a Dask cluster
+    (`scheduler`: its address, e.g. tcp://host:8786; none: a LocalCluster of `workers`
+    processes on this machine). Both have submit() -> a future with result()."""
+    check_engine(engine, scheduler)
+    if engine == "dask":
+        from dask.distributed import Client, LocalCluster
+
+        if scheduler:
+            with Client(scheduler) as client:
+                yield client
+        else:
+            with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                              dashboard_address=None) as cluster, Client(cluster) as client:
+                yield client
+    elif workers > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            results = []
-            for res in pool.map(_rows, jobs):
-                results.append(res)
-                if bar:
-                    bar.update(sum(len(x) for x in res[0]) or 1)
+            yield pool
     else:
-        results = []
-        for job in jobs:
-            results.append(_rows(job))
+        yield None
+
+
+def run_chunks(pts: Points, pool, tuned: TunedTiles | None = None, done: set | None = None,
+               window: int = 8):
+    """(chunk's rows per todo entry, skipped) for every chunk of problems, in grid order, with
+    at most `window` chunks in flight: memory stays bounded whatever the grid. Problems whose
+    key is in `done` (a resumed sweep's) are not computed again."""
+    problems = pts.problems()
+    if done:
+        problems = (p for p in problems if problem_key(p) not in done)
+    pending: deque = deque()
+    while chunk := list(itertools.islice(problems, CHUNK_PROBLEMS)):
+        job = (pts.todo, chunk, tuned)
+        if pool is None:
+            yield len(chunk), _rows(job)
+            continue
+        pending.append((len(chunk), pool.submit(_rows, job)))
+        if len(pending) >= window:
+            n, fut = pending.popleft()
+            yield n, fut.result()
+    while pending:
+        n, fut = pending.popleft()
+        yield n, fut.result()
+
+
+def problem_key(p: Problem) -> tuple:
+    return tuple(problem_fields(p).values())
+
+
+def _workers(workers: int | None, expected: int) -> int:
+    if workers is None:
+        return (os.cpu_count() or 1) if expected >= PARALLEL_POINTS else 1
+    return max(1, workers)
+
+
+def _bar(progress: bool | None, total: int, initial: int = 0):
+    if progress is False:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="pt", leave=False,
+                disable=None if progress is None else not progress)
+
+
+def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | None = None,
+                 tuned: TunedTiles | None = None, engine: str = "local",
+                 scheduler: str | None = None) -> SweepResult:
+    """Rows for every point of the grid in one DataFrame, with what was skipped and why.
+    `workers`: processes (default: the CPUs when the sweep is large enough to gain from them);
+    `tuned`: a tiles file's entries; `engine`/`scheduler`: see `executor`. For grids too large
+    to hold, `stream` writes a file a chunk at a time."""
+    import pandas as pd
+
+    pts = points(grid)
+    expected = pts.expected()
+    per_todo: list[list[dict]] = [[] for _ in pts.todo]
+    planned: Counter = Counter()
+    bar = _bar(progress, expected)
+    with executor(engine, _workers(workers, expected), scheduler) as pool:
+        for n, (res, sk) in run_chunks(pts, pool, tuned):
+            planned.update(sk)
+            for acc, rows in zip(per_todo, res):
+                acc += rows
             if bar:
-                bar.update(len(job[1]) * len(todo))
+                bar.update(n * len(pts.todo))
     if bar:
         bar.close()
-    rows: list[dict] = []
-    for t in range(len(todo)):  # schedule, profile, then problems in grid order
-        for res, _ in results:
-            rows += res[t]
-    for _, sk in results:
-        skipped.update(sk)
-    return SweepResult(pd.DataFrame(rows), points, skipped, [f"set_{k}" for k in sets])
+    total, skipped = pts.totals(planned)
+    rows = [r for acc in per_todo for r in acc]  # schedule, profile, then problems in grid order
+    return SweepResult(pd.DataFrame(rows), total, skipped, pts.whatif)
 
 
 def sweep(grid: Mapping, progress: bool | None = False) -> pd.DataFrame:
@@ -409,3 +548,168 @@ def write(df: pd.DataFrame, path: str | Path, force: bool = False) -> Path:
     """CSV, or Parquet for .parquet/.pq, written atomically; never over measurements, and over
     another existing file only with `force` (iosim.core.output)."""
     return write_table(df, check_writable(path, TABLE_SUFFIXES, force))
+
+
+# A streamed sweep writes each chunk as a part file (atomically) in a folder beside the output,
+# `.NAME.parts/`, then joins the parts into NAME and removes the folder: an interrupted sweep
+# leaves readable parts, which `resume` reads (their problems' keys) and continues.
+PARTS_GRID = "grid.json"
+PART_ROWS = 5_000  # rows of one part: the memory a streamed sweep holds (a few MB), and
+# what an interruption can lose
+
+
+def parts_dir(path: Path) -> Path:
+    return path.parent / f".{path.name}.parts"
+
+
+@dataclass
+class StreamResult:
+    path: Path
+    points: int
+    rows: int
+    skipped: Counter
+    summary: str
+    seconds: float
+    computed: int  # points computed by this run (a resumed sweep's earlier ones not counted)
+
+    @property
+    def points_per_second(self) -> float:
+        return self.computed / max(self.seconds, 1e-9)
+
+
+def _grid_text(pts: Points, tuned) -> str:
+    """The grid as text, so a resumed sweep can tell that it continues the same grid."""
+    import json
+
+    return json.dumps({"grid": {k: [str(v) for v in vs] for k, vs in pts.g.items()},
+                       "set": {k: [str(v) for v in vs] for k, vs in pts.sets.items()},
+                       "tiles": str(tuned)}, sort_keys=True)
+
+
+def _read_part(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    import pandas as pd
+
+    if path.suffix == ".csv":
+        return pd.read_csv(path, usecols=columns)
+    return pd.read_parquet(path, columns=columns)
+
+
+def _start_parts(path: Path, pts: Points, tuned, resume: bool, force: bool) -> tuple[Path, set, int]:
+    """The parts folder, the problem keys its parts hold, and the next part's number."""
+    parts, grid = parts_dir(path), _grid_text(pts, tuned)
+    if parts.exists() and not resume:
+        if not force:
+            raise InputError(f"-o {path}: an interrupted sweep of this file is in {parts} "
+                             "(allowed: --resume to continue it, --force to start over)")
+        shutil.rmtree(parts)
+    if not parts.exists():
+        try:
+            parts.mkdir()
+            (parts / PARTS_GRID).write_text(grid)
+        except OSError as e:
+            raise InputError(f"cannot write {path}: {e.strerror or e}") from None
+        return parts, set(), 0
+    if (parts / PARTS_GRID).read_text() != grid:
+        raise InputError(f"--resume: {parts} holds a sweep of another grid "
+                         "(allowed: the same options as the interrupted sweep, or --force to start over)")
+    done: set = set()
+    files = sorted(parts.glob("part-*"))
+    key_cols = ["direction", "batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
+                "dtype", "causal", "causal_align"]
+    for f in files:
+        done.update(map(tuple, _read_part(f, key_cols)[key_cols].itertuples(index=False)))
+    return parts, done, len(files)
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+def _join_parts(parts: Path, path: Path, summary: Summary) -> int:
+    """Join the parts into `path` (atomically), one part in memory at a time; their rows."""
+    files = sorted(parts.glob("part-*"))
+    rows = 0
+
+    def write(tmp: str) -> None:
+        nonlocal rows
+        if path.suffix.lower() == ".csv":
+            with open(tmp, "wb") as out:
+                for i, f in enumerate(files):
+                    with open(f, "rb") as src:
+                        if i:
+                            src.readline()  # the header, written once
+                        shutil.copyfileobj(src, out)
+                    df = _read_part(f)
+                    summary.add(df)
+                    rows += len(df)
+            return
+        import pyarrow.parquet as pq
+
+        writer = None
+        try:
+            for f in files:
+                table = pq.read_table(f)
+                writer = writer or pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table.cast(writer.schema))
+                summary.add(table.to_pandas())
+                rows += table.num_rows
+        finally:
+            if writer:
+                writer.close()
+
+    write_atomic(path, write)
+    return rows
+
+
+def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = False,
+           progress: bool | None = None, workers: int | None = None,
+           tuned: TunedTiles | None = None, engine: str = "local",
+           scheduler: str | None = None) -> StreamResult:
+    """Sweep `grid` into `path` (CSV, or Parquet for .parquet/.pq) a chunk at a time: memory
+    bounded whatever the grid size. `resume`: continue the parts an interrupted sweep of the
+    same grid left (see `parts_dir`); `engine`/`scheduler`: where the chunks run (`executor`)."""
+    import time
+
+    path = check_writable(path, TABLE_SUFFIXES, force)
+    check_engine(engine, scheduler)
+    if path.suffix.lower() != ".csv":
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise InputError("writing Parquet needs pyarrow (pip install pyarrow), or use .csv") from None
+    t0 = time.perf_counter()
+    pts = points(grid)
+    expected = pts.expected()
+    parts, done, n_part = _start_parts(path, pts, tuned, resume, force)
+    already = len(done) * len(pts.todo)
+    suffix = ".csv" if path.suffix.lower() == ".csv" else ".parquet"
+    bar = _bar(progress, expected, min(already, expected))
+    computed, planned, buf = 0, Counter(), []
+
+    def flush() -> None:  # whole chunks to one part: a part holds all rows of its problems
+        nonlocal n_part
+        if buf:
+            write_table(_frame(buf), parts / f"part-{n_part:06d}{suffix}")
+            n_part += 1
+            buf.clear()
+
+    with executor(engine, _workers(workers, expected - already), scheduler) as pool:
+        for n, (res, sk) in run_chunks(pts, pool, tuned, done):
+            planned.update(sk)
+            buf.extend(r for rows in res for r in rows)
+            if len(buf) >= PART_ROWS:
+                flush()
+            computed += n * len(pts.todo)
+            if bar:
+                bar.update(n * len(pts.todo))
+        flush()
+    if bar:
+        bar.close()
+    total, skipped = pts.totals(planned)
+    summary = Summary(pts.whatif)
+    rows = _join_parts(parts, path, summary) if n_part else 0
+    shutil.rmtree(parts, ignore_errors=True)  # joined, or nothing to join
+    return StreamResult(path, total, rows, skipped, summary.text(total, skipped),
+                        time.perf_counter() - t0, computed)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from iosim.core.hardware import InputError
 from iosim.core.problem import Problem
@@ -43,6 +46,8 @@ def measured_split_rows(r) -> int | None:
     paper = getattr(r, "paper", None)
     if isinstance(paper, str) and paper:
         return None
+    import pandas as pd
+
     v = getattr(r, "split_rows", None)
     return int(v) if v is not None and not pd.isna(v) else int(r.seqlen_q)
 
@@ -85,6 +90,8 @@ def normalize(df: pd.DataFrame, where: str = "table") -> pd.DataFrame:
     """The problem columns in one type each (ints, bool causal, strings) and the measured ones as
     numbers, so that frames from predict(), a CSV and a Parquet file join on equal keys; a value
     that is not what its column holds is InputError naming the file, column and row. A copy."""
+    import pandas as pd
+
     df = df.copy()
     for c in INT_COLUMNS:
         if c in df.columns:
@@ -140,6 +147,8 @@ def check_problems(df: pd.DataFrame, where: str) -> None:
 def measured_ok(df: pd.DataFrame) -> pd.Series:
     """Rows that are measurements: status ok and a positive, finite time (a NaN or inf time is
     a corrupt row, never a measurement)."""
+    import pandas as pd
+
     t = pd.to_numeric(df["time_ms"], errors="coerce")
     return (df["status"] == "ok") & np.isfinite(t) & (t > 0)
 
@@ -154,6 +163,8 @@ def require_columns(df: pd.DataFrame, required: Sequence[str], where: str) -> No
 def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd.DataFrame:
     """A table of rows from CSV (or Parquet: .parquet/.pq), normalized; InputError when the file
     is missing, empty, unreadable or lacks any of `required`."""
+    import pandas as pd
+
     p = Path(path)
     if not p.is_file():
         raise InputError(f"data file not found: {p}")

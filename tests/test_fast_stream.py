@@ -1,0 +1,148 @@
+"""Issue 26 before vectorising: a start without the heavy modules, sweeps that stream in chunks
+(bounded memory, resumable), and the same sweep on a Dask cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from iosim.analysis import sweep as sw
+from iosim.cli import main
+
+HEAVY = ("pandas", "plotly", "typer", "scipy", "cupy", "torch")
+GRID = {"seqlen": "256..8192", "head_dim": "64,128", "causal": "both", "batch": "1,4",
+        "heads": "8,32", "hw": "h100,a100"}
+KEY = ["hw", "schedule", "direction", "batch", "heads", "kv_heads", "seqlen_q", "seqlen_k",
+       "head_dim", "dtype", "causal", "causal_align", "block_m", "block_n", "warps", "stages"]
+
+
+def loaded(code: str) -> tuple[list[str], str]:
+    """Run `code` in a fresh interpreter: (the HEAVY modules it has loaded, its stdout)."""
+    probe = f"\nimport sys, json\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    r = subprocess.run([sys.executable, "-c", code + probe], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    *out, mods = r.stdout.strip().splitlines()
+    return json.loads(mods), "\n".join(out)
+
+
+def test_planning_and_prediction_import_nothing_heavy():
+    mods, out = loaded("import iosim\nfrom iosim.schedules import plan\n"
+                       "from iosim.analysis.predict import predict_rows\n"
+                       "p = iosim.Problem(batch=2, heads=8, seqlen_q=2048, head_dim=64)\n"
+                       "hw = iosim.load_hw('h100')\n"
+                       "print(plan('fa2', p, hw).traffic.hbm_read)\n"
+                       "print(len(predict_rows(p, hw)[0]))")
+    assert mods == [], f"planning imported {mods}"
+    traffic, n = out.splitlines()[-2:]
+    assert int(traffic) > 0 and int(n) == 4  # a real plan, four schedules on the H100
+
+
+def test_api_predict_still_returns_a_dataframe_and_imports_pandas_then():
+    mods, out = loaded("import iosim\np = iosim.Problem(batch=2, heads=8, seqlen_q=2048, head_dim=64)\n"
+                       "df = iosim.predict(p, iosim.load_hw('h100'))\nprint(type(df).__name__, len(df))")
+    assert out.splitlines()[-1] == "DataFrame 4" and "pandas" in mods
+
+
+def test_cli_predict_imports_only_what_it_needs():
+    mods, out = loaded("from iosim.cli import main\ntry:\n    main(['predict'])\n"
+                       "except SystemExit as e:\n    assert not e.code, e.code")
+    assert mods == ["typer"], f"iosim predict imported {mods}"
+    assert "fa2" in out and "pred ms" in out  # it printed the table
+
+
+def test_stream_writes_what_the_in_memory_sweep_computes(tmp_path):
+    want = sw.sweep_result(GRID, workers=1).rows.sort_values(KEY).reset_index(drop=True)
+    for name in ("s.parquet", "s.csv"):
+        res = sw.stream(GRID, tmp_path / name, workers=2, progress=False)
+        got = sw._read_part(res.path).sort_values(KEY).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+        assert res.rows == len(want) and not sw.parts_dir(res.path).exists()
+        assert res.points == 6 * 2 * 2 * 2 * 2 * 8  # fa3 on the A100 counted, skipped
+        assert res.computed == res.points and res.points_per_second > 0
+
+
+def test_the_grid_is_never_materialised():
+    """A 3.8M-point grid yields its first chunk at once, having made only that chunk's problems."""
+    pts = sw.points({"seqlen": "16..160000:16", "head_dim": "64,128,256", "batch": "1..128",
+                     "heads": "8..128:8", "schedule": "fa2", "hw": "h100"})
+    t0 = time.perf_counter()
+    n, (rows, _) = next(sw.run_chunks(pts, None))
+    assert time.perf_counter() - t0 < 5
+    assert n == sw.CHUNK_PROBLEMS == pts.problems_seen and len(rows[0]) == n
+
+
+def test_an_interrupted_sweep_leaves_readable_parts_and_resumes(tmp_path, monkeypatch):
+    out = tmp_path / "s.parquet"
+    full = sw.sweep_result(GRID, workers=1).rows
+    calls = {"n": 0}
+    real = sw._rows
+
+    def interrupted(job):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise KeyboardInterrupt
+        return real(job)
+
+    monkeypatch.setattr(sw, "_rows", interrupted)
+    monkeypatch.setattr(sw, "PART_ROWS", 1)  # a part per chunk
+    with pytest.raises(KeyboardInterrupt):
+        sw.stream(GRID, out, workers=1, progress=False)
+    parts = sorted(sw.parts_dir(out).glob("part-*"))
+    assert not out.exists() and len(parts) == 2
+    done = sum(len(sw._read_part(p)) for p in parts)  # readable: each part written whole
+    assert 0 < done < len(full)
+    # without --resume the parts are not silently thrown away
+    code = cli_code("sweep", *grid_args(), "-o", out)
+    assert code == 2
+    # another grid is refused; the same grid continues, computing only what is missing
+    with pytest.raises(sw.InputError, match="another grid"):
+        sw.stream({**GRID, "batch": "1"}, out, resume=True, workers=1)
+    monkeypatch.setattr(sw, "_rows", real)
+    res = sw.stream(GRID, out, resume=True, workers=1, progress=False)
+    assert res.computed == res.points - 2 * sw.CHUNK_PROBLEMS * 8
+    got = pd.read_parquet(out).sort_values(KEY).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, full.sort_values(KEY).reset_index(drop=True), check_dtype=False)
+    assert not sw.parts_dir(out).exists()
+
+
+def grid_args() -> list[str]:
+    return [a for k, v in GRID.items() for a in (f"--{k.replace('_', '-')}", v)]
+
+
+def cli_code(*args) -> int:
+    try:
+        main([str(a) for a in args])
+    except SystemExit as e:
+        return e.code
+    return 0
+
+
+def test_cli_sweep_reports_points_per_second(tmp_path, capsys):
+    assert cli_code("sweep", *grid_args(), "--no-progress", "-o", tmp_path / "s.csv") == 0
+    out = capsys.readouterr().out
+    assert "points/s" in out and "768 points computed" in out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--engine", "spark"], "--engine: 'spark' is not allowed (allowed: local, dask)"),
+    (["--scheduler", "tcp://x:8786"], "--scheduler: only with --engine dask"),
+])
+def test_bad_engine_options_are_one_line(tmp_path, capsys, args, needle):
+    assert cli_code("sweep", "--seqlen", "512", *args, "-o", tmp_path / "s.csv") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and needle in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s.csv").exists() and not sw.parts_dir(tmp_path / "s.csv").exists()
+
+
+def test_dask_local_cluster_gives_the_same_rows(tmp_path):
+    pytest.importorskip("dask.distributed")
+    want = sw.sweep_result(GRID, workers=1).rows.sort_values(KEY).reset_index(drop=True)
+    res = sw.stream(GRID, tmp_path / "d.parquet", engine="dask", workers=2, progress=False)
+    got = pd.read_parquet(res.path).sort_values(KEY).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
