@@ -101,3 +101,15 @@ def test_the_restructured_kernels_passed_on_the_gpu():
         assert set(ours.schedule) == schedules
         assert (ours.status == "ok").all() and (ours.time_ms > 0).all(), ours.status.unique()
         assert (ours.max_rel_err <= ours.err_bound).all()
+
+
+def test_fair_fa1_is_within_the_fa2_papers_range_of_fa2():
+    """experiments/fa1_fair (H100, fa1 with query-row splits beside fa2 in one run): every fa1
+    and fa2 row passed its check, and fa2/fa1 forward is 1.3-3.5x at d = 64, 128, N >= 1024
+    (the FA2 paper measured 1.7-3.0x on A100; one CTA per head gave up to 14x here)."""
+    df = pd.read_csv(DATA / "fa1_fair" / "h100" / "measured_fa1.csv")
+    ours = df[df.schedule.isin(["fa1", "fa2"])]
+    assert (ours.status == "ok").all() and (ours.max_rel_err <= ours.err_bound).all()
+    t = ours.pivot_table(index=["head_dim", "causal", "seqlen_q"], columns="schedule", values="tflops")
+    ratio = t.fa2 / t.fa1
+    assert len(ratio) == 20 and ratio.between(1.3, 3.5).all(), ratio.round(2).to_dict()
