@@ -37,6 +37,7 @@ BOTH_ALIGNS = frozenset(CausalAlign)
 class TensorSpec:
     shape: tuple[str, ...]  # dims: B, H (query heads), KVH, Nq, Nk, d
     f32: bool = False  # else the problem's element dtype
+    nbytes: int = 0  # bytes an element, when neither (1: torch's bool masks)
 
 
 _Q, _KV, _NN, _ROWS = ("B", "H", "Nq", "d"), ("B", "KVH", "Nk", "d"), ("B", "H", "Nq", "Nk"), ("B", "H", "Nq")
@@ -48,6 +49,14 @@ TENSORS = {
     "D": TensorSpec(_ROWS, True), "Oacc": TensorSpec(_Q, True), "dQacc": TensorSpec(_Q, True),
     # per-query-head dK, dV that gqa_reduce sums (the model's counts call them dK_expanded)
     "dKx": TensorSpec(("B", "H", "Nk", "d")), "dVx": TensorSpec(("B", "H", "Nk", "d")),
+    # PyTorch's unfused attention (iosim.schedules.standard): S + mask, the additive causal mask
+    # (one Nq x Nk for every head, fp32, then in the input dtype), and the math backend's fp32
+    # copies, its -inf test (bool) and rows that see no key (bool)
+    "Sm": TensorSpec(_NN), "Mask32": TensorSpec(("Nq", "Nk"), True), "Mask": TensorSpec(("Nq", "Nk")),
+    "MaskB": TensorSpec(("Nq", "Nk"), nbytes=1), "Q32": TensorSpec(_Q, True),
+    "K32": TensorSpec(_KV, True), "V32": TensorSpec(_KV, True), "O32": TensorSpec(_Q, True),
+    "S32": TensorSpec(_NN, True), "P32": TensorSpec(_NN, True), "W32": TensorSpec(_NN, True),
+    "NegInf": TensorSpec(_NN, nbytes=1), "Dead": TensorSpec(_ROWS, nbytes=1),
 }
 MODEL_NAMES = {"dKx": "dK_expanded", "dVx": "dV_expanded"}  # launcher name -> the counts' name
 F32_TENSORS = frozenset(n for n, t in TENSORS.items() if t.f32)
@@ -66,7 +75,7 @@ def tensor_sizes(p: Problem) -> dict[str, int]:
         elems = 1
         for x in tensor_shape(p, n):
             elems *= x
-        out[MODEL_NAMES.get(n, n)] = elems * (F32 if t.f32 else p.elem_bytes)
+        out[MODEL_NAMES.get(n, n)] = elems * (t.nbytes or (F32 if t.f32 else p.elem_bytes))
     return out
 
 

@@ -210,8 +210,15 @@ class HardwareProfile(BaseModel):
         """A what-if copy with some fields replaced, validated like a loaded profile. Per-SM
         facts stay per SM: a new `sm_count` or `clock_hz` moves the device-wide rates derived
         from them. `tensor_flops_per_s.<dtype>` sets a device peak: its per-SM rate at the
-        copy's SM count and clock."""
-        data = self.model_dump()
+        copy's SM count and clock. A new `smem_per_sm_bytes` moves `smem_per_block_optin_bytes`
+        with it (unless that is set too): the driver keeps the same bytes an SM reserves (1 KiB
+        on sm_80 and sm_90), so a CTA may opt in to the rest, as on every shipped GPU."""
+        data, asked = self.model_dump(), changes
+        if "smem_per_sm_bytes" in changes and "smem_per_block_optin_bytes" not in changes:
+            reserved = self.smem_per_sm_bytes - self.smem_per_block_optin_bytes
+            new = changes["smem_per_sm_bytes"]
+            if type(new) is int:
+                changes = {**changes, "smem_per_block_optin_bytes": max(new - reserved, 1)}
         peaks = {}
         for k, v in changes.items():
             if k.startswith(("efficiency.", "pipeline.", "tensor_flops_per_clk_per_sm.")):
@@ -221,7 +228,7 @@ class HardwareProfile(BaseModel):
                 peaks[k.split(".", 1)[1]] = v
             else:
                 data[k] = v
-        where = f"{self.name} with {changes}"
+        where = f"{self.name} with {asked}"
         if peaks:
             sms, clock = data["sm_count"], data["clock_hz"]
             if not all(type(x) in (int, float) and x > 0 for x in (sms, clock, *peaks.values())):

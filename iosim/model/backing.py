@@ -27,6 +27,9 @@ PUBLISHED_IMPLEMENTATIONS = {
     # PyTorch's math backend of scaled_dot_product_attention materialises S and P.
     ("naive", "fwd"): ({"fp16", "bf16", "fp32"}, {"sm_80", "sm_90a"}, None),
     ("naive", "bwd"): ({"fp16", "bf16", "fp32"}, {"sm_80", "sm_90a"}, None),
+    # the FA papers' benchmark baseline (iosim.schedules.standard) is PyTorch code: it runs
+    # wherever torch does, forward
+    ("standard", "fwd"): ({"fp16", "bf16", "fp32"}, {"sm_80", "sm_90a"}, None),
     # github.com/Dao-AILab/flash-attention v1.x (Dao et al. 2022): fp16/bf16, head_dim <= 128.
     ("fa1", "fwd"): ({"fp16", "bf16"}, {"sm_80", "sm_90a"}, 128),
     ("fa1", "bwd"): ({"fp16", "bf16"}, {"sm_80", "sm_90a"}, 128),

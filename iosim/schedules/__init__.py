@@ -7,10 +7,13 @@ from dataclasses import replace
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
-from iosim.schedules import fa1, fa2, fa3, knobs, naive
+from iosim.schedules import fa1, fa1_paper, fa2, fa3, knobs, naive, standard
 from iosim.schedules.base import Tiles
 
-SCHEDULES = {"naive": naive.plan, "fa1": fa1.plan, "fa2": fa2.plan, "fa3": fa3.plan}
+# naive: the lean unfused baseline (our kernels); standard: the FA papers' PyTorch baseline;
+# fa1_paper: Algorithm 1 at the paper's block sizes (the model's alone)
+SCHEDULES = {"naive": naive.plan, "standard": standard.plan, "fa1": fa1.plan,
+             "fa1_paper": fa1_paper.plan, "fa2": fa2.plan, "fa3": fa3.plan}
 
 
 def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
