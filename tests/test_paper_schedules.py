@@ -133,8 +133,8 @@ def test_standard_counts_exactly():
 
 def test_torch_math_model_holds_to_the_measured_rows():
     """The model of PyTorch's SDPA math backend against every measured `torch_math` row of the
-    H100 grid: MAPE of the predicted time within 20% (today about 19%: the issue term, fitted to
-    our kernels' softmax code, charges SGEMM's FFMAs more instructions than cuBLAS spends)."""
+    H100 grid: MAPE of the predicted time within 15% (12% today, every row over-predicted: the
+    fp32 GEMMs at the profile's ALU efficiency, fitted to our kernels' softmax code)."""
     m = pd.read_csv(MEASURED)
     m = m[(m.schedule == "torch_math") & (m.status == "ok")]
     assert len(m) >= 30
@@ -144,9 +144,12 @@ def test_torch_math_model_holds_to_the_measured_rows():
                     dtype=r.dtype, causal=r.causal)
         errs.append(row(standard.torch_math(p, H100), H100)["time_pred_ms"] / r.time_ms - 1)
     mape = 100 * float(np.mean(np.abs(errs)))
-    assert mape <= 20, mape
+    assert mape <= 15, mape
     # the fp32 passes are the mechanism: the same problem in the input dtype is far faster
     p = Problem(batch=4, heads=32, seqlen_q=4096, head_dim=64)
+    # (the fp32 GEMMs issue cuBLAS SGEMM's one FFMA per 32 FMAs, not the profile's ratio)
+    assert all(k.inst_per_op == standard.SGEMM_INST_PER_OP
+               for k in standard.torch_math(p, H100).kernels if k.name.endswith(("_qk", "_pv")))
     assert row(standard.torch_math(p, H100), H100)["time_pred_ms"] > \
         2 * row(plan("standard", p, H100), H100)["time_pred_ms"]
 

@@ -60,8 +60,8 @@ def test_python_api_grid_and_columns():
                       "schedule": "all", "hw": "h100-sxm5-80gb,a100-sxm4-80gb"})
     assert set(PROBLEM_COLUMNS + COUNT_COLUMNS + ["time_pred_ms", "tflops_pred", "bound",
                                                   "block_m", "block_n"]) <= set(df.columns)
-    # 3 N x 2 d x 2 causal x (4 schedules on H100 + 3 on A100: fa3 needs Hopper)
-    assert len(df) == 3 * 2 * 2 * 7
+    # 3 N x 2 d x 2 causal x (6 schedules on H100 + 5 on A100: fa3 needs Hopper)
+    assert len(df) == 3 * 2 * 2 * 11
     assert not ((df.hw == "a100-sxm4-80gb") & (df.schedule == "fa3")).any()
     assert (df.time_pred_ms >= df.time_roofline_ms).all()
 
@@ -124,7 +124,7 @@ def test_cli_sweep_csv_and_parquet(tmp_path):
     assert r.exit_code == 0, r.output
     assert "skipped 6: fa3 on a100-sxm4-80gb" in r.output
     df = pd.read_csv(out)
-    assert len(df) == 3 * 2 * 7
+    assert len(df) == 3 * 2 * 11
     pytest.importorskip("pyarrow")
     pq = tmp_path / "s.parquet"
     r = runner.invoke(app, ["sweep", "--seqlen", "1024", "--set", "sm_count=66,132", "-o", str(pq)])

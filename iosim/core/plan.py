@@ -50,6 +50,10 @@ class KernelPlan:
     overlap: str = "none"  # timing policy: "none" | "async" | "lockstep" | "warpspecialized"
     source: str | None = None  # kernels/<source> when a real CUDA kernel exists
     defines: dict[str, int] = field(default_factory=dict)  # compile-time parameters
+    # warp instructions per 32 counted element operations where the kernel's own mix is known
+    # and differs from the profile's `pipeline.inst_per_op` (fitted to this project's kernels):
+    # cuBLAS's SGEMM issues one FFMA per 32 FMAs, its loads amortised over register tiles
+    inst_per_op: float | None = None
 
     @property
     def ctas(self) -> int:

@@ -70,6 +70,7 @@ class Rates:
     l2: float
     hbm: float
     wgmma: bool  # asynchronous warpgroup MMA: no per-instruction issue or dependence cost
+    inst_per_op: float  # warp instructions per 32 element operations (the kernel's, else the profile's)
 
     @classmethod
     def of(cls, k: KernelPlan, hw: HardwareProfile, p: Problem) -> Rates:
@@ -86,16 +87,17 @@ class Rates:
             l2=hw.l2_bandwidth_bytes_per_s * eff.l2,
             hbm=hw.hbm_bandwidth_bytes_per_s * eff.hbm,
             wgmma=wgmma,
+            inst_per_op=k.inst_per_op or hw.pipeline.inst_per_op,
         )
 
 
 def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: HardwareProfile,
-                 wgmma: bool) -> tuple[float, float]:
+                 wgmma: bool, inst_per_op: float | None = None) -> tuple[float, float]:
     """(mma, other) warp instructions for this much work: one mma.sync per m16n8k16,
     `inst_per_op` per 32 element operations (FP32 and exp), one ldmatrix / cp.async per 512
     shared-memory bytes. wgmma: a handful of instructions per tile, its operands read from
     shared memory by the tensor cores and its tiles copied by TMA, so neither is counted."""
-    ops_inst = hw.pipeline.inst_per_op * ops / 32
+    ops_inst = (inst_per_op or hw.pipeline.inst_per_op) * ops / 32
     if wgmma:
         return 0.0, ops_inst
     return tensor_flops / MMA_FLOPS, ops_inst + sram_bytes / LDS_BYTES
@@ -104,7 +106,8 @@ def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: Hardwar
 def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) -> dict[str, float]:
     """Seconds each unit and level needs for the whole kernel at its efficient rate."""
     t, w = k.traffic, k.work
-    mma, other = instructions(w.tensor_flops, w.alu_flops + w.exp_ops, t.sram, hw, r.wgmma)
+    mma, other = instructions(w.tensor_flops, w.alu_flops + w.exp_ops, t.sram, hw, r.wgmma,
+                              r.inst_per_op)
     return {"tensor": w.tensor_flops / (r.tensor * sms), "sfu": w.exp_ops / (r.sfu * sms),
             "alu": w.alu_flops / (r.alu * sms), "sram": t.sram / (r.sram * sms),
             "issue": (mma + other) / (r.issue * sms),
@@ -145,7 +148,7 @@ class Trip:
     @classmethod
     def of(cls, flops: float, exps: float, alu: float, sram: float, warps: int, r: Rates,
            hw: HardwareProfile) -> Trip:
-        mma, other = instructions(flops, alu + exps, sram, hw, r.wgmma)
+        mma, other = instructions(flops, alu + exps, sram, hw, r.wgmma, r.inst_per_op)
         cyc = 1.0 / hw.clock_hz
         return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu, sram=sram / r.sram,
                    issue=(mma + other) / r.issue,

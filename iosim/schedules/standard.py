@@ -39,6 +39,9 @@ from iosim.schedules.naive import PV_TILES, QK_TILES, gemm_tiles
 
 THREADS = 128  # PyTorch's elementwise kernels: 128 threads, 4 elements a thread
 PER_CTA = 4 * THREADS
+# cuBLAS SGEMM: one FFMA warp instruction per 32 FMAs (a lane's FMA is one counted operation);
+# its shared-memory loads are counted apart (one per 512 bytes, as every kernel's)
+SGEMM_INST_PER_OP = 1.0
 SOFTMAX_THREADS = 1024  # its softmax (cunn_SoftMaxForward): one CTA a row, up to 1024 threads
 
 
@@ -65,7 +68,7 @@ def cublas(name: str, like: KernelPlan, simt: bool = False) -> KernelPlan:
     if simt:
         w, once = like.work, like.once
         like = replace(like, work=Work(alu_flops=w.tensor_flops // 2 + w.alu_flops),
-                       once=once, overlap="async")
+                       once=once, overlap="async", inst_per_op=SGEMM_INST_PER_OP)
     return replace(like, name=name, source=None, defines={})
 
 
