@@ -9,12 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from iosim.analysis.accuracy import error_table
 from iosim.cli import app
+from iosim.core import hardware
 from iosim.core.hardware import InputError
 from iosim.core.rows import read_rows
 from iosim.report.data import (
@@ -34,6 +36,7 @@ from iosim.report.figures import (
     accuracy_figure,
     io_figure,
     roofline_figure,
+    theorem2_figure,
     time_figure,
     whatif_figures,
 )
@@ -56,6 +59,7 @@ def sweep(tmp: Path, name: str, *args: str) -> Path:
 def whatif_csv(tmp_path_factory) -> Path:
     """The issue's what-if sweep, shorter in N: 5 N x 4 schedules x 3 HBM x 2 SRAM = 120 rows."""
     return sweep(tmp_path_factory.mktemp("whatif"), "w.csv", "--seqlen", "512..8192",
+                 "--schedule", "naive,fa1,fa2,fa3",
                  "--set", "hbm_bandwidth_bytes_per_s=3.35e12,4.8e12,8e12",
                  "--set", "smem_per_sm_bytes=233472,458752")
 
@@ -136,6 +140,39 @@ def test_whatif_sweep_beside_measurements_opens_where_both_are(whatif_csv):
     for fig in [*whatif_figures(data, chosen), time_figure(data, chosen)]:
         assert sum(len(t["x"]) for t in series(fig, visible=True)) > 0
     assert series(time_figure(data, chosen), "measured", visible=True)
+
+
+@pytest.fixture(scope="module")
+def sram_sweep(tmp_path_factory):
+    """Theorem 2's what-if: N = 8192, d = 64, the SRAM a CTA may use from 64 KiB to 1 MiB."""
+    src = sweep(tmp_path_factory.mktemp("sram"), "m.csv", "--seqlen", "8192", "--head-dim", "64",
+                "--schedule", "naive,fa1,fa1_paper,fa2",
+                "--set", "smem_per_block_optin_bytes=65536..1048576",
+                "--set", "smem_per_sm_bytes=1049600")
+    return src, prepare_data([read_rows(src)], [])
+
+
+def test_theorem2_chart_when_the_sweep_varies_the_sram(sram_sweep, whatif):
+    src, data = sram_sweep
+    fig = theorem2_figure(data, default(data))
+    assert fig.layout["xaxis"]["type"] == fig.layout["yaxis"]["type"] == "log"
+    lines = {t["meta"]["schedule"]: t for t in series(fig, visible=True)}
+    assert set(lines) == {"naive", "fa1", "fa1_paper", "fa2"}
+    m = [65536 * 2**i for i in range(5)]
+    # (fa2's tiles need 80 KiB: left out at 64 KiB)
+    assert lines["fa1_paper"]["x"] == m and all(set(t["x"]) <= set(m) for t in lines.values())
+    slope = {s: np.polyfit(np.log(t["x"]), np.log(t["y"]), 1)[0] for s, t in lines.items()}
+    assert slope["fa1_paper"] == pytest.approx(-1, abs=0.1)  # Θ(N²d²/M)
+    assert all(abs(slope[s]) < 0.1 for s in ("naive", "fa1", "fa2"))  # no M in their IO
+    guide = [t for t in fig.data if t["meta"].get("guide") == -1 and t["visible"]]
+    assert len(guide) == 1 and guide[0]["y"][0] / guide[0]["y"][1] == pytest.approx(16)
+    # on the page, in the what-if section, after the what-if charts
+    html = build_html(data, {"h100-sxm5-80gb": hardware.load("h100-sxm5-80gb")}, [str(src)])
+    assert "Theorem 2: HBM accesses against the SRAM size M" in html
+    # without fa1_paper, or when no SRAM field varies, no such chart
+    assert theorem2_figure(whatif, default(whatif)) is None  # (naive, fa1, fa2, fa3 only)
+    assert theorem2_figure(prepare_data([read_rows(src).drop(columns="set_smem_per_block_optin_bytes")],
+                                        []), {}) is None
 
 
 def test_whatif_charts_against_each_swept_field(whatif):

@@ -114,7 +114,8 @@ def probe(page: Path, tmp: Path, menus: bool = True) -> dict:
 @pytest.fixture(scope="module")
 def whatif_page(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("whatif")
-    iosim("sweep", "--seqlen", "512..32768", "--set", "hbm_bandwidth_bytes_per_s=3.35e12,4.8e12,8e12",
+    iosim("sweep", "--seqlen", "512..32768", "--schedule", "naive,fa1,fa2,fa3",
+          "--set", "hbm_bandwidth_bytes_per_s=3.35e12,4.8e12,8e12",
           "--set", "smem_per_sm_bytes=233472,458752", "--no-progress", "-o", str(d / "w.csv"))
     iosim("report", str(d / "w.csv"), "-o", str(d / "w.html"))
     return d / "w.html"

@@ -41,7 +41,7 @@ from iosim.report.data import (
 )
 
 PRED, MEAS = "circle-open", "circle"  # hollow: predicted, filled: measured
-COLORS = {"naive": "#7f7f7f", "fa1": "#1f77b4", "fa2": "#2ca02c", "fa3": "#d62728",
+COLORS = {"naive": "#7f7f7f", "standard": "#17becf", "fa1": "#1f77b4", "fa1_paper": "#aec7e8", "fa2": "#2ca02c", "fa3": "#d62728",
           "torch_flash": "#9467bd", "torch_cudnn": "#8c564b", "torch_efficient": "#e377c2",
           "torch_math": "#bcbd22"}
 LABELS = {"hw": "hardware", "direction": "direction", "dtype": "dtype", "causal": "causal",
@@ -487,13 +487,7 @@ def whatif_figures(data: Data, chosen: dict[str, str]) -> list[Figure]:
     for col in set_columns(w):
         if w[col].nunique() < 2:
             continue
-        others = [c for c in set_columns(w) if c != col]
-        p = w[w[col].notna()].copy()
-        p["x"] = pd.to_numeric(p[col])
-        p[VARIANT] = (p[others].apply(lambda r: ", ".join(setting(c[4:], v) for c, v in r.items()
-                                                          if pd.notna(v)), axis=1)
-                      if others else STOCK)
-        p[VARIANT] = p[VARIANT].replace("", STOCK)
+        p = _against(w, col)
         fig = Figure(legend_by_shape(data))
         _series(fig, p, chosen, x="x", y="time_pred_ms", kind="predicted", variant_dim=False, order="x",
                 shapes=data.shapes_vary, extra=f"{col[4:]} = %{{x:.4s}}<br>")
@@ -504,3 +498,53 @@ def whatif_figures(data: Data, chosen: dict[str, str]) -> list[Figure]:
                             meta={"field": col[4:]}))
     return figs
 
+
+
+def _against(w: pd.DataFrame, col: str) -> pd.DataFrame:
+    """The what-if rows that set `col`, with x = its value and, as the variant, the values of
+    the other swept fields."""
+    others = [c for c in set_columns(w) if c != col]
+    p = w[w[col].notna()].copy()
+    p["x"] = pd.to_numeric(p[col])
+    p[VARIANT] = (p[others].apply(lambda r: ", ".join(setting(c[4:], v) for c, v in r.items()
+                                                      if pd.notna(v)), axis=1)
+                  if others else STOCK)
+    p[VARIANT] = p[VARIANT].replace("", STOCK)
+    return p
+
+
+SRAM_FIELDS = ("set_smem_per_block_optin_bytes", "set_smem_per_sm_bytes")  # M: what a CTA may use
+THEOREM2 = ("fa1_paper", "fa1", "fa2", "naive")
+
+
+def theorem2_figure(data: Data, chosen: dict[str, str]) -> Figure | None:
+    """FA1's Theorem 2 when the sweep varies the SRAM size: two-level HBM bytes against it
+    (log-log), at the largest N of each configuration. fa1 at the paper's tiles (`fa1_paper`,
+    Bc = ceil(M/4d)) falls as 1/M; fa1 at the kernel's register-capped tiles, fa2 and naive do
+    not. None when no SRAM field is swept or fa1_paper is not in the sweep."""
+    w = data.whatif
+    col = next((c for c in SRAM_FIELDS if c in w.columns and w[c].nunique() >= 2), None)
+    if col is None:
+        return None
+    p = _against(w, col)
+    p = p[p["schedule"].isin(THEOREM2)]
+    if not (p["schedule"] == "fa1_paper").any():
+        return None
+    p["two"] = numbers(p, "hbm_read_bytes_2level") + numbers(p, "hbm_write_bytes_2level")
+    fig = Figure(legend_by_shape(data))
+    _series(fig, p, chosen, x="x", y="two", kind="predicted", variant_dim=False, order="x",
+            shapes=data.shapes_vary, extra=f"{col[4:]} = %{{x:.4s}}B<br>%{{y:.3s}}B 2-level HBM<br>")
+    paper = p[p["schedule"] == "fa1_paper"]
+    for key, g in paper.groupby(MENU_DIMS, sort=True):  # 1/M through each configuration's smallest M
+        xs = sorted(g["x"].unique())
+        if len(xs) < 2:
+            continue
+        y0 = float(g.loc[g["x"] == xs[0], "two"].median())
+        dims = {d: as_text(v) for d, v in zip(MENU_DIMS, key, strict=True)}
+        fig.add(x=[xs[0], xs[-1]], y=[y0, y0 * xs[0] / xs[-1]], mode="lines",
+                name="∝ 1/M (Theorem 2: Θ(N²d²/M))", legendgroup="guide",
+                line={"color": "#bbb", "dash": "dot", "width": 1}, hoverinfo="name",
+                visible=_visible(dims, chosen), meta={"guide": -1, "dims": dims})
+    return _layout(fig, "Theorem 2: HBM accesses against the SRAM size M",
+                   f"M: {col[4:]} (hardware field)", "bytes to/from HBM (2-level: every tile)",
+                   points=False, xunit="B", yunit="B", meta={"field": col[4:]})

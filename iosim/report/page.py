@@ -60,6 +60,7 @@ from iosim.report.figures import (
     io_figure,
     roofline_figure,
     time_figure,
+    theorem2_figure,
     whatif_figures,
 )
 from iosim.report.image import FORMATS, export_images
@@ -313,10 +314,16 @@ def page_and_charts(data: Data, profiles: dict[str, HardwareProfile], sources: S
     menu = _menu_note(options)
     wi = whatif_figures(data, chosen)
     if wi:  # a what-if sweep: its answer first
+        t2 = theorem2_figure(data, chosen)
         section("What-if", "Predicted time as a swept hardware field changes, at the largest N of "
                 "the configuration; one line per schedule and value of the other swept fields. The "
-                "charts below draw each hardware variant as its own series.",
-                [(f"whatif-{f.layout['meta']['field']}", f) for f in wi])
+                "charts below draw each hardware variant as its own series."
+                + (" Theorem 2: the two-level HBM bytes against the SRAM size M; fa1_paper "
+                   "(Algorithm 1 at the paper's Bc = ⌈M/4d⌉, hypothetical: no kernel runs it) falls "
+                   "as 1/M (dotted guide), fa1 at its kernel's register-capped tiles, fa2 and naive "
+                   "do not." if t2 else ""),
+                [(f"whatif-{f.layout['meta']['field']}", f) for f in wi]
+                + ([("theorem2", t2)] if t2 else []))
     section("Roofline", "Tensor FLOP/s against tensor FLOP per byte, as Nsight Compute draws it: each "
             "bandwidth roof rises to its ridge point, where the compute ceiling starts. Each point twice: "
             "● by its DRAM bytes (the L2-aware estimate; Nsight Compute's for measured rows where "
