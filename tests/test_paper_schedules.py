@@ -3,10 +3,9 @@
 counts and derivations; and the model of PyTorch's math backend against the measured
 `torch_math` rows.
 
-The executor does not run these Plans: `fa1_paper`'s loops are fa1's (tests/test_executor.py
-holds fa1's counts to the executor tile by tile; the counts here are the same functions at other
-tiles), and `standard` is a chain of PyTorch calls (GEMMs and elementwise passes), not a loop
-nest of this project's kernels.
+The executor runs both forward Plans on data (tests/test_executor.py, every schedule of the
+registry): exact attention, and counts equal to these closed forms kernel by kernel. The
+torch_math model is not executed: its passes are standard's in fp32, plus casts.
 """
 
 from __future__ import annotations
@@ -129,6 +128,9 @@ def test_standard_counts_exactly():
     naive = plan("naive", p.model_copy(update={"causal": True}), H100)
     assert hbm(naive) < hbm(causal)
     assert backing(pl, H100) == "published"
+    with pytest.raises(InputError, match="masks top-left"):
+        plan("standard", Problem(seqlen_q=512, seqlen_k=1024, causal=True,
+                                 causal_align="bottom-right"), H100)
 
 
 def test_torch_math_model_holds_to_the_measured_rows():

@@ -163,6 +163,44 @@ def naive(p: Problem, plan: Plan, q, k, v, do=None):
     return out, m
 
 
+def standard(p: Problem, plan: Plan, q, k, v):
+    """The papers' PyTorch baseline (iosim.schedules.standard): the additive causal mask built
+    once for every head, then per head S = scale·QKᵀ, S + mask, softmax over whole rows, PV."""
+    m, s, g = Meter(p), p.scale, p.group
+    ks = {kp.name: kp for kp in plan.kernels}
+    nq, nk = p.seqlen_q, p.seqlen_k
+    out = {"O": np.empty((p.batch, p.heads, nq, p.head_dim))}
+    mask = None
+    if p.causal:  # torch.full(-10000.0), torch.triu(.., 1), .to(dtype): one N x N each
+        full, tri, mask = (np.empty((nq, nk)) for _ in range(3))
+        with m.launch("standard_mask_full"):
+            m.store("Mask32", full, ..., np.full((nq, nk), -10000.0))
+        seen = np.arange(nk)[None, :] < np.array([p.visible_keys(i) for i in range(nq)])[:, None]
+        with m.launch("standard_mask_triu"):
+            m.store("Mask32", tri, ..., np.where(seen, 0.0, m.load("Mask32", full, smem=False)))
+        with m.launch("standard_mask_cast"):
+            m.store("Mask", mask, ..., m.load("Mask32", tri, smem=False))
+    for b in range(p.batch):
+        for h in range(p.heads):
+            S, name = np.empty((nq, nk)), "S"
+            _gemm(m, "standard_qk", q[b, h], k[b, h // g].T, "Q", "K", S, "S", ks["standard_qk"], s)
+            if mask is not None:  # added to every element: nothing above the diagonal skipped
+                Sm = np.empty((nq, nk))
+                with m.launch("standard_mask_add"):
+                    m.store("Sm", Sm, ..., m.load("S", S, smem=False) + m.load("Mask", mask, smem=False))
+                    m.alu(S.size)
+                S, name = Sm, "Sm"
+            P = np.empty((nq, nk))
+            with m.launch("standard_softmax"):
+                for i in range(nq):  # the whole row: max, subtract, exp, sum, scale
+                    row = m.load(name, S[i], smem=False)
+                    e = m.exp(row - row.max())
+                    m.alu(4 * nk)
+                    m.store("P", P, i, e / e.sum())
+            _gemm(m, "standard_pv", P, v[b, h // g], "P", "V", out["O"][b, h], "O", ks["standard_pv"])
+    return out, m
+
+
 def _naive_bwd(m: Meter, p: Problem, ks: dict, out: dict, b, h, qh, kh, vh, doh, P) -> None:
     nq, nk, d, s = p.seqlen_q, p.seqlen_k, p.head_dim, p.scale
     x = "_expanded" if p.group > 1 else ""
@@ -202,13 +240,13 @@ def _gqa_reduce(m: Meter, p: Problem, out: dict) -> None:
 
 def fa1_fwd(p: Problem, plan: Plan, q, k, v):
     m = Meter(p)
-    kp = next(k for k in plan.kernels if k.name == "fa1_fwd")
+    kp, init = plan.main, plan.kernels[0].name  # fa1's kernels, or fa1_paper's (same loops)
     bm = BlockMap.of(p, kp.block_m, kp.block_n)
     nq, d = p.seqlen_q, p.head_dim
     Oacc = np.empty((p.batch, p.heads, nq, d))
     L, M = np.empty((p.batch, p.heads, nq)), np.empty((p.batch, p.heads, nq))
     O = np.empty((p.batch, p.heads, nq, d))
-    with m.launch("fa1_init"):
+    with m.launch(init):
         for b in range(p.batch):
             for h in range(p.heads):
                 for r0, r in _spans(nq, kp.block_m):
@@ -220,7 +258,7 @@ def fa1_fwd(p: Problem, plan: Plan, q, k, v):
     qb = kp.defines["SPLIT_ROWS"] // kp.block_m  # query blocks per CTA (the kernel's split)
     splits = [range(i0, min(i0 + qb, len(rows))) for i0 in range(0, len(rows), qb)]
     assert len(splits) == kp.grid[0], (len(splits), kp.grid)
-    with m.launch("fa1_fwd"):
+    with m.launch(kp.name):
         for b in range(p.batch):
             for h in range(p.heads):
                 for split in splits:  # one CTA: Algorithm 1's loops over this split's rows
@@ -441,8 +479,10 @@ def run(plan: Plan, q, k, v, do=None, o=None, lse=None):
     p, name = plan.problem, plan.schedule
     if name == "naive":
         return naive(p, plan, q, k, v, do)
+    if name == "standard":  # forward only
+        return standard(p, plan, q, k, v)
     if p.direction is Direction.fwd:
-        if name == "fa1":
+        if name in ("fa1", "fa1_paper"):
             return fa1_fwd(p, plan, q, k, v)
         return fa2_fwd(p, plan, q, k, v)
     return flash_bwd(p, plan, q, k, v, o, do, lse, fa1=(name == "fa1"))

@@ -59,8 +59,8 @@ from iosim.report.figures import (
     accuracy_figure,
     io_figure,
     roofline_figure,
-    time_figure,
     theorem2_figure,
+    time_figure,
     whatif_figures,
 )
 from iosim.report.image import FORMATS, export_images

@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import KernelPlan, Plan
-from iosim.core.problem import Direction, Dtype, Problem
+from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.schedules.base import F32, Tiles, gemm, uniform
 from iosim.schedules.naive import PV_TILES, QK_TILES, gemm_tiles
@@ -84,6 +84,9 @@ def _mask_add(name: str, p: Problem, s_in: str, s_out: str, mask: str, eb: int) 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     """The FA papers' benchmark baseline (module docstring)."""
     _fwd_only("standard", p)
+    if p.causal and p.causal_offset and p.causal_align is CausalAlign.bottom_right:
+        raise InputError("standard: the papers' benchmark masks top-left (torch.triu(.., 1)) "
+                         "(allowed: --causal-align top-left, or Nq = Nk)")
     e, nq, nk, d = p.elem_bytes, p.seqlen_q, p.seqlen_k, p.head_dim
     n, nn = p.bh * nq * nk, nq * nk
     qk, pv = gemm_tiles(QK_TILES, p, t), gemm_tiles(PV_TILES, p, t)
