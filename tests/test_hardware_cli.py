@@ -42,7 +42,7 @@ def test_predict_json_has_the_shared_columns():
     r = iosim("predict", "--format", "json", "--seqlen", "1024")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
-    assert [x["schedule"] for x in rows] == ["naive", "fa1", "fa2", "fa3"]
+    assert [x["schedule"] for x in rows] == ["naive", "standard", "fa1", "fa1_paper", "fa2", "fa3"]
     for col in ("hw", "block_m", "block_n", "hbm_read_bytes_2level", "dram_read_bytes",
                 "sram_bytes", "tensor_flops", "exp_ops", "alu_flops", "time_roofline_ms",
                 "time_pred_ms", "tflops_pred", "bound"):

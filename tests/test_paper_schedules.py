@@ -70,7 +70,7 @@ def test_fa1_paper_tiles_are_the_papers_and_hypothetical():
     # Bc not a multiple of 16 is kept: d = 64, M = 200000 B -> ⌈100000/256⌉ = 391
     odd = plan("fa1_paper", p, H100.with_changes(smem_per_block_optin_bytes=200000))
     assert odd.block_n == 391
-    with pytest.raises(InputError, match="forward pass only"):
+    with pytest.raises(InputError, match="Algorithm 1 is the forward pass"):
         plan("fa1_paper", p.model_copy(update={"direction": "bwd"}), H100)
 
 

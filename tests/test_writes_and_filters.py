@@ -48,7 +48,7 @@ def test_existing_output_needs_force_and_force_replaces(tmp_path):
     assert out.read_text() == "[]"
     code, _, err = cli("predict", "-o", out, "--force")
     assert code == 0, err
-    assert len(json.loads(out.read_text())) == 4  # naive, fa1, fa2, fa3
+    assert len(json.loads(out.read_text())) == 6  # naive, standard, fa1, fa1_paper, fa2, fa3
 
 
 def test_sweep_default_output_is_not_silently_replaced(tmp_path, monkeypatch):

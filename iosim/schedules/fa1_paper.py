@@ -41,7 +41,7 @@ def paper_tiles(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Tiles:
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     check_head_dim("fa1_paper", p)
     if p.direction is not Direction.fwd:
-        raise InputError("fa1_paper: models Algorithm 1, the forward pass only "
+        raise InputError("fa1_paper: Algorithm 1 is the forward pass "
                          "(allowed: --direction fwd; fa1 models Algorithm 4)")
     t = paper_tiles(p, hw, t)
     d = p.head_dim
