@@ -25,6 +25,14 @@ MAPE_AT_COMMIT = {
     ("h100-sxm5-80gb", "fa2", "fwd+bwd", "FA2"): 12.9,
     ("h100-sxm5-80gb", "fa3", "bwd", "FA3"): 8.2,
     ("h100-sxm5-80gb", "fa3", "fwd", "FA3"): 9.1,
+    # the papers' PyTorch baseline (iosim.schedules.standard), predicted since that schedule
+    # came: under-predicted everywhere (the benchmark's packed-qkv copies are left out; FA1's
+    # GPT-2 row ran with dropout, which its model has not)
+    ("a100-sxm4-80gb", "standard", "fwd+bwd", "FA1"): 54.1,
+    ("a100-sxm4-80gb", "standard", "fwd+bwd", "FA2"): 30.0,
+    ("h100-sxm5-80gb", "standard", "bwd", "FA3"): 23.2,
+    ("h100-sxm5-80gb", "standard", "fwd", "FA3"): 22.3,
+    ("h100-sxm5-80gb", "standard", "fwd+bwd", "FA2"): 24.2,
 }
 
 
@@ -51,10 +59,12 @@ def test_mape_per_paper_within_committed_bounds(times):
     assert not worse, f"MAPE against the papers grew: {worse}"
 
 
-def test_a100_groups_say_uncalibrated_and_standard_is_skipped(times):
+def test_a100_groups_say_uncalibrated_and_standard_is_predicted(times):
     assert (times[times.hw == "a100-sxm4-80gb"].calibrated == "no").all()
     assert (times[times.hw == "h100-sxm5-80gb"].calibrated == "yes").all()
-    assert times.attrs["skipped"].get("standard", 0) == 68  # the papers' baseline: no schedule yet
+    # the papers' baseline is a schedule (iosim.schedules.standard): its 68 rows are predicted
+    assert "standard" not in times.attrs["skipped"]
+    assert times[times.schedule == "standard"].n.sum() == 66  # (two give GFLOPs and HBM GB, no time)
 
 
 def test_fwd_bwd_rows_are_the_sum_of_both_passes():

@@ -30,6 +30,7 @@ PUBLISHED_IMPLEMENTATIONS = {
     # the FA papers' benchmark baseline (iosim.schedules.standard) is PyTorch code: it runs
     # wherever torch does, forward
     ("standard", "fwd"): ({"fp16", "bf16", "fp32"}, {"sm_80", "sm_90a"}, None),
+    ("standard", "bwd"): ({"fp16", "bf16", "fp32"}, {"sm_80", "sm_90a"}, None),
     # github.com/Dao-AILab/flash-attention v1.x (Dao et al. 2022): fp16/bf16, head_dim <= 128.
     ("fa1", "fwd"): ({"fp16", "bf16"}, {"sm_80", "sm_90a"}, 128),
     ("fa1", "bwd"): ({"fp16", "bf16"}, {"sm_80", "sm_90a"}, 128),

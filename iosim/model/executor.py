@@ -140,7 +140,7 @@ def naive(p: Problem, plan: Plan, q, k, v, do=None):
             if p.direction is Direction.bwd:  # P is the stored output of the forward
                 one = p.model_copy(update=dict(batch=1, heads=1, kv_heads=1))
                 P = reference.probs(one, q[b:b + 1, h:h + 1], k[b:b + 1, h // g:h // g + 1])[0, 0]
-                _naive_bwd(m, p, ks, out, b, h, qh, kh, vh, do[b, h], P)
+                _naive_bwd(m, p, ks, out, b, h, qh, kh, vh, do[b, h], P, plan.schedule)
                 continue
             S, P = np.empty((nq, nk)), np.empty((nq, nk))
             _gemm(m, "naive_qk", qh, kh.T, "Q", "K", S, "S", ks["naive_qk"], s)
@@ -201,22 +201,25 @@ def standard(p: Problem, plan: Plan, q, k, v):
     return out, m
 
 
-def _naive_bwd(m: Meter, p: Problem, ks: dict, out: dict, b, h, qh, kh, vh, doh, P) -> None:
+def _naive_bwd(m: Meter, p: Problem, ks: dict, out: dict, b, h, qh, kh, vh, doh, P,
+               pre: str = "naive") -> None:
+    """The backward over the stored P; `pre`: the kernels' names (standard's are autograd's
+    same passes)."""
     nq, nk, d, s = p.seqlen_q, p.seqlen_k, p.head_dim, p.scale
     x = "_expanded" if p.group > 1 else ""
     dQ = out.setdefault("dQ", np.empty((p.batch, p.heads, nq, d)))[b, h]
     dKe = out.setdefault("dK" + x, np.empty((p.batch, p.heads, nk, d)))[b, h]
     dVe = out.setdefault("dV" + x, np.empty((p.batch, p.heads, nk, d)))[b, h]
     dP, dS = np.empty((nq, nk)), np.empty((nq, nk))
-    _gemm(m, "naive_bwd_dv", P.T, doh, "P", "dO", dVe, "dV" + x, ks["naive_bwd_dv"])
-    _gemm(m, "naive_bwd_dp", doh, vh.T, "dO", "V", dP, "dP", ks["naive_bwd_dp"])
-    rows = _rows(m, "naive_bwd_softmax", ks["naive_bwd_softmax"], [("P", P), ("dP", dP)])
+    _gemm(m, f"{pre}_bwd_dv", P.T, doh, "P", "dO", dVe, "dV" + x, ks[f"{pre}_bwd_dv"])
+    _gemm(m, f"{pre}_bwd_dp", doh, vh.T, "dO", "V", dP, "dP", ks[f"{pre}_bwd_dp"])
+    rows = _rows(m, f"{pre}_bwd_softmax", ks[f"{pre}_bwd_softmax"], [("P", P), ("dP", dP)])
     for i, (prow, dprow) in rows:
         di = (prow * dprow).sum()
         m.alu(4 * nk)  # product and sum for D_i; subtract and product for dS
         m.store("dS", dS, i, prow * (dprow - di))
-    _gemm(m, "naive_bwd_dq", dS, kh, "dS", "K", dQ, "dQ", ks["naive_bwd_dq"], s)
-    _gemm(m, "naive_bwd_dk", dS.T, qh, "dS", "Q", dKe, "dK" + x, ks["naive_bwd_dk"], s)
+    _gemm(m, f"{pre}_bwd_dq", dS, kh, "dS", "K", dQ, "dQ", ks[f"{pre}_bwd_dq"], s)
+    _gemm(m, f"{pre}_bwd_dk", dS.T, qh, "dS", "Q", dKe, "dK" + x, ks[f"{pre}_bwd_dk"], s)
 
 
 def _gqa_reduce(m: Meter, p: Problem, out: dict) -> None:
@@ -479,8 +482,9 @@ def run(plan: Plan, q, k, v, do=None, o=None, lse=None):
     p, name = plan.problem, plan.schedule
     if name == "naive":
         return naive(p, plan, q, k, v, do)
-    if name == "standard":  # forward only
-        return standard(p, plan, q, k, v)
+    if name == "standard":  # its backward is naive's passes (autograd over the stored P)
+        return standard(p, plan, q, k, v) if p.direction is Direction.fwd \
+            else naive(p, plan, q, k, v, do)
     if p.direction is Direction.fwd:
         if name in ("fa1", "fa1_paper"):
             return fa1_fwd(p, plan, q, k, v)

@@ -16,7 +16,8 @@ HBM in the input dtype:
 
 The GEMMs are modelled with naive's tiles (iosim.schedules.naive): cuBLAS's own are not known
 here. The benchmark's rearranges of its packed qkv (O(N·d) copies) are left out: the problem's
-Q, K, V are separate tensors. Forward only.
+Q, K, V are separate tensors. The backward is autograd's, naive's passes over the stored P
+(`backward`).
 
 `torch_math` models PyTorch's math backend of scaled_dot_product_attention (the `torch_math`
 peer of the measured grids; ATen `_scaled_dot_product_attention_math`, torch >= 2.5): fp16 and
@@ -34,6 +35,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
 from iosim.core.traffic import Traffic, Work
+from iosim.schedules import naive
 from iosim.schedules.base import F32, Tiles, gemm, uniform
 from iosim.schedules.naive import PV_TILES, QK_TILES, gemm_tiles
 
@@ -83,10 +85,11 @@ def _mask_add(name: str, p: Problem, s_in: str, s_out: str, mask: str, eb: int) 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     """The FA papers' benchmark baseline (module docstring)."""
-    _fwd_only("standard", p)
     if p.causal and p.causal_offset and p.causal_align is CausalAlign.bottom_right:
         raise InputError("standard: the papers' benchmark masks top-left (torch.triu(.., 1)) "
                          "(allowed: --causal-align top-left, or Nq = Nk)")
+    if p.direction is Direction.bwd:
+        return backward(p, hw, t)
     e, nq, nk, d = p.elem_bytes, p.seqlen_q, p.seqlen_k, p.head_dim
     n, nn = p.bh * nq * nk, nq * nk
     qk, pv = gemm_tiles(QK_TILES, p, t), gemm_tiles(PV_TILES, p, t)
@@ -107,6 +110,17 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     notes = (f"PyTorch standard attention as the FA papers benchmark it: S, P in {p.dtype.value}"
              + (", a full-size additive mask pass" if p.causal else "") + ", no dropout pass")
     return Plan("standard", p, hw.name, tuple(ks), notes)
+
+
+def backward(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
+    """Autograd over the benchmark's forward: einsum's two GEMMs (dV = Pᵀ·dO, dP = dO·Vᵀ),
+    softmax's backward over whole rows of the stored P (dS = P∘(dP − rowsum(P∘dP))), baddbmm's
+    two (dQ = scale·dS·K, dK = scale·dSᵀ·Q); the mask add passes its gradient through (no
+    kernel) and dropout_p = 0 has none. These are naive's backward passes, by the same model."""
+    ks = tuple(replace(k, name=k.name.replace("naive_", "standard_"), source=None)
+               if k.name.startswith("naive_") else k for k in naive.plan(p, hw, t).kernels)
+    return Plan("standard", p, hw.name, ks,
+                f"PyTorch autograd of the FA papers' baseline: P, dP, dS in {p.dtype.value}")
 
 
 def torch_math(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
