@@ -35,6 +35,7 @@ LAYERS = {
     "test_memory": "unit",
     "test_output_conventions": "unit",
     "test_paper_counts": "unit",
+    "test_paper_schedules": "unit",  # its torch_math test: accuracy
     "test_published": "accuracy",
     "test_report": "unit",
     "test_report_browser": "browser",

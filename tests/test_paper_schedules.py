@@ -133,6 +133,7 @@ def test_standard_counts_exactly():
                                  causal_align="bottom-right"), H100)
 
 
+@pytest.mark.accuracy
 def test_torch_math_model_holds_to_the_measured_rows():
     """The model of PyTorch's SDPA math backend against every measured `torch_math` row of the
     H100 grid: MAPE of the predicted time within 15% (12% today, every row over-predicted: the

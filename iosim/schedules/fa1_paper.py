@@ -4,7 +4,8 @@ elements (`smem_per_block_optin_bytes` / element bytes; a what-if on `smem_per_s
 it, iosim.core.hardware.HardwareProfile.with_changes).
 
 The loops and counts are `fa1`'s (iosim.schedules.flash.fa1_fwd: K/V outer, Q inner, O, ℓ, m
-re-read and re-written every outer step, one CTA per (batch, head)), with no rounding of the
+re-read and re-written every outer step), one CTA per (batch, head) with no query-row split
+(the algorithm as written; fa1's kernel splits the rows to fill the GPU), with no rounding of the
 tiles to the MMA shape and no register cap: Tc = ⌈N/Bc⌉ outer steps each move ~Nd of Q and O,
 so the HBM accesses are Θ(N²d²/M) (Theorem 2). No kernel runs these tiles (S_ij of Br x Bc
 outgrows the register file that fa1.cu keeps it in): the rows are the model's alone
@@ -50,9 +51,12 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
     init = KernelPlan("fa1_paper_init", (bm.tm, p.heads, p.batch), INIT_THREADS, 0, 32,
                       t.block_m, d, fa1_init(p).scaled(bh), Work(), trips=uniform(1))
+    # one CTA per (batch, head) runs all of a head's query blocks (no query-row split: the
+    # algorithm as written; SPLIT_ROWS tells the executor so)
     main = KernelPlan("fa1_paper_fwd", (1, p.heads, p.batch), 32 * t.warps, smem, 255,
-                      t.block_m, t.block_n, **fa1_fwd(p, bm).launch(bh), trips=uniform(bm.pairs),
-                      masked=uniform(bm.diag_pairs()), reuse=GQA_REUSE, overlap="none")
+                      t.block_m, t.block_n, **fa1_fwd(p, bm, bm.tm).launch(bh),
+                      trips=uniform(bm.pairs), masked=uniform(bm.diag_pairs()), reuse=GQA_REUSE,
+                      overlap="none", defines={"SPLIT_ROWS": bm.tm * t.block_m})
     notes = (f"Algorithm 1 at the paper's tiles Bc = ceil(M/4d) = {t.block_n}, Br = {t.block_m} "
              f"for M = {hw.smem_per_block_optin_bytes} B; no kernel runs them")
     return Plan("fa1_paper", p, hw.name, (init, main), notes)
