@@ -40,13 +40,13 @@ def test_planning_and_prediction_import_nothing_heavy():
                        "print(len(predict_rows(p, hw)[0]))")
     assert mods == [], f"planning imported {mods}"
     traffic, n = out.splitlines()[-2:]
-    assert int(traffic) > 0 and int(n) == 4  # a real plan, four schedules on the H100
+    assert int(traffic) > 0 and int(n) == 6  # a real plan, six schedules on the H100
 
 
 def test_api_predict_still_returns_a_dataframe_and_imports_pandas_then():
     mods, out = loaded("import iosim\np = iosim.Problem(batch=2, heads=8, seqlen_q=2048, head_dim=64)\n"
                        "df = iosim.predict(p, iosim.load_hw('h100'))\nprint(type(df).__name__, len(df))")
-    assert out.splitlines()[-1] == "DataFrame 4" and "pandas" in mods
+    assert out.splitlines()[-1] == "DataFrame 6" and "pandas" in mods
 
 
 def test_cli_predict_imports_only_what_it_needs():
@@ -63,7 +63,7 @@ def test_stream_writes_what_the_in_memory_sweep_computes(tmp_path):
         got = sw._read_part(res.path).sort_values(KEY).reset_index(drop=True)
         pd.testing.assert_frame_equal(got, want, check_dtype=False)
         assert res.rows == len(want) and not sw.parts_dir(res.path).exists()
-        assert res.points == 6 * 2 * 2 * 2 * 2 * 8  # fa3 on the A100 counted, skipped
+        assert res.points == 6 * 2 * 2 * 2 * 2 * 12  # 6 schedules x 2 GPUs; fa3 on the A100 skipped
         assert res.computed == res.points and res.points_per_second > 0
 
 
@@ -105,7 +105,7 @@ def test_an_interrupted_sweep_leaves_readable_parts_and_resumes(tmp_path, monkey
         sw.stream({**GRID, "batch": "1"}, out, resume=True, workers=1)
     monkeypatch.setattr(sw, "_rows", real)
     res = sw.stream(GRID, out, resume=True, workers=1, progress=False)
-    assert res.computed == res.points - 2 * sw.CHUNK_PROBLEMS * 8
+    assert res.computed == res.points - 2 * sw.CHUNK_PROBLEMS * 12
     got = pd.read_parquet(out).sort_values(KEY).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, full.sort_values(KEY).reset_index(drop=True), check_dtype=False)
     assert not sw.parts_dir(out).exists()
@@ -126,7 +126,7 @@ def cli_code(*args) -> int:
 def test_cli_sweep_reports_points_per_second(tmp_path, capsys):
     assert cli_code("sweep", *grid_args(), "--no-progress", "-o", tmp_path / "s.csv") == 0
     out = capsys.readouterr().out
-    assert "points/s" in out and "768 points computed" in out
+    assert "points/s" in out and "1152 points computed" in out
 
 
 @pytest.mark.parametrize("args, needle", [
