@@ -263,6 +263,19 @@ def ncu_counts(launcher_args: dict, entries: list[str]) -> dict:
             "ncu_kernels": int(df["ID"].nunique())}
 
 
+def checked_inputs(torch, schedule: str, p: Problem, seed: int):
+    """Fresh inputs, the float32 reference and the error bound for `schedule` on `p`, with the
+    row's first columns; or the row that says they do not fit in GPU memory."""
+    try:
+        q, k, v = inputs(torch, p, seed)
+        ref, lse_ref, same, s_max = reference(torch, q, k, v, p)
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return {"status": "unchecked: inputs or float32 reference do not fit in GPU memory"}
+    bound = error_bound(schedule, p, same, s_max)
+    return (q, k, v), (ref, lse_ref), bound, {"ref_err_same_dtype": same, "err_bound": bound}
+
+
 def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int,
                   use_ncu: bool, ncu_args: dict) -> dict:
     """One forward row of our kernel `pl` (a Plan): fresh inputs, check and, if it passes, time
@@ -271,14 +284,10 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
     from iosim.gpu.launch import Launcher
 
     p = pl.problem
-    try:
-        q, k, v = inputs(torch, p, seed)
-        ref, lse_ref, same, s_max = reference(torch, q, k, v, p)
-    except torch.OutOfMemoryError:
-        torch.cuda.empty_cache()
-        return {"status": "unchecked: inputs or float32 reference do not fit in GPU memory"}
-    bound = error_bound(pl.schedule, p, same, s_max)
-    r: dict = {"ref_err_same_dtype": same, "err_bound": bound}
+    got = checked_inputs(torch, pl.schedule, p, seed)
+    if isinstance(got, dict):
+        return got
+    (q, k, v), (ref, lse_ref), bound, r = got
     have = torch.cuda.get_device_properties(0).total_memory
     if need_bytes > have:  # e.g. naive's S and P at long N: said, not an OOM traceback
         r["status"] = (f"skipped: its tensors need {need_bytes / 2**30:.1f} GiB, over "
@@ -312,14 +321,10 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
 
 def peer_point(torch, timer: Timer, name: str, p, seed: int) -> dict:
     """One forward row of torch SDPA backend `name`, checked like our kernels."""
-    try:
-        q, k, v = inputs(torch, p, seed)
-        ref, _, same, s_max = reference(torch, q, k, v, p)
-    except torch.OutOfMemoryError:
-        torch.cuda.empty_cache()
-        return {"status": "unchecked: inputs or float32 reference do not fit in GPU memory"}
-    bound = error_bound(name, p, same, s_max)
-    r: dict = {"ref_err_same_dtype": same, "err_bound": bound}
+    got = checked_inputs(torch, name, p, seed)
+    if isinstance(got, dict):
+        return got
+    (q, k, v), (ref, _), bound, r = got
     try:
         r.update(_peer(torch, timer, q, k, v, p, name, ref, bound))
     except Exception as e:  # a crash is a result too: recorded, never timed
