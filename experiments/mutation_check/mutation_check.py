@@ -31,7 +31,7 @@ MUTATIONS = [
      '"tensor_mma_sync" = 0.665', '"tensor_mma_sync" = 0.35'),
     ("list-schedule residual 0", "iosim/model/timing.py",
      "residual = float((dc * dc).sum() / (2 * dc.sum()))", "residual = 0.0"),
-    ("occupancy ignores registers", "iosim/model/occupancy.py",
+    ("occupancy ignores registers", "iosim/core/plan.py",
      "hw.registers_per_sm // (min(k.regs_per_thread, hw.max_registers_per_thread)",
      "hw.registers_per_sm // (1"),
     ("throughput term n = 1", "iosim/model/timing.py",
