@@ -122,7 +122,7 @@ def block_calibrate() -> str:
     out = out.replace(tmp, "hwprofiles")
     return ("```\n$ iosim calibrate experiments/fwd_grid/h100/measured.csv --hw h100-sxm5-80gb --ncu "
             "experiments/ncu_mechanism/h100/ncu_mechanism.csv --holdout-where 'seqlen_q>=8192' --transfer-to "
-            "h200-sxm-141gb -o hwprofiles/h100-sxm5-80gb.calibrated.toml\n" + out + "\n```")
+            "h200-sxm-141gb -o hwprofiles/h100-sxm5-80gb.calibrated.toml --force\n" + out + "\n```")
 
 
 def tool(script: str, data: str) -> str:
