@@ -15,7 +15,7 @@ Layer: above iosim.core, below iosim.schedules; pure Python (no CuPy, no environ
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from iosim.core.hardware import InputError
@@ -93,6 +93,8 @@ class Readers(NamedTuple):
     k_dq: int = 1  # K_j by dQ = dS K
     ds_dq: int = 1  # dS by dQ
     p_back: int = 1  # P read back for dS (kernels/fa2_bwd.cu: 0, P stays in registers)
+    p_smem: int = 1  # P stored to shared memory (kernels/fa3_bwd.cu: 0, dV takes it from registers)
+    dq_adds: int = 1  # dQ partial sums added to dQacc per step (fa3_bwd.cu d = 64: one per consumer)
 
 
 def warp_grid_readers(bm: int, bn: int, d: int, warps: int, nt3p: Callable[[int], int]) -> Readers:
@@ -118,6 +120,16 @@ def _fa1_bwd_readers(d: Defines) -> Readers:  # fa1.cu: padded rows, NT3P = 4 or
                              lambda nt3: 2 if nt3 % 4 else 4)
 
 
+def _fa3_bwd_readers(d: Defines) -> Readers:
+    """fa3_bwd.cu: each consumer warpgroup (64 key rows) reads all of Q_i and dO_i (Sᵀ, dPᵀ as
+    wgmma B; dK, dV as wgmma B), its own K/V rows once; Pᵀ and dSᵀ feed dV and dK from
+    registers, dSᵀ is stored once and read whole by each 64-column dQ panel's wgmma; at d = 64
+    each consumer adds its own keys' dQ."""
+    nc, panels = max(1, d["BLOCK_N"] // 64), max(1, d["HEAD_DIM"] // 64)
+    return Readers(qdo_s=nc, kv_s=1, qdo_kv=nc, pds_kv=0, k_dq=1, ds_dq=panels, p_back=0,
+                   p_smem=0, dq_adds=nc if panels < nc else 1)
+
+
 def model_defines(entry: str, d: Defines) -> dict[str, int]:
     """The MODEL_* facts the model assumed for this kernel, passed as defines so that the kernel
     static_asserts them (the spec's `checks`)."""
@@ -125,6 +137,8 @@ def model_defines(entry: str, d: Defines) -> dict[str, int]:
     if s.bwd_readers is not None:
         rd = s.bwd_readers(d)
         out.update(MODEL_W1K=rd.qdo_s, MODEL_W3Q=rd.k_dq, MODEL_DS_DQ=rd.ds_dq)
+        if "MODEL_DQ_ADDS" in s.checks:
+            out["MODEL_DQ_ADDS"] = rd.dq_adds
     if s.kv_readers is not None:
         out["MODEL_KV_READERS"] = s.kv_readers(d)
     assert set(out) == set(s.checks), entry
@@ -193,6 +207,16 @@ def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu:124-128
             (not d["FP8_E4M3"] or bn % 128 == 0, "--block-n a multiple of 128 with fp8")]
 
 
+def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
+    bm, bn, w, st, dd = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"], d["STAGES"], d["HEAD_DIM"]
+    nc, panels = bn // 64, dd // 64
+    return [(bm == 64, "--block-m 64 (a dSᵀ row is one 128-byte swizzled row)"),
+            (bn in (64, 128), "--block-n 64 or 128 (one consumer warpgroup per 64 keys)"),
+            (w == bn // 16, f"--warps {bn // 16} (block_n / 16: four per warpgroup)"),
+            (panels % max(nc, 1) == 0 or panels == 1, "64-column dQ panels shared out evenly"),
+            (st >= 1, "--stages >= 1")]
+
+
 def _gemm_warp_grid(bm: int, bn: int, nw: int) -> bool:
     """naive.cu's nv_pick_warps_m finds a grid: warps_m (a power of two dividing the warps) with
     16-row warp tiles down BLOCK_M and 16-column ones across BLOCK_N."""
@@ -245,6 +269,12 @@ class KernelSpec:
     kv_readers: Callable[[Defines], int] | None = None  # forward: smem reads of K_j, V_j a trip
     bwd_readers: Callable[[Defines], Readers] | None = None
     tensor_maps: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # arg: (tensor, rows define)
+    symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
+
+    @property
+    def function(self) -> str:
+        """The name of the compiled function (the entry's own unless it reuses another)."""
+        return self.symbol or self.entry
 
 
 _MASK = frozenset({"HEAD_DIM", "IS_CAUSAL", "CAUSAL_BOTTOM_RIGHT"})
@@ -285,11 +315,16 @@ def _fa2_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; Pᵀ, dSᵀ; 
     return (2 * bn * dd + 2 * st * bm * dd + 2 * bm * bn) * e + 2 * st * bm * F32
 
 
-FA3_SMEM_ALIGN = 1024  # fa3.cu aligns its swizzled tiles to 1024 bytes
+FA3_SMEM_ALIGN = 1024  # fa3.cu and fa3_bwd.cu align their swizzled tiles to 1024 bytes
 
 
 def _fa3_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs + alignment
     return (d["BLOCK_M"] + 2 * d["STAGES"] * d["BLOCK_N"]) * d["HEAD_DIM"] * e + FA3_SMEM_ALIGN
+
+
+def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 2 dSᵀ; LSE, D ring; align
+    bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]
+    return (2 * bn * dd + 2 * st * bm * dd + 2 * bn * bm) * e + 2 * st * bm * F32 + FA3_SMEM_ALIGN
 
 
 _SPECS = [
@@ -333,21 +368,31 @@ _SPECS = [
     KernelSpec("fa2_bwd_convert", "fa2_bwd.cu", "FA2_BWD_CONVERT",
                ("dQacc", "dQ", "Nq", "H", "scale"), frozenset({"dQ"}),
                frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}), head_dims=BASE_HEAD_DIMS),
-    # every consumer warpgroup's wgmma reads all of K_j and V_j; the launcher runs the top-left
-    # mask only (the kernel reads CAUSAL_BOTTOM_RIGHT, unchecked on a GPU) and no fp8 (its
+    # every consumer warpgroup's wgmma reads all of K_j and V_j; the launcher runs no fp8 (its
     # v_descale argument: benchmarks/fa3_fp8.py launches it)
     KernelSpec("fa3_fwd", "fa3.cu", None, ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale"),
                frozenset({"O", "LSE"}),
                _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "FP8_E4M3"},
                checks=("MODEL_KV_READERS",), head_dims=BASE_HEAD_DIMS,
-               aligns=frozenset({CausalAlign.top_left}), archs=frozenset({"sm_90a"}),
-               rules=_fa3_fwd_rules, smem=_fa3_fwd_smem, kv_readers=lambda d: max(1, d["NUM_WARPS"] // 4),
+               archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem, kv_readers=lambda d: max(1, d["NUM_WARPS"] // 4),
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
                             "TmV": ("V", "BLOCK_N")}),
+    # FA3's backward: fa2_bwd.cu's preprocessing and conversion around the wgmma main kernel
+    KernelSpec("fa3_bwd", "fa3_bwd.cu", None,
+               ("TmQ", "TmK", "TmV", "TmdO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
+               frozenset({"dQacc", "dKx", "dVx"}), _GEMM - {"BLOCK_K"},
+               checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ", "MODEL_DQ_ADDS"), head_dims=(64, 128),
+               archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
+               bwd_readers=_fa3_bwd_readers,
+               tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
+                            "TmV": ("V", "BLOCK_N"), "TmdO": ("dO", "BLOCK_M")}),
     KernelSpec("gqa_reduce", "gqa_reduce.cu", None, ("dKx", "dVx", "dK", "dV", "Nk", "H", "KVH"),
                frozenset({"dK", "dV"}), frozenset({"HEAD_DIM", "REDUCE_THREADS"})),
 ]
 SPECS: dict[str, KernelSpec] = {s.entry: s for s in _SPECS}
+for _s in ("pre", "convert"):  # fa3's backward runs fa2_bwd.cu's, under its own entry names
+    SPECS[f"fa3_bwd_{_s}"] = replace(SPECS[f"fa2_bwd_{_s}"], entry=f"fa3_bwd_{_s}",
+                                     symbol=f"fa2_bwd_{_s}")
 
 
 def kernel_defines(entry: str, **values: int) -> dict[str, int]:
@@ -379,7 +424,7 @@ def supported(plan: Plan) -> None:
     bwd = p.direction is Direction.bwd
     if bwd and None in specs:
         raise InputError(f"no real backward kernel for schedule {schedule} "
-                         "(allowed with --direction bwd: naive, fa1, fa2)")
+                         "(allowed with --direction bwd: naive, fa1, fa2, fa3)")
     fixed = any(s.head_dims is not None for s in specs if s is not None)
     if bwd and p.head_dim not in BASE_HEAD_DIMS and fixed:
         raise InputError(f"head_dim={p.head_dim} has no real backward kernel for {schedule} "

@@ -15,6 +15,8 @@
 //   * wgmma_fence / wgmma_commit / wgmma_wait<N>, fence_regs(r, n): keep the compiler from
 //     moving accumulator accesses across the asynchronous MMAs.
 //   * pack4_e4m3(a, b, c, d): four floats to the four e4m3 bytes of one register (FP8 P).
+//   * fence_proxy_async(): shared-memory stores by this thread made visible to the async proxy
+//     (a wgmma that reads a tile the threads just wrote, kernels/fa3_bwd.cu's dSᵀ).
 //   * named_bar_sync(id, threads), setmaxnreg_inc<R> / setmaxnreg_dec<R>.
 #pragma once
 #include "common.cuh"
@@ -74,6 +76,9 @@ IOSIM_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned
 template <int N>
 IOSIM_DEVICE void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+IOSIM_DEVICE void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 template <int N>
 IOSIM_DEVICE void fence_regs(float* r) {

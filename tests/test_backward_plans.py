@@ -84,7 +84,7 @@ def test_a100_refuses_fa2_backward_at_d256_in_one_line():
 
 
 @pytest.mark.parametrize("schedule,problem,message", [
-    ("fa3", bwd(), "no real backward kernel for schedule fa3"),
+    ("fa3", bwd(256), "head_dim=256 has no real fa3 kernel"),
     ("fa2", bwd(96), "head_dim=96 has no real backward kernel"),
     ("naive", bwd(96), "head_dim=96 has no real backward kernel"),
 ])

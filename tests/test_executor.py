@@ -115,3 +115,17 @@ def test_fa1_query_row_splits_match_the_closed_form():
     gqa = Problem(batch=1, heads=2, kv_heads=1, seqlen_q=77, seqlen_k=60, head_dim=16,
                   causal=True, causal_align="bottom-right")
     assert check("fa1", gqa, t, hw=hw.with_changes(max_ctas_per_sm=6)).main.grid == (3, 2, 1)
+
+
+def test_fa3_backward_adds_dq_once_per_consumer_at_head_dim_64():
+    """fa3_bwd.cu at d = 64 (one 64-column panel, two consumer warpgroups): each consumer adds
+    its own 64 keys' dQ, so dQacc is read and written twice per step; the executor's split sums
+    equal the closed form and the gradient stays exact."""
+    counts = {}
+    for d in (64, 128):
+        p = Problem(batch=1, heads=2, kv_heads=1, seqlen_q=150, seqlen_k=200, head_dim=d,
+                    causal=True, direction="bwd")
+        pl = check("fa3", p, Tiles(block_m=64, block_n=128))
+        main = next(k for k in pl.kernels if k.name == "fa3_bwd")
+        counts[d] = main.traffic.reads["dQacc"] / (p.bh * d)
+    assert counts[64] == 2 * counts[128]

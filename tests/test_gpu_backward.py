@@ -1,4 +1,4 @@
-"""Backward kernels (naive, fa1, fa2) against float32 gradients on fresh random data: dQ, dK, dV
+"""Backward kernels (naive, fa1, fa2, fa3) against float32 gradients on fresh random data: dQ, dK, dV
 NaN-poisoned first, the bound a multiple of the same-dtype SDPA backward's own error plus one
 rounding unit (naive: plus the rounding of its stored S), as the forward's check."""
 
@@ -52,11 +52,19 @@ FA2_CASES = [
 ]
 
 
+# fa3 (kernels/fa3_bwd.cu, head_dim 64 and 128): the CASES it takes, both diagonals, GQA, MQA
+FA3_CASES = [c for c in CASES if c[5] != 256] + FA2_CASES[:2] + [
+    (1, 4, 1, 1000, 1200, 64, True, "bottom-right"), (2, 4, 1, 1500, 1500, 128, False)]
+
+
 @pytest.mark.parametrize("schedule,case", [(s, c) for s in ("naive", "fa1", "fa2") for c in CASES]
-                         + [("fa1", c) for c in FA1_CASES] + [("fa2", c) for c in FA2_CASES])
+                         + [("fa1", c) for c in FA1_CASES] + [("fa2", c) for c in FA2_CASES]
+                         + [("fa3", c) for c in FA3_CASES])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_backward_matches_reference(env, schedule, dtype, case):
     torch, hw, bench, backward = env
+    if schedule == "fa3" and not hw.has_wgmma:
+        pytest.skip(f"fa3 needs a Hopper GPU (sm_90a); this is {hw.name}")
     p = problem(case, dtype)
     for _ in range(2):  # fresh inputs every time
         seed = int.from_bytes(os.urandom(4), "little") >> 1
@@ -71,7 +79,7 @@ def test_backward_matches_reference(env, schedule, dtype, case):
         torch.cuda.synchronize()
         err = backward.grad_err(torch, launcher.outputs(), ref, p)
         assert err <= bound, f"{schedule} {dtype} {case}: error {err:.3g} over bound {bound:.3g}"
-        if schedule in ("fa1", "fa2"):  # rows that see no key (skipped by grad_err): dQ = 0
+        if schedule in ("fa1", "fa2", "fa3"):  # rows that see no key (skipped by grad_err): dQ = 0
             assert launcher.outputs()["dQ"][:, :, :bench.dead_rows(p)].eq(0).all()
 
 
@@ -97,7 +105,7 @@ def test_unwritten_gradient_fails_the_check(env):
 
 def test_backward_without_kernel_is_refused(env):
     torch, hw, bench, backward = env
-    p = problem((1, 2, 2, 128, 128, 64, False), "bf16")
+    p = problem((1, 2, 2, 128, 128, 256, False), "bf16")
     q, k, v = bench.inputs(torch, p, 0)
-    with pytest.raises(InputError, match="no real backward kernel for schedule fa3"):
+    with pytest.raises(InputError, match="head_dim=256 has no real fa3 kernel"):
         backward.BackwardLauncher(plan("fa3", p, hw), hw, q, k, v, q)

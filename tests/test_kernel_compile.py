@@ -20,6 +20,7 @@ from iosim.gpu.compile import (
     nvrtc_library,
     nvrtc_resources,
 )
+from iosim.kernels import supported
 from iosim.schedules import plan
 
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH (CUDA toolkit)")
@@ -44,13 +45,18 @@ def cases() -> list[tuple]:
                             for k in plan(s, p, hw).kernels:
                                 key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
                                 seen[key] = key
-                    # the backward kernels (naive, fa1, fa2; GQA adds gqa_reduce), where the
-                    # Plan's tiles fit the GPU (A100: not fa1, fa2 at d = 256)
-                    for s in ("naive", "fa1", "fa2"):
+                    # the backward kernels (GQA adds gqa_reduce), where the Plan's tiles fit
+                    # the GPU (A100: not fa1, fa2 at d = 256) and a kernel runs it (fa3: d = 64,
+                    # 128): for fa3 both causal diagonals (head_dim_cases covers the others)
+                    for s, align in [(x, a) for x in ss[:4]
+                                     for a in ("top-left", "bottom-right")[:1 + (x == "fa3")]]:
                         p = Problem(batch=1, heads=4, kv_heads=2, seqlen_q=4096, head_dim=d,
-                                    dtype=dtype, causal=causal, direction="bwd")
+                                    dtype=dtype, causal=causal, direction="bwd",
+                                    causal_align=align if causal else "top-left")
                         try:
-                            kernels = plan(s, p, hw).kernels
+                            pl = plan(s, p, hw)
+                            supported(pl)
+                            kernels = pl.kernels
                         except InputError:
                             continue
                         for k in kernels:

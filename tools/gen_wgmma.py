@@ -20,6 +20,9 @@ PREAMBLE = """\
 //
 // Wgmma<N>::ss(d, desc_a, desc_b, scale_d): d[N/2] (+)= A * B, m64nNk16, fp32 accumulators,
 //   A (64 x 16) and B (N x 16) both K-major in shared memory (matrix descriptors).
+// Wgmma<N>::ss_t(d, desc_a, desc_b, scale_d): the same with A and B both MN-major
+//   (imm-trans-a = imm-trans-b = 1): A stored as rows of K with M contiguous, B as rows of K
+//   with N contiguous (kernels/fa3_bwd.cu: dQ = dS K from dSᵀ and K as they lie).
 // Wgmma<N>::rs(d, a, desc_b, scale_d): the same with A from registers (a[4], the mma.sync
 //   m16n8k16 A-fragment layout per warp) and B MN-major in shared memory (imm-trans-b = 1):
 //   B stored as rows of the K dimension, N contiguous (V as it lies in memory).
@@ -72,6 +75,7 @@ def one(n: int, fp8: bool = False) -> str:
         f'          : "l"(desc_a), "l"(desc_b), "r"(scale_d));\n'
         f"    }}\n"
     )
+    ss_t = "" if fp8 else ss.replace("void ss(", "void ss_t(").replace("p, 1, 1, 0, 0", "p, 1, 1, 1, 1")
     rs = (
         f"    static IOSIM_DEVICE void rs(float* d, const u32* a, u64 desc_b, int scale_d) {{\n"
         f'        asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"\n'
@@ -81,7 +85,7 @@ def one(n: int, fp8: bool = False) -> str:
         f'          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));\n'
         f"    }}\n"
     )
-    return f"template <>\nstruct {name}<{n}> {{\n{ss}{rs}}};\n"
+    return f"template <>\nstruct {name}<{n}> {{\n{ss}{ss_t}{rs}}};\n"
 
 
 def render() -> str:

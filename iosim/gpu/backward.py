@@ -18,7 +18,7 @@ from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
 from iosim.gpu import bench
 from iosim.gpu.compile import compile_kernel, launch
-from iosim.gpu.launch import Launcher, buffer, scalars
+from iosim.gpu.launch import Launcher, buffer, scalars, tensor_maps
 from iosim.kernels import SPECS, TENSORS, supported
 from iosim.schedules import plan
 
@@ -53,7 +53,7 @@ class BackwardLauncher:
         for n in sorted(names | set(GRADS)):
             if n not in self.buf:
                 self.buf[n] = buffer(torch, p, n, q.dtype, q.device)
-        self.scalars = scalars(p)
+        self.scalars = scalars(p) | tensor_maps(pl, self.buf)
         self.kernels = [(kp, compile_kernel(kp.source, kp.name, kp.defines, p.dtype.value))
                         for kp in pl.kernels]
 

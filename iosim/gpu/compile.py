@@ -109,6 +109,11 @@ def nvrtc_options(defines: dict[str, int], dtype: str, arch: str) -> tuple[str, 
             *define_options(defines, dtype))
 
 
+def _function(entry: str) -> str:
+    """The compiled function's name of an entry (fa3's backward reuses fa2's aux kernels)."""
+    return SPECS[entry].function if entry in SPECS else entry
+
+
 def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str, arch: str | None = None):
     """Compile kernels/<source> with NVRTC and return the `cupy.RawKernel` for `entry`.
 
@@ -133,7 +138,7 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
         options = nvrtc_options(defines, dtype, arch)
         try:
             module = cupy.RawModule(code=text, options=options)
-            kern = module.get_function(entry)
+            kern = module.get_function(_function(entry))
         except cupy.cuda.compiler.CompileException as e:
             # Some CuPy versions add their own -arch option; NVRTC then rejects ours. Not for
             # sm_90a-only sources: without the architecture they cannot compile correctly.
@@ -143,7 +148,7 @@ def compile_kernel(source: str, entry: str, defines: dict[str, int], dtype: str,
             module = cupy.RawModule(
                 code=text, options=tuple(o for o in options if not o.startswith("--gpu-arch"))
             )
-            kern = module.get_function(entry)
+            kern = module.get_function(_function(entry))
         _MODULE_CACHE[key] = kern
     return kern
 
@@ -279,7 +284,7 @@ def nvcc_resources(source: str, entry: str, defines: dict[str, int], dtype: str,
     compiled once (`_nvcc_log`; the log is kept in `cache_dir()`)."""
     if not nvcc_available():
         raise RuntimeError("nvcc not found on PATH")
-    return parse_ptxas(_nvcc_log(source, defines, dtype, _check_arch(arch)), entry)
+    return parse_ptxas(_nvcc_log(source, defines, dtype, _check_arch(arch)), _function(entry))
 
 
 @lru_cache(maxsize=1)
@@ -331,4 +336,4 @@ def nvrtc_resources(source: str, entry: str, defines: dict[str, int], dtype: str
     opts = [*nvrtc_options(defines, dtype, _check_arch(arch)), "-default-device", "--ptxas-options=-v"]
     text = kernel_path(source).read_text() + _headers_text()
     return parse_ptxas(_cached_log(["nvrtc", nvrtc_version(), opts, source, text],
-                                   lambda: _nvrtc_compile(source, opts)), entry)
+                                   lambda: _nvrtc_compile(source, opts)), _function(entry))

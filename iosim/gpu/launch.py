@@ -22,6 +22,14 @@ def buffer(torch, p, name: str, elem, device):
     return torch.empty(*tensor_shape(p, name), dtype=dtype, device=device)
 
 
+def tensor_maps(plan: Plan, buf: dict) -> dict:
+    """The TMA descriptors the Plan's kernels take (KernelSpec.tensor_maps), over `buf`."""
+    from iosim.gpu.tma import tensor_map
+
+    return {n: tensor_map(buf[tensor], k.defines[rows]) for k in plan.kernels
+            for n, (tensor, rows) in SPECS[k.name].tensor_maps.items()}
+
+
 def scalars(p) -> dict:
     """The scalar arguments of every entry (int32 sizes, float32 softmax scale)."""
     return {"Nq": np.int32(p.seqlen_q), "Nk": np.int32(p.seqlen_k), "H": np.int32(p.heads),
@@ -48,12 +56,7 @@ class Launcher:
                                                                  self.q.device)
                     for n in sorted(names)}
         self.buf.update(inputs)
-        self.scalars = scalars(p)
-        for k in self.plan.kernels:
-            for n, (tensor, rows) in SPECS[k.name].tensor_maps.items():
-                from iosim.gpu.tma import tensor_map
-
-                self.scalars[n] = tensor_map(self.buf[tensor], k.defines[rows])
+        self.scalars = scalars(p) | tensor_maps(self.plan, self.buf)
         self.kernels = [(k, compile_kernel(k.source, k.name, k.defines, p.dtype.value))
                         for k in self.plan.kernels]
 

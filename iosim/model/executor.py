@@ -438,9 +438,9 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                         else:  # LSE = -inf: a row that sees no key, P = 0
                             P = m.exp(s * S - np.where(lsei > -np.inf, lsei, 0.0)[:, None])
                             m.alu(2 * S.size)
-                        # staged in shared memory for the transposed product and (rd.p_back)
-                        # read back for dS, which uses the P that dV used
-                        m.smem(*[P] * (1 + rd.p_back))
+                        # staged in shared memory for the transposed product (rd.p_smem) and
+                        # (rd.p_back) read back for dS, which uses the P that dV used
+                        m.smem(*[P] * (rd.p_smem + rd.p_back))
                         dV += m.mma(P.T, dOi, True, True, rd.qdo_kv, rd.pds_kv)
                         dP = m.mma(dOi, Vj.T, True, True, rd.kv_s, rd.qdo_s)
                         if fa1:  # O_i from registers, dO_i read again from shared memory
@@ -453,10 +453,12 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                             dS = s * dS
                         m.smem(dS)  # stored, then read by the dK and dQ products
                         dK += m.mma(dS.T, Qi, True, True, rd.qdo_kv, rd.pds_kv)
-                        dq = m.mma(dS, Kj, True, True, rd.k_dq, rd.ds_dq)
-                        acc = m.load("dQacc", dQacc[rs], smem=False) + dq
-                        m.alu(dq.size)
-                        m.store("dQacc", dQacc, rs, acc)
+                        # dQ in rd.dq_adds partial sums over the key rows, each added apart
+                        for ks in np.array_split(np.arange(c), rd.dq_adds):
+                            dq = m.mma(dS[:, ks], Kj[ks], True, True, rd.k_dq, rd.ds_dq)
+                            acc = m.load("dQacc", dQacc[rs], smem=False) + dq
+                            m.alu(dq.size)
+                            m.store("dQacc", dQacc, rs, acc)
                     if not fa1:
                         dK = s * dK
                         m.alu(dK.size)

@@ -9,8 +9,14 @@ ping-pong (PINGPONG: named barriers give them turns at the tensor cores); three 
 not. setmaxnreg moves registers from the producer to the consumers; the CTA launches with
 `__launch_bounds__(threads, 1)`, so its register budget at entry is the file over the threads.
 Tiles: d=64 192x128 (three consumers), d=128 128x128, d=256 128x80, two stages (the paper's
-H100 choices, but 128 rather than 176 key rows at d=128 non-causal). Backward (modelled only,
-no kernel): d=64 128x128, d=128 64x128, d=256 64x64. Needs Hopper (wgmma, TMA, setmaxnreg).
+H100 choices, but 128 rather than 176 key rows at d=128 non-causal).
+
+Backward (kernels/fa3_bwd.cu, d = 64 and 128): one CTA per key block of 128 rows, two consumer
+warpgroups of 64 key rows each and the producer warpgroup, query blocks of 64 rows streamed
+through a two-stage TMA ring; Sᵀ, dPᵀ, dV, dK and dQ with wgmma, dQ added to fp32 dQacc with
+vector atomics; fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256 (64x64:
+dK and dV of 64 keys x 256 do not fit one warpgroup's registers) is modelled only. Needs
+Hopper (wgmma, TMA, setmaxnreg).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
 # fp8 e4m3: key tiles of 128 (the kernel's transposed V comes in 128-key panels); the kernel
 # runs d = 128 and 256 (128-byte panels), d = 64 is modelled only
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
-BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
+BWD_TILES = {64: (64, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
 
 FA3 = FlashStyle("fa3", {"sm_90a": FWD_TILES}, {"sm_90a": BWD_TILES}, overlap="warpspecialized",
@@ -47,7 +53,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     def budget(threads: int) -> int:  # __launch_bounds__(threads, 1): the file over the threads
         return min(hw.max_registers_per_thread, hw.registers_per_sm // threads // 8 * 8)
 
-    if p.direction is not Direction.fwd:  # the warp-specialised main kernel (modelled only)
+    if p.direction is not Direction.fwd:  # the warp-specialised main kernel
         return replace(pl, kernels=tuple(
             replace(k, regs_per_thread=budget(k.threads)) if k.name == "fa3_bwd" else k
             for k in pl.kernels))

@@ -1,0 +1,375 @@
+// fa3_bwd.cu -- FlashAttention-3 backward on Hopper (Shah et al. 2024, "FlashAttention-3",
+// Sec. 3 and Appendix B.1: warp-specialised producer/consumer with TMA and wgmma), sm_90a only.
+//
+// Entry: fa3_bwd(tmQ, tmK, tmV, tmdO, LSE, Dst, dQacc, dK, dV, Nq, Nk, H, KVH, scale)
+//   (docs/kernel-contract.md). Around it the Plan runs fa2_bwd.cu's preprocessing kernel
+//   (D = rowsum(dO∘O), dQacc = 0) and its conversion (dQ = scale·dQacc); gqa_reduce.cu sums
+//   dK, dV over a GQA group.
+//   tmQ / tmdO: CUtensorMaps (iosim/gpu/tma.py) of Q, dO (B,H,Nq,d), boxes of 64 columns x
+//   BLOCK_M rows; tmK / tmV of K, V (B,KVH,Nk,d), boxes of 64 columns x BLOCK_N rows; 128-byte
+//   swizzle. LSE (B,H,Nq) fp32, the forward's natural-log log-sum-exp; Dst (B,H,Nq) fp32;
+//   dQacc (B,H,Nq,d) fp32, added into; dK, dV (B,H,Nk,d) elem_t, one slice per QUERY head.
+//   Causal: query row i sees keys j <= i (top-left), or j <= i + Nk - Nq with
+//   CAUSAL_BOTTOM_RIGHT=1; a row that sees no key (LSE = -inf) contributes nothing.
+// Grid (ceil(Nk/BLOCK_N), H, B): one CTA per key block of one query head. (NC + 1) * 128
+//   threads, NC = BLOCK_N / 64 consumer warpgroups; dynamic shared memory: K, V, the Q / dO
+//   ring, two dSᵀ buffers, the LSE / D ring, 1024 bytes of alignment (the byte count:
+//   iosim/kernels.py SPECS["fa3_bwd"].smem).
+//
+// Tile parameters (-D defines from the Plan, iosim/schedules/fa3.py): HEAD_DIM (64 or 128),
+//   BLOCK_M (64: query rows per step, one 128-byte swizzled row of dSᵀ), BLOCK_N (64 key rows
+//   per consumer warpgroup), NUM_WARPS (consumer warps = BLOCK_N / 16), STAGES (Q/dO ring
+//   depth), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, ELEM_BF16=1 or ELEM_FP16=1.
+//
+// Structure (per CTA = key block j):
+//   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers). Its
+//     first warp loads K_j and V_j once, then streams Q_i and dO_i (TMA) with LSE_i·log2e and
+//     D_i (the warp's lanes, through registers: rows past Nq get LSE = +inf, so P = 0 there)
+//     into a STAGES-deep ring; a slot is full when TMA's bytes and the 32 lanes have arrived.
+//   * Consumer warpgroup c owns key rows 64c..64c+63 and, per query block i, computes with
+//     wgmma (fp32 accumulators): Sᵀ = K_c Q_iᵀ and dPᵀ = V_c dO_iᵀ (both operands from shared
+//     memory); Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) and dSᵀ = Pᵀ∘(dPᵀ − D) in registers (no
+//     max, no sum: the forward's LSE); dV_c += Pᵀ dO_i and dK_c += dSᵀ Q_i with Pᵀ and dSᵀ
+//     straight from registers (the S accumulator layout is the A-fragment layout of the next
+//     product, as in fa3.cu's P V). dV and dK never leave registers until the epilogue.
+//   * dQ_i = dS K_j: each consumer stores its dSᵀ rows to shared memory (one of two buffers,
+//     alternating by step). d = 128: a named barrier joins the consumers and each computes one
+//     64-column panel of dQ_i over all BN keys; d = 64 (one panel): each computes dQ_i over its
+//     own 64 keys, with no barrier, and both add (a branch on the consumer's index around a
+//     wgmma would serialise every wgmma: ptxas C7520). Both operands MN-major in shared memory
+//     (dSᵀ and K as they lie). The sums go to dQacc with vector atomics
+//     (red.global.add.v2.f32): the CTAs of all key blocks add into the same dQ_i, so the order
+//     of additions varies by run.
+//   * Overlap: the dV/dK wgmmas of step i run under the dS stores and the barrier; the two
+//     consumers interleave on the tensor cores (one's exp2 and atomics under the other's GEMMs).
+//   * Not causal: the key blocks of a head start at different query blocks (as fa2_bwd.cu), so
+//     the CTAs running at once add into different rows of dQacc.
+// Causal: query blocks that see none of the key block are neither loaded nor computed; blocks
+// that cross the diagonal or the ragged Nk edge are masked. Ragged Nq/Nk: TMA zero-fills rows
+// past the end of a head; dK/dV rows >= Nk and dQ rows >= Nq are not stored.
+// head_dim 256 does not fit this design (dK and dV of 64 keys x 256 take 256 registers a
+// thread): that tiling is modelled only (iosim/kernels.py head_dims).
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "fa3_bwd.cu needs -arch=sm_90a (wgmma, setmaxnreg); it does not run on other GPUs"
+#endif
+
+#include "common.cuh"
+#include "hopper.cuh"
+#include "wgmma.cuh"
+
+#if !defined(HEAD_DIM) || !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(NUM_WARPS) || \
+    !defined(STAGES) || !defined(IS_CAUSAL) || !defined(CAUSAL_BOTTOM_RIGHT)
+#error "fa3_bwd needs HEAD_DIM, BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT"
+#endif
+
+namespace f3b {
+
+constexpr int D = HEAD_DIM;
+constexpr int BM = BLOCK_M;
+constexpr int BN = BLOCK_N;
+constexpr int NS = STAGES;
+constexpr int NC = BN / 64;  // consumer warpgroups, 64 key rows each
+constexpr int THREADS = 128 * (NC + 1);
+constexpr int PANELS = D / 64;      // 64-column (128-byte) panels of a Q / K / V / dO row
+constexpr int Q_PANEL = BM * 128;   // bytes of one Q (or dO) panel
+constexpr int KV_PANEL = BN * 128;  // bytes of one K (or V) panel
+constexpr int Q_BYTES = BM * D * 2;
+constexpr int KV_BYTES = BN * D * 2;
+constexpr int DS_BYTES = BN * BM * 2;  // dSᵀ: BN key rows of BM queries (128 bytes)
+constexpr int NT_S = BM / 8;  // n8 column tiles of Sᵀ / dPᵀ per thread (4 floats each)
+constexpr int NT_D = D / 8;   // of dK, dV
+constexpr int KP = BM / 16;   // k16 steps of dV = Pᵀ dO (and dK)
+constexpr int DQ_N = 64;      // columns of dQ per wgmma (one K panel)
+// d = 64 (one panel, two consumers): each consumer's dQ over its own 64 keys, added to dQacc
+// apart (twice the atomics, no barrier between the consumers); else dQ panels shared out
+constexpr bool DQ_OWN_KEYS = PANELS < NC;
+constexpr int DQ_PER = DQ_OWN_KEYS ? 1 : PANELS / NC;  // dQ panels per consumer and step
+constexpr int DQ_K = DQ_OWN_KEYS ? 64 : BN;             // keys summed by one dQ wgmma
+
+static_assert(BM == 64, "BLOCK_M must be 64 (a dSᵀ row is one 128-byte swizzled row)");
+static_assert(BN % 64 == 0 && NC >= 1 && NC <= 2, "BLOCK_N must be 64 or 128");
+static_assert(NUM_WARPS == 4 * NC, "NUM_WARPS must be BLOCK_N/16 (one warpgroup per 64 keys)");
+static_assert(D == 64 || D == 128, "HEAD_DIM must be 64 or 128 (256: modelled only)");
+static_assert(DQ_OWN_KEYS || PANELS % NC == 0, "dQ panels must share out over the consumers");
+static_assert(NS >= 1, "STAGES must be >= 1");
+// The model's shared-memory readers (iosim/kernels.py SPECS["fa3_bwd"].bwd_readers): every
+// consumer reads all of Q_i and dO_i (W1K: the groups splitting the keys), one warpgroup's
+// rows cover a dQ panel's queries (W3Q), and each dQ panel's wgmma reads all of dS.
+#ifdef MODEL_W1K
+static_assert(MODEL_W1K == NC && MODEL_W3Q == 1 && MODEL_DS_DQ == PANELS,
+              "iosim/kernels.py bwd_readers no longer mirrors this kernel");
+#endif
+#ifdef MODEL_DQ_ADDS  // dQ partial sums added to dQacc per step
+static_assert(MODEL_DQ_ADDS == (DQ_OWN_KEYS ? NC : 1), "iosim/kernels.py dq_adds");
+#endif
+
+constexpr int PRODUCER_REGS = 24;
+constexpr int CONSUMER_REGS_RAW = ((512 - PRODUCER_REGS) / NC) / 8 * 8;
+constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
+
+enum { BAR_KV = 0, BAR_FULL = 1, BAR_EMPTY = 1 + NS, N_BARS = 1 + 2 * NS };
+constexpr int NB_DS = 1;  // named barrier(s): the dSᵀ rows dQ reads are in shared memory
+
+// Sᵀ (or dPᵀ) = X_c Y_iᵀ: X = this warpgroup's 64 key rows of K (V), Y = Q_i (dO_i), both
+// K-major (d contiguous); k steps of 32 bytes within a 128-byte panel row, then the next panel.
+__device__ __forceinline__ void issue_t(float (&acc)[NT_S * 4], u32 x_rows, u32 y_tile) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        const u32 off = (u32)((kk % 4) * 32);
+        const u64 da = sw128_desc(x_rows + (u32)((kk / 4) * KV_PANEL) + off, 16);
+        const u64 db = sw128_desc(y_tile + (u32)((kk / 4) * Q_PANEL) + off, 16);
+        Wgmma<BM>::ss(acc, da, db, kk > 0);
+    }
+}
+
+// acc (64 keys x D) += A (64 keys x BM queries, registers) Y_i (BM x D): Y as it lies (rows of
+// the k dimension, d contiguous: MN-major), 16 rows = 2048 bytes a k step.
+__device__ __forceinline__ void issue_kv(float (&acc)[NT_D * 4], const u32 (&a)[KP][4], u32 y_tile) {
+#pragma unroll
+    for (int kk = 0; kk < KP; ++kk)
+        Wgmma<D>::rs(acc, a[kk], sw128_desc(y_tile + (u32)(kk * 16 * 128), Q_PANEL), 1);
+}
+
+// dQ panel (BM queries x 64 columns) = dS (BM x DQ_K keys) K_j[keys, panel]: dS from dSᵀ
+// (rows = keys, queries contiguous) and K (rows = keys, d contiguous): both MN-major.
+__device__ __forceinline__ void issue_dq(float (&acc)[DQ_N / 2], u32 ds_rows, u32 k_panel) {
+#pragma unroll
+    for (int kk = 0; kk < DQ_K / 16; ++kk)
+        Wgmma<DQ_N>::ss_t(acc, sw128_desc(ds_rows + (u32)(kk * 16 * 128), DS_BYTES),
+                          sw128_desc(k_panel + (u32)(kk * 16 * 128), KV_PANEL), kk > 0);
+}
+
+// Two floats of an accumulator row to the A-fragment registers of the next product: n8 tiles
+// 2kk and 2kk+1 of the m64nBM accumulator make k16 step kk (the mma.sync A layout per warp).
+__device__ __forceinline__ void pack_a(const float (&s)[NT_S * 4], u32 (&a)[KP][4]) {
+#pragma unroll
+    for (int kk = 0; kk < KP; ++kk)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[kk][i] = pack2_elem(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+}
+
+}  // namespace f3b
+
+extern "C" __global__ void __launch_bounds__(f3b::THREADS, 1)
+fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
+        const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO,
+        const float* __restrict__ LSE, const float* __restrict__ Dst, float* __restrict__ dQacc,
+        elem_t* __restrict__ dK, elem_t* __restrict__ dV, int Nq, int Nk, int H, int KVH,
+        float scale) {
+    using namespace f3b;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    __shared__ __align__(8) u64 bars[N_BARS];
+
+    const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the swizzle period
+    const u32 sK = base;
+    const u32 sV = sK + KV_BYTES;
+    const u32 sQ = sV + KV_BYTES;         // NS x Q_BYTES
+    const u32 sdO = sQ + NS * Q_BYTES;    // NS x Q_BYTES
+    const u32 sdS = sdO + NS * Q_BYTES;   // 2 x DS_BYTES
+    const u32 sStat = sdS + 2 * DS_BYTES; // NS x (BM LSE·log2e, BM D) fp32
+    unsigned char* gen = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to `base`
+    float* stat = reinterpret_cast<float*>(gen + (sStat - base));
+    const u32 bar0 = smem_u32(bars);
+    auto bar = [&](int i) { return bar0 + 8u * (u32)i; };
+
+    const int h = blockIdx.y;
+    const int b = blockIdx.z;
+    const int n0 = blockIdx.x * BN;
+    const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // query i sees keys j <= i + off
+    const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
+    const int m_blocks = (Nq + BM - 1) / BM;
+    const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : m_blocks - m_first;
+    auto q_block = [&](int it) {  // not causal: key block x starts at query block x mod n_iter
+        if (!IS_CAUSAL) return (int)(((unsigned)it + blockIdx.x) % (unsigned)n_iter);
+        return m_first + it;
+    };
+    const size_t q_rows = ((size_t)b * H + h) * (size_t)Nq;  // first row of this query head
+
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        mbar_init(bar(BAR_KV), 1);
+        for (int s = 0; s < NS; ++s) {
+            mbar_init(bar(BAR_FULL + s), 1 + 32);  // TMA's expect_tx + the 32 lanes' stats
+            mbar_init(bar(BAR_EMPTY + s), 4 * NC);  // one arrival per consumer warp
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ------------------------------------------------------------ producer
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x >= 32) return;
+        const int lane = threadIdx.x;
+        const int kv_head = b * KVH + h / (H / KVH);
+        const int q_head = b * H + h;
+        if (lane == 0) {
+            tma_prefetch(&tmQ);
+            tma_prefetch(&tmK);
+            tma_prefetch(&tmV);
+            tma_prefetch(&tmdO);
+            mbar_expect_tx(bar(BAR_KV), 2 * KV_BYTES);
+#pragma unroll
+            for (int p = 0; p < PANELS; ++p) {
+                tma_load_3d(sK + p * KV_PANEL, &tmK, bar(BAR_KV), 64 * p, n0, kv_head);
+                tma_load_3d(sV + p * KV_PANEL, &tmV, bar(BAR_KV), 64 * p, n0, kv_head);
+            }
+        }
+        for (int it = 0; it < n_iter; ++it) {
+            const int s = it % NS;
+            mbar_wait(bar(BAR_EMPTY + s), ((u32)(it / NS) & 1u) ^ 1u);
+            const int m0 = q_block(it) * BM;
+            if (lane == 0) {
+                mbar_expect_tx(bar(BAR_FULL + s), 2 * Q_BYTES);
+#pragma unroll
+                for (int p = 0; p < PANELS; ++p) {
+                    tma_load_3d(sQ + s * Q_BYTES + p * Q_PANEL, &tmQ, bar(BAR_FULL + s), 64 * p,
+                                m0, q_head);
+                    tma_load_3d(sdO + s * Q_BYTES + p * Q_PANEL, &tmdO, bar(BAR_FULL + s), 64 * p,
+                                m0, q_head);
+                }
+            }
+            float* st = stat + s * 2 * BM;
+#pragma unroll
+            for (int r = lane; r < BM; r += 32) {
+                const int row = m0 + r;
+                float l = row < Nq ? LSE[q_rows + row] : IOSIM_NEG_INF;
+                // a row past Nq, or one that sees no key: +inf makes its P (and dS) zero
+                st[r] = l == IOSIM_NEG_INF ? -IOSIM_NEG_INF : l * IOSIM_LOG2E;
+                st[BM + r] = row < Nq ? Dst[q_rows + row] : 0.f;
+            }
+            mbar_arrive(bar(BAR_FULL + s));  // release: the stores above are seen by waiters
+        }
+        return;
+    }
+
+    // ---------------------------------------------------------------- consumers
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1;
+    const int tid = threadIdx.x % 128;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const float sl2 = scale * IOSIM_LOG2E;
+    const int kr = warp * 16 + (lane >> 2);  // this thread's first key row in the warpgroup's 64
+    const int key0 = n0 + 64 * c + kr;       // rows key0 and key0 + 8
+    const u32 k_rows = sK + (u32)(c * 64 * 128);
+    auto dq_panel = [&](int t) { return DQ_OWN_KEYS ? 0 : c + t * NC; };  // 64-column panel
+    const u32 v_rows = sV + (u32)(c * 64 * 128);
+
+    float dv[NT_D * 4], dk[NT_D * 4];
+#pragma unroll
+    for (int i = 0; i < NT_D * 4; ++i) dv[i] = dk[i] = 0.f;
+    float sacc[NT_S * 4], dpacc[NT_S * 4];
+    u32 pa[KP][4], da[KP][4];
+
+    mbar_wait(bar(BAR_KV), 0);
+    for (int it = 0; it < n_iter; ++it) {
+        const int s = it % NS;
+        const int m0 = q_block(it) * BM;
+        const u32 q_tile = sQ + (u32)(s * Q_BYTES);
+        const u32 do_tile = sdO + (u32)(s * Q_BYTES);
+        mbar_wait(bar(BAR_FULL + s), (u32)(it / NS) & 1u);
+
+        fence_regs<NT_S * 4>(sacc);
+        fence_regs<NT_S * 4>(dpacc);
+        wgmma_fence();
+        issue_t(sacc, k_rows, q_tile);
+        issue_t(dpacc, v_rows, do_tile);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs<NT_S * 4>(sacc);
+        fence_regs<NT_S * 4>(dpacc);
+
+        // Pᵀ and dSᵀ: rows are keys (key0, key0 + 8), columns queries m0 + 8nt + 2(lane&3) + e
+        const float* st = stat + s * 2 * BM;
+        const bool need_mask = n0 + BN > Nk || (IS_CAUSAL && n0 + BN - 1 > m0 + off);
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt) {
+            const int qc = nt * 8 + 2 * (lane & 3);
+            const float2 l2 = *reinterpret_cast<const float2*>(st + qc);
+            const float2 d2 = *reinterpret_cast<const float2*>(st + BM + qc);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int key = key0 + (r >> 1) * 8;
+                const int q = m0 + qc + (r & 1);
+                float p = fast_exp2(fmaf(sacc[nt * 4 + r], sl2, -((r & 1) ? l2.y : l2.x)));
+                if (need_mask && (key >= Nk || (IS_CAUSAL && key > q + off))) p = 0.f;
+                sacc[nt * 4 + r] = p;
+                dpacc[nt * 4 + r] = p * (dpacc[nt * 4 + r] - ((r & 1) ? d2.y : d2.x));
+            }
+        }
+        pack_a(sacc, pa);
+        pack_a(dpacc, da);
+
+        // dSᵀ to shared memory (this step's buffer) for dQ: 128-byte rows of keys, 16-byte
+        // chunks of 8 queries XOR-swizzled by (row & 7), as TMA's 128-byte swizzle lays tiles
+        const u32 ds_tile = sdS + (u32)((it & 1) * DS_BYTES);
+        unsigned char* ds_gen = gen + (ds_tile - base);
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = 64 * c + kr + 8 * hr;
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt)
+                *reinterpret_cast<u32*>(ds_gen + row * 128 + ((nt ^ (row & 7)) << 4) +
+                                        4 * (lane & 3)) =
+                    pack2_elem(dpacc[nt * 4 + 2 * hr], dpacc[nt * 4 + 2 * hr + 1]);
+        }
+
+        fence_regs<NT_D * 4>(dv);
+        fence_regs<NT_D * 4>(dk);
+        wgmma_fence();
+        issue_kv(dv, pa, do_tile);
+        issue_kv(dk, da, q_tile);
+        wgmma_commit();
+
+        // the dSᵀ rows dQ reads written (and visible to the tensor cores' async proxy): this
+        // warpgroup's own (DQ_OWN_KEYS) or every consumer's
+        fence_proxy_async();
+        if (DQ_OWN_KEYS) named_bar_sync(NB_DS + c, 128);
+        else named_bar_sync(NB_DS, NC * 128);
+        const u32 own = DQ_OWN_KEYS ? (u32)(c * 64 * 128) : 0u;  // first key row of the product
+        float dq[DQ_PER][DQ_N / 2];
+#pragma unroll
+        for (int t = 0; t < DQ_PER; ++t) {
+            fence_regs<DQ_N / 2>(dq[t]);
+            issue_dq(dq[t], ds_tile + own, sK + own + (u32)(dq_panel(t) * KV_PANEL));
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs<NT_D * 4>(dv);
+        fence_regs<NT_D * 4>(dk);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i, stats no longer read
+
+#pragma unroll
+        for (int t = 0; t < DQ_PER; ++t) {
+            fence_regs<DQ_N / 2>(dq[t]);
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const int row = m0 + kr + 8 * hr;  // dQ rows are queries (64 per warpgroup)
+                if (row >= Nq) continue;
+                float* g = dQacc + (q_rows + row) * D + dq_panel(t) * DQ_N + 2 * (lane & 3);
+#pragma unroll
+                for (int nt = 0; nt < DQ_N / 8; ++nt)
+                    red_add_f32x2(g + nt * 8, dq[t][nt * 4 + 2 * hr], dq[t][nt * 4 + 2 * hr + 1]);
+            }
+        }
+    }
+
+    // ---- epilogue: dK·scale and dV, one slice per query head, from registers
+    const size_t kv_out = ((size_t)b * H + h) * (size_t)Nk;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const int key = key0 + 8 * hr;
+        if (key >= Nk) continue;
+        elem_t* gk = dK + (kv_out + key) * D + 2 * (lane & 3);
+        elem_t* gv = dV + (kv_out + key) * D + 2 * (lane & 3);
+#pragma unroll
+        for (int nt = 0; nt < NT_D; ++nt) {
+            *reinterpret_cast<u32*>(gk + nt * 8) =
+                pack2_elem(dk[nt * 4 + 2 * hr] * scale, dk[nt * 4 + 2 * hr + 1] * scale);
+            *reinterpret_cast<u32*>(gv + nt * 8) =
+                pack2_elem(dv[nt * 4 + 2 * hr], dv[nt * 4 + 2 * hr + 1]);
+        }
+    }
+}
