@@ -13,7 +13,7 @@
 //   CAUSAL_BOTTOM_RIGHT=1; a row that sees no key (LSE = -inf) contributes nothing.
 // Grid (ceil(Nk/BLOCK_N), H, B): one CTA per key block of one query head. (NC + 1) * 128
 //   threads, NC = BLOCK_N / 64 consumer warpgroups; dynamic shared memory: K, V, the Q / dO
-//   ring, two dSᵀ buffers, the LSE / D ring, 1024 bytes of alignment (the byte count:
+//   ring, three dSᵀ buffers, the LSE / D ring, 1024 bytes of alignment (the byte count:
 //   iosim/kernels.py SPECS["fa3_bwd"].smem).
 //
 // Tile parameters (-D defines from the Plan, iosim/schedules/fa3.py): HEAD_DIM (64 or 128),
@@ -32,16 +32,18 @@
 //     max, no sum: the forward's LSE); dV_c += Pᵀ dO_i and dK_c += dSᵀ Q_i with Pᵀ and dSᵀ
 //     straight from registers (the S accumulator layout is the A-fragment layout of the next
 //     product, as in fa3.cu's P V). dV and dK never leave registers until the epilogue.
-//   * dQ_i = dS K_j: each consumer stores its dSᵀ rows to shared memory (one of two buffers,
-//     alternating by step). d = 128: a named barrier joins the consumers and each computes one
-//     64-column panel of dQ_i over all BN keys; d = 64 (one panel): each computes dQ_i over its
-//     own 64 keys, with no barrier, and both add (a branch on the consumer's index around a
-//     wgmma would serialise every wgmma: ptxas C7520). Both operands MN-major in shared memory
-//     (dSᵀ and K as they lie). The sums go to dQacc with vector atomics
+//   * dQ_i = dS K_j: each consumer stores its dSᵀ rows to shared memory (three buffers, by
+//     step). d = 128: each computes one 64-column panel of dQ_i over all BN keys; d = 64 (one
+//     panel): each computes dQ_i over its own 64 keys and both add. Both operands MN-major in
+//     shared memory (dSᵀ and K as they lie). The sums go to dQacc with vector atomics
 //     (red.global.add.v2.f32): the CTAs of all key blocks add into the same dQ_i, so the order
 //     of additions varies by run.
-//   * Overlap: the dV/dK wgmmas of step i run under the dS stores and the barrier; the two
-//     consumers interleave on the tensor cores (one's exp2 and atomics under the other's GEMMs).
+//   * Overlap (FA3 Sec. 3.1-3.2): the two consumers take turns at the tensor cores, two turns a
+//     step (A: Sᵀ, dPᵀ; B: dV, dK and the previous step's dQ), so one's exp2, dS stores and
+//     atomics run under the other's GEMMs; dQ_i waits a step so that no consumer waits for the
+//     other's softmax. The first step's B turn also runs a dQ product on an unused buffer that
+//     is never added (a wgmma under a condition made ptxas spill at d = 128): one extra
+//     BLOCK_M x BLOCK_N x d product per CTA, which the Plan does not count.
 //   * Not causal: the key blocks of a head start at different query blocks (as fa2_bwd.cu), so
 //     the CTAs running at once add into different rows of dQacc.
 // Causal: query blocks that see none of the key block are neither loaded nor computed; blocks
@@ -75,7 +77,7 @@ constexpr int Q_PANEL = BM * 128;   // bytes of one Q (or dO) panel
 constexpr int KV_PANEL = BN * 128;  // bytes of one K (or V) panel
 constexpr int Q_BYTES = BM * D * 2;
 constexpr int KV_BYTES = BN * D * 2;
-constexpr int DS_BYTES = BN * BM * 2;  // dSᵀ: BN key rows of BM queries (128 bytes)
+constexpr int DS_BYTES = BN * BM * 2;  // one dSᵀ buffer: BN key rows of BM queries (128 bytes)
 constexpr int NT_S = BM / 8;  // n8 column tiles of Sᵀ / dPᵀ per thread (4 floats each)
 constexpr int NT_D = D / 8;   // of dK, dV
 constexpr int KP = BM / 16;   // k16 steps of dV = Pᵀ dO (and dK)
@@ -108,7 +110,18 @@ constexpr int CONSUMER_REGS_RAW = ((512 - PRODUCER_REGS) / NC) / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 
 enum { BAR_KV = 0, BAR_FULL = 1, BAR_EMPTY = 1 + NS, N_BARS = 1 + 2 * NS };
-constexpr int NB_DS = 1;  // named barrier(s): the dSᵀ rows dQ reads are in shared memory
+constexpr int NB_DS = 1;    // one consumer: its warps' dSᵀ stores done before its dQ wgmma
+constexpr int NB_TURN = 2;  // + consumer index: its turn at the tensor cores (two consumers)
+constexpr bool PINGPONG = NC == 2;
+
+// Ping-pong turns as fa3.cu's: 256 threads per barrier, the 128 that wait and the 128 that
+// arrive.
+__device__ __forceinline__ void turn_wait(int c) {
+    if (PINGPONG) named_bar_sync(NB_TURN + c, 256);
+}
+__device__ __forceinline__ void turn_pass(int c) {
+    if (PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(NB_TURN + (c ^ 1)) : "memory");
+}
 
 // Sᵀ (or dPᵀ) = X_c Y_iᵀ: X = this warpgroup's 64 key rows of K (V), Y = Q_i (dO_i), both
 // K-major (d contiguous); k steps of 32 bytes within a 128-byte panel row, then the next panel.
@@ -165,8 +178,8 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     const u32 sV = sK + KV_BYTES;
     const u32 sQ = sV + KV_BYTES;         // NS x Q_BYTES
     const u32 sdO = sQ + NS * Q_BYTES;    // NS x Q_BYTES
-    const u32 sdS = sdO + NS * Q_BYTES;   // 2 x DS_BYTES
-    const u32 sStat = sdS + 2 * DS_BYTES; // NS x (BM LSE·log2e, BM D) fp32
+    const u32 sdS = sdO + NS * Q_BYTES;   // 3 x DS_BYTES
+    const u32 sStat = sdS + 3 * DS_BYTES; // NS x (BM LSE·log2e, BM D) fp32
     unsigned char* gen = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to `base`
     float* stat = reinterpret_cast<float*>(gen + (sStat - base));
     const u32 bar0 = smem_u32(bars);
@@ -262,7 +275,43 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     float sacc[NT_S * 4], dpacc[NT_S * 4];
     u32 pa[KP][4], da[KP][4];
 
+    // Ping-pong (FA3 Sec. 3.1): the consumers take turns at issuing their GEMMs, two turns a
+    // step (A: Sᵀ, dPᵀ; B: dV, dK and the previous step's dQ), so one's exp2, dS stores and
+    // atomics run under the other's GEMMs. dQ_i is issued one step late, in turn B of step
+    // i+1: by then every consumer wrote dS_i (its B turn of step i came first), so no
+    // consumer waits for another's softmax. Three dSᵀ buffers: the one step i writes was last
+    // read by dQ of step i-3, whose wgmmas both consumers waited for before their A turns of
+    // step i-1, which come before this write in the turn order.
+    int m_prev = 0;  // query rows of the step whose dQ is pending
+    // (dq lives from a B turn to its atomics only: declared there, so that the wgmma's
+    // read-write operands do not keep last step's values alive across the A turn)
+    auto issue_dq_of = [&](float (&dq)[DQ_PER][DQ_N / 2], int step) {
+        const u32 own = DQ_OWN_KEYS ? (u32)(c * 64 * 128) : 0u;  // first key row summed
+        const u32 ds_tile = sdS + (u32)(((step + 3) % 3) * DS_BYTES);
+#pragma unroll
+        for (int t = 0; t < DQ_PER; ++t) {
+            fence_regs<DQ_N / 2>(dq[t]);
+            issue_dq(dq[t], ds_tile + own, sK + own + (u32)(dq_panel(t) * KV_PANEL));
+        }
+    };
+    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
+#pragma unroll
+        for (int t = 0; t < DQ_PER; ++t) {
+            fence_regs<DQ_N / 2>(dq[t]);
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const int row = m_prev + kr + 8 * hr;  // dQ rows are queries (64 a warpgroup)
+                if (row >= Nq) continue;
+                float* g = dQacc + (q_rows + row) * D + dq_panel(t) * DQ_N + 2 * (lane & 3);
+#pragma unroll
+                for (int nt = 0; nt < DQ_N / 8; ++nt)
+                    red_add_f32x2(g + nt * 8, dq[t][nt * 4 + 2 * hr], dq[t][nt * 4 + 2 * hr + 1]);
+            }
+        }
+    };
+
     mbar_wait(bar(BAR_KV), 0);
+    if (n_iter > 0 && c == 1) turn_pass(c);  // the first consumer's turn first
     for (int it = 0; it < n_iter; ++it) {
         const int s = it % NS;
         const int m0 = q_block(it) * BM;
@@ -270,12 +319,14 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         const u32 do_tile = sdO + (u32)(s * Q_BYTES);
         mbar_wait(bar(BAR_FULL + s), (u32)(it / NS) & 1u);
 
+        turn_wait(c);  // ---- turn A
         fence_regs<NT_S * 4>(sacc);
         fence_regs<NT_S * 4>(dpacc);
         wgmma_fence();
         issue_t(sacc, k_rows, q_tile);
         issue_t(dpacc, v_rows, do_tile);
         wgmma_commit();
+        turn_pass(c);
         wgmma_wait<0>();
         fence_regs<NT_S * 4>(sacc);
         fence_regs<NT_S * 4>(dpacc);
@@ -303,8 +354,7 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
         // dSᵀ to shared memory (this step's buffer) for dQ: 128-byte rows of keys, 16-byte
         // chunks of 8 queries XOR-swizzled by (row & 7), as TMA's 128-byte swizzle lays tiles
-        const u32 ds_tile = sdS + (u32)((it & 1) * DS_BYTES);
-        unsigned char* ds_gen = gen + (ds_tile - base);
+        unsigned char* ds_gen = gen + (sdS + (u32)((it % 3) * DS_BYTES) - base);
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const int row = 64 * c + kr + 8 * hr;
@@ -314,46 +364,39 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                                         4 * (lane & 3)) =
                     pack2_elem(dpacc[nt * 4 + 2 * hr], dpacc[nt * 4 + 2 * hr + 1]);
         }
+        fence_proxy_async();  // the stores, seen by the tensor cores' async proxy
+        // one consumer (NC = 1) reads only its own dSᵀ: its warps' stores before its wgmma
+        if (NC == 1) named_bar_sync(NB_DS, 128);
 
+        turn_wait(c);  // ---- turn B
         fence_regs<NT_D * 4>(dv);
         fence_regs<NT_D * 4>(dk);
         wgmma_fence();
         issue_kv(dv, pa, do_tile);
         issue_kv(dk, da, q_tile);
-        wgmma_commit();
-
-        // the dSᵀ rows dQ reads written (and visible to the tensor cores' async proxy): this
-        // warpgroup's own (DQ_OWN_KEYS) or every consumer's
-        fence_proxy_async();
-        if (DQ_OWN_KEYS) named_bar_sync(NB_DS + c, 128);
-        else named_bar_sync(NB_DS, NC * 128);
-        const u32 own = DQ_OWN_KEYS ? (u32)(c * 64 * 128) : 0u;  // first key row of the product
+        // issued at it = 0 too, on an unused buffer, and not added: a wgmma under a condition
+        // would keep its accumulators live on both paths (ptxas spills at d = 128)
         float dq[DQ_PER][DQ_N / 2];
-#pragma unroll
-        for (int t = 0; t < DQ_PER; ++t) {
-            fence_regs<DQ_N / 2>(dq[t]);
-            issue_dq(dq[t], ds_tile + own, sK + own + (u32)(dq_panel(t) * KV_PANEL));
-        }
+        issue_dq_of(dq, it - 1);
         wgmma_commit();
+        turn_pass(c);
         wgmma_wait<0>();
         fence_regs<NT_D * 4>(dv);
         fence_regs<NT_D * 4>(dk);
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i, stats no longer read
-
-#pragma unroll
-        for (int t = 0; t < DQ_PER; ++t) {
-            fence_regs<DQ_N / 2>(dq[t]);
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                const int row = m0 + kr + 8 * hr;  // dQ rows are queries (64 per warpgroup)
-                if (row >= Nq) continue;
-                float* g = dQacc + (q_rows + row) * D + dq_panel(t) * DQ_N + 2 * (lane & 3);
-#pragma unroll
-                for (int nt = 0; nt < DQ_N / 8; ++nt)
-                    red_add_f32x2(g + nt * 8, dq[t][nt * 4 + 2 * hr], dq[t][nt * 4 + 2 * hr + 1]);
-            }
-        }
+        if (it > 0) add_dq(dq);
+        m_prev = m0;
+    }
+    if (n_iter > 0) {  // ---- the last step's dQ, a last turn each
+        turn_wait(c);
+        wgmma_fence();
+        float dq[DQ_PER][DQ_N / 2];
+        issue_dq_of(dq, n_iter - 1);
+        wgmma_commit();
+        if (c == 0) turn_pass(c);  // the second consumer's last turn is never waited for
+        wgmma_wait<0>();
+        add_dq(dq);
     }
 
     // ---- epilogue: dK·scale and dV, one slice per query head, from registers
