@@ -94,7 +94,6 @@ class Readers(NamedTuple):
     ds_dq: int = 1  # dS by dQ
     p_back: int = 1  # P read back for dS (kernels/fa2_bwd.cu: 0, P stays in registers)
     p_smem: int = 1  # P stored to shared memory (kernels/fa3_bwd.cu: 0, dV takes it from registers)
-    dq_adds: int = 1  # dQ partial sums added to dQacc per step (fa3_bwd.cu d = 64: one per consumer)
 
 
 def warp_grid_readers(bm: int, bn: int, d: int, warps: int, nt3p: Callable[[int], int]) -> Readers:
@@ -123,11 +122,11 @@ def _fa1_bwd_readers(d: Defines) -> Readers:  # fa1.cu: padded rows, NT3P = 4 or
 def _fa3_bwd_readers(d: Defines) -> Readers:
     """fa3_bwd.cu: each consumer warpgroup (64 key rows) reads all of Q_i and dO_i (Sᵀ, dPᵀ as
     wgmma B; dK, dV as wgmma B), its own K/V rows once; Pᵀ and dSᵀ feed dV and dK from
-    registers, dSᵀ is stored once and read whole by each 64-column dQ panel's wgmma; at d = 64
-    each consumer adds its own keys' dQ."""
+    registers, dSᵀ is stored once and read whole by each 64-column dQ panel's wgmmas, K once
+    by each 64-query panel's."""
     nc, panels = max(1, d["BLOCK_N"] // 64), max(1, d["HEAD_DIM"] // 64)
-    return Readers(qdo_s=nc, kv_s=1, qdo_kv=nc, pds_kv=0, k_dq=1, ds_dq=panels, p_back=0,
-                   p_smem=0, dq_adds=nc if panels < nc else 1)
+    return Readers(qdo_s=nc, kv_s=1, qdo_kv=nc, pds_kv=0, k_dq=max(1, d["BLOCK_M"] // 64),
+                   ds_dq=panels, p_back=0, p_smem=0)
 
 
 def model_defines(entry: str, d: Defines) -> dict[str, int]:
@@ -137,8 +136,6 @@ def model_defines(entry: str, d: Defines) -> dict[str, int]:
     if s.bwd_readers is not None:
         rd = s.bwd_readers(d)
         out.update(MODEL_W1K=rd.qdo_s, MODEL_W3Q=rd.k_dq, MODEL_DS_DQ=rd.ds_dq)
-        if "MODEL_DQ_ADDS" in s.checks:
-            out["MODEL_DQ_ADDS"] = rd.dq_adds
     if s.kv_readers is not None:
         out["MODEL_KV_READERS"] = s.kv_readers(d)
     assert set(out) == set(s.checks), entry
@@ -209,11 +206,13 @@ def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu:124-128
 
 def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
     bm, bn, w, st, dd = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"], d["STAGES"], d["HEAD_DIM"]
-    nc, panels = bn // 64, dd // 64
-    return [(bm == 64, "--block-m 64 (a dSᵀ row is one 128-byte swizzled row)"),
+    nc, units = bn // 64, (bm // 64) * (dd // 64)
+    return [(bm == 64 or (bm == 128 and dd == 64),
+             "--block-m 64, or 128 at head_dim 64 (Sᵀ, dPᵀ, dK, dV in registers)"),
             (bn in (64, 128), "--block-n 64 or 128 (one consumer warpgroup per 64 keys)"),
             (w == bn // 16, f"--warps {bn // 16} (block_n / 16: four per warpgroup)"),
-            (panels % max(nc, 1) == 0 or panels == 1, "64-column dQ panels shared out evenly"),
+            (nc >= 1 and units % nc == 0,
+             "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (st >= 1, "--stages >= 1")]
 
 
@@ -381,7 +380,7 @@ _SPECS = [
     KernelSpec("fa3_bwd", "fa3_bwd.cu", None,
                ("TmQ", "TmK", "TmV", "TmdO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
                frozenset({"dQacc", "dKx", "dVx"}), _GEMM - {"BLOCK_K"},
-               checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ", "MODEL_DQ_ADDS"), head_dims=(64, 128),
+               checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=(64, 128),
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers,
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),

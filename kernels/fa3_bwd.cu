@@ -17,9 +17,9 @@
 //   iosim/kernels.py SPECS["fa3_bwd"].smem).
 //
 // Tile parameters (-D defines from the Plan, iosim/schedules/fa3.py): HEAD_DIM (64 or 128),
-//   BLOCK_M (64: query rows per step, one 128-byte swizzled row of dSᵀ), BLOCK_N (64 key rows
-//   per consumer warpgroup), NUM_WARPS (consumer warps = BLOCK_N / 16), STAGES (Q/dO ring
-//   depth), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, ELEM_BF16=1 or ELEM_FP16=1.
+//   BLOCK_M (query rows per step: 64, or 128 at d = 64), BLOCK_N (64 key rows per consumer
+//   warpgroup), NUM_WARPS (consumer warps = BLOCK_N / 16), STAGES (Q/dO ring depth),
+//   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, ELEM_BF16=1 or ELEM_FP16=1.
 //
 // Structure (per CTA = key block j):
 //   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers). Its
@@ -33,9 +33,9 @@
 //     straight from registers (the S accumulator layout is the A-fragment layout of the next
 //     product, as in fa3.cu's P V). dV and dK never leave registers until the epilogue.
 //   * dQ_i = dS K_j: each consumer stores its dSᵀ rows to shared memory (three buffers, by
-//     step). d = 128: each computes one 64-column panel of dQ_i over all BN keys; d = 64 (one
-//     panel): each computes dQ_i over its own 64 keys and both add. Both operands MN-major in
-//     shared memory (dSᵀ and K as they lie). The sums go to dQacc with vector atomics
+//     step), then computes its share of dQ_i over all BN keys in units of 64 queries x 64
+//     columns (d = 128: one K panel each; d = 64, BLOCK_M = 128: 64 queries each), both
+//     operands MN-major in shared memory (dSᵀ and K as they lie). The sums go to dQacc with vector atomics
 //     (red.global.add.v2.f32): the CTAs of all key blocks add into the same dQ_i, so the order
 //     of additions varies by run.
 //   * Overlap (FA3 Sec. 3.1-3.2): the two consumers take turns at the tensor cores, two turns a
@@ -82,27 +82,25 @@ constexpr int NT_S = BM / 8;  // n8 column tiles of Sᵀ / dPᵀ per thread (4 f
 constexpr int NT_D = D / 8;   // of dK, dV
 constexpr int KP = BM / 16;   // k16 steps of dV = Pᵀ dO (and dK)
 constexpr int DQ_N = 64;      // columns of dQ per wgmma (one K panel)
-// d = 64 (one panel, two consumers): each consumer's dQ over its own 64 keys, added to dQacc
-// apart (twice the atomics, no barrier between the consumers); else dQ panels shared out
-constexpr bool DQ_OWN_KEYS = PANELS < NC;
-constexpr int DQ_PER = DQ_OWN_KEYS ? 1 : PANELS / NC;  // dQ panels per consumer and step
-constexpr int DQ_K = DQ_OWN_KEYS ? 64 : BN;             // keys summed by one dQ wgmma
+// dQ_i in units of 64 queries x 64 columns (one dSᵀ panel x one K panel), shared out over the
+// consumers: d = 128, BLOCK_M = 64: a K panel each; d = 64, BLOCK_M = 128: 64 queries each
+constexpr int DQ_UNITS = (BM / 64) * PANELS;
+constexpr int DQ_PER = DQ_UNITS / NC;  // dQ units per consumer and step
+constexpr int DS_PANEL = BN * 128;     // bytes of one 64-query panel of dSᵀ
 
-static_assert(BM == 64, "BLOCK_M must be 64 (a dSᵀ row is one 128-byte swizzled row)");
+static_assert(BM == 64 || (BM == 128 && D == 64),
+              "BLOCK_M must be 64, or 128 at HEAD_DIM 64 (Sᵀ, dPᵀ, dK, dV in registers)");
 static_assert(BN % 64 == 0 && NC >= 1 && NC <= 2, "BLOCK_N must be 64 or 128");
 static_assert(NUM_WARPS == 4 * NC, "NUM_WARPS must be BLOCK_N/16 (one warpgroup per 64 keys)");
 static_assert(D == 64 || D == 128, "HEAD_DIM must be 64 or 128 (256: modelled only)");
-static_assert(DQ_OWN_KEYS || PANELS % NC == 0, "dQ panels must share out over the consumers");
+static_assert(DQ_UNITS % NC == 0, "dQ units (BLOCK_M/64 x HEAD_DIM/64) must share out over the consumers");
 static_assert(NS >= 1, "STAGES must be >= 1");
 // The model's shared-memory readers (iosim/kernels.py SPECS["fa3_bwd"].bwd_readers): every
 // consumer reads all of Q_i and dO_i (W1K: the groups splitting the keys), one warpgroup's
-// rows cover a dQ panel's queries (W3Q), and each dQ panel's wgmma reads all of dS.
+// panels of queries each read their K panel (W3Q), and each dQ panel's wgmmas read all of dS.
 #ifdef MODEL_W1K
-static_assert(MODEL_W1K == NC && MODEL_W3Q == 1 && MODEL_DS_DQ == PANELS,
+static_assert(MODEL_W1K == NC && MODEL_W3Q == BM / 64 && MODEL_DS_DQ == PANELS,
               "iosim/kernels.py bwd_readers no longer mirrors this kernel");
-#endif
-#ifdef MODEL_DQ_ADDS  // dQ partial sums added to dQacc per step
-static_assert(MODEL_DQ_ADDS == (DQ_OWN_KEYS ? NC : 1), "iosim/kernels.py dq_adds");
 #endif
 
 constexpr int PRODUCER_REGS = 24;
@@ -143,12 +141,12 @@ __device__ __forceinline__ void issue_kv(float (&acc)[NT_D * 4], const u32 (&a)[
         Wgmma<D>::rs(acc, a[kk], sw128_desc(y_tile + (u32)(kk * 16 * 128), Q_PANEL), 1);
 }
 
-// dQ panel (BM queries x 64 columns) = dS (BM x DQ_K keys) K_j[keys, panel]: dS from dSᵀ
+// dQ unit (64 queries x 64 columns) = dS (64 x BN keys) K_j[:, panel]: dS from one dSᵀ panel
 // (rows = keys, queries contiguous) and K (rows = keys, d contiguous): both MN-major.
-__device__ __forceinline__ void issue_dq(float (&acc)[DQ_N / 2], u32 ds_rows, u32 k_panel) {
+__device__ __forceinline__ void issue_dq(float (&acc)[DQ_N / 2], u32 ds_panel, u32 k_panel) {
 #pragma unroll
-    for (int kk = 0; kk < DQ_K / 16; ++kk)
-        Wgmma<DQ_N>::ss_t(acc, sw128_desc(ds_rows + (u32)(kk * 16 * 128), DS_BYTES),
+    for (int kk = 0; kk < BN / 16; ++kk)
+        Wgmma<DQ_N>::ss_t(acc, sw128_desc(ds_panel + (u32)(kk * 16 * 128), DS_PANEL),
                           sw128_desc(k_panel + (u32)(kk * 16 * 128), KV_PANEL), kk > 0);
 }
 
@@ -266,7 +264,9 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     const int kr = warp * 16 + (lane >> 2);  // this thread's first key row in the warpgroup's 64
     const int key0 = n0 + 64 * c + kr;       // rows key0 and key0 + 8
     const u32 k_rows = sK + (u32)(c * 64 * 128);
-    auto dq_panel = [&](int t) { return DQ_OWN_KEYS ? 0 : c + t * NC; };  // 64-column panel
+    // this consumer's dQ unit t: its 64 queries (dSᵀ panel) and 64 columns (K panel)
+    auto dq_rows = [&](int t) { return (c + t * NC) / PANELS; };
+    auto dq_panel = [&](int t) { return (c + t * NC) % PANELS; };
     const u32 v_rows = sV + (u32)(c * 64 * 128);
 
     float dv[NT_D * 4], dk[NT_D * 4];
@@ -286,12 +286,12 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // (dq lives from a B turn to its atomics only: declared there, so that the wgmma's
     // read-write operands do not keep last step's values alive across the A turn)
     auto issue_dq_of = [&](float (&dq)[DQ_PER][DQ_N / 2], int step) {
-        const u32 own = DQ_OWN_KEYS ? (u32)(c * 64 * 128) : 0u;  // first key row summed
         const u32 ds_tile = sdS + (u32)(((step + 3) % 3) * DS_BYTES);
 #pragma unroll
         for (int t = 0; t < DQ_PER; ++t) {
             fence_regs<DQ_N / 2>(dq[t]);
-            issue_dq(dq[t], ds_tile + own, sK + own + (u32)(dq_panel(t) * KV_PANEL));
+            issue_dq(dq[t], ds_tile + (u32)(dq_rows(t) * DS_PANEL),
+                     sK + (u32)(dq_panel(t) * KV_PANEL));
         }
     };
     auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
@@ -300,7 +300,7 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             fence_regs<DQ_N / 2>(dq[t]);
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr) {
-                const int row = m_prev + kr + 8 * hr;  // dQ rows are queries (64 a warpgroup)
+                const int row = m_prev + 64 * dq_rows(t) + kr + 8 * hr;  // a query
                 if (row >= Nq) continue;
                 float* g = dQacc + (q_rows + row) * D + dq_panel(t) * DQ_N + 2 * (lane & 3);
 #pragma unroll
@@ -352,16 +352,17 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         pack_a(sacc, pa);
         pack_a(dpacc, da);
 
-        // dSᵀ to shared memory (this step's buffer) for dQ: 128-byte rows of keys, 16-byte
-        // chunks of 8 queries XOR-swizzled by (row & 7), as TMA's 128-byte swizzle lays tiles
+        // dSᵀ to shared memory (this step's buffer) for dQ: panels of 64 queries, 128-byte rows
+        // of keys, 16-byte chunks of 8 queries XOR-swizzled by (row & 7), as TMA's 128-byte
+        // swizzle lays tiles
         unsigned char* ds_gen = gen + (sdS + (u32)((it % 3) * DS_BYTES) - base);
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const int row = 64 * c + kr + 8 * hr;
 #pragma unroll
             for (int nt = 0; nt < NT_S; ++nt)
-                *reinterpret_cast<u32*>(ds_gen + row * 128 + ((nt ^ (row & 7)) << 4) +
-                                        4 * (lane & 3)) =
+                *reinterpret_cast<u32*>(ds_gen + (nt / 8) * DS_PANEL + row * 128 +
+                                        (((nt % 8) ^ (row & 7)) << 4) + 4 * (lane & 3)) =
                     pack2_elem(dpacc[nt * 4 + 2 * hr], dpacc[nt * 4 + 2 * hr + 1]);
         }
         fence_proxy_async();  // the stores, seen by the tensor cores' async proxy

@@ -117,15 +117,22 @@ def test_fa1_query_row_splits_match_the_closed_form():
     assert check("fa1", gqa, t, hw=hw.with_changes(max_ctas_per_sm=6)).main.grid == (3, 2, 1)
 
 
-def test_fa3_backward_adds_dq_once_per_consumer_at_head_dim_64():
-    """fa3_bwd.cu at d = 64 (one 64-column panel, two consumer warpgroups): each consumer adds
-    its own 64 keys' dQ, so dQacc is read and written twice per step; the executor's split sums
-    equal the closed form and the gradient stays exact."""
-    counts = {}
-    for d in (64, 128):
-        p = Problem(batch=1, heads=2, kv_heads=1, seqlen_q=150, seqlen_k=200, head_dim=d,
-                    causal=True, direction="bwd")
-        pl = check("fa3", p, Tiles(block_m=64, block_n=128))
+def test_fa3_backward_tiles_count_what_the_kernel_reads():
+    """fa3_bwd.cu's tiles (d = 64: 128 x 128, d = 128: 64 x 128): the executor's counts equal
+    the closed form, and its shared memory holds no P (dV takes Pᵀ from registers): the same
+    problem's traffic is P's stores, rc elements, below a Plan that stores P."""
+    from iosim.core.problem import Problem as P_
+    from iosim.kernels import Readers
+    from iosim.schedules.base import BlockMap
+    from iosim.schedules.flash import flash_bwd
+
+    for d, bm in ((64, 128), (128, 64)):
+        p = P_(batch=1, heads=2, kv_heads=1, seqlen_q=300, seqlen_k=200, head_dim=d,
+               causal=True, direction="bwd")
+        pl = check("fa3", p, Tiles(block_m=bm, block_n=128))
         main = next(k for k in pl.kernels if k.name == "fa3_bwd")
-        counts[d] = main.traffic.reads["dQacc"] / (p.bh * d)
-    assert counts[64] == 2 * counts[128]
+        blocks = BlockMap.of(p, bm, 128)
+        rd = Readers(qdo_s=2, kv_s=1, qdo_kv=2, pds_kv=0, k_dq=bm // 64, ds_dq=d // 64, p_back=0,
+                     p_smem=0)
+        stored = flash_bwd(p, blocks, fa1=False, rd=rd._replace(p_smem=1)).traffic.sram
+        assert stored - main.traffic.sram / p.bh == blocks.sum_rc() * p.elem_bytes

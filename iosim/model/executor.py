@@ -453,12 +453,10 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                             dS = s * dS
                         m.smem(dS)  # stored, then read by the dK and dQ products
                         dK += m.mma(dS.T, Qi, True, True, rd.qdo_kv, rd.pds_kv)
-                        # dQ in rd.dq_adds partial sums over the key rows, each added apart
-                        for ks in np.array_split(np.arange(c), rd.dq_adds):
-                            dq = m.mma(dS[:, ks], Kj[ks], True, True, rd.k_dq, rd.ds_dq)
-                            acc = m.load("dQacc", dQacc[rs], smem=False) + dq
-                            m.alu(dq.size)
-                            m.store("dQacc", dQacc, rs, acc)
+                        dq = m.mma(dS, Kj, True, True, rd.k_dq, rd.ds_dq)
+                        acc = m.load("dQacc", dQacc[rs], smem=False) + dq
+                        m.alu(dq.size)
+                        m.store("dQacc", dQacc, rs, acc)
                     if not fa1:
                         dK = s * dK
                         m.alu(dK.size)

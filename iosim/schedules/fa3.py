@@ -12,8 +12,8 @@ Tiles: d=64 192x128 (three consumers), d=128 128x128, d=256 128x80, two stages (
 H100 choices, but 128 rather than 176 key rows at d=128 non-causal).
 
 Backward (kernels/fa3_bwd.cu, d = 64 and 128): one CTA per key block of 128 rows, two consumer
-warpgroups of 64 key rows each and the producer warpgroup, query blocks of 64 rows streamed
-through a two-stage TMA ring; Sᵀ, dPᵀ, dV, dK and dQ with wgmma, dQ added to fp32 dQacc with
+warpgroups of 64 key rows each and the producer warpgroup, query blocks of 128 (d = 64) or 64
+(d = 128) rows streamed through a two-stage TMA ring; Sᵀ, dPᵀ, dV, dK and dQ with wgmma, dQ added to fp32 dQacc with
 vector atomics; fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256 (64x64:
 dK and dV of 64 keys x 256 do not fit one warpgroup's registers) is modelled only. Needs
 Hopper (wgmma, TMA, setmaxnreg).
@@ -35,7 +35,7 @@ FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
 # fp8 e4m3: key tiles of 128 (the kernel's transposed V comes in 128-key panels); the kernel
 # runs d = 128 and 256 (128-byte panels), d = 64 is modelled only
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
-BWD_TILES = {64: (64, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
+BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
 
 FA3 = FlashStyle("fa3", {"sm_90a": FWD_TILES}, {"sm_90a": BWD_TILES}, overlap="warpspecialized",

@@ -114,8 +114,8 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> C
             {"LSE": sr * F32, "D": sr * F32}
     t = Traffic(
         reads={"K": kv * d * e, "V": kv * d * e, "Q": sr * d * e, "dO": sr * d * e,
-               "dQacc": rd.dq_adds * sr * d * F32, **stats},
-        writes={"dQacc": rd.dq_adds * sr * d * F32, "dK" + x: p.seqlen_k * d * e,
+               "dQacc": sr * d * F32, **stats},
+        writes={"dQacc": sr * d * F32, "dK" + x: p.seqlen_k * d * e,
                 "dV" + x: p.seqlen_k * d * e},
         # smem per key block: K, V stored; per step: Q, dO stored, each read by two products
         # (Q by S and dK, dO by dP and dV; FA1: dO once more, for D_i); K read by S and dQ, V
@@ -128,10 +128,10 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> C
         + (rd.p_smem + rd.p_back + 1 + 2 * rd.pds_kv + rd.ds_dq) * rc * e,
     )
     # per pair: S, dV, dP, dK, dQ products; P = exp(S·scale − stat) (FA1 also ·1/ℓ);
-    # dS = P∘(dP − D) (2); dQ add (`rd.dq_adds` of them; FA1 also forms D: 2·r·d, and per row 1/ℓ and scale·D: its
+    # dS = P∘(dP − D) (2); dQ add (FA1 also forms D: 2·r·d, and per row 1/ℓ and scale·D: its
     # dS is stored scaled, dP·scale − scale·D in the one FMA, so dK and dQ need no scaling).
     per_rc = 5 if fa1 else 4
-    per_rd = 3 if fa1 else rd.dq_adds
+    per_rd = 3 if fa1 else 1
     mask = bm.sum_rc_diag()
     once = Work() if fa1 else Work(alu_flops=kv * d)  # FA2/FA3: dK *= scale per key block
     w = Work(
