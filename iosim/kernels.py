@@ -321,9 +321,10 @@ def _fa3_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs + ali
     return (d["BLOCK_M"] + 2 * d["STAGES"] * d["BLOCK_N"]) * d["HEAD_DIM"] * e + FA3_SMEM_ALIGN
 
 
-def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 3 dSᵀ; LSE, D ring; align
+def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 3 dSᵀ; LSE, D x 2 a consumer
     bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]
-    return (2 * bn * dd + 2 * st * bm * dd + 3 * bn * bm) * e + 2 * st * bm * F32 + FA3_SMEM_ALIGN
+    return (2 * bn * dd + 2 * st * bm * dd + 3 * bn * bm) * e + 4 * (bn // 64) * bm * F32 \
+        + FA3_SMEM_ALIGN
 
 
 _SPECS = [

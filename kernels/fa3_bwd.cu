@@ -13,7 +13,7 @@
 //   CAUSAL_BOTTOM_RIGHT=1; a row that sees no key (LSE = -inf) contributes nothing.
 // Grid (ceil(Nk/BLOCK_N), H, B): one CTA per key block of one query head. (NC + 1) * 128
 //   threads, NC = BLOCK_N / 64 consumer warpgroups; dynamic shared memory: K, V, the Q / dO
-//   ring, three dSᵀ buffers, the LSE / D ring, 1024 bytes of alignment (the byte count:
+//   ring, three dSᵀ buffers, two LSE / D buffers per consumer, 1024 bytes of alignment (the byte count:
 //   iosim/kernels.py SPECS["fa3_bwd"].smem).
 //
 // Tile parameters (-D defines from the Plan, iosim/schedules/fa3.py): HEAD_DIM (64 or 128),
@@ -22,10 +22,12 @@
 //   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, ELEM_BF16=1 or ELEM_FP16=1.
 //
 // Structure (per CTA = key block j):
-//   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers). Its
-//     first warp loads K_j and V_j once, then streams Q_i and dO_i (TMA) with LSE_i·log2e and
-//     D_i (the warp's lanes, through registers: rows past Nq get LSE = +inf, so P = 0 there)
-//     into a STAGES-deep ring; a slot is full when TMA's bytes and the 32 lanes have arrived.
+//   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers): one
+//     thread loads K_j and V_j once, then streams Q_i and dO_i (TMA) through a STAGES-deep
+//     ring. Each consumer copies LSE_i·log2e and D_i (rows past Nq: +inf and 0, so P = 0
+//     there) into its own shared buffer, a row a thread, under a named barrier (staged by the
+//     producer behind the ring's mbarrier instead, compute-sanitizer racecheck cannot see
+//     the ordering).
 //   * Consumer warpgroup c owns key rows 64c..64c+63 and, per query block i, computes with
 //     wgmma (fp32 accumulators): Sᵀ = K_c Q_iᵀ and dPᵀ = V_c dO_iᵀ (both operands from shared
 //     memory); Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) and dSᵀ = Pᵀ∘(dPᵀ − D) in registers (no
@@ -110,6 +112,7 @@ constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 enum { BAR_KV = 0, BAR_FULL = 1, BAR_EMPTY = 1 + NS, N_BARS = 1 + 2 * NS };
 constexpr int NB_DS = 1;    // one consumer: its warps' dSᵀ stores done before its dQ wgmma
 constexpr int NB_TURN = 2;  // + consumer index: its turn at the tensor cores (two consumers)
+constexpr int NB_STAT = 4;  // + consumer index: its copy of LSE_i, D_i is in shared memory
 constexpr bool PINGPONG = NC == 2;
 
 // Ping-pong turns as fa3.cu's: 256 threads per barrier, the 128 that wait and the 128 that
@@ -177,7 +180,7 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     const u32 sQ = sV + KV_BYTES;         // NS x Q_BYTES
     const u32 sdO = sQ + NS * Q_BYTES;    // NS x Q_BYTES
     const u32 sdS = sdO + NS * Q_BYTES;   // 3 x DS_BYTES
-    const u32 sStat = sdS + 3 * DS_BYTES; // NS x (BM LSE·log2e, BM D) fp32
+    const u32 sStat = sdS + 3 * DS_BYTES; // per consumer, 2 x (BM LSE·log2e, BM D) fp32
     unsigned char* gen = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to `base`
     float* stat = reinterpret_cast<float*>(gen + (sStat - base));
     const u32 bar0 = smem_u32(bars);
@@ -200,7 +203,7 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     if (threadIdx.x == 0) {
         mbar_init(bar(BAR_KV), 1);
         for (int s = 0; s < NS; ++s) {
-            mbar_init(bar(BAR_FULL + s), 1 + 32);  // TMA's expect_tx + the 32 lanes' stats
+            mbar_init(bar(BAR_FULL + s), 1);  // TMA's expect_tx
             mbar_init(bar(BAR_EMPTY + s), 4 * NC);  // one arrival per consumer warp
         }
         mbar_init_fence();
@@ -210,46 +213,31 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     if (wg == 0) {
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x >= 32) return;
-        const int lane = threadIdx.x;
+        if (threadIdx.x != 0) return;  // one thread issues every copy
         const int kv_head = b * KVH + h / (H / KVH);
         const int q_head = b * H + h;
-        if (lane == 0) {
-            tma_prefetch(&tmQ);
-            tma_prefetch(&tmK);
-            tma_prefetch(&tmV);
-            tma_prefetch(&tmdO);
-            mbar_expect_tx(bar(BAR_KV), 2 * KV_BYTES);
+        tma_prefetch(&tmQ);
+        tma_prefetch(&tmK);
+        tma_prefetch(&tmV);
+        tma_prefetch(&tmdO);
+        mbar_expect_tx(bar(BAR_KV), 2 * KV_BYTES);
 #pragma unroll
-            for (int p = 0; p < PANELS; ++p) {
-                tma_load_3d(sK + p * KV_PANEL, &tmK, bar(BAR_KV), 64 * p, n0, kv_head);
-                tma_load_3d(sV + p * KV_PANEL, &tmV, bar(BAR_KV), 64 * p, n0, kv_head);
-            }
+        for (int p = 0; p < PANELS; ++p) {
+            tma_load_3d(sK + p * KV_PANEL, &tmK, bar(BAR_KV), 64 * p, n0, kv_head);
+            tma_load_3d(sV + p * KV_PANEL, &tmV, bar(BAR_KV), 64 * p, n0, kv_head);
         }
         for (int it = 0; it < n_iter; ++it) {
             const int s = it % NS;
             mbar_wait(bar(BAR_EMPTY + s), ((u32)(it / NS) & 1u) ^ 1u);
             const int m0 = q_block(it) * BM;
-            if (lane == 0) {
-                mbar_expect_tx(bar(BAR_FULL + s), 2 * Q_BYTES);
+            mbar_expect_tx(bar(BAR_FULL + s), 2 * Q_BYTES);
 #pragma unroll
-                for (int p = 0; p < PANELS; ++p) {
-                    tma_load_3d(sQ + s * Q_BYTES + p * Q_PANEL, &tmQ, bar(BAR_FULL + s), 64 * p,
-                                m0, q_head);
-                    tma_load_3d(sdO + s * Q_BYTES + p * Q_PANEL, &tmdO, bar(BAR_FULL + s), 64 * p,
-                                m0, q_head);
-                }
+            for (int p = 0; p < PANELS; ++p) {
+                tma_load_3d(sQ + s * Q_BYTES + p * Q_PANEL, &tmQ, bar(BAR_FULL + s), 64 * p, m0,
+                            q_head);
+                tma_load_3d(sdO + s * Q_BYTES + p * Q_PANEL, &tmdO, bar(BAR_FULL + s), 64 * p, m0,
+                            q_head);
             }
-            float* st = stat + s * 2 * BM;
-#pragma unroll
-            for (int r = lane; r < BM; r += 32) {
-                const int row = m0 + r;
-                float l = row < Nq ? LSE[q_rows + row] : IOSIM_NEG_INF;
-                // a row past Nq, or one that sees no key: +inf makes its P (and dS) zero
-                st[r] = l == IOSIM_NEG_INF ? -IOSIM_NEG_INF : l * IOSIM_LOG2E;
-                st[BM + r] = row < Nq ? Dst[q_rows + row] : 0.f;
-            }
-            mbar_arrive(bar(BAR_FULL + s));  // release: the stores above are seen by waiters
         }
         return;
     }
@@ -318,6 +306,13 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         const u32 q_tile = sQ + (u32)(s * Q_BYTES);
         const u32 do_tile = sdO + (u32)(s * Q_BYTES);
         mbar_wait(bar(BAR_FULL + s), (u32)(it / NS) & 1u);
+        // LSE and D of query block i, one row a thread, loaded under the A turn's GEMMs; a row
+        // past Nq, or one that sees no key: LSE = +inf makes its P (and dS) zero
+        float row_l = IOSIM_NEG_INF, row_d = 0.f;
+        if (tid < BM && m0 + tid < Nq) {
+            row_l = __ldg(LSE + q_rows + m0 + tid);
+            row_d = __ldg(Dst + q_rows + m0 + tid);
+        }
 
         turn_wait(c);  // ---- turn A
         fence_regs<NT_S * 4>(sacc);
@@ -331,8 +326,14 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         fence_regs<NT_S * 4>(sacc);
         fence_regs<NT_S * 4>(dpacc);
 
-        // Pᵀ and dSᵀ: rows are keys (key0, key0 + 8), columns queries m0 + 8nt + 2(lane&3) + e
-        const float* st = stat + s * 2 * BM;
+        // this consumer's copy of the stats (two buffers, by step), then Pᵀ and dSᵀ: rows are
+        // keys (key0, key0 + 8), columns queries m0 + 8nt + 2(lane&3) + e
+        float* st = stat + (2 * c + (it & 1)) * 2 * BM;
+        if (tid < BM) {
+            st[tid] = row_l == IOSIM_NEG_INF ? -IOSIM_NEG_INF : row_l * IOSIM_LOG2E;
+            st[BM + tid] = row_d;
+        }
+        named_bar_sync(NB_STAT + c, 128);
         const bool need_mask = n0 + BN > Nk || (IS_CAUSAL && n0 + BN - 1 > m0 + off);
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt) {
