@@ -1,7 +1,7 @@
-"""The backward's closing numbers from a committed measured_bwd.csv: fa2's TFLOP/s ratio to torch's
-flash and cuDNN backward measured in the same run, per (d, causal), fa1's TFLOP/s and its ratio
-to fa2 (where the file has fa1 rows), and naive's HBM floor ratio.
-Usage: python tools/bwd_ratios.py experiments/bwd_grid/h100/measured_bwd.csv"""
+"""The backward's closing numbers from a committed measured_bwd.csv: a schedule's (default fa2)
+TFLOP/s ratio to torch's flash and cuDNN backward measured in the same run, per (d, causal),
+fa1's TFLOP/s and its ratio to fa2 (where the file has fa1 rows), and naive's HBM floor ratio.
+Usage: python tools/bwd_ratios.py experiments/bwd_grid/h100/measured_bwd.csv [SCHEDULE]"""
 
 import sys
 
@@ -9,26 +9,29 @@ from iosim.analysis.measured import ratios
 from iosim.core.rows import read_rows
 
 
-def report(path: str) -> str:
+def report(path: str, s: str = "fa2") -> str:
     """What the command prints (tools/update_readme.py puts it in the README)."""
     out = []
     df = read_rows(path)
     df = df[df.direction == "bwd"]
     out.append(f"status counts: {df.groupby(['schedule', 'status']).size().to_dict()}")
-    w = ratios(df)
+    w = ratios(df, (s,))
     for (d, causal), g in w.groupby(level=["head_dim", "causal"]):
         parts = []
         for peer in ("flash", "cudnn"):
-            r = g.get(f"fa2/{peer}")
+            r = g.get(f"{s}/{peer}")
             if r is None or r.dropna().empty:
                 parts.append(f"{peer}: none")
                 continue
             r = r.dropna()
             big = r[r.index.get_level_values("seqlen_q") >= 2048]
             parts.append(f"{peer} {r.min():.2f}-{r.max():.2f} (N>=2048: {big.min():.2f}-{big.max():.2f})")
-        fa2 = g["fa2"].dropna() if "fa2" in g else []
-        tf = f"fa2 {fa2.min():.0f}-{fa2.max():.0f} TFLOP/s" if len(fa2) else "fa2: none"
-        out.append(f"d={d} causal={causal}: {tf}; fa2/" + "; fa2/".join(parts))
+        ts = g[s].dropna() if s in g else []
+        tf = f"{s} {ts.min():.0f}-{ts.max():.0f} TFLOP/s" if len(ts) else f"{s}: none"
+        out.append(f"d={d} causal={causal}: {tf}; {s}/" + f"; {s}/".join(parts))
+        if s != "fa2" and "fa2" in g and not g["fa2"].dropna().empty:
+            r = (g[s] / g["fa2"]).dropna()
+            out.append(f"d={d} causal={causal}: {s}/fa2 {r.min():.2f}-{r.max():.2f}")
         if "fa1" in g and not g["fa1"].dropna().empty:
             fa1 = g["fa1"].dropna()
             r = (g["fa1"] / g["fa2"]).dropna() if "fa2" in g else fa1.iloc[:0]
@@ -44,4 +47,4 @@ def report(path: str) -> str:
 
 
 if __name__ == "__main__":
-    print(report(sys.argv[1]))
+    print(report(*sys.argv[1:3]))

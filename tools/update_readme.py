@@ -125,12 +125,13 @@ def block_calibrate() -> str:
             "h200-sxm-141gb -o hwprofiles/h100-sxm5-80gb.calibrated.toml --force\n" + out + "\n```")
 
 
-def tool(script: str, data: str) -> str:
+def tool(script: str, data: str, *args: str) -> str:
     """A tools/ script's output on a committed file (its `report`), with its command line."""
     spec = importlib.util.spec_from_file_location(script[:-3], ROOT / "tools" / script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return f"```\n$ python tools/{script} {data}\n" + module.report(str(ROOT / data)).rstrip() + "\n```"
+    line = " ".join([data, *args])
+    return f"```\n$ python tools/{script} {line}\n" + module.report(str(ROOT / data), *args).rstrip() + "\n```"
 
 
 def block_ncu_bound() -> str:
@@ -143,6 +144,10 @@ def block_ncu_bound_bwd() -> str:
 
 def block_measured_bwd() -> str:
     return tool("bwd_ratios.py", "experiments/bwd_grid/h100/measured_bwd.csv")
+
+
+def block_measured_fa3_bwd() -> str:
+    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/measured_bwd.csv", "fa3")
 
 
 def block_measured() -> str:
@@ -172,7 +177,7 @@ def block_tune() -> str:
     return "```\n" + format_verified(pd.read_csv(path)) + "\n```"
 
 
-BLOCKS = {"predict": block_predict, "predict-long": block_predict_long,
+BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
           "papers": block_papers,

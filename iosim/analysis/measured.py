@@ -12,15 +12,16 @@ OURS = ["naive", "fa1", "fa2"]
 PEERS = ["torch_flash", "torch_cudnn"]
 
 
-def ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """TFLOP/s per (head_dim, causal, N) for our kernels and torch's, and fa2's ratio to the
-    flash and cuDNN backends measured in the same run."""
+def ratios(df: pd.DataFrame, ours: tuple[str, ...] = ("fa2",)) -> pd.DataFrame:
+    """TFLOP/s per (head_dim, causal, N) for our kernels and torch's, and each of `ours`'s ratio
+    to the flash and cuDNN backends measured in the same run."""
     ok = df[df.status == "ok"]
     wide = ok.pivot_table(index=["head_dim", "causal", "seqlen_q"], columns="schedule",
                           values="tflops", aggfunc="last")
-    for peer in PEERS:
-        if "fa2" in wide and peer in wide:
-            wide[f"fa2/{peer.removeprefix('torch_')}"] = wide["fa2"] / wide[peer]
+    for s in ours:
+        for peer in PEERS:
+            if s in wide and peer in wide:
+                wide[f"{s}/{peer.removeprefix('torch_')}"] = wide[s] / wide[peer]
     if "naive" in ok.schedule.values and "floor_ratio" in ok:
         floor = ok[ok.schedule == "naive"].set_index(["head_dim", "causal", "seqlen_q"]).floor_ratio
         wide["naive/HBM floor"] = floor
