@@ -2,7 +2,8 @@
 // warp-specialised producer/consumer with TMA and wgmma), sm_90a only.
 //
 // Entry: fa3_fwd(tmQ, tmK, tmV, O, LSE, Nq, Nk, H, KVH, scale)      (docs/kernel-contract.md)
-//   (FP8_E4M3=1: fa3_fwd(tmQ, tmK, tmVt, O, LSE, Nq, Nk, H, KVH, scale, v_descale), see below.)
+//   (FP8_E4M3=1: fa3_fwd_fp8(tmQ8, tmK8, tmVt8, O, LSE, Nq, Nk, H, KVH, scale, Qs, Ks, Vs), see
+//   below.)
 //   tmQ / tmK / tmV: CUtensorMaps (iosim/gpu/tma.py) of Q (B,H,Nq,d) and K, V (B,KVH,Nk,d) seen
 //   as 3-D tensors (d, N, B*heads), boxes of 64 columns x BLOCK_M (Q) or BLOCK_N (K, V) rows x 1,
 //   128-byte swizzle; O (B,H,Nq,d) elem_t; LSE (B,H,Nq) fp32 = m + log(l), natural log. Head h
@@ -19,8 +20,15 @@
 //   PINGPONG (0/1; 1 needs two consumer warpgroups), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT,
 //   FP8_E4M3 (0/1), ELEM_BF16=1 or ELEM_FP16=1 (the type of O, and of Q, K, V unless FP8_E4M3).
 //
-// FP8_E4M3=1 (stage 4): Q, K and V are e4m3 with per-tensor descaling (`scale` is the softmax
-//   scale times Q's and K's descale factors, O is multiplied by `v_descale`), O is bf16. 8-bit
+// FP8_E4M3=1 (entry fa3_fwd_fp8): Q, K and V are e4m3 (kernels/fp8_quant.cu writes them from
+//   bf16) with one descale factor per tile of rows per head: Qs[(b*H + h)*Tq + query tile],
+//   Ks, Vs[(b*KVH + kv head)*Tk + key tile], Tq = ceil(Nq/BLOCK_M), Tk = ceil(Nk/BLOCK_N)
+//   (per-tensor scaling: every tile the same). Q's factor and K_j's multiply the softmax scale
+//   of tile j; V_j's is folded into the online-softmax rescale (O is kept in units of the last
+//   V tile's factor: alpha *= s_v(j-1) / s_v(j) before P_j V_j is added, O *= s_v(last) at
+//   the end), so P stays in [0, 1] for its e4m3 rounding. The producer reads the factors and
+//   puts each stage's beside its tiles in shared memory (the consumers at d = 256 have no
+//   register to spare for them). O is bf16. 8-bit
 //   wgmma (m64nNk32) takes B K-major only, so V comes transposed, Vt (B,KVH,d,Nk16) with Nk16 =
 //   Nk rounded up to 16, and within each 16 keys in the order 0 1 8 9 2 3 10 11 4 5 12 13 6 7
 //   14 15: then the fp32 S accumulators of a thread (columns 2q, 2q+1, 8+2q, 9+2q of each 16)
@@ -45,7 +53,7 @@
 //   * Shared tiles are 64-column panels of 128-byte rows, 16-byte chunks XOR-swizzled by
 //     (row & 7): what TMA's 128B swizzle writes and what the wgmma descriptors read.
 //   Not here: TMA store of O (O is staged through shared memory and stored 16 bytes a thread),
-//   per-block FP8 descaling, a persistent grid.
+//   a persistent grid.
 //
 // Causal: key tiles past the query tile's last row are neither loaded nor computed; tiles that
 // cross the diagonal or the ragged Nk edge are masked. Ragged Nq/Nk: TMA zero-fills rows past
@@ -274,17 +282,28 @@ __device__ __forceinline__ void pack_p(const float (&s)[NT_S * 4], u32 (&pa)[KP]
 
 }  // namespace fa3
 
-extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
-fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
-        const __grid_constant__ TmaDesc tmV, elem_t* __restrict__ O, float* __restrict__ LSE,
-        int Nq, int Nk, int H, int KVH, float scale
 #if FP8_E4M3
-        , float v_descale
+#define FA3_ENTRY fa3_fwd_fp8
+#else
+#define FA3_ENTRY fa3_fwd
 #endif
-        ) {
+extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
+FA3_ENTRY(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
+          const __grid_constant__ TmaDesc tmV, elem_t* __restrict__ O, float* __restrict__ LSE,
+          int Nq, int Nk, int H, int KVH, float scale
+#if FP8_E4M3
+          , const float* __restrict__ Qs, const float* __restrict__ Ks,
+          const float* __restrict__ Vs
+#endif
+          ) {
     using namespace fa3;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ __align__(8) u64 bars[N_BARS];
+#if FP8_E4M3
+    // per stage: scale * log2(e) * Q's factor * K_j's (K stage), V_{j-1}'s factor / V_j's and
+    // V_j's (V stage); written by the producer before the stage's expect_tx arrival
+    __shared__ float fac_sl2[NS], fac_vr[NS], fac_v[NS];
+#endif
 
     // Tiles start at the first 1024-byte boundary (the swizzle pattern repeats every 8 rows
     // of 128 bytes; descriptors and TMA agree on it only from such a boundary).
@@ -327,6 +346,11 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             tma_prefetch(&tmV);
             const int q_head = b * H + h;
             const int kv_head = b * KVH + h / (H / KVH);
+#if FP8_E4M3
+            const float sl2_q = scale * IOSIM_LOG2E * Qs[(size_t)(b * H + h) * gridDim.x + m_block];
+            const float* kf = Ks + (size_t)kv_head * ((Nk + BN - 1) / BN);
+            const float* vf = Vs + (size_t)kv_head * ((Nk + BN - 1) / BN);
+#endif
             mbar_expect_tx(bar(BAR_Q), Q_BYTES);
 #pragma unroll
             for (int p = 0; p < PANELS; ++p)
@@ -335,12 +359,19 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 const int s = j % NS;
                 const u32 ph = (u32)(j / NS) & 1u;
                 mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
+#if FP8_E4M3
+                fac_sl2[s] = sl2_q * kf[j];
+#endif
                 mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
 #pragma unroll
                 for (int p = 0; p < PANELS; ++p)
                     tma_load_3d(sK + s * KV_BYTES + p * KV_PANEL, &tmK, bar(BAR_FULL_K + s),
                                 PANEL * p, j * BN, kv_head);
                 mbar_wait(bar(BAR_EMPTY_V + s), ph ^ 1u);
+#if FP8_E4M3
+                fac_v[s] = vf[j];
+                fac_vr[s] = j > 0 ? vf[j - 1] / vf[j] : 1.f;
+#endif
                 mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
 #if FP8_E4M3
 #pragma unroll
@@ -366,7 +397,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     const int lane = tid & 31;
     const u32 q_rows = sQ + (u32)(c * 64 * 128);  // this warpgroup's 64 rows in each Q panel
 
-    const float sl2 = scale * IOSIM_LOG2E;
     float o[NT_O * 4];
 #pragma unroll
     for (int i = 0; i < NT_O * 4; ++i) o[i] = 0.f;
@@ -375,6 +405,18 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     float alpha[2];
     float sacc[NT_S * 4];
     u32 pa[KP][4];
+#if FP8_E4M3
+    // K_j's softmax scale (read after its full barrier, before the stage is released) and V_j's
+    // rescale ratio, which the producer put beside the tiles (fac_*: no registers kept here)
+    auto sl2_of = [&](int slot) { return fac_sl2[slot]; };
+    auto v_units = [&](int slot) {
+        alpha[0] *= fac_vr[slot];
+        alpha[1] *= fac_vr[slot];
+    };
+#else
+    const float sl2_all = scale * IOSIM_LOG2E;
+    auto sl2_of = [&](int) { return sl2_all; };
+#endif
     // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
     const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
     auto need_mask = [&](int n0) {
@@ -393,6 +435,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         if (c == 1) turn_pass(c);
         turn_wait(c);
         mbar_wait(bar(BAR_FULL_K), 0);
+        float sl2 = sl2_of(0);
         issue_qk(sacc, q_rows, sK);
         turn_pass(c);
         wgmma_wait<0>();
@@ -405,9 +448,16 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             const int s = j % NS, sp = (j - 1) % NS;
             turn_wait(c);
             mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
+            sl2 = sl2_of(s);
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
+#if FP8_E4M3
+            mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
+            v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+            rescale(o, alpha);
+#else
             rescale(o, alpha);
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
+#endif
             issue_pv(o, pa, sV + (u32)(sp * KV_BYTES));
             turn_pass(c);
             wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
@@ -421,9 +471,16 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         }
 
         const int j = n_blocks - 1, s = j % NS;
+#if FP8_E4M3
+        mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
+        v_units(s);
+        rescale(o, alpha);
+        turn_wait(c);
+#else
         rescale(o, alpha);
         turn_wait(c);
         mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
+#endif
         issue_pv(o, pa, sV + (u32)(s * KV_BYTES));
         if (c == 0) turn_pass(c);  // the second warpgroup's last turn is never waited for
         wgmma_wait<0>();
@@ -433,14 +490,16 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
     const size_t q_base = ((size_t)b * H + h) * (size_t)Nq;
 #if FP8_E4M3
-    // ---- epilogue (FP8): O = acc * v_descale / l, stored from registers (its Q rows hold only
+    // ---- epilogue (FP8): O = acc * s_v(last) / l, stored from registers (its Q rows hold only
     // half of a bf16 O tile); LSE = m*ln2 + log(l).
     {
         elem_t* Og = O + q_base * D;
+        // O is in units of the last V tile's factor (its stage is never refilled)
+        const float sv_last = n_blocks > 0 ? fac_v[(n_blocks - 1) % NS] : 1.f;
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const float l = quad_sum(l_i[hr]);
-            const float inv = l > 0.f ? v_descale / l : 0.f;
+            const float inv = l > 0.f ? __frcp_rn(l) * sv_last : 0.f;  // (a division spills at d = 256)
             const int row = r0 + hr * 8;
             if (row >= Nq) continue;
             if ((lane & 3) == 0)
