@@ -13,7 +13,7 @@ import typer
 from iosim.analysis.predict import directions, predict_rows
 from iosim.core import hardware
 from iosim.core.hardware import InputError
-from iosim.core.problem import CausalAlign, Dtype, Problem
+from iosim.core.problem import CausalAlign, Dtype, Fp8Scaling, Problem
 
 HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -197,6 +197,9 @@ def predict_cmd(
         help="causal diagonal when Nq != Nk: top-left (torch is_causal) or bottom-right "
         "(FlashAttention 2.1+)")] = CausalAlign.top_left,
     direction: Annotated[Dir, typer.Option(case_sensitive=False, help="forward, backward or both")] = Dir.fwd,
+    fp8_scaling: Annotated[Fp8Scaling, typer.Option(case_sensitive=False,
+        help="fp8_e4m3: one scale per tile of rows per head (block) or per tensor")] = Fp8Scaling.block,
+    hadamard: Annotated[bool, typer.Option("--hadamard", help="fp8_e4m3: rotate Q and K by a random-sign Hadamard transform before quantising")] = False,
     hw: Annotated[str, typer.Option(help="profile name or path to a TOML (a short name picks the calibrated profile)")] = "h100",
     schedule: Annotated[str, typer.Option(help="comma list of naive,standard,fa1,fa1_paper,fa2,fa3 or 'all'")] = "all",
     fmt: FmtOpt = None,
@@ -232,7 +235,8 @@ def predict_cmd(
             for c in parse_bool(causal):
                 p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
                             seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=c,
-                            causal_align=causal_align, direction=d)
+                            causal_align=causal_align, direction=d, fp8_scaling=fp8_scaling,
+                            hadamard=hadamard)
                 parts.append(predict_rows(p, profile, parse_schedules(schedule), tiles, tuned))
     n = sum(len(rows) for rows, _ in parts)
     if fmt is Fmt.table and len(profiles) == 1:
@@ -386,7 +390,11 @@ def bench_cmd(
         metavar="BOOL", help="true|false|yes|no|1|0 or both (alone: true)")] = "both",
     causal_align: Annotated[CausalAlign, typer.Option(case_sensitive=False,
         help="causal diagonal when Nq != Nk: top-left or bottom-right")] = CausalAlign.top_left,
-    dtype: Annotated[str, typer.Option(help="comma list of bf16,fp16")] = "bf16",
+    dtype: Annotated[str, typer.Option(help="comma list of bf16,fp16,fp8_e4m3 (fp8: fa3 forward)")] = "bf16",
+    fp8_scaling: Annotated[str, typer.Option(
+        help="fp8_e4m3: comma list of block (a scale per tile of rows per head), tensor")] = "block",
+    hadamard: Annotated[str, typer.Option(metavar="BOOL",
+        help="fp8_e4m3: random-sign Hadamard on Q and K: true|false|both")] = "false",
     batch: Annotated[str | None, typer.Option(help="batch values; default 16384/N")] = None,
     heads: Annotated[str | None, typer.Option(help="head values; default 2048/d")] = None,
     kv_heads: Annotated[int | None, typer.Option(help="K/V heads (GQA); default: heads")] = None,
@@ -410,17 +418,26 @@ def bench_cmd(
     if peers not in ("torch", "none"):
         raise InputError(f"--peers: '{peers}' (allowed: torch, none)")
     problems = []
+    dtypes = parse_choice(dtype, ["bf16", "fp16", "fp8_e4m3"], "dtype")
+    scalings = parse_choice(fp8_scaling, [x.value for x in Fp8Scaling], "fp8-scaling")
+    hads = parse_bool(hadamard, "hadamard")
+    if "fp8_e4m3" not in dtypes and (scalings != ["block"] or hads != [False]):
+        raise InputError("--fp8-scaling and --hadamard apply to --dtype fp8_e4m3 only "
+                         "(allowed without it: the defaults, block and false)")
     for n in parse_values(seqlen, int, "seqlen"):
         for d in parse_values(head_dim, int, "head-dim"):
             for c in parse_bool(causal):
-                for dt in parse_choice(dtype, ["bf16", "fp16"], "dtype"):
+                for dt in dtypes:
+                    quant = [dict(fp8_scaling=fs, hadamard=hd) for fs in scalings for hd in hads] \
+                        if dt == "fp8_e4m3" else [{}]
                     for b in parse_values(batch, int, "batch") if batch else [max(1, 16384 // n)]:
                         for h in parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)]:
                             for di in directions(direction.value):
-                                problems.append(Problem(batch=b, heads=h, kv_heads=kv_heads,
-                                                        seqlen_q=n, head_dim=d, dtype=dt,
-                                                        causal=c, causal_align=causal_align,
-                                                        direction=di))
+                                for qk in quant:
+                                    problems.append(Problem(batch=b, heads=h, kv_heads=kv_heads,
+                                                            seqlen_q=n, head_dim=d, dtype=dt,
+                                                            causal=c, causal_align=causal_align,
+                                                            direction=di, **qk))
     if not out.parent.exists():
         raise InputError(f"-o {out}: directory {out.parent} does not exist")
     profile = hardware.load(hw) if hw else None

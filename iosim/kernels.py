@@ -18,9 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+import numpy as np
+
 from iosim.core.hardware import InputError
 from iosim.core.plan import Plan
-from iosim.core.problem import CausalAlign, Direction, Problem
+from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
 
 F32 = 4
 Defines = Mapping[str, int]
@@ -36,8 +38,9 @@ BOTH_ALIGNS = frozenset(CausalAlign)
 @dataclass(frozen=True)
 class TensorSpec:
     shape: tuple[str, ...]  # dims: B, H (query heads), KVH, Nq, Nk, d
-    f32: bool = False  # else the problem's element dtype
-    nbytes: int = 0  # bytes an element, when neither (1: torch's bool masks)
+    f32: bool = False  # else the problem's element dtype (bf16 for fp8_e4m3: the caller's)
+    nbytes: int = 0  # bytes an element, when neither (1: torch's bool masks, e4m3)
+    e4m3: bool = False  # an e4m3 copy (1 byte; the launcher holds it as uint8)
 
 
 _Q, _KV, _NN, _ROWS = ("B", "H", "Nq", "d"), ("B", "KVH", "Nk", "d"), ("B", "H", "Nq", "Nk"), ("B", "H", "Nq")
@@ -57,6 +60,14 @@ TENSORS = {
     "K32": TensorSpec(_KV, True), "V32": TensorSpec(_KV, True), "O32": TensorSpec(_Q, True),
     "S32": TensorSpec(_NN, True), "P32": TensorSpec(_NN, True), "W32": TensorSpec(_NN, True),
     "NegInf": TensorSpec(_NN, nbytes=1), "Dead": TensorSpec(_ROWS, nbytes=1),
+    # fp8_e4m3 (kernels/fp8_quant.cu -> fa3.cu): the e4m3 copies of Q, K and of V transposed
+    # (d rows of Nk16 = Nk rounded up to 16 keys), their descale factors (one per tile of rows
+    # per head: as many as Nq / Nk rows at most) and per-tensor scaling's per-tile maxima
+    "Q8": TensorSpec(_Q, nbytes=1, e4m3=True), "K8": TensorSpec(_KV, nbytes=1, e4m3=True),
+    "Vt8": TensorSpec(("B", "KVH", "d", "Nk16"), nbytes=1, e4m3=True),
+    "Qs": TensorSpec(_ROWS, True), "Ks": TensorSpec(("B", "KVH", "Nk"), True),
+    "Vs": TensorSpec(("B", "KVH", "Nk"), True), "Qa": TensorSpec(_ROWS, True),
+    "Ka": TensorSpec(("B", "KVH", "Nk"), True), "Va": TensorSpec(("B", "KVH", "Nk"), True),
 }
 MODEL_NAMES = {"dKx": "dK_expanded", "dVx": "dV_expanded"}  # launcher name -> the counts' name
 F32_TENSORS = frozenset(n for n, t in TENSORS.items() if t.f32)
@@ -64,19 +75,43 @@ F32_TENSORS = frozenset(n for n, t in TENSORS.items() if t.f32)
 
 def tensor_shape(p: Problem, name: str) -> tuple[int, ...]:
     dims = {"B": p.batch, "H": p.heads, "KVH": p.kv_heads, "Nq": p.seqlen_q, "Nk": p.seqlen_k,
-            "d": p.head_dim}
+            "d": p.head_dim, "Nk16": -(-p.seqlen_k // 16) * 16}
     return tuple(dims[x] for x in TENSORS[name].shape)
 
 
 def tensor_sizes(p: Problem) -> dict[str, int]:
     """Bytes of every named tensor in HBM, under the launcher's and the counts' names."""
-    out = {}
+    out, e = {}, io_bytes(p)
     for n, t in TENSORS.items():
         elems = 1
         for x in tensor_shape(p, n):
             elems *= x
-        out[MODEL_NAMES.get(n, n)] = elems * (t.nbytes or (F32 if t.f32 else p.elem_bytes))
+        out[MODEL_NAMES.get(n, n)] = elems * (t.nbytes or (F32 if t.f32 else e))
     return out
+
+
+def io_bytes(p: Problem) -> int:
+    """Bytes an element of the caller's tensors (Q, K, V, O, ...): the dtype's, but bf16 for
+    fp8_e4m3, whose e4m3 copies are the schedule's own (Q8, K8, Vt8)."""
+    return 2 if p.dtype is Dtype.fp8_e4m3 else p.elem_bytes
+
+
+# ----- fp8: kernels/fp8_quant.cu's incoherent processing --------------------------------------
+
+# the random signs of its Hadamard transform: bit c of these words (its SIGNS)
+HADAMARD_SIGNS = (0x9E3779B9, 0x7F4A7C15, 0xF39CC060, 0x5CEDC834, 0x2545F491, 0x4F6CDD1D,
+                  0xB5297A4D, 0x68E31DA4)
+
+
+def hadamard_matrix(d: int) -> np.ndarray:
+    """M = diag(signs) H / sqrt(d), H the Sylvester Hadamard matrix (d a power of two, at most
+    256), the signs fp8_quant.cu's: orthogonal, so (Q M)(K M)ᵀ = Q Kᵀ; the kernel computes
+    x M for each row x of Q and K."""
+    h = np.ones((1, 1))
+    while h.shape[0] < d:
+        h = np.block([[h, h], [h, -h]])
+    signs = np.array([-1.0 if (HADAMARD_SIGNS[c >> 5] >> (c & 31)) & 1 else 1.0 for c in range(d)])
+    return signs[:, None] * h / np.sqrt(d)
 
 
 # ----- reader formulas ----------------------------------------------------------------------
@@ -196,7 +231,7 @@ def _fa2_bwd_rules(d: Defines) -> list[Rule]:  # fa2_bwd.cu:173-180
             (st >= 2, "--stages >= 2 (the Q/dO cp.async ring)")]
 
 
-def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu:124-128
+def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu's static_asserts
     bm, bn, w = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"]
     return [(bm % 64 == 0 and bm <= 192, "--block-m 64, 128 or 192 (one warpgroup per 64 rows)"),
             (w == bm // 16, f"--warps {bm // 16} (block_m / 16: four per warpgroup)"),
@@ -214,6 +249,10 @@ def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
             (nc >= 1 and units % nc == 0,
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (st >= 1, "--stages >= 1")]
+
+
+def _fp8_quant_rules(d: Defines) -> list[Rule]:  # fp8_quant.cu's static_asserts
+    return [(d["BLOCK_N"] % 16 == 0, "--block-n a multiple of 16 (whole 16-key groups of Vt)")]
 
 
 def _gemm_warp_grid(bm: int, bn: int, nw: int) -> bool:
@@ -282,6 +321,7 @@ _SOFTMAX = _MASK | {"SOFTMAX_THREADS", "ROW_IN_SMEM"}
 _TILE = frozenset({"HEAD_DIM", "HEAD_DIM_PAD", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "IS_CAUSAL",
                    "CAUSAL_BOTTOM_RIGHT"})
 _DIMS = ("Nq", "Nk", "H", "KVH")
+_FP8_QUANT = frozenset({"HEAD_DIM", "BLOCK_M", "BLOCK_N", "QUANT_THREADS", "PER_TENSOR", "HADAMARD"})
 
 
 def _gemm_smem(d: Defines, e: int) -> int:  # naive.cu: the k-tile ring, reused for the output
@@ -368,8 +408,7 @@ _SPECS = [
     KernelSpec("fa2_bwd_convert", "fa2_bwd.cu", "FA2_BWD_CONVERT",
                ("dQacc", "dQ", "Nq", "H", "scale"), frozenset({"dQ"}),
                frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}), head_dims=BASE_HEAD_DIMS),
-    # every consumer warpgroup's wgmma reads all of K_j and V_j; the launcher runs no fp8 (its
-    # v_descale argument: benchmarks/fa3_fp8.py launches it)
+    # every consumer warpgroup's wgmma reads all of K_j and V_j
     KernelSpec("fa3_fwd", "fa3.cu", None, ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale"),
                frozenset({"O", "LSE"}),
                _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "FP8_E4M3"},
@@ -386,6 +425,26 @@ _SPECS = [
                bwd_readers=_fa3_bwd_readers,
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
                             "TmV": ("V", "BLOCK_N"), "TmdO": ("dO", "BLOCK_M")}),
+    # fa3.cu with FP8_E4M3=1: e4m3 Q8, K8 and Vt8 (128-byte panels of 128 elements: d = 128
+    # and 256), per-tile descale factors, bf16 O
+    KernelSpec("fa3_fwd_fp8", "fa3.cu", "FP8_E4M3",
+               ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale", "Qs", "Ks", "Vs"),
+               frozenset({"O", "LSE"}), _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG"},
+               checks=("MODEL_KV_READERS",), head_dims=(128, 256),
+               dtypes=("fp8_e4m3",),
+               archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem,
+               kv_readers=lambda d: max(1, d["NUM_WARPS"] // 4),
+               tensor_maps={"TmQ": ("Q8", "BLOCK_M"), "TmK": ("K8", "BLOCK_N"),
+                            "TmV": ("Vt8", "HEAD_DIM")}),
+    # kernels/fp8_quant.cu: bf16 Q, K, V to e4m3 (per-tensor scaling: fp8_amax first)
+    KernelSpec("fp8_amax", "fp8_quant.cu", "FP8_AMAX", ("Q", "K", "V", "Qa", "Ka", "Va", *_DIMS),
+               frozenset({"Qa", "Ka", "Va"}), _FP8_QUANT, head_dims=BASE_HEAD_DIMS,
+               dtypes=("fp8_e4m3",), archs=frozenset({"sm_90a"}), rules=_fp8_quant_rules),
+    KernelSpec("fp8_quant", "fp8_quant.cu", "FP8_QUANT",
+               ("Q", "K", "V", "Q8", "K8", "Vt8", "Qs", "Ks", "Vs", "Qa", "Ka", "Va", *_DIMS),
+               frozenset({"Q8", "K8", "Vt8", "Qs", "Ks", "Vs"}), _FP8_QUANT,
+               head_dims=BASE_HEAD_DIMS, dtypes=("fp8_e4m3",), archs=frozenset({"sm_90a"}),
+               rules=_fp8_quant_rules),
     KernelSpec("gqa_reduce", "gqa_reduce.cu", None, ("dKx", "dVx", "dK", "dV", "Nk", "H", "KVH"),
                frozenset({"dK", "dV"}), frozenset({"HEAD_DIM", "REDUCE_THREADS"})),
 ]

@@ -282,20 +282,18 @@ __device__ __forceinline__ void pack_p(const float (&s)[NT_S * 4], u32 (&pa)[KP]
 
 }  // namespace fa3
 
-#if FP8_E4M3
-#define FA3_ENTRY fa3_fwd_fp8
-#else
-#define FA3_ENTRY fa3_fwd
-#endif
+#if defined(FP8_E4M3) && FP8_E4M3
 extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
-FA3_ENTRY(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
-          const __grid_constant__ TmaDesc tmV, elem_t* __restrict__ O, float* __restrict__ LSE,
-          int Nq, int Nk, int H, int KVH, float scale
-#if FP8_E4M3
-          , const float* __restrict__ Qs, const float* __restrict__ Ks,
-          const float* __restrict__ Vs
+fa3_fwd_fp8(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
+            const __grid_constant__ TmaDesc tmV, elem_t* __restrict__ O, float* __restrict__ LSE,
+            int Nq, int Nk, int H, int KVH, float scale, const float* __restrict__ Qs,
+            const float* __restrict__ Ks, const float* __restrict__ Vs) {
+#else
+extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
+fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
+        const __grid_constant__ TmaDesc tmV, elem_t* __restrict__ O, float* __restrict__ LSE,
+        int Nq, int Nk, int H, int KVH, float scale) {
 #endif
-          ) {
     using namespace fa3;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ __align__(8) u64 bars[N_BARS];

@@ -14,7 +14,7 @@ from functools import lru_cache
 import pandas as pd
 
 from iosim.core import hardware
-from iosim.core.rows import PROBLEM_COLUMNS, measured_ok, normalize, require_columns
+from iosim.core.rows import PROBLEM_COLUMNS, QUANT_COLUMNS, measured_ok, normalize, require_columns
 
 
 @lru_cache(maxsize=64)
@@ -73,11 +73,28 @@ def join(pred: pd.DataFrame, measured: pd.DataFrame, how: str = "inner",
     p, m = normalize(pred), normalize(measured)
     p["hw"] = p["hw"].map(canonical_hw)
     m["hw"] = m["hw"].map(canonical_hw)
-    p = baseline(p).drop_duplicates(PROBLEM_COLUMNS, keep="first")
+    # fp8 rows: also their quantisation (rows without those columns ran the default)
+    keys = PROBLEM_COLUMNS + [c for c in QUANT_COLUMNS if c in p.columns or c in m.columns]
+    for df in (p, m):
+        for c in keys[len(PROBLEM_COLUMNS):]:
+            if c not in df.columns:
+                df[c] = ""
+        _default_quant(df)
+    p = baseline(p).drop_duplicates(keys, keep="first")
     # a resumed bench re-measures: newest wins
-    m = m.drop_duplicates([*PROBLEM_COLUMNS, *keep], keep="last")
-    m = m.drop(columns=[c for c in p.columns if c in m.columns and c not in PROBLEM_COLUMNS])
-    return m.merge(p, on=PROBLEM_COLUMNS, how=how, suffixes=("", "_pred"))
+    m = m.drop_duplicates([*keys, *keep], keep="last")
+    m = m.drop(columns=[c for c in p.columns if c in m.columns and c not in keys])
+    return m.merge(p, on=keys, how=how, suffixes=("", "_pred"))
+
+
+def _default_quant(df: pd.DataFrame) -> None:
+    """fp8 rows with no quantisation columns (published tables) ran on e4m3 inputs (`given`,
+    iosim.core.rows.quant_fields)."""
+    fp8 = df["dtype"] == "fp8_e4m3"
+    if "fp8_scaling" in df.columns:
+        df.loc[fp8 & (df["fp8_scaling"] == ""), "fp8_scaling"] = "given"
+    if "hadamard" in df.columns:
+        df.loc[fp8 & (df["hadamard"] == ""), "hadamard"] = "False"
 
 
 def _describe(r: pd.Series) -> str:

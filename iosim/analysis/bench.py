@@ -6,6 +6,10 @@ a float32 reference (iosim.gpu.bench, iosim.gpu.backward); only a point that pas
 Each row holds the model's prediction and the measurement side by side (the shared columns).
 Rows are appended (and fsynced) as they finish; `resume` skips points already in the file and
 measures again those that ended in an error. A file is never overwritten.
+
+fp8_e4m3 (fa3 forward): the row's time is the Plan's, quantisation included; `attn_ms` the
+attention kernel alone, beside the model's `attn_time_pred_ms`. torch's SDPA takes no fp8: its
+backends are the peers of the bf16 problems in the same run (`--dtype fp8_e4m3,bf16`).
 """
 
 from __future__ import annotations
@@ -18,17 +22,28 @@ import pandas as pd
 
 from iosim.analysis.predict import row
 from iosim.core.hardware import HardwareProfile, InputError, load
-from iosim.core.problem import Direction, Problem
-from iosim.core.rows import MEASURED_COLUMNS, PROBLEM_COLUMNS, problem_fields
+from iosim.core.problem import Direction, Dtype, Problem
+from iosim.core.rows import MEASURED_COLUMNS, PROBLEM_COLUMNS, QUANT_COLUMNS, problem_fields
 from iosim.model.backing import footprint_bytes
 from iosim.schedules import Tiles, plan
 from iosim.schedules.knobs import TunedTiles
 
 NCU_COLUMNS = ["l2_bytes_ncu", "smem_wavefronts_ncu", "tensor_inst_ncu", "ncu_status"]
+FP8_COLUMNS = [*QUANT_COLUMNS, "attn_time_pred_ms"]
 
 
 def key(r: dict) -> tuple:
-    return tuple(str(r[c]) for c in PROBLEM_COLUMNS)
+    """A point's identity: its problem columns and (fp8) its quantisation."""
+    q = tuple("" if pd.isna(v := r.get(c, "")) else str(v) for c in QUANT_COLUMNS)
+    return tuple(str(r[c]) for c in PROBLEM_COLUMNS) + q
+
+
+def attn_time_pred_ms(pl, hw: HardwareProfile) -> float:
+    """The model's time of the Plan's attention kernel alone (its `main`)."""
+    from iosim.model import memory, timing
+
+    pred = timing.predict(pl, hw, memory.estimate(pl, hw))
+    return pred[pl.kernels.index(pl.main)].seconds * 1e3
 
 
 def done_keys(path: Path, columns: list[str]) -> tuple[set[tuple], list[str]]:
@@ -83,9 +98,11 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
     bw = bench.copy_bandwidth(torch, timer)
     base_cols = list(row(plan("fa2", problems[0], hw), hw).keys())
     columns = base_cols + [c for c in MEASURED_COLUMNS + bench.EXTRA_COLUMNS if c not in base_cols]
-    columns += NCU_COLUMNS
+    columns += NCU_COLUMNS + FP8_COLUMNS
     done, columns = done_keys(out, columns) if resume else (set(), columns)
-    todo = [(s, p) for p in problems for s in schedules + (list(bench.PEERS) if peers else [])]
+    # torch's SDPA takes no fp8: the bf16 problems' peers stand beside the fp8 rows
+    todo = [(s, p) for p in problems for s in schedules
+            + (list(bench.PEERS) if peers and p.dtype is not Dtype.fp8_e4m3 else [])]
     try:
         from tqdm import tqdm
         # None: a bar only on a terminal; True: also when piped
@@ -100,6 +117,8 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
         pl = None if s in bench.PEERS else plan(s, p, hw, tiles, check=True, tuned=tuned)
         if pl is not None:
             r.update(row(pl, hw))  # the model's prediction beside the measurement
+            if p.dtype is Dtype.fp8_e4m3 and len(pl.kernels) > 1:
+                r["attn_time_pred_ms"] = attn_time_pred_ms(pl, hw)
         if p.direction is Direction.bwd:  # gradients: their own inputs, reference and check
             from iosim.gpu.backward import point
 

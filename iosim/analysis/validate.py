@@ -26,7 +26,15 @@ from iosim.analysis.accuracy import _profile, error_table, join
 from iosim.analysis.predict import row
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.problem import Problem
-from iosim.core.rows import FWD_BWD, MEASURED_NEEDS, PROBLEM_COLUMNS, measured_split_rows, read_rows
+from iosim.core.rows import (
+    FWD_BWD,
+    MEASURED_NEEDS,
+    PROBLEM_COLUMNS,
+    QUANT_COLUMNS,
+    measured_split_rows,
+    quant_fields,
+    read_rows,
+)
 from iosim.schedules import SCHEDULES, Tiles, plan
 
 # the columns that add up when a forward and a backward pass run one after the other
@@ -55,12 +63,14 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     ours = measured[measured.schedule.isin(list(SCHEDULES))]
     # the fa1 kernel each row ran (None: the Plan's own split)
     ours = ours.assign(split_rows=[measured_split_rows(r) for r in ours.itertuples(index=False)])
-    keys = ours[[*PROBLEM_COLUMNS, "split_rows"]].drop_duplicates()
+    quant = [c for c in QUANT_COLUMNS if c in ours.columns]  # fp8 rows' quantisation
+    keys = ours[[*PROBLEM_COLUMNS, "split_rows", *quant]].drop_duplicates()
     rows = []
     for r in keys.itertuples(index=False):
         prof = hw or preferred(r.hw)
         fields = dict(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
-                      seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal)
+                      seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal,
+                      **quant_fields(r))
         t = Tiles(split_rows=None if pd.isna(r.split_rows) else int(r.split_rows))
         pred = (_predict_fwd_bwd(r.schedule, fields, prof) if r.direction == FWD_BWD else
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))

@@ -18,6 +18,18 @@ class Dtype(str, Enum):
         return {"fp16": 2, "bf16": 2, "fp8_e4m3": 1, "fp32": 4}[self.value]
 
 
+class Fp8Scaling(str, Enum):
+    """How an fp8_e4m3 problem's bf16 Q, K and V are scaled into e4m3 (FA3 paper Sec. 3.3): one
+    scale per tile of rows per head (`block`, the tiles of the attention kernel) or one per
+    tensor (`tensor`), by a quantisation kernel the Plan counts; or `given`: they arrive in
+    e4m3 already (V transposed, per-tensor factors), as FlashAttention-3's interface takes them
+    and its paper times them: the attention kernel alone."""
+
+    block = "block"
+    tensor = "tensor"
+    given = "given"
+
+
 class Direction(str, Enum):
     fwd = "fwd"
     bwd = "bwd"
@@ -44,6 +56,10 @@ class Problem(BaseModel):
     top-left aligned (query row i sees keys j <= i), as torch's `is_causal`, or bottom-right
     aligned (`causal_align`): row i sees keys j <= i + Nk - Nq. A row that sees no key (only
     bottom-right, Nq > Nk) has O = 0 and LSE = -inf, as FlashAttention returns.
+
+    fp8_e4m3: the caller's Q, K, V and O are bf16; the schedule quantises Q, K and V to e4m3
+    (`fp8_scaling`), Q and K first multiplied by a random-sign Hadamard transform when
+    `hadamard` (incoherent processing; head_dim a power of two). Both apply to fp8 only.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -59,6 +75,8 @@ class Problem(BaseModel):
     causal: bool = False
     causal_align: CausalAlign = CausalAlign.top_left
     direction: Direction = Direction.fwd
+    fp8_scaling: Fp8Scaling = Fp8Scaling.block
+    hadamard: bool = False
 
     @model_validator(mode="after")
     def _defaults_and_groups(self) -> Problem:
@@ -66,6 +84,15 @@ class Problem(BaseModel):
             object.__setattr__(self, "kv_heads", self.heads)
         if self.seqlen_k is None:
             object.__setattr__(self, "seqlen_k", self.seqlen_q)
+        if self.dtype is not Dtype.fp8_e4m3 and (self.hadamard
+                                                  or self.fp8_scaling is not Fp8Scaling.block):
+            raise ValueError("fp8_scaling and hadamard apply to dtype fp8_e4m3 only "
+                             "(allowed with other dtypes: the defaults, block and no hadamard)")
+        if self.hadamard and self.fp8_scaling is Fp8Scaling.given:
+            raise ValueError("hadamard needs fp8_scaling block or tensor (given: the inputs "
+                             "arrive quantised)")
+        if self.hadamard and self.head_dim & (self.head_dim - 1):
+            raise ValueError(f"hadamard needs head_dim a power of two (got {self.head_dim})")
         if self.heads % self.kv_heads:
             raise ValueError(
                 f"kv_heads={self.kv_heads} must divide heads={self.heads} "

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from iosim.core.hardware import InputError
-from iosim.core.problem import Problem
+from iosim.core.problem import Dtype, Problem
 
 PROBLEM_COLUMNS = ["hw", "schedule", "direction", "batch", "heads", "kv_heads", "seqlen_q",
                    "seqlen_k", "head_dim", "dtype", "causal"]
@@ -28,11 +28,34 @@ MEASURED_COLUMNS = ["time_ms", "tflops", "dram_read_bytes_ncu", "dram_write_byte
                     "max_rel_err", "status", "gpu_name"]
 
 
+# an fp8_e4m3 row's quantisation (columns only fp8 rows fill; joins and resumes key on them)
+QUANT_COLUMNS = ["fp8_scaling", "hadamard"]
+
+
 def problem_fields(p: Problem) -> dict:
-    return {"direction": p.direction.value, "batch": p.batch, "heads": p.heads,
-            "kv_heads": p.kv_heads, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k,
-            "head_dim": p.head_dim, "dtype": p.dtype.value, "causal": p.causal,
-            "causal_align": p.causal_align.value}
+    out = {"direction": p.direction.value, "batch": p.batch, "heads": p.heads,
+           "kv_heads": p.kv_heads, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k,
+           "head_dim": p.head_dim, "dtype": p.dtype.value, "causal": p.causal,
+           "causal_align": p.causal_align.value}
+    if p.dtype is Dtype.fp8_e4m3:
+        out.update(fp8_scaling=p.fp8_scaling.value, hadamard=p.hadamard)
+    return out
+
+
+def quant_fields(r) -> dict:
+    """The Problem fields of a row's fp8 quantisation columns: {} where not fp8; an fp8 row
+    without them (a published table: the FA3 paper times its kernel on e4m3 inputs) is
+    fp8_scaling `given`."""
+    dtype = r.get("dtype") if isinstance(r, dict) else getattr(r, "dtype", None)
+    if str(dtype) != "fp8_e4m3":
+        return {}
+    out = {"fp8_scaling": "given"}
+    for c in QUANT_COLUMNS:
+        v = r.get(c) if isinstance(r, dict) else getattr(r, c, None)
+        if v is None or (isinstance(v, float) and np.isnan(v)) or str(v).strip() in ("", "nan"):
+            continue
+        out[c] = str(v).strip().lower() in ("true", "1", "1.0") if c == "hadamard" else str(v)
+    return out
 
 
 def measured_split_rows(r) -> int | None:
@@ -114,9 +137,9 @@ def normalize(df: pd.DataFrame, where: str = "table") -> pd.DataFrame:
     for c in STR_COLUMNS:
         if c in df.columns:
             df[c] = df[c].astype(str)
-    for c in ("status", "gpu_name"):
+    for c in ("status", "gpu_name", *QUANT_COLUMNS):
         if c in df.columns:
-            df[c] = df[c].fillna("").astype(str)
+            df[c] = df[c].map(lambda v: "" if pd.isna(v) else str(v))
     return df
 
 
@@ -132,6 +155,7 @@ def check_problems(df: pd.DataFrame, where: str) -> None:
     cols = [c for c in PROBLEM_FIELDS if c in df.columns]
     for i, r in df[cols].drop_duplicates().iterrows():
         fields = {k: v for k, v in r.items() if not (isinstance(v, float) and np.isnan(v))}
+        fields.update(quant_fields(df.loc[i]))
         if fields.get("direction") == FWD_BWD:  # the same shapes as its forward pass
             fields["direction"] = "fwd"
         try:
@@ -187,5 +211,5 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     return df
 
 
-__all__ = ["COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
+__all__ = ["QUANT_COLUMNS", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
            "normalize", "read_rows", "require_columns"]

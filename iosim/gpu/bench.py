@@ -8,7 +8,10 @@ only a point that passes is timed (CUDA events, warm-up, L2 flushed
 before every repetition, median). The error bound is a multiple of a same-dtype reference's
 own error (torch SDPA in the input dtype against the float32 reference) plus a rounding term:
 one unit u of the dtype, and for naive, which stores S in the input dtype before the softmax,
-u·max|S| more (rounding S by u·|S| perturbs exp(S), so P and O, by about that much). Rows (the shared columns: the model's prediction and the measurement side
+u·max|S| more (rounding S by u·|S| perturbs exp(S), so P and O, by about that much).
+fp8_e4m3 (fa3): the inputs are bf16 (the kernels quantise them); the reference is float32
+attention on them, the same-dtype yardstick the fp8 path emulated in torch (iosim.gpu.fp8: the
+same scales, e4m3 rounding of Q, K, V and P), u one bf16 unit (O is bf16). Rows (the shared columns: the model's prediction and the measurement side
 by side) are appended to the output file as they finish; `resume` skips points already there.
 """
 
@@ -29,8 +32,11 @@ from iosim.core.problem import Problem
 PEERS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
          "torch_efficient": "EFFICIENT_ATTENTION", "torch_math": "MATH"}
 EXTRA_COLUMNS = ["seed", "err_bound", "ref_err_same_dtype", "hbm_floor_ms", "floor_ratio", "cublas_ms",
-                 "copy_bw_bytes_per_s", "sm_clock_mhz", "mem_clock_mhz", "driver", "ncu_kernels"]
-ROUNDING = {"bf16": 2.0**-8, "fp16": 2.0**-11}
+                 "copy_bw_bytes_per_s", "sm_clock_mhz", "mem_clock_mhz", "driver", "ncu_kernels",
+                 # a Plan of several kernels (fp8: quantisation, then attention): the attention
+                 # kernel alone (what the FA3 paper times), and the others'
+                 "attn_ms", "attn_tflops", "other_kernels_ms"]
+ROUNDING = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp8_e4m3": 2.0**-8}
 ERR_MULTIPLE = 3.0
 MATH_MAX_BYTES = 24 * 2**30  # torch's math backend materialises S and P: skip it beyond this
 
@@ -109,7 +115,8 @@ def copy_bandwidth(torch, timer: Timer) -> float:
 
 
 def inputs(torch, p: Problem, seed: int):
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[p.dtype.value]
+    """Fresh N(0, 1) Q, K, V in the caller's dtype (bf16 for fp8_e4m3: the kernels quantise)."""
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8_e4m3": torch.bfloat16}[p.dtype.value]
     g = torch.Generator(device="cuda").manual_seed(seed)
 
     def r(h, n):
@@ -198,12 +205,31 @@ def reference_chunks(torch, q, k, v, p: Problem, chunk_bytes: int = REF_CHUNK_BY
     return o, lse, s_max
 
 
-def reference(torch, q, k, v, p: Problem):
+def reference(torch, q, k, v, p: Problem, tiles: tuple[int, int] | None = None):
     """float32 reference O and LSE (chunked: `reference_chunks`), the same-dtype SDPA's error
-    against it, and max |S|."""
+    against it (fp8_e4m3: the emulated fp8 path's, at the attention kernel's `tiles`, O's and
+    LSE's the larger), and max |S|."""
     ref, lse, s_max = reference_chunks(torch, q, k, v, p)
+    if p.dtype.value == "fp8_e4m3":
+        from iosim.gpu.fp8 import emulate
+
+        o_em, lse_em = emulate(torch, q, k, v, p, *tiles)
+        same = max(rel_err(torch, o_em, ref, dead_rows(p)), lse_err(torch, lse_em, lse))
+        del o_em, lse_em
+        return ref, lse, same, s_max
     same = rel_err(torch, sdpa(torch, q, k, v, p), ref, dead_rows(p))
     return ref, lse, same, s_max
+
+
+def lse_err(torch, lse, lse_ref) -> float:
+    """max |LSE - ref| / max(|ref|, 1) over rows that see a key; inf where -inf rows differ."""
+    gone = torch.isneginf(lse_ref)
+    if not torch.equal(torch.isneginf(lse), gone):
+        return float("inf")
+    if not (~gone).any():
+        return 0.0
+    d = (lse[~gone] - lse_ref[~gone]).abs().max().item()
+    return float("inf") if math.isnan(d) else d / max(lse_ref[~gone].abs().max().item(), 1)
 
 
 def error_bound(schedule: str, p: Problem, same: float, s_max: float) -> float:
@@ -220,12 +246,7 @@ def check(torch, launcher, ref, lse_ref, bound: float) -> tuple[float, bool]:
     out = launcher.outputs()
     err = rel_err(torch, out["O"], ref)
     if "LSE" in out:
-        lse, gone = out["LSE"], torch.isneginf(lse_ref)
-        if not torch.equal(torch.isneginf(lse), gone):
-            return float("inf"), False
-        d = (lse[~gone] - lse_ref[~gone]).abs().max().item() if (~gone).any() else 0.0
-        scale = max(lse_ref[~gone].abs().max().item(), 1) if (~gone).any() else 1
-        err = max(err, float("inf") if math.isnan(d) else d / scale)
+        err = max(err, lse_err(torch, out["LSE"], lse_ref))
     return err, err <= bound
 
 
@@ -263,12 +284,13 @@ def ncu_counts(launcher_args: dict, entries: list[str]) -> dict:
             "ncu_kernels": int(df["ID"].nunique())}
 
 
-def checked_inputs(torch, schedule: str, p: Problem, seed: int):
-    """Fresh inputs, the float32 reference and the error bound for `schedule` on `p`, with the
-    row's first columns; or the row that says they do not fit in GPU memory."""
+def checked_inputs(torch, schedule: str, p: Problem, seed: int, tiles: tuple[int, int] | None = None):
+    """Fresh inputs, the float32 reference and the error bound for `schedule` on `p` (`tiles`:
+    the attention kernel's, which fp8's scales follow), with the row's first columns; or the
+    row that says they do not fit in GPU memory."""
     try:
         q, k, v = inputs(torch, p, seed)
-        ref, lse_ref, same, s_max = reference(torch, q, k, v, p)
+        ref, lse_ref, same, s_max = reference(torch, q, k, v, p, tiles)
     except torch.OutOfMemoryError:
         torch.cuda.empty_cache()
         return {"status": "unchecked: inputs or float32 reference do not fit in GPU memory"}
@@ -284,7 +306,7 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
     from iosim.gpu.launch import Launcher
 
     p = pl.problem
-    got = checked_inputs(torch, pl.schedule, p, seed)
+    got = checked_inputs(torch, pl.schedule, p, seed, (pl.main.block_m, pl.main.block_n))
     if isinstance(got, dict):
         return got
     (q, k, v), (ref, lse_ref), bound, r = got
@@ -300,6 +322,11 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
         if ok:
             r["time_ms"] = timer(launcher)
             r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
+            if len(pl.kernels) > 1 and p.dtype.value == "fp8_e4m3":  # quantisation, attention
+                r["attn_ms"] = timer(launcher.only(pl.main.name))
+                r["attn_tflops"] = p.fa_flops() / (r["attn_ms"] * 1e-3) / 1e12
+                r["other_kernels_ms"] = sum(timer(launcher.only(k.name)) for k in pl.kernels
+                                            if k is not pl.main)
             r["hbm_floor_ms"] = (pl.traffic.hbm_read + pl.traffic.hbm_write) / bw * 1e3
             r["floor_ratio"] = r["hbm_floor_ms"] / r["time_ms"]
             if pl.schedule == "naive":  # a sanity ratio: its failure keeps the timing

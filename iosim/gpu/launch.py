@@ -17,8 +17,10 @@ from iosim.kernels import SPECS, TENSORS, supported, tensor_shape
 
 
 def buffer(torch, p, name: str, elem, device):
-    """An uninitialised device tensor `name` of problem p (iosim.kernels.TENSORS)."""
-    dtype = torch.float32 if TENSORS[name].f32 else elem
+    """An uninitialised device tensor `name` of problem p (iosim.kernels.TENSORS); e4m3 copies
+    as uint8 (their bytes: TMA copies them as such, and 0x7F is e4m3's NaN for the poison)."""
+    t = TENSORS[name]
+    dtype = torch.float32 if t.f32 else torch.uint8 if t.e4m3 else elem
     return torch.empty(*tensor_shape(p, name), dtype=dtype, device=device)
 
 
@@ -52,6 +54,8 @@ class Launcher:
         p = self.plan.problem
         inputs = {"Q": self.q, "K": self.k, "V": self.v}
         names = {n for k in self.plan.kernels for n in SPECS[k.name].args if n in TENSORS}
+        names |= {t for k in self.plan.kernels for t, _ in SPECS[k.name].tensor_maps.values()
+                  if t not in inputs}
         self.buf = {n: inputs.get(n) if n in inputs else buffer(torch, p, n, self.q.dtype,
                                                                  self.q.device)
                     for n in sorted(names)}
@@ -59,13 +63,34 @@ class Launcher:
         self.scalars = scalars(p) | tensor_maps(self.plan, self.buf)
         self.kernels = [(k, compile_kernel(k.source, k.name, k.defines, p.dtype.value))
                         for k in self.plan.kernels]
+        self._given_fp8()
+
+    def _given_fp8(self) -> None:
+        """fp8_scaling `given`: the Plan is the attention kernel alone, on e4m3 inputs; they are
+        made here once, untimed, from the bf16 ones by the per-tensor quantisation kernels."""
+        p = self.plan.problem
+        if p.dtype.value != "fp8_e4m3" or p.fp8_scaling.value != "given":
+            return
+        import torch
+
+        from iosim.core.problem import Fp8Scaling
+        from iosim.schedules.fa3 import quant_kernels
+
+        tensor = p.model_copy(update={"fp8_scaling": Fp8Scaling.tensor})
+        pre = quant_kernels(tensor, self.plan.main.block_m, self.plan.main.block_n)
+        for n in {n for k in pre for n in SPECS[k.name].args if n in TENSORS} - set(self.buf):
+            self.buf[n] = buffer(torch, p, n, self.q.dtype, self.q.device)
+        for k in pre:
+            fn = compile_kernel(k.source, k.name, k.defines, p.dtype.value)
+            launch(fn, k.grid, k.threads, k.smem_bytes,
+                   tuple(self._arg(a) for a in SPECS[k.name].args))
 
     def poison(self) -> None:
         """NaN-fill every output and workspace so an element the kernels skip fails the check."""
         written = {n for k in self.plan.kernels for n in SPECS[k.name].writes}
         for n, t in self.buf.items():
             if n in written:
-                t.fill_(float("nan"))
+                t.fill_(0x7F if TENSORS[n].e4m3 else float("nan"))
 
     def _arg(self, name: str):
         if name in self.scalars:
@@ -87,3 +112,10 @@ class Launcher:
 
     def entries(self) -> list[str]:
         return [k.name for k in self.plan.kernels]
+
+    def only(self, entry: str):
+        """A callable that launches one kernel of the Plan (e.g. to time it alone), on the
+        buffers the kernels before it left."""
+        k, fn = next((k, fn) for k, fn in self.kernels if k.name == entry)
+        args = tuple(self._arg(a) for a in SPECS[k.name].args)
+        return lambda: launch(fn, k.grid, k.threads, k.smem_bytes, args)

@@ -18,19 +18,21 @@ TMAP_DTYPE = np.dtype({"names": ["opaque"], "formats": [(np.uint8, (128,))]})
 
 
 def tensor_map(t, box_rows: int) -> np.ndarray:
-    """The encoded tensor map of a contiguous 4-D torch tensor `t` (bf16, fp16 or float8_e4m3fn),
+    """The encoded tensor map of a contiguous 4-D torch tensor `t` (bf16, fp16, float8_e4m3fn or
+    uint8 holding e4m3),
     as a one-element numpy array of TMAP_DTYPE (a CuPy kernel argument)."""
     import torch
     from cuda.bindings import driver as cu
 
     types = {torch.bfloat16: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
              torch.float16: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-             torch.float8_e4m3fn: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8}
+             torch.float8_e4m3fn: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+             torch.uint8: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8}
     b, h, n, d = t.shape
     e = t.element_size()
     box_cols = BOX_BYTES // e
     if not t.is_contiguous() or (d * e) % 16 or t.dtype not in types:
-        raise ValueError(f"tensor map needs a contiguous bf16/fp16/fp8 (B, H, N, d) tensor with "
+        raise ValueError(f"tensor map needs a contiguous bf16/fp16/fp8/uint8 (B, H, N, d) tensor with "
                          f"rows a multiple of 16 bytes; got {tuple(t.shape)} {t.dtype}")
     dtype = types[t.dtype]
     u64, u32 = cu.cuuint64_t, cu.cuuint32_t  # the bindings take typed sizes, not ints

@@ -16,7 +16,7 @@ import numpy as np
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
-from iosim.kernels import F32_TENSORS, SPECS, Readers
+from iosim.kernels import F32_TENSORS, SPECS, Readers, hadamard_matrix
 from iosim.model import reference
 from iosim.schedules.base import F32, BlockMap, blocks
 
@@ -24,8 +24,9 @@ from iosim.schedules.base import F32, BlockMap, blocks
 class Meter:
     """Counts HBM, SRAM and work per kernel as the executor touches tiles."""
 
-    def __init__(self, p: Problem):
+    def __init__(self, p: Problem, elem: dict[str, int] | None = None):
         self.e = p.elem_bytes
+        self.elem = elem or {}  # bytes an element of named tensors, where not the dtype's
         self.kernel = ""
         self.rd: dict = defaultdict(lambda: defaultdict(int))
         self.wr: dict = defaultdict(lambda: defaultdict(int))
@@ -38,7 +39,7 @@ class Meter:
         yield
 
     def nbytes(self, tensor: str, a: np.ndarray) -> int:
-        return a.size * (F32 if tensor in F32_TENSORS else self.e)
+        return a.size * (F32 if tensor in F32_TENSORS else self.elem.get(tensor, self.e))
 
     def load(self, tensor: str, a: np.ndarray, smem: bool = True) -> np.ndarray:
         """HBM -> SRAM (smem) or -> registers."""
@@ -326,8 +327,12 @@ def _fa1_split(m: Meter, p: Problem, bm: BlockMap, split: range, rows, cols, las
 
 # ----------------------------------------------------- FA2/FA3 forward ----
 
-def fa2_fwd(p: Problem, plan: Plan, q, k, v):
-    m, s, g = Meter(p), p.scale, p.group
+def fa2_fwd(p: Problem, plan: Plan, q, k, v, m: Meter | None = None, fp8: bool = False):
+    """FA2's (and FA3's) forward loops; `fp8`: fa3_fwd_fp8, which reads the e4m3 copies Q8,
+    K8, Vt8 and a descale factor per query tile and per K and V tile (`m`: the Meter that
+    counted the quantisation before it)."""
+    m, s, g = m or Meter(p), p.scale, p.group
+    nq_, nk_, nv_ = ("Q8", "K8", "Vt8") if fp8 else ("Q", "K", "V")
     kp = plan.main
     bm = BlockMap.of(p, kp.block_m, kp.block_n)
     nq, d = p.seqlen_q, p.head_dim
@@ -341,13 +346,18 @@ def fa2_fwd(p: Problem, plan: Plan, q, k, v):
             for h in range(p.heads):
                 for i, (r0, r) in enumerate(_spans(nq, kp.block_m)):
                     rs = (b, h, slice(r0, r0 + r))
-                    Qi = m.load("Q", q[rs])
+                    Qi = m.load(nq_, q[rs])
+                    if fp8:
+                        m.load("Qs", np.ones(1), smem=False)
                     mi, li, acc = np.full(r, -np.inf), np.zeros(r), np.zeros((r, d))
                     for j, (c0, c) in enumerate(cols):
                         if not bm.visit[i, j]:
                             continue
-                        Kj = m.load("K", k[b, h // g, c0:c0 + c])
-                        Vj = m.load("V", v[b, h // g, c0:c0 + c])
+                        Kj = m.load(nk_, k[b, h // g, c0:c0 + c])
+                        Vj = m.load(nv_, v[b, h // g, c0:c0 + c])
+                        if fp8:
+                            m.load("Ks", np.ones(1), smem=False)
+                            m.load("Vs", np.ones(1), smem=False)
                         S = m.mma(Qi, Kj.T, True, True, readers)
                         if bm.diag[i, j]:
                             S[_mask(p, r0, r, c0, c)] = -np.inf
@@ -476,6 +486,57 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
     return out, m
 
 
+# ------------------------------------------------ fp8 e4m3 (fa3) ----
+
+def _quant_pass(m: Meter, p: Problem, xs: dict, bm: int, bn: int, amax: bool,
+                per_tensor: bool) -> None:
+    """One pass of kernels/fp8_quant.cu over every tile of Q (bm rows), K and V (bn rows) of
+    every head: fp8_amax (`amax`) writes the tile's max, fp8_quant its e4m3 copy and factor
+    (with `per_tensor`, after reading every tile's max of the tensor); V goes out transposed
+    through shared memory, d rows of its keys up to Nk rounded up to 16."""
+    d, nk16 = p.head_dim, -(-p.seqlen_k // 16) * 16
+    had = d * ((d.bit_length() - 1) + 2) if p.hadamard else 0
+    for name, x, heads, n, rows in (("Q", xs["q"], p.heads, p.seqlen_q, bm),
+                                    ("K", xs["k"], p.kv_heads, p.seqlen_k, bn),
+                                    ("V", xs["v"], p.kv_heads, p.seqlen_k, bn)):
+        spans = _spans(n, rows)
+        tiles = p.batch * heads * len(spans)
+        for b in range(p.batch):
+            for h in range(heads):
+                for r0, r in spans:
+                    tile = m.load(name, x[b, h, r0:r0 + r], smem=False)
+                    m.alu(tile.size * (1 if amax else 2) + (r * had if name != "V" else 0))
+                    if amax:
+                        m.store(name[0] + "a", np.empty(1), ..., np.abs(tile).max(initial=0.0))
+                        continue
+                    if per_tensor:
+                        m.load(name[0] + "a", np.zeros(tiles), smem=False)
+                    m.store(name[0] + "s", np.empty(1), ..., np.ones(1))
+                    if name != "V":
+                        m.store(name + "8", np.empty(tile.shape), ..., tile)
+                        continue
+                    cols = min(rows, nk16 - r0)
+                    vt = np.zeros((d, cols))
+                    m.smem(np.zeros((rows, d)), vt)  # the tile stored transposed, read back
+                    m.store("Vt8", vt, ..., vt)
+
+
+def fp8_fwd(p: Problem, plan: Plan, q, k, v):
+    """fa3's fp8_e4m3 forward: the quantisation pass(es) on the bf16 inputs, then the attention
+    loops on the e4m3 copies. Values stay float64 (the model counts, it does not round): the
+    Hadamard transform is applied for real, exact in exact arithmetic."""
+    m = Meter(p, elem={"Q": 2, "K": 2, "V": 2, "O": 2})  # the caller's tensors are bf16
+    if p.hadamard:
+        mh = hadamard_matrix(p.head_dim)
+        q, k = q @ mh, k @ mh
+    kp, names = plan.main, [x.name for x in plan.kernels]
+    for entry in names[:-1]:
+        with m.launch(entry):
+            _quant_pass(m, p, {"q": q, "k": k, "v": v}, kp.block_m, kp.block_n,
+                        entry == "fp8_amax", "fp8_amax" in names)
+    return fa2_fwd(p, plan, q, k, v, m=m, fp8=True)
+
+
 def run(plan: Plan, q, k, v, do=None, o=None, lse=None):
     """Execute `plan` on float64 arrays. Forward returns {O, LSE}; backward (needs dO and the
     forward's O and LSE) returns {dQ, dK, dV}. Also returns the Meter with the counts."""
@@ -488,5 +549,7 @@ def run(plan: Plan, q, k, v, do=None, o=None, lse=None):
     if p.direction is Direction.fwd:
         if name in ("fa1", "fa1_paper"):
             return fa1_fwd(p, plan, q, k, v)
+        if plan.main.name == "fa3_fwd_fp8":
+            return fp8_fwd(p, plan, q, k, v)
         return fa2_fwd(p, plan, q, k, v)
     return flash_bwd(p, plan, q, k, v, o, do, lse, fa1=(name == "fa1"))

@@ -17,6 +17,14 @@ warpgroups of 64 key rows each and the producer warpgroup, query blocks of 128 (
 vector atomics; fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256 (64x64:
 dK and dV of 64 keys x 256 do not fit one warpgroup's registers) is modelled only. Needs
 Hopper (wgmma, TMA, setmaxnreg).
+
+fp8_e4m3 forward (FA3 Sec. 3.3): the caller's bf16 Q, K, V are first quantised by
+kernels/fp8_quant.cu (`fp8_quant`; with per-tensor scaling `fp8_amax` before it), one scale per
+tile of rows per head at the attention kernel's tiles (or per tensor), V written transposed
+(Vt8: 8-bit wgmma takes B K-major only, so the transpose is done here, in the pass that
+quantises V anyway: it costs only its shared-memory staging), Q and K optionally rotated by a
+random-sign Hadamard transform; then `fa3_fwd_fp8` reads Q8, K8, Vt8 and the factors and writes
+bf16 O. fp8_scaling `given`: the inputs arrive in e4m3, the Plan is the attention kernel alone.
 """
 
 from __future__ import annotations
@@ -24,10 +32,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.plan import Plan
-from iosim.core.problem import Direction, Dtype, Problem
-from iosim.kernels import SPECS, kernel_defines
-from iosim.schedules.base import Tiles
+from iosim.core.plan import KernelPlan, Plan
+from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
+from iosim.core.traffic import Traffic, Work
+from iosim.kernels import SPECS, kernel_defines, source
+from iosim.schedules.base import F32, BlockMap, Tiles, uniform
 from iosim.schedules.fa2 import FlashStyle
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
@@ -37,6 +46,10 @@ FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
+QUANT_THREADS = 512  # kernels/fp8_quant.cu: a warp per row, 16 warps a tile
+# registers per thread of fp8_quant.cu as ptxas allocates them (nvcc 13, sm_90a, the most over
+# its variants), by head_dim: the model's occupancy
+QUANT_REGS = {64: 56, 128: 64, 256: 112}
 
 FA3 = FlashStyle("fa3", {"sm_90a": FWD_TILES}, {"sm_90a": BWD_TILES}, overlap="warpspecialized",
                  threads_extra=PRODUCER_THREADS, regs=240)
@@ -64,7 +77,67 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         warps = k.block_m // 16 if k.block_m % 64 == 0 else k.threads // 32 - 4
         threads = 32 * warps + PRODUCER_THREADS
         values = {n: v for n, v in k.defines.items() if n in SPECS[k.name].defines}
-        values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=int(fp8))
-        ks.append(replace(k, threads=threads, regs_per_thread=budget(threads),
-                          defines=kernel_defines(k.name, **values)))
+        values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=0)
+        k = replace(k, threads=threads, regs_per_thread=budget(threads),
+                    defines=kernel_defines(k.name, **values))
+        ks.append(fp8_attention(p, k) if fp8 else k)
+    if fp8 and p.fp8_scaling is not Fp8Scaling.given:
+        ks[:0] = quant_kernels(p, ks[0].block_m, ks[0].block_n)
     return replace(pl, kernels=tuple(ks))
+
+
+def fp8_attention(p: Problem, k: KernelPlan) -> KernelPlan:
+    """fa3.cu's FP8 entry: the e4m3 copies read where the bf16 kernel reads Q, K, V (its counts
+    at 1 byte an element), O written in bf16 (2 bytes), the descale factors read (a Q factor a
+    CTA, K_j's and V_j's a trip, by the producer; counted once per CTA and tile)."""
+    values = {n: v for n, v in k.defines.items() if n in SPECS["fa3_fwd_fp8"].defines}
+    t = k.traffic
+    tq, trips = k.ctas, BlockMap.of(p, k.block_m, k.block_n).pairs * p.bh
+    reads = {"Q8": t.reads["Q"], "K8": t.reads["K"], "Vt8": t.reads["V"], "Qs": tq * F32,
+             "Ks": trips * F32, "Vs": trips * F32}
+    writes = {n: v * (2 if n == "O" else 1) for n, v in t.writes.items()}
+    return replace(k, name="fa3_fwd_fp8", traffic=Traffic(reads, writes, t.sram),
+                   source=source("fa3_fwd_fp8"), defines=kernel_defines("fa3_fwd_fp8", **values))
+
+
+def quant_counts(p: Problem, bm: int, bn: int, per_tensor_pass: bool | None) -> tuple[Traffic, Work]:
+    """kernels/fp8_quant.cu: `per_tensor_pass` None: fp8_amax (reads Q, K, V, writes a max per
+    tile); else fp8_quant (reads them again, writes the e4m3 copies and a factor per tile, V
+    transposed through shared memory; True: also reads every tile's max of its tensor, in each
+    CTA). Work per element: |x| max (and for fp8_quant the scaling); the Hadamard transform per
+    row of Q and K: signs, log2(d) butterfly stages and the 1/sqrt(d) scaling."""
+    d, b = p.head_dim, p.batch
+    tq, tk = b * p.heads * -(-p.seqlen_q // bm), b * p.kv_heads * -(-p.seqlen_k // bn)
+    nq, nk = b * p.heads * p.seqlen_q * d, b * p.kv_heads * p.seqlen_k * d
+    nk16 = -(-p.seqlen_k // 16) * 16
+    rows_qk = b * (p.heads * p.seqlen_q + p.kv_heads * p.seqlen_k)
+    had = rows_qk * d * ((d.bit_length() - 1) + 2) if p.hadamard else 0
+    reads = {"Q": 2 * nq, "K": 2 * nk, "V": 2 * nk}
+    if per_tensor_pass is None:
+        return (Traffic(reads, {"Qa": tq * F32, "Ka": tk * F32, "Va": tk * F32}),
+                Work(alu_flops=nq + 2 * nk + had))
+    if per_tensor_pass:
+        reads.update(Qa=tq * tq * F32, Ka=tk * tk * F32, Va=tk * tk * F32)
+    writes = {"Q8": nq, "K8": nk, "Vt8": b * p.kv_heads * d * nk16, "Qs": tq * F32,
+              "Ks": tk * F32, "Vs": tk * F32}
+    sram = b * p.kv_heads * d * (-(-p.seqlen_k // bn) * bn + nk16)  # V's tile stored, read back
+    return Traffic(reads, writes, sram), Work(alu_flops=2 * (nq + 2 * nk) + had)
+
+
+def quant_kernels(p: Problem, bm: int, bn: int) -> list[KernelPlan]:
+    """The quantisation pass(es) before fa3_fwd_fp8, at its tiles: grid (tiles, heads, 3 x batch)."""
+    tensor = p.fp8_scaling is Fp8Scaling.tensor
+    defines = dict(HEAD_DIM=p.head_dim, BLOCK_M=bm, BLOCK_N=bn, QUANT_THREADS=QUANT_THREADS,
+                   PER_TENSOR=int(tensor), HADAMARD=int(p.hadamard))
+    grid = (max(-(-p.seqlen_q // bm), -(-p.seqlen_k // bn)), p.heads, 3 * p.batch)
+    regs = next(r for dd, r in sorted(QUANT_REGS.items()) if p.head_dim <= dd) \
+        if p.head_dim <= 256 else max(QUANT_REGS.values())
+    out = []
+    for entry, mode in (("fp8_amax", None), ("fp8_quant", tensor)):
+        if entry == "fp8_amax" and not tensor:
+            continue
+        t, w = quant_counts(p, bm, bn, mode)
+        out.append(KernelPlan(entry, grid, QUANT_THREADS, 0, regs, bm, p.head_dim, t, w,
+                              trips=uniform(1), source=source(entry),
+                              defines=kernel_defines(entry, **defines)))
+    return out
