@@ -23,6 +23,8 @@ LAYERS = {
     "test_calibrate": "accuracy",
     "test_cli_hardening": "unit",
     "test_executor": "property",
+    "test_fp8": "unit",
+    "test_gpu_fp8": "gpu",
     "test_explain_tune": "unit",
     "test_fa1_split": "unit",
     "test_fast_stream": "unit",

@@ -62,12 +62,14 @@ def cases() -> list[tuple]:
                         for k in kernels:
                             key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
                             seen[key] = key
-    for d in (128, 256):  # fa3's e4m3 path (128-byte panels: d = 128 and 256)
-        for causal in (False, True):
-            p = Problem(batch=1, heads=2, seqlen_q=4096, head_dim=d, dtype="fp8_e4m3", causal=causal)
-            k = plan("fa3", p, load(PROFILES["sm_90a"])).kernels[0]
-            key = (k.source, k.name, tuple(sorted(k.defines.items())), "fp8_e4m3", "sm_90a")
-            seen[key] = key
+    for d in (128, 256):  # fa3's e4m3 path (128-byte panels: d = 128 and 256) and its
+        for causal in (False, True):  # quantisation kernels (per tile, per tensor, Hadamard)
+            for quant in ({}, {"fp8_scaling": "tensor", "hadamard": True}):
+                p = Problem(batch=1, heads=2, seqlen_q=4096, head_dim=d, dtype="fp8_e4m3",
+                            causal=causal, **quant)
+                for k in plan("fa3", p, load(PROFILES["sm_90a"])).kernels:
+                    key = (k.source, k.name, tuple(sorted(k.defines.items())), "fp8_e4m3", "sm_90a")
+                    seen[key] = key
     return list(seen)
 
 

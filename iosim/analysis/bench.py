@@ -98,7 +98,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
     bw = bench.copy_bandwidth(torch, timer)
     base_cols = list(row(plan("fa2", problems[0], hw), hw).keys())
     columns = base_cols + [c for c in MEASURED_COLUMNS + bench.EXTRA_COLUMNS if c not in base_cols]
-    columns += NCU_COLUMNS + FP8_COLUMNS
+    columns += [c for c in NCU_COLUMNS + FP8_COLUMNS if c not in columns]
     done, columns = done_keys(out, columns) if resume else (set(), columns)
     # torch's SDPA takes no fp8: the bf16 problems' peers stand beside the fp8 rows
     todo = [(s, p) for p in problems for s in schedules

@@ -45,7 +45,8 @@ def quantised_inputs(torch, q, k, v, p: Problem, bm: int, bn: int):
     q, k, v = q.float(), k.float(), v.float()
     if p.hadamard:
         q, k = rotate(torch, q, k, p)
-    tensor = p.fp8_scaling is Fp8Scaling.tensor
+    # `given`: the launcher quantised the inputs per tensor (iosim.gpu.launch)
+    tensor = p.fp8_scaling in (Fp8Scaling.tensor, Fp8Scaling.given)
     return quantise(torch, q, bm, tensor), quantise(torch, k, bn, tensor), quantise(torch, v, bn, tensor)
 
 

@@ -1,0 +1,139 @@
+"""fp8_e4m3 as a product path (issue 24): the Problem's quantisation fields, fa3's fp8 Plan (the
+quantisation kernels it counts, the attention kernel's e4m3 reads and bf16 O), the Hadamard
+matrix against the kernel's signs, and the rows' quantisation through validate's join."""
+
+import io
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from iosim.analysis.predict import row
+from iosim.analysis.validate import validate
+from iosim.core.hardware import load
+from iosim.core.problem import Problem
+from iosim.core.rows import quant_fields
+from iosim.gpu.compile import kernel_path
+from iosim.kernels import HADAMARD_SIGNS, hadamard_matrix, supported
+from iosim.model import executor, reference
+from iosim.model.backing import KERNEL, PUBLISHED, backing
+from iosim.schedules import Tiles, plan
+
+H100 = load("h100-sxm5-80gb")
+
+
+def fp8(**kw) -> Problem:
+    base = dict(batch=2, heads=4, kv_heads=2, seqlen_q=1000, seqlen_k=1000, head_dim=128,
+                dtype="fp8_e4m3")
+    return Problem(**(base | kw))
+
+
+@pytest.mark.parametrize("kw", [dict(dtype="bf16", hadamard=True),
+                                dict(dtype="bf16", fp8_scaling="tensor"),
+                                dict(head_dim=96, hadamard=True),
+                                dict(fp8_scaling="given", hadamard=True)])
+def test_quantisation_fields_refused_where_meaningless(kw):
+    with pytest.raises(ValidationError):
+        fp8(**kw)
+
+
+def test_plan_kernels_per_scaling():
+    names = {s: [k.name for k in plan("fa3", fp8(fp8_scaling=s), H100).kernels]
+             for s in ("block", "tensor", "given")}
+    assert names == {"block": ["fp8_quant", "fa3_fwd_fp8"],
+                     "tensor": ["fp8_amax", "fp8_quant", "fa3_fwd_fp8"],
+                     "given": ["fa3_fwd_fp8"]}
+
+
+def test_quantisation_kernel_counts_bf16_in_e4m3_out():
+    p = fp8(seqlen_k=1001)  # ragged: Vt8 rows padded to 16 keys
+    q = plan("fa3", p, H100).kernels[0]
+    e_q, e_kv = p.batch * p.heads * 1000 * 128, p.batch * p.kv_heads * 1001 * 128
+    assert dict(q.traffic.reads) == {"Q": 2 * e_q, "K": 2 * e_kv, "V": 2 * e_kv}
+    assert q.traffic.writes["Q8"] == e_q and q.traffic.writes["K8"] == e_kv
+    assert q.traffic.writes["Vt8"] == p.batch * p.kv_heads * 128 * 1008
+    # one factor per tile of rows per head, at the attention kernel's tiles
+    a = plan("fa3", p, H100).main
+    assert q.traffic.writes["Qs"] == 4 * p.batch * p.heads * -(-1000 // a.block_m)
+    assert q.traffic.writes["Ks"] == 4 * p.batch * p.kv_heads * -(-1001 // a.block_n)
+    # the Hadamard transform adds d·(log2 d + 2) ALU operations per row of Q and K, no bytes
+    h = plan("fa3", fp8(seqlen_k=1001, hadamard=True), H100).kernels[0]
+    rows = p.batch * (p.heads * 1000 + p.kv_heads * 1001)
+    assert h.work.alu_flops - q.work.alu_flops == rows * 128 * (7 + 2)
+    assert h.traffic == q.traffic
+
+
+def test_attention_kernel_reads_e4m3_writes_bf16():
+    pb, p8 = fp8(dtype="bf16"), fp8(fp8_scaling="given")
+    kb, k8 = plan("fa3", pb, H100).main, plan("fa3", p8, H100).main
+    assert k8.name == "fa3_fwd_fp8" and k8.defines["FP8_E4M3"] == 1
+    assert k8.traffic.writes["O"] == kb.traffic.writes["O"]  # bf16 in both
+    assert k8.traffic.reads["Q8"] * 2 == kb.traffic.reads["Q"]
+    assert set(k8.traffic.reads) == {"Q8", "K8", "Vt8", "Qs", "Ks", "Vs"}
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(fp8_scaling="tensor"), dict(hadamard=True),
+                                dict(fp8_scaling="tensor", hadamard=True, causal=True),
+                                dict(fp8_scaling="given")])
+@pytest.mark.parametrize("tiles", [Tiles(), Tiles(block_m=16, block_n=32)])
+def test_executor_counts_equal_the_closed_form_and_attention_stays_exact(kw, tiles):
+    p = Problem(batch=2, heads=4, kv_heads=2, seqlen_q=37, seqlen_k=53, head_dim=16,
+                dtype="fp8_e4m3", **kw)
+    pl = plan("fa3", p, H100, tiles)
+    x = reference.random_inputs(p, np.random.default_rng(1))
+    got, meter = executor.run(pl, x["q"], x["k"], x["v"])
+    want = reference.forward(p, x["q"], x["k"], x["v"])
+    # the Hadamard rotation is applied for real: orthogonal, so attention is unchanged
+    assert np.abs(got["O"] - want["O"]).max() < 1e-10
+    for k in pl.kernels:
+        assert meter.counts(k.name) == (k.traffic, k.work), k.name
+
+
+def test_hadamard_matrix_is_orthogonal_with_the_kernels_signs():
+    src = kernel_path("fp8_quant.cu").read_text()
+    words = re.search(r"SIGNS\[8\] = \{([^}]*)\}", src).group(1)
+    assert tuple(int(w.strip().rstrip("u"), 16) for w in words.split(",")) == HADAMARD_SIGNS
+    for d in (16, 64, 128, 256):
+        m = hadamard_matrix(d)
+        assert np.allclose(m @ m.T, np.eye(d), atol=1e-12)
+        assert np.allclose(np.abs(m), d**-0.5)
+    # an outlier is spread over every entry of its row: the largest entry drops by sqrt(d)
+    x = np.zeros(128)
+    x[5] = 10.0
+    assert np.abs(x @ hadamard_matrix(128)).max() == pytest.approx(10.0 / np.sqrt(128))
+
+
+def test_backing_is_our_kernel_at_128_and_256_published_at_64():
+    for d in (128, 256):
+        for s in ("block", "tensor", "given"):
+            pl = plan("fa3", fp8(head_dim=d, fp8_scaling=s), H100)
+            supported(pl)
+            assert backing(pl, H100) == KERNEL
+    assert backing(plan("fa3", fp8(head_dim=64), H100), H100) == PUBLISHED
+
+
+def test_quant_fields_of_rows():
+    assert quant_fields({"dtype": "bf16", "fp8_scaling": ""}) == {}
+    assert quant_fields({"dtype": "fp8_e4m3"}) == {"fp8_scaling": "given"}  # a published row
+    assert quant_fields({"dtype": "fp8_e4m3", "fp8_scaling": "tensor", "hadamard": "True"}) == \
+        {"fp8_scaling": "tensor", "hadamard": True}
+
+
+def test_validate_joins_fp8_rows_on_their_quantisation(tmp_path):
+    """Two fp8 rows of one shape, per-tile and per-tensor scaling (different Plans, different
+    predictions), each measured at its own prediction: 0% error only if each meets its own."""
+    hw = load("h100-sxm5-80gb.calibrated")
+    rows = []
+    for s in ("block", "tensor"):
+        r = row(plan("fa3", fp8(batch=4, heads=16, kv_heads=16, seqlen_q=4096, seqlen_k=4096,
+                                fp8_scaling=s), hw), hw)
+        rows.append(r | {"time_ms": r["time_pred_ms"], "tflops": r["tflops_pred"], "status": "ok",
+                         "gpu_name": "NVIDIA H100 80GB HBM3"})
+    assert rows[0]["time_pred_ms"] != pytest.approx(rows[1]["time_pred_ms"], rel=1e-3)
+    f = tmp_path / "m.csv"
+    pd.DataFrame(rows).to_csv(f, index=False)
+    times, _ = validate([f], hw)
+    assert len(times) == 1 and times.n.iloc[0] == 2 and times.mape_pct.iloc[0] < 1e-6
+    assert pd.read_csv(io.StringIO(f.read_text())).hadamard.tolist() == [False, False]
