@@ -16,9 +16,11 @@ from iosim.schedules import plan
 
 pytestmark = pytest.mark.gpu
 
-CASES = [  # (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, causal): ragged, GQA, Nq != Nk
-    (2, 2, 2, 1024, 1024, 128, False), (1, 8, 2, 3000, 3000, 128, True),
-    (1, 2, 1, 777, 777, 256, True), (1, 2, 2, 700, 300, 128, True),
+CASES = [  # (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, causal, align): ragged N,
+    # GQA and MQA, Nq != Nk with both causal diagonals
+    (2, 2, 2, 1024, 1024, 128, False, "top-left"), (1, 8, 2, 3000, 3000, 128, True, "top-left"),
+    (1, 2, 1, 777, 777, 256, True, "top-left"), (1, 2, 2, 700, 300, 128, True, "top-left"),
+    (1, 4, 2, 300, 1000, 256, True, "bottom-right"),
 ]
 MODES = [dict(), dict(fp8_scaling="tensor"), dict(hadamard=True),
          dict(fp8_scaling="tensor", hadamard=True), dict(fp8_scaling="given")]
@@ -41,9 +43,9 @@ def test_fp8_matches_reference(env, case, mode):
     from iosim.gpu.launch import Launcher
 
     torch, hw, bench = env
-    b, h, kvh, nq, nk, d, causal = case
+    b, h, kvh, nq, nk, d, causal, align = case
     p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
-                dtype="fp8_e4m3", causal=causal, **mode)
+                dtype="fp8_e4m3", causal=causal, causal_align=align, **mode)
     pl = plan("fa3", p, hw)
     q, k, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little") >> 1)
     ref, lse, same, s_max = bench.reference(torch, q, k, v, p, (pl.main.block_m, pl.main.block_n))

@@ -10,7 +10,7 @@ set -o pipefail
 . experiments/gpu_env.sh fp8
 if [ -n "$RESUME" ] && [ -f experiments/fp8/$GPU/measured_fp8.csv ]; then cp experiments/fp8/$GPU/measured_fp8.csv "$DIR/"; fi
 if [ -z "$SKIP_TESTS" ]; then
-  python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_fp8.py 2>&1 | tail -15 | tee "$DIR/gpu_tests.log"
+  python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_fp8.py -x 2>&1 | tail -15 | tee "$DIR/gpu_tests.log"
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "GPU tests failed: not timed"; exit 1; }
   python3 experiments/fp8/accuracy.py --out "$DIR/accuracy.csv" 2>&1 | tee "$DIR/accuracy.log"
 fi

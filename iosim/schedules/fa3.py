@@ -109,7 +109,10 @@ def quant_counts(p: Problem, bm: int, bn: int, per_tensor_pass: bool | None) -> 
     d, b = p.head_dim, p.batch
     tq, tk = b * p.heads * -(-p.seqlen_q // bm), b * p.kv_heads * -(-p.seqlen_k // bn)
     nq, nk = b * p.heads * p.seqlen_q * d, b * p.kv_heads * p.seqlen_k * d
-    nk16 = -(-p.seqlen_k // 16) * 16
+    # Vt8 keys written: each key tile's up to Nk rounded up to 16 (nk16 when bn is a multiple
+    # of 16, as the kernel requires; the model also takes others)
+    tkk = -(-p.seqlen_k // bn)
+    nk16 = (tkk - 1) * bn + min(bn, -(-p.seqlen_k // 16) * 16 - (tkk - 1) * bn)
     rows_qk = b * (p.heads * p.seqlen_q + p.kv_heads * p.seqlen_k)
     had = rows_qk * d * ((d.bit_length() - 1) + 2) if p.hadamard else 0
     reads = {"Q": 2 * nq, "K": 2 * nk, "V": 2 * nk}
@@ -120,7 +123,7 @@ def quant_counts(p: Problem, bm: int, bn: int, per_tensor_pass: bool | None) -> 
         reads.update(Qa=tq * tq * F32, Ka=tk * tk * F32, Va=tk * tk * F32)
     writes = {"Q8": nq, "K8": nk, "Vt8": b * p.kv_heads * d * nk16, "Qs": tq * F32,
               "Ks": tk * F32, "Vs": tk * F32}
-    sram = b * p.kv_heads * d * (-(-p.seqlen_k // bn) * bn + nk16)  # V's tile stored, read back
+    sram = b * p.kv_heads * d * (tkk * bn + nk16)  # V's tile stored, read back
     return Traffic(reads, writes, sram), Work(alu_flops=2 * (nq + 2 * nk) + had)
 
 
