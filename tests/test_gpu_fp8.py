@@ -52,7 +52,9 @@ def test_fp8_matches_reference(env, case, mode):
     bound = bench.error_bound("fa3", p, same, s_max)
     err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse, bound)
     assert ok, f"fp8 {mode} {case}: error {err:.3g} over bound {bound:.3g} (emulated {same:.3g})"
-    assert same < 0.1  # the yardstick itself is an fp8 attention, not noise
+    # the yardstick is an fp8 attention's error (emulated: 0.03-0.13 of max|O| on these draws),
+    # and the bound stays below what a wrong layout, mask or factor costs: O(1) of max|O|
+    assert bound < 0.5, f"bound {bound:.3g} (emulated {same:.3g}) too loose to catch a layout error"
 
 
 def test_outlier_inputs_fp8_kernels_agree_with_their_emulation(env):
