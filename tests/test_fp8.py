@@ -137,3 +137,25 @@ def test_validate_joins_fp8_rows_on_their_quantisation(tmp_path):
     times, _ = validate([f], hw)
     assert len(times) == 1 and times.n.iloc[0] == 2 and times.mape_pct.iloc[0] < 1e-6
     assert pd.read_csv(io.StringIO(f.read_text())).hadamard.tolist() == [False, False]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("bench", "--hadamard", "true", "--schedule", "fa3"), "apply to --dtype fp8_e4m3 only"),
+    (("bench", "--dtype", "fp8_e4m3", "--fp8-scaling", "row"), "fp8-scaling"),
+    (("predict", "--hadamard"), "fp8_e4m3 only"),
+    (("predict", "--dtype", "fp8_e4m3", "--fp8-scaling", "given", "--hadamard"), "given"),
+])
+def test_cli_refuses_quantisation_options_in_one_line(args, needle, tmp_path):
+    from test_cli_hardening import bad
+
+    bad(*args, *(("-o", str(tmp_path / "x.csv")) if args[0] == "bench" else ()), needle=needle)
+
+
+def test_predict_fp8_rows_carry_their_quantisation():
+    from test_cli_hardening import cli
+
+    code, out, _ = cli("predict", "--dtype", "fp8_e4m3", "--schedule", "fa3", "--fp8-scaling",
+                       "tensor", "--hadamard", "--format", "csv")
+    r = pd.read_csv(io.StringIO(out)).iloc[0]
+    assert code == 0 and r.fp8_scaling == "tensor" and bool(r.hadamard) and r.kernels == 3
+    assert r.backing == "kernel"
