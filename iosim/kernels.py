@@ -248,6 +248,7 @@ def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
             (w == bn // 16, f"--warps {bn // 16} (block_n / 16: four per warpgroup)"),
             (nc >= 1 and units % nc == 0,
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
+            (not d["PINGPONG"] or bn == 128, "ping-pong with two consumers (--block-n 128)"),
             (st >= 1, "--stages >= 1")]
 
 
@@ -419,7 +420,7 @@ _SPECS = [
     # FA3's backward: fa2_bwd.cu's preprocessing and conversion around the wgmma main kernel
     KernelSpec("fa3_bwd", "fa3_bwd.cu", None,
                ("TmQ", "TmK", "TmV", "TmdO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
-               frozenset({"dQacc", "dKx", "dVx"}), _GEMM - {"BLOCK_K"},
+               frozenset({"dQacc", "dKx", "dVx"}), _GEMM - {"BLOCK_K"} | {"PINGPONG"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=(64, 128),
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers,

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # FA3's backward (kernels/fa3_bwd.cu) on the GPU machine, from the repo root, wheels in .whl/:
-#   bash experiments/fa3_bwd/run.sh    (STEPS picks steps: smoke,tests,sanitize,grid,ncu)
+#   bash experiments/fa3_bwd/run.sh    (STEPS picks steps: smoke,tests,sanitize,variants,grid,ncu)
 # smoke: one fa3 backward point run once (a hang stops here, not in the tests);
 # tests: tests/test_gpu_backward.py's fa3 cases and fa3's bottom-right forward (its LSE);
 # sanitize: compute-sanitizer racecheck and synccheck on ragged shapes (GQA, both diagonals);
+# variants: the main kernel with and without the consumers' ping-pong, beside cuDNN (variants.py);
 # grid: `iosim bench --direction bwd` of fa3 and fa2 beside torch's SDPA backward on the issue's
 #   grid (batch = 16384/N, heads = 2048/d; d = 64, 128; N 1024..16384; causal both), then
 #   `--direction both` of fa3 at d = 128;
@@ -12,7 +13,7 @@
 set -o pipefail
 start=$(date +%s)
 . experiments/gpu_env.sh fa3_bwd
-STEPS=${STEPS:-smoke,tests,sanitize,grid,ncu}
+STEPS=${STEPS:-smoke,tests,sanitize,variants,grid,ncu}
 left() { echo $(( ${LIMIT:-580} - ($(date +%s) - start) )); }
 pt() {  # a point for iosim.gpu.once: schedule seed batch heads kv_heads nq nk d causal align
   echo "{\"schedule\":\"$1\",\"hw\":\"$HW\",\"seed\":$2,\"batch\":$3,\"heads\":$4,\"kv_heads\":$5,\"seqlen_q\":$6,\"seqlen_k\":$7,\"head_dim\":$8,\"causal\":$9,\"causal_align\":\"${10}\",\"direction\":\"bwd\"}"
@@ -35,6 +36,9 @@ if [[ $STEPS == *sanitize* ]]; then
       timeout 120 compute-sanitizer --tool $tool python3 -m iosim.gpu.once "$p" 2>&1 | tail -2
     done
   done | tee "$DIR/sanitize.log"
+fi
+if [[ $STEPS == *variants* ]]; then
+  timeout 120 python3 experiments/fa3_bwd/variants.py "$DIR/variants.csv" 2>&1 | tail -3
 fi
 if [[ $STEPS == *grid* ]]; then
   timeout $(( $(left) - 60 )) iosim bench --direction bwd --schedule fa3,fa2 --seqlen 1024..16384 \

@@ -66,10 +66,15 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     def budget(threads: int) -> int:  # __launch_bounds__(threads, 1): the file over the threads
         return min(hw.max_registers_per_thread, hw.registers_per_sm // threads // 8 * 8)
 
-    if p.direction is not Direction.fwd:  # the warp-specialised main kernel
-        return replace(pl, kernels=tuple(
-            replace(k, regs_per_thread=budget(k.threads)) if k.name == "fa3_bwd" else k
-            for k in pl.kernels))
+    if p.direction is not Direction.fwd:  # the warp-specialised main kernel: two consumers
+        # (128 key rows) take turns at the tensor cores
+        def bwd(k):
+            values = {n: v for n, v in k.defines.items() if n in SPECS[k.name].defines}
+            values["PINGPONG"] = int(k.block_n == 128)
+            return replace(k, regs_per_thread=budget(k.threads),
+                           defines=kernel_defines(k.name, **values))
+
+        return replace(pl, kernels=tuple(bwd(k) if k.name == "fa3_bwd" else k for k in pl.kernels))
     # the forward kernel: one consumer warpgroup per 64 query rows (smaller tiles, which only
     # the model takes, keep the table's warps)
     ks = []

@@ -1,0 +1,70 @@
+"""FA3 backward stage by stage in one run: the main kernel with the consumers' ping-pong turns
+(PINGPONG=1, the Plan's default at BLOCK_N = 128) and without (0), each checked against the
+float32 gradients (NaN-poisoned first) before it is timed; torch's cuDNN backward beside them.
+Usage (GPU machine, after experiments/gpu_env.sh): python3 experiments/fa3_bwd/variants.py OUT.csv"""
+
+import csv
+import sys
+from dataclasses import replace
+
+from iosim.core.hardware import load
+from iosim.core.problem import Problem
+from iosim.gpu import backward, bench
+from iosim.kernels import kernel_defines
+from iosim.schedules import plan
+
+
+def variant(pl, pingpong: int):
+    ks = []
+    for k in pl.kernels:
+        if k.name == "fa3_bwd":
+            values = {n: v for n, v in k.defines.items() if not n.startswith("MODEL_")}
+            k = replace(k, defines=kernel_defines(k.name, **(values | {"PINGPONG": pingpong})))
+        ks.append(k)
+    return replace(pl, kernels=tuple(ks))
+
+
+def main(out: str) -> None:
+    torch = bench.require_gpu()
+    hw = load(bench.profile_for(torch.cuda.get_device_name()))
+    timer = bench.Timer(torch, hw.l2_bytes)
+    rows = []
+    for d in (64, 128):
+        for n in (4096, 16384):
+            for causal in (False, True):
+                p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d,
+                            causal=causal, direction="bwd")
+                q, k, v = bench.inputs(torch, p, 7)
+                do = backward.grad_output(torch, p, 7)
+                ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
+                same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
+                bound = bench.error_bound("fa3", p, same, s_max)
+                for pp in (1, 0):
+                    launcher = backward.BackwardLauncher(variant(plan("fa3", p, hw), pp), hw,
+                                                         q, k, v, do)
+                    launcher.poison()
+                    launcher()
+                    torch.cuda.synchronize()
+                    err = backward.grad_err(torch, launcher.outputs(), ref, p)
+                    row = dict(head_dim=d, seqlen_q=n, causal=causal, variant=f"pingpong={pp}",
+                               max_rel_err=err, err_bound=bound, status="ok" if err <= bound
+                               else "failed_check")
+                    if err <= bound:
+                        ms = timer(launcher)
+                        row.update(time_ms=ms, tflops=p.fa_flops() / (ms * 1e-3) / 1e12)
+                    rows.append(row)
+                    print(row, flush=True)
+                    del launcher
+                cud = backward._peer(torch, timer, q, k, v, do, p, "torch_cudnn", ref, bound)
+                rows.append(dict(head_dim=d, seqlen_q=n, causal=causal, variant="torch_cudnn",
+                                 **{x: cud.get(x) for x in ("max_rel_err", "status", "time_ms",
+                                                            "tflops")}, err_bound=bound))
+                print(rows[-1], flush=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=sorted({x for r in rows for x in r}))
+        w.writeheader()
+        w.writerows(rows)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
