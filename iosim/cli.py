@@ -200,6 +200,8 @@ def predict_cmd(
     fp8_scaling: Annotated[Fp8Scaling, typer.Option(case_sensitive=False,
         help="fp8_e4m3: one scale per tile of rows per head (block) or per tensor")] = Fp8Scaling.block,
     hadamard: Annotated[bool, typer.Option("--hadamard", help="fp8_e4m3: rotate Q and K by a random-sign Hadamard transform before quantising")] = False,
+    window: Annotated[int | None, typer.Option(
+        help="sliding window W (causal, forward): row i sees the W keys back from its diagonal")] = None,
     hw: Annotated[str, typer.Option(help="profile name or path to a TOML (a short name picks the calibrated profile)")] = "h100",
     schedule: Annotated[str, typer.Option(help="comma list of naive,standard,fa1,fa1_paper,fa2,fa3 or 'all'")] = "all",
     fmt: FmtOpt = None,
@@ -236,7 +238,8 @@ def predict_cmd(
                 p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
                             seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=c,
                             causal_align=causal_align, direction=d, fp8_scaling=fp8_scaling,
-                            hadamard=hadamard)
+                            hadamard=hadamard,
+                            window=window)
                 parts.append(predict_rows(p, profile, parse_schedules(schedule), tiles, tuned))
     n = sum(len(rows) for rows, _ in parts)
     if fmt is Fmt.table and len(profiles) == 1:
@@ -264,7 +267,8 @@ def predict_text(parts, profile, wide: bool) -> str:
         align = f" ({p0['causal_align']})" if p0["causal"] and p0["seqlen_q"] != p0["seqlen_k"] else ""
         lines.append(f"{profile.name}  {p0['direction']}  B={p0['batch']} H={p0['heads']} "
                      f"KVH={p0['kv_heads']} Nq={p0['seqlen_q']} Nk={p0['seqlen_k']} d={p0['head_dim']} "
-                     f"{p0['dtype']} causal={p0['causal']}{align}")
+                     f"{p0['dtype']} causal={p0['causal']}{align}"
+                     + (f" window={p0['window']}" if p0.get("window") is not None else ""))
         lines.append(format_table(rows, wide))
         lines += [f"  {s}: not predicted: {why}" for s, why in skipped.items()]
         lines += [f"  {r['schedule']}: cannot run: its tensors need {r['hbm_footprint_bytes'] / 1e9:,.1f} GB "
@@ -672,7 +676,7 @@ def report_cmd(
 # Problem's fields by the option that sets them, for messages that name what the user typed
 OPTION_OF_FIELD = {"seqlen_q": "--seqlen", "seqlen_k": "--seqlen-k", "head_dim": "--head-dim",
                    "kv_heads": "--kv-heads", "batch": "--batch", "heads": "--heads",
-                   "dtype": "--dtype", "causal_align": "--causal-align"}
+                   "dtype": "--dtype", "causal_align": "--causal-align", "window": "--window"}
 BOOL_OPTIONS = ("--causal",)  # take a value in the one boolean grammar; alone they mean true
 
 

@@ -395,7 +395,7 @@ _SPECS = [
                frozenset({"dQ"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
     # every warp ldmatrix-reads all of K_j and V_j
     KernelSpec("fa2_fwd", "fa2.cu", None, ("Q", "K", "V", "O", "LSE", *_DIMS, "scale"),
-               frozenset({"O", "LSE"}), _TILE | {"STAGES"}, checks=("MODEL_KV_READERS",),
+               frozenset({"O", "LSE"}), _TILE | {"STAGES", "WINDOW"}, checks=("MODEL_KV_READERS",),
                head_dim_pad=pad_pow2_64, rules=_fa2_fwd_rules, smem=_fa2_fwd_smem,
                kv_readers=lambda d: max(1, d["NUM_WARPS"])),
     KernelSpec("fa2_bwd_pre", "fa2_bwd.cu", "FA2_BWD_PRE", ("O", "dO", "D", "dQacc", "Nq", "H"),
@@ -412,7 +412,7 @@ _SPECS = [
     # every consumer warpgroup's wgmma reads all of K_j and V_j
     KernelSpec("fa3_fwd", "fa3.cu", None, ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale"),
                frozenset({"O", "LSE"}),
-               _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "FP8_E4M3"},
+               _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "FP8_E4M3", "WINDOW"},
                checks=("MODEL_KV_READERS",), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem, kv_readers=lambda d: max(1, d["NUM_WARPS"] // 4),
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),

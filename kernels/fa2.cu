@@ -12,7 +12,8 @@
 //   SPECS["fa2_fwd"].smem), the tiles the Plan's (iosim/schedules/fa2.py). blockIdx.x = ceil(Nq/BLOCK_M)-1 - m_block: the query tiles
 //   run in reverse order, so under causal masking the CTAs with the most key tiles start first.
 //   CTA with query tile m_block runs ceil(n_end / BLOCK_N) key tiles, n_end = Nk, or
-//   clamp((m_block+1)*BLOCK_M + off, 0, Nk) when causal (0 tiles: O = 0, LSE = -inf).
+//   clamp((m_block+1)*BLOCK_M + off, 0, Nk) when causal (0 tiles: O = 0, LSE = -inf), from
+//   key tile floor(max(0, m_block*BLOCK_M + off - WINDOW) / BLOCK_N) with a sliding window.
 //
 // Tile parameters (all -D defines from the Plan): HEAD_DIM (any multiple of 8 up to 256: the
 //   row length in HBM), HEAD_DIM_PAD (the row length of the shared tiles: 64, 128 or 256, so
@@ -20,8 +21,9 @@
 //   rows; chunks past HEAD_DIM rounded up to 16 are never loaded or read, the chunk past
 //   HEAD_DIM up to that is zero-filled), BLOCK_M (query rows per CTA; a multiple of
 //   16*NUM_WARPS), BLOCK_N (key rows per tile; a multiple of 16), NUM_WARPS, STAGES (>= 1: K/V
-//   cp.async ring depth), IS_CAUSAL (0/1), CAUSAL_BOTTOM_RIGHT (0/1), and ELEM_BF16=1 or
-//   ELEM_FP16=1.
+//   cp.async ring depth), IS_CAUSAL (0/1), CAUSAL_BOTTOM_RIGHT (0/1), WINDOW (-1: none; W >= 0:
+//   a sliding window, row i sees keys i + off - W <= j <= i + off; needs IS_CAUSAL), and
+//   ELEM_BF16=1 or ELEM_FP16=1.
 //   Tiles per GPU and head_dim: the Plan's table (iosim/schedules/fa2.py FWD_TILES); measured
 //   speeds: reports/ (never copied here).
 //
@@ -44,7 +46,9 @@
 //     + ex2.approx); the row sum l is kept per thread and reduced across the quad only once at
 //     the end; O is rescaled by 1/l once at the end (FA2's "fewer non-matmul FLOPs").
 //   * Causal: key tiles entirely above the diagonal are never loaded or computed; only tiles
-//     that cross the diagonal (or the ragged Nk edge) pay for masking.
+//     that cross the diagonal (or the ragged Nk edge) pay for masking. Sliding window: key
+//     tiles entirely before the window of the CTA's first row are skipped too, and tiles that
+//     cross the window's lower edge of its last row are masked.
 //   * Ragged Nq/Nk: loads of rows past the end are zero-filled (cp.async src-size 0), masked
 //     columns are -inf, stores of rows >= Nq are skipped. Ragged head_dim (not a power of two):
 //     the products run over HEAD_DIM rounded up to 16 (the MMA's k), the zero-filled chunk
@@ -74,6 +78,9 @@
 #endif
 #ifndef HEAD_DIM_PAD
 #error "HEAD_DIM_PAD must be defined"
+#endif
+#ifndef WINDOW
+#error "WINDOW must be defined (-1: no sliding window)"
 #endif
 
 namespace fa2 {
@@ -108,6 +115,7 @@ static_assert(MODEL_KV_READERS == NW, "iosim/kernels.py kv_readers: every warp r
 static_assert(BM % (16 * NW) == 0 && MT >= 1, "BLOCK_M must be a multiple of 16*NUM_WARPS");
 static_assert(BN % 16 == 0, "BLOCK_N must be a multiple of 16");
 static_assert(NS >= 1, "STAGES must be >= 1");
+static_assert(WINDOW < 0 || IS_CAUSAL, "a sliding window (WINDOW >= 0) needs IS_CAUSAL");
 // cp.async group accounting: one group per K tile and one per V tile, issued K0 V0 K1 V1 ...;
 // before S_j (needs K_j) and before P_j V_j (needs V_j) at most 2*STAGES-2 newer groups pend.
 constexpr int PENDING = 2 * NS - 2;
@@ -178,17 +186,26 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;
     int n_end = Nk;
     if (IS_CAUSAL) n_end = max(0, min(Nk, m0 + BM + off));
-    const int n_blocks = (n_end + BN - 1) / BN;
+    const int n_last = (n_end + BN - 1) / BN;
+    // sliding window: the first row sees keys >= m0 + off - WINDOW; tiles before are skipped.
+    // Tile t of the loop is key tile n_first + t: Kg, Vg start at its rows.
+    const int n_first = WINDOW >= 0 ? min(max(0, m0 + off - WINDOW) / BN, n_last) : 0;
+    const int n_blocks = n_last - n_first;
+    const int kv0 = n_first * BN;
+    const int nk_left = Nk - kv0;  // rows of the shifted K/V that exist
+    Kg += (size_t)kv0 * DG;
+    Vg += (size_t)kv0 * DG;
 
     // ---- prologue: Q + K0 | V0 | K1 | ... | V_{NS-2} | K_{NS-1}
     load_tile<BM>(smem_u32(sQ), Qg, m0, Nq, tid);
-    if (n_blocks > 0) load_tile<BN>(smem_u32(sK), Kg, 0, Nk, tid);
+    if (n_blocks > 0) load_tile<BN>(smem_u32(sK), Kg, 0, nk_left, tid);
     cp_async_commit();
 #pragma unroll
     for (int s = 0; s < NS - 1; ++s) {
-        if (s < n_blocks) load_tile<BN>(smem_u32(sV + s * BN * D), Vg, s * BN, Nk, tid);
+        if (s < n_blocks) load_tile<BN>(smem_u32(sV + s * BN * D), Vg, s * BN, nk_left, tid);
         cp_async_commit();
-        if (s + 1 < n_blocks) load_tile<BN>(smem_u32(sK + (s + 1) * BN * D), Kg, (s + 1) * BN, Nk, tid);
+        if (s + 1 < n_blocks)
+            load_tile<BN>(smem_u32(sK + (s + 1) * BN * D), Kg, (s + 1) * BN, nk_left, tid);
         cp_async_commit();
     }
 
@@ -219,20 +236,20 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     const u32 sV_a = smem_u32(sV) + (u32)(qrow * D * 2);
 
     auto issue_k = [&](int jk) {
-        if (jk < n_blocks) load_tile<BN>(smem_u32(sK + (jk % NS) * BN * D), Kg, jk * BN, Nk, tid);
+        if (jk < n_blocks) load_tile<BN>(smem_u32(sK + (jk % NS) * BN * D), Kg, jk * BN, nk_left, tid);
         cp_async_commit();
     };
 
     for (int j = 0; j < n_blocks; ++j) {
         const int stage = j % NS;
-        const int n0 = j * BN;
+        const int n0 = kv0 + j * BN;
 
         // ---- A_j: K_j landed; every warp is done with P_{j-1} V_{j-1}
         cp_async_wait<PENDING>();
         __syncthreads();
         {
             const int jv = j + NS - 1;  // V_{j+NS-1} into the V buffer P_{j-1}V_{j-1} just freed
-            if (jv < n_blocks) load_tile<BN>(smem_u32(sV + (jv % NS) * BN * D), Vg, jv * BN, Nk, tid);
+            if (jv < n_blocks) load_tile<BN>(smem_u32(sV + (jv % NS) * BN * D), Vg, jv * BN, nk_left, tid);
             cp_async_commit();
         }
 
@@ -264,8 +281,9 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
             }
         }
 
-        // ---- mask (only tiles crossing the diagonal or the ragged Nk edge)
-        const bool need_mask = (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + off);
+        // ---- mask (only tiles crossing the diagonal, the window's lower edge or the ragged Nk edge)
+        const bool need_mask = (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + off)
+                               || (WINDOW >= 0 && n0 < m0 + BM - 1 + off - WINDOW);
         if (need_mask) {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -275,7 +293,9 @@ fa2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                     for (int r = 0; r < 4; ++r) {
                         const int col = n0 + nt * 8 + 2 * (lane & 3) + (r & 1);
                         const int row = m0 + wrow0 + mt * 16 + (lane >> 2) + (r >> 1) * 8;
-                        if (col >= Nk || (IS_CAUSAL && col > row + off)) s[mt][nt][r] = IOSIM_NEG_INF;
+                        if (col >= Nk || (IS_CAUSAL && col > row + off)
+                            || (WINDOW >= 0 && col < row + off - WINDOW))
+                            s[mt][nt][r] = IOSIM_NEG_INF;
                     }
         }
 

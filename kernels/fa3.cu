@@ -56,7 +56,9 @@
 //   a persistent grid.
 //
 // Causal: key tiles past the query tile's last row are neither loaded nor computed; tiles that
-// cross the diagonal or the ragged Nk edge are masked. Ragged Nq/Nk: TMA zero-fills rows past
+// cross the diagonal or the ragged Nk edge are masked. WINDOW (-1: none; W >= 0, needs
+// IS_CAUSAL): a sliding window, row i sees keys i + diag - W <= j <= i + diag; key tiles before
+// the first row's window are skipped, tiles crossing the last row's lower edge are masked. Ragged Nq/Nk: TMA zero-fills rows past
 // the end of a head; O rows >= Nq are not stored.
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "fa3.cu needs -arch=sm_90a (wgmma, setmaxnreg); it does not run on other GPUs"
@@ -92,6 +94,9 @@
 #endif
 #ifndef FP8_E4M3
 #error "FP8_E4M3 must be defined"
+#endif
+#ifndef WINDOW
+#error "WINDOW must be defined (-1: no sliding window)"
 #endif
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
@@ -139,6 +144,7 @@ static_assert(BN % 16 == 0 && BN <= 256, "BLOCK_N must be a multiple of 16, at m
 static_assert(!FP8_E4M3 || BN % PANEL == 0, "FP8: BLOCK_N must be a multiple of 128 (Vt panels)");
 static_assert(!FP8_E4M3 || defined_bf16_out(), "FP8: O is bf16 (compile with ELEM_BF16=1)");
 static_assert(NS >= 1, "STAGES must be >= 1");
+static_assert(WINDOW < 0 || IS_CAUSAL, "a sliding window (WINDOW >= 0) needs IS_CAUSAL");
 
 // Registers per thread after setmaxnreg: the producer keeps a few, the consumers share the rest
 // of the 64K-register file (512 per thread slot of a 128-thread warpgroup).
@@ -225,7 +231,9 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
             for (int r = 0; r < 4; ++r) {
                 const int col = n0 + nt * 8 + 2 * (lane & 3) + (r & 1);
                 const int row = r0 + (r >> 1) * 8;
-                if (col >= Nk || (IS_CAUSAL && col > row + diag)) s[nt * 4 + r] = IOSIM_NEG_INF;
+                if (col >= Nk || (IS_CAUSAL && col > row + diag)
+                    || (WINDOW >= 0 && col < row + diag - WINDOW))
+                    s[nt * 4 + r] = IOSIM_NEG_INF;
             }
     }
 #pragma unroll
@@ -319,7 +327,12 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     const int diag = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // row i sees keys j <= i + diag
     int n_end = Nk;
     if (IS_CAUSAL) n_end = max(0, min(Nk, m0 + BM + diag));
-    const int n_blocks = (n_end + BN - 1) / BN;
+    const int n_last = (n_end + BN - 1) / BN;
+    // sliding window: loop trip t runs key tile n_first + t (tiles before the first row's window
+    // are skipped); stages and phases count trips
+    const int n_first = WINDOW >= 0 ? min(max(0, m0 + diag - WINDOW) / BN, n_last) : 0;
+    const int n_blocks = n_last - n_first;
+    const int kv0 = n_first * BN;
 
     const int wg = threadIdx.x / 128;  // 0: producer, 1..NC: consumers
 
@@ -353,9 +366,9 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 #pragma unroll
             for (int p = 0; p < PANELS; ++p)
                 tma_load_3d(sQ + p * Q_PANEL, &tmQ, bar(BAR_Q), PANEL * p, m0, q_head);
-            for (int j = 0; j < n_blocks; ++j) {
-                const int s = j % NS;
-                const u32 ph = (u32)(j / NS) & 1u;
+            for (int t = 0; t < n_blocks; ++t) {
+                const int s = t % NS, j = n_first + t;
+                const u32 ph = (u32)(t / NS) & 1u;
                 mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
 #if FP8_E4M3
                 fac_sl2[s] = sl2_q * kf[j];
@@ -418,7 +431,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
     const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
     auto need_mask = [&](int n0) {
-        return (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + diag);
+        return (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + diag)
+               || (WINDOW >= 0 && n0 < m0 + BM - 1 + diag - WINDOW);
     };
     auto release = [&](int slot) {  // this warp is done with a K or V stage
         __syncwarp();
@@ -439,7 +453,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         wgmma_wait<0>();
         fence_regs<NT_S * 4>(sacc);
         release(BAR_EMPTY_K);
-        softmax(sacc, m_i, l_i, alpha, 0, r0, lane, Nk, need_mask(0), diag, sl2);
+        softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, sl2);
         pack_p(sacc, pa);
 
         for (int j = 1; j < n_blocks; ++j) {
@@ -461,7 +475,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
             fence_regs<NT_S * 4>(sacc);
             release(BAR_EMPTY_K + s);
-            softmax(sacc, m_i, l_i, alpha, j * BN, r0, lane, Nk, need_mask(j * BN), diag, sl2);
+            softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
+                    diag, sl2);
             wgmma_wait<0>();
             fence_regs<NT_O * 4>(o);
             release(BAR_EMPTY_V + sp);

@@ -443,3 +443,14 @@ def test_profiles_that_describe_no_gpu_are_refused(fuzz_files, name, field):
 def test_issue_19_reproductions_are_one_line(tmp_path, monkeypatch, args, needle):
     monkeypatch.chdir(tmp_path)
     bad(*args, needle=needle)
+
+
+def test_sliding_window_options():
+    # predicted by the schedules that model it, the others said why; bad combinations one line
+    code, out, _ = cli("predict", "--seqlen", "8192", "--causal", "--window", "1024")
+    assert code == 0 and "window=1024" in out and "naive: not predicted" in out
+    assert re.search(r"^\s+fa2\s", out, re.M) and re.search(r"^\s+fa3\s", out, re.M)
+    bad("predict", "--window", "1024", needle="needs the causal mask")
+    bad("predict", "--causal", "--window", "-1", needle="--window")
+    bad("predict", "--causal", "--window", "64", "--direction", "bwd", needle="forward pass only")
+    bad("predict", "--causal", "--window", "64", "--schedule", "fa1", needle="sliding window")

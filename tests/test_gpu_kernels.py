@@ -124,3 +124,33 @@ def test_unsupported_shapes_are_refused(env):
     q, k, v = bench.inputs(torch, p, 0)
     with pytest.raises(InputError, match="head_dim=100"):
         Launcher(plan("fa2", p, hw), q, k, v)
+
+
+# Sliding windows (Problem.window): ragged lengths, windows shorter than a tile (0: the
+# diagonal alone), cutting tiles and spanning several, GQA, both diagonals (fa3: top-left only)
+WINDOW_CASES = [  # (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, window, align)
+    (1, 4, 2, 1000, 1000, 128, 100, "top-left"), (1, 2, 2, 2048, 2048, 64, 256, "top-left"),
+    (1, 2, 1, 777, 777, 256, 0, "top-left"), (2, 4, 4, 3000, 3000, 128, 1000, "top-left"),
+    (1, 2, 2, 300, 700, 128, 50, "top-left"), (1, 4, 1, 300, 700, 128, 64, "bottom-right"),
+]
+
+
+@pytest.mark.parametrize("schedule", ["fa2", "fa3"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("case", WINDOW_CASES)
+def test_sliding_window_matches_reference(env, schedule, dtype, case):
+    from iosim.gpu.launch import Launcher
+
+    torch, hw, bench = env
+    b, h, kvh, nq, nk, d, w, align = case
+    if schedule == "fa3" and (not hw.has_wgmma or align == "bottom-right"):
+        pytest.skip("fa3: Hopper, top-left diagonal")
+    p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
+                dtype=dtype, causal=True, causal_align=align, window=w)
+    pl = plan(schedule, p, hw)
+    assert pl.main.defines["WINDOW"] == w
+    q, k, v = bench.inputs(torch, p, seed=int.from_bytes(__import__("os").urandom(4), "little"))
+    ref, lse_h0, same, s_max = bench.reference(torch, q, k, v, p)
+    bound = bench.error_bound(schedule, p, same, s_max)
+    err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse_h0, bound)
+    assert ok, f"{schedule} {dtype} {case}: error {err:.3g} over bound {bound:.3g}"

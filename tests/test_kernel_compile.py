@@ -45,6 +45,13 @@ def cases() -> list[tuple]:
                             for k in plan(s, p, hw).kernels:
                                 key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
                                 seen[key] = key
+                    if causal:  # the forwards' sliding window (WINDOW >= 0: its mask and skip)
+                        p = Problem(batch=1, heads=2, seqlen_q=4096, head_dim=d, dtype=dtype,
+                                    causal=True, window=1024)
+                        for s in ("fa2", "fa3") if arch == "sm_90a" else ("fa2",):
+                            k = plan(s, p, hw).main
+                            key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
+                            seen[key] = key
                     # the backward kernels (GQA adds gqa_reduce), where the Plan's tiles fit
                     # the GPU (A100: not fa1, fa2 at d = 256) and a kernel runs it (fa3: d = 64,
                     # 128): for fa3 both causal diagonals (head_dim_cases covers the others)

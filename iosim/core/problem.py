@@ -60,6 +60,9 @@ class Problem(BaseModel):
     fp8_e4m3: the caller's Q, K, V and O are bf16; the schedule quantises Q, K and V to e4m3
     (`fp8_scaling`), Q and K first multiplied by a random-sign Hadamard transform when
     `hadamard` (incoherent processing; head_dim a power of two). Both apply to fp8 only.
+    `window` (a sliding window, as Mistral and Gemma use; causal only): row i sees only the W
+    keys back from its diagonal, keys j with i + offset - W <= j <= i + offset
+    (FlashAttention's window_size = (W, 0)); None: no window.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -77,6 +80,7 @@ class Problem(BaseModel):
     direction: Direction = Direction.fwd
     fp8_scaling: Fp8Scaling = Fp8Scaling.block
     hadamard: bool = False
+    window: int | None = Field(None, ge=0, le=MAX_SEQLEN)
 
     @model_validator(mode="after")
     def _defaults_and_groups(self) -> Problem:
@@ -98,6 +102,9 @@ class Problem(BaseModel):
                 f"kv_heads={self.kv_heads} must divide heads={self.heads} "
                 "(allowed: any divisor of heads)"
             )
+        if self.window is not None and not self.causal:
+            raise ValueError(f"window={self.window} needs the causal mask "
+                             "(allowed: a window with causal true)")
         return self
 
     @property
@@ -111,7 +118,10 @@ class Problem(BaseModel):
         """Keys query row i sees: all Nk, or with the causal mask min(Nk, max(0, i+1+offset))."""
         if not self.causal:
             return self.seqlen_k
-        return min(self.seqlen_k, max(0, i + 1 + self.causal_offset))
+        last = min(self.seqlen_k, max(0, i + 1 + self.causal_offset))
+        if self.window is None:
+            return last
+        return max(0, last - max(0, i + self.causal_offset - self.window))
 
     @property
     def group(self) -> int:
@@ -130,10 +140,26 @@ class Problem(BaseModel):
     def scale(self) -> float:
         return self.head_dim**-0.5
 
+    def window_pairs(self) -> int:
+        """(query row, key) pairs a sliding window leaves visible, per head: Σ_i of
+        clip(i+off+1, 0, Nk) - clip(i+off-W, 0, Nk), in closed form."""
+        off, nq, nk = self.causal_offset, self.seqlen_q, self.seqlen_k
+        return _sum_clip(nq, off + 1, nk) - _sum_clip(nq, off - self.window, nk)
+
     def fa_flops(self) -> float:
         """FlashAttention's reporting convention: 4·B·H·Nq·Nk·d forward (2.5x that backward),
-        halved when causal. Used for TFLOP/s columns so numbers compare with the papers."""
+        halved when causal; with a sliding window 4·B·H·d per visible (row, key) pair. Used for
+        TFLOP/s columns so numbers compare with the papers."""
+        if self.window is not None:
+            return 4.0 * self.bh * self.window_pairs() * self.head_dim
         f = 4.0 * self.bh * self.seqlen_q * self.seqlen_k * self.head_dim
         if self.direction is Direction.bwd:
             f *= 2.5
         return f / 2 if self.causal else f
+
+
+def _sum_clip(n: int, c: int, top: int) -> int:
+    """Σ_{i<n} clip(i + c, 0, top) in closed form."""
+    a = min(max(-c, 0), n)  # rows below 0
+    b = min(max(top - c, a), n)  # rows at or above top from here
+    return (b - a) * (a + c + b - 1 + c) // 2 + (n - b) * top

@@ -37,6 +37,8 @@ def problem_fields(p: Problem) -> dict:
            "kv_heads": p.kv_heads, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k,
            "head_dim": p.head_dim, "dtype": p.dtype.value, "causal": p.causal,
            "causal_align": p.causal_align.value}
+    if p.window is not None:
+        out.update({"window": p.window})
     if p.dtype is Dtype.fp8_e4m3:
         out.update(fp8_scaling=p.fp8_scaling.value, hadamard=p.hadamard)
     return out

@@ -130,7 +130,9 @@ def sdpa(torch, q, k, v, p: Problem, backend=None):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     kw = dict(scale=p.scale, enable_gqa=p.group > 1)
-    if p.causal and p.causal_offset:  # bottom-right, Nq != Nk: torch's lower-right bias
+    if p.window is not None:  # a boolean (Nq, Nk) mask: torch's SDPA has no sliding window
+        kw["attn_mask"] = seen_mask(torch, p, 0, p.seqlen_q, q.device)
+    elif p.causal and p.causal_offset:  # bottom-right, Nq != Nk: torch's lower-right bias
         from torch.nn.attention.bias import causal_lower_right
 
         kw["attn_mask"] = causal_lower_right(p.seqlen_q, p.seqlen_k)
@@ -140,6 +142,16 @@ def sdpa(torch, q, k, v, p: Problem, backend=None):
         return F.scaled_dot_product_attention(q, k, v, **kw)
     with sdpa_kernel(getattr(SDPBackend, backend)):
         return F.scaled_dot_product_attention(q, k, v, **kw)
+
+
+def seen_mask(torch, p: Problem, r0: int, r1: int, device):
+    """bool (r1-r0, Nk): True where query rows r0..r1-1 see a key (causal, the sliding window)."""
+    cols = torch.arange(p.seqlen_k, device=device)[None, :]
+    pos = (torch.arange(r0, r1, device=device) + p.causal_offset)[:, None]
+    seen = cols <= pos
+    if p.window is not None:
+        seen &= cols >= pos - p.window
+    return seen
 
 
 def dead_rows(p: Problem) -> int:
@@ -183,13 +195,11 @@ def reference_chunks(torch, q, k, v, p: Problem, chunk_bytes: int = REF_CHUNK_BY
     o = torch.empty(b, h, nq, p.head_dim, dtype=torch.float32, device=q.device)
     lse = torch.empty(b, h, nq, dtype=torch.float32, device=q.device)
     s_max = 0.0
-    cols = torch.arange(nk, device=q.device)
     # per row: S, exp(S) and the mask, float32
     for bi, hs, _, kf, vf, rs in blocks(torch, k, v, p, nk * 4 * 3, chunk_bytes):
         s = torch.matmul(q[bi, hs, rs].float(), kf.transpose(-1, -2)) * p.scale
         if p.causal:
-            seen = cols[None, :] <= (torch.arange(rs.start, rs.stop, device=q.device)
-                                     + p.causal_offset)[:, None]
+            seen = seen_mask(torch, p, rs.start, rs.stop, q.device)
             s = s.masked_fill(~seen, float("-inf"))
             s_max = max(s_max, s.masked_fill(~seen, 0).abs().max().item())
         else:

@@ -84,8 +84,12 @@ class Meter:
 
 
 def _mask(p: Problem, r0: int, r: int, c0: int, c: int) -> np.ndarray:
-    """True where query row r0+a may not see key c0+b (causal, Problem.causal_offset)."""
-    return (c0 + np.arange(c))[None, :] > (r0 + p.causal_offset + np.arange(r))[:, None]
+    """True where query row r0+a may not see key c0+b (causal, Problem.causal_offset; the
+    sliding window: keys more than `window` back from the diagonal)."""
+    col, pos = (c0 + np.arange(c))[None, :], (r0 + p.causal_offset + np.arange(r))[:, None]
+    if p.window is None:
+        return col > pos
+    return (col > pos) | (col < pos - p.window)
 
 
 def _spans(n: int, b: int) -> list[tuple[int, int]]:

@@ -32,8 +32,11 @@ def _probs(p: Problem, q, k):
 
 def visible(p: Problem) -> np.ndarray:
     """bool (Nq, Nk): True where query row i sees key j under the causal mask
-    (j <= i + Problem.causal_offset)."""
-    return np.tri(p.seqlen_q, p.seqlen_k, k=p.causal_offset, dtype=bool)
+    (j <= i + Problem.causal_offset) and the sliding window (j >= i + offset - window)."""
+    seen = np.tri(p.seqlen_q, p.seqlen_k, k=p.causal_offset, dtype=bool)
+    if p.window is not None:
+        seen &= ~np.tri(p.seqlen_q, p.seqlen_k, k=p.causal_offset - p.window - 1, dtype=bool)
+    return seen
 
 
 def forward(p: Problem, q, k, v) -> dict[str, np.ndarray]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import KernelPlan, Plan
-from iosim.core.problem import CausalAlign, Problem
+from iosim.core.problem import CausalAlign, Direction, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import SPECS, kernel_defines, source
 
@@ -70,6 +70,8 @@ class BlockMap:
         """The block map of a problem (cached: it depends only on the lengths, the mask and the
         block sizes, not on batch, heads or dtype)."""
         off = p.causal_offset if p.causal else 0
+        if p.window is not None:
+            return _window_map(p.seqlen_q, p.seqlen_k, off, p.window, bm, bn)
         return _block_map(p.seqlen_q, p.seqlen_k, p.causal, off, bm, bn)
 
     def _once(self, key, fn):
@@ -293,6 +295,83 @@ class BlockMap:
         return self.sum_hi()
 
 
+class WindowMap:
+    """The block map of a causal sliding-window mask (Problem.window = W: row i sees keys
+    [i + offset - W, i + offset]), for the Q-outer forward (fa2, fa3, decode): query block i
+    visits the key blocks [wlo_i, hi_i), of which [full_lo_i, lo_i) are fully visible and the
+    others are partly masked (the window's lower edge, the diagonal, or both in one tile).
+    Its sums are over arrays as long as the query blocks (Tm), the causal map's row arrays;
+    the K/V-outer maps (fa1, backward) take no window (refused in their Plans)."""
+
+    def __init__(self, nq: int, nk: int, bm: int, bn: int, offset: int, window: int) -> None:
+        self.nq, self.nk, self.bm, self.bn = nq, nk, bm, bn
+        self.causal, self.offset, self.window = True, offset, window
+        self.tm, self.tn = -(-nq // bm), -(-nk // bn)
+        self.r = _frozen(blocks(nq, bm))
+        self.c = _frozen(blocks(nk, bn))
+        first = np.arange(self.tm, dtype=np.int64) * bm + offset  # the first row's diagonal
+        last = first + self.r - 1
+        self.hi = _frozen(np.clip(last // bn + 1, 0, self.tn))
+        self.wlo = _frozen(np.minimum(np.clip((first - window) // bn, 0, self.tn), self.hi))
+        # lo: blocks whose every key the first row sees below its diagonal (as BlockMap.lo)
+        full = np.clip((first + 1) // bn, 0, self.tn - 1) + (first >= nk - 1)
+        self.lo = _frozen(np.minimum(full, self.hi))
+        # full_lo: the first block whose first key the last row's window still reaches
+        self.full_lo = _frozen(np.maximum(np.clip(-((window - last) // bn), 0, self.tn), self.wlo))
+        self._full = np.maximum(self.lo - self.full_lo, 0)  # fully visible blocks
+
+    def _cc(self, h: np.ndarray) -> np.ndarray:
+        """Σ c_j for j < h, per query block."""
+        return np.minimum(h * self.bn, self.nk)
+
+    @cached_property
+    def visit(self) -> np.ndarray:
+        j = np.arange(self.tn)[None, :]
+        return _frozen((j >= self.wlo[:, None]) & (j < self.hi[:, None]))
+
+    @cached_property
+    def diag(self) -> np.ndarray:
+        j = np.arange(self.tn)[None, :]
+        full = (j >= self.full_lo[:, None]) & (j < self.lo[:, None])
+        return _frozen(self.visit & ~full)
+
+    def row_visits(self) -> np.ndarray:
+        return _frozen(self.hi - self.wlo)
+
+    def row_tiles(self) -> np.ndarray:
+        return _frozen(self.r * (self._cc(self.hi) - self._cc(self.wlo)) / (self.bm * self.bn))
+
+    def row_diag(self) -> np.ndarray:
+        return _frozen(self.hi - self.wlo - self._full)
+
+    def sum_hi(self) -> int:
+        """(query block, key block) pairs visited."""
+        return int((self.hi - self.wlo).sum())
+
+    pairs = property(sum_hi)
+
+    def diag_pairs(self) -> int:
+        return int(self.row_diag().sum())
+
+    def sum_r(self) -> int:
+        return int((self.r * (self.hi - self.wlo)).sum())
+
+    def sum_c(self) -> int:
+        return int((self._cc(self.hi) - self._cc(self.wlo)).sum())
+
+    def sum_rc(self) -> int:
+        return int((self.r * (self._cc(self.hi) - self._cc(self.wlo))).sum())
+
+    def sum_rc_diag(self) -> int:
+        full = np.where(self._full > 0, self._cc(self.lo) - self._cc(self.full_lo), 0)
+        return self.sum_rc() - int((self.r * full).sum())
+
+
+@lru_cache(maxsize=256)
+def _window_map(nq: int, nk: int, offset: int, window: int, bm: int, bn: int) -> WindowMap:
+    return WindowMap(nq, nk, bm, bn, offset, window)
+
+
 @dataclass(frozen=True)
 class _Rows:
     """Σ_{i<n} clip(floor((a·i + b)/c), 0, top) in closed form (floor_sum), split as the sum
@@ -461,6 +540,26 @@ def mask_defines(p: Problem) -> dict[str, int]:
     (CAUSAL_BOTTOM_RIGHT: row i sees keys j <= i + Nk - Nq; else j <= i)."""
     br = p.causal and p.causal_align is CausalAlign.bottom_right
     return {"IS_CAUSAL": int(p.causal), "CAUSAL_BOTTOM_RIGHT": int(br)}
+
+
+def window_defines(p: Problem) -> dict[str, int]:
+    """The forward kernels' sliding-window define: WINDOW = W (row i sees keys back to
+    i + offset - W), -1 for none."""
+    return {"WINDOW": -1 if p.window is None else p.window}
+
+
+# the schedules that model a sliding window (Problem.window), forward only
+WINDOWED = ("fa2", "fa3", "decode")
+
+
+def check_window(schedule: str, p: Problem) -> None:
+    if p.window is None:
+        return
+    if p.direction is not Direction.fwd:
+        raise InputError("--window: the forward pass only (allowed: --direction fwd)")
+    if schedule not in WINDOWED:
+        raise InputError(f"{schedule} does not model a sliding window "
+                         f"(allowed with --window: {', '.join(WINDOWED)})")
 
 
 def pow2_at_least(n: int, lo: int) -> int:

@@ -9,7 +9,7 @@ Tiles follow the FlashAttention-2 kernels for sm80/sm90 (mma.sync, 16 query rows
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
@@ -23,6 +23,7 @@ from iosim.schedules.base import (
     gqa_reduce,
     mask_defines,
     uniform,
+    window_defines,
 )
 from iosim.schedules.flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
 
@@ -40,6 +41,9 @@ FWD_TILES = {"sm_90a": {64: (128, 128, 4, 2), 128: (128, 32, 4, 2), 256: (128, 6
 # d=256 does not fit A100's SRAM.
 BWD_TILES = {"sm_90a": {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)},
              "sm_80": {64: (64, 128, 8, 2), 128: (64, 64, 8, 2), 256: (64, 64, 8, 2)}}
+# with a sliding window (WINDOW >= 0: the mask's lower edge), d = 64's 128x128 spills 64 B on
+# sm_90a (nvcc 13; tests/test_kernel_compile.py): 128x64, sm_80's tiles, does not
+WINDOW_FWD_TILES = {"sm_90a": {64: (128, 64, 4, 2)}}
 AUX_THREADS = 128  # backward's preprocessing and dQ conversion kernels
 
 
@@ -58,10 +62,13 @@ class FlashStyle:
     threads_extra: int  # producer warps (FA3's TMA warpgroup)
     regs: int
     bwd_overlap: str | None = None  # the backward main kernel's timing policy (else `overlap`)
+    window_tiles: dict[str, dict[int, tuple]] = field(default_factory=dict)  # forward, WINDOW >= 0
 
     def tiles(self, p: Problem, hw: HardwareProfile, t: Tiles, bwd: bool) -> Tiles:
         table = self.bwd_tiles if bwd else self.fwd_tiles
         table = table[hw.arch] if hw.arch in table else next(iter(table.values()))
+        if not bwd and p.window is not None:
+            table = {**table, **self.window_tiles.get(hw.arch, {})}
         bm, bn, w, st = bucket(table, p.head_dim)
         return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
                      stages=t.stages or st)
@@ -81,7 +88,8 @@ class FlashStyle:
             rd = spec.bwd_readers(defines) if bwd_entry in SPECS else Readers()
         else:
             spec = SPECS[fwd_entry]
-            defines = kernel_defines(fwd_entry, HEAD_DIM_PAD=spec.head_dim_pad(p.head_dim), **tile)
+            defines = kernel_defines(fwd_entry, HEAD_DIM_PAD=spec.head_dim_pad(p.head_dim),
+                                     **tile, **window_defines(p))
         smem = spec.smem(defines, p.elem_bytes)
         check_smem(self.name, smem, hw, p)
         bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
@@ -132,7 +140,7 @@ class FlashStyle:
 
 
 FA2 = FlashStyle("fa2", FWD_TILES, BWD_TILES, overlap="async", threads_extra=0, regs=255,
-                 bwd_overlap="lockstep")
+                 bwd_overlap="lockstep", window_tiles=WINDOW_FWD_TILES)
 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
