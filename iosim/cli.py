@@ -203,7 +203,7 @@ def predict_cmd(
     window: Annotated[int | None, typer.Option(
         help="sliding window W (causal, forward): row i sees the W keys back from its diagonal")] = None,
     hw: Annotated[str, typer.Option(help="profile name or path to a TOML (a short name picks the calibrated profile)")] = "h100",
-    schedule: Annotated[str, typer.Option(help="comma list of naive,standard,fa1,fa1_paper,fa2,fa3 or 'all'")] = "all",
+    schedule: Annotated[str, typer.Option(help="comma list of naive,standard,fa1,fa1_paper,fa2,fa3,decode or 'all' (decode: Nq <= 16)")] = "all",
     fmt: FmtOpt = None,
     output: OutOpt = None,
     wide: Annotated[bool, typer.Option("--wide", help="every column (wider than 120)")] = False,
@@ -296,7 +296,7 @@ def sweep_cmd(
     causal_align: Annotated[str, typer.Option(
         help="causal diagonal when Nq != Nk: top-left, bottom-right or both")] = "top-left",
     direction: Annotated[str, typer.Option(help="fwd, bwd or both")] = "fwd",
-    schedule: Annotated[str, typer.Option(help="comma list of naive,standard,fa1,fa1_paper,fa2,fa3 or 'all'")] = "all",
+    schedule: Annotated[str, typer.Option(help="comma list of naive,standard,fa1,fa1_paper,fa2,fa3,decode or 'all' (decode: Nq <= 16)")] = "all",
     hw: Annotated[str, typer.Option(
         help="comma list of profile names or TOML paths (a short name picks the calibrated profile)")] = "h100",
     set_: Annotated[list[str] | None, typer.Option(

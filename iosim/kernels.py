@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from iosim.core.hardware import InputError
-from iosim.core.plan import Plan
+from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
 
 F32 = 4
@@ -68,23 +68,27 @@ TENSORS = {
     "Qs": TensorSpec(_ROWS, True), "Ks": TensorSpec(("B", "KVH", "Nk"), True),
     "Vs": TensorSpec(("B", "KVH", "Nk"), True), "Qa": TensorSpec(_ROWS, True),
     "Ka": TensorSpec(("B", "KVH", "Nk"), True), "Va": TensorSpec(("B", "KVH", "Nk"), True),
+    # split-KV decode (iosim.schedules.decode): each of S splits' partial O (normalised over its
+    # keys) and natural-log LSE, fp32, that decode_combine merges
+    "Opart": TensorSpec(("B", "H", "Nq", "S", "d"), True), "LSEpart": TensorSpec(("B", "H", "Nq", "S"), True),
 }
 MODEL_NAMES = {"dKx": "dK_expanded", "dVx": "dV_expanded"}  # launcher name -> the counts' name
 F32_TENSORS = frozenset(n for n, t in TENSORS.items() if t.f32)
 
 
-def tensor_shape(p: Problem, name: str) -> tuple[int, ...]:
+def tensor_shape(p: Problem, name: str, splits: int = 1) -> tuple[int, ...]:
+    """`splits`: the KV splits of a split-KV Plan (`kv_splits`), the partials' S."""
     dims = {"B": p.batch, "H": p.heads, "KVH": p.kv_heads, "Nq": p.seqlen_q, "Nk": p.seqlen_k,
-            "d": p.head_dim, "Nk16": -(-p.seqlen_k // 16) * 16}
+            "d": p.head_dim, "Nk16": -(-p.seqlen_k // 16) * 16, "S": splits}
     return tuple(dims[x] for x in TENSORS[name].shape)
 
 
-def tensor_sizes(p: Problem) -> dict[str, int]:
+def tensor_sizes(p: Problem, splits: int = 1) -> dict[str, int]:
     """Bytes of every named tensor in HBM, under the launcher's and the counts' names."""
     out, e = {}, io_bytes(p)
     for n, t in TENSORS.items():
         elems = 1
-        for x in tensor_shape(p, n):
+        for x in tensor_shape(p, n, splits):
             elems *= x
         out[MODEL_NAMES.get(n, n)] = elems * (t.nbytes or (F32 if t.f32 else e))
     return out
@@ -368,6 +372,21 @@ def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 3 dSᵀ; LSE,
         + FA3_SMEM_ALIGN
 
 
+def _decode_smem(d: Defines, e: int) -> int:  # Q rows + STAGES K/V tile pairs; reused at the end
+    # for the warps' fp32 partial O, m and ℓ (decode.cu: the larger of the two)
+    ring = (d["BLOCK_M"] + 2 * d["STAGES"] * d["BLOCK_N"]) * d["HEAD_DIM"] * e
+    return max(ring, d["NUM_WARPS"] * d["BLOCK_M"] * (d["HEAD_DIM"] + 2) * F32)
+
+
+def _decode_rules(d: Defines) -> list[Rule]:  # decode.cu's static_asserts
+    bm, bn, w, dd = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"], d["HEAD_DIM"]
+    return [(bm % 16 == 0 and bm <= 32 and bm // 16 * dd <= 256,
+             "packed query rows a CTA (heads x Nq, rounded up to 16): 16 or 32, and "
+             "rows / 16 x head_dim <= 256"),
+            (bn % (16 * w) == 0, f"--block-n a multiple of 16 x --warps ({16 * w})"),
+            (d["STAGES"] >= 1, "--stages >= 1")]
+
+
 _SPECS = [
     _naive("naive_qk", ("Q", "K", "S", *_DIMS, "scale"), {"S"}, _GEMM, False),
     _naive("naive_softmax", ("S", "P", "Nq", "Nk"), {"P"}, _SOFTMAX, False),
@@ -430,7 +449,8 @@ _SPECS = [
     # and 256), per-tile descale factors, bf16 O
     KernelSpec("fa3_fwd_fp8", "fa3.cu", "FP8_E4M3",
                ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale", "Qs", "Ks", "Vs"),
-               frozenset({"O", "LSE"}), _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG"},
+               frozenset({"O", "LSE"}),
+               _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "WINDOW"},
                checks=("MODEL_KV_READERS",), head_dims=(128, 256),
                dtypes=("fp8_e4m3",),
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem,
@@ -446,6 +466,18 @@ _SPECS = [
                frozenset({"Q8", "K8", "Vt8", "Qs", "Ks", "Vs"}), _FP8_QUANT,
                head_dims=BASE_HEAD_DIMS, dtypes=("fp8_e4m3",), archs=frozenset({"sm_90a"}),
                rules=_fp8_quant_rules),
+    # split-KV decode: grid (splits, KV heads x head chunks, B); each warp its slice of a K/V
+    # tile (K_j, V_j read once from shared memory), every warp all of the packed Q rows
+    KernelSpec("decode_fwd", "decode.cu", "DECODE_FWD",
+               ("Q", "K", "V", "O", "LSE", "Opart", "LSEpart", *_DIMS, "scale"),
+               frozenset({"O", "LSE", "Opart", "LSEpart"}),
+               frozenset({"HEAD_DIM", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "STAGES", "IS_CAUSAL",
+                          "WINDOW", "HEADS_PER_CTA", "NUM_SPLITS"}),
+               head_dims=BASE_HEAD_DIMS, aligns=frozenset({CausalAlign.bottom_right}),
+               rules=_decode_rules, smem=_decode_smem),
+    KernelSpec("decode_combine", "decode.cu", "DECODE_COMBINE",
+               ("Opart", "LSEpart", "O", "LSE", "Nq", "H"), frozenset({"O", "LSE"}),
+               frozenset({"HEAD_DIM", "NUM_SPLITS", "COMBINE_THREADS"}), head_dims=BASE_HEAD_DIMS),
     KernelSpec("gqa_reduce", "gqa_reduce.cu", None, ("dKx", "dVx", "dK", "dV", "Nk", "H", "KVH"),
                frozenset({"dK", "dV"}), frozenset({"HEAD_DIM", "REDUCE_THREADS"})),
 ]
@@ -453,6 +485,16 @@ SPECS: dict[str, KernelSpec] = {s.entry: s for s in _SPECS}
 for _s in ("pre", "convert"):  # fa3's backward runs fa2_bwd.cu's, under its own entry names
     SPECS[f"fa3_bwd_{_s}"] = replace(SPECS[f"fa2_bwd_{_s}"], entry=f"fa3_bwd_{_s}",
                                      symbol=f"fa2_bwd_{_s}")
+
+
+def kernel_splits(k: KernelPlan) -> int:
+    """The KV splits of a split-KV kernel (its NUM_SPLITS), 1 for the others: the S of the
+    partial tensors."""
+    return k.defines.get("NUM_SPLITS", 1) if k.name in SPECS and "NUM_SPLITS" in SPECS[k.name].defines else 1
+
+
+def kv_splits(plan: Plan) -> int:
+    return max(kernel_splits(k) for k in plan.kernels)
 
 
 def kernel_defines(entry: str, **values: int) -> dict[str, int]:

@@ -10,7 +10,7 @@ from iosim.core.problem import Direction, Problem
 from iosim.core.rows import problem_fields
 from iosim.model import memory, timing
 from iosim.model.backing import backing, footprint_bytes
-from iosim.schedules import SCHEDULES, Tiles, plan
+from iosim.schedules import SCHEDULES, Tiles, defaults_for, plan
 from iosim.schedules.knobs import TunedTiles
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def predict_rows(problem: Problem, hw: HardwareProfile, schedules: list[str] | N
                  tiles: Tiles = Tiles(), tuned: TunedTiles | None = None) -> tuple[list[dict], dict]:
     """`predict`'s rows as dicts, and {schedule: why it was left out}: the same table without
     pandas (the CLI's default table prints these, and starts faster for it)."""
-    names = schedules or [s for s in SCHEDULES if s != "fa3" or hw.has_wgmma]
+    names = schedules or [s for s in defaults_for(problem) if s != "fa3" or hw.has_wgmma]
     for s in names:
         if s not in SCHEDULES:
             raise InputError(f"unknown schedule '{s}' (allowed: {', '.join(SCHEDULES)})")

@@ -43,7 +43,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.output import check_writable, write_atomic, write_table
 from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
 from iosim.core.rows import problem_fields
-from iosim.schedules import SCHEDULES, Tiles, plan
+from iosim.schedules import ALL, SCHEDULES, Tiles, plan
 from iosim.schedules.knobs import KNOBS, TunedTiles
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ DEFAULTS: dict[str, list] = {"batch": [4], "heads": [32], "kv_heads": [None], "s
                              "seqlen_k": [None], "head_dim": [128], "dtype": [Dtype.bf16],
                              "causal": [False], "causal_align": [CausalAlign.top_left],
                              "direction": [Direction.fwd],
-                             "schedule": list(SCHEDULES), "hw": ["h100"],  # as `iosim predict`
+                             "schedule": list(ALL), "hw": ["h100"],  # as `iosim predict`
                              **{k: [None] for k in KNOBS}}
 PARALLEL_POINTS = 2000  # sweeps this large run in one process per CPU
 MAX_VALUES = 10_000  # values one option may expand to (a typo like 1..1e9:1 is refused, not run)
@@ -287,7 +287,7 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
                 if isinstance(v, str) else list(v)
             g[key] = [Direction(x) for x in vals]
         elif key == "schedule":
-            g[key] = parse_choice(v, [*SCHEDULES, "all"], key, both=list(SCHEDULES)) \
+            g[key] = parse_choice(v, [*SCHEDULES, "all"], key, both=list(ALL)) \
                 if isinstance(v, str) else list(v)
             for s in g[key]:
                 if s not in SCHEDULES:

@@ -54,6 +54,9 @@ class KernelPlan:
     # and differs from the profile's `pipeline.inst_per_op` (fitted to this project's kernels):
     # cuBLAS's SGEMM issues one FFMA per 32 FMAs, its loads amortised over register tiles
     inst_per_op: float | None = None
+    # tensors the loop trips stream even when each byte is read once (a split-KV decode's K and
+    # V): the timing model puts them in the trips, not in the CTA's once-only prologue
+    streamed: tuple[str, ...] = ()
 
     @property
     def ctas(self) -> int:

@@ -13,15 +13,16 @@ import numpy as np
 
 from iosim.core.plan import Plan
 from iosim.gpu.compile import compile_kernel, launch
-from iosim.kernels import SPECS, TENSORS, supported, tensor_shape
+from iosim.kernels import SPECS, TENSORS, kv_splits, supported, tensor_shape
 
 
-def buffer(torch, p, name: str, elem, device):
+def buffer(torch, p, name: str, elem, device, splits: int = 1):
     """An uninitialised device tensor `name` of problem p (iosim.kernels.TENSORS); e4m3 copies
-    as uint8 (their bytes: TMA copies them as such, and 0x7F is e4m3's NaN for the poison)."""
+    as uint8 (their bytes: TMA copies them as such, and 0x7F is e4m3's NaN for the poison);
+    `splits`: a split-KV Plan's (the partials' S)."""
     t = TENSORS[name]
     dtype = torch.float32 if t.f32 else torch.uint8 if t.e4m3 else elem
-    return torch.empty(*tensor_shape(p, name), dtype=dtype, device=device)
+    return torch.empty(*tensor_shape(p, name, splits), dtype=dtype, device=device)
 
 
 def tensor_maps(plan: Plan, buf: dict) -> dict:
@@ -56,8 +57,9 @@ class Launcher:
         names = {n for k in self.plan.kernels for n in SPECS[k.name].args if n in TENSORS}
         names |= {t for k in self.plan.kernels for t, _ in SPECS[k.name].tensor_maps.values()
                   if t not in inputs}
+        splits = kv_splits(self.plan)
         self.buf = {n: inputs.get(n) if n in inputs else buffer(torch, p, n, self.q.dtype,
-                                                                 self.q.device)
+                                                                 self.q.device, splits)
                     for n in sorted(names)}
         self.buf.update(inputs)
         self.scalars = scalars(p) | tensor_maps(self.plan, self.buf)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction
-from iosim.kernels import supported
+from iosim.kernels import kv_splits, supported
 from iosim.model.memory import sizes
 
 KERNEL, PUBLISHED, HYPOTHETICAL = "kernel", "published", "hypothetical"
@@ -62,7 +62,7 @@ def backing(plan: Plan, hw: HardwareProfile) -> str:
 def tensor_bytes(plan: Plan) -> dict[str, int]:
     """Bytes of every tensor a Plan's kernels touch in HBM, at its full size."""
     p = plan.problem
-    size = sizes(p)
+    size = sizes(p, kv_splits(plan))
     names = set(plan.traffic.reads) | set(plan.traffic.writes)
     if p.direction is Direction.bwd:  # the inputs live whether or not a kernel reads them
         names |= {"Q", "K", "V", "dO"}

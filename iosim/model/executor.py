@@ -541,6 +541,100 @@ def fp8_fwd(p: Problem, plan: Plan, q, k, v):
     return fa2_fwd(p, plan, q, k, v, m=m, fp8=True)
 
 
+# ------------------------------------------------------------ decode ----
+
+def decode(p: Problem, plan: Plan, q, k, v):
+    """Split-KV decode (iosim.schedules.decode): per (batch, K/V head, head chunk, split) one
+    CTA; its packed query rows (zero-padded to block_m) against its split's key tiles, each
+    warp an online softmax over its own slice of every tile, merged across warps at the end;
+    then, with several splits, the combine kernel."""
+    from iosim.schedules.decode import key_tiles, masked_tile, splits_of
+
+    m, sc, g = Meter(p), p.scale, p.group
+    kp = plan.kernels[0]
+    D = kp.defines
+    rows, bn, nw, hp, ns = (D[x] for x in ("BLOCK_M", "BLOCK_N", "NUM_WARPS", "HEADS_PER_CTA",
+                                           "NUM_SPLITS"))
+    nq, nk, d = p.seqlen_q, p.seqlen_k, p.head_dim
+    kw = bn // nw  # keys of a tile each warp takes
+    runs = splits_of(p, *key_tiles(p, bn), bn, ns)
+    assert len(runs) == ns == kp.grid[0], (len(runs), kp.grid)
+    O, LSE = np.zeros((p.batch, p.heads, nq, d)), np.empty((p.batch, p.heads, nq))
+    Op, Lp = np.empty((p.batch, p.heads, nq, ns, d)), np.empty((p.batch, p.heads, nq, ns))
+    pos = np.tile(np.arange(nq), hp) + nk - nq  # each packed row's diagonal (bottom-right)
+    pos = np.concatenate([pos, np.full(rows - hp * nq, nk - 1)])  # padding rows: never stored
+    with m.launch("decode_fwd"):
+        for b in range(p.batch):
+            for kvh in range(p.kv_heads):
+                for c in range(g // hp):
+                    heads = [kvh * g + c * hp + i for i in range(hp)]
+                    for s, run in enumerate(runs):
+                        Qc = np.zeros((rows, d))
+                        Qc[:hp * nq] = m.load("Q", q[b, heads].reshape(hp * nq, d), smem=False)
+                        m.smem(Qc)  # stored with its zero rows
+                        mw, lw = np.full((nw, rows), -np.inf), np.zeros((nw, rows))
+                        acc = np.zeros((nw, rows, d))
+                        for j in run:
+                            c0, c1 = j * bn, min(nk, (j + 1) * bn)
+                            Kj, Vj = m.load("K", k[b, kvh, c0:c1]), m.load("V", v[b, kvh, c0:c1])
+                            m.smem(Kj, Vj)  # each warp reads its own slice: once in all
+                            for w in range(nw):
+                                a, z = min(c1, c0 + w * kw), min(c1, c0 + (w + 1) * kw)
+                                S = m.mma(Qc, Kj[a - c0:z - c0].T, True, False)
+                                if masked_tile(p, j, bn):
+                                    col = np.arange(a, z)[None, :]
+                                    hide = col > pos[:, None] if p.causal else np.zeros(S.shape, bool)
+                                    if p.window is not None:
+                                        hide |= col < pos[:, None] - p.window
+                                    S[hide] = -np.inf
+                                    m.alu(S.size)
+                                mnew = np.maximum(mw[w], S.max(1, initial=-np.inf))
+                                muse = np.where(mnew > -np.inf, mnew, 0.0)
+                                P = m.exp(sc * S - (sc * muse)[:, None])
+                                alpha = m.exp(sc * (mw[w] - muse))
+                                lw[w] = alpha * lw[w] + P.sum(1)
+                                m.alu(3 * S.size + 6 * rows)
+                                acc[w] = alpha[:, None] * acc[w] + m.mma(P, Vj[a - c0:z - c0], False, False)
+                                m.alu(rows * d)
+                                mw[w] = mnew
+                        # across the warps, through shared memory (fp32 O, m, ℓ stored, read back)
+                        m.sm[m.kernel] += 2 * nw * rows * (d + 2) * F32
+                        top = mw.max(0)
+                        tuse = np.where(top > -np.inf, top, 0.0)
+                        wt = m.exp(sc * (mw - tuse))
+                        tot = (wt * lw).sum(0)
+                        o = (wt[:, :, None] * acc).sum(0)
+                        with np.errstate(divide="ignore"):
+                            inv = np.where(tot > 0, 1.0 / tot, 0.0)
+                            lse = np.where(tot > 0, sc * tuse + m.log(tot), -np.inf)
+                        o = o * inv[:, None]
+                        m.alu(rows * (3 * nw + 2) + rows * d * (2 * nw + 1))
+                        for i, h in enumerate(heads):
+                            r = slice(i * nq, (i + 1) * nq)
+                            if ns == 1:
+                                m.store("O", O, (b, h), o[r])
+                                m.store("LSE", LSE, (b, h), lse[r])
+                            else:
+                                m.store("Opart", Op, (b, h, slice(None), s), o[r])
+                                m.store("LSEpart", Lp, (b, h, slice(None), s), lse[r])
+    if ns > 1:
+        with m.launch("decode_combine"):
+            for b in range(p.batch):
+                for h in range(p.heads):
+                    for i in range(nq):
+                        ls = m.load("LSEpart", Lp[b, h, i], smem=False)
+                        top = ls.max()
+                        wt = m.exp(ls - (top if top > -np.inf else 0.0))
+                        tot = wt.sum()
+                        o = (wt[:, None] * m.load("Opart", Op[b, h, i], smem=False)).sum(0)
+                        m.alu(2 * ns + 2 + d * (2 * ns + 1))
+                        with np.errstate(divide="ignore"):  # no key in any split: 0, -inf
+                            lg = m.log(np.array(tot))
+                            m.store("O", O, (b, h, i), o / tot if tot > 0 else o * 0)
+                            m.store("LSE", LSE, (b, h, i), np.array(top + lg if tot > 0 else -np.inf))
+    return {"O": O, "LSE": LSE}, m
+
+
 def run(plan: Plan, q, k, v, do=None, o=None, lse=None):
     """Execute `plan` on float64 arrays. Forward returns {O, LSE}; backward (needs dO and the
     forward's O and LSE) returns {dQ, dK, dV}. Also returns the Meter with the counts."""
@@ -550,6 +644,8 @@ def run(plan: Plan, q, k, v, do=None, o=None, lse=None):
     if name == "standard":  # its backward is naive's passes (autograd over the stored P)
         return standard(p, plan, q, k, v) if p.direction is Direction.fwd \
             else naive(p, plan, q, k, v, do)
+    if name == "decode":
+        return decode(p, plan, q, k, v)
     if p.direction is Direction.fwd:
         if name in ("fa1", "fa1_paper"):
             return fa1_fwd(p, plan, q, k, v)

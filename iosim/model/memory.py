@@ -17,7 +17,7 @@ from functools import lru_cache
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Problem
-from iosim.kernels import tensor_sizes
+from iosim.kernels import kv_splits, tensor_sizes
 from iosim.model.occupancy import wave
 
 
@@ -26,14 +26,15 @@ def tensor_bytes(p: Problem, name: str) -> int:
     return sizes(p)[name]
 
 
-def sizes(p: Problem) -> dict[str, int]:
-    """Sizes of all named tensors of a problem in HBM (iosim.kernels.TENSORS; cached)."""
-    return _sizes(p)
+def sizes(p: Problem, splits: int = 1) -> dict[str, int]:
+    """Sizes of all named tensors of a problem in HBM (iosim.kernels.TENSORS; cached); `splits`:
+    a split-KV Plan's (iosim.kernels.kv_splits), the partials' S."""
+    return _sizes(p, splits)
 
 
 @lru_cache(maxsize=4096)
-def _sizes(p: Problem) -> dict[str, int]:
-    return tensor_sizes(p)
+def _sizes(p: Problem, splits: int) -> dict[str, int]:
+    return tensor_sizes(p, splits)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def same_cta_rereads(plan: Plan) -> bool:
     outer step; a softmax row too long for shared memory, read twice)? Then more CTAs at once
     put more bytes between the two reads, and more SMs can mean more DRAM reads (L2 thrash):
     the one way in which this model lets a bigger GPU move more bytes."""
-    size = sizes(plan.problem)
+    size = sizes(plan.problem, kv_splits(plan))
     return any(v > size[n] and k.reuse.get(n, 0) == 0
                for k in plan.kernels for n, v in k.traffic.reads.items())
 
@@ -86,5 +87,5 @@ def kernel_dram(k: KernelPlan, hw: HardwareProfile, size: dict[str, int]) -> Dra
 
 def estimate(plan: Plan, hw: HardwareProfile) -> list[Dram]:
     """DRAM bytes per kernel of the Plan, in launch order."""
-    size = sizes(plan.problem)
+    size = sizes(plan.problem, kv_splits(plan))
     return [kernel_dram(k, hw, size) for k in plan.kernels]

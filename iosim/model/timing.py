@@ -18,6 +18,7 @@ import numpy as np
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Problem
+from iosim.kernels import kernel_splits
 from iosim.model.memory import Dram, sizes
 from iosim.model.occupancy import ctas_per_sm
 
@@ -117,8 +118,8 @@ def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) ->
 def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
     """(read, write) bytes moved once per CTA (prologue/epilogue, whole kernel) and
     (read, write) bytes streamed by the loop trips (whole kernel), two-level counts."""
-    size = sizes(p)
-    fixed_r = sum(v for n, v in k.traffic.reads.items() if v <= size[n])
+    size = sizes(p, kernel_splits(k))
+    fixed_r = sum(v for n, v in k.traffic.reads.items() if v <= size[n] and n not in k.streamed)
     fixed_w = sum(v for n, v in k.traffic.writes.items() if v <= size[n])
     return fixed_r, fixed_w, k.traffic.hbm_read - fixed_r, k.traffic.hbm_write - fixed_w
 

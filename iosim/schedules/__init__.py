@@ -7,13 +7,24 @@ from dataclasses import replace
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
-from iosim.schedules import fa1, fa1_paper, fa2, fa3, knobs, naive, standard
+from iosim.schedules import decode, fa1, fa1_paper, fa2, fa3, knobs, naive, standard
 from iosim.schedules.base import Tiles, check_window
 
 # naive: the lean unfused baseline (our kernels); standard: the FA papers' PyTorch baseline;
 # fa1_paper: Algorithm 1 at the paper's block sizes (the model's alone)
 SCHEDULES = {"naive": naive.plan, "standard": standard.plan, "fa1": fa1.plan,
-             "fa1_paper": fa1_paper.plan, "fa2": fa2.plan, "fa3": fa3.plan}
+             "fa1_paper": fa1_paper.plan, "fa2": fa2.plan, "fa3": fa3.plan, "decode": decode.plan}
+
+
+# what `all` (and predict's and sweep's default) means: every schedule for any problem; decode
+# (Nq <= 16 query rows, forward) joins predict's default for the problems it takes, and is
+# otherwise asked for by name
+ALL = [s for s in SCHEDULES if s != "decode"]
+
+
+def defaults_for(problem: Problem) -> list[str]:
+    """The schedules predict shows for a problem when none are named."""
+    return ALL + (["decode"] if decode.takes(problem) else [])
 
 
 def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
@@ -37,4 +48,4 @@ def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(
     return pl
 
 
-__all__ = ["SCHEDULES", "Tiles", "plan"]
+__all__ = ["ALL", "SCHEDULES", "Tiles", "defaults_for", "plan"]

@@ -1,0 +1,202 @@
+"""Split-KV decode (Flash-Decoding: Dao, Haziza, Massa and Sizov, "Flash-Decoding for
+long-context inference", 2023; FlashAttention's num_splits path): few query rows (Nq = 1..16 a
+sequence) against a long K/V cache.
+
+One CTA per (KV split, K/V head, head chunk, batch) runs `decode_fwd`: the query heads of a GQA
+group are packed into the CTA's rows (heads x Nq rows, padded to the MMA's 16), so each K/V tile
+is read from HBM once per group, not once per query head. The K/V tiles of the CTA's split stream
+through a `stages`-deep cp.async ring; each warp takes its own slice of every tile (the keys are
+split across warps, the rows are not: a handful of rows gives no work to split) and keeps its
+own online-softmax state, merged across warps through shared memory at the end. With one split the
+kernel writes O and LSE; with S splits each writes a partial O (normalised over its keys) and its
+LSE in fp32, and `decode_combine` merges them (O = Σ_s e^(LSE_s - LSE) O_s). The split count
+fills the GPU as FlashAttention's num_splits_heuristic does. Causal decode rows are bottom-right
+aligned (the last query row sees every key); a sliding window skips the tiles before the first
+row's window.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
+from iosim.core.problem import CausalAlign, Direction, Problem
+from iosim.core.traffic import Traffic, Work
+from iosim.kernels import SPECS, kernel_defines, source
+from iosim.schedules.base import F32, Tiles, check_head_dim, check_smem, uniform
+
+# (block_n, warps, stages) by head_dim bucket: a 16-key slice a warp (4 warps), a ring of about
+# 96 KB (two CTAs an SM on H100; three stages, two at d = 256, where a stage is 64 KB)
+TILES = {64: (128, 4, 3), 128: (64, 4, 3), 256: (64, 4, 2)}
+MAX_QUERY_ROWS = 16  # Nq a sequence: decode and speculative decoding; longer: fa2, fa3
+# a warp holds every packed row's fp32 O: m16 row tiles MT with MT·d <= 256 (MT·d/2 registers)
+# and MT <= 2 (more spills at d = 64, where S and P of 32-key slices add 96 registers)
+ROW_DIM, MAX_ROWS = 256, 32
+MAX_SPLITS = 128
+# A split count within this fraction of the best wave efficiency is taken, the smallest such
+# (FlashAttention 2's num_splits_heuristic, csrc/flash_attn/flash_api.cpp: 0.85)
+SPLIT_EFFICIENCY = 0.85
+COMBINE_THREADS = 128
+REGS = 255  # __launch_bounds__(threads): the register file over the threads
+
+
+def bucket(d: int) -> tuple[int, int, int]:
+    return next(v for k, v in sorted(TILES.items()) if d <= k)
+
+
+def packing(p: Problem) -> int:
+    """Query heads a CTA packs: the largest divisor of the group whose rows (heads x Nq, padded
+    to 16) the accumulators hold (ROW_DIM)."""
+    def rows(h: int) -> int:
+        return 16 * -(-h * p.seqlen_q // 16)
+
+    fits = [h for h in range(1, p.group + 1) if p.group % h == 0 and rows(h) <= MAX_ROWS
+            and rows(h) // 16 * p.head_dim <= max(ROW_DIM, p.head_dim)]
+    return max(fits)
+
+
+def key_tiles(p: Problem, bn: int) -> tuple[int, int]:
+    """[t0, t1): the key tiles some query row sees. Rows are bottom-right aligned: row i's
+    diagonal is Nk - Nq + i, so the last row sees every key; a window starts the first row's
+    view at Nk - Nq - W."""
+    k0 = max(0, p.seqlen_k - p.seqlen_q - p.window) if p.window is not None else 0
+    return k0 // bn, -(-p.seqlen_k // bn)
+
+
+def masked_tile(p: Problem, j: int, bn: int) -> bool:
+    """Does key tile j need the mask: the ragged end of K, the first row's diagonal (causal) or
+    the last row's window edge."""
+    nk, nq = p.seqlen_k, p.seqlen_q
+    return ((j + 1) * bn > nk or (p.causal and (j + 1) * bn - 1 > nk - nq)
+            or (p.window is not None and j * bn < nk - 1 - p.window))
+
+
+def num_splits(ctas: int, slots: int, tiles: int) -> int:
+    """FlashAttention 2's num_splits_heuristic: one split when the CTAs nearly fill the GPU
+    (>= 80% of its slots), else of the split counts up to min(slots, tiles, MAX_SPLITS) that
+    change the tiles a split (ceil(tiles / s)), the fewest whose wave efficiency
+    (waves / ceil(waves)) is within SPLIT_EFFICIENCY of the best."""
+    if ctas >= 0.8 * slots:
+        return 1
+    top = max(1, min(slots, tiles, MAX_SPLITS))
+
+    def eff(s: int) -> float:
+        w = ctas * s / slots
+        return w / math.ceil(w)
+
+    counts = [s for s in range(1, top + 1) if s == 1 or -(-tiles // s) != -(-tiles // (s - 1))]
+    best = max(eff(s) for s in counts)
+    return next(s for s in counts if eff(s) >= SPLIT_EFFICIENCY * best)
+
+
+def takes(p: Problem) -> bool:
+    """A decode problem: a few query rows, forward."""
+    return p.seqlen_q <= MAX_QUERY_ROWS and p.direction is Direction.fwd
+
+
+def check(p: Problem) -> None:
+    check_head_dim("decode", p)
+    if p.direction is not Direction.fwd:
+        raise InputError("decode: the forward pass only (allowed: --direction fwd)")
+    if p.seqlen_q > MAX_QUERY_ROWS:
+        raise InputError(f"decode: seqlen {p.seqlen_q} query rows a sequence (allowed: 1 to "
+                         f"{MAX_QUERY_ROWS}; longer queries: fa2, fa3)")
+    if p.causal and p.seqlen_q != p.seqlen_k and p.causal_align is not CausalAlign.bottom_right:
+        raise InputError("decode: causal rows are the cache's last (allowed: --causal-align "
+                         "bottom-right, or causal false)")
+
+
+def splits_of(p: Problem, t0: int, t1: int, bn: int, s: int) -> list[range]:
+    """The key tiles of each split: `s` runs of ceil(tiles / s), the last one shorter."""
+    per = -(-(t1 - t0) // s)
+    return [range(a, min(t1, a + per)) for a in range(t0, t1, per)]
+
+
+def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
+    check(p)
+    bn0, w0, st0 = bucket(p.head_dim)
+    bn, warps, stages = t.block_n or bn0, t.warps or w0, t.stages or st0
+    hp = packing(p)
+    chunks = p.group // hp
+    rows = 16 * -(-hp * p.seqlen_q // 16)  # block_m: packed rows, padded to the MMA's 16
+    if t.block_m is not None and t.block_m != rows:
+        raise InputError(f"decode: --block-m is the packed query rows, {rows} here "
+                         "(allowed: leave it out)")
+    threads = 32 * warps
+    t0, t1 = key_tiles(p, bn)
+    base = dict(HEAD_DIM=p.head_dim, BLOCK_M=rows, BLOCK_N=bn, NUM_WARPS=warps, STAGES=stages,
+                IS_CAUSAL=int(p.causal), WINDOW=-1 if p.window is None else p.window,
+                HEADS_PER_CTA=hp)
+    smem = SPECS["decode_fwd"].smem(base, p.elem_bytes)
+    check_smem("decode", smem, hw, p)
+    ctas0 = p.batch * p.kv_heads * chunks
+    probe = KernelPlan("decode_fwd", (1, 1, 1), threads, smem, REGS, rows, bn, Traffic(), Work())
+    s = num_splits(ctas0, ctas_per_sm(probe, hw) * hw.sm_count, t1 - t0)
+    s = len(splits_of(p, t0, t1, bn, s))  # no empty split: the count the runs make
+    runs = splits_of(p, t0, t1, bn, s)  # what the kernel cuts with that count
+    assert len(runs) == s, (len(runs), s)
+    ks = [_decode_kernel(p, runs, rows, bn, warps, stages, chunks, smem,
+                         kernel_defines("decode_fwd", **base, NUM_SPLITS=s))]
+    if s > 1:
+        ks.append(_combine_kernel(p, s))
+    notes = (f"{hp} query head(s) x {p.seqlen_q} row(s) a CTA ({rows} padded), {bn}-key tiles, "
+             f"{warps} warps, {stages}-stage K/V pipeline, {s} KV split(s)")
+    return Plan("decode", p, hw.name, tuple(ks), notes)
+
+
+def _decode_kernel(p: Problem, runs: list[range], rows: int, bn: int, warps: int, stages: int,
+                   chunks: int, smem: int, defines: dict[str, int]) -> KernelPlan:
+    """Counts of decode_fwd (the executor's decode loops, tile by tile): per split, Q once,
+    each key tile's K and V once; see the module docstring."""
+    d, e, nk, s = p.head_dim, p.elem_bytes, p.seqlen_k, len(runs)
+    ctas0 = p.batch * p.kv_heads * chunks
+
+    def keys(j: int) -> int:
+        return min(nk, (j + 1) * bn) - j * bn
+
+    per_split = np.array([sum(keys(j) for j in r) for r in runs], dtype=np.int64)
+    masked = np.array([sum(1 for j in r if masked_tile(p, j, bn)) for r in runs], dtype=np.int64)
+    mask_keys = sum(keys(j) for r in runs for j in r if masked_tile(p, j, bn))
+    kv, tiles = int(per_split.sum()), sum(len(r) for r in runs)
+    n_rows = p.bh * p.seqlen_q
+    out = {"O": n_rows * d * e, "LSE": n_rows * F32} if s == 1 else \
+        {"Opart": n_rows * s * d * F32, "LSEpart": n_rows * s * F32}
+    ctas = ctas0 * s
+    # smem: Q stored once (padded rows); per tile K, V stored and read once (each warp its
+    # slice), Q read by every warp; at the end the warps' fp32 O, m and ℓ stored and read back
+    sram = ctas * (rows * d * e + 2 * warps * rows * (d + 2) * F32) \
+        + ctas0 * (4 * kv * d * e + tiles * warps * rows * d * e)
+    t = Traffic(reads={"Q": s * n_rows * d * e, "K": ctas0 * kv * d * e, "V": ctas0 * kv * d * e},
+                writes=out, sram=sram)
+    # per tile of c keys: S and PV (4·rows·c·d); P per element and α per row per warp; per
+    # element rowmax, the scale-and-subtract FMA, rowsum (+ the mask on masked tiles); per row
+    # per warp the statistics (6) and acc *= α (d). At the end, across the warps: m* (max),
+    # their weights (exp), ℓ and O (FMAs), 1/ℓ, O·1/ℓ, log ℓ and LSE.
+    mask = ctas0 * rows * mask_keys
+    once = Work(exp_ops=rows * (warps + 1),
+                alu_flops=rows * (3 * warps + 2) + rows * d * (2 * warps + 1)).scaled(ctas)
+    w = Work(tensor_flops=ctas0 * 4 * rows * kv * d,
+             exp_ops=ctas0 * (rows * kv + warps * rows * tiles),
+             alu_flops=ctas0 * (3 * rows * kv + warps * rows * (6 + d) * tiles) + mask) + once
+    reuse = {"K": s, "V": s} if chunks > 1 else {}  # the next head chunk's CTA of this split
+    return KernelPlan("decode_fwd", (s, p.kv_heads * chunks, p.batch), 32 * warps, smem, REGS,
+                      rows, bn, t, w, trips=per_split / bn, reuse=reuse, masked=masked,
+                      mask_alu=mask, once=once, stages=stages, overlap="async",
+                      source=source("decode_fwd"), defines=defines, streamed=("K", "V"))
+
+
+def _combine_kernel(p: Problem, s: int) -> KernelPlan:
+    """decode_combine: per query row, the S partial LSEs to weights e^(LSE_s - LSE) and
+    O = Σ_s weight·O_s; one CTA per (row, head, batch)."""
+    d, e, n_rows = p.head_dim, p.elem_bytes, p.bh * p.seqlen_q
+    t = Traffic(reads={"Opart": n_rows * s * d * F32, "LSEpart": n_rows * s * F32},
+                writes={"O": n_rows * d * e, "LSE": n_rows * F32})
+    # max, Σ weights (S each), 1/Σ and LSE (2); per element S FMAs and the 1/Σ scale
+    w = Work(exp_ops=n_rows * (s + 1), alu_flops=n_rows * (2 * s + 2 + d * (2 * s + 1)))
+    return KernelPlan("decode_combine", (p.seqlen_q, p.heads, p.batch), COMBINE_THREADS, 0, 32,
+                      1, d, t, w, trips=uniform(1), source=source("decode_combine"),
+                      defines=kernel_defines("decode_combine", HEAD_DIM=p.head_dim,
+                                             NUM_SPLITS=s, COMBINE_THREADS=COMBINE_THREADS))
