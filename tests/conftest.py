@@ -29,6 +29,7 @@ LAYERS = {
     "test_fa1_split": "unit",
     "test_fast_stream": "unit",
     "test_gpu_backward": "gpu",
+    "test_gpu_decode": "gpu",
     "test_gpu_hardening": "gpu",
     "test_gpu_kernels": "gpu",
     "test_hardware_cli": "unit",

@@ -1,0 +1,48 @@
+"""kernels/decode.cu (split-KV decode and its combine) against a float32 reference on fresh
+random data, outputs NaN-poisoned first; the bound is a multiple of a same-dtype reference's
+own error plus one rounding unit (iosim.gpu.bench, as for the other kernels)."""
+
+import os
+
+import pytest
+
+from iosim.core.hardware import load
+from iosim.core.problem import Problem
+from iosim.schedules import plan
+
+pytestmark = pytest.mark.gpu
+
+# (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, causal, window, dtype): GQA 32/8 split
+# many ways; MHA with a ragged cache; 4 rows x 8 heads packed in 32 rows, causal; d = 256 with
+# a window; batch 64 (one split: O written by decode_fwd itself); a window cutting tiles, fp16
+CASES = [
+    (1, 32, 8, 1, 8192, 128, False, None, "bf16"), (2, 8, 8, 1, 3000, 64, False, None, "bf16"),
+    (1, 16, 2, 4, 5000, 128, True, None, "bf16"), (1, 8, 1, 16, 2048, 256, True, 100, "bf16"),
+    (64, 32, 8, 1, 1024, 128, False, None, "bf16"), (3, 4, 2, 7, 777, 64, True, 300, "fp16"),
+    (1, 32, 8, 1, 100000, 128, False, None, "fp16"), (2, 12, 4, 3, 1, 128, True, None, "bf16"),
+]
+
+
+@pytest.fixture(scope="module")
+def env():
+    from iosim.gpu import bench
+
+    torch = bench.require_gpu()
+    hw = load(bench.profile_for(torch.cuda.get_device_name()))
+    return torch, hw, bench
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_decode_matches_reference(env, case):
+    from iosim.gpu.launch import Launcher
+
+    torch, hw, bench = env
+    b, h, kvh, nq, nk, d, causal, w, dtype = case
+    p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
+                dtype=dtype, causal=causal, causal_align="bottom-right", window=w)
+    pl = plan("decode", p, hw)
+    q, k, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, p)
+    bound = bench.error_bound("decode", p, same, s_max)
+    err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse_ref, bound)
+    assert ok, f"decode {case} ({pl.notes}): error {err:.3g} over bound {bound:.3g}"
