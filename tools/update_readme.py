@@ -150,6 +150,18 @@ def block_measured_fa3_bwd() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/measured_bwd.csv", "fa3")
 
 
+DECODE_ARGS = ["predict", "--schedule", "decode", "--seqlen", "1", "--seqlen-k", "131072",
+               "--kv-heads", "8"]
+
+
+def block_predict_decode() -> str:
+    return "```\n$ iosim " + " ".join(DECODE_ARGS) + "\n" + run(*DECODE_ARGS) + "```"
+
+
+def block_decode_measured() -> str:
+    return tool("decode_summary.py", "experiments/decode/h100/decode.csv")
+
+
 def block_measured() -> str:
     try:
         from iosim.analysis.measured import readme_table
@@ -183,7 +195,8 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "predict": block_predict, 
           "papers": block_papers,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
-          "measured-bwd": block_measured_bwd, "explain": block_explain, "tune": block_tune}
+          "measured-bwd": block_measured_bwd, "explain": block_explain, "tune": block_tune,
+          "predict-decode": block_predict_decode, "decode-measured": block_decode_measured}
 
 
 def render(text: str) -> str:
