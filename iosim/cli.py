@@ -202,6 +202,8 @@ def predict_cmd(
     hadamard: Annotated[bool, typer.Option("--hadamard", help="fp8_e4m3: rotate Q and K by a random-sign Hadamard transform before quantising")] = False,
     window: Annotated[int | None, typer.Option(
         help="sliding window W (causal, forward): row i sees the W keys back from its diagonal")] = None,
+    page_size: Annotated[int | None, typer.Option(
+        help="paged K/V cache: tokens a page, through a block table (decode)")] = None,
     hw: Annotated[str, typer.Option(help="profile name or path to a TOML (a short name picks the calibrated profile)")] = "h100",
     schedule: Annotated[str, typer.Option(help="comma list of naive,standard,fa1,fa1_paper,fa2,fa3,decode or 'all' (decode: Nq <= 16)")] = "all",
     fmt: FmtOpt = None,
@@ -239,7 +241,8 @@ def predict_cmd(
                             seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=c,
                             causal_align=causal_align, direction=d, fp8_scaling=fp8_scaling,
                             hadamard=hadamard,
-                            window=window)
+                            window=window,
+                            page_size=page_size)
                 parts.append(predict_rows(p, profile, parse_schedules(schedule), tiles, tuned))
     n = sum(len(rows) for rows, _ in parts)
     if fmt is Fmt.table and len(profiles) == 1:
@@ -268,7 +271,8 @@ def predict_text(parts, profile, wide: bool) -> str:
         lines.append(f"{profile.name}  {p0['direction']}  B={p0['batch']} H={p0['heads']} "
                      f"KVH={p0['kv_heads']} Nq={p0['seqlen_q']} Nk={p0['seqlen_k']} d={p0['head_dim']} "
                      f"{p0['dtype']} causal={p0['causal']}{align}"
-                     + (f" window={p0['window']}" if p0.get("window") is not None else ""))
+                     + (f" window={p0['window']}" if p0.get("window") is not None else "")
+                     + (f" page={p0['page_size']}" if p0.get("page_size") is not None else ""))
         lines.append(format_table(rows, wide))
         lines += [f"  {s}: not predicted: {why}" for s, why in skipped.items()]
         lines += [f"  {r['schedule']}: cannot run: its tensors need {r['hbm_footprint_bytes'] / 1e9:,.1f} GB "
@@ -676,7 +680,8 @@ def report_cmd(
 # Problem's fields by the option that sets them, for messages that name what the user typed
 OPTION_OF_FIELD = {"seqlen_q": "--seqlen", "seqlen_k": "--seqlen-k", "head_dim": "--head-dim",
                    "kv_heads": "--kv-heads", "batch": "--batch", "heads": "--heads",
-                   "dtype": "--dtype", "causal_align": "--causal-align", "window": "--window"}
+                   "dtype": "--dtype", "causal_align": "--causal-align", "window": "--window",
+                   "page_size": "--page-size"}
 BOOL_OPTIONS = ("--causal",)  # take a value in the one boolean grammar; alone they mean true
 
 

@@ -71,15 +71,22 @@ TENSORS = {
     # split-KV decode (iosim.schedules.decode): each of S splits' partial O (normalised over its
     # keys) and natural-log LSE, fp32, that decode_combine merges
     "Opart": TensorSpec(("B", "H", "Nq", "S", "d"), True), "LSEpart": TensorSpec(("B", "H", "Nq", "S"), True),
+    # a paged K/V cache (Problem.page_size): pages (B·NP of them, NP = ceil(Nk / page), each
+    # page x KVH x d) and the int32 block table of each sequence's pages
+    "Kc": TensorSpec(("NPG", "PG", "KVH", "d")), "Vc": TensorSpec(("NPG", "PG", "KVH", "d")),
+    "BlockTable": TensorSpec(("B", "NP"), nbytes=4),
 }
 MODEL_NAMES = {"dKx": "dK_expanded", "dVx": "dV_expanded"}  # launcher name -> the counts' name
 F32_TENSORS = frozenset(n for n, t in TENSORS.items() if t.f32)
+INDEX_TENSORS = frozenset({"BlockTable"})  # int32: 4 bytes an element
 
 
 def tensor_shape(p: Problem, name: str, splits: int = 1) -> tuple[int, ...]:
     """`splits`: the KV splits of a split-KV Plan (`kv_splits`), the partials' S."""
+    pages = -(-p.seqlen_k // p.page_size) if p.page_size else 0
     dims = {"B": p.batch, "H": p.heads, "KVH": p.kv_heads, "Nq": p.seqlen_q, "Nk": p.seqlen_k,
-            "d": p.head_dim, "Nk16": -(-p.seqlen_k // 16) * 16, "S": splits}
+            "d": p.head_dim, "Nk16": -(-p.seqlen_k // 16) * 16, "S": splits, "NP": pages, "NPG": p.batch * pages,
+            "PG": p.page_size or 0}
     return tuple(dims[x] for x in TENSORS[name].shape)
 
 
@@ -473,6 +480,14 @@ _SPECS = [
                frozenset({"O", "LSE", "Opart", "LSEpart"}),
                frozenset({"HEAD_DIM", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "STAGES", "IS_CAUSAL",
                           "WINDOW", "HEADS_PER_CTA", "NUM_SPLITS"}),
+               head_dims=BASE_HEAD_DIMS, aligns=frozenset({CausalAlign.bottom_right}),
+               rules=_decode_rules, smem=_decode_smem),
+    # the same loop over a paged cache: each K/V row gathered through the block table
+    KernelSpec("decode_paged_fwd", "decode.cu", "DECODE_PAGED_FWD",
+               ("Q", "Kc", "Vc", "BlockTable", "O", "LSE", "Opart", "LSEpart", *_DIMS, "scale"),
+               frozenset({"O", "LSE", "Opart", "LSEpart"}),
+               frozenset({"HEAD_DIM", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "STAGES", "IS_CAUSAL",
+                          "WINDOW", "HEADS_PER_CTA", "NUM_SPLITS", "PAGE_SIZE"}),
                head_dims=BASE_HEAD_DIMS, aligns=frozenset({CausalAlign.bottom_right}),
                rules=_decode_rules, smem=_decode_smem),
     KernelSpec("decode_combine", "decode.cu", "DECODE_COMBINE",

@@ -3,6 +3,12 @@
 // rows a sequence (Nq = 1..16) against a long K/V cache.
 //
 // Entries (docs/kernel-contract.md), one per selector macro:
+//   DECODE_PAGED_FWD: decode_paged_fwd(Q, Kc, Vc, BlockTable, O, LSE, Opart, LSEpart, Nq, Nk, H,
+//     KVH, scale): decode_fwd over a paged cache: Kc, Vc (pages, PAGE_SIZE, KVH, d) elem_t (the
+//     layout of FlashAttention's and vLLM's paged caches), BlockTable (B, ceil(Nk/PAGE_SIZE))
+//     int32: token t of sequence b is row t % PAGE_SIZE of page BlockTable[b][t / PAGE_SIZE].
+//     Each K/V row (d elements of one head of one token: the contiguous unit) is gathered by
+//     cp.async from its page; the table entry is read per row (an L1 hit after the first).
 //   DECODE_FWD: decode_fwd(Q, K, V, O, LSE, Opart, LSEpart, Nq, Nk, H, KVH, scale)
 //     Q (B,H,Nq,d), K/V (B,KVH,Nk,d), O (B,H,Nq,d) elem_t; LSE (B,H,Nq) fp32, natural log;
 //     Opart (B,H,Nq,S,d), LSEpart (B,H,Nq,S) fp32 with S = NUM_SPLITS: each split's O,
@@ -48,7 +54,13 @@
 #error "NUM_SPLITS must be defined"
 #endif
 
-#if defined(DECODE_FWD)
+#if defined(DECODE_FWD) || defined(DECODE_PAGED_FWD)
+#if defined(DECODE_PAGED_FWD) && !defined(PAGE_SIZE)
+#error "PAGE_SIZE must be defined (tokens a page of the paged cache)"
+#endif
+#ifndef PAGE_SIZE
+#define PAGE_SIZE 0
+#endif
 #ifndef BLOCK_M
 #error "BLOCK_M must be defined"
 #endif
@@ -108,17 +120,37 @@ __device__ __forceinline__ void load_rows(u32 s_addr, const elem_t* __restrict__
     }
 }
 
+// The same from a paged cache: row r is token key0 + r, found through the sequence's block table
+// `bt`; its d elements for K/V head kvh are contiguous in the page.
+template <int ROWS>
+__device__ __forceinline__ void load_rows_paged(u32 s_addr, const elem_t* __restrict__ cache,
+                                                const int* __restrict__ bt, int key0, int nvalid,
+                                                int kvh, int KVH, int tid) {
+    static_assert(PAGE_SIZE > 0, "a paged cache needs PAGE_SIZE > 0");
+#pragma unroll
+    for (int idx = tid; idx < ROWS * DCH; idx += THREADS) {
+        const int r = idx / DCH, ch = idx % DCH;
+        const bool ok = r < nvalid;
+        const int t = key0 + (ok ? r : 0);
+        const int page = __ldg(bt + t / PAGE_SIZE);
+        const elem_t* src = cache + (((size_t)page * PAGE_SIZE + t % PAGE_SIZE) * KVH + kvh) * D + ch * 8;
+        cp_async_16(s_addr + 2u * (u32)swz<DCH>(r, ch), src, ok);
+    }
+}
+
 __device__ __forceinline__ u32 chunk_off(u32 lane_key, int kk) {
     return (((u32)(2 * kk)) ^ lane_key) << 4;
 }
 
 }  // namespace dec
 
-extern "C" __global__ void __launch_bounds__(dec::THREADS, 1)
-decode_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
-           const elem_t* __restrict__ V, elem_t* __restrict__ O, float* __restrict__ LSE,
-           float* __restrict__ Opart, float* __restrict__ LSEpart, int Nq, int Nk, int H, int KVH,
-           float scale) {
+// The loop of both entries; PAGED: K, V are the paged caches and bt the block table.
+template <bool PAGED>
+__device__ __forceinline__ void decode_body(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
+                                            const elem_t* __restrict__ V, const int* __restrict__ BT,
+                                            elem_t* __restrict__ O, float* __restrict__ LSE,
+                                            float* __restrict__ Opart, float* __restrict__ LSEpart,
+                                            int Nq, int Nk, int H, int KVH, float scale) {
     using namespace dec;
     extern __shared__ __align__(128) elem_t smem[];
     elem_t* sQ = smem;              // R x D
@@ -142,20 +174,26 @@ decode_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     const int kv0 = j0 * BN;
     const int nk_left = Nk - kv0;
     const size_t q_row0 = ((size_t)b * H + h0) * (size_t)Nq;  // the CTA's first packed row
-    const elem_t* Kg = K + (((size_t)b * KVH + kvh) * (size_t)Nk + (size_t)kv0) * D;
-    const elem_t* Vg = V + (((size_t)b * KVH + kvh) * (size_t)Nk + (size_t)kv0) * D;
+    // tile jt of the split (keys kv0 + jt*BN ...) of K or V into shared memory
+    const elem_t* Kg = K + (PAGED ? 0 : (((size_t)b * KVH + kvh) * (size_t)Nk + (size_t)kv0) * D);
+    const elem_t* Vg = V + (PAGED ? 0 : (((size_t)b * KVH + kvh) * (size_t)Nk + (size_t)kv0) * D);
+    const int* bt = PAGED ? BT + (size_t)b * ((Nk + PAGE_SIZE - 1) / max(PAGE_SIZE, 1)) : nullptr;
+    auto load_kv = [&](u32 s_addr, const elem_t* base, int jt) {
+        if constexpr (PAGED)
+            load_rows_paged<BN>(s_addr, base, bt, kv0 + jt * BN, nk_left - jt * BN, kvh, KVH, tid);
+        else
+            load_rows<BN>(s_addr, base + (size_t)jt * BN * D, nk_left - jt * BN, tid);
+    };
 
     // ---- prologue: Q + K0 | V0 | K1 | ... | V_{NS-2} | K_{NS-1}
     load_rows<R>(smem_u32(sQ), Q + q_row0 * D, M, tid);
-    if (n > 0) load_rows<BN>(smem_u32(sK), Kg, nk_left, tid);
+    if (n > 0) load_kv(smem_u32(sK), Kg, 0);
     cp_async_commit();
 #pragma unroll
     for (int s = 0; s < NS - 1; ++s) {
-        if (s < n) load_rows<BN>(smem_u32(sV + s * BN * D), Vg + (size_t)s * BN * D, nk_left - s * BN, tid);
+        if (s < n) load_kv(smem_u32(sV + s * BN * D), Vg, s);
         cp_async_commit();
-        if (s + 1 < n)
-            load_rows<BN>(smem_u32(sK + (s + 1) * BN * D), Kg + (size_t)(s + 1) * BN * D,
-                          nk_left - (s + 1) * BN, tid);
+        if (s + 1 < n) load_kv(smem_u32(sK + (s + 1) * BN * D), Kg, s + 1);
         cp_async_commit();
     }
 
@@ -187,9 +225,7 @@ decode_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     const u32 sV_a = smem_u32(sV) + (u32)((warp * KW + qrow) * D * 2);
 
     auto issue_k = [&](int jk) {
-        if (jk < n)
-            load_rows<BN>(smem_u32(sK + (jk % NS) * BN * D), Kg + (size_t)jk * BN * D,
-                          nk_left - jk * BN, tid);
+        if (jk < n) load_kv(smem_u32(sK + (jk % NS) * BN * D), Kg, jk);
         cp_async_commit();
     };
 
@@ -200,9 +236,7 @@ decode_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         __syncthreads();
         {
             const int jv = j + NS - 1;
-            if (jv < n)
-                load_rows<BN>(smem_u32(sV + (jv % NS) * BN * D), Vg + (size_t)jv * BN * D,
-                              nk_left - jv * BN, tid);
+            if (jv < n) load_kv(smem_u32(sV + (jv % NS) * BN * D), Vg, jv);
             cp_async_commit();
         }
 
@@ -392,7 +426,27 @@ decode_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         }
     }
 }
+#endif  // DECODE_FWD || DECODE_PAGED_FWD
+
+#if defined(DECODE_FWD)
+extern "C" __global__ void __launch_bounds__(dec::THREADS, 1)
+decode_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
+           const elem_t* __restrict__ V, elem_t* __restrict__ O, float* __restrict__ LSE,
+           float* __restrict__ Opart, float* __restrict__ LSEpart, int Nq, int Nk, int H, int KVH,
+           float scale) {
+    decode_body<false>(Q, K, V, nullptr, O, LSE, Opart, LSEpart, Nq, Nk, H, KVH, scale);
+}
 #endif  // DECODE_FWD
+
+#if defined(DECODE_PAGED_FWD)
+extern "C" __global__ void __launch_bounds__(dec::THREADS, 1)
+decode_paged_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ Kc,
+                 const elem_t* __restrict__ Vc, const int* __restrict__ BlockTable,
+                 elem_t* __restrict__ O, float* __restrict__ LSE, float* __restrict__ Opart,
+                 float* __restrict__ LSEpart, int Nq, int Nk, int H, int KVH, float scale) {
+    decode_body<true>(Q, Kc, Vc, BlockTable, O, LSE, Opart, LSEpart, Nq, Nk, H, KVH, scale);
+}
+#endif  // DECODE_PAGED_FWD
 
 #if defined(DECODE_COMBINE)
 #ifndef COMBINE_THREADS

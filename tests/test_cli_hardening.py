@@ -454,3 +454,12 @@ def test_sliding_window_options():
     bad("predict", "--causal", "--window", "-1", needle="--window")
     bad("predict", "--causal", "--window", "64", "--direction", "bwd", needle="forward pass only")
     bad("predict", "--causal", "--window", "64", "--schedule", "fa1", needle="sliding window")
+
+
+def test_page_size_options():
+    code, out, _ = cli("predict", "--seqlen", "1", "--seqlen-k", "65536", "--kv-heads", "8",
+                       "--page-size", "16")
+    assert code == 0 and "page=16" in out and re.search(r"^\s+decode\s", out, re.M)
+    assert "fa2: not predicted: --page-size" in out
+    bad("predict", "--page-size", "0", needle="--page-size")
+    bad("predict", "--seqlen", "1", "--page-size", "16", "--schedule", "fa2", needle="decode")

@@ -189,7 +189,8 @@ def decode_cases(draw):
                 seqlen_q=draw(st.integers(1, 16)), seqlen_k=draw(st.integers(1, 300)),
                 head_dim=draw(st.sampled_from([16, 24])), causal=causal,
                 causal_align="bottom-right",
-                window=draw(st.one_of(st.none(), st.integers(0, 120))) if causal else None)
+                window=draw(st.one_of(st.none(), st.integers(0, 120))) if causal else None,
+                page_size=draw(st.sampled_from([None, 1, 16, 24, 64, 256])))
     t = Tiles(block_n=draw(st.sampled_from([32, 64])), warps=draw(st.sampled_from([1, 2])))
     # a small GPU, so that the heuristic splits the keys (1 to 4 SMs)
     return p, t, H100.with_changes(sm_count=draw(st.integers(1, 4)))
@@ -198,7 +199,8 @@ def decode_cases(draw):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(decode_cases())
 def test_decode_matches_reference_and_closed_form(case):
-    # split-KV decode: GQA heads packed, keys split across CTAs and warps, partials combined;
+    # split-KV decode: GQA heads packed, keys split across CTAs and warps, partials combined,
+    # contiguous or paged K/V (pages in a random order, rows gathered through the block table);
     # exact attention, and counts equal to the closed form (both kernels)
     p, t, hw = case
     check("decode", p, t, hw=hw)
@@ -228,3 +230,16 @@ def test_decode_packs_gqa_heads_and_splits_the_keys():
     # 8 CTAs on 264 slots: 33 splits fill one wave exactly, 29 (232 CTAs, 88%) are the fewest
     # within 85% of it
     assert decode.num_splits(8, 264, 2048) == 29
+
+
+def test_paged_decode_counts_the_block_table():
+    # 131072 keys in 64-key tiles: with 16-token pages each tile reads 4 table entries, with
+    # 64 or 256 one; K and V bytes are the contiguous cache's
+    p = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128)
+    flat = plan("decode", p, H100)
+    for ps, per_tile in ((16, 4), (64, 1), (256, 1)):
+        pl = plan("decode", p.model_copy(update={"page_size": ps}), H100)
+        main = pl.kernels[0]
+        assert main.name == "decode_paged_fwd" and main.defines["PAGE_SIZE"] == ps
+        assert main.traffic.reads["BlockTable"] == 8 * 2048 * per_tile * 4
+        assert main.traffic.reads["K"] == flat.kernels[0].traffic.reads["K"]

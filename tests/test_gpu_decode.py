@@ -21,6 +21,15 @@ CASES = [
     (64, 32, 8, 1, 1024, 128, False, None, "bf16"), (3, 4, 2, 7, 777, 64, True, 300, "fp16"),
     (1, 32, 8, 1, 100000, 128, False, None, "fp16"), (2, 12, 4, 3, 1, 128, True, None, "bf16"),
 ]
+# paged caches (pages in a random order): page sizes below, at and above the 64-key tile, a
+# ragged last page, causal with a window
+PAGED = [  # (case, page_size)
+    ((1, 32, 8, 1, 8192, 128, False, None, "bf16"), 16),
+    ((2, 8, 2, 4, 3001, 128, True, None, "bf16"), 64),
+    ((1, 32, 8, 1, 20000, 128, False, None, "fp16"), 256),
+    ((3, 4, 2, 7, 777, 64, True, 300, "bf16"), 32),
+    ((1, 8, 1, 16, 2048, 256, True, 100, "bf16"), 128),
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +41,15 @@ def env():
     return torch, hw, bench
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_decode_matches_reference(env, case):
+@pytest.mark.parametrize("case,page", [(c, None) for c in CASES] + PAGED)
+def test_decode_matches_reference(env, case, page):
     from iosim.gpu.launch import Launcher
 
     torch, hw, bench = env
     b, h, kvh, nq, nk, d, causal, w, dtype = case
     p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
-                dtype=dtype, causal=causal, causal_align="bottom-right", window=w)
+                dtype=dtype, causal=causal, causal_align="bottom-right", window=w,
+                page_size=page)
     pl = plan("decode", p, hw)
     q, k, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little"))
     ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, p)

@@ -2,7 +2,8 @@
 kernel's time beside the best torch SDPA backend of the same run, the K/V bandwidth each reaches
 as a fraction of the measured copy bandwidth (KV bytes / copy bandwidth / time), the model's
 fresh prediction (calibrated profile; decode rows were never fitted) and its error, and for the
-split-count sweep the Plan's choice against the measured best.
+split-count sweep the Plan's choice against the measured best; paged caches against the
+contiguous one of the same run.
 Usage: python tools/decode_summary.py experiments/decode/h100/decode.csv"""
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ def report(path: str) -> str:
              t.to_string(index=False, float_format=lambda x: f"{x:.3f}"),
              f"decode >= best torch backend at {(t['torch/decode'] >= 1).sum()} of {len(t)} points; "
              f"model MAPE {t.pred_err_pct.abs().mean():.1f}% (worst {t.pred_err_pct.abs().max():.1f}%)"]
+    paged = ok[ok.impl == "decode_paged"]
+    if len(paged):
+        flat = ours.time_ms
+        pg = paged.assign(contiguous_ms=[flat.get(tuple(r[k] for k in KEYS)) for _, r in paged.iterrows()])
+        pg = pg.assign(**{"paged/contiguous": pg.time_ms / pg.contiguous_ms,
+                          "pred_err_pct": 100 * (pg.time_pred_ms / pg.time_ms - 1)})
+        lines.append("paged K/V (pages in a random order), against the contiguous cache of the same run:")
+        lines.append(pg[[*KEYS, "page_size", "splits", "time_ms", "contiguous_ms", "paged/contiguous",
+                         "kv_bw_fraction", "time_pred_ms", "pred_err_pct"]].astype({"page_size": int, "splits": int})
+                     .to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        lines.append(f"paged within {100 * (pg['paged/contiguous'].max() - 1):.1f}% of contiguous at worst; "
+                     f"model MAPE {pg.pred_err_pct.abs().mean():.1f}%")
     sweep = ok[ok.impl == "decode_split_sweep"]
     for key, g in sweep.groupby(KEYS):
         top = g.loc[g.time_ms.idxmin()]

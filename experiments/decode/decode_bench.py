@@ -6,7 +6,8 @@ bound tied to torch's same-dtype error, iosim.gpu.bench), then timed (CUDA event
 median); each torch backend checked and timed the same way; the HBM floor is the K/V bytes over
 the device-to-device copy bandwidth measured in this run (`copy_bw_bytes_per_s`, read + write
 bytes a second). Writes one CSV row per (point, implementation) with the model's prediction
-for ours, and the split-count sweep of a few points (the same kernel compiled with other
+for ours, the paged cache at a few points (`decode_paged`: page sizes 16-256, pages in a random
+order) and the split-count sweep of a few points (the same kernel compiled with other
 NUM_SPLITS: what the heuristic's choice leaves on the table).
 
     python3 experiments/decode/decode_bench.py OUT.csv [--quick]
@@ -32,6 +33,8 @@ GRID = [  # (batch, heads, kv_heads, seqlen_k)
     *[(b, 32, 32, n) for b in (1, 8) for n in (8192, 32768)],
 ]
 SPLIT_SWEEP = [(1, 32, 8, 32768), (1, 32, 8, 131072)]
+PAGED = [(1, 32, 8, 32768), (8, 32, 8, 32768), (1, 32, 8, 131072), (64, 32, 8, 8192)]
+PAGE_SIZES = (16, 64, 256)
 PEERS = ("torch_flash", "torch_cudnn", "torch_efficient")
 
 
@@ -106,6 +109,23 @@ def main() -> None:
         torch.cuda.empty_cache()
         save(rows, out)
         print(pd.DataFrame(rows[-1 - len(PEERS):])[["impl", "status", "time_ms"]].to_string(), flush=True)
+    for b, h, kvh, n in [] if quick else PAGED:
+        for ps in PAGE_SIZES:
+            p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=1, seqlen_k=n, head_dim=128,
+                        page_size=ps)
+            pl, pc = plan("decode", p, hw), plan("decode", p, cal)
+            seed += 1
+            pred = sum(t.seconds for t in timing.predict(pc, cal, memory.estimate(pc, cal)))
+            rows.append(dict(gpu_name=gpu, batch=b, heads=h, kv_heads=kvh, seqlen_q=1, seqlen_k=n,
+                             head_dim=128, dtype="bf16", kv_bytes=kv_bytes(p),
+                             copy_bw_bytes_per_s=bw, hbm_floor_ms=kv_bytes(p) / bw * 1e3,
+                             impl="decode_paged", page_size=ps,
+                             splits=pl.kernels[0].defines["NUM_SPLITS"], time_pred_ms=pred * 1e3,
+                             **ours(torch, timer, pl, seed)))
+            torch.cuda.empty_cache()
+        save(rows, out)
+        print(pd.DataFrame([r for r in rows if r["impl"] == "decode_paged"][-3:])[
+            ["seqlen_k", "page_size", "status", "time_ms"]].to_string(), flush=True)
     for b, h, kvh, n in [] if quick else SPLIT_SWEEP:
         p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=1, seqlen_k=n, head_dim=128)
         pl = plan("decode", p, hw)

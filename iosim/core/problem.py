@@ -63,6 +63,11 @@ class Problem(BaseModel):
     `window` (a sliding window, as Mistral and Gemma use; causal only): row i sees only the W
     keys back from its diagonal, keys j with i + offset - W <= j <= i + offset
     (FlashAttention's window_size = (W, 0)); None: no window.
+
+    `page_size` (a paged K/V cache, decode): K and V live in pages of that many tokens, each
+    page (page_size, kv_heads, head_dim) as FlashAttention's and vLLM's caches lay them out,
+    found through a block table of int32 page indices (batch, ceil(Nk / page_size)); None:
+    contiguous K and V.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -81,6 +86,7 @@ class Problem(BaseModel):
     fp8_scaling: Fp8Scaling = Fp8Scaling.block
     hadamard: bool = False
     window: int | None = Field(None, ge=0, le=MAX_SEQLEN)
+    page_size: int | None = Field(None, gt=0, le=MAX_SEQLEN)
 
     @model_validator(mode="after")
     def _defaults_and_groups(self) -> Problem:

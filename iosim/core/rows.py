@@ -39,6 +39,8 @@ def problem_fields(p: Problem) -> dict:
            "causal_align": p.causal_align.value}
     if p.window is not None:
         out.update({"window": p.window})
+    if p.page_size is not None:
+        out.update({"page_size": p.page_size})
     if p.dtype is Dtype.fp8_e4m3:
         out.update(fp8_scaling=p.fp8_scaling.value, hadamard=p.hadamard)
     return out

@@ -33,6 +33,24 @@ def tensor_maps(plan: Plan, buf: dict) -> dict:
             for n, (tensor, rows) in SPECS[k.name].tensor_maps.items()}
 
 
+def paged_cache(torch, p, k, v) -> dict:
+    """K and V copied into a paged cache (Problem.page_size tokens x KVH x d a page), the pages
+    in a random order, with the int32 block table that finds them: {Kc, Vc, BlockTable}."""
+    ps, nk, b = p.page_size, p.seqlen_k, p.batch
+    npg = -(-nk // ps)
+    perm = torch.randperm(b * npg, device=k.device)
+
+    def pages(x):  # (B, KVH, Nk, d) -> pages (B·NP, page, KVH, d), page i at perm[i]
+        x = torch.nn.functional.pad(x, (0, 0, 0, npg * ps - nk))
+        x = x.view(b, p.kv_heads, npg, ps, p.head_dim).permute(0, 2, 3, 1, 4)
+        out = torch.empty((b * npg, ps, p.kv_heads, p.head_dim), dtype=x.dtype, device=x.device)
+        out[perm] = x.reshape(b * npg, ps, p.kv_heads, p.head_dim)
+        return out
+
+    return {"Kc": pages(k), "Vc": pages(v),
+            "BlockTable": perm.to(torch.int32).view(b, npg).contiguous()}
+
+
 def scalars(p) -> dict:
     """The scalar arguments of every entry (int32 sizes, float32 softmax scale)."""
     return {"Nq": np.int32(p.seqlen_q), "Nk": np.int32(p.seqlen_k), "H": np.int32(p.heads),
@@ -57,6 +75,8 @@ class Launcher:
         names = {n for k in self.plan.kernels for n in SPECS[k.name].args if n in TENSORS}
         names |= {t for k in self.plan.kernels for t, _ in SPECS[k.name].tensor_maps.values()
                   if t not in inputs}
+        if "BlockTable" in names:  # a paged cache: K and V scattered over pages
+            inputs.update(paged_cache(torch, p, self.k, self.v))
         splits = kv_splits(self.plan)
         self.buf = {n: inputs.get(n) if n in inputs else buffer(torch, p, n, self.q.dtype,
                                                                  self.q.device, splits)

@@ -16,7 +16,7 @@ import numpy as np
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
-from iosim.kernels import F32_TENSORS, SPECS, Readers, hadamard_matrix
+from iosim.kernels import F32_TENSORS, INDEX_TENSORS, SPECS, Readers, hadamard_matrix
 from iosim.model import reference
 from iosim.schedules.base import F32, BlockMap, blocks
 
@@ -39,6 +39,8 @@ class Meter:
         yield
 
     def nbytes(self, tensor: str, a: np.ndarray) -> int:
+        if tensor in INDEX_TENSORS:  # int32 (block tables)
+            return a.size * 4
         return a.size * (F32 if tensor in F32_TENSORS else self.elem.get(tensor, self.e))
 
     def load(self, tensor: str, a: np.ndarray, smem: bool = True) -> np.ndarray:
@@ -547,7 +549,8 @@ def decode(p: Problem, plan: Plan, q, k, v):
     """Split-KV decode (iosim.schedules.decode): per (batch, K/V head, head chunk, split) one
     CTA; its packed query rows (zero-padded to block_m) against its split's key tiles, each
     warp an online softmax over its own slice of every tile, merged across warps at the end;
-    then, with several splits, the combine kernel."""
+    then, with several splits, the combine kernel. A paged cache: K and V scattered over pages
+    in a random order, every row gathered through the block table."""
     from iosim.schedules.decode import key_tiles, masked_tile, splits_of
 
     m, sc, g = Meter(p), p.scale, p.group
@@ -563,7 +566,8 @@ def decode(p: Problem, plan: Plan, q, k, v):
     Op, Lp = np.empty((p.batch, p.heads, nq, ns, d)), np.empty((p.batch, p.heads, nq, ns))
     pos = np.tile(np.arange(nq), hp) + nk - nq  # each packed row's diagonal (bottom-right)
     pos = np.concatenate([pos, np.full(rows - hp * nq, nk - 1)])  # padding rows: never stored
-    with m.launch("decode_fwd"):
+    gather = _paged(p, k, v, np.random.default_rng(0)) if p.page_size else None
+    with m.launch(kp.name):
         for b in range(p.batch):
             for kvh in range(p.kv_heads):
                 for c in range(g // hp):
@@ -576,7 +580,10 @@ def decode(p: Problem, plan: Plan, q, k, v):
                         acc = np.zeros((nw, rows, d))
                         for j in run:
                             c0, c1 = j * bn, min(nk, (j + 1) * bn)
-                            Kj, Vj = m.load("K", k[b, kvh, c0:c1]), m.load("V", v[b, kvh, c0:c1])
+                            if gather is None:
+                                Kj, Vj = m.load("K", k[b, kvh, c0:c1]), m.load("V", v[b, kvh, c0:c1])
+                            else:
+                                Kj, Vj = gather(m, b, kvh, c0, c1)
                             m.smem(Kj, Vj)  # each warp reads its own slice: once in all
                             for w in range(nw):
                                 a, z = min(c1, c0 + w * kw), min(c1, c0 + (w + 1) * kw)
@@ -633,6 +640,28 @@ def decode(p: Problem, plan: Plan, q, k, v):
                             m.store("O", O, (b, h, i), o / tot if tot > 0 else o * 0)
                             m.store("LSE", LSE, (b, h, i), np.array(top + lg if tot > 0 else -np.inf))
     return {"O": O, "LSE": LSE}, m
+
+
+def _paged(p: Problem, k, v, rng: np.random.Generator):
+    """K and V copied into pages (page_size x KVH x d each) in a random order with their block
+    table, and the gather of one tile: its distinct table entries, then each key row."""
+    ps, nk = p.page_size, p.seqlen_k
+    npg = -(-nk // ps)
+    perm = rng.permutation(p.batch * npg)
+    table = perm.reshape(p.batch, npg)
+    shape = (p.batch * npg, ps, p.kv_heads, p.head_dim)
+    kc, vc = np.zeros(shape), np.zeros(shape)
+    for b in range(p.batch):
+        for t in range(nk):
+            kc[table[b, t // ps], t % ps] = k[b, :, t]
+            vc[table[b, t // ps], t % ps] = v[b, :, t]
+
+    def gather(m: Meter, b: int, kvh: int, c0: int, c1: int):
+        pages = m.load("BlockTable", table[b, c0 // ps:(c1 - 1) // ps + 1], smem=False).astype(int)
+        idx = np.arange(c0, c1)
+        rows = pages[idx // ps - c0 // ps], idx % ps
+        return m.load("K", kc[rows[0], rows[1], kvh]), m.load("V", vc[rows[0], rows[1], kvh])
+    return gather
 
 
 def run(plan: Plan, q, k, v, do=None, o=None, lse=None):

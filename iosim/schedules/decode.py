@@ -13,6 +13,11 @@ LSE in fp32, and `decode_combine` merges them (O = Σ_s e^(LSE_s - LSE) O_s). Th
 fills the GPU as FlashAttention's num_splits_heuristic does. Causal decode rows are bottom-right
 aligned (the last query row sees every key); a sliding window skips the tiles before the first
 row's window.
+
+Paged K/V (`page_size`): the same loop over pages of the cache (FlashAttention's and vLLM's
+layout: a page is page_size tokens x KV heads x d, so one token of one head, d elements, is
+the contiguous unit a gather moves), each key row found through the block table:
+`decode_paged_fwd` reads each tile's distinct table entries (int32) once a CTA.
 """
 
 from __future__ import annotations
@@ -130,27 +135,43 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     base = dict(HEAD_DIM=p.head_dim, BLOCK_M=rows, BLOCK_N=bn, NUM_WARPS=warps, STAGES=stages,
                 IS_CAUSAL=int(p.causal), WINDOW=-1 if p.window is None else p.window,
                 HEADS_PER_CTA=hp)
-    smem = SPECS["decode_fwd"].smem(base, p.elem_bytes)
+    entry = "decode_fwd"
+    if p.page_size is not None:
+        entry, base["PAGE_SIZE"] = "decode_paged_fwd", p.page_size
+    smem = SPECS[entry].smem(base, p.elem_bytes)
     check_smem("decode", smem, hw, p)
     ctas0 = p.batch * p.kv_heads * chunks
-    probe = KernelPlan("decode_fwd", (1, 1, 1), threads, smem, REGS, rows, bn, Traffic(), Work())
+    probe = KernelPlan(entry, (1, 1, 1), threads, smem, REGS, rows, bn, Traffic(), Work())
     s = num_splits(ctas0, ctas_per_sm(probe, hw) * hw.sm_count, t1 - t0)
     s = len(splits_of(p, t0, t1, bn, s))  # no empty split: the count the runs make
     runs = splits_of(p, t0, t1, bn, s)  # what the kernel cuts with that count
     assert len(runs) == s, (len(runs), s)
     ks = [_decode_kernel(p, runs, rows, bn, warps, stages, chunks, smem,
-                         kernel_defines("decode_fwd", **base, NUM_SPLITS=s))]
+                         kernel_defines(entry, **base, NUM_SPLITS=s))]
     if s > 1:
         ks.append(_combine_kernel(p, s))
     notes = (f"{hp} query head(s) x {p.seqlen_q} row(s) a CTA ({rows} padded), {bn}-key tiles, "
              f"{warps} warps, {stages}-stage K/V pipeline, {s} KV split(s)")
+    if p.page_size is not None:
+        notes += (f"; paged K/V: {p.page_size}-token pages, gathers of one token's head row "
+                  f"({p.head_dim * p.elem_bytes} B) through the block table")
     return Plan("decode", p, hw.name, tuple(ks), notes)
+
+
+def table_entries(p: Problem, j: int, bn: int) -> int:
+    """Block-table entries key tile j reads: the pages its keys [j·bn, min(Nk, (j+1)·bn)) touch
+    (0 for a contiguous cache)."""
+    if p.page_size is None:
+        return 0
+    first, last = j * bn, min(p.seqlen_k, (j + 1) * bn) - 1
+    return last // p.page_size - first // p.page_size + 1
 
 
 def _decode_kernel(p: Problem, runs: list[range], rows: int, bn: int, warps: int, stages: int,
                    chunks: int, smem: int, defines: dict[str, int]) -> KernelPlan:
     """Counts of decode_fwd (the executor's decode loops, tile by tile): per split, Q once,
-    each key tile's K and V once; see the module docstring."""
+    each key tile's K and V once (and its block-table entries, paged); see the module
+    docstring."""
     d, e, nk, s = p.head_dim, p.elem_bytes, p.seqlen_k, len(runs)
     ctas0 = p.batch * p.kv_heads * chunks
 
@@ -169,8 +190,10 @@ def _decode_kernel(p: Problem, runs: list[range], rows: int, bn: int, warps: int
     # slice), Q read by every warp; at the end the warps' fp32 O, m and ℓ stored and read back
     sram = ctas * (rows * d * e + 2 * warps * rows * (d + 2) * F32) \
         + ctas0 * (4 * kv * d * e + tiles * warps * rows * d * e)
-    t = Traffic(reads={"Q": s * n_rows * d * e, "K": ctas0 * kv * d * e, "V": ctas0 * kv * d * e},
-                writes=out, sram=sram)
+    reads = {"Q": s * n_rows * d * e, "K": ctas0 * kv * d * e, "V": ctas0 * kv * d * e}
+    if p.page_size is not None:  # int32 entries, each tile's distinct pages
+        reads["BlockTable"] = ctas0 * 4 * sum(table_entries(p, j, bn) for r in runs for j in r)
+    t = Traffic(reads=reads, writes=out, sram=sram)
     # per tile of c keys: S and PV (4·rows·c·d); P per element and α per row per warp; per
     # element rowmax, the scale-and-subtract FMA, rowsum (+ the mask on masked tiles); per row
     # per warp the statistics (6) and acc *= α (d). At the end, across the warps: m* (max),
@@ -182,10 +205,11 @@ def _decode_kernel(p: Problem, runs: list[range], rows: int, bn: int, warps: int
              exp_ops=ctas0 * (rows * kv + warps * rows * tiles),
              alu_flops=ctas0 * (3 * rows * kv + warps * rows * (6 + d) * tiles) + mask) + once
     reuse = {"K": s, "V": s} if chunks > 1 else {}  # the next head chunk's CTA of this split
-    return KernelPlan("decode_fwd", (s, p.kv_heads * chunks, p.batch), 32 * warps, smem, REGS,
+    entry = "decode_paged_fwd" if p.page_size is not None else "decode_fwd"
+    return KernelPlan(entry, (s, p.kv_heads * chunks, p.batch), 32 * warps, smem, REGS,
                       rows, bn, t, w, trips=per_split / bn, reuse=reuse, masked=masked,
                       mask_alu=mask, once=once, stages=stages, overlap="async",
-                      source=source("decode_fwd"), defines=defines, streamed=("K", "V"))
+                      source=source(entry), defines=defines, streamed=("K", "V"))
 
 
 def _combine_kernel(p: Problem, s: int) -> KernelPlan:
