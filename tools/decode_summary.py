@@ -46,6 +46,12 @@ def report(path: str) -> str:
                      .to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         lines.append(f"paged within {100 * (pg['paged/contiguous'].max() - 1):.1f}% of contiguous at worst; "
                      f"model MAPE {pg.pred_err_pct.abs().mean():.1f}%")
+    win = ok[ok.impl.isin(["fa2", "fa3"])]
+    if len(win):
+        lines.append("sliding window, forward (window -1: causal only):")
+        lines.append(win.assign(pred_err_pct=100 * (win.time_pred_ms / win.time_ms - 1))[
+            ["impl", "batch", "heads", "seqlen_q", "window", "time_ms", "tflops", "time_pred_ms",
+             "pred_err_pct"]].astype({"window": int}).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     sweep = ok[ok.impl == "decode_split_sweep"]
     for key, g in sweep.groupby(KEYS):
         top = g.loc[g.time_ms.idxmin()]

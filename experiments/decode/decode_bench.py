@@ -5,7 +5,8 @@ inputs; our decode kernel checked on NaN-poisoned outputs against the float32 re
 bound tied to torch's same-dtype error, iosim.gpu.bench), then timed (CUDA events, L2 flushed,
 median); each torch backend checked and timed the same way; the HBM floor is the K/V bytes over
 the device-to-device copy bandwidth measured in this run (`copy_bw_bytes_per_s`, read + write
-bytes a second). Writes one CSV row per (point, implementation) with the model's prediction
+bytes a second). Also fa2 and fa3 forward at one prefill shape, causal and with sliding
+windows (`WINDOWS`), checked and timed the same way. Writes one CSV row per (point, implementation) with the model's prediction
 for ours, the paged cache at a few points (`decode_paged`: page sizes 16-256, pages in a random
 order) and the split-count sweep of a few points (the same kernel compiled with other
 NUM_SPLITS: what the heuristic's choice leaves on the table).
@@ -35,6 +36,8 @@ GRID = [  # (batch, heads, kv_heads, seqlen_k)
 SPLIT_SWEEP = [(1, 32, 8, 32768), (1, 32, 8, 131072)]
 PAGED = [(1, 32, 8, 32768), (8, 32, 8, 32768), (1, 32, 8, 131072), (64, 32, 8, 8192)]
 PAGE_SIZES = (16, 64, 256)
+# sliding windows on the forwards (prefill): causal, then windows of 1024 and 4096 keys
+WINDOWS = [(2, 16, 16384, w) for w in (None, 1024, 4096)]
 PEERS = ("torch_flash", "torch_cudnn", "torch_efficient")
 
 
@@ -126,6 +129,20 @@ def main() -> None:
         save(rows, out)
         print(pd.DataFrame([r for r in rows if r["impl"] == "decode_paged"][-3:])[
             ["seqlen_k", "page_size", "status", "time_ms"]].to_string(), flush=True)
+    for b, h, n, w in [] if quick else WINDOWS:
+        for s in ("fa2", "fa3"):
+            p = Problem(batch=b, heads=h, seqlen_q=n, head_dim=128, causal=True, window=w)
+            pl, pc = plan(s, p, hw), plan(s, p, cal)
+            seed += 1
+            pred = sum(t.seconds for t in timing.predict(pc, cal, memory.estimate(pc, cal)))
+            r = bench.forward_point(torch, timer, pl, seed, bw, 0, False, {})
+            rows.append(dict(gpu_name=gpu, batch=b, heads=h, kv_heads=h, seqlen_q=n, seqlen_k=n,
+                             head_dim=128, dtype="bf16", kv_bytes=kv_bytes(p),
+                             copy_bw_bytes_per_s=bw, impl=s, window=w if w is not None else -1,
+                             time_pred_ms=pred * 1e3, **r))
+        save(rows, out)
+        print(pd.DataFrame(rows[-2:])[["impl", "window", "status", "time_ms", "time_pred_ms"]].to_string(),
+              flush=True)
     for b, h, kvh, n in [] if quick else SPLIT_SWEEP:
         p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=1, seqlen_k=n, head_dim=128)
         pl = plan("decode", p, hw)
