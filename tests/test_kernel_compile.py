@@ -70,17 +70,17 @@ def cases() -> list[tuple]:
                             key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
                             seen[key] = key
                 # split-KV decode: one query row (MHA and GQA 32/8, split), 16 rows of 4 heads
-                # (32 packed rows), one split at batch 64, causal with a window
-                if arch == "sm_90a":
-                    for b, h, nq, causal, win in ((1, 32, 1, False, None), (1, 8, 1, False, None),
-                                                  (1, 32, 16, True, 512), (64, 32, 1, False, None)):
-                        for page in (None, 16) if b == 1 and nq == 1 else (None,):
-                            p = Problem(batch=b, heads=h, kv_heads=8, seqlen_q=nq, seqlen_k=65536,
-                                        head_dim=d, dtype=dtype, causal=causal,
-                                        causal_align="bottom-right", window=win, page_size=page)
-                            for k in plan("decode", p, hw).kernels:
-                                key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
-                                seen[key] = key
+                # (32 packed rows), one split at batch 64, causal with a window (mma.sync and
+                # cp.async: sm_80 too)
+                for b, h, nq, causal, win in ((1, 32, 1, False, None), (1, 8, 1, False, None),
+                                              (1, 32, 16, True, 512), (64, 32, 1, False, None)):
+                    for page in (None, 16) if b == 1 and nq == 1 else (None,):
+                        p = Problem(batch=b, heads=h, kv_heads=8, seqlen_q=nq, seqlen_k=65536,
+                                    head_dim=d, dtype=dtype, causal=causal,
+                                    causal_align="bottom-right", window=win, page_size=page)
+                        for k in plan("decode", p, hw).kernels:
+                            key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
+                            seen[key] = key
     for d in (128, 256):  # fa3's e4m3 path (128-byte panels: d = 128 and 256) and its
         for causal in (False, True):  # quantisation kernels (per tile, per tensor, Hadamard)
             for quant in ({}, {"fp8_scaling": "tensor", "hadamard": True}):

@@ -41,6 +41,9 @@ PUBLISHED_IMPLEMENTATIONS = {
     # backward, fp8 e4m3 forward, Hopper only.
     ("fa3", "fwd"): ({"fp16", "bf16", "fp8_e4m3"}, {"sm_90a"}, 256),
     ("fa3", "bwd"): ({"fp16", "bf16"}, {"sm_90a"}, 256),
+    # flash-attention v2.x's flash_attn_with_kvcache: split-KV decode (num_splits), GQA, paged
+    # K/V (block_table), sliding windows; fp16/bf16, head_dim <= 256, Ampere and later.
+    ("decode", "fwd"): ({"fp16", "bf16"}, {"sm_80", "sm_90a"}, 256),
 }
 
 
