@@ -22,6 +22,7 @@ LAYERS = {
     "test_backward_plans": "unit",
     "test_calibrate": "accuracy",
     "test_cli_hardening": "unit",
+    "test_decode_measured": "accuracy",
     "test_executor": "property",
     "test_fp8": "unit",
     "test_gpu_fp8": "gpu",
