@@ -34,6 +34,7 @@ from iosim.report.figures import (
     MEAS,
     PRED,
     accuracy_figure,
+    decode_figures,
     io_figure,
     roofline_figure,
     theorem2_figure,
@@ -585,3 +586,25 @@ def test_images_are_not_replaced_without_force(tmp_path, whatif_csv):
                        capture_output=True, text=True)
     assert r.returncode == 2 and "3-roofline.png: exists (allowed: --force" in r.stderr
     assert (tmp_path / "charts" / "3-roofline.png").read_bytes() == b"mine" and not (tmp_path / "r.html").exists()
+
+
+def test_decode_charts_when_the_sweep_has_decode_rows(tmp_path_factory, whatif):
+    """A decode sweep (one query row, context 4k-128k, batch 1 and 16, GQA 32/8): its step
+    times sit at or above the HBM ceiling (no step moves its bytes faster than the datasheet
+    bandwidth), and the serving view rises with the context; a sweep without decode: none."""
+    src = sweep(tmp_path_factory.mktemp("decode"), "d.csv", "--seqlen", "1",
+                "--seqlen-k", "4096..131072", "--batch", "1,16", "--heads", "32",
+                "--kv-heads", "8", "--schedule", "decode")
+    data = prepare_data([read_rows(src)], [])
+    prof = hardware.load("h100")
+    roof, serving = decode_figures(data, {prof.name: prof}, default(data))
+    ceiling = next(t for t in roof.data if t["meta"].get("roof") == "hbm"
+                   and t["line"]["dash"] == "solid")
+    points = series(roof, "predicted", visible=True)
+    assert points and all(y * 1e-3 >= x / ceiling["meta"]["rate"] * 0.999
+                          for t in points for x, y in zip(t["x"], t["y"]))
+    for t in series(serving, "predicted", visible=True):
+        assert len(t["x"]) == 6 and list(t["y"]) == sorted(t["y"])  # longer context, longer step
+    html = build_html(data, {prof.name: prof}, [str(src)])
+    assert "Decode: time of a step against the bytes it moves" in html
+    assert decode_figures(whatif, {prof.name: prof}, default(whatif)) == []

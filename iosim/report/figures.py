@@ -548,3 +548,38 @@ def theorem2_figure(data: Data, chosen: dict[str, str]) -> Figure | None:
     return _layout(fig, "Theorem 2: HBM accesses against the SRAM size M",
                    f"M: {col[4:]} (hardware field)", "bytes to/from HBM (2-level: every tile)",
                    points=False, xunit="B", yunit="B", meta={"field": col[4:]})
+
+
+def decode_figures(data: Data, profiles: dict[str, HardwareProfile],
+                   chosen: dict[str, str]) -> list[Figure]:
+    """Decode's two views when the sweep has decode rows (else none): its roofline, the time
+    of a decode step against the bytes it moves (the L2-aware DRAM estimate) under each
+    profile's HBM ceiling (time = bytes / bandwidth: datasheet solid, achievable dashed), and
+    the serving view, the time of a decode step against the context length, one line per
+    (batch, heads) shape."""
+    p = data.pred[data.pred["schedule"] == "decode"].copy()
+    if p.empty:
+        return []
+    p["dram"] = numbers(p, "dram_read_bytes") + numbers(p, "dram_write_bytes")
+    roof = Figure(legend_by_shape(data))
+    lo, hi = p["dram"][p["dram"] > 0].min() / 2, p["dram"].max() * 2
+    for hw, prof in profiles.items():
+        dims = {"hw": hw}
+        for rate, dash, what in ((prof.hbm_bandwidth_bytes_per_s, "solid", "datasheet"),
+                                 (prof.hbm_bandwidth_bytes_per_s * prof.efficiency.hbm, "dash",
+                                  "achievable")):
+            roof.add(x=[lo, hi], y=[lo / rate * 1e3, hi / rate * 1e3], mode="lines",
+                     name=f"HBM ceiling, {what} ({rate / 1e12:.2f} TB/s)", legendgroup=f"{hw} {what}",
+                     line={"color": "#888", "dash": dash, "width": 1}, hoverinfo="name",
+                     visible=_visible(dims, chosen), meta={"roof": "hbm", "rate": rate, "dims": dims})
+    _series(roof, p, chosen, x="dram", y="time_pred_ms", kind="predicted", label="predicted",
+            shapes=data.shapes_vary, mode="markers", extra="%{x:.3s}B DRAM a step<br>")
+    serving = Figure(legend_by_shape(data))
+    _series(serving, p, chosen, x=N, y="time_pred_ms", kind="predicted", label="predicted",
+            shapes=data.shapes_vary)
+    return [_layout(roof, "Decode: time of a step against the bytes it moves",
+                    "DRAM bytes a decode step (K/V cache, Q, O, partials)", "time per step",
+                    points=False, xunit="B", yunit=" ms"),
+            _layout(serving, "Decode: time of a step against the context length",
+                    "context length Nk (tokens)", "time per decode step", points=False,
+                    yunit=" ms")]

@@ -57,6 +57,7 @@ from iosim.report.figures import (
     LABELS,
     Figure,
     accuracy_figure,
+    decode_figures,
     io_figure,
     roofline_figure,
     theorem2_figure,
@@ -333,6 +334,13 @@ def page_and_charts(data: Data, profiles: dict[str, HardwareProfile], sources: S
             "tensor FLOPs per exponential of the Plans (≈4·d forward), in tensor FLOP/s, per d. "
             f"{menu}", [("roofline", roofline_figure(data, profiles, chosen))],
             limits_text(data, chosen, profiles))
+    dec = decode_figures(data, profiles, chosen)
+    if dec:  # a sweep with decode rows (`--schedule decode`, a few query rows)
+        section("Decode", "Split-KV decode (`decode`): the time of a decode step against the DRAM "
+                "bytes it moves, under the HBM ceiling (time = bytes / bandwidth; solid: "
+                "datasheet, dashed: achievable), and the serving view, the time of a step against "
+                f"the context length, one line per (batch, heads). {menu}",
+                [("decode-roofline", dec[0]), ("decode-serving", dec[1])])
     section("IO against N", "Solid: every tile counted (FA1 Theorem 2 view); dotted: L2-aware DRAM "
             "estimate; filled: Nsight Compute DRAM bytes.", [("io", io_figure(data, chosen))])
     section("Time and TFLOP/s against N", "Each line is one problem shape (batch, heads) across N; "
