@@ -204,6 +204,8 @@ def predict_cmd(
         help="sliding window W (causal, forward): row i sees the W keys back from its diagonal")] = None,
     page_size: Annotated[int | None, typer.Option(
         help="paged K/V cache: tokens a page, through a block table (decode)")] = None,
+    seqlens_k: Annotated[str | None, typer.Option(
+        help="ragged batch: each sequence's cached length, comma-separated, --batch of them (decode)")] = None,
     hw: Annotated[str, typer.Option(help="profile name or path to a TOML (a short name picks the calibrated profile)")] = "h100",
     schedule: Annotated[str, typer.Option(help="comma list of naive,standard,fa1,fa1_paper,fa2,fa3,decode or 'all' (decode: Nq <= 16)")] = "all",
     fmt: FmtOpt = None,
@@ -242,7 +244,7 @@ def predict_cmd(
                             causal_align=causal_align, direction=d, fp8_scaling=fp8_scaling,
                             hadamard=hadamard,
                             window=window,
-                            page_size=page_size)
+                            page_size=page_size, seqlens_k=lengths(seqlens_k))
                 parts.append(predict_rows(p, profile, parse_schedules(schedule), tiles, tuned))
     n = sum(len(rows) for rows, _ in parts)
     if fmt is Fmt.table and len(profiles) == 1:
@@ -262,6 +264,17 @@ def predict_cmd(
         emit(compare_profiles(df) if compare else side_by_side(df), output, "the comparison")
 
 
+def lengths(text: str | None) -> tuple[int, ...] | None:
+    """--seqlens-k: comma-separated whole numbers, or one line saying what is allowed."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise InputError(f"--seqlens-k {text}: not a list of lengths "
+                         "(allowed: whole numbers, comma-separated, one per sequence)") from None
+
+
 def predict_text(parts, profile, wide: bool) -> str:
     """predict's table: the profile, then per problem its rows and what cannot run."""
     lines = [f"profile {profile.name}: {profile.describe()}"]
@@ -272,7 +285,8 @@ def predict_text(parts, profile, wide: bool) -> str:
                      f"KVH={p0['kv_heads']} Nq={p0['seqlen_q']} Nk={p0['seqlen_k']} d={p0['head_dim']} "
                      f"{p0['dtype']} causal={p0['causal']}{align}"
                      + (f" window={p0['window']}" if p0.get("window") is not None else "")
-                     + (f" page={p0['page_size']}" if p0.get("page_size") is not None else ""))
+                     + (f" page={p0['page_size']}" if p0.get("page_size") is not None else "")
+                     + (f" seqlens_k={p0['seqlens_k']}" if p0.get("seqlens_k") is not None else ""))
         lines.append(format_table(rows, wide))
         lines += [f"  {s}: not predicted: {why}" for s, why in skipped.items()]
         lines += [f"  {r['schedule']}: cannot run: its tensors need {r['hbm_footprint_bytes'] / 1e9:,.1f} GB "
@@ -681,7 +695,7 @@ def report_cmd(
 OPTION_OF_FIELD = {"seqlen_q": "--seqlen", "seqlen_k": "--seqlen-k", "head_dim": "--head-dim",
                    "kv_heads": "--kv-heads", "batch": "--batch", "heads": "--heads",
                    "dtype": "--dtype", "causal_align": "--causal-align", "window": "--window",
-                   "page_size": "--page-size"}
+                   "page_size": "--page-size", "seqlens_k": "--seqlens-k"}
 BOOL_OPTIONS = ("--causal",)  # take a value in the one boolean grammar; alone they mean true
 
 

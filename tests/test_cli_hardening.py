@@ -463,3 +463,14 @@ def test_page_size_options():
     assert "fa2: not predicted: --page-size" in out
     bad("predict", "--page-size", "0", needle="--page-size")
     bad("predict", "--seqlen", "1", "--page-size", "16", "--schedule", "fa2", needle="decode")
+
+
+def test_ragged_batch_options():
+    code, out, _ = cli("predict", "--seqlen", "1", "--batch", "3", "--seqlens-k", "100,5000,70000",
+                       "--kv-heads", "8", "--schedule", "decode")
+    assert code == 0 and "seqlens_k=100,5000,70000" in out and "published" in out
+    bad("predict", "--seqlen", "1", "--batch", "2", "--seqlens-k", "100,5000,70000",
+        needle="3 lengths for batch 2")
+    bad("predict", "--seqlen", "1", "--batch", "2", "--seqlens-k", "100,x", needle="--seqlens-k")
+    bad("predict", "--seqlen", "1", "--batch", "2", "--seqlens-k", "100,200", "--schedule", "fa2",
+        needle="ragged batch")

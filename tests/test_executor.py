@@ -185,8 +185,11 @@ def test_sliding_window_skips_blocks_and_the_model_times_fewer_trips():
 def decode_cases(draw):
     g = draw(st.sampled_from([1, 2, 4, 8]))
     causal = draw(st.booleans())
-    p = Problem(batch=draw(st.integers(1, 2)), heads=2 * g, kv_heads=2,
-                seqlen_q=draw(st.integers(1, 16)), seqlen_k=draw(st.integers(1, 300)),
+    batch = draw(st.integers(1, 3))
+    ragged = draw(st.one_of(st.none(), st.tuples(*[st.integers(1, 300)] * batch)))
+    p = Problem(batch=batch, heads=2 * g, kv_heads=2, seqlens_k=ragged,
+                seqlen_q=draw(st.integers(1, 16)),
+                seqlen_k=draw(st.integers(1, 300)) if ragged is None else None,
                 head_dim=draw(st.sampled_from([16, 24])), causal=causal,
                 causal_align="bottom-right",
                 window=draw(st.one_of(st.none(), st.integers(0, 120))) if causal else None,
@@ -200,8 +203,9 @@ def decode_cases(draw):
 @given(decode_cases())
 def test_decode_matches_reference_and_closed_form(case):
     # split-KV decode: GQA heads packed, keys split across CTAs and warps, partials combined,
-    # contiguous or paged K/V (pages in a random order, rows gathered through the block table);
-    # exact attention, and counts equal to the closed form (both kernels)
+    # contiguous or paged K/V (pages in a random order, rows gathered through the block table),
+    # one length or a ragged batch; exact attention, and counts equal to the closed form (both
+    # kernels)
     p, t, hw = case
     check("decode", p, t, hw=hw)
 
@@ -243,3 +247,21 @@ def test_paged_decode_counts_the_block_table():
         assert main.name == "decode_paged_fwd" and main.defines["PAGE_SIZE"] == ps
         assert main.traffic.reads["BlockTable"] == 8 * 2048 * per_tile * 4
         assert main.traffic.reads["K"] == flat.kernels[0].traffic.reads["K"]
+
+
+def test_ragged_decode_counts_each_sequence_and_equal_lengths_match_the_uniform_batch():
+    from iosim.model import memory, timing
+
+    p = Problem(batch=4, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=65536, head_dim=128)
+    same = plan("decode", p.model_copy(update={"seqlens_k": (65536,) * 4, "seqlen_k": 65536}), H100)
+    flat = plan("decode", p, H100)
+    assert same.traffic == flat.traffic and same.work == flat.work
+    # each sequence reads its own keys: K bytes follow the sum of the lengths, not 4 x the longest
+    lens = (1000, 65536, 8000, 300)
+    rag = plan("decode", p.model_copy(update={"seqlens_k": lens}), H100)
+    s = rag.kernels[0].defines["NUM_SPLITS"]
+    assert rag.kernels[0].grid == (4 * s, 8, 1) and rag.kernels[0].source is None  # modelled
+    assert rag.kernels[0].traffic.reads["K"] == 8 * sum(lens) * 128 * 2
+    t_rag, t_flat = (sum(k.seconds for k in timing.predict(x, H100, memory.estimate(x, H100)))
+                     for x in (rag, flat))
+    assert t_rag < t_flat  # fewer bytes, and the longest sequence's CTAs set the pace

@@ -50,12 +50,12 @@ def with_splits(pl, s: int):
     p = pl.problem
     k = pl.kernels[0]
     t0, t1 = dec.key_tiles(p, k.block_n)
-    runs = dec.splits_of(p, t0, t1, k.block_n, s)
-    if len(runs) != s:
+    if len(dec.splits_of(p, t0, t1, k.block_n, s)) != s:
         return None
     chunks = p.group // k.defines["HEADS_PER_CTA"]
     d = dict(k.defines, NUM_SPLITS=s)
-    main = dec._decode_kernel(p, runs, k.block_m, k.block_n, k.threads // 32, k.stages, chunks,
+    main = dec._decode_kernel(p, k.name, [(p, dec.runs_of(p, k.block_n, s), p.batch)], s,
+                              k.block_m, k.block_n, k.threads // 32, k.stages, chunks,
                               k.smem_bytes, d)
     ks = (main,) + ((dec._combine_kernel(p, s),) if s > 1 else ())
     return dataclasses.replace(pl, kernels=ks, notes=pl.notes + f" (forced {s} splits)")

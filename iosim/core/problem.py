@@ -68,6 +68,10 @@ class Problem(BaseModel):
     page (page_size, kv_heads, head_dim) as FlashAttention's and vLLM's caches lay them out,
     found through a block table of int32 page indices (batch, ceil(Nk / page_size)); None:
     contiguous K and V.
+
+    `seqlens_k` (a ragged batch, decode): each sequence's own cached length, one per sequence,
+    at most seqlen_k (the cache's allocated length, by default the longest); sequence b's query
+    rows sit at its last keys (row i at seqlens_k[b] - Nq + i). None: every sequence seqlen_k.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -87,11 +91,24 @@ class Problem(BaseModel):
     hadamard: bool = False
     window: int | None = Field(None, ge=0, le=MAX_SEQLEN)
     page_size: int | None = Field(None, gt=0, le=MAX_SEQLEN)
+    seqlens_k: tuple[int, ...] | None = None
 
     @model_validator(mode="after")
     def _defaults_and_groups(self) -> Problem:
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
+        if self.seqlens_k is not None:
+            if len(self.seqlens_k) != self.batch:
+                raise ValueError(f"seqlens_k: {len(self.seqlens_k)} lengths for batch {self.batch} "
+                                 "(allowed: one length per sequence)")
+            if not all(0 < n <= MAX_SEQLEN for n in self.seqlens_k):
+                raise ValueError(f"seqlens_k: {min(self.seqlens_k)} (allowed: lengths from 1 to "
+                                 f"{MAX_SEQLEN})")
+            if self.seqlen_k is None:
+                object.__setattr__(self, "seqlen_k", max(self.seqlens_k))
+            if max(self.seqlens_k) > self.seqlen_k:
+                raise ValueError(f"seqlens_k: a length over seqlen_k={self.seqlen_k} "
+                                 "(allowed: at most the cache's length)")
         if self.seqlen_k is None:
             object.__setattr__(self, "seqlen_k", self.seqlen_q)
         if self.dtype is not Dtype.fp8_e4m3 and (self.hadamard
@@ -146,6 +163,14 @@ class Problem(BaseModel):
     def scale(self) -> float:
         return self.head_dim**-0.5
 
+    def sequences(self) -> list[Problem]:
+        """One problem per sequence of a ragged batch (batch 1, its own seqlen_k); the problem
+        itself when the batch is not ragged."""
+        if self.seqlens_k is None:
+            return [self]
+        return [self.model_copy(update={"batch": 1, "seqlen_k": n, "seqlens_k": None})
+                for n in self.seqlens_k]
+
     def window_pairs(self) -> int:
         """(query row, key) pairs a sliding window leaves visible, per head: Σ_i of
         clip(i+off+1, 0, Nk) - clip(i+off-W, 0, Nk), in closed form."""
@@ -156,6 +181,8 @@ class Problem(BaseModel):
         """FlashAttention's reporting convention: 4·B·H·Nq·Nk·d forward (2.5x that backward),
         halved when causal; with a sliding window 4·B·H·d per visible (row, key) pair. Used for
         TFLOP/s columns so numbers compare with the papers."""
+        if self.seqlens_k is not None:
+            return sum(q.fa_flops() for q in self.sequences())
         if self.window is not None:
             return 4.0 * self.bh * self.window_pairs() * self.head_dim
         f = 4.0 * self.bh * self.seqlen_q * self.seqlen_k * self.head_dim

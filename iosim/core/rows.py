@@ -41,6 +41,8 @@ def problem_fields(p: Problem) -> dict:
         out.update({"window": p.window})
     if p.page_size is not None:
         out.update({"page_size": p.page_size})
+    if p.seqlens_k is not None:
+        out.update({"seqlens_k": ",".join(map(str, p.seqlens_k))})
     if p.dtype is Dtype.fp8_e4m3:
         out.update(fp8_scaling=p.fp8_scaling.value, hadamard=p.hadamard)
     return out

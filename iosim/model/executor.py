@@ -550,25 +550,27 @@ def decode(p: Problem, plan: Plan, q, k, v):
     CTA; its packed query rows (zero-padded to block_m) against its split's key tiles, each
     warp an online softmax over its own slice of every tile, merged across warps at the end;
     then, with several splits, the combine kernel. A paged cache: K and V scattered over pages
-    in a random order, every row gathered through the block table."""
-    from iosim.schedules.decode import key_tiles, masked_tile, splits_of
+    in a random order, every row gathered through the block table. A ragged batch: each
+    sequence its own length, its tiles in the same number of runs (some maybe empty)."""
+    from iosim.schedules.decode import masked_tile, runs_of
 
     m, sc, g = Meter(p), p.scale, p.group
     kp = plan.kernels[0]
     D = kp.defines
     rows, bn, nw, hp, ns = (D[x] for x in ("BLOCK_M", "BLOCK_N", "NUM_WARPS", "HEADS_PER_CTA",
                                            "NUM_SPLITS"))
-    nq, nk, d = p.seqlen_q, p.seqlen_k, p.head_dim
+    nq, d = p.seqlen_q, p.head_dim
     kw = bn // nw  # keys of a tile each warp takes
-    runs = splits_of(p, *key_tiles(p, bn), bn, ns)
-    assert len(runs) == ns == kp.grid[0], (len(runs), kp.grid)
+    seqs = p.sequences() if p.seqlens_k is not None else [p] * p.batch
+    assert ns * p.batch == kp.grid[0] * kp.grid[2], kp.grid
     O, LSE = np.zeros((p.batch, p.heads, nq, d)), np.empty((p.batch, p.heads, nq))
     Op, Lp = np.empty((p.batch, p.heads, nq, ns, d)), np.empty((p.batch, p.heads, nq, ns))
-    pos = np.tile(np.arange(nq), hp) + nk - nq  # each packed row's diagonal (bottom-right)
-    pos = np.concatenate([pos, np.full(rows - hp * nq, nk - 1)])  # padding rows: never stored
     gather = _paged(p, k, v, np.random.default_rng(0)) if p.page_size else None
     with m.launch(kp.name):
-        for b in range(p.batch):
+        for b, sq in enumerate(seqs):
+            nk, runs = sq.seqlen_k, runs_of(sq, bn, ns)
+            pos = np.tile(np.arange(nq), hp) + nk - nq  # each packed row's diagonal (bottom-right)
+            pos = np.concatenate([pos, np.full(rows - hp * nq, nk - 1)])  # padding: never stored
             for kvh in range(p.kv_heads):
                 for c in range(g // hp):
                     heads = [kvh * g + c * hp + i for i in range(hp)]
@@ -588,7 +590,7 @@ def decode(p: Problem, plan: Plan, q, k, v):
                             for w in range(nw):
                                 a, z = min(c1, c0 + w * kw), min(c1, c0 + (w + 1) * kw)
                                 S = m.mma(Qc, Kj[a - c0:z - c0].T, True, False)
-                                if masked_tile(p, j, bn):
+                                if masked_tile(sq, j, bn):
                                     col = np.arange(a, z)[None, :]
                                     hide = col > pos[:, None] if p.causal else np.zeros(S.shape, bool)
                                     if p.window is not None:

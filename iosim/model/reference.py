@@ -40,6 +40,10 @@ def visible(p: Problem) -> np.ndarray:
 
 
 def forward(p: Problem, q, k, v) -> dict[str, np.ndarray]:
+    if p.seqlens_k is not None:  # a ragged batch: each sequence over its own keys
+        parts = [forward(sq, q[b:b + 1], k[b:b + 1, :, :sq.seqlen_k], v[b:b + 1, :, :sq.seqlen_k])
+                 for b, sq in enumerate(p.sequences())]
+        return {x: np.concatenate([r[x] for r in parts]) for x in ("O", "LSE")}
     P, lse = _probs(p, q, k)
     return {"O": np.einsum("bhij,bhjd->bhid", P, _expand(p, v)), "LSE": lse}
 

@@ -554,6 +554,9 @@ WINDOWED = ("fa2", "fa3", "decode")
 
 def check_window(schedule: str, p: Problem) -> None:
     """Refuse, in one line, a sliding window or a paged cache that the schedule does not model."""
+    if p.seqlens_k is not None and schedule != "decode":
+        raise InputError(f"--seqlens-k: a ragged batch is modelled by the decode schedule only "
+                         f"(allowed: --schedule decode; {schedule} takes one length)")
     if p.page_size is not None and schedule != "decode":
         raise InputError(f"--page-size: a paged K/V cache is modelled by the decode schedule only "
                          f"(allowed: --schedule decode; {schedule} reads contiguous K/V)")

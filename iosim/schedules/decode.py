@@ -18,6 +18,13 @@ Paged K/V (`page_size`): the same loop over pages of the cache (FlashAttention's
 layout: a page is page_size tokens x KV heads x d, so one token of one head, d elements, is
 the contiguous unit a gather moves), each key row found through the block table:
 `decode_paged_fwd` reads each tile's distinct table entries (int32) once a CTA.
+
+A ragged batch (`seqlens_k`: each sequence its own cached length, as a serving batch has):
+one split count for the batch, from its longest sequence (as FlashAttention's kvcache path
+chooses it), each sequence's tiles cut into that many runs (a short sequence's last runs may be
+empty: such a CTA writes a partial that the combine weighs 0); the CTAs of a sequence's splits
+are adjacent in launch order, so the timing model sees each CTA's own trips. Modelled only: no
+kernel of this project runs a ragged batch (FlashAttention's flash_attn_with_kvcache does).
 """
 
 from __future__ import annotations
@@ -120,6 +127,14 @@ def splits_of(p: Problem, t0: int, t1: int, bn: int, s: int) -> list[range]:
     return [range(a, min(t1, a + per)) for a in range(t0, t1, per)]
 
 
+def runs_of(q: Problem, bn: int, s: int) -> list[range]:
+    """A sequence's key tiles in exactly `s` runs of ceil(tiles / s) (the last ones empty when
+    the sequence has fewer tiles than that takes): what split i of the kernel runs."""
+    t0, t1 = key_tiles(q, bn)
+    per = -(-(t1 - t0) // s)
+    return [range(min(t1, t0 + i * per), min(t1, t0 + (i + 1) * per)) for i in range(s)]
+
+
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     check(p)
     bn0, w0, st0 = bucket(p.head_dim)
@@ -131,7 +146,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         raise InputError(f"decode: --block-m is the packed query rows, {rows} here "
                          "(allowed: leave it out)")
     threads = 32 * warps
-    t0, t1 = key_tiles(p, bn)
+    t0, t1 = key_tiles(p, bn)  # the cache's (a ragged batch: its longest sequence's)
     base = dict(HEAD_DIM=p.head_dim, BLOCK_M=rows, BLOCK_N=bn, NUM_WARPS=warps, STAGES=stages,
                 IS_CAUSAL=int(p.causal), WINDOW=-1 if p.window is None else p.window,
                 HEADS_PER_CTA=hp)
@@ -143,15 +158,20 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     ctas0 = p.batch * p.kv_heads * chunks
     probe = KernelPlan(entry, (1, 1, 1), threads, smem, REGS, rows, bn, Traffic(), Work())
     s = num_splits(ctas0, ctas_per_sm(probe, hw) * hw.sm_count, t1 - t0)
-    s = len(splits_of(p, t0, t1, bn, s))  # no empty split: the count the runs make
-    runs = splits_of(p, t0, t1, bn, s)  # what the kernel cuts with that count
-    assert len(runs) == s, (len(runs), s)
-    ks = [_decode_kernel(p, runs, rows, bn, warps, stages, chunks, smem,
-                         kernel_defines(entry, **base, NUM_SPLITS=s))]
+    if p.seqlens_k is None:
+        s = len(splits_of(p, t0, t1, bn, s))  # no empty split: the count the runs make
+        seqs = [(p, runs_of(p, bn, s), p.batch)]  # every sequence alike
+        defines = kernel_defines(entry, **base, NUM_SPLITS=s)
+    else:  # modelled only (no KernelSpec): the Plan's own defines
+        seqs = [(q, runs_of(q, bn, s), 1) for q in p.sequences()]
+        entry, defines = "decode_ragged_fwd", dict(base, NUM_SPLITS=s)
+    ks = [_decode_kernel(p, entry, seqs, s, rows, bn, warps, stages, chunks, smem, defines)]
     if s > 1:
         ks.append(_combine_kernel(p, s))
     notes = (f"{hp} query head(s) x {p.seqlen_q} row(s) a CTA ({rows} padded), {bn}-key tiles, "
              f"{warps} warps, {stages}-stage K/V pipeline, {s} KV split(s)")
+    if p.seqlens_k is not None:
+        notes += f"; ragged batch, cached lengths {min(p.seqlens_k)}-{max(p.seqlens_k)}"
     if p.page_size is not None:
         notes += (f"; paged K/V: {p.page_size}-token pages, gathers of one token's head row "
                   f"({p.head_dim * p.elem_bytes} B) through the block table")
@@ -167,49 +187,57 @@ def table_entries(p: Problem, j: int, bn: int) -> int:
     return last // p.page_size - first // p.page_size + 1
 
 
-def _decode_kernel(p: Problem, runs: list[range], rows: int, bn: int, warps: int, stages: int,
-                   chunks: int, smem: int, defines: dict[str, int]) -> KernelPlan:
+def _decode_kernel(p: Problem, entry: str, seqs: list[tuple[Problem, list[range], int]], s: int,
+                   rows: int, bn: int, warps: int, stages: int, chunks: int, smem: int,
+                   defines: dict[str, int]) -> KernelPlan:
     """Counts of decode_fwd (the executor's decode loops, tile by tile): per split, Q once,
     each key tile's K and V once (and its block-table entries, paged); see the module
-    docstring."""
-    d, e, nk, s = p.head_dim, p.elem_bytes, p.seqlen_k, len(runs)
-    ctas0 = p.batch * p.kv_heads * chunks
+    docstring. `seqs`: (a sequence's problem, its s runs of tiles, how many sequences alike)."""
+    d, e = p.head_dim, p.elem_bytes
+    heads = p.kv_heads * chunks  # CTAs of one sequence and split
 
-    def keys(j: int) -> int:
-        return min(nk, (j + 1) * bn) - j * bn
+    def keys(q: Problem, j: int) -> int:
+        return min(q.seqlen_k, (j + 1) * bn) - j * bn
 
-    per_split = np.array([sum(keys(j) for j in r) for r in runs], dtype=np.int64)
-    masked = np.array([sum(1 for j in r if masked_tile(p, j, bn)) for r in runs], dtype=np.int64)
-    mask_keys = sum(keys(j) for r in runs for j in r if masked_tile(p, j, bn))
-    kv, tiles = int(per_split.sum()), sum(len(r) for r in runs)
+    def total(fn) -> int:  # Σ over sequences (with their multiplicity) and their tiles
+        return sum(n * sum(fn(q, j) for r in runs for j in r) for q, runs, n in seqs)
+
+    trips = np.concatenate([np.array([sum(keys(q, j) for j in r) for r in runs], dtype=np.int64)
+                            for q, runs, _ in seqs])
+    masked = np.concatenate([np.array([sum(masked_tile(q, j, bn) for j in r) for r in runs],
+                                      dtype=np.int64) for q, runs, _ in seqs])
+    kv, tiles = total(keys), total(lambda q, j: 1)
+    mask_keys = total(lambda q, j: keys(q, j) * masked_tile(q, j, bn))
     n_rows = p.bh * p.seqlen_q
     out = {"O": n_rows * d * e, "LSE": n_rows * F32} if s == 1 else \
         {"Opart": n_rows * s * d * F32, "LSEpart": n_rows * s * F32}
-    ctas = ctas0 * s
+    ctas = p.batch * heads * s
     # smem: Q stored once (padded rows); per tile K, V stored and read once (each warp its
     # slice), Q read by every warp; at the end the warps' fp32 O, m and ℓ stored and read back
     sram = ctas * (rows * d * e + 2 * warps * rows * (d + 2) * F32) \
-        + ctas0 * (4 * kv * d * e + tiles * warps * rows * d * e)
-    reads = {"Q": s * n_rows * d * e, "K": ctas0 * kv * d * e, "V": ctas0 * kv * d * e}
+        + heads * (4 * kv * d * e + tiles * warps * rows * d * e)
+    reads = {"Q": s * n_rows * d * e, "K": heads * kv * d * e, "V": heads * kv * d * e}
     if p.page_size is not None:  # int32 entries, each tile's distinct pages
-        reads["BlockTable"] = ctas0 * 4 * sum(table_entries(p, j, bn) for r in runs for j in r)
+        reads["BlockTable"] = heads * 4 * total(lambda q, j: table_entries(q, j, bn))
     t = Traffic(reads=reads, writes=out, sram=sram)
     # per tile of c keys: S and PV (4·rows·c·d); P per element and α per row per warp; per
     # element rowmax, the scale-and-subtract FMA, rowsum (+ the mask on masked tiles); per row
     # per warp the statistics (6) and acc *= α (d). At the end, across the warps: m* (max),
     # their weights (exp), ℓ and O (FMAs), 1/ℓ, O·1/ℓ, log ℓ and LSE.
-    mask = ctas0 * rows * mask_keys
+    mask = heads * rows * mask_keys
     once = Work(exp_ops=rows * (warps + 1),
                 alu_flops=rows * (3 * warps + 2) + rows * d * (2 * warps + 1)).scaled(ctas)
-    w = Work(tensor_flops=ctas0 * 4 * rows * kv * d,
-             exp_ops=ctas0 * (rows * kv + warps * rows * tiles),
-             alu_flops=ctas0 * (3 * rows * kv + warps * rows * (6 + d) * tiles) + mask) + once
-    reuse = {"K": s, "V": s} if chunks > 1 else {}  # the next head chunk's CTA of this split
-    entry = "decode_paged_fwd" if p.page_size is not None else "decode_fwd"
-    return KernelPlan(entry, (s, p.kv_heads * chunks, p.batch), 32 * warps, smem, REGS,
-                      rows, bn, t, w, trips=per_split / bn, reuse=reuse, masked=masked,
-                      mask_alu=mask, once=once, stages=stages, overlap="async",
-                      source=source(entry), defines=defines, streamed=("K", "V"))
+    w = Work(tensor_flops=heads * 4 * rows * kv * d,
+             exp_ops=heads * (rows * kv + warps * rows * tiles),
+             alu_flops=heads * (3 * rows * kv + warps * rows * (6 + d) * tiles) + mask) + once
+    # a ragged batch: the sequences' splits along x (each CTA its own trips); else (s, heads, B)
+    grid = (s, heads, p.batch) if p.seqlens_k is None else (s * p.batch, heads, 1)
+    # K/V of a head chunk are read again by the next chunk's CTA, a row of the grid later
+    reuse = {"K": grid[0], "V": grid[0]} if chunks > 1 else {}
+    return KernelPlan(entry, grid, 32 * warps, smem, REGS, rows, bn, t, w, trips=trips / bn,
+                      reuse=reuse, masked=masked, mask_alu=mask, once=once, stages=stages,
+                      overlap="async", source=source(entry), defines=defines,
+                      streamed=("K", "V"))
 
 
 def _combine_kernel(p: Problem, s: int) -> KernelPlan:
