@@ -314,6 +314,9 @@ def sweep_cmd(
     causal_align: Annotated[str, typer.Option(
         help="causal diagonal when Nq != Nk: top-left, bottom-right or both")] = "top-left",
     direction: Annotated[str, typer.Option(help="fwd, bwd or both")] = "fwd",
+    window: Annotated[str | None, typer.Option(
+        help="sliding window(s) W (causal, forward: fa2, fa3, decode)")] = None,
+    page_size: Annotated[str | None, typer.Option(help="paged K/V: tokens a page (decode)")] = None,
     schedule: Annotated[str, typer.Option(help="comma list of naive,standard,fa1,fa1_paper,fa2,fa3,decode or 'all' (decode: Nq <= 16)")] = "all",
     hw: Annotated[str, typer.Option(
         help="comma list of profile names or TOML paths (a short name picks the calibrated profile)")] = "h100",
@@ -350,7 +353,8 @@ def sweep_cmd(
 
     grid = {"seqlen_q": seqlen, "seqlen_k": seqlen_k, "head_dim": head_dim, "batch": batch,
             "heads": heads, "kv_heads": kv_heads, "dtype": dtype, "causal": causal,
-            "causal_align": causal_align, "direction": direction, "schedule": schedule, "hw": hw, "set": list(set_ or []),
+            "causal_align": causal_align, "direction": direction, "window": window,
+            "page_size": page_size, "schedule": schedule, "hw": hw, "set": list(set_ or []),
             "block_m": block_m, "block_n": block_n, "warps": warps, "stages": stages}
     res = stream(grid, output, force=force, resume=resume, progress=progress, workers=workers,
                  tuned=tuned_tiles(tiles_file), engine=engine, scheduler=scheduler)

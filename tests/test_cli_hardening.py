@@ -474,3 +474,22 @@ def test_ragged_batch_options():
     bad("predict", "--seqlen", "1", "--batch", "2", "--seqlens-k", "100,x", needle="--seqlens-k")
     bad("predict", "--seqlen", "1", "--batch", "2", "--seqlens-k", "100,200", "--schedule", "fa2",
         needle="ragged batch")
+
+
+def test_sweep_takes_windows_and_page_sizes(tmp_path):
+    out = tmp_path / "w.csv"
+    code, _, err = cli("sweep", "--seqlen", "8192", "--causal", "--window", "1024,4096",
+                       "--schedule", "fa2,fa3", "-o", out, "--no-progress")
+    assert code == 0, err
+    df = pd.read_csv(out)
+    assert sorted(df.window) == [1024, 1024, 4096, 4096]
+    # a wider window visits more key blocks: more bytes, more time
+    for _, g in df.groupby("schedule"):
+        g = g.sort_values("window")
+        assert g.hbm_read_bytes_2level.is_monotonic_increasing and g.time_pred_ms.is_monotonic_increasing
+    out = tmp_path / "p.csv"
+    code, _, err = cli("sweep", "--seqlen", "1", "--seqlen-k", "65536", "--page-size", "16,64",
+                       "--schedule", "decode", "-o", out, "--no-progress")
+    assert code == 0, err
+    assert sorted(pd.read_csv(out).page_size) == [16, 64]
+    bad("sweep", "--seqlen", "1", "--page-size", "x", "-o", tmp_path / "x.csv", needle="--page-size")

@@ -50,12 +50,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
 INT_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim")
+INFERENCE_FIELDS = ("window", "page_size")  # unset by default (no window, a contiguous cache)
 ALIASES = {"seqlen": "seqlen_q", "schedules": "schedule", "kv-heads": "kv_heads",
-           "seqlen-k": "seqlen_k", "head-dim": "head_dim", "causal-align": "causal_align"}
+           "seqlen-k": "seqlen_k", "head-dim": "head_dim", "causal-align": "causal_align",
+           "page-size": "page_size"}
 DEFAULTS: dict[str, list] = {"batch": [4], "heads": [32], "kv_heads": [None], "seqlen_q": [4096],
                              "seqlen_k": [None], "head_dim": [128], "dtype": [Dtype.bf16],
                              "causal": [False], "causal_align": [CausalAlign.top_left],
-                             "direction": [Direction.fwd],
+                             "direction": [Direction.fwd], "window": [None], "page_size": [None],
                              "schedule": list(ALL), "hw": ["h100"],  # as `iosim predict`
                              **{k: [None] for k in KNOBS}}
 PARALLEL_POINTS = 2000  # sweeps this large run in one process per CPU
@@ -178,7 +180,7 @@ def hw_field_kind(key: str) -> type:
 
 # CLI option of each grid field, for messages (the grid's keys are Problem's field names)
 OPTION_NAMES = {"seqlen_q": "seqlen", "seqlen_k": "seqlen-k", "head_dim": "head-dim",
-                "kv_heads": "kv-heads"}
+                "kv_heads": "kv-heads", "page_size": "page-size"}
 
 
 def parse_set(items: Iterable[str]) -> dict[str, list]:
@@ -270,7 +272,7 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
             continue
         if v is None:
             continue
-        if key in INT_FIELDS or key in KNOBS:
+        if key in INT_FIELDS or key in KNOBS or key in INFERENCE_FIELDS:
             g[key] = _as_list(v, int, opt.replace("_", "-"))
         elif key == "dtype":
             vals = parse_choice(v, [d.value for d in Dtype], key) if isinstance(v, str) else list(v)
@@ -297,7 +299,7 @@ def normalize_grid(grid: Mapping) -> tuple[dict[str, list], dict[str, list]]:
             if not g[key] or any(isinstance(s, str) and not s for s in g[key]):
                 raise InputError("--hw: empty value (allowed: profile names or paths, comma-separated)")
         else:
-            allowed = [*INT_FIELDS, "seqlen", "dtype", "causal", "causal_align", "direction",
+            allowed = [*INT_FIELDS, *INFERENCE_FIELDS, "seqlen", "dtype", "causal", "causal_align", "direction",
                        "schedule", "hw", "set",
                        *KNOBS]
             raise InputError(f"unknown sweep field '{key}' (allowed: {', '.join(allowed)})")
@@ -366,12 +368,13 @@ class Points:
 
     def _tuples(self):
         g = self.g
-        for b, h, kvh, nq, nk, d, dt, c, ca, di in itertools.product(
+        for b, h, kvh, nq, nk, d, dt, c, ca, di, w, ps in itertools.product(
                 g["batch"], g["heads"], g["kv_heads"], g["seqlen_q"], g["seqlen_k"], g["head_dim"],
-                g["dtype"], g["causal"], g["causal_align"], g["direction"]):
+                g["dtype"], g["causal"], g["causal_align"], g["direction"], g["window"],
+                g["page_size"]):
             if ca is not CausalAlign.top_left and (not c or nq == (nk or nq)):
                 continue  # the alignment changes nothing: one row, not two equal ones
-            yield b, h, kvh, nq, nk, d, dt, c, ca, di
+            yield b, h, kvh, nq, nk, d, dt, c, ca, di, w, ps
 
     def expected(self) -> int:
         """Points to compute (a progress bar's total): one pass over the grid's tuples."""
@@ -381,10 +384,11 @@ class Points:
         """The grid's valid problems, made one at a time (never the whole grid at once)."""
         n_sched = len(self.g["schedule"])
         n_hw = len(self.todo) // max(n_sched * self.n_knobs, 1)
-        for b, h, kvh, nq, nk, d, dt, c, ca, di in self._tuples():
+        for b, h, kvh, nq, nk, d, dt, c, ca, di, w, ps in self._tuples():
             try:
                 p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
-                            dtype=dt, causal=c, causal_align=ca, direction=di)
+                            dtype=dt, causal=c, causal_align=ca, direction=di, window=w,
+                            page_size=ps)
             except ValidationError as e:
                 err = e.errors()[0]
                 msg = err["msg"].removeprefix("Value error, ")
