@@ -315,34 +315,32 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             row_d = __ldg(Dst + q_rows + m0 + tid);
         }
 
-        turn_wait(c);  // ---- turn A: Sᵀ and dPᵀ, two commit groups
+        turn_wait(c);  // ---- turn A
         fence_regs<NT_S * 4>(sacc);
         fence_regs<NT_S * 4>(dpacc);
         wgmma_fence();
         issue_t(sacc, k_rows, q_tile);
-        wgmma_commit();
         issue_t(dpacc, v_rows, do_tile);
         wgmma_commit();
         turn_pass(c);
+        wgmma_wait<0>();
+        fence_regs<NT_S * 4>(sacc);
+        fence_regs<NT_S * 4>(dpacc);
 
-        // while they run: this consumer's copy of the stats (two buffers, by step)
+        // this consumer's copy of the stats (two buffers, by step), then Pᵀ and dSᵀ: rows are
+        // keys (key0, key0 + 8), columns queries m0 + 8nt + 2(lane&3) + e
         float* st = stat + (2 * c + (it & 1)) * 2 * BM;
         if (tid < BM) {
             st[tid] = row_l == IOSIM_NEG_INF ? -IOSIM_NEG_INF : row_l * IOSIM_LOG2E;
             st[BM + tid] = row_d;
         }
         named_bar_sync(NB_STAT + c, 128);
-
-        // Pᵀ as soon as Sᵀ is done (under dPᵀ's wgmmas; FA3 Sec. 3.2's intra-warpgroup
-        // overlap), then dSᵀ: rows are keys (key0, key0 + 8), columns queries
-        // m0 + 8nt + 2(lane&3) + e
-        wgmma_wait<1>();
-        fence_regs<NT_S * 4>(sacc);
         const bool need_mask = n0 + BN > Nk || (IS_CAUSAL && n0 + BN - 1 > m0 + off);
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt) {
             const int qc = nt * 8 + 2 * (lane & 3);
             const float2 l2 = *reinterpret_cast<const float2*>(st + qc);
+            const float2 d2 = *reinterpret_cast<const float2*>(st + BM + qc);
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
                 const int key = key0 + (r >> 1) * 8;
@@ -350,18 +348,10 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 float p = fast_exp2(fmaf(sacc[nt * 4 + r], sl2, -((r & 1) ? l2.y : l2.x)));
                 if (need_mask && (key >= Nk || (IS_CAUSAL && key > q + off))) p = 0.f;
                 sacc[nt * 4 + r] = p;
+                dpacc[nt * 4 + r] = p * (dpacc[nt * 4 + r] - ((r & 1) ? d2.y : d2.x));
             }
         }
         pack_a(sacc, pa);
-        wgmma_wait<0>();
-        fence_regs<NT_S * 4>(dpacc);
-#pragma unroll
-        for (int nt = 0; nt < NT_S; ++nt) {
-            const float2 d2 = *reinterpret_cast<const float2*>(st + BM + nt * 8 + 2 * (lane & 3));
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-                dpacc[nt * 4 + r] = sacc[nt * 4 + r] * (dpacc[nt * 4 + r] - ((r & 1) ? d2.y : d2.x));
-        }
         pack_a(dpacc, da);
 
         // dSᵀ to shared memory (this step's buffer) for dQ: panels of 64 queries, 128-byte rows
