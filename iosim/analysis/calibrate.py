@@ -163,7 +163,7 @@ def points(rows: pd.DataFrame, hw: HardwareProfile) -> list[Point]:
 
 
 def predicted_ms(pts: list[Point], hw: HardwareProfile) -> np.ndarray:
-    return np.array([sum(k.seconds for k in timing.predict(pt.plan, hw, pt.dram)) * 1e3
+    return np.array([sum(k.seconds for k in timing.predict(pt.plan, hw, pt.dram, limiter_too=False)) * 1e3
                      for pt in pts])
 
 

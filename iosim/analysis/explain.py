@@ -32,25 +32,39 @@ from iosim.schedules.knobs import TunedTiles
 
 SHOWN = ("tensor", "sfu", "alu", "sram", "issue", "l2", "hbm")  # timing.UNITS + timing.LEVELS
 NAMES = {"tensor": "tensor", "sfu": "SFU (exp)", "alu": "FP32", "sram": "shared memory",
-         "issue": "issue", "l2": "L2", "hbm": "DRAM", "launch": "launch"}
+         "issue": "issue", "l2": "L2", "hbm": "DRAM", "launch": "launch",
+         "port": "SM load path", "latency": "latency"}
+CHANGES = {"latency": "half the warps' dependent-chain latency", "launch": "half the launch overhead"}
+
+
+def change_text(relief: str) -> str:
+    """What relaxing one of timing.RELIEFS means, in words."""
+    return CHANGES.get(relief, f"2x {NAMES[relief]} rate")
 
 
 def relax(hw: HardwareProfile, limit: str, dtype_key: str, factor: float = 2.0) -> dict:
-    """The profile change that gives `limit` `factor` times its rate."""
+    """The profile change that gives `limit` (one of timing.RELIEFS) `factor` times its rate
+    (latency and launch: 1 / `factor` of their cycles or seconds), as timing.Rates.relaxed."""
     fields = {"tensor": f"tensor_flops_per_s.{dtype_key}", "sfu": "sfu_lanes_per_clk_per_sm",
               "alu": "fp32_lanes_per_clk_per_sm", "sram": "smem_bandwidth_bytes_per_clk_per_sm",
               "issue": "issue_per_clk_per_sm", "l2": "l2_bandwidth_bytes_per_s",
-              "hbm": "hbm_bandwidth_bytes_per_s"}
+              "hbm": "hbm_bandwidth_bytes_per_s", "port": "pipeline.sm_load_bytes_per_clk"}
     if limit == "launch":
         return {"launch_overhead_s": hw.launch_overhead_s / factor}
+    if limit == "latency":
+        pipe = hw.pipeline
+        return {"pipeline.mma_sync_cycles": pipe.mma_sync_cycles / factor,
+                "pipeline.inst_cycles": pipe.inst_cycles / factor}
     f = fields[limit]
-    value = hw.tensor_flops_per_s[dtype_key] if limit == "tensor" else getattr(hw, f)
+    value = (hw.tensor_flops_per_s[dtype_key] if limit == "tensor"
+             else hw.pipeline.sm_load_bytes_per_clk if limit == "port" else getattr(hw, f))
     new = value * factor
     return {f: int(new) if isinstance(value, int) else new}
 
 
 def total_ms(pl: Plan, hw: HardwareProfile) -> float:
-    return 1e3 * sum(t.seconds for t in timing.predict(pl, hw, memory.estimate(pl, hw)))
+    return 1e3 * sum(t.seconds for t in timing.predict(pl, hw, memory.estimate(pl, hw),
+                                                       limiter_too=False))
 
 
 def kernel_view(k: KernelPlan, kt: timing.KernelTime, dram: memory.Dram, pl: Plan,
@@ -72,7 +86,7 @@ def kernel_view(k: KernelPlan, kt: timing.KernelTime, dram: memory.Dram, pl: Pla
         "ctas_per_sm": ctas_per_sm(k, hw), "ctas_per_sm_by": limits(k, hw),
         "occupancy_limit": limiter(k, hw),
         "waves": waves, "tail_wave_share": (tail / slots) if tail and waves > 1 else 1.0,
-        "time_ms": kt.seconds * 1e3, "bound": kt.bound,
+        "time_ms": kt.seconds * 1e3, "bound": kt.bound, "busiest": kt.busiest,
         "util_of_peak": {u: peak[u] / busy if busy > 0 else 0.0 for u in SHOWN},
         "alone_ms": {u: alone[u] * 1e3 for u in SHOWN},
         "latency_share": max(0.0, 1 - ideal / busy) if busy > 0 else 0.0,
@@ -80,27 +94,23 @@ def kernel_view(k: KernelPlan, kt: timing.KernelTime, dram: memory.Dram, pl: Pla
     }
 
 
-def what_ifs(pl: Plan, hw: HardwareProfile, views: list[dict], base_ms: float,
-             schedule: str, tiles: Tiles, tuned: TunedTiles | None = None) -> list[dict]:
-    """The Plan predicted again with one thing relaxed."""
+def what_ifs(pl: Plan, hw: HardwareProfile, base_ms: float, schedule: str, tiles: Tiles,
+             tuned: TunedTiles | None = None) -> list[dict]:
+    """The Plan predicted again with one thing relaxed: each of timing.RELIEFS (largest
+    speed-up first: the first is what `bound` names), one more resident CTA, the model's tiles."""
     p = pl.problem
     key = "tf32" if p.dtype.value == "fp32" else p.dtype.value
-    main = max(views, key=lambda v: v["time_ms"])
-    order = sorted(main["alone_ms"], key=main["alone_ms"].get, reverse=True)
-    binding, nxt = (main["bound"] if main["bound"] in SHOWN or main["bound"] == "launch"
-                    else order[0]), order[1] if order[0] == main["bound"] else order[0]
     out = []
 
-    def add(change: str, ms: float) -> None:
-        out.append({"change": change, "time_ms": ms, "speedup": base_ms / ms})
+    def add(change: str, ms: float, relief: str = "") -> None:
+        out.append({"change": change, "time_ms": ms, "speedup": base_ms / ms, "relief": relief})
 
-    for lim in dict.fromkeys([binding, nxt]):
+    relaxed = {}
+    for lim in timing.RELIEFS:
         h2 = hw.with_changes(**relax(hw, lim, key))
-        add(f"2x {NAMES[lim]} rate", total_ms(plan(schedule, p, h2, tiles, tuned=tuned), h2))
-    pipe = hw.pipeline
-    h2 = hw.with_changes(**{"pipeline.mma_sync_cycles": pipe.mma_sync_cycles / 2,
-                            "pipeline.inst_cycles": pipe.inst_cycles / 2})
-    add("half the warps' dependent-chain latency", total_ms(plan(schedule, p, h2, tiles, tuned=tuned), h2))
+        relaxed[lim] = total_ms(plan(schedule, p, h2, tiles, tuned=tuned), h2)
+    for lim in timing.ranked(relaxed):  # largest speed-up first, as timing.limiter ranks them
+        add(change_text(lim), relaxed[lim], lim)
     k = pl.main
     n = ctas_per_sm(k, hw) + 1
     by = limits(k, hw)
@@ -136,12 +146,15 @@ def explain(schedule: str, p: Problem, hw: HardwareProfile, tiles: Tiles = Tiles
     base = sum(v["time_ms"] for v in views)
     main = max(views, key=lambda v: v["time_ms"])
     order = sorted(main["alone_ms"], key=main["alone_ms"].get, reverse=True)
+    ifs = what_ifs(pl, hw, base, schedule, tiles, tuned)
     out = {"schedule": schedule, "hw": hw.name, "profile": hw.describe(),
            "problem": {k: (v.value if hasattr(v, "value") else v)
                        for k, v in p.model_dump().items()},
            "notes": pl.notes, "time_ms": base, "tflops": p.fa_flops() / (base * 1e-3) / 1e12,
-           "bound": main["bound"], "next_limit": order[1] if order[0] == main["bound"] else order[0],
-           "kernels": views, "what_if": what_ifs(pl, hw, views, base, schedule, tiles, tuned)}
+           "bound": timing.plan_bound(kts), "busiest": main["busiest"],
+           "next_limit": next(w["relief"] for w in ifs if w["relief"]
+                              and w["relief"] != timing.plan_bound(kts)),
+           "busiest_order": order, "kernels": views, "what_if": ifs}
     if measured:
         out["measured"] = measured_rows(measured, schedule, p, hw, pl, dram)
     return out
@@ -188,11 +201,13 @@ def format_text(e: dict) -> str:
              f"Nk={p['seqlen_k']} d={p['head_dim']} {p['dtype']} causal={p['causal']} "
              f"{p['direction']}; {e['notes']}",
              f"  predicted {e['time_ms']:.3f} ms, {e['tflops']:.0f} TFLOP/s; binds: "
-             f"{NAMES.get(e['bound'], e['bound'])}, next: {NAMES[e['next_limit']]}"]
+             f"{NAMES.get(e['bound'], e['bound'])} (its 2x gives the largest speed-up), next: "
+             f"{NAMES[e['next_limit']]}; busiest unit: {NAMES[e['busiest']]}"]
     for v in e["kernels"]:
         by = ", ".join(f"{k} {n}" for k, n in v["ctas_per_sm_by"].items())
         lines += [
-            f"kernel {v['kernel']}: {v['time_ms']:.3f} ms, bound {NAMES.get(v['bound'], v['bound'])}",
+            f"kernel {v['kernel']}: {v['time_ms']:.3f} ms, bound {NAMES.get(v['bound'], v['bound'])}"
+            f", busiest {NAMES[v['busiest']]}",
             f"  grid {' x '.join(map(str, v['grid']))} = {v['ctas']} CTAs of {v['threads']} "
             f"threads, {v['registers_per_thread']} registers a thread, "
             f"{v['smem_bytes'] / 1024:.0f} KiB shared memory; tiles {v['block_m']}x{v['block_n']}, "
@@ -202,7 +217,8 @@ def format_text(e: dict) -> str:
             "  unit/level        busy % of peak   alone ms",
         ]
         for u in sorted(SHOWN, key=lambda u: v["alone_ms"][u], reverse=True):
-            mark = "  <- binds" if u == v["bound"] else ""
+            mark = "  <- busiest" + (", binds" if u == v["bound"] else "") if u == v["busiest"] else (
+                "  <- binds" if u == v["bound"] else "")
             lines.append(f"  {NAMES[u]:16s} {100 * v['util_of_peak'][u]:14.1f} "
                          f"{v['alone_ms'][u]:10.3f}{mark}")
         lines.append(f"  latency (no unit busy enough to explain it): "

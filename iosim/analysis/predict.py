@@ -40,8 +40,9 @@ def row(pl: Plan, hw: HardwareProfile) -> dict:
         "bound_roofline": max(roof, key=lambda r: r.seconds).bound,
         "time_pred_ms": t_pred * 1e3,
         "tflops_pred": p.fa_flops() / t_pred / 1e12,
-        "bound": max(pred, key=lambda r: r.seconds).bound,
-        "util_pct": 100 * max(pred, key=lambda r: r.seconds).util,
+        "bound": timing.plan_bound(pred),  # the limiter: what a 2x rate shortens most
+        "busiest": (main := max(pred, key=lambda r: r.seconds)).busiest,  # its busiest unit
+        "util_pct": 100 * main.util,  # ... and that unit's share of its efficient peak
         "kernels": len(pl.kernels),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
         "hbm_footprint_bytes": (foot := footprint_bytes(pl)),

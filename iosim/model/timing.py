@@ -5,13 +5,17 @@ Plan: occupancy gives n CTAs per SM; one trip of a CTA costs max(the warp chain 
 its memory time by the Plan's overlap policy, its L2/DRAM bandwidth share, n x the busiest
 per-SM throughput term); CTAs are placed on the SMs in waves in launch order; a kernel is never
 faster than any unit's or level's fluid total, and each launch costs `launch_overhead_s`.
-`bound` names the unit or level with the largest fluid time (or `launch`), `util` its share of
-its efficient peak. Every rate and efficiency comes from the HardwareProfile.
+`bound` names the limiter: the rate whose doubling (`RELIEFS`: a unit, a level, the SM's load
+path, the warps' dependent-chain latency halved, the launch overhead halved) shortens the
+predicted time most, the what-if `iosim explain` prints; `busiest` the unit or level with the
+largest fluid time and `util` its share of its efficient peak. Every rate and efficiency comes
+from the HardwareProfile.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -26,15 +30,21 @@ UNITS = ("tensor", "sfu", "alu", "sram", "issue")  # per-SM units
 MMA_FLOPS = 2 * 16 * 8 * 16  # one mma.sync.m16n8k16
 LDS_BYTES = 32 * 16  # one warp's ldmatrix.x4 or 16-byte cp.async
 LEVELS = ("l2", "hbm")  # levels shared by all SMs
+# what `bound` chooses from, each relaxed by 2x (Rates.relaxed): the units and levels, the SM's
+# L2 load path, the warps' dependent chains (latency: cycles per mma.sync and per other
+# instruction halved) and the launch overhead (halved)
+RELIEFS = (*UNITS, "port", *LEVELS, "latency", "launch")
 
 
 @dataclass(frozen=True)
 class KernelTime:
     seconds: float
-    bound: str  # hbm | l2 | sram | tensor | sfu | alu | issue | launch
+    bound: str  # the limiter: one of RELIEFS (the roofline: the largest term's unit or level)
     ctas_per_sm: int = 0
     waves: float = 0.0  # CTAs / slots
-    util: float = 1.0  # the bound's predicted share of its efficient peak
+    util: float = 1.0  # the busiest unit's or level's predicted share of its efficient peak
+    busiest: str = ""  # the unit or level with the largest fluid time
+    relaxed: dict[str, float] = field(default_factory=dict)  # seconds with each RELIEF relaxed 2x
 
 
 def roofline_terms(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> dict[str, float]:
@@ -72,6 +82,18 @@ class Rates:
     hbm: float
     wgmma: bool  # asynchronous warpgroup MMA: no per-instruction issue or dependence cost
     inst_per_op: float  # warp instructions per 32 element operations (the kernel's, else the profile's)
+    mma_cycles: float  # a lone warp's cycles per mma.sync (its dependent chain)
+    inst_cycles: float  # ... and per other instruction
+    launch: float  # seconds a launch costs
+
+    def relaxed(self, what: str, factor: float = 2.0) -> Rates:
+        """These rates with `what` (one of RELIEFS) `factor` times faster."""
+        if what == "latency":
+            return replace(self, mma_cycles=self.mma_cycles / factor,
+                           inst_cycles=self.inst_cycles / factor)
+        if what == "launch":
+            return replace(self, launch=self.launch / factor)
+        return replace(self, **{what: getattr(self, what) * factor})
 
     @classmethod
     def of(cls, k: KernelPlan, hw: HardwareProfile, p: Problem) -> Rates:
@@ -89,6 +111,9 @@ class Rates:
             hbm=hw.hbm_bandwidth_bytes_per_s * eff.hbm,
             wgmma=wgmma,
             inst_per_op=k.inst_per_op or hw.pipeline.inst_per_op,
+            mma_cycles=hw.pipeline.mma_sync_cycles,
+            inst_cycles=hw.pipeline.inst_cycles,
+            launch=hw.launch_overhead_s,
         )
 
 
@@ -153,8 +178,8 @@ class Trip:
         cyc = 1.0 / hw.clock_hz
         return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu, sram=sram / r.sram,
                    issue=(mma + other) / r.issue,
-                   warp_mma=mma / warps * hw.pipeline.mma_sync_cycles * cyc,
-                   warp_other=other / warps * hw.pipeline.inst_cycles * cyc,
+                   warp_mma=mma / warps * r.mma_cycles * cyc,
+                   warp_other=other / warps * r.inst_cycles * cyc,
                    groups=max(1.0, warps / 4) if r.wgmma else 1.0)
 
     def time(self, policy: str, stages: int, port: float, level: float, n: int,
@@ -193,11 +218,51 @@ def list_schedule(dc: np.ndarray, reps: int, slots: int) -> float:
     return float((start + dc).max())
 
 
-def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> KernelTime:
-    """Predicted time of one kernel (see the module docstring)."""
+def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem,
+                limiter_too: bool = True) -> KernelTime:
+    """Predicted time of one kernel (see the module docstring); with `limiter_too`, also the
+    time with each of RELIEFS relaxed 2x: the largest speed-up names the limiter (`bound`);
+    without, `bound` is the busiest unit (for fits, which need only the time)."""
     r = Rates.of(k, hw, p)
-    sms, ctas = hw.sm_count, k.ctas
     occ = ctas_per_sm(k, hw)
+    busy, limits = _busy(k, dram, hw, p, r, occ)
+    seconds = busy + r.launch
+    busiest = max(limits, key=limits.get)
+    util = limits[busiest] / busy if busy else 1.0
+    relaxed: dict[str, float] = {}
+    if limiter_too:
+        need = demands(k, limits)
+        for x in RELIEFS:  # a rate the kernel never uses changes nothing: no need to predict again
+            relaxed[x] = (busy + r.launch / 2 if x == "launch" else seconds if not need[x]
+                          else _busy(k, dram, hw, p, r.relaxed(x), occ)[0] + r.launch)
+    bound = limiter(seconds, relaxed) if relaxed else busiest
+    return KernelTime(seconds, bound, occ, k.ctas / (occ * hw.sm_count), util, busiest, relaxed)
+
+
+def demands(k: KernelPlan, limits: dict[str, float]) -> dict[str, bool]:
+    """Whether the kernel's time can depend on each of RELIEFS."""
+    need = {u: limits[u] > 0 for u in limits}
+    need["port"] = k.traffic.hbm_read + k.traffic.hbm_write > 0
+    need["latency"] = need["launch"] = True
+    return need
+
+
+def ranked(relaxed: dict[str, float]) -> list[str]:
+    """Reliefs by the time they leave, shortest first; times within one part in 10^9 of each
+    other are equal (a what-if re-planned through the profile rounds differently) and keep
+    RELIEFS' order."""
+    return sorted(relaxed, key=lambda x: (round(math.log(relaxed[x]), 9), RELIEFS.index(x)))
+
+
+def limiter(seconds: float, relaxed: dict[str, float]) -> str:
+    """The relief with the largest speed-up."""
+    return ranked(relaxed)[0]
+
+
+def _busy(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem, r: Rates,
+          occ: int) -> tuple[float, dict[str, float]]:
+    """Seconds the kernel keeps the GPU busy (launch apart) at rates `r`, and its fluid limits."""
+    sms, ctas = hw.sm_count, k.ctas
     slots = occ * sms
     # One period of the launch order (the CTAs along grid x), repeated for every (batch, head).
     # a masked trip is one of the CTA's trips (ragged tiles count a fraction of a trip): never
@@ -275,19 +340,26 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem) -> K
 
     # CTAs resident on one SM overlap at least as well as the same CTAs run fewer at a time
     # (more warps never hide less latency; what more CTAs cost in L2 is the DRAM estimate's):
-    # the best of every occupancy up to the one the resources allow (beyond ctas/SMs, all run)
-    sched = min(schedule(o * sms) for o in range(1, min(occ, -(-ctas // sms)) + 1))
+    # the best of the occupancies up to the one the resources allow (beyond ctas/SMs, all run):
+    # powers of two and the cap (a small kernel may fit 32 CTAs an SM: not 32 schedules)
+    cap = min(occ, -(-ctas // sms))
+    sched = min(schedule(o * sms) for o in {*(1 << i for i in range(cap.bit_length())), cap})
 
     limits = fluid(k, dram, r, sms, hw)
-    ideal = max(limits.values())
-    busy = max(sched, ideal)
-    bound = max(limits, key=limits.get)
-    util = ideal / busy if busy else 1.0
-    if hw.launch_overhead_s > busy:
-        bound, util = "launch", 1.0
-    return KernelTime(busy + hw.launch_overhead_s, bound, occ, ctas / slots, util)
+    return max(sched, max(limits.values())), limits
 
 
-def predict(plan: Plan, hw: HardwareProfile, dram: list[Dram]) -> list[KernelTime]:
-    """Per-kernel predicted time of a Plan, in launch order."""
-    return [kernel_time(k, d, hw, plan.problem) for k, d in zip(plan.kernels, dram)]
+def predict(plan: Plan, hw: HardwareProfile, dram: list[Dram],
+            limiter_too: bool = True) -> list[KernelTime]:
+    """Per-kernel predicted time of a Plan, in launch order (`limiter_too`: kernel_time's)."""
+    return [kernel_time(k, d, hw, plan.problem, limiter_too) for k, d in zip(plan.kernels, dram)]
+
+
+def plan_bound(times: list[KernelTime]) -> str:
+    """The limiter of a whole Plan: the relief that shortens the sum of its kernels' times most
+    (what `iosim explain`'s what-ifs predict); the roofline's largest term where the times
+    carry no relaxed variants."""
+    if not all(t.relaxed for t in times):
+        return max(times, key=lambda t: t.seconds).bound
+    total = sum(t.seconds for t in times)
+    return limiter(total, {x: sum(t.relaxed[x] for t in times) for x in RELIEFS})

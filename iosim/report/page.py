@@ -71,8 +71,9 @@ LATENCY_UTIL_PCT = 50  # below this share of its rate, the bound unit is not wha
 BOUNDS = {"hbm": "DRAM bandwidth", "l2": "L2 bandwidth", "tensor": "tensor-core throughput",
           "sfu": "exponentials on the SFU", "alu": "FP32 (non-tensor) arithmetic",
           "sram": "shared-memory bandwidth", "launch": "launch overhead", "issue": "instruction issue",
-          "latency": "latency and parallelism: time that no unit or level accounts for "
-                     "(too few CTAs to overlap serialized load and compute phases, tail waves)"}
+          "port": "the SM's L2 load path",
+          "latency": "the warps' dependent chains: halving their latency shortens the time most "
+                     "(too few warps to hide mma.sync and instruction latency)"}
 
 
 
@@ -109,14 +110,17 @@ def limits_text(data: Data, chosen: dict[str, str], profiles: dict[str, Hardware
             if k.grid[0] == 1:
                 par += f"; {r.schedule} runs one CTA per batch·head (B·H = {r.batch * r.heads})"
             bound = f"<b>{html.escape(str(r.bound))}</b> ({html.escape(BOUNDS.get(str(r.bound), str(r.bound)))})"
+            busiest = str(getattr(r, "busiest", r.bound))  # the limiter (bound) may be no unit
             util = getattr(r, "util_pct", float("nan"))  # how busy the model says that unit is
             rate = f", at {util:.0f}% of its achievable rate" if util == util else ""
             if util == util and util < LATENCY_UTIL_PCT:
-                what = f"no unit saturates (the busiest, {bound}, runs{rate[1:]}): the time goes to latency"
+                what = (f"no unit saturates (the busiest, <b>{html.escape(busiest)}</b>, runs{rate[1:]}); "
+                        f"what a 2x rate shortens most: {bound}")
                 if k.ctas < hw.sm_count:
                     what += "; with fewer CTAs than SMs, parallelism, not IO, limits it"
             else:
-                what = f"bound by {bound}{rate}"
+                what = f"bound by {bound}" + (rate if busiest == str(r.bound) else
+                                              f" (the busiest unit, {html.escape(busiest)}{rate})")
             items.append(f"<li><b>{html.escape(r.schedule)}</b> at N={r.seqlen_k} ({html.escape(shape)}): "
                          f"{what}; {par}. Predicted {r.tflops_pred:.0f} TFLOP/s.</li>")
     conf = ", ".join(f"{LABELS[d]} {chosen[d]}" for d in MENU_DIMS if d in chosen)
