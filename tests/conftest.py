@@ -37,6 +37,7 @@ LAYERS = {
     "test_hardware_cli": "unit",
     "test_kernel_compile": "compile",
     "test_kernels_spec": "unit",
+    "test_mechanisms": "accuracy",
     "test_memory": "unit",
     "test_output_conventions": "unit",
     "test_paper_counts": "unit",

@@ -78,8 +78,9 @@ def test_ncu_measures_the_mma_sync_pipe_and_the_instruction_mix(base):
 
 @pytest.mark.parametrize("holdout, ceilings", [
     ("seqlen_q>=8192", {"naive": 12, "fa1": 10, "fa2": 10}),
-    ("head_dim==256", {"naive": 15, "fa1": 11, "fa2": 14}),
-    ("head_dim==64", {"naive": 14, "fa1": 10, "fa2": 10}),
+    # fa2 at 8 and 6.5: reading K/V once per CTA instead of once per warp gives 12.9 and 8.1
+    ("head_dim==256", {"naive": 15, "fa1": 11, "fa2": 8}),
+    ("head_dim==64", {"naive": 14, "fa1": 10, "fa2": 6.5}),
 ])
 def test_held_out_shapes(base, measured_fixed, holdout, ceilings):
     m, fixed = measured_fixed
