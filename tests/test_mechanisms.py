@@ -88,3 +88,27 @@ def test_causal_ctas_finish_unevenly(d):
     busy = t.seconds - H100.launch_overhead_s
     fluid = max(timing.fluid(k, dram, timing.Rates.of(k, H100, p), H100.sm_count, H100).values())
     assert k.ctas > ctas_per_sm(k, H100) * H100.sm_count and busy > 1.3 * fluid
+
+
+def test_tune_picks_within_5pct_of_the_measured_best():
+    """`iosim tune --verify`'s committed run (experiments/tune_fa2/h100/tune_fa2.csv: per problem,
+    the then-model's top 5 configurations and the schedule's own, checked and timed): today's
+    model, re-ranking what was tried with the registers nvcc gave each, picks one within 5% of
+    the measured best in 14 of the 15 problems, d = 64 included, and within 7% in the last
+    (d = 128, N = 2048: two configurations 0.7% apart in the model, 7% apart measured)."""
+    from iosim.analysis.tune import with_registers
+
+    df = pd.read_csv(WAVES.parents[2] / "tune_fa2/h100/tune_fa2.csv")
+    ratios = []
+    for (d, n), g in df[df.status == "ok"].groupby(["head_dim", "seqlen_q"]):
+        r0 = g.iloc[0]
+        p = Problem(batch=int(r0.batch), heads=int(r0.heads), seqlen_q=int(n), head_dim=int(d))
+        pred = []
+        for r in g.itertuples():
+            t = Tiles(block_m=r.block_m, block_n=r.block_n, warps=r.warps, stages=r.stages)
+            pl = with_registers(plan("fa2", p, H100, t, check=True), int(r.registers))
+            pred.append(sum(k.seconds for k in timing.predict(pl, H100, memory.estimate(pl, H100), False)))
+        pick = g.time_ms.to_numpy()[min(range(len(pred)), key=pred.__getitem__)]
+        ratios.append(pick / g.time_ms.min())
+    assert len(ratios) == 15
+    assert sum(r <= 1.05 for r in ratios) >= 14 and max(ratios) <= 1.07, [round(r, 3) for r in ratios]

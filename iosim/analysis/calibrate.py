@@ -1,7 +1,8 @@
 """`iosim calibrate`: fit a profile's free parameters to measured rows of our own kernels.
 
-    iosim calibrate experiments/fwd_grid/h100/measured.csv --hw h100-sxm5-80gb \
-        --holdout-where 'seqlen_q>=8192' -o hwprofiles/h100-sxm5-80gb.calibrated.toml
+    iosim calibrate experiments/fwd_grid/h100/measured.csv experiments/bwd_grid/h100/measured_bwd.csv \
+        experiments/waves/h100/measured_waves.csv --hw h100-sxm5-80gb \
+        --holdout-where 'seqlen_q>=8192 or heads<=4' -o hwprofiles/h100-sxm5-80gb.calibrated.toml
 
 The parameters are the few that the timing model (`iosim.model.timing`) cannot read off a
 datasheet. What can be measured directly is measured, not fitted:
@@ -13,7 +14,8 @@ datasheet. What can be measured directly is measured, not fitted:
   instructions per 32 counted element operations (Nsight Compute's executed instructions less
   the mma and ldmatrix ones, median over the softmax-carrying kernels).
 The rest is fitted to time, each bounded to what is physically possible: a lone warp's cycles
-per mma.sync and per other instruction, the SM's L2 load path and how well CTAs with
+per mma.sync, the cycles each other instruction holds its scheduler (alone or beside other
+warps' mma.sync), the SM's L2 load path and how well CTAs with
 synchronous loads overlap (`pipeline.*`), the L2 bandwidth, the wgmma rate when
 wgmma rows are given, the launch overhead, and whatever the ncu table did not measure.
 Nothing is fitted per shape. The fit is deterministic: bounded least squares on
@@ -251,6 +253,10 @@ def provenance(f: Fit, measured: pd.DataFrame, paths: Sequence[Path], holdout: s
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
             "data": ", ".join(f"{p} sha256:{_sha(Path(p))}" for p in paths),
             "holdout_where": holdout or "", "fitted": ", ".join(f.fields),
+            # each fitted value inside its bounds: one on a bound would stand for a mechanism
+            # the model lacks (issue 23)
+            "fitted_within": ", ".join(f"{p}={get(f.profile, p):.4g} in [{PARAMS[p][0]:g}, {PARAMS[p][1]:g}]"
+                                       for p in f.fields),
             "measured": ", ".join(f"{k}={v:.4g}" for k, v in f.measured.items()),
             "train_error": _compact(f.train), "holdout_error": _compact(f.holdout),
             "rms_log_residual": f"{f.rms_log:.4f}"}

@@ -62,9 +62,11 @@ class Pipeline(BaseModel):
     # cycles a lone warp spends per mma.sync.m16n8k16 (its accumulator dependences and operand
     # fetch); at least the pipe's own cycles per instruction
     mma_sync_cycles: float = Field(8.0, gt=0, le=64)
-    # cycles a lone warp spends per other instruction (FP32, MUFU, conversions, shuffles,
-    # ldmatrix, address arithmetic) in its dependent stream: the latency it cannot hide
-    inst_cycles: float = Field(4.0, gt=0, le=64)
+    # cycles each other instruction (FP32, MUFU, conversions, shuffles, ldmatrix, address
+    # arithmetic) holds its warp's scheduler: in a lone warp's stream (the latency it cannot
+    # hide) and in the dispatch the sub-partition's warps share with their mma.sync
+    # (`iosim.model.timing.Trip.dispatch`); 1 is one issue a clock
+    inst_cycles: float = Field(1.0, gt=0, le=64)
     # warp instructions per 32 counted element operations (max, add, FMA, exp each one):
     # conversions, shuffles, predication and addressing that the counts leave out
     inst_per_op: float = Field(2.0, ge=1, le=16)

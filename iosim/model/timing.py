@@ -170,6 +170,7 @@ class Trip:
     warp_mma: float
     warp_other: float
     groups: float = 1.0  # consumer warpgroups that take turns at the tensor cores (wgmma)
+    dispatch: float = 0.0  # mma.sync: tensor time and the other instructions' issue, added
 
     @classmethod
     def of(cls, flops: float, exps: float, alu: float, sram: float, warps: int, r: Rates,
@@ -178,6 +179,7 @@ class Trip:
         cyc = 1.0 / hw.clock_hz
         return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu, sram=sram / r.sram,
                    issue=(mma + other) / r.issue,
+                   dispatch=0.0 if r.wgmma else flops / r.tensor + other * r.inst_cycles / r.issue,
                    warp_mma=mma / warps * r.mma_cycles * cyc,
                    warp_other=other / warps * r.inst_cycles * cyc,
                    groups=max(1.0, warps / 4) if r.wgmma else 1.0)
@@ -195,7 +197,9 @@ class Trip:
             soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)
             thr = n * max(soft, self.sram, self.issue, port)
             return max(port, self.tensor / self.groups + self.warp_other, level, thr)
-        thr = n * max(self.tensor, self.sfu, self.alu, self.sram, self.issue, port)
+        # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
+        # register operands: other warps' instructions issue between MMAs, not beside them
+        thr = n * max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
         warp = self.warp_mma + self.warp_other
         if policy == "async" and stages > 1:
             return max(port, warp, level, thr)
