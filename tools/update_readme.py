@@ -99,6 +99,12 @@ def block_validate() -> str:
     return "```\n$ iosim validate " + " ".join(files) + "\n" + run("validate", *files) + "\n```"
 
 
+def block_validate_waves() -> str:
+    """Wave quantisation and small problems (experiments/waves), by head_dim."""
+    args = ["validate", "experiments/waves/h100/measured_waves.csv", "--by", "head_dim"]
+    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
+
+
 def block_papers() -> str:
     """The model against the papers' published numbers, one group per figure."""
     args = ["validate", "experiments/papers/published.csv", "--by", "paper,figure"]
@@ -197,14 +203,31 @@ def block_tune() -> str:
     return "```\n" + format_verified(pd.read_csv(path)) + "\n```"
 
 
+def block_tune_rerank() -> str:
+    """Today's model re-ranking the configurations the committed tune run tried."""
+    import pandas as pd
+
+    from iosim.core.hardware import load
+
+    spec = importlib.util.spec_from_file_location("tune_rerank", ROOT / "tools" / "tune_rerank.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    f = "experiments/tune_fa2/h100/tune_fa2.csv"
+    ok, n, rho, picks = mod.evaluate(pd.read_csv(ROOT / f), load("h100"))
+    return (f"```\n$ python tools/tune_rerank.py {f}\ntoday's pick within 5% of the measured best in "
+            f"{ok} of {n} problems, median rho {rho:.2f}\n" + "\n".join(picks) + "\n```")
+
+
 BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
+          "validate-waves": block_validate_waves,
           "papers": block_papers,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
           "measured-bwd": block_measured_bwd, "explain": block_explain, "tune": block_tune,
-          "predict-decode": block_predict_decode, "decode-measured": block_decode_measured}
+          "predict-decode": block_predict_decode, "decode-measured": block_decode_measured,
+          "tune-rerank": block_tune_rerank}
 
 
 def render(text: str) -> str:
