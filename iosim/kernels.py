@@ -175,6 +175,16 @@ def _fa3_bwd_readers(d: Defines) -> Readers:
                    ds_dq=panels, p_back=0, p_smem=0)
 
 
+def _fa1_bwd_sync_loads(d: Defines) -> int:
+    """fa1.cu's backward step consumes two kinds of plain global loads in the step that issues
+    them: O_i (into registers, for D_i) and, once per dQ pass, this thread's dQacc_i fragment
+    (into the product's accumulators): 1 + NT3 / NT3P round trips the warps wait for."""
+    warps = d["NUM_WARPS"]
+    w3q = max(1, min(warps, d["BLOCK_M"] // 32))
+    nt3 = max(1, d["HEAD_DIM_PAD"] // max(1, warps // w3q) // 8)
+    return 1 + nt3 // (2 if nt3 % 4 else 4)
+
+
 def model_defines(entry: str, d: Defines) -> dict[str, int]:
     """The MODEL_* facts the model assumed for this kernel, passed as defines so that the kernel
     static_asserts them (the spec's `checks`)."""
@@ -318,6 +328,9 @@ class KernelSpec:
     smem: Callable[[Defines, int], int] | None = None
     kv_readers: Callable[[Defines], int] | None = None  # forward: smem reads of K_j, V_j a trip
     bwd_readers: Callable[[Defines], Readers] | None = None
+    # memory round trips a trip waits for: plain (not cp.async) global loads that the same trip
+    # consumes (the timing model's `pipeline.load_latency_cycles` each); None: none
+    sync_loads: Callable[[Defines], int] | None = None
     tensor_maps: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # arg: (tensor, rows define)
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
 
@@ -416,7 +429,8 @@ _SPECS = [
                ("Q", "K", "V", "O", "dO", "L", "M", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
                frozenset({"dQacc", "dKx", "dVx"}), _TILE | {"STAGES"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dim_pad=pad_ceil_64,
-               rules=_fa1_bwd_rules, smem=_fa1_bwd_smem, bwd_readers=_fa1_bwd_readers),
+               rules=_fa1_bwd_rules, smem=_fa1_bwd_smem, bwd_readers=_fa1_bwd_readers,
+               sync_loads=_fa1_bwd_sync_loads),
     KernelSpec("fa1_bwd_convert", "fa1.cu", "FA1_BWD_CONVERT", ("dQacc", "dQ", "Nq"),
                frozenset({"dQ"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
     # every warp ldmatrix-reads all of K_j and V_j

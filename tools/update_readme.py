@@ -120,8 +120,8 @@ def block_validate_summary() -> str:
 
 CALIBRATE_DATA = ["experiments/fwd_grid/h100/measured.csv", "experiments/bwd_grid/h100/measured_bwd.csv",
                   "experiments/waves/h100/measured_waves.csv"]
-# held out: every N >= 8192, the small problems with 1 and 4 heads, fa1's backward (issue 23)
-CALIBRATE_HOLDOUT = 'seqlen_q>=8192 or heads<=4 or (schedule=="fa1" and direction=="bwd")'
+# held out: every N >= 8192 and the small problems with 1 and 4 heads (issue 23)
+CALIBRATE_HOLDOUT = 'seqlen_q>=8192 or heads<=4'
 
 
 def block_calibrate() -> str:

@@ -57,6 +57,7 @@ PARAMS = {
     "pipeline.inst_per_op": (1.0, 8.0),
     "pipeline.sm_load_bytes_per_clk": (16.0, 256.0),
     "pipeline.sync_overlap": (1.0, 32.0),
+    "pipeline.load_latency_cycles": (0.0, 4000.0),  # an L2/DRAM round trip: hundreds of cycles
     "launch_overhead_s": (0.0, 1e-5),  # a launch and its drain: microseconds
 }
 

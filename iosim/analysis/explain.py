@@ -34,7 +34,8 @@ SHOWN = ("tensor", "sfu", "alu", "sram", "issue", "l2", "hbm")  # timing.UNITS +
 NAMES = {"tensor": "tensor", "sfu": "SFU (exp)", "alu": "FP32", "sram": "shared memory",
          "issue": "issue", "l2": "L2", "hbm": "DRAM", "launch": "launch",
          "port": "SM load path", "latency": "latency"}
-CHANGES = {"latency": "half the warps' dependent-chain latency", "launch": "half the launch overhead"}
+CHANGES = {"latency": "half the warps' dependent-chain and load latency",
+           "launch": "half the launch overhead"}
 
 
 def change_text(relief: str) -> str:
@@ -54,7 +55,8 @@ def relax(hw: HardwareProfile, limit: str, dtype_key: str, factor: float = 2.0) 
     if limit == "latency":
         pipe = hw.pipeline
         return {"pipeline.mma_sync_cycles": pipe.mma_sync_cycles / factor,
-                "pipeline.inst_cycles": pipe.inst_cycles / factor}
+                "pipeline.inst_cycles": pipe.inst_cycles / factor,
+                "pipeline.load_latency_cycles": pipe.load_latency_cycles / factor}
     f = fields[limit]
     value = (hw.tensor_flops_per_s[dtype_key] if limit == "tensor"
              else hw.pipeline.sm_load_bytes_per_clk if limit == "port" else getattr(hw, f))

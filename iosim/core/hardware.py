@@ -76,6 +76,9 @@ class Pipeline(BaseModel):
     # how sharply CTAs whose loads are synchronous overlap one another's phases: the p of the
     # p-norm of chain, bandwidth share and SM throughput (large: perfectly, 1: not at all)
     sync_overlap: float = Field(4.0, ge=1, le=64)
+    # cycles a CTA whose loads are synchronous (no cp.async pipeline) waits each trip for its
+    # tiles to arrive from L2/DRAM before its warps compute: one memory round trip
+    load_latency_cycles: float = Field(0.0, ge=0, le=10000)
 
 
 class HardwareProfile(BaseModel):

@@ -6,7 +6,7 @@ its memory time by the Plan's overlap policy, its L2/DRAM bandwidth share, n x t
 per-SM throughput term); CTAs are placed on the SMs in waves in launch order; a kernel is never
 faster than any unit's or level's fluid total, and each launch costs `launch_overhead_s`.
 `bound` names the limiter: the rate whose doubling (`RELIEFS`: a unit, a level, the SM's load
-path, the warps' dependent-chain latency halved, the launch overhead halved) shortens the
+path, the warps' dependent-chain and load latency halved, the launch overhead halved) shortens the
 predicted time most, the what-if `iosim explain` prints; `busiest` the unit or level with the
 largest fluid time and `util` its share of its efficient peak. Every rate and efficiency comes
 from the HardwareProfile.
@@ -22,7 +22,7 @@ import numpy as np
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Problem
-from iosim.kernels import kernel_splits
+from iosim.kernels import SPECS, kernel_splits
 from iosim.model.memory import Dram, sizes
 from iosim.model.occupancy import ctas_per_sm
 
@@ -31,8 +31,8 @@ MMA_FLOPS = 2 * 16 * 8 * 16  # one mma.sync.m16n8k16
 LDS_BYTES = 32 * 16  # one warp's ldmatrix.x4 or 16-byte cp.async
 LEVELS = ("l2", "hbm")  # levels shared by all SMs
 # what `bound` chooses from, each relaxed by 2x (Rates.relaxed): the units and levels, the SM's
-# L2 load path, the warps' dependent chains (latency: cycles per mma.sync and per other
-# instruction halved) and the launch overhead (halved)
+# L2 load path, the warps' dependent chains (latency: cycles per mma.sync, per other
+# instruction and per synchronous load's round trip halved) and the launch overhead (halved)
 RELIEFS = (*UNITS, "port", *LEVELS, "latency", "launch")
 
 
@@ -84,13 +84,15 @@ class Rates:
     inst_per_op: float  # warp instructions per 32 element operations (the kernel's, else the profile's)
     mma_cycles: float  # a lone warp's cycles per mma.sync (its dependent chain)
     inst_cycles: float  # ... and per other instruction
+    load_latency: float  # seconds a synchronous global load's round trip takes
     launch: float  # seconds a launch costs
 
     def relaxed(self, what: str, factor: float = 2.0) -> Rates:
         """These rates with `what` (one of RELIEFS) `factor` times faster."""
         if what == "latency":
             return replace(self, mma_cycles=self.mma_cycles / factor,
-                           inst_cycles=self.inst_cycles / factor)
+                           inst_cycles=self.inst_cycles / factor,
+                           load_latency=self.load_latency / factor)
         if what == "launch":
             return replace(self, launch=self.launch / factor)
         return replace(self, **{what: getattr(self, what) * factor})
@@ -113,6 +115,7 @@ class Rates:
             inst_per_op=k.inst_per_op or hw.pipeline.inst_per_op,
             mma_cycles=hw.pipeline.mma_sync_cycles,
             inst_cycles=hw.pipeline.inst_cycles,
+            load_latency=hw.pipeline.load_latency_cycles / hw.clock_hz,
             launch=hw.launch_overhead_s,
         )
 
@@ -185,7 +188,7 @@ class Trip:
                    groups=max(1.0, warps / 4) if r.wgmma else 1.0)
 
     def time(self, policy: str, stages: int, port: float, level: float, n: int,
-             sync_overlap: float = float("inf")) -> float:
+             sync_overlap: float = float("inf"), latency: float = 0.0) -> float:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM; `port`: the
         trip's bytes through the SM's load path, `level`: the CTA's share of L2/DRAM time.
         The trip is the largest of its own chain, its bandwidth share and the SM's throughput
@@ -205,7 +208,15 @@ class Trip:
             return max(port, warp, level, thr)
         if policy == "lockstep":  # barriers inside the trip: the warps' phases cannot drift
             return pnorm([warp, level, thr], sync_overlap)
-        return pnorm([port + warp, level, thr], sync_overlap)
+        # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
+        return pnorm([latency + port + warp, level, thr], sync_overlap)
+
+
+def sync_loads(k: KernelPlan) -> int:
+    """Memory round trips one trip of the kernel waits for (iosim.kernels: its spec's
+    `sync_loads`; 0 for kernels whose loads a cp.async/TMA pipeline or other warps hide)."""
+    spec = SPECS.get(k.name)
+    return spec.sync_loads(k.defines) if spec is not None and spec.sync_loads else 0
 
 
 def list_schedule(dc: np.ndarray, reps: int, slots: int) -> float:
@@ -267,7 +278,6 @@ def _busy(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem, r: Rates,
           occ: int) -> tuple[float, dict[str, float]]:
     """Seconds the kernel keeps the GPU busy (launch apart) at rates `r`, and its fluid limits."""
     sms, ctas = hw.sm_count, k.ctas
-    slots = occ * sms
     # One period of the launch order (the CTAs along grid x), repeated for every (batch, head).
     # a masked trip is one of the CTA's trips (ragged tiles count a fraction of a trip): never
     # more masked trips than trips, or a faster plain trip would lengthen the CTA
@@ -320,8 +330,9 @@ def _busy(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem, r: Rates,
         fixed = pnorm([max(port(rd, wr), level(rd, wr)), epilogue], hw.pipeline.sync_overlap) + fill
         rd, wr = loop_r / steps, loop_w / steps
         q = hw.pipeline.sync_overlap
-        trip = plain.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n, q)
-        extra = masked_trip.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n, q) - trip
+        lat = sync_loads(k) * r.load_latency  # round trips the trip waits for
+        trip = plain.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n, q, lat)
+        extra = masked_trip.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n, q, lat) - trip
         return fixed, trip, extra
 
     def schedule(slots: int) -> float:
