@@ -38,7 +38,7 @@ MUTATIONS = [
      "hw.registers_per_sm // (min(k.regs_per_thread, hw.max_registers_per_thread)",
      "hw.registers_per_sm // (1"),
     ("throughput term n = 1", "iosim/model/timing.py",
-     "thr = n * max(self.tensor,", "thr = 1 * max(self.tensor,"),
+     "thr = n * max(self.dispatch,", "thr = 1 * max(self.dispatch,"),
     ("fa2 ALU count per tile x2 (closed form)", "iosim/schedules/flash.py",
      "alu_flops=3 * rc + mask + sr * (6 + d),", "alu_flops=6 * rc + mask + sr * (6 + d),"),
     ("warp chain ignored (perfect overlap)", "iosim/model/timing.py",
@@ -62,6 +62,13 @@ MUTATIONS = [
      ("return max(-(-ctas // slots) * d_c, ctas * d / slots)",
       "return max(list_schedule(dc, reps, slots), reps * d_sum / slots)"),
      ("return ctas * d / slots", "return reps * d_sum / slots")),
+    ("mma.sync dispatch: the larger of tensor time and issue, not their sum", "iosim/model/timing.py",
+     "dispatch=0.0 if r.wgmma else flops / r.tensor + other * r.inst_cycles / r.issue,",
+     "dispatch=0.0 if r.wgmma else flops / r.tensor,"),
+    ("fa1 backward's synchronous loads cost no round trip", "iosim/model/timing.py",
+     "lat = sync_loads(k) * r.load_latency", "lat = 0.0"),
+    ("bound is the busiest unit, not the limiter", "iosim/model/timing.py",
+     "bound = limiter(seconds, relaxed) if relaxed else busiest", "bound = busiest"),
 ]
 
 
