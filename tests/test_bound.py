@@ -61,7 +61,8 @@ def test_relaxed_rates_are_the_relaxed_profile(case):
     for x in timing.RELIEFS:
         h2 = hw.with_changes(**relax(hw, x, "bf16"))
         want = total_ms(plan(s, p, h2), h2)
-        assert sum(k.relaxed[x] for k in kts) * 1e3 == pytest.approx(want, rel=1e-9), x
+        assert sum(k.relaxed_time(x) for k in kts) * 1e3 == pytest.approx(want, rel=1e-9), x
+        assert all(k.lower[x] <= k.relaxed_time(x) * (1 + 1e-12) for k in kts), x  # bounds hold
 
 
 def test_latency_and_launch_can_bind():

@@ -15,6 +15,7 @@ from the HardwareProfile.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -44,7 +45,17 @@ class KernelTime:
     waves: float = 0.0  # CTAs / slots
     util: float = 1.0  # the busiest unit's or level's predicted share of its efficient peak
     busiest: str = ""  # the unit or level with the largest fluid time
-    relaxed: dict[str, float] = field(default_factory=dict)  # seconds with each RELIEF relaxed 2x
+    # seconds with a RELIEF relaxed 2x: predicted so far (`relaxed`), a lower bound on each
+    # (`lower`), and how to predict one (`again`); empty without a limiter
+    relaxed: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    lower: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    again: Callable[[str], float] | None = field(default=None, repr=False, compare=False)
+
+    def relaxed_time(self, relief: str) -> float:
+        """Seconds with `relief` relaxed 2x (predicted once, then remembered)."""
+        if relief not in self.relaxed:
+            self.relaxed[relief] = self.again(relief)
+        return self.relaxed[relief]
 
 
 def roofline_terms(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> dict[str, float]:
@@ -235,23 +246,31 @@ def list_schedule(dc: np.ndarray, reps: int, slots: int) -> float:
 
 def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem,
                 limiter_too: bool = True) -> KernelTime:
-    """Predicted time of one kernel (see the module docstring); with `limiter_too`, also the
-    time with each of RELIEFS relaxed 2x: the largest speed-up names the limiter (`bound`);
-    without, `bound` is the busiest unit (for fits, which need only the time)."""
+    """Predicted time of one kernel (see the module docstring); with `limiter_too`, `bound` is
+    the limiter (`best_relief`: the relief with the largest speed-up, each predicted again only
+    where its bound could beat the best so far); without, the busiest unit (for fits, which need
+    only the time)."""
     r = Rates.of(k, hw, p)
     occ = ctas_per_sm(k, hw)
     busy, limits = _busy(k, dram, hw, p, r, occ)
     seconds = busy + r.launch
     busiest = max(limits, key=limits.get)
     util = limits[busiest] / busy if busy else 1.0
-    relaxed: dict[str, float] = {}
-    if limiter_too:
-        need = demands(k, limits)
-        for x in RELIEFS:  # a rate the kernel never uses changes nothing: no need to predict again
-            relaxed[x] = (busy + r.launch / 2 if x == "launch" else seconds if not need[x]
-                          else _busy(k, dram, hw, p, r.relaxed(x), occ)[0] + r.launch)
-    bound = limiter(seconds, relaxed) if relaxed else busiest
-    return KernelTime(seconds, bound, occ, k.ctas / (occ * hw.sm_count), util, busiest, relaxed)
+    kt = KernelTime(seconds, busiest, occ, k.ctas / (occ * hw.sm_count), util, busiest)
+    if not limiter_too:
+        return kt
+    need = demands(k, limits)
+    top = max(limits.values())
+    for x in RELIEFS:
+        if x == "launch":  # exact: the busy time stays
+            kt.relaxed[x] = kt.lower[x] = busy + r.launch / 2
+        elif not need[x]:  # a rate the kernel never uses changes nothing
+            kt.relaxed[x] = kt.lower[x] = seconds
+        else:  # never below half the time, nor below another unit's or level's fluid total
+            others = max((v for u, v in limits.items() if u != x), default=0.0)
+            kt.lower[x] = max(seconds / 2, others + r.launch, limits.get(x, top) / 2 + r.launch)
+    kt = replace(kt, again=lambda x: _busy(k, dram, hw, p, r.relaxed(x), occ)[0] + r.launch)
+    return replace(kt, bound=best_relief([kt]))
 
 
 def demands(k: KernelPlan, limits: dict[str, float]) -> dict[str, bool]:
@@ -370,11 +389,24 @@ def predict(plan: Plan, hw: HardwareProfile, dram: list[Dram],
     return [kernel_time(k, d, hw, plan.problem, limiter_too) for k, d in zip(plan.kernels, dram)]
 
 
-def plan_bound(times: list[KernelTime]) -> str:
-    """The limiter of a whole Plan: the relief that shortens the sum of its kernels' times most
-    (what `iosim explain`'s what-ifs predict); the roofline's largest term where the times
-    carry no relaxed variants."""
-    if not all(t.relaxed for t in times):
-        return max(times, key=lambda t: t.seconds).bound
+def best_relief(times: list[KernelTime]) -> str:
+    """The relief that shortens the sum of these kernels' times most (a Plan's limiter, what
+    `iosim explain`'s what-ifs predict first). Each relief's time is predicted only if its lower
+    bound (KernelTime.lower) leaves it a chance to beat the best found: exact, and a kernel that
+    one unit binds needs one prediction, not ten."""
     total = sum(t.seconds for t in times)
-    return limiter(total, {x: sum(t.relaxed[x] for t in times) for x in RELIEFS})
+    bound = {x: sum(t.lower[x] for t in times) for x in RELIEFS}
+    found: dict[str, float] = {}
+    for x in sorted(RELIEFS, key=lambda x: (bound[x], RELIEFS.index(x))):
+        if found and bound[x] > min(found.values()) * (1 + 1e-6):
+            break  # this one and every later one leave more time than the best found
+        found[x] = sum(t.relaxed_time(x) for t in times)
+    return limiter(total, found)
+
+
+def plan_bound(times: list[KernelTime]) -> str:
+    """The limiter of a whole Plan (best_relief); the largest kernel's bound where the times
+    were predicted without limiters."""
+    if not all(t.lower for t in times):
+        return max(times, key=lambda t: t.seconds).bound
+    return best_relief(times)
