@@ -105,6 +105,12 @@ def block_validate_waves() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
 
 
+def block_validate_small() -> str:
+    """Small problems measured after the calibration (experiments/small_new)."""
+    args = ["validate", "experiments/small_new/h100/measured_small.csv"]
+    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
+
+
 def block_papers() -> str:
     """The model against the papers' published numbers, one group per figure."""
     args = ["validate", "experiments/papers/published.csv", "--by", "paper,figure"]
@@ -221,7 +227,7 @@ def block_tune_rerank() -> str:
 BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
-          "validate-waves": block_validate_waves,
+          "validate-waves": block_validate_waves, "validate-small": block_validate_small,
           "papers": block_papers,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
