@@ -45,3 +45,24 @@ def readme_table(data_dir: Path) -> str:
             lines.append(f"| {d} | {'yes' if c else 'no'} | {n} | " + " | ".join(vals) + " |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts) or "(no measurements committed yet)"
+
+
+def decode_run_ms(r, hw) -> float:
+    """Today's model's time (ms) for one row of experiments/decode/decode_bench.py's CSV: decode
+    (paged where it has a page size) or a window forward (fa2, fa3), re-predicted on `hw`."""
+    import numpy as np
+
+    from iosim.core.problem import Problem
+    from iosim.model import memory, timing
+    from iosim.schedules import plan
+
+    window = None if pd.isna(r.get("window", np.nan)) or r["window"] < 0 else int(r["window"])
+    page = None if pd.isna(r.get("page_size", np.nan)) else int(r["page_size"])
+    schedule = "decode" if r["impl"].startswith("decode") else r["impl"]
+    p = Problem(batch=int(r["batch"]), heads=int(r["heads"]), kv_heads=int(r["kv_heads"]),
+                seqlen_q=int(r["seqlen_q"]), seqlen_k=int(r["seqlen_k"]),
+                head_dim=int(r["head_dim"]), causal=schedule != "decode", window=window,
+                page_size=page)
+    pl = plan(schedule, p, hw)
+    return 1e3 * sum(t.seconds for t in timing.predict(pl, hw, memory.estimate(pl, hw)))
+
