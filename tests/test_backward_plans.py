@@ -10,7 +10,7 @@ from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
 from iosim.gpu.compile import kernel_path
 from iosim.kernels import SPECS, supported
-from iosim.schedules import plan
+from iosim.schedules import Tiles, plan
 from iosim.schedules.base import BlockMap
 
 H100 = load("h100-sxm5-80gb")
@@ -101,3 +101,16 @@ def test_every_backward_kernel_takes_the_bottom_right_diagonal(schedule):
     main = [k for k in pl.kernels if k.name.endswith("_bwd") or k.name.startswith("naive_bwd")]
     masked = [k for k in main if "IS_CAUSAL" in k.defines]
     assert masked and all(k.defines["CAUSAL_BOTTOM_RIGHT"] == 1 for k in masked)
+
+
+@pytest.mark.parametrize("tiles,message", [
+    (Tiles(block_n=96), "needs --block-n 64 or 128"),
+    (Tiles(block_m=64, block_n=128), "needs 64x64 dQ units"),
+    (Tiles(block_m=128, block_n=64), "needs --warps 4"),
+])
+def test_fa3_backward_refuses_tiles_its_kernel_cannot_run(tiles, message):
+    """kernels/fa3_bwd.cu's static_asserts as one-line refusals (iosim.kernels rules): a consumer
+    warpgroup per 64 keys; the dQ units (64 queries x 64 columns) shared out evenly."""
+    with pytest.raises(InputError, match=message):
+        plan("fa3", bwd(64), load("h100-sxm5-80gb"), tiles, check=True)
+    plan("fa3", bwd(64), load("h100-sxm5-80gb"), Tiles(block_m=128, block_n=128), check=True)
