@@ -193,3 +193,58 @@ IOSIM_DEVICE float fast_exp2(float x) {
 #define IOSIM_LOG2E 1.4426950408889634f
 #define IOSIM_LN2 0.6931471805599453f
 #define IOSIM_NEG_INF (__int_as_float(0xff800000))
+
+// ---------------------------------------------------------------- mma.sync online softmax
+// One key tile's online softmax (log2 domain) of mma.sync accumulators (fa2.cu, decode.cu): s
+// holds MT m16 tiles x NT_S n8 tiles of S (per warp the m16n8 layout: rows r0, r0 + 8 in halves
+// hr = 0, 1); s becomes P = exp2(s·sl2 − m_new) in place, m and l are updated per row and o is
+// rescaled by exp2(m_old − m_new) (a row that has seen only masked keys keeps m = −inf, P = 0).
+template <int MT, int NT_S, int NT_O>
+IOSIM_DEVICE void online_softmax(float (&s)[MT][NT_S][4], float (&m_i)[MT][2],
+                                 float (&l_i)[MT][2], float (&o)[MT][NT_O][4], float sl2) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float mx = IOSIM_NEG_INF;
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt)
+                mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
+            mx = quad_max(mx);
+            const float m_new = fmaxf(m_i[mt][hr], mx * sl2);
+            const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
+            const float alpha = fast_exp2(m_i[mt][hr] - m_use);
+            m_i[mt][hr] = m_new;
+            float rs = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const float p = fast_exp2(fmaf(s[mt][nt][2 * hr + c], sl2, -m_use));
+                    s[mt][nt][2 * hr + c] = p;
+                    rs += p;
+                }
+            l_i[mt][hr] = l_i[mt][hr] * alpha + rs;
+#pragma unroll
+            for (int nt = 0; nt < NT_O; ++nt) {
+                o[mt][nt][2 * hr] *= alpha;
+                o[mt][nt][2 * hr + 1] *= alpha;
+            }
+        }
+}
+
+// P in the A-fragment layout of m16n8k16: the S accumulators of n8 tiles 2kk, 2kk+1 make k16
+// step kk.
+template <int MT, int NT_S, int KS>
+IOSIM_DEVICE void pack_p(const float (&s)[MT][NT_S][4], u32 (&pa)[MT][KS][4]) {
+    static_assert(NT_S == 2 * KS, "two n8 tiles of S per k16 step of P V");
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+            pa[mt][kk][0] = pack2_elem(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            pa[mt][kk][1] = pack2_elem(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            pa[mt][kk][2] = pack2_elem(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            pa[mt][kk][3] = pack2_elem(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+}

@@ -285,46 +285,9 @@ __device__ __forceinline__ void decode_body(const elem_t* __restrict__ Q, const 
         }
 
         // ---- online softmax of this warp's keys (log2 domain), rescale its O
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                float mx = IOSIM_NEG_INF;
-#pragma unroll
-                for (int nt = 0; nt < NT_S; ++nt)
-                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
-                mx = quad_max(mx);
-                const float m_new = fmaxf(m_i[mt][hr], mx * sl2);
-                const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
-                const float alpha = fast_exp2(m_i[mt][hr] - m_use);
-                m_i[mt][hr] = m_new;
-                float rs = 0.f;
-#pragma unroll
-                for (int nt = 0; nt < NT_S; ++nt)
-#pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        const float p = fast_exp2(fmaf(s[mt][nt][2 * hr + c], sl2, -m_use));
-                        s[mt][nt][2 * hr + c] = p;
-                        rs += p;
-                    }
-                l_i[mt][hr] = l_i[mt][hr] * alpha + rs;
-#pragma unroll
-                for (int nt = 0; nt < NT_O; ++nt) {
-                    o[mt][nt][2 * hr] *= alpha;
-                    o[mt][nt][2 * hr + 1] *= alpha;
-                }
-            }
-
+        online_softmax(s, m_i, l_i, o, sl2);
         u32 pa[MT][KS_O][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int kk = 0; kk < KS_O; ++kk) {
-                pa[mt][kk][0] = pack2_elem(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pa[mt][kk][1] = pack2_elem(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pa[mt][kk][2] = pack2_elem(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pa[mt][kk][3] = pack2_elem(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
+        pack_p(s, pa);
 
         // ---- V_j landed; every warp is done with K_j
         cp_async_wait<PENDING>();
