@@ -18,8 +18,10 @@
 //   for key tile j (BLOCK_N rows); Qa/Ka/Va the same layout. Tq = ceil(Nq/BLOCK_M), Tk alike.
 // Grid (max(Tq, Tk), H, 3B): z = 3b + tensor (0 Q, 1 K, 2 V); CTAs past a tensor's tiles or
 //   heads exit. QUANT_THREADS threads (QUANT_THREADS/32 warps), a warp per row: lane l holds
-//   elements l*E .. l*E+E-1 (E = d/32) of each of its rows, in registers; static shared
-//   memory: the warps' maxima and, for V, the e4m3 tile transposed (d x BLOCK_N bytes).
+//   E = d/32 elements of each of its rows in registers, l*E .. l*E+E-1 of Q and K (whole
+//   vectors, and the Hadamard transform's order), l, l+32, ... of V (so that the lanes' bytes
+//   of the transposed tile fall in distinct banks); static shared memory: the warps' maxima
+//   and, for V, the e4m3 tile transposed (d rows of BLOCK_N + 4 bytes: the 4 skew the banks).
 // Defines: HEAD_DIM (64/128/256), BLOCK_M, BLOCK_N (fa3.cu's tiles), QUANT_THREADS,
 //   PER_TENSOR, HADAMARD, ELEM_BF16=1.
 // IO per tensor: reads its bf16 elements once, writes its e4m3 elements and a scale per tile.
@@ -47,6 +49,7 @@ constexpr int E = D / 32;  // elements of a row per lane
 constexpr int WARPS = QUANT_THREADS / 32;
 constexpr int TMAX = BLOCK_M > BLOCK_N ? BLOCK_M : BLOCK_N;
 constexpr int R = (TMAX + WARPS - 1) / WARPS;  // rows per warp, at most
+constexpr int VT_ROW = BLOCK_N + 4;  // bytes a row of the transposed V tile in shared memory
 // The random signs of the Hadamard transform: bit c of these words (fixed, so that Q and K,
 // quantised by different CTAs, get the same M).
 __constant__ unsigned SIGNS[8] = {0x9E3779B9u, 0x7F4A7C15u, 0xF39CC060u, 0x5CEDC834u,
@@ -55,6 +58,13 @@ __constant__ unsigned SIGNS[8] = {0x9E3779B9u, 0x7F4A7C15u, 0xF39CC060u, 0x5CEDC
 static_assert(D == 64 || D == 128 || D == 256, "HEAD_DIM must be 64, 128 or 256");
 static_assert(QUANT_THREADS % 32 == 0 && WARPS >= 1 && WARPS <= 32, "QUANT_THREADS: 1..32 warps");
 static_assert(BLOCK_N % 16 == 0, "BLOCK_N: whole 16-key groups of Vt");
+static_assert(E % 2 == 0, "two elements of a row a conversion");
+
+// V's row: element lane + 32*e in x[e] (p: the row's start)
+IOSIM_DEVICE void load_row_strided(const elem_t* p, int lane, float (&x)[E]) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) x[e] = elem_to_float(p[lane + 32 * e]);
+}
 
 IOSIM_DEVICE void load_row(const elem_t* p, float (&x)[E]) {
     u32 w[E / 2];
@@ -124,14 +134,19 @@ IOSIM_DEVICE bool tile_of(Tile& T, int Nq, int Nk, int H, int KVH) {
 // The tile's rows in registers (transformed for Q and K with HADAMARD), and the CTA's max|x|.
 IOSIM_DEVICE float load_tile(const Tile& T, const elem_t* X, float (&x)[R][E], float* red) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const elem_t* base = X + ((size_t)T.head * T.Nrows + T.rows0) * D + lane * E;
+    const elem_t* base = X + ((size_t)T.head * T.Nrows + T.rows0) * D;
     float mx = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
         const int r = warp + i * WARPS;
 #pragma unroll
         for (int e = 0; e < E; ++e) x[i][e] = 0.f;
-        if (r < T.nrows) load_row(base + (size_t)r * D, x[i]);
+        if (r < T.nrows) {
+            if (T.t == 2)
+                load_row_strided(base + (size_t)r * D, lane, x[i]);
+            else
+                load_row(base + (size_t)r * D + lane * E, x[i]);
+        }
         if (HADAMARD && T.t < 2) hadamard(x[i], lane);
 #pragma unroll
         for (int e = 0; e < E; ++e) mx = fmaxf(mx, fabsf(x[i][e]));
@@ -172,7 +187,7 @@ fp8_quant(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem
           const float* __restrict__ Va, int Nq, int Nk, int H, int KVH) {
     using namespace fq;
     __shared__ float red[WARPS];
-    __shared__ __align__(16) unsigned char vt[D * BLOCK_N];  // V: the e4m3 tile, transposed
+    __shared__ __align__(16) unsigned char vt[D * VT_ROW];  // V: the e4m3 tile, transposed
     Tile T;
     if (!tile_of(T, Nq, Nk, H, KVH)) return;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -227,20 +242,22 @@ fp8_quant(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem
         const int k = r & 15;
         const int slot = (r & ~15) | (k & 1) | (((k >> 3) & 1) << 1) | (((k >> 1) & 3) << 2);
 #pragma unroll
-        for (int e = 0; e < E; ++e) {
-            const u32 v = pack4_e4m3(r < T.nrows ? x[i][e] * inv : 0.f, 0.f, 0.f, 0.f);
-            vt[(lane * E + e) * BLOCK_N + slot] = (unsigned char)(v & 0xffu);
+        for (int e = 0; e < E; e += 2) {  // two elements (columns lane + 32e, + 32) a cvt
+            const u32 v = pack4_e4m3(r < T.nrows ? x[i][e] * inv : 0.f,
+                                     r < T.nrows ? x[i][e + 1] * inv : 0.f, 0.f, 0.f);
+            vt[(lane + 32 * e) * VT_ROW + slot] = (unsigned char)(v & 0xffu);
+            vt[(lane + 32 * (e + 1)) * VT_ROW + slot] = (unsigned char)((v >> 8) & 0xffu);
         }
     }
     __syncthreads();
-    // Vt rows: d rows of this tile's keys, up to Nk16, 16 bytes a thread
+    // Vt rows: d rows of this tile's keys, up to Nk16, 4 bytes a thread (a warp: 128 bytes)
     const int nk16 = (Nk + 15) / 16 * 16;
     const int cols = min(BLOCK_N, nk16 - T.rows0);  // a multiple of 16
     unsigned char* out = Vt8 + (size_t)T.head * D * nk16 + T.rows0;
-    for (int idx = threadIdx.x; idx < D * (cols / 16); idx += QUANT_THREADS) {
-        const int c = idx / (cols / 16), ch = idx % (cols / 16);
-        *reinterpret_cast<uint4*>(out + (size_t)c * nk16 + ch * 16) =
-            *reinterpret_cast<const uint4*>(vt + c * BLOCK_N + ch * 16);
+    for (int idx = threadIdx.x; idx < D * (cols / 4); idx += QUANT_THREADS) {
+        const int c = idx / (cols / 4), w = idx % (cols / 4);
+        *reinterpret_cast<u32*>(out + (size_t)c * nk16 + w * 4) =
+            *reinterpret_cast<const u32*>(vt + c * VT_ROW + w * 4);
     }
 }
 #endif

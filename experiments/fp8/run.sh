@@ -3,7 +3,8 @@
 # ragged N, GQA, causal; block + Hadamard against per-tensor on outlier inputs), then the
 # accuracy table (experiments/fp8/accuracy.py), then, only if the tests pass, the speed grid
 # (batch = 16384/N, heads = 2048/d): fp8 per-tile beside bf16 fa3 and torch's SDPA backends on
-# bf16, then the other scalings at N = 8192, and the model's error on the fp8 rows.
+# bf16, then the other scalings at N = 8192, the model's error on the fp8 rows, and the
+# attention kernel alone with two and three K/V stages (stages2.csv, stages3.csv).
 # On the GPU machine, from the repo root, with the wheels in .whl/:
 #   bash experiments/fp8/run.sh          (RESUME=1 continues the committed measured_fp8.csv)
 set -o pipefail
@@ -21,3 +22,9 @@ for q in "--fp8-scaling tensor,given" "--fp8-scaling block,tensor --hadamard tru
     --head-dim 128,256 --causal both -o "$DIR/measured_fp8.csv" --resume 2>&1 | tr '\r' '\n' | tail -2
 done
 iosim validate "$DIR/measured_fp8.csv" --by dtype 2>&1 | tee "$DIR/validate.log"
+# the attention kernel alone (given: e4m3 inputs) at the Plan's two K/V stages and with three
+for st in 2 3; do
+  timeout "${BENCH_LIMIT:-240}" iosim bench --schedule fa3 --dtype fp8_e4m3 --fp8-scaling given \
+    --seqlen 8192,16384 --head-dim 128,256 --causal both --stages $st -o "$DIR/stages$st.csv" --resume \
+    2>&1 | tr '\r' '\n' | tail -1
+done

@@ -49,7 +49,7 @@ PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
 QUANT_THREADS = 512  # kernels/fp8_quant.cu: a warp per row, 16 warps a tile
 # registers per thread of fp8_quant.cu as ptxas allocates them (nvcc 13, sm_90a, the most over
 # its variants), by head_dim: the model's occupancy
-QUANT_REGS = {64: 56, 128: 64, 256: 112}
+QUANT_REGS = {64: 40, 128: 64, 256: 104}
 
 FA3 = FlashStyle("fa3", {"sm_90a": FWD_TILES}, {"sm_90a": BWD_TILES}, overlap="warpspecialized",
                  threads_extra=PRODUCER_THREADS, regs=240)
