@@ -466,13 +466,13 @@ _SPECS = [
                bwd_readers=_fa3_bwd_readers,
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
                             "TmV": ("V", "BLOCK_N"), "TmdO": ("dO", "BLOCK_M")}),
-    # fa3.cu with FP8_E4M3=1: e4m3 Q8, K8 and Vt8 (128-byte panels of 128 elements: d = 128
-    # and 256), per-tile descale factors, bf16 O
+    # fa3.cu with FP8_E4M3=1: e4m3 Q8, K8 (128-byte swizzled panels; 64-byte at d = 64) and
+    # Vt8 (128-key panels), per-tile descale factors, bf16 O
     KernelSpec("fa3_fwd_fp8", "fa3.cu", "FP8_E4M3",
                ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale", "Qs", "Ks", "Vs"),
                frozenset({"O", "LSE"}),
                _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "WINDOW"},
-               checks=("MODEL_KV_READERS",), head_dims=(128, 256),
+               checks=("MODEL_KV_READERS",), head_dims=(64, 128, 256),
                dtypes=("fp8_e4m3",),
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem,
                kv_readers=lambda d: max(1, d["NUM_WARPS"] // 4),

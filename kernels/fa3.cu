@@ -33,8 +33,10 @@
 //   Nk rounded up to 16, and within each 16 keys in the order 0 1 8 9 2 3 10 11 4 5 12 13 6 7
 //   14 15: then the fp32 S accumulators of a thread (columns 2q, 2q+1, 8+2q, 9+2q of each 16)
 //   are exactly the four e4m3 values its P register needs (k = 4q..4q+3), no shuffles.
-//   Its tensor map has boxes of 128 keys x d rows. Panels are 128 elements (128 bytes) wide, so
-//   d is 128 or 256 and BLOCK_N a multiple of 128. O is stored from registers.
+//   Its tensor map has boxes of 128 keys x d rows (128-byte swizzle), so BLOCK_N is a multiple
+//   of 128. Q8 and K8 rows are 128-byte panels at d = 128 and 256; at d = 64 a row is 64 bytes
+//   and its tiles use TMA's 64-byte swizzle and 64-byte-swizzle descriptors (SW below). O is
+//   stored from registers.
 //
 // What it adds over fa2.cu:
 //   * Warp specialisation: warpgroup 0 is the producer: one thread issues TMA copies
@@ -119,12 +121,17 @@ constexpr int NS = STAGES;
 constexpr int NC = BM / 64;  // consumer warpgroups
 constexpr int THREADS = 128 * (NC + 1);
 constexpr int EB = FP8_E4M3 ? 1 : 2;  // bytes per element of Q, K, V
-constexpr int PANEL = 128 / EB;       // elements per 128-byte (swizzle-wide) panel row
+// Q and K rows are stored in panels SW bytes wide, swizzled over that span: 128 bytes, or 64
+// where a whole row is 64 bytes (e4m3 at d = 64: TMA's 64-byte swizzle, sw_desc<64>)
+constexpr int SW = D * EB < 128 ? D * EB : 128;
+constexpr int PANEL = SW / EB;        // elements per panel row
 constexpr int KSTEP = 32 / EB;        // k of one wgmma: 32 bytes of each operand row
+constexpr int KPP = SW / 32;          // wgmma k steps per panel row
 constexpr int PANELS = D / PANEL;     // panels per Q / K row
-constexpr int Q_PANEL = BM * 128;     // bytes of one Q panel
-constexpr int KV_PANEL = BN * 128;    // bytes of one K panel (and V panel unless FP8)
+constexpr int Q_PANEL = BM * SW;      // bytes of one Q panel
+constexpr int KV_PANEL = BN * SW;     // bytes of one K panel (and V panel unless FP8)
 #if FP8_E4M3
+constexpr int VT_KEYS = 128;       // keys per Vt panel row (128 bytes, 128-byte swizzle)
 constexpr int VT_PANEL = D * 128;  // bytes of one Vt panel (d rows of 128 keys)
 #endif
 constexpr int Q_BYTES = PANELS * Q_PANEL;
@@ -139,11 +146,12 @@ static_assert(NUM_WARPS == 4 * NC, "NUM_WARPS must be BLOCK_M/16 (one warpgroup 
 #ifdef MODEL_KV_READERS
 static_assert(MODEL_KV_READERS == NC, "iosim/kernels.py kv_readers: one read per consumer warpgroup");
 #endif
-static_assert(D % PANEL == 0 && D <= 256, "HEAD_DIM must be 64 (not FP8), 128 or 256");
+static_assert(D % 64 == 0 && D <= 256, "HEAD_DIM must be 64, 128 or 256");
 static_assert(BN % 16 == 0 && BN <= 256, "BLOCK_N must be a multiple of 16, at most 256");
-static_assert(!FP8_E4M3 || BN % PANEL == 0, "FP8: BLOCK_N must be a multiple of 128 (Vt panels)");
+static_assert(!FP8_E4M3 || BN % 128 == 0, "FP8: BLOCK_N must be a multiple of 128 (Vt panels)");
 static_assert(!FP8_E4M3 || defined_bf16_out(), "FP8: O is bf16 (compile with ELEM_BF16=1)");
 static_assert(NS >= 1, "STAGES must be >= 1");
+static_assert(FP8_E4M3 || SW == 128, "16-bit rows are 128-byte panels (the epilogue stages O in them)");
 static_assert(WINDOW < 0 || IS_CAUSAL, "a sliding window (WINDOW >= 0) needs IS_CAUSAL");
 
 // Registers per thread after setmaxnreg: the producer keeps a few, the consumers share the rest
@@ -184,16 +192,16 @@ template <int N>
 using Mma = typename MmaOf<FP8_E4M3 != 0, N>::type;
 constexpr int KP = BN / KSTEP;  // k steps of P V (registers of P: KP x 4)
 
-// Issue S = Q K^T for one K stage (64 x BN per warpgroup; each k step walks 32 bytes within a
-// 128-byte panel row, then the next panel). Fences first: the softmax rewrote `s`.
+// Issue S = Q K^T for one K stage (64 x BN per warpgroup; each k step walks 32 bytes within an
+// SW-byte panel row, then the next panel). Fences first: the softmax rewrote `s`.
 __device__ __forceinline__ void issue_qk(float (&s)[NT_S * 4], u32 q_rows, u32 k_tile) {
     fence_regs<NT_S * 4>(s);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / KSTEP; ++kk) {
-        const u32 off = (u32)((kk % 4) * 32);
-        const u64 da = sw128_desc(q_rows + (u32)((kk / 4) * Q_PANEL) + off, 16);
-        const u64 db = sw128_desc(k_tile + (u32)((kk / 4) * KV_PANEL) + off, 16);
+        const u32 off = (u32)((kk % KPP) * 32);
+        const u64 da = sw_desc<SW>(q_rows + (u32)((kk / KPP) * Q_PANEL) + off, 16);
+        const u64 db = sw_desc<SW>(k_tile + (u32)((kk / KPP) * KV_PANEL) + off, 16);
         Mma<BN>::ss(s, da, db, kk > 0);
     }
     wgmma_commit();
@@ -386,9 +394,9 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
 #if FP8_E4M3
 #pragma unroll
-                for (int p = 0; p < BN / PANEL; ++p)  // Vt: 128 keys x d rows a panel
+                for (int p = 0; p < BN / VT_KEYS; ++p)  // Vt: 128 keys x d rows a panel
                     tma_load_3d(sV + s * KV_BYTES + p * VT_PANEL, &tmV, bar(BAR_FULL_V + s),
-                                j * BN + PANEL * p, 0, kv_head);
+                                j * BN + VT_KEYS * p, 0, kv_head);
 #else
 #pragma unroll
                 for (int p = 0; p < PANELS; ++p)
@@ -406,7 +414,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     const int tid = threadIdx.x % 128;  // thread in the warpgroup
     const int warp = tid >> 5;
     const int lane = tid & 31;
-    const u32 q_rows = sQ + (u32)(c * 64 * 128);  // this warpgroup's 64 rows in each Q panel
+    const u32 q_rows = sQ + (u32)(c * 64 * SW);  // this warpgroup's 64 rows in each Q panel
 
     float o[NT_O * 4];
 #pragma unroll

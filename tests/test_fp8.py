@@ -12,13 +12,13 @@ from pydantic import ValidationError
 
 from iosim.analysis.predict import row
 from iosim.analysis.validate import validate
-from iosim.core.hardware import load
+from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
 from iosim.core.rows import quant_fields
 from iosim.gpu.compile import kernel_path
 from iosim.kernels import HADAMARD_SIGNS, hadamard_matrix, supported
 from iosim.model import executor, reference
-from iosim.model.backing import KERNEL, PUBLISHED, backing
+from iosim.model.backing import KERNEL, backing
 from iosim.schedules import Tiles, plan
 
 H100 = load("h100-sxm5-80gb")
@@ -105,13 +105,14 @@ def test_hadamard_matrix_is_orthogonal_with_the_kernels_signs():
     assert np.abs(x @ hadamard_matrix(128)).max() == pytest.approx(10.0 / np.sqrt(128))
 
 
-def test_backing_is_our_kernel_at_128_and_256_published_at_64():
-    for d in (128, 256):
+def test_backing_is_our_kernel_at_64_128_and_256():
+    for d in (64, 128, 256):
         for s in ("block", "tensor", "given"):
             pl = plan("fa3", fp8(head_dim=d, fp8_scaling=s), H100)
             supported(pl)
             assert backing(pl, H100) == KERNEL
-    assert backing(plan("fa3", fp8(head_dim=64), H100), H100) == PUBLISHED
+    with pytest.raises(InputError, match="head_dim"):  # no kernel between the panel widths
+        supported(plan("fa3", fp8(head_dim=96), H100))
 
 
 def test_quant_fields_of_rows():

@@ -21,6 +21,8 @@ CASES = [  # (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, causal, alig
     (2, 2, 2, 1024, 1024, 128, False, "top-left"), (1, 8, 2, 3000, 3000, 128, True, "top-left"),
     (1, 2, 1, 777, 777, 256, True, "top-left"), (1, 2, 2, 700, 300, 128, True, "top-left"),
     (1, 4, 2, 300, 1000, 256, True, "bottom-right"),
+    # d = 64: e4m3 rows of 64 bytes (the 64-byte swizzle), ragged, GQA, both diagonals
+    (2, 4, 2, 1000, 1000, 64, False, "top-left"), (1, 4, 1, 500, 900, 64, True, "bottom-right"),
 ]
 MODES = [dict(), dict(fp8_scaling="tensor"), dict(hadamard=True),
          dict(fp8_scaling="tensor", hadamard=True), dict(fp8_scaling="given")]

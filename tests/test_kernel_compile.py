@@ -81,7 +81,7 @@ def cases() -> list[tuple]:
                         for k in plan("decode", p, hw).kernels:
                             key = (k.source, k.name, tuple(sorted(k.defines.items())), dtype, arch)
                             seen[key] = key
-    for d in (128, 256):  # fa3's e4m3 path (128-byte panels: d = 128 and 256) and its
+    for d in (64, 128, 256):  # fa3's e4m3 path (64-byte swizzled panels at d = 64) and its
         for causal in (False, True):  # quantisation kernels (per tile, per tensor, Hadamard)
             for quant in ({}, {"fp8_scaling": "tensor", "hadamard": True}):
                 p = Problem(batch=1, heads=2, seqlen_q=4096, head_dim=d, dtype="fp8_e4m3",

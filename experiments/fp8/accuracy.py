@@ -102,7 +102,7 @@ def main() -> int:
     hw = load(bench.profile_for(torch.cuda.get_device_name()))
     seed = int.from_bytes(os.urandom(4), "little") >> 1
     rows = []
-    for d in (128, 256):
+    for d in (64, 128, 256):
         for causal in (False, True):
             p = Problem(batch=2, heads=2048 // d // 2, seqlen_q=4096, head_dim=d, causal=causal)
             runs = [errors(torch, hw, p, seed + i, emulated=True) for i in range(a.seeds)]

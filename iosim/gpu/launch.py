@@ -27,9 +27,15 @@ def buffer(torch, p, name: str, elem, device, splits: int = 1):
 
 def tensor_maps(plan: Plan, buf: dict) -> dict:
     """The TMA descriptors the Plan's kernels take (KernelSpec.tensor_maps), over `buf`."""
-    from iosim.gpu.tma import tensor_map
+    from iosim.gpu.tma import BOX_BYTES, tensor_map
 
-    return {n: tensor_map(buf[tensor], k.defines[rows]) for k in plan.kernels
+    def span(k, tensor: str, rows: str) -> int:
+        # a map whose rows are head_dim long is swizzled over its row where that is under 128
+        # bytes (fa3.cu's SW: e4m3 at d = 64); Vt8's rows are keys, in 128-key panels
+        e = buf[tensor].element_size()
+        return BOX_BYTES if rows == "HEAD_DIM" else min(BOX_BYTES, k.defines["HEAD_DIM"] * e)
+
+    return {n: tensor_map(buf[tensor], k.defines[rows], span(k, tensor, rows)) for k in plan.kernels
             for n, (tensor, rows) in SPECS[k.name].tensor_maps.items()}
 
 

@@ -41,8 +41,7 @@ from iosim.schedules.fa2 import FlashStyle
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
 FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
-# fp8 e4m3: key tiles of 128 (the kernel's transposed V comes in 128-key panels); the kernel
-# runs d = 128 and 256 (128-byte panels), d = 64 is modelled only
+# fp8 e4m3: key tiles of 128 (the kernel's transposed V comes in 128-key panels)
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
