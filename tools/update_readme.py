@@ -170,6 +170,10 @@ def block_measured_fa3_bwd() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/measured_bwd.csv", "fa3")
 
 
+def block_measured_fp8() -> str:
+    return tool("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv")
+
+
 DECODE_ARGS = ["predict", "--schedule", "decode", "--seqlen", "1", "--seqlen-k", "131072",
                "--kv-heads", "8"]
 
@@ -224,7 +228,8 @@ def block_tune_rerank() -> str:
             f"{ok} of {n} problems, median rho {rho:.2f}\n" + "\n".join(picks) + "\n```")
 
 
-BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "predict": block_predict, "predict-long": block_predict_long,
+BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "measured-fp8": block_measured_fp8,
+          "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
