@@ -25,8 +25,9 @@
 // Structure (per CTA = key block j):
 //   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers): one
 //     thread loads K_j and V_j once, then streams Q_i and dO_i (TMA) through a STAGES-deep
-//     ring. Each consumer copies LSE_i·log2e and D_i (rows past Nq: +inf and 0, so P = 0
-//     there) into its own shared buffer, a row a thread, under a named barrier (staged by the
+//     ring. Each consumer loads LSE_i and D_i a step ahead (registers, a row a thread) and
+//     copies LSE_i·log2e and D_i (rows past Nq: +inf and 0, so P = 0
+//     there) into its own shared buffer under a named barrier (staged by the
 //     producer behind the ring's mbarrier instead, compute-sanitizer racecheck cannot see
 //     the ordering).
 //   * Consumer warpgroup c owns key rows 64c..64c+63 and, per query block i, computes with
@@ -299,6 +300,21 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         }
     };
 
+    // LSE and D of query block q_block(it), one row a thread; a row past Nq, or one that sees
+    // no key: LSE = +inf makes its P (and dS) zero. Loaded a step ahead of their use: a load
+    // issued in the step that reads it waited out its round trip (~1000 cycles), longer than
+    // the turn-A GEMMs it was meant to hide under (ncu: long-scoreboard stalls 31% of cycles).
+    auto load_stats = [&](int it, float& l, float& d) {
+        l = IOSIM_NEG_INF;
+        d = 0.f;
+        const int m0 = it < n_iter ? q_block(it) * BM : Nq;
+        if (tid < BM && m0 + tid < Nq) {
+            l = __ldg(LSE + q_rows + m0 + tid);
+            d = __ldg(Dst + q_rows + m0 + tid);
+        }
+    };
+    float row_l, row_d;
+    load_stats(0, row_l, row_d);
     mbar_wait(bar(BAR_KV), 0);
     if (n_iter > 0 && c == 1) turn_pass(c);  // the first consumer's turn first
     for (int it = 0; it < n_iter; ++it) {
@@ -307,13 +323,8 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         const u32 q_tile = sQ + (u32)(s * Q_BYTES);
         const u32 do_tile = sdO + (u32)(s * Q_BYTES);
         mbar_wait(bar(BAR_FULL + s), (u32)(it / NS) & 1u);
-        // LSE and D of query block i, one row a thread, loaded under the A turn's GEMMs; a row
-        // past Nq, or one that sees no key: LSE = +inf makes its P (and dS) zero
-        float row_l = IOSIM_NEG_INF, row_d = 0.f;
-        if (tid < BM && m0 + tid < Nq) {
-            row_l = __ldg(LSE + q_rows + m0 + tid);
-            row_d = __ldg(Dst + q_rows + m0 + tid);
-        }
+        float next_l, next_d;  // the next step's, in flight during this one
+        load_stats(it + 1, next_l, next_d);
 
         turn_wait(c);  // ---- turn A
         fence_regs<NT_S * 4>(sacc);
@@ -390,6 +401,8 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i, stats no longer read
         if (it > 0) add_dq(dq);
         m_prev = m0;
+        row_l = next_l;
+        row_d = next_d;
     }
     if (n_iter > 0) {  // ---- the last step's dQ, a last turn each
         turn_wait(c);
