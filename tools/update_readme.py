@@ -170,6 +170,14 @@ def block_measured_fa3_bwd() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/measured_bwd.csv", "fa3")
 
 
+def block_fa3_bwd_prefetch() -> str:
+    path = "experiments/fa3_bwd/h200/prefetch"
+    spec = importlib.util.spec_from_file_location("ab", ROOT / path / "ab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return f"```\n$ python {path}/ab.py\n" + module.report(str(ROOT / path)) + "\n```"
+
+
 def block_measured_fp8() -> str:
     return tool("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv")
 
@@ -229,6 +237,7 @@ def block_tune_rerank() -> str:
 
 
 BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "measured-fp8": block_measured_fp8,
+          "fa3-bwd-prefetch": block_fa3_bwd_prefetch,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
