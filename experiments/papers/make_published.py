@@ -118,6 +118,23 @@ TABLE2 = [("fa3", "FlashAttention-3", 3.538, 661),
           ("fa3_no_warp_specialization", "GEMM-Softmax Pipelining, No Warp-Specialization",
            4.105, 570)]
 
+# The tiles (BLOCK_M x BLOCK_N x warps) the FA2 library runs, which the FA2 bars of both papers
+# timed: csrc/flash_attn/src/flash_fwd_launch_template.h and flash_bwd_launch_template.h at
+# v2.0.0 (the FA2 paper) and v2.5.8 (the FA3 paper's "FlashAttention 2.5.8"), the same in both:
+# no dropout, an A100 or H100 (sm80 and sm90 are not "sm8x"; 164 and 227 KB of shared memory a
+# block, >= 144 KB). d = 256 forward: 128x64x8 only where a block has >= 128 KB and an SM < 192
+# KB (A100), else 64x64x4 (H100). `iosim validate` predicts each pass with them (ran_tiles).
+FA2_LIB_TILES = {("fwd", 64): "128x128x4", ("bwd", 64): "128x128x8", ("fwd", 128): "128x64x4",
+                 ("bwd", 128): "64x128x8"}
+
+
+def fa2_lib_tiles(hw: tuple[str, str], direction: str, d: int) -> str:
+    """ran_tiles of a published FA2 row: "fwd BMxBNxW; bwd BMxBNxW" (the passes it times)."""
+    passes = ("fwd", "bwd") if direction == "fwd+bwd" else (direction,)
+    tiles = FA2_LIB_TILES | {("fwd", 256): "128x64x8" if hw == A100 else "64x64x4"}
+    return "; ".join(f"{x} {tiles[(x, d)]}" for x in passes)
+
+
 # FA1 paper (arXiv 2205.14135) Fig. 2 left, a printed table: GPT-2 medium attention, forward +
 # backward, N = 1024, d = 64, 16 heads, batch 64, A100 (fp16 and causal: see README.md).
 FA1_FIG2 = "FA1 paper (arXiv 2205.14135) Fig. 2 left (table)"
@@ -158,7 +175,8 @@ def figure_rows() -> list[dict]:
                     "time_ms": t, "tflops": float(v), "paper": src[:3], "source": src,
                     "figure": fig,
                     "read_off": off, "precision": 3.0 if off else 0.5,
-                    "published_value": float(v), "published_unit": "TFLOP/s"})
+                    "published_value": float(v), "published_unit": "TFLOP/s",
+                    "ran_tiles": fa2_lib_tiles(hw, direction, d) if sched == "fa2" else None})
     return rows
 
 
