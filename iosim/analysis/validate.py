@@ -8,9 +8,11 @@ Each row is predicted with its GPU's calibrated profile where one exists
 (`hwprofiles/<gpu>.calibrated.toml`), else the datasheet one; `--hw` names one profile for
 every row instead. A published table (experiments/papers/published.csv) reads the same way:
 its `fwd+bwd` rows are predicted as the forward plus the backward pass, and rows of schedules
-the model does not have (the papers' `standard` attention, where no such schedule exists) are
-skipped and counted in the report. Beside every group, `calibrated` says whether its profile was
-fitted to measurements (the A100 profile is the datasheet's).
+the model does not have (torch's backends; FA3 Table 2's ablated variants) are skipped and
+counted in the report. A row with a `ran_tiles` column ("fwd 128x64x4; bwd
+64x128x8": BLOCK_M x BLOCK_N x warps per pass; the published FA2 rows carry the FA2 library's) is
+predicted with the tiles it ran, not the Plan's own. Beside every group, `calibrated` says whether
+its profile was fitted to measurements (the A100 profile is the datasheet's).
 """
 
 from __future__ import annotations
@@ -97,8 +99,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
 
 
 def skipped(measured: pd.DataFrame) -> dict[str, int]:
-    """Rows per schedule name that the model has no schedule for (torch's backends, the
-    papers' standard attention): not predicted, so not in the error table."""
+    """Rows per schedule name that the model has no schedule for (torch's backends, FA3 Table
+    2's ablated variants): not predicted, so not in the error table."""
     other = measured[~measured.schedule.isin(list(SCHEDULES))]
     return {str(k): int(v) for k, v in other.schedule.value_counts().sort_index().items()}
 
