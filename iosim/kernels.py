@@ -56,6 +56,9 @@ TENSORS = {
     # (one Nq x Nk for every head, fp32, then in the input dtype), and the math backend's fp32
     # copies, its -inf test (bool) and rows that see no key (bool)
     "Sm": TensorSpec(_NN), "Mask32": TensorSpec(("Nq", "Nk"), True), "Mask": TensorSpec(("Nq", "Nk")),
+    # the slices of the benchmark's packed qkv (qkv.unbind(2): strided views) and of its gradient
+    "Qp": TensorSpec(_Q), "Kp": TensorSpec(_KV), "Vp": TensorSpec(_KV),
+    "dQp": TensorSpec(_Q), "dKp": TensorSpec(_KV), "dVp": TensorSpec(_KV),
     "MaskB": TensorSpec(("Nq", "Nk"), nbytes=1), "Q32": TensorSpec(_Q, True),
     "K32": TensorSpec(_KV, True), "V32": TensorSpec(_KV, True), "O32": TensorSpec(_Q, True),
     "S32": TensorSpec(_NN, True), "P32": TensorSpec(_NN, True), "W32": TensorSpec(_NN, True),

@@ -92,14 +92,24 @@ def test_fa1_paper_counts_exactly():
 
 def test_standard_counts_exactly():
     """attention_pytorch of flash-attention's benchmarks (iosim.schedules.standard), B = 2,
-    H = 4, N = 1024, d = 64, bf16, naive's GEMM tiles (QK 128x128, PV 128x64)."""
+    H = 4, N = 1024, d = 64, bf16, naive's GEMM tiles (QK 128x128, PV 128x64), worked by hand
+    from the benchmark's lines."""
     b, h, n, d, e = 2, 4, 1024, 64, 2
-    bh, nn = b * h, n * n
+    bh, nn, x = b * h, n * n, b * h * n * d  # x: elements of one of Q, K, V
     p = Problem(batch=b, heads=h, seqlen_q=n, head_dim=d)
     pl = plan("standard", p, H100)
     names = [k.name for k in pl.kernels]
-    assert names == ["standard_qk", "standard_softmax", "standard_pv"]
+    assert names == ["standard_rearrange_q", "standard_rearrange_k", "standard_qk",
+                     "standard_softmax", "standard_einsum_v", "standard_pv"]
     t = pl.traffic
+    # rearrange(q, 'b t h d -> (b h) t d') and einsum's reshape of v: copies out of the packed
+    # qkv, read once and written once
+    assert t.reads["Qp"] == t.writes["Q"] == t.reads["Vp"] == t.writes["V"] == x * e
+    # rearrange(k, 'b s h d -> (b h) d s') walks its d x N output in order: each element read
+    # at a stride of 3·H·d moves a 32-byte sector; the sector's other 15 elements are read
+    # again one output row (N elements, N / 512 CTAs of 128 threads x 4) later, from L2
+    assert t.reads["Kp"] == x * 32 and t.writes["K"] == x * e
+    assert pl.kernels[1].reuse == {"Kp": n // 512}
     # QKᵀ: each 128-row Q block read once per 128-column K block (8), and K likewise; S written
     assert t.reads["Q"] == t.reads["K"] == bh * n * d * e * (n // 128)
     assert t.writes["S"] == bh * nn * e
@@ -109,11 +119,14 @@ def test_standard_counts_exactly():
     assert t.reads["P"] == bh * nn * e and t.reads["V"] == bh * n * d * e * (n // 128)
     assert t.writes["O"] == bh * n * d * e
     assert pl.work.tensor_flops == 4 * bh * nn * d and pl.work.exp_ops == bh * nn
+    # the copies move no FLOPs: the alu work is the scale (QKᵀ's epilogue) and the softmax's
+    assert pl.work.alu_flops == bh * nn + 4 * bh * nn
 
     causal = plan("standard", p.model_copy(update={"causal": True}), H100)
     assert [k.name for k in causal.kernels] == [
-        "standard_qk", "standard_mask_full", "standard_mask_triu", "standard_mask_cast",
-        "standard_mask_add", "standard_softmax", "standard_pv"]
+        "standard_rearrange_q", "standard_rearrange_k", "standard_qk", "standard_mask_full",
+        "standard_mask_triu", "standard_mask_cast", "standard_mask_add", "standard_softmax",
+        "standard_einsum_v", "standard_pv"]
     c = causal.traffic
     # the fp32 mask: full (write), triu (read, write), cast (read); then N² in bf16
     assert c.writes["Mask32"] == 2 * nn * F32 and c.reads["Mask32"] == 2 * nn * F32
@@ -124,13 +137,59 @@ def test_standard_counts_exactly():
     # the causal pass adds: fp32 mask write, read + write, read (4 x 4 B), its bf16 copy, and
     # the add's 3 bf16 N² per head (the softmax reads Sm instead of S: the same bytes)
     assert hbm(causal) - hbm(pl) == 4 * nn * F32 + nn * e + 3 * bh * nn * e
-    # the causal naive reads only the visible keys and skips no pass: it is the leaner one
+    # the causal naive reads only the visible keys, copies nothing and skips no pass: it is
+    # the leaner one
     naive = plan("naive", p.model_copy(update={"causal": True}), H100)
     assert hbm(naive) < hbm(causal)
     assert backing(pl, H100) == "published"
     with pytest.raises(InputError, match="masks top-left"):
         plan("standard", Problem(seqlen_q=512, seqlen_k=1024, causal=True,
                                  causal_align="bottom-right"), H100)
+
+
+def test_standard_backward_counts_exactly():
+    """Autograd of the benchmark's forward, by hand: naive's GEMMs and softmax backward, the
+    scale of baddbmm's two gradients as separate multiplies, and the stack of dQ, dK, dV into
+    the packed qkv's gradient (dK, d x N per head, read at a stride)."""
+    b, h, n, d, e = 2, 4, 1024, 64, 2
+    bh, nn, x = b * h, n * n, b * h * n * d
+    p = Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, direction="bwd")
+    pl = plan("standard", p, H100)
+    assert [k.name for k in pl.kernels] == [
+        "standard_bwd_dv", "standard_bwd_dp", "standard_bwd_softmax", "standard_bwd_dq",
+        "standard_bwd_scale_dq", "standard_bwd_dk", "standard_bwd_scale_dk",
+        "standard_bwd_stack_q", "standard_bwd_stack_k", "standard_bwd_stack_v"]
+    t = pl.traffic
+    # dQ: written by its GEMM, read and written by the multiply, read by the stack
+    assert t.writes["dQ"] == 2 * x * e and t.reads["dQ"] == 2 * x * e
+    # dK the same, but the stack reads it at a stride: a 32-byte sector an element
+    assert t.writes["dK"] == 2 * x * e and t.reads["dK"] == x * e + x * 32
+    assert t.writes["dV"] == t.reads["dV"] == x * e
+    assert t.writes["dQp"] == t.writes["dKp"] == t.writes["dVp"] == x * e
+    # four N x N x d GEMMs (autograd keeps P: no recomputation); alu: the softmax backward's 4
+    # an element and the two multiplies' one an element (the GEMMs apply no scale)
+    assert pl.work.tensor_flops == 4 * 2 * bh * nn * d
+    assert pl.work.alu_flops == 4 * bh * nn + 2 * x
+    # naive's own backward scales inside its GEMMs and assembles no packed gradient
+    lean = plan("naive", p, H100)
+    # two multiplies (read + write each), three stack copies (read + write; dK's read 32 B)
+    assert hbm(pl) - hbm(lean) == 2 * 2 * x * e + 2 * 2 * x * e + x * e + x * 32
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_every_standard_pass_costs_time(causal, direction):
+    """Each counted pass of the benchmark's baseline is timed: the Plan without any one of its
+    kernels is predicted faster (a pass the model dropped would not be)."""
+    from dataclasses import replace as dc_replace
+
+    p = Problem(batch=8, heads=16, seqlen_q=2048, head_dim=128, dtype="fp16", causal=causal,
+                direction=direction)
+    pl = plan("standard", p, H100)
+    full = row(pl, H100)["time_pred_ms"]
+    for i, k in enumerate(pl.kernels):
+        less = dc_replace(pl, kernels=pl.kernels[:i] + pl.kernels[i + 1:])
+        assert row(less, H100)["time_pred_ms"] < full, k.name
 
 
 @pytest.mark.accuracy

@@ -117,6 +117,11 @@ def block_papers() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args) + "\n```"
 
 
+def block_paper_speedups() -> str:
+    """The papers' speedups over their standard attention against the model's."""
+    return tool("paper_speedups.py", "experiments/papers/published.csv")
+
+
 def block_validate_summary() -> str:
     """The validate command's first table (time error per schedule), for the README."""
     files = [f"experiments/{f}" for f in VALIDATE_FILES]
@@ -242,7 +247,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "measured-fp8": block_meas
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
-          "papers": block_papers,
+          "papers": block_papers, "paper-speedups": block_paper_speedups,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
           "measured-bwd": block_measured_bwd, "explain": block_explain, "tune": block_tune,

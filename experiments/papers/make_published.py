@@ -16,13 +16,22 @@ import pandas as pd
 
 from iosim.core.problem import Problem
 
-N = [512, 1024, 2048, 4096, 8192, 16384]
+# (batch, N) of every figure: 16k tokens (the FA2 README, FA3 paper Sec. 4.1 "Benchmark settings";
+# benchmarks/benchmark_flash_attention.py bs_seqlen_vals). FP8 (FA3 paper App. C.2): "512, 1024,
+# 2048, 4224, 8448, 16896 ... divisible by 132 (number of SMs in H100 SXM5)", plotted as 4k, 8k,
+# 16k; the batches are hopper/benchmark_flash_attention_fp8.py's at 5018ac6a (2024-07-30, the
+# in-kernel V transpose the paper describes): [(32, 512), ..., (4, 4224), (2, 8448), (1, 16896)]
+BS_N = [(32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384)]
+FP8_BS_N = [(32, 512), (16, 1024), (8, 2048), (4, 4224), (2, 8448), (1, 16896)]
 H100, A100 = ("h100-sxm5-80gb", "NVIDIA H100 80GB SXM5"), ("a100-sxm4-80gb", "NVIDIA A100 80GB SXM4")
 REPO = "flash-attention repository (Dao-AILab) at 0251105a"
 FA2_README_A100 = f"FA2 paper Fig. 4 = {REPO} assets/flash2_a100_fwd_bwd_benchmark.png"
 FA2_README_H100 = f"FA2 paper Fig. 7 = {REPO} assets/flash2_h100_fwd_bwd_benchmark.png"
 FA3_FWD = f"FA3 paper Fig. 5 = {REPO} assets/flash3_fp16_fwd.png"
-TRANSCRIBED = "FA3 paper (arXiv 2407.08608), bar labels as transcribed by subtext.edge.nugit.net/image/"
+# the FA3 paper's own PDF (arXiv 2407.08608v2, 12 Jul 2024; the PDF's sha256 3d05ca10...c6cb), its
+# text as pdftotext lays it out: each printed bar label at its place; a label is assigned to
+# its bar by its column among the group's bars (legend order, left to right)
+FA3_PDF = "FA3 paper arXiv 2407.08608v2 PDF (sha256 3d05ca10…c6cb), bar labels in its text"
 
 # (source, figure panel, gpu, direction, dtype, head_dim, causal, {schedule: [TFLOP/s per N]}),
 # None where the bar is missing (OOM) or its label cannot be read; a value in READ_OFF was read
@@ -68,19 +77,63 @@ FIGURES = [
      {"fa2": [275, 313, 321, 323, 324, 326], "fa3": [482, None, 707, 736, 746, 756]}),
     (FA3_FWD, "(f) fwd, causal, d=256", H100, "fwd", "fp16", 256, True,
      {"fa2": [208, 251, 278, 293, 297, 298], "fa3": [286, 427, 537, 612, 628, 642]}),
-    (TRANSCRIBED + "f60142e2…", "Fig. 6 bwd, d=128 (no causal: inferred)", H100, "bwd", "fp16",
-     128, False,
+    (FA3_PDF, "Fig. 6 (a) bwd, no causal, d=64", H100, "bwd", "fp16", 64, False,
+     {"standard": [68, 76, 88, 92, 95, None], "fa2": [198, 238, 264, 279, 287, 291],
+      "fa3": [272, 363, 422, 453, 472, 474]}),
+    (FA3_PDF, "Fig. 6 (b) bwd, no causal, d=128", H100, "bwd", "fp16", 128, False,
      {"standard": [104, 131, 159, 174, 181, None], "fa2": [214, 260, 291, 310, 318, 322],
       "fa3": [316, 424, 501, 542, 559, 561]}),
-    (TRANSCRIBED + "32f2f2fe…", "Fig. 7 fwd FP8, d=256 (no causal: inferred)", H100, "fwd",
-     "fp8_e4m3", 256, False, {"fa3": [510, 744, 931, 966, 1151, 1171]}),
-    (TRANSCRIBED + "f474e7f2…", "Fig. 7 fwd FP8, d=256 (causal: inferred)", H100, "fwd",
-     "fp8_e4m3", 256, True, {"fa3": [329, 521, 703, 856, 960, 1024]}),
+    # FP8 forward (the inputs in e4m3): Fig. 7 = App. C.2 Fig. 9 (e), (f) (the same labels);
+    # N = 4224, 8448, 16896 where the axis says 4k, 8k, 16k (FP8_BS_N)
+    (FA3_PDF, "Fig. 7 (a) fwd FP8, no causal, d=256", H100, "fwd", "fp8_e4m3", 256, False,
+     {"fa3": [510, 744, 931, 966, 1151, 1171]}),
+    (FA3_PDF, "Fig. 7 (b) fwd FP8, causal, d=256", H100, "fwd", "fp8_e4m3", 256, True,
+     {"fa3": [329, 521, 703, 856, 960, 1024]}),
+    (FA3_PDF, "Fig. 9 (a) fwd FP8, no causal, d=64", H100, "fwd", "fp8_e4m3", 64, False,
+     {"fa3": [240, 396, 462, 568, 596, 613]}),
+    (FA3_PDF, "Fig. 9 (b) fwd FP8, causal, d=64", H100, "fwd", "fp8_e4m3", 64, True,
+     {"fa3": [164, 244, 369, 475, 533, 572]}),
+    (FA3_PDF, "Fig. 9 (c) fwd FP8, no causal, d=128", H100, "fwd", "fp8_e4m3", 128, False,
+     {"fa3": [348, 596, 733, 918, 974, 1008]}),
+    (FA3_PDF, "Fig. 9 (d) fwd FP8, causal, d=128", H100, "fwd", "fp8_e4m3", 128, True,
+     {"fa3": [241, 367, 553, 716, 815, 881]}),
 ]
 # (figure, schedule, N) whose label is hidden behind the legend: read off the bar, ±3 TFLOP/s
 READ_OFF = {(FA2_README_A100, "(a) fwd+bwd, no causal, d=64", "fa2", 1024),
             (FA2_README_A100, "(b) fwd+bwd, no causal, d=128", "fa2", 512),
             (FA2_README_A100, "(b) fwd+bwd, no causal, d=128", "fa2", 1024)}
+# FA3 Fig. 5 (e) fa3 at N = 1k, hidden by the legend in the README's image: its label, 627, is
+# in the PDF's text (under the legend; the one label of that group left once FA2's 313 and
+# cuDNN's 546, at the group's centre, are placed)
+FIG5E_1K = (FA3_PDF + " (the label under the legend)", 627.0)
+
+# FA3 paper Table 2 (Sec. 4.2, a printed table): non-causal FP16 FlashAttention-3, {batch, seqlen,
+# nheads, hdim} = {4, 8448, 16, 128}, H100. The two ablated variants are no schedule of the model
+# (it has no knob that turns the GEMM-softmax pipelining or the warp specialisation off): their
+# rows carry names validate does not know, so it counts them as skipped.
+FA3_TABLE2 = "FA3 paper arXiv 2407.08608v2 Table 2 (printed)"
+TABLE2 = [("fa3", "FlashAttention-3", 3.538, 661),
+          ("fa3_no_gemm_softmax_pipelining", "No GEMM-Softmax Pipelining, Warp-Specialization",
+           4.021, 582),
+          ("fa3_no_warp_specialization", "GEMM-Softmax Pipelining, No Warp-Specialization",
+           4.105, 570)]
+
+# The tiles (BLOCK_M x BLOCK_N x warps) the FA2 library runs, which the FA2 bars of both papers
+# timed: csrc/flash_attn/src/flash_fwd_launch_template.h and flash_bwd_launch_template.h at
+# v2.0.0 (the FA2 paper) and v2.5.8 (the FA3 paper's "FlashAttention 2.5.8"), the same in both:
+# no dropout, an A100 or H100 (sm80 and sm90 are not "sm8x"; 164 and 227 KB of shared memory a
+# block, >= 144 KB). d = 256 forward: 128x64x8 only where a block has >= 128 KB and an SM < 192
+# KB (A100), else 64x64x4 (H100). `iosim validate` predicts each pass with them (ran_tiles).
+FA2_LIB_TILES = {("fwd", 64): "128x128x4", ("bwd", 64): "128x128x8", ("fwd", 128): "128x64x4",
+                 ("bwd", 128): "64x128x8"}
+
+
+def fa2_lib_tiles(hw: tuple[str, str], direction: str, d: int) -> str:
+    """ran_tiles of a published FA2 row: "fwd BMxBNxW; bwd BMxBNxW" (the passes it times)."""
+    passes = ("fwd", "bwd") if direction == "fwd+bwd" else (direction,)
+    tiles = FA2_LIB_TILES | {("fwd", 256): "128x64x8" if hw == A100 else "64x64x4"}
+    return "; ".join(f"{x} {tiles[(x, d)]}" for x in passes)
+
 
 # FA1 paper (arXiv 2205.14135) Fig. 2 left, a printed table: GPT-2 medium attention, forward +
 # backward, N = 1024, d = 64, 16 heads, batch 64, A100 (fp16 and causal: see README.md).
@@ -107,17 +160,23 @@ def figure_rows() -> list[dict]:
     rows = []
     for source, fig, hw, direction, dtype, d, causal, series in FIGURES:
         for sched, values in series.items():
-            for n, v in zip(N, values, strict=True):
+            if (fig, sched) == ("(e) fwd, no causal, d=256", "fa3"):
+                values = [FIG5E_1K[1] if v is None else v for v in values]
+            pairs = FP8_BS_N if dtype == "fp8_e4m3" else BS_N
+            for (b, n), v in zip(pairs, values, strict=True):
                 if v is None:
                     continue
-                b, h = 16384 // n, 2048 // d  # the papers' setting: 16k tokens, hidden 2048
+                h = 2048 // d  # hidden 2048
+                hidden = (fig, sched, n) == ("(e) fwd, no causal, d=256", "fa3", 1024)
+                src = FIG5E_1K[0] if hidden else source
                 off = (source, fig, sched, n) in READ_OFF
                 t = fa_flops(direction, b, h, n, d, dtype, causal) / (v * 1e12) * 1e3
                 rows.append(base(hw, sched, direction, b, h, n, d, dtype, causal) | {
-                    "time_ms": t, "tflops": float(v), "paper": source[:3], "source": source,
+                    "time_ms": t, "tflops": float(v), "paper": src[:3], "source": src,
                     "figure": fig,
                     "read_off": off, "precision": 3.0 if off else 0.5,
-                    "published_value": float(v), "published_unit": "TFLOP/s"})
+                    "published_value": float(v), "published_unit": "TFLOP/s",
+                    "ran_tiles": fa2_lib_tiles(hw, direction, d) if sched == "fa2" else None})
     return rows
 
 
@@ -137,9 +196,22 @@ def fa1_rows() -> list[dict]:
     return rows
 
 
+def table2_rows() -> list[dict]:
+    """FA3 Table 2: a printed time (ms) and TFLOP/s per configuration; the row's time is the
+    printed one (4·4·16·8448²·128 FLOPs over 3.538 ms is the printed 661 TFLOP/s)."""
+    rows = []
+    for sched, config, ms, tflops in TABLE2:
+        rows.append(base(H100, sched, "fwd", 4, 16, 8448, 128, "fp16", False) | {
+            "time_ms": ms, "tflops": float(tflops), "paper": "FA3", "source": FA3_TABLE2,
+            "figure": f"Table 2: {config}", "read_off": False, "precision": 0.0005,
+            "published_value": ms, "published_unit": "ms"})
+    return rows
+
+
 def main() -> None:
     out = Path(__file__).with_name("published.csv")
-    pd.DataFrame(fa1_rows() + figure_rows()).to_csv(out, index=False, float_format="%.6g")
+    rows = fa1_rows() + figure_rows() + table2_rows()
+    pd.DataFrame(rows).to_csv(out, index=False, float_format="%.6g")
     print(f"wrote {out}")
 
 

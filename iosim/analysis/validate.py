@@ -8,15 +8,18 @@ Each row is predicted with its GPU's calibrated profile where one exists
 (`hwprofiles/<gpu>.calibrated.toml`), else the datasheet one; `--hw` names one profile for
 every row instead. A published table (experiments/papers/published.csv) reads the same way:
 its `fwd+bwd` rows are predicted as the forward plus the backward pass, and rows of schedules
-the model does not have (the papers' `standard` attention, where no such schedule exists) are
-skipped and counted in the report. Beside every group, `calibrated` says whether its profile was
-fitted to measurements (the A100 profile is the datasheet's).
+the model does not have (torch's backends; FA3 Table 2's ablated variants) are skipped and
+counted in the report. A row with a `ran_tiles` column ("fwd 128x64x4; bwd
+64x128x8": BLOCK_M x BLOCK_N x warps per pass; the published FA2 rows carry the FA2 library's) is
+predicted with the tiles it ran, not the Plan's own. Beside every group, `calibrated` says whether
+its profile was fitted to measurements (the A100 profile is the datasheet's).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -46,10 +49,25 @@ def _predict(schedule: str, p: Problem, prof: HardwareProfile, t: Tiles = Tiles(
     return row(plan(schedule, p, prof, t), prof)
 
 
-def _predict_fwd_bwd(schedule: str, fields: dict, prof: HardwareProfile) -> dict:
+def ran_tiles(r, direction: str) -> Tiles:
+    """The tiles a row's kernel ran in `direction`, where the row says (its `ran_tiles`, e.g.
+    "fwd 128x64x4; bwd 64x128x8": BLOCK_M x BLOCK_N x warps per pass; the published FA2 rows
+    carry the FA2 library's), else the Plan's own (Tiles())."""
+    v = getattr(r, "ran_tiles", None)
+    for part in v.split(";") if isinstance(v, str) else ():
+        d, _, spec = part.strip().partition(" ")
+        if d == direction:
+            bm, bn, w = (int(x) for x in spec.split("x"))
+            return Tiles(block_m=bm, block_n=bn, warps=w)
+    return Tiles()
+
+
+def _predict_fwd_bwd(schedule: str, fields: dict, prof: HardwareProfile, r=None) -> dict:
     """One row for a forward plus a backward pass: times and bytes summed, TFLOP/s by the
-    FlashAttention convention (3.5x the forward's FLOPs over the summed time)."""
-    f, b = (_predict(schedule, Problem(**fields, direction=d), prof) for d in ("fwd", "bwd"))
+    FlashAttention convention (3.5x the forward's FLOPs over the summed time); each pass with
+    the tiles the row ran (`ran_tiles`), if it says."""
+    f, b = (_predict(schedule, Problem(**fields, direction=d), prof, ran_tiles(r, d))
+            for d in ("fwd", "bwd"))
     out = f | {c: f[c] + b[c] for c in _SUMMED} | {"direction": FWD_BWD}
     out["tflops_pred"] = 3.5 * Problem(**fields).fa_flops() / (out["time_pred_ms"] * 1e9)
     out["bound"] = f"{f['bound']}+{b['bound']}"
@@ -64,23 +82,25 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     # the fa1 kernel each row ran (None: the Plan's own split)
     ours = ours.assign(split_rows=[measured_split_rows(r) for r in ours.itertuples(index=False)])
     quant = [c for c in QUANT_COLUMNS if c in ours.columns]  # fp8 rows' quantisation
-    keys = ours[[*PROBLEM_COLUMNS, "split_rows", *quant]].drop_duplicates()
+    tiles = ["ran_tiles"] if "ran_tiles" in ours.columns else []  # the tiles a row ran
+    keys = ours[[*PROBLEM_COLUMNS, "split_rows", *quant, *tiles]].drop_duplicates()
     rows = []
     for r in keys.itertuples(index=False):
         prof = hw or preferred(r.hw)
         fields = dict(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
                       seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal,
                       **quant_fields(r))
-        t = Tiles(split_rows=None if pd.isna(r.split_rows) else int(r.split_rows))
-        pred = (_predict_fwd_bwd(r.schedule, fields, prof) if r.direction == FWD_BWD else
+        t = replace(ran_tiles(r, r.direction),
+                    split_rows=None if pd.isna(r.split_rows) else int(r.split_rows))
+        pred = (_predict_fwd_bwd(r.schedule, fields, prof, r) if r.direction == FWD_BWD else
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
         rows.append(pred | {"hw": r.hw, "profile": prof.name})
     return pd.DataFrame(rows)
 
 
 def skipped(measured: pd.DataFrame) -> dict[str, int]:
-    """Rows per schedule name that the model has no schedule for (torch's backends, the
-    papers' standard attention): not predicted, so not in the error table."""
+    """Rows per schedule name that the model has no schedule for (torch's backends, FA3 Table
+    2's ablated variants): not predicted, so not in the error table."""
     other = measured[~measured.schedule.isin(list(SCHEDULES))]
     return {str(k): int(v) for k, v in other.schedule.value_counts().sort_index().items()}
 

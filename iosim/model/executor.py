@@ -19,6 +19,7 @@ from iosim.core.traffic import Traffic, Work
 from iosim.kernels import F32_TENSORS, INDEX_TENSORS, SPECS, Readers, hadamard_matrix
 from iosim.model import reference
 from iosim.schedules.base import F32, BlockMap, blocks
+from iosim.schedules.standard import SECTOR
 
 
 class Meter:
@@ -43,9 +44,10 @@ class Meter:
             return a.size * 4
         return a.size * (F32 if tensor in F32_TENSORS else self.elem.get(tensor, self.e))
 
-    def load(self, tensor: str, a: np.ndarray, smem: bool = True) -> np.ndarray:
-        """HBM -> SRAM (smem) or -> registers."""
-        n = self.nbytes(tensor, a)
+    def load(self, tensor: str, a: np.ndarray, smem: bool = True, moved: int = 0) -> np.ndarray:
+        """HBM -> SRAM (smem) or -> registers; `moved`: bytes a read of one element moves
+        (a sector, for a read at a large stride), where more than the element's."""
+        n = max(self.nbytes(tensor, a), a.size * moved)
         self.rd[self.kernel][tensor] += n
         if smem:
             self.sm[self.kernel] += n
@@ -170,13 +172,28 @@ def naive(p: Problem, plan: Plan, q, k, v, do=None):
     return out, m
 
 
+def _copy(m: Meter, name: str, src: str, dst: str, x, out: dict, moved: int = 0) -> None:
+    """A PyTorch copy kernel of every head of x (B, heads, rows, d): src -> dst; `moved`: the
+    bytes each element's read moves (a sector, when the copy reads at a stride)."""
+    res = out.setdefault(dst, np.empty(x.shape))
+    with m.launch(name):
+        for b in range(x.shape[0]):
+            for h in range(x.shape[1]):
+                m.store(dst, res, (b, h), m.load(src, x[b, h], smem=False, moved=moved))
+
+
 def standard(p: Problem, plan: Plan, q, k, v):
-    """The papers' PyTorch baseline (iosim.schedules.standard): the additive causal mask built
-    once for every head, then per head S = scale·QKᵀ, S + mask, softmax over whole rows, PV."""
+    """The papers' PyTorch baseline (iosim.schedules.standard): Q and K copied out of the packed
+    qkv (K transposed: a sector an element read), the additive causal mask built once for every
+    head, then per head S = scale·QKᵀ, S + mask, softmax over whole rows; V copied, PV."""
     m, s, g = Meter(p), p.scale, p.group
     ks = {kp.name: kp for kp in plan.kernels}
     nq, nk = p.seqlen_q, p.seqlen_k
     out = {"O": np.empty((p.batch, p.heads, nq, p.head_dim))}
+    x: dict[str, np.ndarray] = {}
+    _copy(m, "standard_rearrange_q", "Qp", "Q", q, x)
+    _copy(m, "standard_rearrange_k", "Kp", "K", k, x, moved=max(p.elem_bytes, SECTOR))
+    q, k = x["Q"], x["K"]
     mask = None
     if p.causal:  # torch.full(-10000.0), torch.triu(.., 1), .to(dtype): one N x N each
         full, tri, mask = (np.empty((nq, nk)) for _ in range(3))
@@ -187,6 +204,7 @@ def standard(p: Problem, plan: Plan, q, k, v):
             m.store("Mask32", tri, ..., np.where(seen, 0.0, m.load("Mask32", full, smem=False)))
         with m.launch("standard_mask_cast"):
             m.store("Mask", mask, ..., m.load("Mask32", tri, smem=False))
+    Ps = []
     for b in range(p.batch):
         for h in range(p.heads):
             S, name = np.empty((nq, nk)), "S"
@@ -204,15 +222,48 @@ def standard(p: Problem, plan: Plan, q, k, v):
                     e = m.exp(row - row.max())
                     m.alu(4 * nk)
                     m.store("P", P, i, e / e.sum())
-            _gemm(m, "standard_pv", P, v[b, h // g], "P", "V", out["O"][b, h], "O", ks["standard_pv"])
+            Ps.append(P)
+    _copy(m, "standard_einsum_v", "Vp", "V", v, x)  # einsum reshapes v for bmm: a copy
+    for i, P in enumerate(Ps):
+        b, h = divmod(i, p.heads)
+        _gemm(m, "standard_pv", P, x["V"][b, h // g], "P", "V", out["O"][b, h], "O", ks["standard_pv"])
     return out, m
 
 
+def standard_bwd(p: Problem, plan: Plan, q, k, v, do):
+    """Autograd over the benchmark's forward (iosim.schedules.standard.backward): naive's
+    passes with baddbmm's scale as separate multiplies of dQ and dK, then the stack of dQ, dK
+    (read at a stride: a sector an element), dV into the packed gradient."""
+    m, ks = Meter(p), {kp.name: kp for kp in plan.kernels}
+    out: dict[str, np.ndarray] = {}
+    for b in range(p.batch):
+        for h in range(p.heads):
+            one = p.model_copy(update=dict(batch=1, heads=1, kv_heads=1))
+            g = h // p.group
+            P = reference.probs(one, q[b:b + 1, h:h + 1], k[b:b + 1, g:g + 1])[0, 0]
+            _naive_bwd(m, p, ks, out, b, h, q[b, h], k[b, g], v[b, g], do[b, h], P, "standard",
+                       scaled=False)
+    x = "_expanded" if p.group > 1 else ""
+    for name, t in (("standard_bwd_scale_dq", "dQ"), ("standard_bwd_scale_dk", "dK" + x)):
+        with m.launch(name):  # maybe_multiply(grad, alpha): a new tensor, t * alpha
+            m.store(t, out[t], ..., m.load(t, out[t], smem=False) * p.scale)
+            m.alu(out[t].size)
+    _gqa_reduce(m, p, out)
+    packed: dict[str, np.ndarray] = {}
+    _copy(m, "standard_bwd_stack_q", "dQ", "dQp", out["dQ"], packed)
+    _copy(m, "standard_bwd_stack_k", "dK", "dKp", out["dK"], packed,
+          moved=max(p.elem_bytes, SECTOR))
+    _copy(m, "standard_bwd_stack_v", "dV", "dVp", out["dV"], packed)
+    return {"dQ": packed["dQp"], "dK": packed["dKp"], "dV": packed["dVp"]}, m
+
+
 def _naive_bwd(m: Meter, p: Problem, ks: dict, out: dict, b, h, qh, kh, vh, doh, P,
-               pre: str = "naive") -> None:
+               pre: str = "naive", scaled: bool = True) -> None:
     """The backward over the stored P; `pre`: the kernels' names (standard's are autograd's
-    same passes)."""
-    nq, nk, d, s = p.seqlen_q, p.seqlen_k, p.head_dim, p.scale
+    same passes); `scaled`: dQ's and dK's GEMMs apply the softmax scale (standard's: not, a
+    multiply follows them)."""
+    nq, nk, d = p.seqlen_q, p.seqlen_k, p.head_dim
+    s = p.scale if scaled else None
     x = "_expanded" if p.group > 1 else ""
     dQ = out.setdefault("dQ", np.empty((p.batch, p.heads, nq, d)))[b, h]
     dKe = out.setdefault("dK" + x, np.empty((p.batch, p.heads, nk, d)))[b, h]
@@ -672,9 +723,9 @@ def run(plan: Plan, q, k, v, do=None, o=None, lse=None):
     p, name = plan.problem, plan.schedule
     if name == "naive":
         return naive(p, plan, q, k, v, do)
-    if name == "standard":  # its backward is naive's passes (autograd over the stored P)
+    if name == "standard":  # the papers' PyTorch baseline and its autograd backward
         return standard(p, plan, q, k, v) if p.direction is Direction.fwd \
-            else naive(p, plan, q, k, v, do)
+            else standard_bwd(p, plan, q, k, v, do)
     if name == "decode":
         return decode(p, plan, q, k, v)
     if p.direction is Direction.fwd:

@@ -2,22 +2,33 @@
 
 `plan` (schedule `standard`) is the baseline of the FlashAttention papers' benchmarks,
 `attention_pytorch` in flash-attention's benchmarks/benchmark_flash_attention.py (read at
-Dao-AILab/flash-attention 0469c72): one launch per PyTorch call, every intermediate N x N in
-HBM in the input dtype:
+Dao-AILab/flash-attention 0251105a; the FA3 paper's hopper/benchmark_flash_attention.py of
+2024-07-23 has the same function): one launch per PyTorch call, every intermediate in HBM in the
+input dtype. Its input is one packed tensor, qkv (batch, seqlen, 3, heads, d); `qkv.unbind(2)`
+gives Q, K and V as strided views of it (here `Qp`, `Kp`, `Vp`):
 
-1. S = scale·QKᵀ (`torch.baddbmm`, a cuBLAS tensor-core GEMM; S in the input dtype);
-2. causal: the mask is built in fp32 (`torch.full((N, N), -10000.0)`, `torch.triu(.., 1)`),
+1. `rearrange(q, 'b t h d -> (b h) t d')`: not a view of the packed q, so a copy (Qp -> Q);
+2. `rearrange(k, 'b s h d -> (b h) d s')`: a transposing copy (Kp -> K, d x N per head). The
+   copy walks its output in order (TensorIterator orders dimensions by the output's strides),
+   so consecutive threads read K at a stride of 3·H·d elements: every element read moves a
+   32-byte sector from L2 (`SECTOR`), whose other elements the CTAs writing the next output
+   rows read again (from L2: `reuse`);
+3. S = scale·QKᵀ (`torch.baddbmm`, a cuBLAS tensor-core GEMM; S in the input dtype);
+4. causal: the mask is built in fp32 (`torch.full((N, N), -10000.0)`, `torch.triu(.., 1)`),
    cast to the input dtype, and *added* to all of S (the benchmark adds, "faster than
    masked_fill_"), one full-size pass: nothing is skipped above the diagonal;
-3. P = softmax(S) over whole rows (every row read and written in full);
-4. dropout: the benchmark passes dropout_p = 0.0, for which F.dropout returns its input
-   without a kernel (FA1's paper timed dropout too: one more N x N read and write);
-5. O = PV (`torch.einsum`, a cuBLAS GEMM).
+5. P = softmax(S) over whole rows (every row read and written in full);
+6. dropout: the benchmark passes dropout_p = 0.0, for which F.dropout returns its input
+   without a kernel (ATen's dropout returns the input when p == 0; FA1's paper timed dropout
+   too: one more N x N read and write, not modelled);
+7. O = PV (`torch.einsum('bhts,bshd->bthd', ..)`: einsum reshapes the packed v to
+   (b h) s d for bmm, not a view of it, so a copy (Vp -> V), then a cuBLAS GEMM; the result is
+   returned as a permuted view, and `.to(qkv.dtype)` is a no-op).
 
 The GEMMs are modelled with naive's tiles (iosim.schedules.naive): cuBLAS's own are not known
-here. The benchmark's rearranges of its packed qkv (O(N·d) copies) are left out: the problem's
-Q, K, V are separate tensors. The backward is autograd's, naive's passes over the stored P
-(`backward`).
+here. The backward is autograd's (`backward`): naive's GEMMs and softmax backward over the
+stored P, baddbmm's scale as separate multiplies, and the packed gradient assembled by
+`qkv.unbind`'s backward (a stack: one copy per slice).
 
 `torch_math` models PyTorch's math backend of scaled_dot_product_attention (the `torch_math`
 peer of the measured grids; ATen `_scaled_dot_product_attention_math`, torch >= 2.5): fp16 and
@@ -45,6 +56,8 @@ PER_CTA = 4 * THREADS
 # its shared-memory loads are counted apart (one per 512 bytes, as every kernel's)
 SGEMM_INST_PER_OP = 1.0
 SOFTMAX_THREADS = 1024  # its softmax (cunn_SoftMaxForward): one CTA a row, up to 1024 threads
+# bytes an L2 -> SM read moves for one element read at a large stride (one sector)
+SECTOR = 32
 
 
 def _fwd_only(name: str, p: Problem) -> None:
@@ -83,6 +96,22 @@ def _mask_add(name: str, p: Problem, s_in: str, s_out: str, mask: str, eb: int) 
                   reuse={mask: per_head})
 
 
+def copy(name: str, n: int, src: str, dst: str, e: int, stride_run: int = 0) -> KernelPlan:
+    """One PyTorch copy kernel (TensorIterator's direct copy) of n elements, src -> dst. With
+    `stride_run` the source is read at a large stride, the output walked in order: one sector
+    an element (`SECTOR`), its other elements read again by the CTAs that write the next output
+    rows, `stride_run` elements later (from L2)."""
+    if not stride_run:
+        return stream(name, n, {src: n * e}, {dst: n * e})
+    return stream(name, n, {src: n * max(e, SECTOR)}, {dst: n * e},
+                  reuse={src: max(1, stride_run // PER_CTA)})
+
+
+def scale(name: str, n: int, x: str, e: int) -> KernelPlan:
+    """`maybe_multiply(t, alpha)` of autograd's baddbmm backward: t * alpha, a new tensor."""
+    return stream(name, n, {x: n * e}, {x: n * e}, Work(alu_flops=n))
+
+
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     """The FA papers' benchmark baseline (module docstring)."""
     if p.causal and p.causal_offset and p.causal_align is CausalAlign.bottom_right:
@@ -95,7 +124,13 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     qk, pv = gemm_tiles(QK_TILES, p, t), gemm_tiles(PV_TILES, p, t)
     pv = Tiles(pv.block_m, min(pv.block_n, max(16, 1 << (d - 1).bit_length())), pv.block_k,
                pv.warps, pv.stages)
-    ks = [cublas("standard_qk", gemm("naive_qk", p, nq, nk, d, qk, "Q", "K", "S", e, 1, hw))]
+    nqd, nkd = p.bh * nq * d, p.batch * p.kv_heads * nk * d
+    # q = rearrange(q, 'b t h d -> (b h) t d'): a copy of the packed q, d-contiguous runs
+    ks = [copy("standard_rearrange_q", nqd, "Qp", "Q", e),
+          # k = rearrange(k, 'b s h d -> (b h) d s'): the transposing copy (module docstring)
+          copy("standard_rearrange_k", nkd, "Kp", "K", e, stride_run=nk),
+          # torch.baddbmm(scores, q, k, beta=0, alpha=softmax_scale)
+          cublas("standard_qk", gemm("naive_qk", p, nq, nk, d, qk, "Q", "K", "S", e, 1, hw))]
     scores = "S"
     if p.causal:
         ks += [stream("standard_mask_full", nn, {}, {"Mask32": nn * F32}),
@@ -106,20 +141,45 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     # softmax over whole rows: max, subtract, exp, sum, scale; every element
     ks.append(stream("standard_softmax", n, {scores: n * e}, {"P": n * e},
                      Work(exp_ops=n, alu_flops=4 * n), rows=(p.bh * nq, nk)))
+    # torch.einsum('bhts,bshd->bthd', attention_drop, v): v reshaped to (b h) s d (a copy),
+    # then bmm
+    ks.append(copy("standard_einsum_v", nkd, "Vp", "V", e))
     ks.append(cublas("standard_pv", gemm("naive_pv", p, nq, d, nk, pv, "P", "V", "O", e, 0, hw)))
     notes = (f"PyTorch standard attention as the FA papers benchmark it: S, P in {p.dtype.value}"
-             + (", a full-size additive mask pass" if p.causal else "") + ", no dropout pass")
+             + (", a full-size additive mask pass" if p.causal else "")
+             + ", Q, K (transposed) and V copied out of the packed qkv, no dropout pass")
     return Plan("standard", p, hw.name, tuple(ks), notes)
 
 
 def backward(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
-    """Autograd over the benchmark's forward: einsum's two GEMMs (dV = Pᵀ·dO, dP = dO·Vᵀ),
-    softmax's backward over whole rows of the stored P (dS = P∘(dP − rowsum(P∘dP))), baddbmm's
-    two (dQ = scale·dS·K, dK = scale·dSᵀ·Q); the mask add passes its gradient through (no
-    kernel) and dropout_p = 0 has none. These are naive's backward passes, by the same model."""
-    ks = tuple(replace(k, name=k.name.replace("naive_", "standard_"), source=None)
-               if k.name.startswith("naive_") else k for k in naive.plan(p, hw, t).kernels)
-    return Plan("standard", p, hw.name, ks,
+    """Autograd over the benchmark's forward, in its order: einsum's two GEMMs (dV = Pᵀ·dO,
+    dP = dO·Vᵀ), softmax's backward over whole rows of the stored P (dS = P∘(dP −
+    rowsum(P∘dP))), baddbmm's two (dQ = dS·K, dK = Qᵀ·dS: K's copy is d x N), each followed by
+    its `maybe_multiply(.., alpha)` (a separate multiply by the scale), then `qkv.unbind`'s
+    backward, `torch.stack` of dQ, dK, dV into the packed gradient: its 5-dimensional inputs
+    are not contiguous, so one copy a slice, dK's read at a stride (K's copy was transposed).
+    The mask add passes its gradient through (no kernel), dropout_p = 0 has none, and the
+    rearranges' and einsum's copies have view backwards (no kernel). The GEMMs and the softmax
+    backward are naive's passes, by the same model."""
+    e, nq, nk, d = p.elem_bytes, p.seqlen_q, p.seqlen_k, p.head_dim
+    nqd, nkd = p.bh * nq * d, p.batch * p.kv_heads * nk * d
+    out = []
+    for k in naive.plan(p, hw, t).kernels:
+        if k.name.startswith("naive_"):
+            k = replace(k, name=k.name.replace("naive_", "standard_"), source=None)
+        if k.name in ("standard_bwd_dq", "standard_bwd_dk"):  # bmm alone: alpha comes after
+            k = replace(k, work=Work(tensor_flops=k.work.tensor_flops), once=Work())
+        out.append(k)
+        if k.name == "standard_bwd_dq":
+            out.append(scale("standard_bwd_scale_dq", nqd, "dQ", e))
+    at = len(out) - (p.group > 1)  # after dK's GEMM (and before a GQA sum of dK, dV)
+    dk = "dK_expanded" if p.group > 1 else "dK"
+    out[at:at] = [scale("standard_bwd_scale_dk", p.bh * nk * d, dk, e)]
+    out += [copy("standard_bwd_stack_q", nqd, "dQ", "dQp", e),
+            # dK is d x N per head: read at a stride of N, the packed output walked in order
+            copy("standard_bwd_stack_k", nkd, "dK", "dKp", e, stride_run=p.kv_heads * d),
+            copy("standard_bwd_stack_v", nkd, "dV", "dVp", e)]
+    return Plan("standard", p, hw.name, tuple(out),
                 f"PyTorch autograd of the FA papers' baseline: P, dP, dS in {p.dtype.value}")
 
 
