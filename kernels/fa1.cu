@@ -479,8 +479,8 @@ extern "C" __global__ void fa1_bwd_convert(const float* __restrict__ dQacc, elem
 
 #ifdef FA1_BWD
 #if !defined(BLOCK_N) || !defined(NUM_WARPS) || !defined(STAGES) || !defined(IS_CAUSAL) || \
-    !defined(CAUSAL_BOTTOM_RIGHT) || !defined(HEAD_DIM_PAD)
-#error "fa1_bwd needs BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, HEAD_DIM_PAD"
+    !defined(CAUSAL_BOTTOM_RIGHT) || !defined(HEAD_DIM_PAD) || !defined(SPLIT_COLS) || !defined(DQ_ATOMIC)
+#error "fa1_bwd needs BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, HEAD_DIM_PAD, SPLIT_COLS, DQ_ATOMIC"
 #endif
 namespace fa1b {
 constexpr int DG = HEAD_DIM;                 // row length in HBM
@@ -524,6 +524,9 @@ static_assert(D % (16 * W2D) == 0 && NW % W3Q == 0 && D % (16 * W3D) == 0 && NT3
 static_assert(NS >= 2, "STAGES must be >= 2 (the ring issues step it+STAGES-1 during step it)");
 static_assert(THREADS >= 2 * BM, "one thread per l and per m element of a query block");
 static_assert(BM % DROWS == 0, "D_i: whole passes of THREADS/8 rows");
+// a split owns whole key blocks (the Plan's counts and the executor assume it)
+static_assert(SPLIT_COLS > 0 && SPLIT_COLS % BN == 0, "SPLIT_COLS must be a multiple of BLOCK_N");
+constexpr int KB = SPLIT_COLS / BN;  // key blocks per split
 
 // Rows [row0, row0+ROWS) of a (rows, DG) slice into a swizzled (ROWS, D) shared tile; rows >=
 // nvalid and chunks >= DGCH are zero-filled (cp.async src-size 0 reads no global memory).
@@ -547,7 +550,8 @@ __device__ __forceinline__ void load_tile(u32 s_addr, const elem_t* __restrict__
 // line): their plain loads then wait for L2, not HBM. No registers, no shared memory.
 __device__ __forceinline__ void prefetch_rows(const elem_t* O, const float* dQacc, long long rows0,
                                               int row0, int Nq, int tid) {
-    constexpr int OL = (DG * 2 + 127) / 128, AL = (DG * 4 + 127) / 128;  // lines a row
+    // lines a row of O, of dQacc (atomics: dQacc is never read by the CTA)
+    constexpr int OL = (DG * 2 + 127) / 128, AL = DQ_ATOMIC ? 0 : (DG * 4 + 127) / 128;
     for (int c = tid; c < BM * (OL + AL); c += THREADS) {
         const int r = c / (OL + AL), l = c % (OL + AL);
         if (row0 + r >= Nq) break;  // rows only grow with c
@@ -596,14 +600,17 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     const u32 bkey = (u32)(((lane >> 3) & 1) ^ (lane & 7));
     // D_i: this thread's row within a pass and first chunk
     const int drow = tid >> 3, dch = tid & 7;
+    // this split's key blocks [j_lo, j_hi); without atomics only one CTA may own a head's dQ
+    const int j_lo = blockIdx.x * KB, j_hi = min(Tc, j_lo + KB);
+    if (!DQ_ATOMIC && gridDim.x > 1) __trap();
 
-    for (int j = 0; j < Tc; ++j) {
+    for (int j = j_lo; j < j_hi; ++j) {
         const int n0 = j * BN;
         // Causal: the first query block that sees key n0; none does when the last row does not.
         const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
         const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : Tm - m_first;
-        if (n_iter <= 0) {  // no query sees keys n0 .. Nk-1 (causal): dK = dV = 0 there
-            for (int c = tid; c < (Nk - n0) * DGCH; c += THREADS) {
+        if (n_iter <= 0) {  // no query sees this split's keys n0 .. (causal): dK = dV = 0 there
+            for (int c = tid; c < (min(Nk, j_hi * BN) - n0) * DGCH; c += THREADS) {
                 const long long o = (out_rows + n0 + c / DGCH) * DG + (c % DGCH) * 8;
                 *reinterpret_cast<uint4*>(dK + o) = make_uint4(0u, 0u, 0u, 0u);
                 *reinterpret_cast<uint4*>(dV + o) = make_uint4(0u, 0u, 0u, 0u);
@@ -779,9 +786,12 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
             phase2(dv, smem_u32(sPt), sdOs);
             phase2(dk, smem_u32(sdSt), sQs);
 
-            // ---- line 21: dQacc_i += (scale·dS) K_j: this thread's fp32 fragment of dQacc_i is
-            // loaded from HBM into the product's accumulators and stored back after it (passes
-            // of NT3P n8 tiles; the step before prefetched the rows into L2)
+            // ---- line 21: dQacc_i += (scale·dS) K_j, in passes of NT3P n8 tiles. DQ_ATOMIC = 0
+            // (one CTA per head): this thread's fp32 fragment of dQacc_i is loaded from HBM into
+            // the product's accumulators and stored back after it (the step before prefetched
+            // the rows into L2). DQ_ATOMIC = 1 (key-block splits: the CTAs of a head's splits
+            // add into the same dQacc_i): the product starts at 0 and is added with vector fp32
+            // reductions (red.global.add.v2.f32), nothing read back.
 #pragma unroll 1
             for (int pass = 0; pass < NT3 / NT3P; ++pass) {
                 const int dp = d3 + pass * NT3P * 8;
@@ -796,7 +806,7 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 #pragma unroll
                         for (int nt = 0; nt < NT3P; ++nt) {
                             float2 x = make_float2(0.f, 0.f);
-                            if (row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG))
+                            if (!DQ_ATOMIC && row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG))
                                 x = *reinterpret_cast<const float2*>(src + nt * 8);
                             dq[mt][nt][2 * hr] = x.x;
                             dq[mt][nt][2 * hr + 1] = x.y;
@@ -814,9 +824,13 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                         float* dst = dQacc + (q_rows + row) * DG + dp + 2 * (lane & 3);
 #pragma unroll
                         for (int nt = 0; nt < NT3P; ++nt)
-                            if (row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG))
-                                *reinterpret_cast<float2*>(dst + nt * 8) =
-                                    make_float2(dq[mt][nt][2 * hr], dq[mt][nt][2 * hr + 1]);
+                            if (row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG)) {
+                                if (DQ_ATOMIC)
+                                    red_add_f32x2(dst + nt * 8, dq[mt][nt][2 * hr], dq[mt][nt][2 * hr + 1]);
+                                else
+                                    *reinterpret_cast<float2*>(dst + nt * 8) =
+                                        make_float2(dq[mt][nt][2 * hr], dq[mt][nt][2 * hr + 1]);
+                            }
                     }
             }
         }
