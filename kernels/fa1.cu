@@ -1,5 +1,6 @@
 // fa1.cu -- FlashAttention-1 forward, Algorithm 1 of Dao et al. 2022 ("FlashAttention: Fast and
-// Memory-Efficient Exact Attention with IO-Awareness"), implemented faithfully.
+// Memory-Efficient Exact Attention with IO-Awareness"), implemented faithfully; and its backward,
+// Algorithm 4 (below, "backward").
 //
 // What it implements
 //   fa1_init: Algorithm 1 line 2: O = 0 (here Oacc, fp32), l = 0, m = -inf in HBM.
@@ -389,7 +390,8 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 //   FA1_BWD_INIT     fa1_bwd_init(dQacc, Nq): dQacc = 0 (fp32), BLOCK_M rows per CTA,
 //                    grid (ceil(Nq/BLOCK_M), H, B), any thread count (the Plan's: 128).
 //   FA1_BWD          fa1_bwd(Q, K, V, O, dO, L, M, dQacc, dK, dV, Nq, Nk, H, KVH, scale)
-//                    one CTA per (batch, head): grid (1, H, B), NUM_WARPS*32 threads.
+//                    one CTA per (key-block split, head, batch): grid (ceil(Nk/SPLIT_COLS), H, B),
+//                    NUM_WARPS*32 threads.
 //   FA1_BWD_CONVERT  fa1_bwd_convert(dQacc, dQ, Nq): dQ = dQacc in elem_t (already scaled),
 //                    grid (ceil(Nq/BLOCK_M), H, B), any thread count (the Plan's: 128).
 //   Q, O, dO, dQ (B,H,Nq,d), K, V (B,KVH,Nk,d) elem_t; L = ℓ, M = m (natural log) (B,H,Nq) fp32
@@ -398,8 +400,11 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 //   gqa_reduce.cu sums). Causal as fa1_fwd (top-left or CAUSAL_BOTTOM_RIGHT); a row that sees no
 //   key (ℓ = 0, m = -inf) has P = 0 and dQ = 0.
 //
-// What fa1_bwd does (per CTA = one (batch, head)), Algorithm 4 lines 6-23:
-//   for j in key blocks (BLOCK_N = Bc rows):                        outer loop, line 6
+// What fa1_bwd does, Algorithm 4 lines 6-23, per CTA = one split of a (batch, head): split s owns
+// key rows [s*SPLIT_COLS, (s+1)*SPLIT_COLS), as the FlashAttention-1 library's backward split a
+// head's key blocks across CTAs when batch*heads could not fill the GPU (the Plan picks
+// SPLIT_COLS; Nk <= SPLIT_COLS: one CTA per head, the paper's algorithm verbatim):
+//   for j in this split's key blocks (BLOCK_N = Bc rows):           outer loop, line 6
 //     load K_j, V_j into shared memory; dK_j = dV_j = 0 (fp32 registers)   lines 7-8
 //     for i in query blocks (BLOCK_M = Br rows; causal: from the first that sees block j):  line 9
 //       load Q_i, dO_i (shared, cp.async), l_i, m_i (shared), O_i (registers),
@@ -410,17 +415,22 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 //       dP = dO_i V_jᵀ (again transposed)                           line 17
 //       D_i = rowsum(dO_i ∘ O_i)                                    line 19
 //       dS = P ∘ (dP − D_i), stored as scale·dS                     line 20
-//       dQacc_i += (scale·dS) K_j, read-modify-written in HBM (fp32)  line 21
+//       dQacc_i += (scale·dS) K_j in HBM (fp32; atomics when split)  line 21
 //       dK_j += (scale·dS)ᵀ Q_i                                     line 22
 //     write dK_j, dV_j in elem_t                                    line 24
 //   Unlike fa2_bwd.cu there is no preprocessing kernel: D_i is formed at every inner step from
 //   O_i (read from HBM into registers: its loads are issued before the step's barrier, and the
-//   step before prefetched its rows, and dQacc_i's, into L2) and dO_i (shared), as the paper's
+//   step before prefetched its rows, and unsplit dQacc_i's, into L2) and dO_i (shared), as the paper's
 //   line 19 does (formed first: O_i in registers across Sᵀ beside dK_j, dV_j would spill); P is recomputed from ℓ and m, not from an LSE;
-//   and dQ needs no atomics (one CTA owns the head): each thread loads its dQacc fragment into
-//   the dQ product's accumulators and stores it back after (dS is stored pre-scaled, so neither
-//   dQ nor dK is scaled after its product); the same thread touches the same elements at every
-//   outer step (program order), and the init kernel ran in an earlier launch.
+//   and dS is stored pre-scaled, so neither dQ nor dK is scaled after its product. dQ:
+//   DQ_ATOMIC = 0 (the Plan's choice when one CTA owns the head; the kernel traps if launched
+//   with more splits): each thread loads its dQacc fragment into the dQ product's accumulators
+//   and stores it back after; the same thread touches the same elements at every outer step
+//   (program order). DQ_ATOMIC = 1 (split): the product starts at 0 and is added into dQacc
+//   with red.global.add.v2.f32 (the fragment's two adjacent columns), never read back, so the
+//   splits of a head add in any order (fp32 rounding order varies run to run) and the step
+//   waits for O_i's loads only. The init kernel (dQacc = 0) ran in an earlier launch and the
+//   conversion runs in a later one, after every split's adds.
 //   Pipelining: Q_i, dO_i, l_i, m_i of the next inner step stream through a STAGES-deep
 //   cp.async ring (issued at the top of each step); nothing crosses outer steps (the ring
 //   restarts with K_{j+1}, V_{j+1}).
@@ -435,7 +445,8 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 //   zero-filled, so the dV/dK/dQ products over the padded columns produce zeros that are never
 //   stored, and Sᵀ/dPᵀ contract over HEAD_DIM rounded up to 16 only), BLOCK_M (multiple of 64:
 //   the Pᵀ/dSᵀ rows are swizzled), BLOCK_N (multiple of 16), NUM_WARPS, STAGES (>= 2),
-//   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT.
+//   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, SPLIT_COLS (key rows per CTA, a multiple of BLOCK_N; every
+//   key block is loaded by one split only, so the split adds no K/V traffic), DQ_ATOMIC.
 //   BLOCK_M / (8 * (NUM_WARPS / W1K)) may be odd (d = 256: BLOCK_N = 32, every warp one n8
 //   tile of the query columns): phase 1 then ends with an ldmatrix.x2 tile.
 // Shared memory of fa1_bwd (dynamic): K_j, V_j; the Q_i, dO_i ring; Pᵀ, dSᵀ (elem_t); the
@@ -443,8 +454,11 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 // Registers: dK_j, dV_j in fp32 (2*BLOCK_N*HEAD_DIM_PAD/(32*NUM_WARPS) a thread) beside the
 //   Sᵀ/dPᵀ or dQ fragments: the backward's tiles are capped by registers (the Plan's
 //   BWD_TILES keep dK_j, dV_j at 64-96 registers: at 128, nvcc 13 spills for some masks).
-// What limits it: B*H CTAs only; every inner step reads O_i, l_i, m_i and dQacc_i and writes
-//   dQacc_i (fp32) to HBM: Tc*Nq*d*(2 + 8) bytes per (b, h) against FA2's one pass over O.
+// What limits it: every inner step reads O_i, l_i, m_i and dQacc_i and writes dQacc_i (fp32) to
+//   HBM (an atomic add: the L2 reads and writes the line): Tc*Nq*d*(2 + 8) bytes per (b, h)
+//   against FA2's one pass over O; and, where the Plan keeps few splits, few CTAs (each is
+//   sequential over its key blocks' steps). Causal: a head's first split has the most query
+//   blocks to visit, so splits are unequal (the Plan judges the count by the makespan).
 
 #ifdef FA1_BWD_INIT
 extern "C" __global__ void fa1_bwd_init(float* __restrict__ dQacc, int Nq) {
