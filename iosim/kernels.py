@@ -179,9 +179,12 @@ def _fa3_bwd_readers(d: Defines) -> Readers:
 
 
 def _fa1_bwd_sync_loads(d: Defines) -> int:
-    """fa1.cu's backward step consumes two kinds of plain global loads in the step that issues
-    them: O_i (into registers, for D_i) and, once per dQ pass, this thread's dQacc_i fragment
-    (into the product's accumulators): 1 + NT3 / NT3P round trips the warps wait for."""
+    """fa1.cu's backward step consumes plain global loads in the step that issues them: O_i
+    (into registers, for D_i) and, without atomics (DQ_ATOMIC = 0), once per dQ pass this
+    thread's dQacc_i fragment (into the product's accumulators): 1 + NT3 / NT3P round trips
+    the warps wait for; with atomics, 1 (the reductions are not waited for)."""
+    if d["DQ_ATOMIC"]:
+        return 1
     warps = d["NUM_WARPS"]
     w3q = max(1, min(warps, d["BLOCK_M"] // 32))
     nt3 = max(1, d["HEAD_DIM_PAD"] // max(1, warps // w3q) // 8)
@@ -222,7 +225,9 @@ def _fa1_bwd_rules(d: Defines) -> list[Rule]:  # fa1.cu fa1_bwd
              "--warps splitting --block-n by 32 rows, then --block-m by 8"),
             (dp % (16 * (w // w1k)) == 0 and w % w3q == 0 and dp % (16 * (w // w3q)) == 0,
              "--warps splitting the padded head_dim in 16 columns"),
-            (st >= 2, "--stages >= 2 (the Q/dO cp.async ring)")]
+            (st >= 2, "--stages >= 2 (the Q/dO cp.async ring)"),
+            (d["SPLIT_COLS"] > 0 and d["SPLIT_COLS"] % bn == 0,
+             "key rows per split a multiple of --block-n")]
 
 
 def _fa2_fwd_rules(d: Defines) -> list[Rule]:  # fa2.cu:112-132
@@ -430,7 +435,7 @@ _SPECS = [
                frozenset({"HEAD_DIM", "BLOCK_M"})),
     KernelSpec("fa1_bwd", "fa1.cu", "FA1_BWD",
                ("Q", "K", "V", "O", "dO", "L", "M", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
-               frozenset({"dQacc", "dKx", "dVx"}), _TILE | {"STAGES"},
+               frozenset({"dQacc", "dKx", "dVx"}), _TILE | {"STAGES", "SPLIT_COLS", "DQ_ATOMIC"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dim_pad=pad_ceil_64,
                rules=_fa1_bwd_rules, smem=_fa1_bwd_smem, bwd_readers=_fa1_bwd_readers,
                sync_loads=_fa1_bwd_sync_loads),

@@ -1,5 +1,6 @@
 // fa1.cu -- FlashAttention-1 forward, Algorithm 1 of Dao et al. 2022 ("FlashAttention: Fast and
-// Memory-Efficient Exact Attention with IO-Awareness"), implemented faithfully.
+// Memory-Efficient Exact Attention with IO-Awareness"), implemented faithfully; and its backward,
+// Algorithm 4 (below, "backward").
 //
 // What it implements
 //   fa1_init: Algorithm 1 line 2: O = 0 (here Oacc, fp32), l = 0, m = -inf in HBM.
@@ -389,7 +390,8 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 //   FA1_BWD_INIT     fa1_bwd_init(dQacc, Nq): dQacc = 0 (fp32), BLOCK_M rows per CTA,
 //                    grid (ceil(Nq/BLOCK_M), H, B), any thread count (the Plan's: 128).
 //   FA1_BWD          fa1_bwd(Q, K, V, O, dO, L, M, dQacc, dK, dV, Nq, Nk, H, KVH, scale)
-//                    one CTA per (batch, head): grid (1, H, B), NUM_WARPS*32 threads.
+//                    one CTA per (key-block split, head, batch): grid (ceil(Nk/SPLIT_COLS), H, B),
+//                    NUM_WARPS*32 threads.
 //   FA1_BWD_CONVERT  fa1_bwd_convert(dQacc, dQ, Nq): dQ = dQacc in elem_t (already scaled),
 //                    grid (ceil(Nq/BLOCK_M), H, B), any thread count (the Plan's: 128).
 //   Q, O, dO, dQ (B,H,Nq,d), K, V (B,KVH,Nk,d) elem_t; L = ℓ, M = m (natural log) (B,H,Nq) fp32
@@ -398,8 +400,11 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 //   gqa_reduce.cu sums). Causal as fa1_fwd (top-left or CAUSAL_BOTTOM_RIGHT); a row that sees no
 //   key (ℓ = 0, m = -inf) has P = 0 and dQ = 0.
 //
-// What fa1_bwd does (per CTA = one (batch, head)), Algorithm 4 lines 6-23:
-//   for j in key blocks (BLOCK_N = Bc rows):                        outer loop, line 6
+// What fa1_bwd does, Algorithm 4 lines 6-23, per CTA = one split of a (batch, head): split s owns
+// key rows [s*SPLIT_COLS, (s+1)*SPLIT_COLS), as the FlashAttention-1 library's backward split a
+// head's key blocks across CTAs when batch*heads could not fill the GPU (the Plan picks
+// SPLIT_COLS; Nk <= SPLIT_COLS: one CTA per head, the paper's algorithm verbatim):
+//   for j in this split's key blocks (BLOCK_N = Bc rows):           outer loop, line 6
 //     load K_j, V_j into shared memory; dK_j = dV_j = 0 (fp32 registers)   lines 7-8
 //     for i in query blocks (BLOCK_M = Br rows; causal: from the first that sees block j):  line 9
 //       load Q_i, dO_i (shared, cp.async), l_i, m_i (shared), O_i (registers),
@@ -410,17 +415,22 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 //       dP = dO_i V_jᵀ (again transposed)                           line 17
 //       D_i = rowsum(dO_i ∘ O_i)                                    line 19
 //       dS = P ∘ (dP − D_i), stored as scale·dS                     line 20
-//       dQacc_i += (scale·dS) K_j, read-modify-written in HBM (fp32)  line 21
+//       dQacc_i += (scale·dS) K_j in HBM (fp32; atomics when split)  line 21
 //       dK_j += (scale·dS)ᵀ Q_i                                     line 22
 //     write dK_j, dV_j in elem_t                                    line 24
 //   Unlike fa2_bwd.cu there is no preprocessing kernel: D_i is formed at every inner step from
 //   O_i (read from HBM into registers: its loads are issued before the step's barrier, and the
-//   step before prefetched its rows, and dQacc_i's, into L2) and dO_i (shared), as the paper's
+//   step before prefetched its rows, and unsplit dQacc_i's, into L2) and dO_i (shared), as the paper's
 //   line 19 does (formed first: O_i in registers across Sᵀ beside dK_j, dV_j would spill); P is recomputed from ℓ and m, not from an LSE;
-//   and dQ needs no atomics (one CTA owns the head): each thread loads its dQacc fragment into
-//   the dQ product's accumulators and stores it back after (dS is stored pre-scaled, so neither
-//   dQ nor dK is scaled after its product); the same thread touches the same elements at every
-//   outer step (program order), and the init kernel ran in an earlier launch.
+//   and dS is stored pre-scaled, so neither dQ nor dK is scaled after its product. dQ:
+//   DQ_ATOMIC = 0 (the Plan's choice when one CTA owns the head; the kernel traps if launched
+//   with more splits): each thread loads its dQacc fragment into the dQ product's accumulators
+//   and stores it back after; the same thread touches the same elements at every outer step
+//   (program order). DQ_ATOMIC = 1 (split): the product starts at 0 and is added into dQacc
+//   with red.global.add.v2.f32 (the fragment's two adjacent columns), never read back, so the
+//   splits of a head add in any order (fp32 rounding order varies run to run) and the step
+//   waits for O_i's loads only. The init kernel (dQacc = 0) ran in an earlier launch and the
+//   conversion runs in a later one, after every split's adds.
 //   Pipelining: Q_i, dO_i, l_i, m_i of the next inner step stream through a STAGES-deep
 //   cp.async ring (issued at the top of each step); nothing crosses outer steps (the ring
 //   restarts with K_{j+1}, V_{j+1}).
@@ -435,7 +445,8 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 //   zero-filled, so the dV/dK/dQ products over the padded columns produce zeros that are never
 //   stored, and Sᵀ/dPᵀ contract over HEAD_DIM rounded up to 16 only), BLOCK_M (multiple of 64:
 //   the Pᵀ/dSᵀ rows are swizzled), BLOCK_N (multiple of 16), NUM_WARPS, STAGES (>= 2),
-//   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT.
+//   IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, SPLIT_COLS (key rows per CTA, a multiple of BLOCK_N; every
+//   key block is loaded by one split only, so the split adds no K/V traffic), DQ_ATOMIC.
 //   BLOCK_M / (8 * (NUM_WARPS / W1K)) may be odd (d = 256: BLOCK_N = 32, every warp one n8
 //   tile of the query columns): phase 1 then ends with an ldmatrix.x2 tile.
 // Shared memory of fa1_bwd (dynamic): K_j, V_j; the Q_i, dO_i ring; Pᵀ, dSᵀ (elem_t); the
@@ -443,8 +454,11 @@ fa1_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 // Registers: dK_j, dV_j in fp32 (2*BLOCK_N*HEAD_DIM_PAD/(32*NUM_WARPS) a thread) beside the
 //   Sᵀ/dPᵀ or dQ fragments: the backward's tiles are capped by registers (the Plan's
 //   BWD_TILES keep dK_j, dV_j at 64-96 registers: at 128, nvcc 13 spills for some masks).
-// What limits it: B*H CTAs only; every inner step reads O_i, l_i, m_i and dQacc_i and writes
-//   dQacc_i (fp32) to HBM: Tc*Nq*d*(2 + 8) bytes per (b, h) against FA2's one pass over O.
+// What limits it: every inner step reads O_i, l_i, m_i and dQacc_i and writes dQacc_i (fp32) to
+//   HBM (an atomic add: the L2 reads and writes the line): Tc*Nq*d*(2 + 8) bytes per (b, h)
+//   against FA2's one pass over O; and, where the Plan keeps few splits, few CTAs (each is
+//   sequential over its key blocks' steps). Causal: a head's first split has the most query
+//   blocks to visit, so splits are unequal (the Plan judges the count by the makespan).
 
 #ifdef FA1_BWD_INIT
 extern "C" __global__ void fa1_bwd_init(float* __restrict__ dQacc, int Nq) {
@@ -479,8 +493,8 @@ extern "C" __global__ void fa1_bwd_convert(const float* __restrict__ dQacc, elem
 
 #ifdef FA1_BWD
 #if !defined(BLOCK_N) || !defined(NUM_WARPS) || !defined(STAGES) || !defined(IS_CAUSAL) || \
-    !defined(CAUSAL_BOTTOM_RIGHT) || !defined(HEAD_DIM_PAD)
-#error "fa1_bwd needs BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, HEAD_DIM_PAD"
+    !defined(CAUSAL_BOTTOM_RIGHT) || !defined(HEAD_DIM_PAD) || !defined(SPLIT_COLS) || !defined(DQ_ATOMIC)
+#error "fa1_bwd needs BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, HEAD_DIM_PAD, SPLIT_COLS, DQ_ATOMIC"
 #endif
 namespace fa1b {
 constexpr int DG = HEAD_DIM;                 // row length in HBM
@@ -524,6 +538,9 @@ static_assert(D % (16 * W2D) == 0 && NW % W3Q == 0 && D % (16 * W3D) == 0 && NT3
 static_assert(NS >= 2, "STAGES must be >= 2 (the ring issues step it+STAGES-1 during step it)");
 static_assert(THREADS >= 2 * BM, "one thread per l and per m element of a query block");
 static_assert(BM % DROWS == 0, "D_i: whole passes of THREADS/8 rows");
+// a split owns whole key blocks (the Plan's counts and the executor assume it)
+static_assert(SPLIT_COLS > 0 && SPLIT_COLS % BN == 0, "SPLIT_COLS must be a multiple of BLOCK_N");
+constexpr int KB = SPLIT_COLS / BN;  // key blocks per split
 
 // Rows [row0, row0+ROWS) of a (rows, DG) slice into a swizzled (ROWS, D) shared tile; rows >=
 // nvalid and chunks >= DGCH are zero-filled (cp.async src-size 0 reads no global memory).
@@ -547,7 +564,8 @@ __device__ __forceinline__ void load_tile(u32 s_addr, const elem_t* __restrict__
 // line): their plain loads then wait for L2, not HBM. No registers, no shared memory.
 __device__ __forceinline__ void prefetch_rows(const elem_t* O, const float* dQacc, long long rows0,
                                               int row0, int Nq, int tid) {
-    constexpr int OL = (DG * 2 + 127) / 128, AL = (DG * 4 + 127) / 128;  // lines a row
+    // lines a row of O, of dQacc (atomics: dQacc is never read by the CTA)
+    constexpr int OL = (DG * 2 + 127) / 128, AL = DQ_ATOMIC ? 0 : (DG * 4 + 127) / 128;
     for (int c = tid; c < BM * (OL + AL); c += THREADS) {
         const int r = c / (OL + AL), l = c % (OL + AL);
         if (row0 + r >= Nq) break;  // rows only grow with c
@@ -596,14 +614,17 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
     const u32 bkey = (u32)(((lane >> 3) & 1) ^ (lane & 7));
     // D_i: this thread's row within a pass and first chunk
     const int drow = tid >> 3, dch = tid & 7;
+    // this split's key blocks [j_lo, j_hi); without atomics only one CTA may own a head's dQ
+    const int j_lo = blockIdx.x * KB, j_hi = min(Tc, j_lo + KB);
+    if (!DQ_ATOMIC && gridDim.x > 1) __trap();
 
-    for (int j = 0; j < Tc; ++j) {
+    for (int j = j_lo; j < j_hi; ++j) {
         const int n0 = j * BN;
         // Causal: the first query block that sees key n0; none does when the last row does not.
         const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
         const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : Tm - m_first;
-        if (n_iter <= 0) {  // no query sees keys n0 .. Nk-1 (causal): dK = dV = 0 there
-            for (int c = tid; c < (Nk - n0) * DGCH; c += THREADS) {
+        if (n_iter <= 0) {  // no query sees this split's keys n0 .. (causal): dK = dV = 0 there
+            for (int c = tid; c < (min(Nk, j_hi * BN) - n0) * DGCH; c += THREADS) {
                 const long long o = (out_rows + n0 + c / DGCH) * DG + (c % DGCH) * 8;
                 *reinterpret_cast<uint4*>(dK + o) = make_uint4(0u, 0u, 0u, 0u);
                 *reinterpret_cast<uint4*>(dV + o) = make_uint4(0u, 0u, 0u, 0u);
@@ -779,9 +800,12 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
             phase2(dv, smem_u32(sPt), sdOs);
             phase2(dk, smem_u32(sdSt), sQs);
 
-            // ---- line 21: dQacc_i += (scale·dS) K_j: this thread's fp32 fragment of dQacc_i is
-            // loaded from HBM into the product's accumulators and stored back after it (passes
-            // of NT3P n8 tiles; the step before prefetched the rows into L2)
+            // ---- line 21: dQacc_i += (scale·dS) K_j, in passes of NT3P n8 tiles. DQ_ATOMIC = 0
+            // (one CTA per head): this thread's fp32 fragment of dQacc_i is loaded from HBM into
+            // the product's accumulators and stored back after it (the step before prefetched
+            // the rows into L2). DQ_ATOMIC = 1 (key-block splits: the CTAs of a head's splits
+            // add into the same dQacc_i): the product starts at 0 and is added with vector fp32
+            // reductions (red.global.add.v2.f32), nothing read back.
 #pragma unroll 1
             for (int pass = 0; pass < NT3 / NT3P; ++pass) {
                 const int dp = d3 + pass * NT3P * 8;
@@ -796,7 +820,7 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
 #pragma unroll
                         for (int nt = 0; nt < NT3P; ++nt) {
                             float2 x = make_float2(0.f, 0.f);
-                            if (row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG))
+                            if (!DQ_ATOMIC && row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG))
                                 x = *reinterpret_cast<const float2*>(src + nt * 8);
                             dq[mt][nt][2 * hr] = x.x;
                             dq[mt][nt][2 * hr + 1] = x.y;
@@ -814,9 +838,13 @@ fa1_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t
                         float* dst = dQacc + (q_rows + row) * DG + dp + 2 * (lane & 3);
 #pragma unroll
                         for (int nt = 0; nt < NT3P; ++nt)
-                            if (row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG))
-                                *reinterpret_cast<float2*>(dst + nt * 8) =
-                                    make_float2(dq[mt][nt][2 * hr], dq[mt][nt][2 * hr + 1]);
+                            if (row < Nq && (DG % (NT3P * 8) == 0 || dp + nt * 8 < DG)) {
+                                if (DQ_ATOMIC)
+                                    red_add_f32x2(dst + nt * 8, dq[mt][nt][2 * hr], dq[mt][nt][2 * hr + 1]);
+                                else
+                                    *reinterpret_cast<float2*>(dst + nt * 8) =
+                                        make_float2(dq[mt][nt][2 * hr], dq[mt][nt][2 * hr + 1]);
+                            }
                     }
             }
         }

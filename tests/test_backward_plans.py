@@ -55,16 +55,18 @@ def test_fa2_backward_grid_covers_every_key_block():
 
 @pytest.mark.parametrize("d", [64, 72, 128, 192, 200, 256])
 def test_fa1_backward_is_one_cta_per_head_with_its_kernels_shared_memory(d):
-    """kernels/fa1.cu's fa1_bwd: grid (1, H, B); K_j, V_j, the Q_i/dO_i ring (rows padded to a
-    multiple of 64), Pᵀ and dSᵀ in the input dtype, the ℓ_i/m_i ring and D_i in fp32; tiles
-    from the register file (BWD_TILES), any head_dim (padded), either causal alignment, GQA."""
+    """kernels/fa1.cu's fa1_bwd: grid (1, H, B) when one CTA per head fills the GPU (here: the
+    measured row's replay, Tiles(split_cols=Nk); the key-block split: tests/test_fa1_split.py);
+    K_j, V_j, the Q_i/dO_i ring (rows padded to a multiple of 64), Pᵀ and dSᵀ in the input
+    dtype, the ℓ_i/m_i ring and D_i in fp32; tiles from the register file (BWD_TILES), any
+    head_dim (padded), either causal alignment, GQA."""
     p = bwd(d, True, 2, seqlen_k=1500, causal_align="bottom-right")
-    pl = plan("fa1", p, H100)
+    pl = plan("fa1", p, H100, Tiles(split_cols=1500))
     supported(pl)
     assert [k.name for k in pl.kernels] == ["fa1_bwd_init", "fa1_bwd", "fa1_bwd_convert",
                                            "gqa_reduce"]
     main = pl.kernels[1]
-    assert main.grid == (1, p.heads, p.batch)
+    assert main.grid == (1, p.heads, p.batch) and main.defines["DQ_ATOMIC"] == 0
     bm, bn, st, e, dp = main.block_m, main.block_n, main.stages, p.elem_bytes, -(-d // 64) * 64
     assert main.defines["HEAD_DIM_PAD"] == dp and main.defines["CAUSAL_BOTTOM_RIGHT"] == 1
     assert main.smem_bytes == (2 * bn * dp + 2 * st * bm * dp + 2 * bm * bn) * e + (2 * st + 1) * bm * 4

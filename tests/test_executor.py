@@ -119,6 +119,37 @@ def test_fa1_query_row_splits_match_the_closed_form():
     assert check("fa1", gqa, t, hw=hw.with_changes(max_ctas_per_sm=6)).main.grid == (3, 2, 1)
 
 
+def test_fa1_backward_key_block_splits_match_the_closed_form():
+    # A GPU of one SM: 2 heads of 7 key blocks (Bc = 16) split in runs of 2 (4 CTAs a head,
+    # the last with one block). The executor runs each split's CTA over its own key blocks and
+    # adds its dQ contributions into dQacc (the kernel's atomics); its dQ, dK, dV equal float64
+    # attention's, its counts the closed form's, and the trips of its CTAs the Plan's. Ragged
+    # lengths, Nq != Nk, both causal diagonals, GQA.
+    from iosim.kernels import SPECS
+
+    hw = H100.with_changes(sm_count=1)
+    for causal, align in ((False, "top-left"), (True, "top-left"), (True, "bottom-right")):
+        for nq, nk in ((77, 110), (110, 100), (40, 110)):
+            p = Problem(batch=1, heads=2, kv_heads=1, seqlen_q=nq, seqlen_k=nk, head_dim=16,
+                        causal=causal, causal_align=align, direction="bwd")
+            t = Tiles(block_m=16, block_n=16, split_cols=32)
+            pl = check("fa1", p, t, hw=hw)
+            main = pl.main
+            assert main.grid == (4, 2, 1) and main.defines["SPLIT_COLS"] == 32
+            assert main.defines["DQ_ATOMIC"] == 1 and SPECS["fa1_bwd"].sync_loads(main.defines) == 1
+            x = reference.random_inputs(p, np.random.default_rng(3))
+            fwd = reference.forward(p, x["q"], x["k"], x["v"])
+            _, meter = executor.run(pl, x["q"], x["k"], x["v"], x["do"], fwd["O"], fwd["LSE"])
+            ran = meter.trips["fa1_bwd"]
+            assert len(ran) == 2 * 4 and ran[:4] == main.trips.tolist(), (causal, align, nq, nk)
+            assert ran[:4] == ran[4:]  # each head alike
+    # the Plan's own split on a one-SM GPU: one key block a CTA for two heads of 7 blocks
+    p = Problem(batch=1, heads=2, seqlen_q=100, seqlen_k=100, head_dim=16, causal=True,
+                direction="bwd")
+    pl = check("fa1", p, Tiles(block_m=16, block_n=16), hw=H100.with_changes(sm_count=7))
+    assert pl.main.grid[0] > 1
+
+
 def test_fa3_backward_tiles_count_what_the_kernel_reads():
     """fa3_bwd.cu's tiles (d = 64: 128 x 128, d = 128: 64 x 128): the executor's counts equal
     the closed form, and its shared memory holds no P (dV takes Pᵀ from registers): the same

@@ -3,6 +3,7 @@ blocks run on several CTAs when batch·heads cannot fill the GPU, chosen in the 
 
 import math
 
+import numpy as np
 import pytest
 
 from iosim.analysis.predict import row
@@ -117,3 +118,106 @@ def test_measured_rows_are_repredicted_with_the_split_they_ran():
     assert split["split_rows"] == 2048  # what the bench writes beside its measurement
     assert repredict(new, H100).time_pred_ms.iloc[0] == split["time_pred_ms"]
     assert split["time_pred_ms"] < row(unsplit, H100)["time_pred_ms"] / 2
+
+
+# ------------------------------------------------------------------ backward: key-block splits
+
+def bwd(batch, heads, n, d, causal=False, **kw) -> Problem:
+    return Problem(batch=batch, heads=heads, seqlen_q=n, head_dim=d, causal=causal,
+                   direction="bwd", **kw)
+
+
+def test_backward_splits_key_blocks_to_fill_the_gpu():
+    # 8 heads at 16k, d = 64 (Bc = 128: 128 key blocks, one 256-thread CTA per SM at 255
+    # registers, 132 slots): one CTA per head would leave 124 SMs idle. The split count is the
+    # forward's wave rule over the key blocks; dQ goes out by atomics.
+    p = bwd(1, 8, 16384, 64)
+    main = plan("fa1", p, H100).main
+    slots = ctas_per_sm(main, H100) * H100.sm_count
+    tn = 16384 // main.block_n
+    s = main.grid[0]
+    assert main.grid[1:] == (8, 1) and s > 1 and main.ctas >= 0.9 * slots
+    assert main.defines["SPLIT_COLS"] == -(-tn // s) * main.block_n and main.defines["DQ_ATOMIC"] == 1
+
+    def eff(x: int) -> float:
+        return 8 * x / slots / math.ceil(8 * x / slots)
+    counts = {-(-tn // kb) for kb in range(1, tn + 1)}
+    best = max(eff(x) for x in counts)
+    assert eff(s) >= SPLIT_EFFICIENCY * best and all(eff(x) < SPLIT_EFFICIENCY * best for x in counts if x < s)
+    # every split visits all 256 query blocks for each of its key blocks
+    assert main.trips.tolist() == [256 * (main.defines["SPLIT_COLS"] // main.block_n)] * s
+
+
+def test_backward_unsplit_where_heads_fill_the_gpu():
+    # 16 x 32 heads at N = 1024: 512 CTAs (3.9 waves of 132): one CTA per head, dQ
+    # read-modify-written (the kernel of the committed measurements before the split)
+    main = plan("fa1", bwd(16, 32, 1024, 64), H100).main
+    assert main.grid == (1, 32, 16) and main.defines["SPLIT_COLS"] == 1024
+    assert main.defines["DQ_ATOMIC"] == 0
+
+
+def test_backward_split_moves_no_bytes_but_changes_the_grid_and_time():
+    # Each key block is loaded by one split and dQ's atomics are counted as fa2_bwd's (a read
+    # and a write of dQacc per visited pair): the HBM and work totals are the unsplit ones;
+    # the grid, the trips per CTA, the K/V reuse distance and the waited-for loads are not.
+    from iosim.kernels import SPECS
+    from iosim.schedules import Tiles
+
+    for causal in (False, True):
+        p = bwd(1, 16, 16384, 128, causal, kv_heads=4)
+        split, one = (plan("fa1", p, H100, t).main for t in (Tiles(), Tiles(split_cols=16384)))
+        s = split.grid[0]
+        assert s > 1 and one.grid == (1, 16, 1)
+        assert split.traffic == one.traffic and split.work == one.work
+        assert split.traffic.reads["dQacc"] == split.traffic.writes["dQacc"] > 0
+        assert len(split.trips) == s and split.trips.sum() == one.trips.sum()
+        assert split.reuse == {"K": s, "V": s} and one.reuse == {"K": 1, "V": 1}
+        assert SPECS["fa1_bwd"].sync_loads(split.defines) == 1 < SPECS["fa1_bwd"].sync_loads(one.defines)
+        t_split = row(plan("fa1", p, H100), H100)["time_pred_ms"]
+        t_one = row(plan("fa1", p, H100, Tiles(split_cols=16384)), H100)["time_pred_ms"]
+        assert t_split < t_one / 3, (causal, t_split, t_one)
+
+
+@pytest.mark.parametrize("align", ["top-left", "bottom-right"])
+def test_backward_causal_splits_carry_their_own_trips(align):
+    # causal, 32 heads at N = 4096, d = 64 (Br = 64, Bc = 128): key block j is visited by the
+    # query blocks whose last row sees its first key; split s of kb key blocks sums them.
+    p = bwd(1, 32, 4096, 64, True, causal_align=align, seqlen_k=4096 + 300 * (align == "bottom-right"))
+    main = plan("fa1", p, H100).main
+    kb = main.defines["SPLIT_COLS"] // 128
+    nk, off = p.seqlen_k, p.causal_offset
+    tn = -(-nk // 128)
+    visits = [sum(1 for i in range(64) if 64 * i + 63 + off >= 128 * j) for j in range(tn)]
+    trips = [sum(visits[s:s + kb]) for s in range(0, tn, kb)]
+    assert main.grid[0] == len(trips) > 1 and main.trips.tolist() == trips
+    assert BlockMap.of(p, 64, 128).col_split_pairs(kb).tolist() == trips
+    assert split_blocks(32, tn, ctas_per_sm(main, H100) * H100.sm_count,
+                        np.array(visits), outer="count") == kb
+
+
+def test_backward_split_cols_is_what_a_measured_row_ran():
+    # bench rows record split_cols; a backward row without it (measured before the split)
+    # is re-predicted as one CTA per head with dQ read-modify-written
+    import pandas as pd
+
+    from iosim.analysis.calibrate import measured_plan
+
+    base = dict(hw="h100-sxm5-80gb", schedule="fa1", direction="bwd", batch=1, heads=16,
+                kv_heads=16, seqlen_q=8192, seqlen_k=8192, head_dim=128, dtype="bf16",
+                causal=False)
+    old = next(pd.DataFrame([base]).itertuples(index=False))
+    assert measured_plan(old, H100).main.grid == (1, 16, 1)
+    assert measured_plan(old, H100).main.defines["DQ_ATOMIC"] == 0
+    new = next(pd.DataFrame([base | {"split_cols": 2048}]).itertuples(index=False))
+    assert measured_plan(new, H100).main.grid == (4, 16, 1)
+    assert row(plan("fa1", bwd(1, 16, 8192, 128), H100), H100)["split_cols"] is not None
+
+
+def test_gpu_split_cases_split_as_they_say():
+    # tests/test_gpu_backward.py FA1_SPLIT_CASES on a 132-SM GPU: all split but the last
+    from test_gpu_backward import FA1_SPLIT_CASES, problem
+
+    grids = [plan("fa1", problem(c, "bf16"), H100).main.grid[0] for c in FA1_SPLIT_CASES]
+    assert all(g > 1 for g in grids[:-1]) and grids[-1] == 1, grids
+    kb = [plan("fa1", problem(c, "bf16"), H100).main.defines["SPLIT_COLS"] for c in FA1_SPLIT_CASES]
+    assert kb[2] > 64 and kb[4] > 64  # several key blocks a split (Bc = 64 at d = 128)

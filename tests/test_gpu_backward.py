@@ -38,6 +38,18 @@ FA1_CASES = [
 ]
 
 
+# fa1's key-block split (kernels/fa1.cu SPLIT_COLS, dQ by fp32 atomics; the Plan's split on
+# a 132-SM GPU, tests/test_fa1_split.py): few heads at long N (one key block a CTA), ragged N
+# top-left, GQA with several key blocks a split (bottom-right), MQA with Nq > Nk, Nq < Nk
+# top-left (a split whose later key blocks no query sees: dK = dV = 0 there), and enough heads
+# to fill the GPU unsplit (one CTA per head, dQ read-modify-written).
+FA1_SPLIT_CASES = [
+    (1, 2, 2, 8192, 8192, 64, False), (1, 1, 1, 5000, 5000, 128, True),
+    (2, 16, 4, 3000, 3000, 128, True, "bottom-right"), (1, 3, 1, 4100, 3000, 128, True, "bottom-right"),
+    (1, 64, 16, 1000, 3000, 128, True), (8, 16, 16, 512, 512, 64, False),
+]
+
+
 def problem(case, dtype):
     b, h, kvh, nq, nk, d, causal, *align = case
     return Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d,
@@ -58,7 +70,8 @@ FA3_CASES = [c for c in CASES if c[5] != 256] + FA2_CASES[:2] + [
 
 
 @pytest.mark.parametrize("schedule,case", [(s, c) for s in ("naive", "fa1", "fa2") for c in CASES]
-                         + [("fa1", c) for c in FA1_CASES] + [("fa2", c) for c in FA2_CASES]
+                         + [("fa1", c) for c in FA1_CASES + FA1_SPLIT_CASES]
+                         + [("fa2", c) for c in FA2_CASES]
                          + [("fa3", c) for c in FA3_CASES])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_backward_matches_reference(env, schedule, dtype, case):

@@ -78,9 +78,10 @@ def agreement(path: str, hw_name: str = "h100") -> pd.DataFrame:
     for (s, b, h, n, d, c, name, direction), g in df.groupby(keys + ["direction"], sort=False):
         m = g.groupby("metric")["value"].mean()
         busy = {u: max(m.get(x, 0.0) for x in names) for u, names in BUSY.items()}
-        # these profiles predate fa1's query-row split: its forward ran one CTA per head
-        # (iosim.core.rows.measured_split_rows)
-        t = Tiles(split_rows=int(n)) if (s, direction) == ("fa1", "fwd") else Tiles()
+        # these profiles predate fa1's splits: its forward and backward ran one CTA per head
+        # (iosim.core.rows.measured_split_rows, measured_split_cols)
+        t = Tiles(split_rows=int(n)) if (s, direction) == ("fa1", "fwd") else \
+            Tiles(split_cols=int(n)) if (s, direction) == ("fa1", "bwd") else Tiles()
         pl = plan(s, Problem(batch=int(b), heads=int(h), seqlen_q=int(n), head_dim=int(d),
                              causal=bool(c), direction=direction), hw, t)
         i = next(i for i, k in enumerate(pl.kernels) if k.name == name)

@@ -171,6 +171,10 @@ def block_measured_bwd() -> str:
     return tool("bwd_ratios.py", "experiments/bwd_grid/h100/measured_bwd.csv")
 
 
+def block_fa1_split_bwd() -> str:
+    return tool("fa1_ratios.py", "experiments/fa1_fair/h200/measured_fa1_bwd.csv")
+
+
 def block_measured_fa3_bwd() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/measured_bwd.csv", "fa3")
 
@@ -250,7 +254,8 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "measured-fp8": block_meas
           "papers": block_papers, "paper-speedups": block_paper_speedups,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
-          "measured-bwd": block_measured_bwd, "explain": block_explain, "tune": block_tune,
+          "measured-bwd": block_measured_bwd, "fa1-split-bwd": block_fa1_split_bwd,
+          "explain": block_explain, "tune": block_tune,
           "predict-decode": block_predict_decode, "decode-measured": block_decode_measured,
           "tune-rerank": block_tune_rerank}
 

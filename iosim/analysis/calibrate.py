@@ -41,7 +41,13 @@ import pandas as pd
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.output import check_writable, write_text
 from iosim.core.problem import Problem
-from iosim.core.rows import MEASURED_NEEDS, measured_ok, measured_split_rows, read_rows
+from iosim.core.rows import (
+    MEASURED_NEEDS,
+    measured_ok,
+    measured_split_cols,
+    measured_split_rows,
+    read_rows,
+)
 from iosim.core.where import select
 from iosim.model import memory, timing
 from iosim.schedules import SCHEDULES, Tiles, plan
@@ -137,16 +143,16 @@ def measured_plan(r, hw: HardwareProfile):
     """The Plan a measured row ran: its problem, and where the row names them (rows of
     `iosim tune --verify` or a bench with tile options: warps given) its tiles and the
     registers nvcc gave the kernel; else the schedule's own tiles. fa1 forward: the query-row
-    split it ran (`measured_split_rows`)."""
+    split it ran (`measured_split_rows`); fa1 backward: its key-block split (`measured_split_cols`)."""
     p = Problem(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
                 seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=bool(r.causal),
                 direction=r.direction)
-    warps, split = getattr(r, "warps", None), measured_split_rows(r)
+    warps, split, cols = getattr(r, "warps", None), measured_split_rows(r), measured_split_cols(r)
     if warps is None or pd.isna(warps):
-        return plan(r.schedule, p, hw, Tiles(split_rows=split))
+        return plan(r.schedule, p, hw, Tiles(split_rows=split, split_cols=cols))
     t = Tiles(block_m=int(r.block_m), block_n=int(r.block_n), warps=int(warps),
               stages=int(r.stages) if not pd.isna(getattr(r, "stages", float("nan"))) else None,
-              split_rows=split)
+              split_rows=split, split_cols=cols)
     pl = plan(r.schedule, p, hw, t)
     regs = getattr(r, "registers", None)
     if regs is not None and not pd.isna(regs):

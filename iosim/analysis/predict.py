@@ -32,6 +32,7 @@ def row(pl: Plan, hw: HardwareProfile) -> dict:
         "block_m": pl.block_m, "block_n": pl.block_n,
         "warps": pl.main.defines.get("NUM_WARPS", pl.main.threads // 32), "stages": pl.main.stages,
         "split_rows": pl.main.defines.get("SPLIT_ROWS"),  # fa1's query rows per CTA
+        "split_cols": pl.main.defines.get("SPLIT_COLS"),  # fa1 backward's key rows per CTA
         "hbm_read_bytes_2level": t.hbm_read, "hbm_write_bytes_2level": t.hbm_write,
         "dram_read_bytes": dram_r, "dram_write_bytes": dram_w, "sram_bytes": t.sram,
         "tensor_flops": w.tensor_flops, "exp_ops": w.exp_ops, "alu_flops": w.alu_flops,

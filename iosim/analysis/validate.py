@@ -34,6 +34,7 @@ from iosim.core.rows import (
     MEASURED_NEEDS,
     PROBLEM_COLUMNS,
     QUANT_COLUMNS,
+    measured_split_cols,
     measured_split_rows,
     quant_fields,
     read_rows,
@@ -77,13 +78,14 @@ def _predict_fwd_bwd(schedule: str, fields: dict, prof: HardwareProfile, r=None)
 def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.DataFrame:
     """Today's predictions for the measured rows of our own schedules (not torch's), with `hw`
     for every row, or else each row's GPU's preferred profile (calibrated if there is one);
-    fa1 forward rows with the query-row split they ran (`measured_split_rows`)."""
+    fa1 rows with the split they ran (`measured_split_rows`, `measured_split_cols`)."""
     ours = measured[measured.schedule.isin(list(SCHEDULES))]
     # the fa1 kernel each row ran (None: the Plan's own split)
-    ours = ours.assign(split_rows=[measured_split_rows(r) for r in ours.itertuples(index=False)])
+    ours = ours.assign(split_rows=[measured_split_rows(r) for r in ours.itertuples(index=False)],
+                       split_cols=[measured_split_cols(r) for r in ours.itertuples(index=False)])
     quant = [c for c in QUANT_COLUMNS if c in ours.columns]  # fp8 rows' quantisation
     tiles = ["ran_tiles"] if "ran_tiles" in ours.columns else []  # the tiles a row ran
-    keys = ours[[*PROBLEM_COLUMNS, "split_rows", *quant, *tiles]].drop_duplicates()
+    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", *quant, *tiles]].drop_duplicates()
     rows = []
     for r in keys.itertuples(index=False):
         prof = hw or preferred(r.hw)
@@ -91,7 +93,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
                       seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal,
                       **quant_fields(r))
         t = replace(ran_tiles(r, r.direction),
-                    split_rows=None if pd.isna(r.split_rows) else int(r.split_rows))
+                    split_rows=None if pd.isna(r.split_rows) else int(r.split_rows),
+                    split_cols=None if pd.isna(r.split_cols) else int(r.split_cols))
         pred = (_predict_fwd_bwd(r.schedule, fields, prof, r) if r.direction == FWD_BWD else
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
         rows.append(pred | {"hw": r.hw, "profile": prof.name})

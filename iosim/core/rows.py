@@ -81,6 +81,23 @@ def measured_split_rows(r) -> int | None:
     return int(v) if v is not None and not pd.isna(v) else int(r.seqlen_q)
 
 
+def measured_split_cols(r) -> int | None:
+    """The key rows per CTA that a measured fa1 backward row ran (its `split_cols`, which the
+    bench records); a bench row without one was measured before fa1's backward split a head's
+    key blocks across CTAs (kernels/fa1.cu before SPLIT_COLS): one CTA per head, all Nk keys,
+    dQ read-modify-written. None (the Plan's own split) for a published row and for every other
+    schedule and direction."""
+    if r.schedule != "fa1" or getattr(r.direction, "value", r.direction) != "bwd":
+        return None
+    paper = getattr(r, "paper", None)
+    if isinstance(paper, str) and paper:
+        return None
+    import pandas as pd
+
+    v = getattr(r, "split_cols", None)
+    return int(v) if v is not None and not pd.isna(v) else int(r.seqlen_k)
+
+
 INT_COLUMNS = ["batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim"]
 STR_COLUMNS = ["hw", "schedule", "direction", "dtype"]
 # What a file needs to be read as predictions (sweep/predict output) or as measurements (bench).

@@ -33,6 +33,7 @@ class Meter:
         self.wr: dict = defaultdict(lambda: defaultdict(int))
         self.sm: dict = defaultdict(int)
         self.work: dict = defaultdict(lambda: [0, 0, 0])
+        self.trips: dict = defaultdict(list)  # inner-loop trips per CTA, where a loop says so
 
     @contextmanager
     def launch(self, name: str):
@@ -77,6 +78,13 @@ class Meter:
     def log(self, x: np.ndarray) -> np.ndarray:
         self.work[self.kernel][1] += np.size(x)
         return np.log(x)
+
+    def cta(self) -> None:
+        """A CTA of the current kernel starts (its trips counted by `trip`)."""
+        self.trips[self.kernel].append(0)
+
+    def trip(self) -> None:
+        self.trips[self.kernel][-1] += 1
 
     def alu(self, n: int) -> None:
         self.work[self.kernel][2] += int(n)
@@ -468,67 +476,76 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                         m.store("D", Dst, rs, (Oi * dOi).sum(1))
                         m.alu(2 * Oi.size)
                     m.store("dQacc", dQacc, rs, np.zeros((r, d)))
+    # the CTAs along x: FA2/FA3 one per key block; FA1 one per run of SPLIT_COLS key rows (the
+    # Plan's split), each running Algorithm 4's loops over its own key blocks
+    kb = main.defines["SPLIT_COLS"] // main.block_n if fa1 else 1
+    ctas = [cols[j0:j0 + kb] for j0 in range(0, len(cols), kb)]
     with m.launch(main.name):
         for b in range(p.batch):
             for h in range(p.heads):
-                for j, (c0, c) in enumerate(cols):
-                    cs = (b, h, slice(c0, c0 + c))
-                    if not bm.visit[:, j].any():
-                        m.store("dK" + x, out["dK" + x], cs, np.zeros((c, d)))
-                        m.store("dV" + x, out["dV" + x], cs, np.zeros((c, d)))
-                        continue
-                    Kj = m.load("K", k[b, h // g, c0:c0 + c])
-                    Vj = m.load("V", v[b, h // g, c0:c0 + c])
-                    dK, dV = np.zeros((c, d)), np.zeros((c, d))
-                    for i, (r0, r) in enumerate(rows):
-                        if not bm.visit[i, j]:
+                for n, cta in enumerate(ctas):
+                    m.cta()
+                    for j, (c0, c) in enumerate(cta, start=kb * n):
+                        cs = (b, h, slice(c0, c0 + c))
+                        if not bm.visit[:, j].any():
+                            m.store("dK" + x, out["dK" + x], cs, np.zeros((c, d)))
+                            m.store("dV" + x, out["dV" + x], cs, np.zeros((c, d)))
                             continue
-                        rs = (b, h, slice(r0, r0 + r))
-                        Qi = m.load("Q", q[rs])
-                        if fa1:
-                            Oi = m.load("O", o[rs], smem=False)
-                        dOi = m.load("dO", do[rs])
-                        if fa1:
-                            li = m.load("L", Lst[rs], smem=False)
-                            mi = m.load("M", Mst[rs], smem=False)
-                        else:
-                            lsei = m.load("LSE", lse[rs], smem=False)
-                            Di = m.load("D", Dst[rs], smem=False)
-                        S = m.mma(Qi, Kj.T, True, True, rd.kv_s, rd.qdo_s)
-                        if bm.diag[i, j]:
-                            S[_mask(p, r0, r, c0, c)] = -np.inf
-                            m.alu(S.size)
-                        if fa1:
-                            P = m.exp(s * S - np.where(mi > -np.inf, mi, 0.0)[:, None]) \
-                                * (1.0 / li)[:, None]
-                            m.alu(3 * S.size + r)
-                        else:  # LSE = -inf: a row that sees no key, P = 0
-                            P = m.exp(s * S - np.where(lsei > -np.inf, lsei, 0.0)[:, None])
+                        Kj = m.load("K", k[b, h // g, c0:c0 + c])
+                        Vj = m.load("V", v[b, h // g, c0:c0 + c])
+                        dK, dV = np.zeros((c, d)), np.zeros((c, d))
+                        for i, (r0, r) in enumerate(rows):
+                            if not bm.visit[i, j]:
+                                continue
+                            rs = (b, h, slice(r0, r0 + r))
+                            m.trip()
+                            Qi = m.load("Q", q[rs])
+                            if fa1:
+                                Oi = m.load("O", o[rs], smem=False)
+                            dOi = m.load("dO", do[rs])
+                            if fa1:
+                                li = m.load("L", Lst[rs], smem=False)
+                                mi = m.load("M", Mst[rs], smem=False)
+                            else:
+                                lsei = m.load("LSE", lse[rs], smem=False)
+                                Di = m.load("D", Dst[rs], smem=False)
+                            S = m.mma(Qi, Kj.T, True, True, rd.kv_s, rd.qdo_s)
+                            if bm.diag[i, j]:
+                                S[_mask(p, r0, r, c0, c)] = -np.inf
+                                m.alu(S.size)
+                            if fa1:
+                                P = m.exp(s * S - np.where(mi > -np.inf, mi, 0.0)[:, None]) \
+                                    * (1.0 / li)[:, None]
+                                m.alu(3 * S.size + r)
+                            else:  # LSE = -inf: a row that sees no key, P = 0
+                                P = m.exp(s * S - np.where(lsei > -np.inf, lsei, 0.0)[:, None])
+                                m.alu(2 * S.size)
+                            # staged in shared memory for the transposed product (rd.p_smem) and
+                            # (rd.p_back) read back for dS, which uses the P that dV used
+                            m.smem(*[P] * (rd.p_smem + rd.p_back))
+                            dV += m.mma(P.T, dOi, True, True, rd.qdo_kv, rd.pds_kv)
+                            dP = m.mma(dOi, Vj.T, True, True, rd.kv_s, rd.qdo_s)
+                            if fa1:  # O_i from registers, dO_i read again from shared memory
+                                m.smem(dOi)
+                                Di = (dOi * Oi).sum(1)
+                                m.alu(2 * Oi.size + r)  # and scale·D_i per row
+                            dS = P * (dP - Di[:, None])
                             m.alu(2 * S.size)
-                        # staged in shared memory for the transposed product (rd.p_smem) and
-                        # (rd.p_back) read back for dS, which uses the P that dV used
-                        m.smem(*[P] * (rd.p_smem + rd.p_back))
-                        dV += m.mma(P.T, dOi, True, True, rd.qdo_kv, rd.pds_kv)
-                        dP = m.mma(dOi, Vj.T, True, True, rd.kv_s, rd.qdo_s)
-                        if fa1:  # O_i from registers, dO_i read again from shared memory
-                            m.smem(dOi)
-                            Di = (dOi * Oi).sum(1)
-                            m.alu(2 * Oi.size + r)  # and scale·D_i per row
-                        dS = P * (dP - Di[:, None])
-                        m.alu(2 * S.size)
-                        if fa1:  # stored scaled (the FMA dP·scale − scale·D_i): dK, dQ unscaled
-                            dS = s * dS
-                        m.smem(dS)  # stored, then read by the dK and dQ products
-                        dK += m.mma(dS.T, Qi, True, True, rd.qdo_kv, rd.pds_kv)
-                        dq = m.mma(dS, Kj, True, True, rd.k_dq, rd.ds_dq)
-                        acc = m.load("dQacc", dQacc[rs], smem=False) + dq
-                        m.alu(dq.size)
-                        m.store("dQacc", dQacc, rs, acc)
-                    if not fa1:
-                        dK = s * dK
-                        m.alu(dK.size)
-                    m.store("dK" + x, out["dK" + x], cs, dK)
-                    m.store("dV" + x, out["dV" + x], cs, dV)
+                            if fa1:  # stored scaled (the FMA dP·scale − scale·D_i): dK, dQ unscaled
+                                dS = s * dS
+                            m.smem(dS)  # stored, then read by the dK and dQ products
+                            dK += m.mma(dS.T, Qi, True, True, rd.qdo_kv, rd.pds_kv)
+                            dq = m.mma(dS, Kj, True, True, rd.k_dq, rd.ds_dq)
+                            # read-modify-written, or added by fp32 atomics (FA1 split, FA2,
+                            # FA3): counted alike, a read and a write
+                            acc = m.load("dQacc", dQacc[rs], smem=False) + dq
+                            m.alu(dq.size)
+                            m.store("dQacc", dQacc, rs, acc)
+                        if not fa1:
+                            dK = s * dK
+                            m.alu(dK.size)
+                        m.store("dK" + x, out["dK" + x], cs, dK)
+                        m.store("dV" + x, out["dV" + x], cs, dV)
     with m.launch(f"{name}_bwd_convert"):
         for b in range(p.batch):
             for h in range(p.heads):

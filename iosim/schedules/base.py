@@ -34,6 +34,9 @@ class Tiles:
     # fa1's forward: query rows per CTA (a multiple of block_m; None: the Plan's split, which
     # fills the GPU). Not a tuning knob: it replays a measured row's kernel (`measured_split`).
     split_rows: int | None = None
+    # fa1's backward: key rows per CTA (a multiple of block_n; None: the Plan's split), as
+    # split_rows: it replays a measured row's kernel (`measured_split_cols`).
+    split_cols: int | None = None
 
 
 def blocks(n: int, b: int) -> np.ndarray:
@@ -283,6 +286,20 @@ class BlockMap:
         return self._once(("split_diag", qb), lambda: _frozen(
             np.add.reduceat(self.hi - self.lo, np.arange(0, self.tm, qb))))
 
+    def col_split_pairs(self, kb: int) -> np.ndarray:
+        """Visited pairs of each split of kb key blocks (fa1's backward), in launch order."""
+        return self._once(("col_split_pairs", kb), lambda: _frozen(
+            np.add.reduceat(self.col_visits(), np.arange(0, self.tn, kb))))
+
+    def col_split_diag(self, kb: int) -> np.ndarray:
+        """Partly masked pairs of each split of kb key blocks (fa1's backward)."""
+        def diag():
+            d = self.col_diag()
+            if len(d) == 1 and self.tn > 1:  # uniform (no mask): every split alike
+                return d
+            return _frozen(np.add.reduceat(d, np.arange(0, self.tn, kb)))
+        return self._once(("col_split_diag", kb), diag)
+
     def rows_visited(self) -> int:
         """Σ r_i over query blocks that visit some key block (all of them but, under a
         bottom-right causal mask with Nq > Nk, the first blocks, which see no key)."""
@@ -505,7 +522,8 @@ SPLIT_EFFICIENCY = 0.95
 KV_LOAD_TRIPS = 0.5
 
 
-def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None) -> int:
+def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
+                 outer: str = "max") -> int:
     """Query blocks per split of a head's tm query blocks, chosen as the FlashAttention-1
     library chose its forward's split count: of the counts that even splits produce
     (ceil(tm / qb)), the fewest whose bh·splits CTAs fill `slots` (SMs × CTAs per SM) waves
@@ -514,7 +532,11 @@ def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None) -> 
     Causal (`hi`: the key blocks each query block visits, rising along the rows): splits are
     not alike, a head's last split has the most key blocks to visit, so the count is judged by
     the makespan it implies instead: the longest split, or the waves of the average one, in
-    trips, each split's outer steps (a K/V load each) counted as KV_LOAD_TRIPS of a trip."""
+    trips, each split's outer steps (a K/V load each) counted as KV_LOAD_TRIPS of a trip.
+
+    The backward splits key blocks instead (`hi`: the query blocks each key block visits, and
+    `outer="count"`: a split's outer steps are its key blocks that some query block visits;
+    the forward's, "max", are the K/V blocks its last query block visits)."""
     counts = sorted({-(-tm // qb) for qb in range(1, tm + 1)})
     if hi is None or (hi == hi[0]).all():
         def eff(s: int) -> float:
@@ -527,7 +549,9 @@ def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None) -> 
     def makespan(s: int) -> float:
         qb = -(-tm // s)
         starts = np.arange(0, tm, qb)
-        work = np.add.reduceat(hi, starts) + KV_LOAD_TRIPS * np.maximum.reduceat(hi, starts)
+        steps = (np.maximum.reduceat(hi, starts) if outer == "max"
+                 else np.add.reduceat((hi > 0).astype(np.int64), starts))
+        work = np.add.reduceat(hi, starts) + KV_LOAD_TRIPS * steps
         return max(float(work.max()), math.ceil(bh * len(starts) / slots) * float(work.mean()))
     spans = {s: makespan(s) for s in counts}
     best = min(spans.values())

@@ -10,10 +10,17 @@ split in runs of SPLIT_ROWS rows (`base.split_blocks`: the fewest splits that fi
 CTA slots, waves within 95% of the best); each split runs the loops over its own rows and
 re-reads the K/V blocks they see.
 
-Backward (kernels/fa1.cu, FA1_BWD): the same loop order, one CTA per (batch, head); dK_j and
+Backward (kernels/fa1.cu, FA1_BWD): Algorithm 4's loop order (K/V outer, Q inner); dK_j and
 dV_j live in fp32 registers for a whole outer step, so the tiles are the register file's
-(BWD_TILES), not the paper's: O_i, ℓ_i, m_i, dO_i, Q_i and dQacc_i (fp32, read-modify-written)
-move at every inner step, D_i = rowsum(dO_i∘O_i) is formed there.
+(BWD_TILES), not the paper's: O_i, ℓ_i, m_i, dO_i, Q_i and dQacc_i (fp32) move at every inner
+step, D_i = rowsum(dO_i∘O_i) is formed there. One CTA per (key-block split, head, batch): as
+the FlashAttention-1 library's backward did, a head's key blocks are split in runs of
+SPLIT_COLS rows when batch·heads cannot fill the GPU (`base.split_blocks` over the key blocks,
+the forward's rule); each split runs the loops over its own key blocks (K_j, V_j still loaded
+once each) and adds its dQ_i contributions into dQacc with fp32 atomics (DQ_ATOMIC). Unsplit
+(one CTA per head), dQacc_i is read-modify-written as before. The HBM bytes are the same either
+way (the model counts an atomic add as a read and a write, as fa2_bwd's); the grid, the trips
+per CTA, the L2 reuse distance of K/V (GQA) and the loads a step waits for are not.
 """
 
 from __future__ import annotations
@@ -61,7 +68,7 @@ def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
         dp = SPECS["fa1_bwd"].head_dim_pad(d)
         bm, bn, w, st = next(v for k, v in sorted(BWD_TILES.items()) if dp <= k)
         return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
-                     stages=t.stages or st)
+                     stages=t.stages or st, split_cols=t.split_cols)
     m_elems = hw.smem_per_block_optin_bytes // p.elem_bytes
     bc = -(-m_elems // (4 * d))
     cap = next(v for k, v in sorted(BC_REGISTER_CAP.items()) if d <= k)
@@ -85,13 +92,21 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     smem = SPECS[main].smem({**aux, **tile, "STAGES": t.stages}, p.elem_bytes)
     check_smem("fa1", smem, hw, p)
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
-    # the forward's query-row split: the CTA slots one head's CTAs share with the others
+    # the forward's query-row split, the backward's key-block split: the CTA slots one head's
+    # CTAs share with the others
     probe = KernelPlan(main, (1, 1, 1), 32 * t.warps, smem, REGS, 0, 0, Traffic(), Work())
-    qb = split_blocks(bh, bm.tm, ctas_per_sm(probe, hw) * hw.sm_count, bm.hi) if fwd else bm.tm
+    slots = ctas_per_sm(probe, hw) * hw.sm_count
+    qb = split_blocks(bh, bm.tm, slots, bm.hi) if fwd else bm.tm
     if fwd and t.split_rows:
         qb = min(bm.tm, -(-t.split_rows // t.block_m))  # at least split_rows rows a CTA
+    kb = bm.tn if fwd else split_blocks(bh, bm.tn, slots, bm.col_visits(), outer="count")
+    if not fwd and t.split_cols:
+        kb = min(bm.tn, -(-t.split_cols // t.block_n))  # at least split_cols keys a CTA
+    splits = -(-bm.tn // kb)
     defines = kernel_defines(main, **aux, **tile,
-                             **({"SPLIT_ROWS": qb * t.block_m} if fwd else {"STAGES": t.stages}))
+                             **({"SPLIT_ROWS": qb * t.block_m} if fwd else
+                                {"STAGES": t.stages, "SPLIT_COLS": kb * t.block_n,
+                                 "DQ_ATOMIC": int(splits > 1)}))
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
         tm = bm.tm
@@ -111,13 +126,17 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              t.block_m, p.head_dim, init.scaled(bh), Work(),
                              trips=uniform(1), source=source("fa1_bwd_init"),
                              defines=kernel_defines("fa1_bwd_init", **aux)))
-        ks.append(KernelPlan("fa1_bwd", (1, p.heads, p.batch), 32 * t.warps, smem, REGS,
+        ks.append(KernelPlan("fa1_bwd", (splits, p.heads, p.batch), 32 * t.warps, smem, REGS,
                              t.block_m, t.block_n,
                              # fa1.cu's warp grids (fa2_bwd.cu's, over the padded rows)
                              **flash_bwd(p, bm, fa1=True,
                                          rd=SPECS[main].bwd_readers(defines)).launch(bh),
-                             trips=uniform(bm.pairs), masked=uniform(bm.diag_pairs()),
-                             stages=t.stages, reuse=GQA_REUSE,
+                             trips=uniform(bm.pairs) if splits == 1 else bm.col_split_pairs(kb),
+                             masked=(uniform(bm.diag_pairs()) if splits == 1
+                                     else bm.col_split_diag(kb)),
+                             # K/V: the next query head's CTA of the same split (GQA) comes
+                             # `splits` CTAs later
+                             stages=t.stages, reuse={n: splits for n in GQA_REUSE},
                              # barriers split each trip into phases, as fa2_bwd's, and
                              # O_i, dQacc_i come into registers within the step
                              # (synchronous loads): the "none" policy, not "lockstep"
@@ -131,7 +150,9 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
             ks.append(gqa_reduce(p, ("dK", "dV")))
     paper = -(-(hw.smem_per_block_optin_bytes // p.elem_bytes) // (4 * p.head_dim))
     algo = "1" if p.direction is Direction.fwd else "4"
-    split = f", query rows split {-(-bm.tm // qb)} ways per head" if fwd and qb < bm.tm else ""
+    split = (f", query rows split {-(-bm.tm // qb)} ways per head" if fwd and qb < bm.tm else
+             f", key blocks split {splits} ways per head (dQ by fp32 atomics)" if splits > 1
+             else "")
     notes = (f"Algorithm {algo}'s loop order with this kernel's tiles Bc={t.block_n}, Br={t.block_m}"
              + split
              + (f" (the paper's Bc = ceil(M/4d) = {paper} for M={hw.smem_per_block_optin_bytes} B"

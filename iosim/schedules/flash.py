@@ -99,8 +99,10 @@ def fa2_fwd(p: Problem, bm: BlockMap, readers: int = 1) -> Counts:
 
 
 def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> Counts:
-    """K/V outer (FA2/FA3: one CTA per key block; FA1: Algorithm 4, one CTA per head),
-    Q inner; S and P recomputed; dQ accumulated in fp32 in HBM (read-modify-write per step).
+    """K/V outer (FA2/FA3: one CTA per key block; FA1: Algorithm 4, one CTA per run of key
+    blocks, the Plan's split), Q inner; S and P recomputed; dQ accumulated in fp32 in HBM at
+    every step, read-modify-written or added by atomics (counted alike: a read and a write).
+    Every key block is loaded by one CTA, so the totals do not depend on FA1's split.
 
     FA1 reads O_i, ℓ_i, m_i each step and forms D_i = rowsum(dO_i∘O_i) there; FA2/FA3 read
     LSE_i and the D_i that a preprocessing kernel wrote. dK, dV go to per-query-head buffers
