@@ -187,6 +187,10 @@ def block_fa3_bwd_prefetch() -> str:
     return f"```\n$ python {path}/ab.py\n" + module.report(str(ROOT / path)) + "\n```"
 
 
+def block_fa3_bwd_stalls() -> str:
+    return tool("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv")
+
+
 def block_measured_fp8() -> str:
     return tool("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv")
 
@@ -246,7 +250,7 @@ def block_tune_rerank() -> str:
 
 
 BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "measured-fp8": block_measured_fp8,
-          "fa3-bwd-prefetch": block_fa3_bwd_prefetch,
+          "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fa3-bwd-stalls": block_fa3_bwd_stalls,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
