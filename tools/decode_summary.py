@@ -1,10 +1,11 @@
-"""Summarise a decode run (experiments/decode/decode_bench.py's CSV): per point our decode
-kernel's time beside the best torch SDPA backend of the same run, the K/V bandwidth each reaches
-as a fraction of the measured copy bandwidth (KV bytes / copy bandwidth / time), the model's
-fresh prediction (calibrated profile; decode rows were never fitted) and its error, and for the
-split-count sweep the Plan's choice against the measured best; paged caches against the
-contiguous one of the same run.
-Usage: python tools/decode_summary.py experiments/decode/h100/decode.csv"""
+"""Summarise a decode run (`iosim bench --schedule decode` rows, experiments/decode/run.sh): per
+point our decode kernel's time beside the best torch SDPA backend and compiled FlexAttention of
+the same run, the K/V bandwidth each reaches as a fraction of the copy bandwidth measured in the
+same run (floor_ratio: KV bytes / copy bandwidth / time), the model's fresh prediction
+(calibrated profile, today's model; decode rows were never fitted) and its error; the paged
+cache against the contiguous one of the same run; the Plan's split count against the best of
+the forced ones (--kv-splits); and every row that did not pass, with its status.
+Usage: python tools/decode_summary.py experiments/decode/h100/bench.csv"""
 
 from __future__ import annotations
 
@@ -15,58 +16,83 @@ import pandas as pd
 from iosim.analysis.measured import decode_run_ms
 from iosim.core.hardware import load
 
-PEERS = ["torch_flash", "torch_cudnn", "torch_efficient"]
+SDPA = ["torch_flash", "torch_cudnn", "torch_efficient", "torch_math"]
+FLEX = "torch_flex"
 KEYS = ["batch", "heads", "kv_heads", "seqlen_k"]
+
+
+def fmt(df: pd.DataFrame) -> str:
+    return df.to_string(index=False, float_format=lambda x: f"{x:.3f}")
+
+
+def split_sweep(ok: pd.DataFrame, flat: pd.DataFrame) -> list[str]:
+    """The Plan's split count (the grid's row) against the best measured (forced or not)."""
+    forced = ok[(ok.schedule == "decode") & ok.kv_splits.notna() & ok.page_size.isna()]
+    lines = []
+    for k, g in forced.groupby(KEYS):
+        if k not in flat.index:
+            continue
+        pick = flat.loc[k]
+        both = pd.concat([g[["splits", "time_ms"]], pd.DataFrame([pick[["splits", "time_ms"]]])])
+        top = both.loc[both.time_ms.idxmin()]
+        lines.append(f"splits B={k[0]} H={k[1]} KVH={k[2]} Nk={k[3]}: the Plan's {int(pick.splits)} "
+                     f"{pick.time_ms:.4f} ms, measured best {int(top.splits)} {top.time_ms:.4f} ms "
+                     f"({100 * (pick.time_ms / top.time_ms - 1):.1f}% slower); forced: "
+                     + ", ".join(f"{int(s)}: {m:.4f}" for s, m in sorted(zip(g.splits, g.time_ms))))
+    return lines
 
 
 def report(path: str) -> str:
     df = pd.read_csv(path)
+    for c in ("page_size", "kv_splits"):
+        if c not in df:
+            df[c] = float("nan")
     ok = df[df.status == "ok"].copy()
-    # today's model, not the prediction the run wrote beside its rows
-    hw = load("h100")
-    ok["time_pred_ms"] = [decode_run_ms(r, hw) if r["impl"] in ("decode", "decode_paged", "fa2", "fa3")
-                          else float("nan") for _, r in ok.iterrows()]
-    ours = ok[ok.impl == "decode"].set_index(KEYS)
-    peers = ok[ok.impl.isin(PEERS)]
-    best = peers.loc[peers.groupby(KEYS).time_ms.idxmin()].set_index(KEYS)
+    hw = load("h100")  # today's model on the calibrated profile, not what the run wrote
+    ours = ok[(ok.schedule == "decode") & ok.kv_splits.isna()].copy()
+    ours["pred_ms"] = [decode_run_ms(r, hw) for _, r in ours.iterrows()]
+    flat, paged = (ours[ours.page_size.isna()].set_index(KEYS),
+                   ours[ours.page_size.notna()].set_index(KEYS))
+    sdpa = ok[ok.schedule.isin(SDPA) & ok.page_size.isna()]
+    best = sdpa.loc[sdpa.groupby(KEYS).time_ms.idxmin()].set_index(KEYS)
+    flex = ok[ok.schedule == FLEX]
+    flex_flat, flex_paged = (flex[flex.page_size.isna()].set_index(KEYS),
+                             flex[flex.page_size.notna()].set_index(KEYS))
     t = pd.DataFrame({
-        "splits": ours.splits.astype(int), "decode_ms": ours.time_ms,
-        "best_torch": best.impl.str.removeprefix("torch_"), "torch_ms": best.time_ms,
-        "torch/decode": best.time_ms / ours.time_ms,
-        "decode_bw": ours.kv_bw_fraction, "torch_bw": best.kv_bw_fraction,
-        "pred_ms": ours.time_pred_ms, "pred_err_pct": 100 * (ours.time_pred_ms / ours.time_ms - 1),
+        "splits": flat.splits.astype(int), "decode_ms": flat.time_ms, "decode_bw": flat.floor_ratio,
+        "best_torch": best.schedule.str.removeprefix("torch_"), "torch_ms": best.time_ms,
+        "torch/decode": best.time_ms / flat.time_ms, "torch_bw": best.floor_ratio,
+        "flex_ms": flex_flat.time_ms, "flex/decode": flex_flat.time_ms / flat.time_ms,
+        "flex_bw": flex_flat.floor_ratio,
+        "pred_ms": flat.pred_ms, "pred_err_pct": 100 * (flat.pred_ms / flat.time_ms - 1),
     }).reset_index()
-    lines = [f"copy bandwidth (read + write) {df.copy_bw_bytes_per_s.iloc[0] / 1e12:.2f} TB/s; "
-             "bw = KV bytes / copy bandwidth / time",
-             t.to_string(index=False, float_format=lambda x: f"{x:.3f}"),
-             f"decode >= best torch backend at {(t['torch/decode'] >= 1).sum()} of {len(t)} points; "
-             f"model MAPE {t.pred_err_pct.abs().mean():.1f}% (worst {t.pred_err_pct.abs().max():.1f}%)"]
-    paged = ok[ok.impl == "decode_paged"]
+    gpu = df.gpu_name.dropna().iloc[0] if "gpu_name" in df and df.gpu_name.notna().any() else "?"
+    lines = [f"{gpu}; copy bandwidth (read + write) {df.copy_bw_bytes_per_s.max() / 1e12:.2f} TB/s; "
+             "bw = KV bytes / copy bandwidth / time (floor_ratio)",
+             "contiguous K/V cache:", fmt(t),
+             f"decode >= best torch SDPA backend at {(t['torch/decode'] >= 1).sum()} of "
+             f"{t['torch/decode'].notna().sum()} points, >= FlexAttention at "
+             f"{(t['flex/decode'] >= 1).sum()} of {t['flex/decode'].notna().sum()}; model MAPE "
+             f"{t.pred_err_pct.abs().mean():.1f}% (worst {t.pred_err_pct.abs().max():.1f}%)"]
     if len(paged):
-        flat = ours.time_ms
-        pg = paged.assign(contiguous_ms=[flat.get(tuple(r[k] for k in KEYS)) for _, r in paged.iterrows()])
-        pg = pg.assign(**{"paged/contiguous": pg.time_ms / pg.contiguous_ms,
-                          "pred_err_pct": 100 * (pg.time_pred_ms / pg.time_ms - 1)})
-        lines.append("paged K/V (pages in a random order), against the contiguous cache of the same run:")
-        lines.append(pg[[*KEYS, "page_size", "splits", "time_ms", "contiguous_ms", "paged/contiguous",
-                         "kv_bw_fraction", "time_pred_ms", "pred_err_pct"]].astype({"page_size": int, "splits": int})
-                     .to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-        lines.append(f"paged within {100 * (pg['paged/contiguous'].max() - 1):.1f}% of contiguous at worst; "
-                     f"model MAPE {pg.pred_err_pct.abs().mean():.1f}%")
-    win = ok[ok.impl.isin(["fa2", "fa3"])]
-    if len(win):
-        lines.append("sliding window, forward (window -1: causal only):")
-        lines.append(win.assign(pred_err_pct=100 * (win.time_pred_ms / win.time_ms - 1))[
-            ["impl", "batch", "heads", "seqlen_q", "window", "time_ms", "tflops", "time_pred_ms",
-             "pred_err_pct"]].astype({"window": int}).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    sweep = ok[ok.impl == "decode_split_sweep"]
-    for key, g in sweep.groupby(KEYS):
-        top = g.loc[g.time_ms.idxmin()]
-        pick = g[g.chosen.astype(str) == "True"].iloc[0]
-        lines.append(f"splits B={key[0]} H={key[1]} KVH={key[2]} Nk={key[3]}: chosen {int(pick.splits)} "
-                     f"{pick.time_ms:.4f} ms, measured best {int(top.splits)} {top.time_ms:.4f} ms "
-                     f"({100 * (pick.time_ms / top.time_ms - 1):.1f}% slower); "
-                     + ", ".join(f"{int(s)}: {m:.4f}" for s, m in zip(g.splits, g.time_ms)))
+        pg = pd.DataFrame({
+            "page_size": paged.page_size.astype(int), "splits": paged.splits.astype(int),
+            "paged_ms": paged.time_ms, "contiguous_ms": flat.time_ms.reindex(paged.index),
+            "paged/contiguous": paged.time_ms / flat.time_ms.reindex(paged.index),
+            "paged_bw": paged.floor_ratio, "flex_paged_ms": flex_paged.time_ms.reindex(paged.index),
+            "flex/decode": flex_paged.time_ms.reindex(paged.index) / paged.time_ms,
+            "pred_ms": paged.pred_ms, "pred_err_pct": 100 * (paged.pred_ms / paged.time_ms - 1),
+        }).reset_index()
+        lines += ["paged K/V cache (pages in a random order; torch SDPA takes none), against the "
+                  "contiguous one of the same run:", fmt(pg),
+                  f"paged within {100 * (pg['paged/contiguous'].max() - 1):.1f}% of contiguous at "
+                  f"worst; model MAPE {pg.pred_err_pct.abs().mean():.1f}%"]
+    lines += split_sweep(ok, flat)
+    bad = df[(df.status != "ok") & ~df.status.astype(str).str.startswith("unsupported: torch SDPA takes no paged")]
+    if len(bad):
+        lines.append("rows that did not pass:")
+        lines.append(bad.assign(page_size=bad.page_size.fillna(-1).astype(int))[
+            ["schedule", *KEYS, "page_size", "status"]].to_string(index=False))
     return "\n".join(lines)
 
 

@@ -31,7 +31,9 @@ from iosim.core.problem import Problem
 
 PEERS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
          "torch_efficient": "EFFICIENT_ATTENTION", "torch_math": "MATH"}
-EXTRA_COLUMNS = ["seed", "err_bound", "ref_err_same_dtype", "hbm_floor_ms", "floor_ratio", "cublas_ms",
+FLEX = "torch_flex"  # FlexAttention (torch.nn.attention.flex_attention) under torch.compile
+FLEX_RECOMPILES = 256  # shapes one run may compile it for (dynamo's default falls back to eager at 8)
+EXTRA_COLUMNS = ["seed", "kv_bytes", "kv_splits", "splits", "err_bound", "ref_err_same_dtype", "hbm_floor_ms", "floor_ratio", "cublas_ms",
                  "copy_bw_bytes_per_s", "sm_clock_mhz", "mem_clock_mhz", "driver", "ncu_kernels",
                  # a Plan of several kernels (fp8: quantisation, then attention): the attention
                  # kernel alone (what the FA3 paper times), and the others'
@@ -356,8 +358,18 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
     return r
 
 
+def kv_bytes(p: Problem) -> int:
+    """The K/V cache a decode step reads: the HBM floor's bytes (K and V, every KV head)."""
+    return 2 * p.batch * p.kv_heads * p.seqlen_k * p.head_dim * p.elem_bytes
+
+
 def peer_point(torch, timer: Timer, name: str, p, seed: int) -> dict:
-    """One forward row of torch SDPA backend `name`, checked like our kernels."""
+    """One forward row of torch SDPA backend `name` (or FlexAttention, `FLEX`), checked like
+    our kernels. SDPA takes no paged cache: a paged problem's SDPA row says so, untimed."""
+    if name == FLEX:
+        return flex_point(torch, timer, p, seed)
+    if p.page_size is not None:
+        return {"status": "unsupported: torch SDPA takes no paged K/V cache"}
     got = checked_inputs(torch, name, p, seed)
     if isinstance(got, dict):
         return got
@@ -383,3 +395,104 @@ def _peer(torch, timer: Timer, q, k, v, p: Problem, name: str, ref, bound: float
     ms = timer(lambda: sdpa(torch, q, k, v, p, backend))
     return {"max_rel_err": err, "status": "ok", "time_ms": ms,
             "tflops": p.fa_flops() / (ms * 1e-3) / 1e12}
+
+
+_flex = None
+
+
+def compiled_flex(torch):
+    """flex_attention under torch.compile (once a process; a new shape compiles anew, up to
+    FLEX_RECOMPILES of them: past dynamo's limit it would run eagerly, S materialised)."""
+    global _flex
+    if _flex is None:
+        import torch._dynamo
+        from torch.nn.attention.flex_attention import flex_attention
+
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, FLEX_RECOMPILES)
+        _flex = torch.compile(flex_attention, dynamic=False)
+    return _flex
+
+
+def flex_mask(p: Problem):
+    """mask_mod of the rows' visible keys at logical key position `kv` (bottom-right causal,
+    the sliding window), or None when every key is seen."""
+    if not p.causal:
+        return None
+    off, w = p.causal_offset, p.window
+
+    def mask(b, h, qi, kv):
+        seen = kv <= qi + off
+        return seen & (kv >= qi + off - w) if w is not None else seen
+
+    return mask
+
+
+def flex_call(torch, p: Problem, q, k, v):
+    """A callable running compiled FlexAttention on `p`: a contiguous cache as given; a paged
+    one through its block mask (torch's paged-attention layout: K and V (1, KVH, pages·P, d),
+    page i at rows i·P..; the mask's KV blocks are the pages, in the block table's order, the
+    last one masked where the cache ends), the pages in a random order as our kernel's."""
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask
+
+    flex = compiled_flex(torch)
+    kw = dict(scale=p.scale, enable_gqa=p.group > 1)
+    mask = flex_mask(p)
+    if p.page_size is None:
+        if mask is not None:
+            kw["block_mask"] = create_block_mask(mask, None, None, p.seqlen_q, p.seqlen_k,
+                                                 device=q.device)
+        return lambda: flex(q, k, v, **kw)
+    from iosim.gpu.launch import paged_cache
+
+    ps, b, dev = p.page_size, p.batch, q.device
+    pc = paged_cache(torch, p, k, v)
+    bt = pc["BlockTable"]
+    kc, vc = (pc[n].permute(2, 0, 1, 3).reshape(1, p.kv_heads, -1, p.head_dim) for n in ("Kc", "Vc"))
+    del pc
+    pages, npg = kc.shape[2] // ps, bt.shape[1]
+    logical = torch.empty(pages, dtype=torch.int32, device=dev)
+    logical[bt.flatten().long()] = torch.arange(npg, dtype=torch.int32, device=dev).repeat(b)
+    full = 0 if mask is not None else p.seqlen_k // ps  # pages no key of which is masked
+
+    def paged_mask(bi, h, qi, kv):  # a physical key position to the sequence's own
+        pos = logical[kv // ps] * ps + kv % ps
+        ok = pos < p.seqlen_k
+        return ok & mask(bi, h, qi, pos) if mask is not None else ok
+
+    def blocks(cols):  # (count, indices padded to every page) a sequence, one row block
+        idx = torch.zeros(b, 1, 1, pages, dtype=torch.int32, device=dev)
+        idx[:, 0, 0, :cols.shape[1]] = cols
+        return torch.full((b, 1, 1), cols.shape[1], dtype=torch.int32, device=dev), idx
+
+    n_part, i_part = blocks(bt[:, full:])
+    n_full, i_full = blocks(bt[:, :full])
+    kw["block_mask"] = BlockMask.from_kv_blocks(
+        n_part, i_part, n_full if full else None, i_full if full else None,
+        BLOCK_SIZE=(128, ps), mask_mod=paged_mask, seq_lengths=(p.seqlen_q, pages * ps))
+    return lambda: flex(q, kc, vc, **kw)
+
+
+def flex_point(torch, timer: Timer, p: Problem, seed: int) -> dict:
+    """One row of compiled FlexAttention, checked like our kernels; a compile or launch that
+    fails is a row with status `failed_compile: ...`, never a crash, never timed."""
+    got = checked_inputs(torch, FLEX, p, seed)
+    if isinstance(got, dict):
+        return got
+    (q, k, v), (ref, _), bound, r = got
+    try:
+        fn = flex_call(torch, p, q, k, v)
+        out = fn()
+        torch.cuda.synchronize()
+    except Exception as e:
+        torch.cuda.empty_cache()
+        msg = str(e).strip().splitlines()
+        r["status"] = f"failed_compile: {type(e).__name__}: {(msg[0] if msg else '')[:200]}"
+        return r
+    err = rel_err(torch, out, ref)
+    r.update(max_rel_err=err, status="ok" if err <= bound else "failed_check")
+    if err <= bound:
+        r["time_ms"] = timer(fn)
+        r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
+    return r
