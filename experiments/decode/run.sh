@@ -10,12 +10,14 @@
 #  4. splits: the split count forced (--kv-splits) at batch 1 and 8, KV 32k and 128k, beside
 #     the Plan's own choice in the grid rows;
 #  5. flex: compiled FlexAttention as a peer of the same grid (its paged rows through its
-#     block mask), the rows added to bench.csv.
+#     block mask), the rows added to bench.csv;
+#  6. variants: batch 1, KV 32k and 128k with other tiles (deeper cp.async rings, 128-key
+#     tiles, 8 warps), one file each (variant_NAME.csv): what moves batch 1's bandwidth.
 # On the GPU machine, from the repository root, with the wheels in .whl/:
 #   bash experiments/decode/run.sh        (STEPS=tests,grid,... picks steps; LIMIT: seconds in all)
 set -o pipefail
 . experiments/gpu_env.sh decode
-STEPS=${STEPS:-tests,grid,sanitize,splits,flex}
+STEPS=${STEPS:-tests,grid,sanitize,splits,flex,variants}
 LIMIT=${LIMIT:-285}
 left() { echo $(( LIMIT - SECONDS > 1 ? LIMIT - SECONDS : 1 )); }
 GRID=(--schedule decode --seqlen 1 --seqlen-k 4096,32768,131072 --batch 1,8,32 --heads 32
@@ -54,7 +56,16 @@ if [[ $STEPS == *splits* ]]; then
     --kv-splits 1,4,8,12,16,20,24,32,40,64,128 --hw "$GPU" --no-progress --resume \
     -o "$DIR/bench.csv" 2>&1 | tail -3
 fi
-if [[ $STEPS == *flex* ]]; then
-  timeout "$(left)" iosim bench "${GRID[@]}" --peers torch,flex 2>&1 | tail -3
+if [[ $STEPS == *flex* ]]; then  # leaves the variants 30 s
+  timeout $(( $(left) > 60 ? $(left) - 30 : 30 )) iosim bench "${GRID[@]}" --peers torch,flex 2>&1 | tail -3
+fi
+if [[ $STEPS == *variants* ]]; then
+  for v in "stages4:--stages 4" "stages6:--stages 6" "bn128:--block-n 128 --stages 2" \
+           "bn128w8:--block-n 128 --warps 8 --stages 2"; do
+    # shellcheck disable=SC2086
+    timeout $(( $(left) < 12 ? $(left) : 12 )) iosim bench --schedule decode --seqlen 1 \
+      --seqlen-k 32768,131072 --batch 1 --heads 32 --kv-heads 8 --head-dim 128 --causal false \
+      ${v#*:} --hw "$GPU" --no-progress -o "$DIR/variant_${v%%:*}.csv" 2>&1 | tail -1
+  done
 fi
 python3 tools/decode_summary.py "$DIR/bench.csv" 2>&1 | tee "$DIR/summary.txt"

@@ -12,7 +12,8 @@ of a decode problem, ours and the peers', carries `kv_bytes` and the HBM floor, 
 (the K/V bytes at the device-to-device copy bandwidth measured in the same run) and
 `floor_ratio` (the floor over the row's time: the fraction of the copy bandwidth its K/V reads
 reach); ours also the split count it ran (`splits`; `kv_splits`: a count forced with
---kv-splits, blank for the Plan's own). Peers: torch's SDPA backends (`torch`; they take no
+--kv-splits, blank for the Plan's own) and, with more than one split, the split kernel alone
+(`attn_ms`, beside the model's `attn_time_pred_ms`) and the combine's (`other_kernels_ms`). Peers: torch's SDPA backends (`torch`; they take no
 paged cache: a paged problem's SDPA rows say so) and compiled FlexAttention (`flex`; paged
 through its block mask).
 
@@ -166,7 +167,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
         pl = None if peer else plan(s, p, hw, tiles_of(s, k), check=True, tuned=tuned)
         if pl is not None:
             r.update(row(pl, hw))  # the model's prediction beside the measurement
-            if p.dtype is Dtype.fp8_e4m3 and len(pl.kernels) > 1:
+            if len(pl.kernels) > 1 and (p.dtype is Dtype.fp8_e4m3 or s == "decode"):
                 r["attn_time_pred_ms"] = attn_time_pred_ms(pl, hw)
         if p.direction is Direction.bwd:  # gradients: their own inputs, reference and check
             from iosim.gpu.backward import point

@@ -334,7 +334,9 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
         if ok:
             r["time_ms"] = timer(launcher)
             r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
-            if len(pl.kernels) > 1 and p.dtype.value == "fp8_e4m3":  # quantisation, attention
+            # several kernels (fp8: quantisation, attention; decode: splits, combine): the
+            # attention kernel alone, and the others'
+            if len(pl.kernels) > 1 and (p.dtype.value == "fp8_e4m3" or pl.schedule == "decode"):
                 r["attn_ms"] = timer(launcher.only(pl.main.name))
                 r["attn_tflops"] = p.fa_flops() / (r["attn_ms"] * 1e-3) / 1e12
                 r["other_kernels_ms"] = sum(timer(launcher.only(k.name)) for k in pl.kernels
