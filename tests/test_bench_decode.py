@@ -4,6 +4,8 @@ experiments/decode run the real thing): what reaches the rows is what the bench 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 from test_cli_hardening import bad, cli
@@ -32,12 +34,12 @@ def gpu(monkeypatch):
     measured = []
     monkeypatch.setattr(gbench, "require_gpu", lambda command="iosim bench": FakeTorch)
     monkeypatch.setattr(gbench, "gpu_info", lambda torch: {"gpu_name": "NVIDIA H100 80GB HBM3"})
-    monkeypatch.setattr(gbench, "Timer", lambda torch, l2: None)
+    monkeypatch.setattr(gbench, "Timer", lambda torch, l2, lead_cycles=0: SimpleNamespace(queued=None))
     monkeypatch.setattr(gbench, "copy_bandwidth", lambda torch, timer: BW)
 
     def forward(torch, timer, pl, seed, bw, need, ncu, args):
         measured.append(pl)
-        return {"status": "ok", "time_ms": OURS_MS, "hbm_floor_ms": 123.0}
+        return {"status": "ok", "time_ms": OURS_MS, "time_queued_ms": OURS_MS / 2, "hbm_floor_ms": 123.0}
 
     monkeypatch.setattr(gbench, "forward_point", forward)
     # a peer's inputs and reference: here its measured row (checked_inputs returns a row when
@@ -64,6 +66,8 @@ def test_decode_grid_rows_peers_and_the_hbm_floor(gpu, tmp_path):
     assert df.hbm_floor_ms.tolist() == pytest.approx([kv / BW * 1e3] * len(df))  # ours' too
     timed = df[df.time_ms.notna()]
     assert timed.floor_ratio.tolist() == pytest.approx((timed.hbm_floor_ms / timed.time_ms).tolist())
+    ours = df[df.schedule == "decode"]  # also timed with the launches queued ahead
+    assert ours.floor_ratio_queued.tolist() == pytest.approx((2 * ours.floor_ratio).tolist())
     # torch's SDPA takes no paged cache: said, not run; FlexAttention runs both
     paged = df[df.page_size == 64]
     assert (paged[paged.schedule.isin(sdpa)].status == "unsupported: torch SDPA takes no paged K/V cache").all()

@@ -2,7 +2,7 @@
 point our decode kernel's time beside the best torch SDPA backend and compiled FlexAttention of
 the same run, the K/V bandwidth each reaches as a fraction of the copy bandwidth measured in the
 same run (floor_ratio: KV bytes / copy bandwidth / time), the model's fresh prediction
-(calibrated profile, today's model; decode rows were never fitted) and its error; the paged
+(the GPU's calibrated profile, today's model; decode rows were never fitted) and its error; the paged
 cache against the contiguous one of the same run; the Plan's split count against the best of
 the forced ones (--kv-splits); and every row that did not pass, with its status.
 Usage: python tools/decode_summary.py experiments/decode/h100/bench.csv"""
@@ -15,6 +15,7 @@ import pandas as pd
 
 from iosim.analysis.measured import decode_run_ms
 from iosim.core.hardware import load
+from iosim.gpu.bench import profile_for
 
 SDPA = ["torch_flash", "torch_cudnn", "torch_efficient", "torch_math"]
 FLEX = "torch_flex"
@@ -26,19 +27,24 @@ def fmt(df: pd.DataFrame) -> str:
 
 
 def split_sweep(ok: pd.DataFrame, flat: pd.DataFrame) -> list[str]:
-    """The Plan's split count (the grid's row) against the best measured (forced or not)."""
+    """The Plan's split count (the grid's row) against the best measured (forced or not), as
+    timed and (q) with the launches queued ahead."""
     forced = ok[(ok.schedule == "decode") & ok.kv_splits.notna() & ok.page_size.isna()]
     lines = []
     for k, g in forced.groupby(KEYS):
         if k not in flat.index:
             continue
-        pick = flat.loc[k]
-        both = pd.concat([g[["splits", "time_ms"]], pd.DataFrame([pick[["splits", "time_ms"]]])])
-        top = both.loc[both.time_ms.idxmin()]
-        lines.append(f"splits B={k[0]} H={k[1]} KVH={k[2]} Nk={k[3]}: the Plan's {int(pick.splits)} "
-                     f"{pick.time_ms:.4f} ms, measured best {int(top.splits)} {top.time_ms:.4f} ms "
-                     f"({100 * (pick.time_ms / top.time_ms - 1):.1f}% slower); forced: "
-                     + ", ".join(f"{int(s)}: {m:.4f}" for s, m in sorted(zip(g.splits, g.time_ms))))
+        for col, tag in (("time_ms", ""), ("time_queued_ms", " (q)")):
+            if col not in g or g[col].isna().all():
+                continue
+            pick = flat.loc[k]
+            both = pd.concat([g[["splits", col]], pd.DataFrame([pick[["splits", col]]])],
+                             ignore_index=True)
+            top = both.loc[both[col].idxmin()]
+            lines.append(f"splits{tag} B={k[0]} H={k[1]} KVH={k[2]} Nk={k[3]}: the Plan's "
+                         f"{int(pick.splits)} {pick[col]:.4f} ms, measured best {int(top.splits)} "
+                         f"{top[col]:.4f} ms ({100 * (pick[col] / top[col] - 1):.1f}% slower); forced: "
+                         + ", ".join(f"{int(s)}: {m:.4f}" for s, m in sorted(zip(g.splits, g[col]))))
     return lines
 
 
@@ -48,7 +54,8 @@ def report(path: str) -> str:
         if c not in df:
             df[c] = float("nan")
     ok = df[df.status == "ok"].copy()
-    hw = load("h100")  # today's model on the calibrated profile, not what the run wrote
+    gpu = df.gpu_name.dropna().iloc[0] if "gpu_name" in df and df.gpu_name.notna().any() else "H100"
+    hw = load(profile_for(gpu).split("-")[0])  # today's model, the calibrated profile of the GPU
     ours = ok[(ok.schedule == "decode") & ok.kv_splits.isna()].copy()
     ours["pred_ms"] = [decode_run_ms(r, hw) for _, r in ours.iterrows()]
     flat, paged = (ours[ours.page_size.isna()].set_index(KEYS),
@@ -66,7 +73,13 @@ def report(path: str) -> str:
         "flex_bw": flex_flat.floor_ratio,
         "pred_ms": flat.pred_ms, "pred_err_pct": 100 * (flat.pred_ms / flat.time_ms - 1),
     }).reset_index()
-    gpu = df.gpu_name.dropna().iloc[0] if "gpu_name" in df and df.gpu_name.notna().any() else "?"
+    # the same rows timed with their launches queued ahead (no host launch cost), if they were
+    q = pd.DataFrame({
+        "decode_q_ms": flat.get("time_queued_ms"), "decode_q_bw": flat.get("floor_ratio_queued"),
+        "comb_ms": flat.get("other_kernels_ms"),
+        "torch_q_bw": sdpa.groupby(KEYS).floor_ratio_queued.max() if "floor_ratio_queued" in sdpa else None,
+        "flex_q_bw": flex_flat.get("floor_ratio_queued"),
+    }, index=flat.index).reset_index()
     lines = [f"{gpu}; copy bandwidth (read + write) {df.copy_bw_bytes_per_s.max() / 1e12:.2f} TB/s; "
              "bw = KV bytes / copy bandwidth / time (floor_ratio)",
              "contiguous K/V cache:", fmt(t),
@@ -74,6 +87,9 @@ def report(path: str) -> str:
              f"{t['torch/decode'].notna().sum()} points, >= FlexAttention at "
              f"{(t['flex/decode'] >= 1).sum()} of {t['flex/decode'].notna().sum()}; model MAPE "
              f"{t.pred_err_pct.abs().mean():.1f}% (worst {t.pred_err_pct.abs().max():.1f}%)"]
+    if q.drop(columns=KEYS).notna().any().any():
+        lines += ["timed with the launches queued ahead of the start event (q: the host's launch "
+                  "cost left out; comb_ms: the combine kernel alone):", fmt(q)]
     if len(paged):
         pg = pd.DataFrame({
             "page_size": paged.page_size.astype(int), "splits": paged.splits.astype(int),

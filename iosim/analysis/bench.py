@@ -13,7 +13,11 @@ of a decode problem, ours and the peers', carries `kv_bytes` and the HBM floor, 
 `floor_ratio` (the floor over the row's time: the fraction of the copy bandwidth its K/V reads
 reach); ours also the split count it ran (`splits`; `kv_splits`: a count forced with
 --kv-splits, blank for the Plan's own) and, with more than one split, the split kernel alone
-(`attn_ms`, beside the model's `attn_time_pred_ms`) and the combine's (`other_kernels_ms`). Peers: torch's SDPA backends (`torch`; they take no
+(`attn_ms`, beside the model's `attn_time_pred_ms`) and the combine's (`other_kernels_ms`).
+A step takes microseconds, so every decode row is also timed with its launches queued ahead
+of the start event (`time_queued_ms`, `floor_ratio_queued`: the host's launch cost left out,
+as a CUDA graph would; iosim.gpu.bench.Timer.lead_cycles); `time_ms` is timed as every other
+row, the launches issued after the L2 flush. Peers: torch's SDPA backends (`torch`; they take no
 paged cache: a paged problem's SDPA rows say so) and compiled FlexAttention (`flex`; paged
 through its block mask).
 
@@ -145,6 +149,8 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
         raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
     timer = bench.Timer(torch, hw.l2_bytes)
     bw = bench.copy_bandwidth(torch, timer)
+    if any(decode.takes(p) for p in problems):  # microseconds: also with the launches queued
+        timer.queued = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES)
     base_cols = list(row(plan(schedules[0], problems[0], hw), hw).keys())
     columns = base_cols + [c for c in MEASURED_COLUMNS + bench.EXTRA_COLUMNS if c not in base_cols]
     columns += [c for c in NCU_COLUMNS + FP8_COLUMNS + KEY_EXTRA if c not in columns]
@@ -193,8 +199,9 @@ def decode_columns(p: Problem, pl, r: dict, bw: float) -> dict:
 
     kv = kv_bytes(p)
     out = {"kv_bytes": kv, "hbm_floor_ms": kv / bw * 1e3}
-    if pd.notna(r.get("time_ms", float("nan"))):
-        out["floor_ratio"] = out["hbm_floor_ms"] / r["time_ms"]
+    for t, ratio in (("time_ms", "floor_ratio"), ("time_queued_ms", "floor_ratio_queued")):
+        if pd.notna(r.get(t, float("nan"))):
+            out[ratio] = out["hbm_floor_ms"] / r[t]
     if pl is not None and pl.schedule == "decode":
         out["splits"] = pl.main.defines["NUM_SPLITS"]
     return out

@@ -33,7 +33,7 @@ PEERS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
          "torch_efficient": "EFFICIENT_ATTENTION", "torch_math": "MATH"}
 FLEX = "torch_flex"  # FlexAttention (torch.nn.attention.flex_attention) under torch.compile
 FLEX_RECOMPILES = 256  # shapes one run may compile it for (dynamo's default falls back to eager at 8)
-EXTRA_COLUMNS = ["seed", "kv_bytes", "kv_splits", "splits", "err_bound", "ref_err_same_dtype", "hbm_floor_ms", "floor_ratio", "cublas_ms",
+EXTRA_COLUMNS = ["seed", "kv_bytes", "kv_splits", "splits", "time_queued_ms", "floor_ratio_queued", "err_bound", "ref_err_same_dtype", "hbm_floor_ms", "floor_ratio", "cublas_ms",
                  "copy_bw_bytes_per_s", "sm_clock_mhz", "mem_clock_mhz", "driver", "ncu_kernels",
                  # a Plan of several kernels (fp8: quantisation, then attention): the attention
                  # kernel alone (what the FA3 paper times), and the others'
@@ -82,6 +82,12 @@ def profile_for(gpu_name: str) -> str:
 class Timer:
     torch: object
     l2_bytes: int
+    # GPU clock cycles the stream spins (torch.cuda._sleep) after the flush and before the
+    # start event, so that the host has queued the launches by then: the time without their
+    # host-side cost (0: not done; the flush alone hides some of it)
+    lead_cycles: int = 0
+    # a companion that times the same callables queued ahead (`queued_ms`), or None
+    queued: Timer | None = None
 
     def __post_init__(self) -> None:
         self.flush_buf = self.torch.empty(2 * self.l2_bytes // 4, dtype=self.torch.float32,
@@ -99,12 +105,22 @@ class Timer:
     def _once(self, fn) -> float:
         torch = self.torch
         self.flush_buf.zero_()
+        if self.lead_cycles:
+            torch.cuda._sleep(self.lead_cycles)
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
         b.record()
         b.synchronize()
         return a.elapsed_time(b)
+
+
+QUEUE_AHEAD_CYCLES = 1_000_000  # about 0.5 ms at H100/H200 clocks: more than any launch takes
+
+
+def queued_ms(timer: Timer, fn) -> dict:
+    """`time_queued_ms`: fn timed with its launches queued ahead (Timer.queued), if asked."""
+    return {} if timer.queued is None else {"time_queued_ms": timer.queued(fn)}
 
 
 def copy_bandwidth(torch, timer: Timer) -> float:
@@ -333,6 +349,7 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
         r.update(max_rel_err=err, status="ok" if ok else "failed_check")
         if ok:
             r["time_ms"] = timer(launcher)
+            r.update(queued_ms(timer, launcher))
             r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
             # several kernels (fp8: quantisation, attention; decode: splits, combine): the
             # attention kernel alone, and the others'
@@ -396,6 +413,7 @@ def _peer(torch, timer: Timer, q, k, v, p: Problem, name: str, ref, bound: float
         return {"max_rel_err": err, "status": "failed_check"}
     ms = timer(lambda: sdpa(torch, q, k, v, p, backend))
     return {"max_rel_err": err, "status": "ok", "time_ms": ms,
+            **queued_ms(timer, lambda: sdpa(torch, q, k, v, p, backend)),
             "tflops": p.fa_flops() / (ms * 1e-3) / 1e12}
 
 
@@ -496,5 +514,6 @@ def flex_point(torch, timer: Timer, p: Problem, seed: int) -> dict:
     r.update(max_rel_err=err, status="ok" if err <= bound else "failed_check")
     if err <= bound:
         r["time_ms"] = timer(fn)
+        r.update(queued_ms(timer, fn))
         r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
     return r
