@@ -12,7 +12,8 @@
 #  5. flex: compiled FlexAttention as a peer of the same grid (its paged rows through its
 #     block mask), the rows added to bench.csv;
 #  6. variants: batch 1, KV 32k and 128k with other tiles (deeper cp.async rings, 128-key
-#     tiles, 8 warps), one file each (variant_NAME.csv): what moves batch 1's bandwidth.
+#     tiles, 8 warps) beside the default ones, each with the Plan's split count and 16 and 32
+#     forced, into variants.csv (a `variant` column): what moves batch 1's bandwidth.
 # On the GPU machine, from the repository root, with the wheels in .whl/:
 #   bash experiments/decode/run.sh        (STEPS=tests,grid,... picks steps; LIMIT: seconds in all)
 set -o pipefail
@@ -59,13 +60,23 @@ fi
 if [[ $STEPS == *flex* ]]; then  # leaves the variants 30 s
   timeout $(( $(left) > 60 ? $(left) - 30 : 30 )) iosim bench "${GRID[@]}" --peers torch,flex 2>&1 | tail -3
 fi
-if [[ $STEPS == *variants* ]]; then
-  for v in "stages4:--stages 4" "stages6:--stages 6" "bn128:--block-n 128 --stages 2" \
+if [[ $STEPS == *variants* ]]; then  # one file back (variants.csv), a `variant` column
+  vdir=$(mktemp -d)
+  for v in "base:" "stages4:--stages 4" "stages6:--stages 6" "bn128:--block-n 128 --stages 2" \
            "bn128w8:--block-n 128 --warps 8 --stages 2"; do
-    # shellcheck disable=SC2086
-    timeout $(( $(left) < 12 ? $(left) : 12 )) iosim bench --schedule decode --seqlen 1 \
-      --seqlen-k 32768,131072 --batch 1 --heads 32 --kv-heads 8 --head-dim 128 --causal false \
-      ${v#*:} --hw "$GPU" --no-progress -o "$DIR/variant_${v%%:*}.csv" 2>&1 | tail -1
+    for sp in "" "--kv-splits 16,32"; do
+      # shellcheck disable=SC2086
+      timeout $(( $(left) < 12 ? $(left) : 12 )) iosim bench --schedule decode --seqlen 1 \
+        --seqlen-k 32768,131072 --batch 1 --heads 32 --kv-heads 8 --head-dim 128 --causal false \
+        ${v#*:} $sp --hw "$GPU" --no-progress -o "$vdir/${v%%:*}${sp:+_forced}.csv" 2>&1 | tail -1
+    done
   done
+  python3 - "$vdir" "$DIR/variants.csv" <<'PY'
+import glob, os, sys
+import pandas as pd
+parts = [pd.read_csv(f).assign(variant=os.path.basename(f)[:-4].removesuffix("_forced"))
+         for f in sorted(glob.glob(f"{sys.argv[1]}/*.csv"))]
+pd.concat(parts, ignore_index=True).to_csv(sys.argv[2], index=False)
+PY
 fi
-python3 tools/decode_summary.py "$DIR/bench.csv" 2>&1 | tee "$DIR/summary.txt"
+[ -f "$DIR/bench.csv" ] && python3 tools/decode_summary.py "$DIR/bench.csv" 2>&1 | tee "$DIR/summary.txt"

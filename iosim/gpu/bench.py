@@ -406,6 +406,9 @@ def _peer(torch, timer: Timer, q, k, v, p: Problem, name: str, ref, bound: float
         return {"status": "skipped: S and P too large for the math backend"}
     try:
         out = sdpa(torch, q, k, v, p, backend)
+    except torch.OutOfMemoryError:  # e.g. the math backend expanding GQA's K/V to every head
+        torch.cuda.empty_cache()
+        return {"status": "skipped: out of GPU memory"}
     except RuntimeError as e:
         return {"status": f"unsupported: {str(e).splitlines()[0][:160]}"}
     err = rel_err(torch, out, ref)
@@ -507,8 +510,10 @@ def flex_point(torch, timer: Timer, p: Problem, seed: int) -> dict:
         torch.cuda.synchronize()
     except Exception as e:
         torch.cuda.empty_cache()
-        msg = str(e).strip().splitlines()
-        r["status"] = f"failed_compile: {type(e).__name__}: {(msg[0] if msg else '')[:200]}"
+        # the first line names the failure, the last (a subprocess's) often its cause
+        msg = [m.strip() for m in str(e).strip().splitlines() if m.strip()] or [""]
+        why = msg[0] if len(msg) == 1 else f"{msg[0]} ... {msg[-1]}"
+        r["status"] = f"failed_compile: {type(e).__name__}: {why[:300]}"
         return r
     err = rel_err(torch, out, ref)
     r.update(max_rel_err=err, status="ok" if err <= bound else "failed_check")
