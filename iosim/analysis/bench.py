@@ -182,7 +182,8 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
         elif pl is None:
             r.update(bench.peer_point(torch, timer, s, p, seed + n))
         else:
-            ncu_args = dict(schedule=s, hw=hw.name, seed=seed + n, **problem_fields(p))
+            ncu_args = dict(schedule=s, hw=hw.name, seed=seed + n, **problem_fields(p),
+                            **({"kv_splits": k} if k is not None else {}))
             r.update(bench.forward_point(torch, timer, pl, seed + n, bw, footprint_bytes(pl),
                                          use_ncu, ncu_args))
         if decode.takes(p):
