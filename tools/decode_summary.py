@@ -136,6 +136,8 @@ def report(path: str, variants_path: str | None = None) -> str:
             "page_size": paged.page_size.astype(int), "splits": paged.splits.astype(int),
             "paged_ms": paged.time_ms, "contiguous_ms": flat.time_ms.reindex(paged.index),
             "paged/contiguous": paged.time_ms / flat.time_ms.reindex(paged.index),
+            "q": paged.get("time_queued_ms", pd.Series(dtype=float)).reindex(paged.index)
+            / flat.get("time_queued_ms", pd.Series(dtype=float)).reindex(paged.index),
             "paged_bw": paged.floor_ratio, "flex_paged_ms": flex_paged.time_ms.reindex(paged.index),
             "flex/decode": flex_paged.time_ms.reindex(paged.index) / paged.time_ms,
             "pred_ms": paged.pred_ms, "pred_err_pct": 100 * (paged.pred_ms / paged.time_ms - 1),
@@ -143,7 +145,8 @@ def report(path: str, variants_path: str | None = None) -> str:
         lines += ["paged K/V cache (pages in a random order; torch SDPA takes none), against the "
                   "contiguous one of the same run:", fmt(pg),
                   f"paged within {100 * (pg['paged/contiguous'].max() - 1):.1f}% of contiguous at "
-                  f"worst; model MAPE {pg.pred_err_pct.abs().mean():.1f}%"]
+                  f"worst" + (f" ({100 * (pg.q.max() - 1):.1f}% with the launches queued, q)" if "q" in pg else "")
+                  + f"; model MAPE {pg.pred_err_pct.abs().mean():.1f}%"]
     lines += forwards(ok)
     lines += split_sweep(ok, flat)
     if variants_path is not None:
