@@ -619,7 +619,7 @@ def tune_cmd(
     head_dim: Annotated[str, typer.Option(help="d values")] = "64,128,256",
     causal: Annotated[str, typer.Option(metavar="BOOL", help="true|false|yes|no|1|0 or both")] = "false",
     dtype: Annotated[str, typer.Option(help="bf16 or fp16")] = "bf16",
-    batch: Annotated[str | None, typer.Option(help="batch values; default 16384/max(N, key length)")] = None,
+    batch: Annotated[str | None, typer.Option(help="batch values; default 16384/N")] = None,
     heads: Annotated[str | None, typer.Option(help="head values; default 2048/d")] = None,
     hw: Annotated[str, typer.Option(help="profile name or path")] = "h100",
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
