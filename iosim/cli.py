@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from enum import Enum
@@ -264,6 +265,19 @@ def predict_cmd(
         emit(compare_profiles(df) if compare else side_by_side(df), output, "the comparison")
 
 
+def optional_values(text: str | None, name: str) -> list[int | None]:
+    """Values of an option that may be unset: whole numbers in the range grammar, `none` for
+    unset (e.g. --page-size none,64); not given: [None]."""
+    from iosim.analysis.sweep import parse_values
+
+    if text is None:
+        return [None]
+    items = [x.strip() for x in text.split(",")]
+    out = [None if x.lower() == "none" else x for x in items]
+    nums = [x for x in out if x is not None]
+    return [None] * (len(out) - len(nums)) + (parse_values(",".join(nums), int, name) if nums else [])
+
+
 def lengths(text: str | None) -> tuple[int, ...] | None:
     """--seqlens-k: comma-separated whole numbers, or one line saying what is allowed."""
     if text is None:
@@ -409,8 +423,15 @@ def hw_show(name: Annotated[str, typer.Argument(help="profile name or path")]) -
 @app.command("bench")
 def bench_cmd(
     out: Annotated[Path, typer.Option("-o", "--output", "--out", help="CSV to append rows to")],
-    schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3 (fa3: Hopper)")] = "naive,fa1,fa2",
+    schedule: Annotated[str, typer.Option(help="comma list of naive,fa1,fa2,fa3,decode (fa3: Hopper; decode: Nq <= 16)")] = "naive,fa1,fa2",
     seqlen: Annotated[str, typer.Option(help="N values: a,b | a..b (powers of 2) | a..b:step")] = "512..16384",
+    seqlen_k: Annotated[str | None, typer.Option(help="key lengths (decode: the K/V cache); default: seqlen")] = None,
+    page_size: Annotated[str | None, typer.Option(
+        help="decode: paged K/V, tokens a page: values, 'none' a contiguous cache (e.g. none,64)")] = None,
+    window: Annotated[str | None, typer.Option(
+        help="sliding window(s) W (causal, forward: fa2, fa3, decode); 'none' no window")] = None,
+    kv_splits: Annotated[str | None, typer.Option(
+        help="decode: K/V split counts forced, each a point (default: the Plan's choice)")] = None,
     head_dim: Annotated[str, typer.Option(help="d values")] = "64,128,256",
     causal: Annotated[str, typer.Option(
         metavar="BOOL", help="true|false|yes|no|1|0 or both (alone: true)")] = "both",
@@ -421,10 +442,11 @@ def bench_cmd(
         help="fp8_e4m3: comma list of block (a scale per tile of rows per head), tensor")] = "block",
     hadamard: Annotated[str, typer.Option(metavar="BOOL",
         help="fp8_e4m3: random-sign Hadamard on Q and K: true|false|both")] = "false",
-    batch: Annotated[str | None, typer.Option(help="batch values; default 16384/N")] = None,
+    batch: Annotated[str | None, typer.Option(help="batch values; default 16384/max(N, key length)")] = None,
     heads: Annotated[str | None, typer.Option(help="head values; default 2048/d")] = None,
     kv_heads: Annotated[int | None, typer.Option(help="K/V heads (GQA); default: heads")] = None,
-    peers: Annotated[str, typer.Option(help="'torch' adds torch SDPA backends, 'none' not")] = "none",
+    peers: Annotated[str, typer.Option(
+        help="comma list of torch (its SDPA backends), flex (compiled FlexAttention), or none")] = "none",
     ncu: Annotated[bool, typer.Option("--ncu", help="profile DRAM bytes with Nsight Compute")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="skip points already in the file")] = False,
     hw: Annotated[str | None, typer.Option(help="profile for predictions; default: detected")] = None,
@@ -439,10 +461,18 @@ def bench_cmd(
     from iosim.analysis import bench
     from iosim.analysis.sweep import parse_bool, parse_choice, parse_values
 
-    real = ["naive", "fa1", "fa2", "fa3"]
-    scheds = parse_choice(schedule, real, "schedule", both=real)
-    if peers not in ("torch", "none"):
-        raise InputError(f"--peers: '{peers}' (allowed: torch, none)")
+    real = ["naive", "fa1", "fa2", "fa3", "decode"]
+    scheds = parse_choice(schedule, real, "schedule", both=real[:4])
+    peer_groups = bench.parse_peers(peers)
+    if "flex" in peer_groups and direction is not Dir.fwd:
+        raise InputError("--peers flex: FlexAttention is timed forward only (allowed with it: --direction fwd)")
+    splits = [None] if kv_splits is None else parse_values(kv_splits, int, "kv-splits")
+    if kv_splits is not None and scheds != ["decode"]:
+        raise InputError("--kv-splits forces decode's split count (allowed with it: --schedule decode)")
+    pages, windows = optional_values(page_size, "page-size"), optional_values(window, "window")
+    if pages != [None] and "decode" not in scheds:
+        raise InputError("--page-size: a paged K/V cache is decode's (allowed with it: --schedule decode)")
+    nks = [None] if seqlen_k is None else parse_values(seqlen_k, int, "seqlen-k")
     problems = []
     dtypes = parse_choice(dtype, ["bf16", "fp16", "fp8_e4m3"], "dtype")
     scalings = parse_choice(fp8_scaling, [x.value for x in Fp8Scaling], "fp8-scaling")
@@ -456,20 +486,22 @@ def bench_cmd(
                 for dt in dtypes:
                     quant = [dict(fp8_scaling=fs, hadamard=hd) for fs in scalings for hd in hads] \
                         if dt == "fp8_e4m3" else [{}]
-                    for b in parse_values(batch, int, "batch") if batch else [max(1, 16384 // n)]:
-                        for h in parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)]:
-                            for di in directions(direction.value):
-                                for qk in quant:
-                                    problems.append(Problem(batch=b, heads=h, kv_heads=kv_heads,
-                                                            seqlen_q=n, head_dim=d, dtype=dt,
-                                                            causal=c, causal_align=causal_align,
-                                                            direction=di, **qk))
+                    for nk, ps, w in itertools.product(nks, pages, windows):
+                        for b in parse_values(batch, int, "batch") if batch else [max(1, 16384 // max(n, nk or n))]:
+                            for h in parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)]:
+                                for di in directions(direction.value):
+                                    for qk in quant:
+                                        problems.append(Problem(
+                                            batch=b, heads=h, kv_heads=kv_heads, seqlen_q=n,
+                                            seqlen_k=nk, head_dim=d, dtype=dt, causal=c,
+                                            causal_align=causal_align, direction=di,
+                                            page_size=ps, window=w, **qk))
     if not out.parent.exists():
         raise InputError(f"-o {out}: directory {out.parent} does not exist")
     profile = hardware.load(hw) if hw else None
-    df = bench.run(problems, scheds, peers == "torch", out, profile, resume, ncu,
+    df = bench.run(problems, scheds, peer_groups, out, profile, resume, ncu,
                    progress=progress, tiles=knob_tiles(block_m, block_n, warps, stages),
-                   tuned=tuned_tiles(tiles_file))
+                   tuned=tuned_tiles(tiles_file), kv_splits=splits)
     ok = df[df.status == "ok"] if "status" in df else df
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 

@@ -20,6 +20,7 @@ if os.environ.get("CI"):
 LAYER_MARKERS = ("unit", "property", "accuracy", "compile", "browser", "gpu")
 LAYERS = {
     "test_backward_plans": "unit",
+    "test_bench_decode": "unit",
     "test_bound": "property",
     "test_calibrate": "accuracy",
     "test_cli_hardening": "unit",

@@ -1,6 +1,9 @@
-"""Today's model against the committed decode measurements (experiments/decode/h100/decode.csv,
-H100): decode, paged decode and the sliding-window forwards, re-predicted with the calibrated
-profile (none of these rows were fitted), and what the run says about the kernels beside torch."""
+"""Today's model against the committed decode measurements, and what the runs say about the
+kernels beside torch: experiments/decode/h100/decode.csv (H100, the older decode_bench.py run:
+decode, paged decode and the sliding-window forwards) and experiments/decode/h200/bench.csv
+(H200, `iosim bench --schedule decode` through experiments/decode/run.sh: decode contiguous and
+paged beside torch's SDPA and compiled FlexAttention, the split sweep; variants.csv: other tiles
+at batch 1), re-predicted with the GPU's calibrated profile (none of these rows were fitted)."""
 
 from pathlib import Path
 
@@ -67,3 +70,110 @@ def test_decode_kernel_beside_torch_and_the_hbm_floor():
     # a paged cache (16-256-token pages) within 10% of the contiguous one of the same run
     paged = ok[ok.impl == "decode_paged"].join(ours.rename("flat"), on=keys)
     assert len(paged) == 12 and (paged.time_ms <= 1.1 * paged.flat).all()
+
+
+# ------------------------------------------------------------------ H200, iosim bench rows
+H200_DIR = CSV.parents[1] / "h200"
+H200 = load("h200")
+KEYS = ["batch", "seqlen_k"]
+
+
+@pytest.fixture(scope="module")
+def h200():
+    """The run's rows; ours (the Plan's split count), contiguous and paged, by (batch, KV)."""
+    df = pd.read_csv(H200_DIR / "bench.csv")
+    ours = df[(df.schedule == "decode") & df.kv_splits.isna()]
+    return df, ours[ours.page_size.isna()].set_index(KEYS), ours[ours.page_size.notna()].set_index(KEYS)
+
+
+def test_h200_every_row_checked_and_the_peers_beside_it(h200):
+    df, flat, paged = h200
+    assert len(flat) == len(paged) == 9 and (df[df.schedule == "decode"].status == "ok").all()
+    sdpa = df[df.schedule.isin(["torch_flash", "torch_cudnn"])]
+    assert (sdpa[sdpa.page_size.isna()].status == "ok").all()  # flash and cuDNN at every point
+    assert (sdpa[sdpa.page_size.notna()].status == "unsupported: torch SDPA takes no paged K/V cache").all()
+    assert sdpa[sdpa.page_size.notna()].time_ms.isna().all()
+    # FlexAttention, contiguous and paged (through its block mask), checked at every point but
+    # batch 32 x 128k, where its compile failed: a row that says so, not a crash
+    flex = df[df.schedule == "torch_flex"].set_index(KEYS)
+    big = flex.index == (32, 131072)
+    assert (flex[~big].status == "ok").all() and len(flex[~big]) == 16
+    assert flex[big].status.str.startswith("failed_compile: ").all() and flex[big].time_ms.isna().all()
+
+
+def test_h200_decode_beside_torch_and_flex(h200):
+    df, flat, paged = h200
+    ok = df[df.status == "ok"]
+    sdpa = ok[ok.schedule.isin(["torch_flash", "torch_cudnn", "torch_efficient", "torch_math"])]
+    ratio = sdpa[sdpa.page_size.isna()].groupby(KEYS).time_ms.min() / flat.time_ms
+    assert len(ratio) == 9 and (ratio >= 0.98).all() and (ratio >= 1).sum() >= 7, ratio
+    flex = ok[ok.schedule == "torch_flex"]
+    assert (flex[flex.page_size.isna()].set_index(KEYS).time_ms / flat.time_ms).dropna().min() >= 1.4
+    assert (flex[flex.page_size.notna()].set_index(KEYS).time_ms / paged.time_ms).dropna().min() >= 1.4
+
+
+def test_h200_with_launches_queued_cudnn_is_ahead_at_batch_one_128k(h200):
+    """Timed with the launches queued ahead (the host's launch cost left out), the best torch
+    backend is within 7% of ours everywhere but ahead where batch 1 reads 128k (cuDNN's host
+    cost, larger than ours, is what put ours ahead as timed)."""
+    df, flat, _ = h200
+    ok = df[(df.status == "ok") & df.schedule.isin(["torch_flash", "torch_cudnn"]) & df.page_size.isna()]
+    q = ok.groupby(KEYS).time_queued_ms.min() / flat.time_queued_ms
+    assert len(q) == 9 and (q >= 0.93).all() and q.loc[(1, 131072)] < 0.95, q
+
+
+def test_h200_bandwidth_at_long_caches_and_the_batch_one_miss(h200):
+    """K/V bandwidth over the copy bandwidth of the run: from batch 8 on, at least 95% at KV >= 32k;
+    batch 1 reaches 85% at 128k but not at 32k (issue 25's target), timed either way: with the
+    launches queued ahead the host's launch cost is left out, and the gap stays."""
+    _, flat, _ = h200
+    long = flat[flat.index.get_level_values("seqlen_k") >= 32768]
+    many = long[long.index.get_level_values("batch") >= 8]
+    assert len(many) == 4 and (many.floor_ratio >= 0.95).all()
+    assert flat.loc[(1, 131072)].floor_ratio >= 0.85
+    one = flat.loc[(1, 32768)]
+    assert one.floor_ratio < 0.7 and one.floor_ratio_queued < 0.7
+
+
+def test_h200_batch_one_other_tiles_and_split_counts_do_not_close_the_gap():
+    """variants.csv (batch 1, KV 32k and 128k; deeper rings, 128-key tiles, 8 warps, 16 and 32
+    splits forced): none reaches 70% at 32k, even the split kernel alone (attn_ms, the combine
+    left out); the combine alone takes 5 to 15 us."""
+    v = pd.read_csv(H200_DIR / "variants.csv")
+    assert (v.status == "ok").all() and v.variant.nunique() == 5 and len(v) == 30
+    short = v[v.seqlen_k == 32768]
+    assert (short.hbm_floor_ms / short.time_queued_ms).max() < 0.7
+    assert (short.hbm_floor_ms / short.attn_ms).max() < 0.75
+    assert v.other_kernels_ms.between(0.004, 0.015).all()
+
+
+def test_h200_split_choice(h200):
+    """The Plan's split count against the forced ones: the best at batch 8; at batch 1 (16
+    splits best, the Plan takes 29) within 10% but not 5% (issue 25's target): held so a better
+    choice shows up here."""
+    df, flat, _ = h200
+    forced = df[(df.schedule == "decode") & df.kv_splits.notna()].groupby(KEYS).time_ms.min()
+    slower = (flat.time_ms / np.minimum(forced, flat.time_ms)).dropna() - 1
+    assert len(slower) == 4
+    assert (slower.loc[8] <= 0.01).all()
+    assert ((slower.loc[1] > 0.05) & (slower.loc[1] <= 0.10)).all(), slower
+
+
+def test_h200_model_holds_decode_from_batch_8(h200):
+    """Today's model on the H200 calibrated profile, fresh (no decode row was fitted): within
+    5% MAPE from batch 8 on, contiguous; paged within 6% (one paged row's time is 15% over its
+    launches-queued time, noise the queued time does not have)."""
+    _, flat, paged = h200
+    for rows, mape in ((flat, 5.0), (paged, 6.0)):
+        g = rows[rows.index.get_level_values("batch") >= 8].reset_index()
+        err = [abs(decode_run_ms(r, H200) / r["time_ms"] - 1) * 100 for _, r in g.iterrows()]
+        assert len(err) == 6 and np.mean(err) <= mape, np.round(err, 1)
+
+
+def test_h200_paged_cache_beside_the_contiguous_one(h200):
+    """64-token pages in a random order, launches queued ahead: within 5% of the contiguous
+    cache from batch 8 on, within 15% at batch 1 (14% at 128k: over issue 25's 10%)."""
+    _, flat, paged = h200
+    r = paged.time_queued_ms / flat.time_queued_ms
+    assert (r[r.index.get_level_values("batch") >= 8] <= 1.05).all()
+    assert (r <= 1.15).all() and r.max() > 1.10, r

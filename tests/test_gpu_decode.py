@@ -56,3 +56,23 @@ def test_decode_matches_reference(env, case, page):
     bound = bench.error_bound("decode", p, same, s_max)
     err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse_ref, bound)
     assert ok, f"decode {case} ({pl.notes}): error {err:.3g} over bound {bound:.3g}"
+
+
+@pytest.mark.parametrize("splits", [1, 7, 65])
+def test_forced_split_counts_match_reference(env, splits):
+    """The split counts `iosim bench --kv-splits` forces: one (O written by decode_fwd), an odd
+    count over a ragged paged cache (its last split shorter) and the most this cache allows (130
+    tiles: 65 splits of 2)."""
+    from iosim.gpu.launch import Launcher
+    from iosim.schedules import Tiles
+
+    torch, hw, bench = env
+    p = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=8192 + 77, head_dim=128,
+                page_size=64 if splits == 7 else None)
+    pl = plan("decode", p, hw, Tiles(kv_splits=splits), check=True)
+    assert pl.main.defines["NUM_SPLITS"] == splits
+    q, k, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, p)
+    bound = bench.error_bound("decode", p, same, s_max)
+    err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse_ref, bound)
+    assert ok, f"decode {splits} splits ({pl.notes}): error {err:.3g} over bound {bound:.3g}"

@@ -106,6 +106,6 @@ def test_bench_says_what_does_not_fit(env, tmp_path):
 
     torch, hw, bench = env
     p = Problem(batch=1, heads=8, seqlen_q=65536, head_dim=128)
-    df = run([p], ["naive", "fa2"], False, tmp_path / "b.csv", hw, False, False, progress=False)
+    df = run([p], ["naive", "fa2"], [], tmp_path / "b.csv", hw, False, False, progress=False)
     status = df.set_index("schedule").status
     assert status.naive.startswith("skipped: its tensors need") and status.fa2 == "ok"

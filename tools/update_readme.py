@@ -156,7 +156,8 @@ def tool(script: str, data: str, *args: str) -> str:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     line = " ".join([data, *args])
-    return f"```\n$ python tools/{script} {line}\n" + module.report(str(ROOT / data), *args).rstrip() + "\n```"
+    paths = [str(ROOT / a) if (ROOT / a).is_file() else a for a in args]  # committed files too
+    return f"```\n$ python tools/{script} {line}\n" + module.report(str(ROOT / data), *paths).rstrip() + "\n```"
 
 
 def block_ncu_bound() -> str:
@@ -204,6 +205,11 @@ def block_predict_decode() -> str:
 
 
 def block_decode_measured() -> str:
+    return tool("decode_summary.py", "experiments/decode/h200/bench.csv",
+                "experiments/decode/h200/variants.csv")
+
+
+def block_decode_measured_h100() -> str:
     return tool("decode_summary.py", "experiments/decode/h100/decode.csv")
 
 
@@ -261,6 +267,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "measured-fp8": block_meas
           "measured-bwd": block_measured_bwd, "fa1-split-bwd": block_fa1_split_bwd,
           "explain": block_explain, "tune": block_tune,
           "predict-decode": block_predict_decode, "decode-measured": block_decode_measured,
+          "decode-measured-h100": block_decode_measured_h100,
           "tune-rerank": block_tune_rerank}
 
 

@@ -7,6 +7,20 @@ Each row holds the model's prediction and the measurement side by side (the shar
 Rows are appended (and fsynced) as they finish; `resume` skips points already in the file and
 measures again those that ended in an error. A file is never overwritten.
 
+Decode (`--schedule decode`: Nq <= 16 against a long K/V cache, contiguous or paged): each row
+of a decode problem, ours and the peers', carries `kv_bytes` and the HBM floor, `hbm_floor_ms`
+(the K/V bytes at the device-to-device copy bandwidth measured in the same run) and
+`floor_ratio` (the floor over the row's time: the fraction of the copy bandwidth its K/V reads
+reach); ours also the split count it ran (`splits`; `kv_splits`: a count forced with
+--kv-splits, blank for the Plan's own) and, with more than one split, the split kernel alone
+(`attn_ms`, beside the model's `attn_time_pred_ms`) and the combine's (`other_kernels_ms`).
+A step takes microseconds, so every decode row is also timed with its launches queued ahead
+of the start event (`time_queued_ms`, `floor_ratio_queued`: the host's launch cost left out,
+as a CUDA graph would; iosim.gpu.bench.Timer.lead_cycles); `time_ms` is timed as every other
+row, the launches issued after the L2 flush. Peers: torch's SDPA backends (`torch`; they take no
+paged cache: a paged problem's SDPA rows say so) and compiled FlexAttention (`flex`; paged
+through its block mask).
+
 fp8_e4m3 (fa3 forward): the row's time is the Plan's, quantisation included; `attn_ms` the
 attention kernel alone, beside the model's `attn_time_pred_ms`. torch's SDPA takes no fp8: its
 backends are the peers of the bf16 problems in the same run (`--dtype fp8_e4m3,bf16`).
@@ -16,6 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -25,17 +40,48 @@ from iosim.core.hardware import HardwareProfile, InputError, load
 from iosim.core.problem import Direction, Dtype, Problem
 from iosim.core.rows import MEASURED_COLUMNS, PROBLEM_COLUMNS, QUANT_COLUMNS, problem_fields
 from iosim.model.backing import footprint_bytes
-from iosim.schedules import Tiles, plan
+from iosim.schedules import Tiles, decode, plan
 from iosim.schedules.knobs import TunedTiles
 
 NCU_COLUMNS = ["l2_bytes_ncu", "smem_wavefronts_ncu", "tensor_inst_ncu", "ncu_status"]
 FP8_COLUMNS = [*QUANT_COLUMNS, "attn_time_pred_ms"]
 
 
+# what tells apart two points of the same problem columns: fp8's quantisation, the sliding
+# window, the paged cache, decode's forced split count (blank where unset)
+KEY_EXTRA = [*QUANT_COLUMNS, "window", "page_size", "kv_splits"]
+PEER_GROUPS = ("torch", "flex")  # --peers: torch's SDPA backends, compiled FlexAttention
+
+
 def key(r: dict) -> tuple:
-    """A point's identity: its problem columns and (fp8) its quantisation."""
-    q = tuple("" if pd.isna(v := r.get(c, "")) else str(v) for c in QUANT_COLUMNS)
-    return tuple(str(r[c]) for c in PROBLEM_COLUMNS) + q
+    """A point's identity: its problem columns and what else tells it apart (KEY_EXTRA)."""
+    def text(v) -> str:
+        return "" if pd.isna(v) else str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+    return tuple(str(r[c]) for c in PROBLEM_COLUMNS) + tuple(text(r.get(c, "")) for c in KEY_EXTRA)
+
+
+def parse_peers(text: str) -> list[str]:
+    """--peers: `none`, or a comma list of `torch` (its SDPA backends) and `flex` (compiled
+    FlexAttention), in any case and order; one line if anything else."""
+    items = [x.strip().lower() for x in text.split(",")]
+    if items == ["none"]:
+        return []
+    bad = [x for x in items if x not in PEER_GROUPS]
+    if bad or not items or len(set(items)) != len(items):
+        raise InputError(f"--peers: '{text}' (allowed: none, or a comma list of torch, flex)")
+    return items
+
+
+def peer_rows(groups: list[str], p: Problem) -> list[str]:
+    """The peer rows a problem gets: torch's SDPA backends and FlexAttention, as asked; none
+    for fp8 (torch takes no fp8: the bf16 problems' peers stand beside them)."""
+    from iosim.gpu import bench
+
+    if p.dtype is Dtype.fp8_e4m3:
+        return []
+    return [*(list(bench.PEERS) if "torch" in groups else []),
+            *([bench.FLEX] if "flex" in groups else [])]
 
 
 def attn_time_pred_ms(pl, hw: HardwareProfile) -> float:
@@ -70,13 +116,14 @@ def append(path: Path, r: dict, columns: list[str]) -> None:
         os.fsync(f.fileno())
 
 
-def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Path,
+def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out: Path,
         hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int | None = None,
         progress: bool | None = None, tiles: Tiles = Tiles(),
-        tuned: TunedTiles | None = None) -> pd.DataFrame:
-    """Bench every point; `seed` None draws fresh inputs each run (each row records its seed);
-    `tiles`: the knobs (iosim.schedules.knobs) for every schedule's kernels; `tuned`: a tiles
-    file's entries."""
+        tuned: TunedTiles | None = None, kv_splits: list[int | None] = (None,)) -> pd.DataFrame:
+    """Bench every point; `peers`: the peer groups (parse_peers); `seed` None draws fresh
+    inputs each run (each row records its seed); `tiles`: the knobs (iosim.schedules.knobs)
+    for every schedule's kernels; `tuned`: a tiles file's entries; `kv_splits`: decode's split
+    counts, each a point of its own (None: the Plan's)."""
     from iosim.gpu import bench
     from iosim.kernels import supported
 
@@ -89,35 +136,44 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
     if tiles != Tiles() and any(p.direction is Direction.bwd for p in problems):
         raise InputError("--block-m/--block-n/--warps/--stages set the forward kernels' tiles "
                          "(allowed with them: --direction fwd)")
+
+    def tiles_of(s: str, k: int | None) -> Tiles:
+        return replace(tiles, kv_splits=k) if s == "decode" else tiles
+
+    splits_of = {s: list(kv_splits) if s == "decode" else [None] for s in schedules}
     for p in problems:  # refuse unsupported shapes before measuring anything
         for s in schedules:
-            supported(plan(s, p, hw, tiles, check=True, tuned=tuned))
+            for k in splits_of[s]:
+                supported(plan(s, p, hw, tiles_of(s, k), check=True, tuned=tuned))
     if out.exists() and out.stat().st_size and not resume:
         raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
     timer = bench.Timer(torch, hw.l2_bytes)
     bw = bench.copy_bandwidth(torch, timer)
-    base_cols = list(row(plan("fa2", problems[0], hw), hw).keys())
+    if any(decode.takes(p) for p in problems):  # microseconds: also with the launches queued
+        timer.queued = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES)
+    base_cols = list(row(plan(schedules[0], problems[0], hw), hw).keys())
     columns = base_cols + [c for c in MEASURED_COLUMNS + bench.EXTRA_COLUMNS if c not in base_cols]
-    columns += [c for c in NCU_COLUMNS + FP8_COLUMNS if c not in columns]
+    columns += [c for c in NCU_COLUMNS + FP8_COLUMNS + KEY_EXTRA if c not in columns]
     done, columns = done_keys(out, columns) if resume else (set(), columns)
-    # torch's SDPA takes no fp8: the bf16 problems' peers stand beside the fp8 rows
-    todo = [(s, p) for p in problems for s in schedules
-            + (list(bench.PEERS) if peers and p.dtype is not Dtype.fp8_e4m3 else [])]
+    todo = [(s, p, k) for p in problems for s in schedules for k in splits_of[s]]
+    todo += [(s, p, None) for p in problems for s in peer_rows(peers, p)]
+    todo.sort(key=lambda t: problems.index(t[1]))  # a problem's rows together, ours first
     try:
         from tqdm import tqdm
         # None: a bar only on a terminal; True: also when piped
         bar = tqdm(todo, disable=None if progress is None else not progress, desc="bench", unit="pt")
     except ImportError:
         bar = todo
-    for n, (s, p) in enumerate(bar):
-        r: dict = {"hw": hw.name, "schedule": s, **problem_fields(p)}
+    for n, (s, p, k) in enumerate(bar):
+        r: dict = {"hw": hw.name, "schedule": s, **problem_fields(p), "kv_splits": k}
         if key(r) in done:
             continue
         r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n)
-        pl = None if s in bench.PEERS else plan(s, p, hw, tiles, check=True, tuned=tuned)
+        peer = s in bench.PEERS or s == bench.FLEX
+        pl = None if peer else plan(s, p, hw, tiles_of(s, k), check=True, tuned=tuned)
         if pl is not None:
             r.update(row(pl, hw))  # the model's prediction beside the measurement
-            if p.dtype is Dtype.fp8_e4m3 and len(pl.kernels) > 1:
+            if len(pl.kernels) > 1 and (p.dtype is Dtype.fp8_e4m3 or s == "decode"):
                 r["attn_time_pred_ms"] = attn_time_pred_ms(pl, hw)
         if p.direction is Direction.bwd:  # gradients: their own inputs, reference and check
             from iosim.gpu.backward import point
@@ -126,9 +182,27 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: bool, out: Pat
         elif pl is None:
             r.update(bench.peer_point(torch, timer, s, p, seed + n))
         else:
-            ncu_args = dict(schedule=s, hw=hw.name, seed=seed + n, **problem_fields(p))
+            ncu_args = dict(schedule=s, hw=hw.name, seed=seed + n, **problem_fields(p),
+                            **({"kv_splits": k} if k is not None else {}))
             r.update(bench.forward_point(torch, timer, pl, seed + n, bw, footprint_bytes(pl),
                                          use_ncu, ncu_args))
+        if decode.takes(p):
+            r.update(decode_columns(p, pl, r, bw))
         append(out, r, columns)
         torch.cuda.empty_cache()
     return pd.read_csv(out)
+
+
+def decode_columns(p: Problem, pl, r: dict, bw: float) -> dict:
+    """A decode problem's row: the K/V bytes, the HBM floor (those bytes at the copy bandwidth
+    of the run) and the row's fraction of it; ours, the split count it ran."""
+    from iosim.gpu.bench import kv_bytes
+
+    kv = kv_bytes(p)
+    out = {"kv_bytes": kv, "hbm_floor_ms": kv / bw * 1e3}
+    for t, ratio in (("time_ms", "floor_ratio"), ("time_queued_ms", "floor_ratio_queued")):
+        if pd.notna(r.get(t, float("nan"))):
+            out[ratio] = out["hbm_floor_ms"] / r[t]
+    if pl is not None and pl.schedule == "decode":
+        out["splits"] = pl.main.defines["NUM_SPLITS"]
+    return out

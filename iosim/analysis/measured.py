@@ -48,21 +48,28 @@ def readme_table(data_dir: Path) -> str:
 
 
 def decode_run_ms(r, hw) -> float:
-    """Today's model's time (ms) for one row of experiments/decode/decode_bench.py's CSV: decode
-    (paged where it has a page size) or a window forward (fa2, fa3), re-predicted on `hw`."""
+    """Today's model's time (ms) for one measured row of a decode run (`iosim bench --schedule
+    decode`; the split count it was forced to, `kv_splits`, if any; and the older
+    experiments/decode/decode_bench.py rows, whose `impl` names decode, decode_paged, fa2, fa3),
+    re-predicted on `hw`."""
     import numpy as np
 
     from iosim.core.problem import Problem
     from iosim.model import memory, timing
-    from iosim.schedules import plan
+    from iosim.schedules import Tiles, plan
 
-    window = None if pd.isna(r.get("window", np.nan)) or r["window"] < 0 else int(r["window"])
-    page = None if pd.isna(r.get("page_size", np.nan)) else int(r["page_size"])
-    schedule = "decode" if r["impl"].startswith("decode") else r["impl"]
+    def num(c):
+        v = r.get(c, np.nan)
+        return None if pd.isna(v) or v < 0 else int(v)
+
+    if "impl" in r and pd.notna(r["impl"]):  # decode_bench.py's rows
+        schedule = "decode" if r["impl"].startswith("decode") else r["impl"]
+        causal, align = schedule != "decode", "bottom-right"
+    else:
+        schedule, causal, align = r["schedule"], str(r["causal"]) == "True", r["causal_align"]
     p = Problem(batch=int(r["batch"]), heads=int(r["heads"]), kv_heads=int(r["kv_heads"]),
                 seqlen_q=int(r["seqlen_q"]), seqlen_k=int(r["seqlen_k"]),
-                head_dim=int(r["head_dim"]), causal=schedule != "decode", window=window,
-                page_size=page)
-    pl = plan(schedule, p, hw)
+                head_dim=int(r["head_dim"]), causal=causal, causal_align=align,
+                window=num("window"), page_size=num("page_size"))
+    pl = plan(schedule, p, hw, Tiles(kv_splits=num("kv_splits")) if schedule == "decode" else Tiles())
     return 1e3 * sum(t.seconds for t in timing.predict(pl, hw, memory.estimate(pl, hw)))
-

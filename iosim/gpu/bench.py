@@ -31,7 +31,12 @@ from iosim.core.problem import Problem
 
 PEERS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
          "torch_efficient": "EFFICIENT_ATTENTION", "torch_math": "MATH"}
+FLEX = "torch_flex"  # FlexAttention (torch.nn.attention.flex_attention) under torch.compile
+FLEX_RECOMPILES = 256  # shapes one run may compile it for (dynamo's default falls back to eager at 8)
 EXTRA_COLUMNS = ["seed", "err_bound", "ref_err_same_dtype", "hbm_floor_ms", "floor_ratio", "cublas_ms",
+                 # decode (iosim.analysis.bench): the K/V bytes, the split count run and forced,
+                 # the time with the launches queued ahead and its fraction of the HBM floor
+                 "kv_bytes", "splits", "kv_splits", "time_queued_ms", "floor_ratio_queued",
                  "copy_bw_bytes_per_s", "sm_clock_mhz", "mem_clock_mhz", "driver", "ncu_kernels",
                  # a Plan of several kernels (fp8: quantisation, then attention): the attention
                  # kernel alone (what the FA3 paper times), and the others'
@@ -80,6 +85,12 @@ def profile_for(gpu_name: str) -> str:
 class Timer:
     torch: object
     l2_bytes: int
+    # GPU clock cycles the stream spins (torch.cuda._sleep) after the flush and before the
+    # start event, so that the host has queued the launches by then: the time without their
+    # host-side cost (0: not done; the flush alone hides some of it)
+    lead_cycles: int = 0
+    # a companion that times the same callables queued ahead (`queued_ms`), or None
+    queued: Timer | None = None
 
     def __post_init__(self) -> None:
         self.flush_buf = self.torch.empty(2 * self.l2_bytes // 4, dtype=self.torch.float32,
@@ -97,12 +108,22 @@ class Timer:
     def _once(self, fn) -> float:
         torch = self.torch
         self.flush_buf.zero_()
+        if self.lead_cycles:
+            torch.cuda._sleep(self.lead_cycles)
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
         b.record()
         b.synchronize()
         return a.elapsed_time(b)
+
+
+QUEUE_AHEAD_CYCLES = 1_000_000  # about 0.5 ms at H100/H200 clocks: more than any launch takes
+
+
+def queued_ms(timer: Timer, fn) -> dict:
+    """`time_queued_ms`: fn timed with its launches queued ahead (Timer.queued), if asked."""
+    return {} if timer.queued is None else {"time_queued_ms": timer.queued(fn)}
 
 
 def copy_bandwidth(torch, timer: Timer) -> float:
@@ -331,8 +352,11 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
         r.update(max_rel_err=err, status="ok" if ok else "failed_check")
         if ok:
             r["time_ms"] = timer(launcher)
+            r.update(queued_ms(timer, launcher))
             r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
-            if len(pl.kernels) > 1 and p.dtype.value == "fp8_e4m3":  # quantisation, attention
+            # several kernels (fp8: quantisation, attention; decode: splits, combine): the
+            # attention kernel alone, and the others'
+            if len(pl.kernels) > 1 and (p.dtype.value == "fp8_e4m3" or pl.schedule == "decode"):
                 r["attn_ms"] = timer(launcher.only(pl.main.name))
                 r["attn_tflops"] = p.fa_flops() / (r["attn_ms"] * 1e-3) / 1e12
                 r["other_kernels_ms"] = sum(timer(launcher.only(k.name)) for k in pl.kernels
@@ -356,8 +380,18 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
     return r
 
 
+def kv_bytes(p: Problem) -> int:
+    """The K/V cache a decode step reads: the HBM floor's bytes (K and V, every KV head)."""
+    return 2 * p.batch * p.kv_heads * p.seqlen_k * p.head_dim * p.elem_bytes
+
+
 def peer_point(torch, timer: Timer, name: str, p, seed: int) -> dict:
-    """One forward row of torch SDPA backend `name`, checked like our kernels."""
+    """One forward row of torch SDPA backend `name` (or FlexAttention, `FLEX`), checked like
+    our kernels. SDPA takes no paged cache: a paged problem's SDPA row says so, untimed."""
+    if name == FLEX:
+        return flex_point(torch, timer, p, seed)
+    if p.page_size is not None:
+        return {"status": "unsupported: torch SDPA takes no paged K/V cache"}
     got = checked_inputs(torch, name, p, seed)
     if isinstance(got, dict):
         return got
@@ -375,6 +409,9 @@ def _peer(torch, timer: Timer, q, k, v, p: Problem, name: str, ref, bound: float
         return {"status": "skipped: S and P too large for the math backend"}
     try:
         out = sdpa(torch, q, k, v, p, backend)
+    except torch.OutOfMemoryError:  # e.g. the math backend expanding GQA's K/V to every head
+        torch.cuda.empty_cache()
+        return {"status": "skipped: out of GPU memory"}
     except RuntimeError as e:
         return {"status": f"unsupported: {str(e).splitlines()[0][:160]}"}
     err = rel_err(torch, out, ref)
@@ -382,4 +419,109 @@ def _peer(torch, timer: Timer, q, k, v, p: Problem, name: str, ref, bound: float
         return {"max_rel_err": err, "status": "failed_check"}
     ms = timer(lambda: sdpa(torch, q, k, v, p, backend))
     return {"max_rel_err": err, "status": "ok", "time_ms": ms,
+            **queued_ms(timer, lambda: sdpa(torch, q, k, v, p, backend)),
             "tflops": p.fa_flops() / (ms * 1e-3) / 1e12}
+
+
+_flex = None
+
+
+def compiled_flex(torch):
+    """flex_attention under torch.compile (once a process; a new shape compiles anew, up to
+    FLEX_RECOMPILES of them: past dynamo's limit it would run eagerly, S materialised)."""
+    global _flex
+    if _flex is None:
+        import torch._dynamo
+        from torch.nn.attention.flex_attention import flex_attention
+
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, FLEX_RECOMPILES)
+        _flex = torch.compile(flex_attention, dynamic=False)
+    return _flex
+
+
+def flex_mask(p: Problem):
+    """mask_mod of the rows' visible keys at logical key position `kv` (bottom-right causal,
+    the sliding window), or None when every key is seen."""
+    if not p.causal:
+        return None
+    off, w = p.causal_offset, p.window
+
+    def mask(b, h, qi, kv):
+        seen = kv <= qi + off
+        return seen & (kv >= qi + off - w) if w is not None else seen
+
+    return mask
+
+
+def flex_call(torch, p: Problem, q, k, v):
+    """A callable running compiled FlexAttention on `p`: a contiguous cache as given; a paged
+    one through its block mask (torch's paged-attention layout: K and V (1, KVH, pages·P, d),
+    page i at rows i·P..; the mask's KV blocks are the pages, in the block table's order, the
+    last one masked where the cache ends), the pages in a random order as our kernel's."""
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask
+
+    flex = compiled_flex(torch)
+    kw = dict(scale=p.scale, enable_gqa=p.group > 1)
+    mask = flex_mask(p)
+    if p.page_size is None:
+        if mask is not None:
+            kw["block_mask"] = create_block_mask(mask, None, None, p.seqlen_q, p.seqlen_k,
+                                                 device=q.device)
+        return lambda: flex(q, k, v, **kw)
+    from iosim.gpu.launch import paged_cache
+
+    ps, b, dev = p.page_size, p.batch, q.device
+    pc = paged_cache(torch, p, k, v)
+    bt = pc["BlockTable"]
+    kc, vc = (pc[n].permute(2, 0, 1, 3).reshape(1, p.kv_heads, -1, p.head_dim) for n in ("Kc", "Vc"))
+    del pc
+    pages, npg = kc.shape[2] // ps, bt.shape[1]
+    logical = torch.empty(pages, dtype=torch.int32, device=dev)
+    logical[bt.flatten().long()] = torch.arange(npg, dtype=torch.int32, device=dev).repeat(b)
+    full = 0 if mask is not None else p.seqlen_k // ps  # pages no key of which is masked
+
+    def paged_mask(bi, h, qi, kv):  # a physical key position to the sequence's own
+        pos = logical[kv // ps] * ps + kv % ps
+        ok = pos < p.seqlen_k
+        return ok & mask(bi, h, qi, pos) if mask is not None else ok
+
+    def blocks(cols):  # (count, indices padded to every page) a sequence, one row block
+        idx = torch.zeros(b, 1, 1, pages, dtype=torch.int32, device=dev)
+        idx[:, 0, 0, :cols.shape[1]] = cols
+        return torch.full((b, 1, 1), cols.shape[1], dtype=torch.int32, device=dev), idx
+
+    n_part, i_part = blocks(bt[:, full:])
+    n_full, i_full = blocks(bt[:, :full])
+    kw["block_mask"] = BlockMask.from_kv_blocks(
+        n_part, i_part, n_full if full else None, i_full if full else None,
+        BLOCK_SIZE=(128, ps), mask_mod=paged_mask, seq_lengths=(p.seqlen_q, pages * ps))
+    return lambda: flex(q, kc, vc, **kw)
+
+
+def flex_point(torch, timer: Timer, p: Problem, seed: int) -> dict:
+    """One row of compiled FlexAttention, checked like our kernels; a compile or launch that
+    fails is a row with status `failed_compile: ...`, never a crash, never timed."""
+    got = checked_inputs(torch, FLEX, p, seed)
+    if isinstance(got, dict):
+        return got
+    (q, k, v), (ref, _), bound, r = got
+    try:
+        fn = flex_call(torch, p, q, k, v)
+        out = fn()
+        torch.cuda.synchronize()
+    except Exception as e:
+        torch.cuda.empty_cache()
+        # the first line names the failure, the last (a subprocess's) often its cause
+        msg = [m.strip() for m in str(e).strip().splitlines() if m.strip()] or [""]
+        why = msg[0] if len(msg) == 1 else f"{msg[0]} ... {msg[-1]}"
+        r["status"] = f"failed_compile: {type(e).__name__}: {why[:300]}"
+        return r
+    err = rel_err(torch, out, ref)
+    r.update(max_rel_err=err, status="ok" if err <= bound else "failed_check")
+    if err <= bound:
+        r["time_ms"] = timer(fn)
+        r.update(queued_ms(timer, fn))
+        r["tflops"] = p.fa_flops() / (r["time_ms"] * 1e-3) / 1e12
+    return r

@@ -9,13 +9,14 @@ from iosim.core.hardware import load
 from iosim.core.problem import Direction, Problem
 from iosim.gpu.bench import inputs, require_gpu
 from iosim.gpu.launch import Launcher
-from iosim.schedules import plan
+from iosim.schedules import Tiles, plan
 
 
 def main(arg: str) -> None:
     a = json.loads(arg)
     torch = require_gpu()
     hw, s, seed = load(a.pop("hw")), a.pop("schedule"), a.pop("seed")
+    tiles = Tiles(kv_splits=a.pop("kv_splits", None))  # decode's forced split count, if any
     p = Problem(**a)
     q, k, v = inputs(torch, p, seed)
     if p.direction is Direction.bwd:  # the forward runs first, then the backward's kernels
@@ -23,7 +24,7 @@ def main(arg: str) -> None:
 
         launcher = BackwardLauncher(plan(s, p, hw), hw, q, k, v, grad_output(torch, p, seed))
     else:
-        launcher = Launcher(plan(s, p, hw), q, k, v)
+        launcher = Launcher(plan(s, p, hw, tiles), q, k, v)
     launcher.poison()
     launcher()
     torch.cuda.synchronize()

@@ -37,6 +37,9 @@ class Tiles:
     # fa1's backward: key rows per CTA (a multiple of block_n; None: the Plan's split), as
     # split_rows: it replays a measured row's kernel (`measured_split_cols`).
     split_cols: int | None = None
+    # decode's K/V splits (None: the Plan's heuristic, which fills the GPU). A count forced to
+    # measure the heuristic's choice against the others (`iosim bench --kv-splits`).
+    kv_splits: int | None = None
 
 
 def blocks(n: int, b: int) -> np.ndarray:

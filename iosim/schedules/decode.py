@@ -121,6 +121,16 @@ def check(p: Problem) -> None:
                          "bottom-right, or causal false)")
 
 
+def check_splits(p: Problem, t0: int, t1: int, bn: int, s: int) -> None:
+    """A forced split count (`Tiles.kv_splits`) must leave no split empty: `s` runs of
+    ceil(tiles / s) cover the key tiles exactly."""
+    ok = [n for n in range(1, min(MAX_SPLITS, t1 - t0) + 1) if len(splits_of(p, t0, t1, bn, n)) == n]
+    if s not in ok:
+        shown = ", ".join(map(str, ok if len(ok) <= 12 else [*ok[:10], "...", ok[-1]]))
+        raise InputError(f"decode: --kv-splits {s} at seqlen_k={p.seqlen_k} ({t1 - t0} key tiles "
+                         f"of {bn}) leaves a split empty (allowed here: {shown})")
+
+
 def splits_of(p: Problem, t0: int, t1: int, bn: int, s: int) -> list[range]:
     """The key tiles of each split: `s` runs of ceil(tiles / s), the last one shorter."""
     per = -(-(t1 - t0) // s)
@@ -157,7 +167,9 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     check_smem("decode", smem, hw, p)
     ctas0 = p.batch * p.kv_heads * chunks
     probe = KernelPlan(entry, (1, 1, 1), threads, smem, REGS, rows, bn, Traffic(), Work())
-    s = num_splits(ctas0, ctas_per_sm(probe, hw) * hw.sm_count, t1 - t0)
+    s = t.kv_splits or num_splits(ctas0, ctas_per_sm(probe, hw) * hw.sm_count, t1 - t0)
+    if t.kv_splits is not None:
+        check_splits(p, t0, t1, bn, s)
     if p.seqlens_k is None:
         s = len(splits_of(p, t0, t1, bn, s))  # no empty split: the count the runs make
         seqs = [(p, runs_of(p, bn, s), p.batch)]  # every sequence alike

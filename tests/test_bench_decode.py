@@ -1,0 +1,143 @@
+"""`iosim bench --schedule decode`: the grid, its peers and columns, resume, and the bad
+combinations, with the GPU side replaced by a stand-in that measures nothing (the GPU tests and
+experiments/decode run the real thing): what reaches the rows is what the bench logic decides."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from test_cli_hardening import bad, cli
+
+import iosim.gpu.bench as gbench
+from iosim.analysis.bench import key, parse_peers
+from iosim.core.hardware import InputError, load
+from iosim.core.problem import Problem
+from iosim.schedules import Tiles, plan
+
+BW = 3.0e12  # the stand-in's copy bandwidth, bytes a second
+OURS_MS, PEER_MS = 0.1, 0.2
+
+
+class FakeTorch:
+    class cuda:
+        @staticmethod
+        def empty_cache() -> None:
+            pass
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """A stand-in GPU: our kernels take OURS_MS, a checked peer PEER_MS; the forward points
+    measured are recorded."""
+    measured = []
+    monkeypatch.setattr(gbench, "require_gpu", lambda command="iosim bench": FakeTorch)
+    monkeypatch.setattr(gbench, "gpu_info", lambda torch: {"gpu_name": "NVIDIA H100 80GB HBM3"})
+    monkeypatch.setattr(gbench, "Timer", lambda torch, l2, lead_cycles=0: SimpleNamespace(queued=None))
+    monkeypatch.setattr(gbench, "copy_bandwidth", lambda torch, timer: BW)
+
+    def forward(torch, timer, pl, seed, bw, need, ncu, args):
+        measured.append(pl)
+        return {"status": "ok", "time_ms": OURS_MS, "time_queued_ms": OURS_MS / 2, "hbm_floor_ms": 123.0}
+
+    monkeypatch.setattr(gbench, "forward_point", forward)
+    # a peer's inputs and reference: here its measured row (checked_inputs returns a row when
+    # the inputs do not fit, and the peer returns it as it is)
+    monkeypatch.setattr(gbench, "checked_inputs",
+                        lambda torch, name, p, seed, tiles=None: {"status": "ok", "time_ms": PEER_MS})
+    return measured
+
+
+GRID = ["bench", "--schedule", "decode", "--seqlen", "1", "--seqlen-k", "4096", "--batch", "2",
+        "--heads", "32", "--kv-heads", "8", "--head-dim", "128", "--causal", "false",
+        "--page-size", "none,64", "--hw", "h100", "--no-progress"]
+
+
+def test_decode_grid_rows_peers_and_the_hbm_floor(gpu, tmp_path):
+    out = tmp_path / "b.csv"
+    code, _, err = cli(*GRID, "--peers", "torch,flex", "-o", out)
+    assert code == 0, err
+    df = pd.read_csv(out)
+    sdpa = list(gbench.PEERS)
+    assert sorted(df.schedule) == sorted(["decode", *sdpa, gbench.FLEX] * 2)
+    kv = 2 * 2 * 8 * 4096 * 128 * 2  # K and V, batch 2, 8 KV heads, bf16
+    assert (df.kv_bytes == kv).all()
+    assert df.hbm_floor_ms.tolist() == pytest.approx([kv / BW * 1e3] * len(df))  # ours' too
+    timed = df[df.time_ms.notna()]
+    assert timed.floor_ratio.tolist() == pytest.approx((timed.hbm_floor_ms / timed.time_ms).tolist())
+    ours = df[df.schedule == "decode"]  # also timed with the launches queued ahead
+    assert ours.floor_ratio_queued.tolist() == pytest.approx((2 * ours.floor_ratio).tolist())
+    # torch's SDPA takes no paged cache: said, not run; FlexAttention runs both
+    paged = df[df.page_size == 64]
+    assert (paged[paged.schedule.isin(sdpa)].status == "unsupported: torch SDPA takes no paged K/V cache").all()
+    assert paged[paged.schedule.isin(sdpa)].time_ms.isna().all()
+    assert (df[df.schedule == gbench.FLEX].status == "ok").all()
+    # ours: the Plan's split count and the model's prediction beside the measurement
+    hw = load("h100")
+    for _, r in df[df.schedule == "decode"].iterrows():
+        p = Problem(batch=2, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=4096,
+                    page_size=None if pd.isna(r.page_size) else int(r.page_size))
+        pl = plan("decode", p, hw)
+        assert r.splits == pl.main.defines["NUM_SPLITS"] and pd.isna(r.kv_splits)
+        assert r.time_pred_ms > 0 and r.notes == pl.notes
+    assert len(gpu) == 2
+
+
+def test_resume_measures_only_new_points_and_forced_splits_are_points(gpu, tmp_path):
+    out = tmp_path / "b.csv"
+    assert cli(*GRID, "--peers", "torch", "-o", out)[0] == 0
+    bad(*GRID, "--peers", "torch", "-o", out, needle="--resume")  # never overwritten
+    gpu.clear()
+    code, _, err = cli(*GRID, "--peers", "torch,flex", "--resume", "-o", out)
+    assert code == 0 and not gpu, err  # only the FlexAttention rows were new
+    grid = [a for a in GRID if a not in ("--page-size", "none,64")]
+    code, _, err = cli(*grid, "--kv-splits", "4,8", "--resume", "-o", out)
+    assert code == 0, err
+    assert [pl.main.defines["NUM_SPLITS"] for pl in gpu] == [4, 8]
+    df = pd.read_csv(out)
+    forced = df[df.kv_splits.notna()]
+    assert forced.kv_splits.tolist() == [4, 8] and (forced.splits == forced.kv_splits).all()
+    assert len({key(r) for r in df.to_dict("records")}) == len(df)  # every row its own point
+
+
+def test_forced_splits_plan_and_refusal():
+    hw = load("h100")
+    p = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=4096)  # 64 tiles of 64
+    one = plan("decode", p, hw, Tiles(kv_splits=1), check=True)
+    assert [k.name for k in one.kernels] == ["decode_fwd"]  # O written by the decode kernel
+    eight = plan("decode", p, hw, Tiles(kv_splits=8), check=True)
+    assert [k.name for k in eight.kernels] == ["decode_fwd", "decode_combine"]
+    assert eight.main.grid[0] == 8 and eight.main.trips.tolist() == [8] * 8  # 8 tiles a split
+    with pytest.raises(InputError, match=r"--kv-splits 28 .* leaves a split empty"):
+        plan("decode", p, hw, Tiles(kv_splits=28), check=True)  # 3 tiles a split: 22 splits
+
+
+def test_peers_grammar():
+    assert parse_peers("none") == [] and parse_peers("Torch, FLEX") == ["torch", "flex"]
+    for text in ("", "torch,torch", "flox", "none,torch"):
+        with pytest.raises(InputError, match="allowed: none, or a comma list of torch, flex"):
+            parse_peers(text)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--schedule", "fa2", "--page-size", "64"], "--page-size: a paged K/V cache is decode's"),
+    (["--schedule", "decode", "--page-size", "none,x"], "--page-size"),
+    (["--schedule", "fa2", "--kv-splits", "4"], "--kv-splits forces decode's split count"),
+    (["--schedule", "decode", "--peers", "torch,flox"], "--peers"),
+    (["--schedule", "decode", "--peers", "flex", "--direction", "bwd"], "forward only"),
+    (["--schedule", "decode", "--seqlen", "1", "--causal", "false", "--window", "64"],
+     "needs the causal mask"),
+])
+def test_bad_combinations_are_one_line(tmp_path, args, needle):
+    bad("bench", "-o", tmp_path / "b.csv", *args, needle=needle)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--seqlen", "64"], "decode: seqlen 64 query rows"),
+    (["--seqlen", "1", "--seqlen-k", "4096", "--kv-splits", "28"], "--kv-splits 28"),
+])
+def test_bad_decode_points_are_refused_before_measuring(gpu, tmp_path, args, needle):
+    bad("bench", "-o", tmp_path / "b.csv", "--schedule", "decode", "--head-dim", "128", *args,
+        needle=needle)
+    assert not gpu and not (tmp_path / "b.csv").exists()
