@@ -2,7 +2,7 @@
 // Sec. 3 and Appendix B.1: warp-specialised producer/consumer with TMA and wgmma), sm_90a only.
 //
 // Entry: fa3_bwd(tmQ, tmK, tmV, tmdO, LSE, Dst, dQacc, dK, dV, Nq, Nk, H, KVH, scale)
-//   (docs/kernel-contract.md). Around it the Plan runs fa2_bwd.cu's preprocessing kernel
+//   (docs/kernel-contract.md); with DETERMINISTIC=1 fa3_bwd_det(..., scale, dQsem). Around it the Plan runs fa2_bwd.cu's preprocessing kernel
 //   (D = rowsum(dO∘O), dQacc = 0) and its conversion (dQ = scale·dQacc); gqa_reduce.cu sums
 //   dK, dV over a GQA group.
 //   tmQ / tmdO: CUtensorMaps (iosim/gpu/tma.py) of Q, dO (B,H,Nq,d), boxes of 64 columns x
@@ -20,7 +20,7 @@
 //   BLOCK_M (query rows per step: 64, or 128 at d = 64), BLOCK_N (64 key rows per consumer
 //   warpgroup), NUM_WARPS (consumer warps = BLOCK_N / 16), STAGES (Q/dO ring depth),
 //   PINGPONG (0/1: the consumers' turns, two consumers only), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT,
-//   ELEM_BF16=1 or ELEM_FP16=1.
+//   DETERMINISTIC (0/1), ELEM_BF16=1 or ELEM_FP16=1.
 //
 // Structure (per CTA = key block j):
 //   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers): one
@@ -49,7 +49,23 @@
 //     is never added (a wgmma under a condition made ptxas spill at d = 128): one extra
 //     BLOCK_M x BLOCK_N x d product per CTA, which the Plan does not count.
 //   * Not causal: the key blocks of a head start at different query blocks (as fa2_bwd.cu), so
-//     the CTAs running at once add into different rows of dQacc.
+//     the CTAs running at once add into different rows of dQacc (not with DETERMINISTIC).
+//   * DETERMINISTIC=1 (entry fa3_bwd_det): the key-block CTAs add into each dQ_i in a fixed
+//     order, so dQ is the same bits on every run. dQsem (B, H, ceil(Nq/64), 2) int32, zero
+//     before the launch and left zero after it: one flag per query block and consumer (a
+//     consumer's dQ units are the same columns and rows in every CTA, so the two consumers keep
+//     their own orders and never wait for each other). Consumer c of key block n, at query
+//     block i, waits until its flag equals its turn, adds, and releases turn + 1 (the last
+//     turn: 0 again). The turns run by key block downwards from the highest key block that
+//     sees i (n_hi(i) - 1, the causal diagonal's, or the last one) to key block 0, and
+//     blockIdx.x runs the key blocks in that order (n = gridDim.x - 1 - blockIdx.x), so a CTA
+//     only waits for CTAs launched before it, which are resident or done: with one CTA an SM,
+//     waiting CTAs never hold the SMs that the CTA they wait for needs. Causal, the diagonal's
+//     key block is also the first to reach i in time (it starts there), so the turns follow
+//     the order the CTAs arrive in anyway; not causal, every key block starts at query block 0
+//     (no rotation) and each CTA trails the one before it by one hand-over. The flags' reads and
+//     writes are counted in the Plan (one of each per consumer and visit; spinning re-reads
+//     are not), the waits are not modelled.
 // Causal: query blocks that see none of the key block are neither loaded nor computed; blocks
 // that cross the diagonal or the ragged Nk edge are masked. Ragged Nq/Nk: TMA zero-fills rows
 // past the end of a head; dK/dV rows >= Nk and dQ rows >= Nq are not stored.
@@ -64,9 +80,11 @@
 #include "wgmma.cuh"
 
 #if !defined(HEAD_DIM) || !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(NUM_WARPS) || \
-    !defined(STAGES) || !defined(IS_CAUSAL) || !defined(CAUSAL_BOTTOM_RIGHT) || !defined(PINGPONG)
-#error "fa3_bwd needs HEAD_DIM, BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, PINGPONG"
+    !defined(STAGES) || !defined(IS_CAUSAL) || !defined(CAUSAL_BOTTOM_RIGHT) || !defined(PINGPONG) || \
+    !defined(DETERMINISTIC)
+#error "fa3_bwd needs HEAD_DIM, BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, PINGPONG, DETERMINISTIC"
 #endif
+
 
 namespace f3b {
 
@@ -115,6 +133,7 @@ enum { BAR_KV = 0, BAR_FULL = 1, BAR_EMPTY = 1 + NS, N_BARS = 1 + 2 * NS };
 constexpr int NB_DS = 1;    // one consumer: its warps' dSᵀ stores done before its dQ wgmma
 constexpr int NB_TURN = 2;  // + consumer index: its turn at the tensor cores (two consumers)
 constexpr int NB_STAT = 4;  // + consumer index: its copy of LSE_i, D_i is in shared memory
+constexpr int NB_SEM = 6;   // + consumer index: its threads around its dQ turn (DETERMINISTIC)
 static_assert(!PINGPONG || NC == 2, "PINGPONG takes two consumer warpgroups (BLOCK_N = 128)");
 
 // Ping-pong turns as fa3.cu's: 256 threads per barrier, the 128 that wait and the 128 that
@@ -166,12 +185,20 @@ __device__ __forceinline__ void pack_a(const float (&s)[NT_S * 4], u32 (&a)[KP][
 
 }  // namespace f3b
 
+#define FA3_BWD_PARAMS                                                                       \
+    const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,                 \
+        const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO,            \
+        const float *__restrict__ LSE, const float *__restrict__ Dst,                         \
+        float *__restrict__ dQacc, elem_t *__restrict__ dK, elem_t *__restrict__ dV, int Nq, \
+        int Nk, int H, int KVH, float scale
+#if DETERMINISTIC
 extern "C" __global__ void __launch_bounds__(f3b::THREADS, 1)
-fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
-        const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO,
-        const float* __restrict__ LSE, const float* __restrict__ Dst, float* __restrict__ dQacc,
-        elem_t* __restrict__ dK, elem_t* __restrict__ dV, int Nq, int Nk, int H, int KVH,
-        float scale) {
+fa3_bwd_det(FA3_BWD_PARAMS, int* __restrict__ dQsem) {
+#else
+extern "C" __global__ void __launch_bounds__(f3b::THREADS, 1)
+fa3_bwd(FA3_BWD_PARAMS) {
+    int* const dQsem = nullptr;  // (the turn flags of the deterministic entry)
+#endif
     using namespace f3b;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ __align__(8) u64 bars[N_BARS];
@@ -190,13 +217,15 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
     const int h = blockIdx.y;
     const int b = blockIdx.z;
-    const int n0 = blockIdx.x * BN;
+    // the key block (DETERMINISTIC: last first, the order of the dQ turns)
+    const unsigned n_blk = DETERMINISTIC ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int n0 = n_blk * BN;
     const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // query i sees keys j <= i + off
     const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
     const int m_blocks = (Nq + BM - 1) / BM;
     const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : m_blocks - m_first;
     auto q_block = [&](int it) {  // not causal: key block x starts at query block x mod n_iter
-        if (!IS_CAUSAL) return (int)(((unsigned)it + blockIdx.x) % (unsigned)n_iter);
+        if (!IS_CAUSAL && !DETERMINISTIC) return (int)(((unsigned)it + blockIdx.x) % (unsigned)n_iter);
         return m_first + it;
     };
     const size_t q_rows = ((size_t)b * H + h) * (size_t)Nq;  // first row of this query head
@@ -284,7 +313,24 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                      sK + (u32)(dq_panel(t) * KV_PANEL));
         }
     };
+    // DETERMINISTIC: this consumer's flag for query block i and its turn there (key blocks
+    // n_hi(i) - 1 down to 0: those that see a row of i, a prefix of the key blocks)
+    auto sem_of = [&](int i) {
+        return dQsem + (((size_t)b * H + h) * (size_t)((Nq + 63) / 64) + i) * 2 + c;
+    };
+    auto turn_of = [&](int i) {
+        int n_hi = (int)gridDim.x;
+        if (IS_CAUSAL) {
+            const int last_key = min((i + 1) * BM, Nq) - 1 + off;
+            n_hi = last_key < 0 ? 0 : min(n_hi, last_key / BN + 1);
+        }
+        return n_hi - 1 - (int)n_blk;
+    };
     auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
+        if (DETERMINISTIC) {
+            if (tid == 0) sem_wait_eq(sem_of(m_prev / BM), turn_of(m_prev / BM));
+            named_bar_sync(NB_SEM + c, 128);
+        }
 #pragma unroll
         for (int t = 0; t < DQ_PER; ++t) {
             fence_regs<DQ_N / 2>(dq[t]);
@@ -297,6 +343,10 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 for (int nt = 0; nt < DQ_N / 8; ++nt)
                     red_add_f32x2(g + nt * 8, dq[t][nt * 4 + 2 * hr], dq[t][nt * 4 + 2 * hr + 1]);
             }
+        }
+        if (DETERMINISTIC) {  // every thread's adds issued, then the next turn (key block 0: 0)
+            named_bar_sync(NB_SEM + c, 128);
+            if (tid == 0) sem_release(sem_of(m_prev / BM), n_blk == 0 ? 0 : turn_of(m_prev / BM) + 1);
         }
     };
 

@@ -116,3 +116,20 @@ def test_fa3_backward_refuses_tiles_its_kernel_cannot_run(tiles, message):
     with pytest.raises(InputError, match=message):
         plan("fa3", bwd(64), load("h100-sxm5-80gb"), tiles, check=True)
     plan("fa3", bwd(64), load("h100-sxm5-80gb"), Tiles(block_m=128, block_n=128), check=True)
+
+
+def test_deterministic_rows_are_their_own_points_and_read_back():
+    """A deterministic backward row (Problem.deterministic) keys apart from the default one in
+    a bench file (resume), and a table read back gives the Problem field again (validate)."""
+    import pandas as pd
+
+    from iosim.analysis.bench import key
+    from iosim.core.rows import normalize, option_fields, problem_fields
+
+    rows = [{"hw": "h100", "schedule": "fa3", **problem_fields(bwd(deterministic=det))}
+            for det in (True, False)]
+    assert key(rows[0]) != key(rows[1])
+    back = normalize(pd.DataFrame(rows)).to_dict("records")
+    assert [option_fields(r) for r in back] == [{"deterministic": True}, {}]
+    assert Problem(**{k: v for k, v in rows[1].items() if k not in ("hw", "schedule")},
+                   **option_fields(back[0])).deterministic
