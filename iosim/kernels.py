@@ -283,6 +283,8 @@ def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
             (nc >= 1 and units % nc == 0,
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (not d["PINGPONG"] or bn == 128, "ping-pong with two consumers (--block-n 128)"),
+            (not d.get("DQ_BULK") or (nc >= 1 and units == nc and not d.get("DETERMINISTIC")),
+             "dQ by bulk reduce-add: one dQ unit a consumer, not deterministic"),
             (st >= 1, "--stages >= 1")]
 
 
@@ -399,10 +401,13 @@ def _fa3_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs + ali
     return (d["BLOCK_M"] + 2 * d["STAGES"] * d["BLOCK_N"]) * d["HEAD_DIM"] * e + FA3_SMEM_ALIGN
 
 
+FA3_BULK_ROW = 288  # fa3_bwd.cu DQ_BULK: a staged 64-column fp32 dQ row (+ 32 bytes)
+
+
 def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 3 dSᵀ; LSE, D x 2 a consumer
-    bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]
+    bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]  # (DQ_BULK: + 64
     return (2 * bn * dd + 2 * st * bm * dd + 3 * bn * bm) * e + 4 * (bn // 64) * bm * F32 \
-        + FA3_SMEM_ALIGN
+        + d.get("DQ_BULK", 0) * (bn // 64) * 64 * FA3_BULK_ROW + FA3_SMEM_ALIGN  # staged rows)
 
 
 def _decode_smem(d: Defines, e: int) -> int:  # Q rows + STAGES K/V tile pairs; reused at the end
@@ -473,7 +478,8 @@ _SPECS = [
     # FA3's backward: fa2_bwd.cu's preprocessing and conversion around the wgmma main kernel
     KernelSpec("fa3_bwd", "fa3_bwd.cu", None,
                ("TmQ", "TmK", "TmV", "TmdO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
-               frozenset({"dQacc", "dKx", "dVx"}), _GEMM - {"BLOCK_K"} | {"PINGPONG", "DETERMINISTIC"},
+               frozenset({"dQacc", "dKx", "dVx"}),
+               _GEMM - {"BLOCK_K"} | {"PINGPONG", "DETERMINISTIC", "DQ_BULK"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=(64, 128),
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers,

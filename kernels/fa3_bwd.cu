@@ -20,7 +20,7 @@
 //   BLOCK_M (query rows per step: 64, or 128 at d = 64), BLOCK_N (64 key rows per consumer
 //   warpgroup), NUM_WARPS (consumer warps = BLOCK_N / 16), STAGES (Q/dO ring depth),
 //   PINGPONG (0/1: the consumers' turns, two consumers only), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT,
-//   DETERMINISTIC (0/1), ELEM_BF16=1 or ELEM_FP16=1.
+//   DETERMINISTIC (0/1), DQ_BULK (0/1: dQ's reduction, below), ELEM_BF16=1 or ELEM_FP16=1.
 //
 // Structure (per CTA = key block j):
 //   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers): one
@@ -41,7 +41,12 @@
 //     columns (d = 128: one K panel each; d = 64, BLOCK_M = 128: 64 queries each), both
 //     operands MN-major in shared memory (dSᵀ and K as they lie). The sums go to dQacc with vector atomics
 //     (red.global.add.v2.f32): the CTAs of all key blocks add into the same dQ_i, so the order
-//     of additions varies by run.
+//     of additions varies by run. DQ_BULK=1 (a variant, for the comparison in
+//     experiments/fa3_bwd/variants.py; d = 128 only: at d = 64 its staging does not fit beside
+//     the three dSᵀ buffers) instead stores each unit to a shared buffer of 64 rows (288-byte
+//     stride: conflict-free float2 stores), and 64 of the consumer's threads each issue a
+//     256-byte bulk reduce-add of one row (cp.reduce.async.bulk ... .add.f32): the copy engine
+//     adds whole rows at L2 instead of 16 vector atomics a thread.
 //   * Overlap (FA3 Sec. 3.1-3.2): the two consumers take turns at the tensor cores, two turns a
 //     step (A: Sᵀ, dPᵀ; B: dV, dK and the previous step's dQ), so one's exp2, dS stores and
 //     atomics run under the other's GEMMs; dQ_i waits a step so that no consumer waits for the
@@ -81,8 +86,8 @@
 
 #if !defined(HEAD_DIM) || !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(NUM_WARPS) || \
     !defined(STAGES) || !defined(IS_CAUSAL) || !defined(CAUSAL_BOTTOM_RIGHT) || !defined(PINGPONG) || \
-    !defined(DETERMINISTIC)
-#error "fa3_bwd needs HEAD_DIM, BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, PINGPONG, DETERMINISTIC"
+    !defined(DETERMINISTIC) || !defined(DQ_BULK)
+#error "fa3_bwd needs HEAD_DIM, BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, PINGPONG, DETERMINISTIC, DQ_BULK"
 #endif
 
 
@@ -109,6 +114,9 @@ constexpr int DQ_N = 64;      // columns of dQ per wgmma (one K panel)
 constexpr int DQ_UNITS = (BM / 64) * PANELS;
 constexpr int DQ_PER = DQ_UNITS / NC;  // dQ units per consumer and step
 constexpr int DS_PANEL = BN * 128;     // bytes of one 64-query panel of dSᵀ
+constexpr int BULK_ROW = 288;           // DQ_BULK: a staged dQ row (256 bytes + 32: no conflicts)
+static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC),
+              "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC");
 
 static_assert(BM == 64 || (BM == 128 && D == 64),
               "BLOCK_M must be 64, or 128 at HEAD_DIM 64 (Sᵀ, dPᵀ, dK, dV in registers)");
@@ -134,6 +142,7 @@ constexpr int NB_DS = 1;    // one consumer: its warps' dSᵀ stores done before
 constexpr int NB_TURN = 2;  // + consumer index: its turn at the tensor cores (two consumers)
 constexpr int NB_STAT = 4;  // + consumer index: its copy of LSE_i, D_i is in shared memory
 constexpr int NB_SEM = 6;   // + consumer index: its threads around its dQ turn (DETERMINISTIC)
+constexpr int NB_BULK = 8;  // + consumer index: its dQ staging buffer free / written (DQ_BULK)
 static_assert(!PINGPONG || NC == 2, "PINGPONG takes two consumer warpgroups (BLOCK_N = 128)");
 
 // Ping-pong turns as fa3.cu's: 256 threads per barrier, the 128 that wait and the 128 that
@@ -212,6 +221,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
     const u32 sStat = sdS + 3 * DS_BYTES; // per consumer, 2 x (BM LSE·log2e, BM D) fp32
     unsigned char* gen = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to `base`
     float* stat = reinterpret_cast<float*>(gen + (sStat - base));
+    const u32 sBulk = sStat + 4 * NC * BM * 4;  // DQ_BULK: 64 x BULK_ROW bytes a consumer
     const u32 bar0 = smem_u32(bars);
     auto bar = [&](int i) { return bar0 + 8u * (u32)i; };
 
@@ -331,17 +341,39 @@ fa3_bwd(FA3_BWD_PARAMS) {
             if (tid == 0) sem_wait_eq(sem_of(m_prev / BM), turn_of(m_prev / BM));
             named_bar_sync(NB_SEM + c, 128);
         }
+        if (DQ_BULK) {  // the unit's rows staged, then a bulk reduce-add a row
+            const u32 buf = sBulk + (u32)(c * 64 * BULK_ROW);
+            if (tid < 64) bulk_wait_read();  // the last step's rows read out of the buffer
+            named_bar_sync(NB_BULK + c, 128);
+            unsigned char* st = gen + (buf - base);
+            fence_regs<DQ_N / 2>(dq[0]);
 #pragma unroll
-        for (int t = 0; t < DQ_PER; ++t) {
-            fence_regs<DQ_N / 2>(dq[t]);
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                const int row = m_prev + 64 * dq_rows(t) + kr + 8 * hr;  // a query
-                if (row >= Nq) continue;
-                float* g = dQacc + (q_rows + row) * D + dq_panel(t) * DQ_N + 2 * (lane & 3);
+            for (int hr = 0; hr < 2; ++hr)
 #pragma unroll
                 for (int nt = 0; nt < DQ_N / 8; ++nt)
-                    red_add_f32x2(g + nt * 8, dq[t][nt * 4 + 2 * hr], dq[t][nt * 4 + 2 * hr + 1]);
+                    *reinterpret_cast<float2*>(st + (kr + 8 * hr) * BULK_ROW + nt * 32 + 8 * (lane & 3)) =
+                        make_float2(dq[0][nt * 4 + 2 * hr], dq[0][nt * 4 + 2 * hr + 1]);
+            fence_proxy_async();
+            named_bar_sync(NB_BULK + c, 128);
+            const int row = m_prev + 64 * dq_rows(0) + tid;
+            if (tid < 64 && row < Nq) {
+                bulk_reduce_add_f32(dQacc + (q_rows + row) * D + dq_panel(0) * DQ_N,
+                                    buf + (u32)(tid * BULK_ROW), DQ_N * 4);
+                bulk_commit();
+            }
+        } else {
+#pragma unroll
+            for (int t = 0; t < DQ_PER; ++t) {
+                fence_regs<DQ_N / 2>(dq[t]);
+#pragma unroll
+                for (int hr = 0; hr < 2; ++hr) {
+                    const int row = m_prev + 64 * dq_rows(t) + kr + 8 * hr;  // a query
+                    if (row >= Nq) continue;
+                    float* g = dQacc + (q_rows + row) * D + dq_panel(t) * DQ_N + 2 * (lane & 3);
+#pragma unroll
+                    for (int nt = 0; nt < DQ_N / 8; ++nt)
+                        red_add_f32x2(g + nt * 8, dq[t][nt * 4 + 2 * hr], dq[t][nt * 4 + 2 * hr + 1]);
+                }
             }
         }
         if (DETERMINISTIC) {  // every thread's adds issued, then the next turn (key block 0: 0)
@@ -463,6 +495,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         if (c == 0) turn_pass(c);  // the second consumer's last turn is never waited for
         wgmma_wait<0>();
         add_dq(dq);
+        if (DQ_BULK && tid < 64) bulk_wait();  // the reductions done before the CTA's smem goes
     }
 
     // ---- epilogue: dK·scale and dV, one slice per query head, from registers
