@@ -7,7 +7,7 @@
 # tests: tests/test_gpu_backward.py's fa3 cases (with the deterministic mode's same-bits test)
 #   and fa3's bottom-right forward (its LSE);
 # sanitize: compute-sanitizer racecheck and synccheck on ragged shapes (GQA, both diagonals),
-#   plain and deterministic;
+#   plain and deterministic (sanitizedet: the deterministic ones only);
 # variants: the main kernel with and without the consumers' ping-pong, beside cuDNN (variants.py);
 # dqreduce: dQ by vector atomics, by bulk reduce-add (d = 128) and deterministic, checked, timed
 #   and run again for their bits, beside cuDNN (dq_reduce.py);
@@ -40,11 +40,14 @@ if has tests; then
   timeout $(( $(left) / 2 )) python3 -m pytest -q -m gpu tests/test_gpu_backward.py tests/test_gpu_kernels.py \
     -k "fa3" 2>&1 | tail -15 | tee "$DIR/gpu_tests.log"
 fi
-if has sanitize; then
+if has sanitize || has sanitizedet; then  # sanitizedet: the deterministic kernel's points only
+  plain=("$(pt fa3 1 1 4 2 300 333 64 true bottom-right)" "$(pt fa3 2 1 2 2 333 200 128 true bottom-right)"
+         "$(pt fa3 3 1 4 1 250 250 128 false top-left)")
+  det=("$(pt fa3 4 1 4 2 300 333 64 true bottom-right true)" "$(pt fa3 5 1 2 2 333 200 128 true bottom-right true)"
+       "$(pt fa3 6 1 4 1 250 250 128 false top-left true)")
+  has sanitize || plain=()
   for tool in racecheck synccheck; do
-    for p in "$(pt fa3 1 1 4 2 300 333 64 true bottom-right)" "$(pt fa3 2 1 2 2 333 200 128 true bottom-right)" \
-             "$(pt fa3 3 1 4 1 250 250 128 false top-left)" "$(pt fa3 4 1 4 2 300 333 64 true bottom-right true)" \
-             "$(pt fa3 5 1 2 2 333 200 128 true bottom-right true)" "$(pt fa3 6 1 4 1 250 250 128 false top-left true)"; do
+    for p in "${plain[@]}" "${det[@]}"; do
       echo "== $tool $p"
       timeout 120 compute-sanitizer --tool $tool python3 -m iosim.gpu.once "$p" 2>&1 | tail -2
     done
