@@ -133,3 +133,4 @@ def test_deterministic_rows_are_their_own_points_and_read_back():
     assert [option_fields(r) for r in back] == [{"deterministic": True}, {}]
     assert Problem(**{k: v for k, v in rows[1].items() if k not in ("hw", "schedule")},
                    **option_fields(back[0])).deterministic
+

@@ -4,9 +4,13 @@ them, the variants' ratios to the atomics, and whether each variant's dQ accumul
 bits on every run. Two files: a grid of fa3's backward (measured_bwd.csv) and the same grid in
 its deterministic mode (`iosim bench --deterministic true`, measured_det.csv): the deterministic
 mode's TFLOP/s and its ratio to the default kernel's.
-Usage: python tools/fa3_dq.py experiments/fa3_bwd/h200/dq_reduce.csv
-       python tools/fa3_dq.py experiments/fa3_bwd/h200/measured_bwd.csv experiments/fa3_bwd/h200/measured_det.csv"""
+A directory: its ncu_dq_VARIANT_dD.txt files (run.sh's ncudq step), the L2's load from the dQ
+reduction per variant.
+Usage: python tools/fa3_dq.py experiments/fa3_bwd/h100/dq/dq_reduce.csv
+       python tools/fa3_dq.py experiments/fa3_bwd/h100/dq
+       python tools/fa3_dq.py MEASURED_BWD.csv MEASURED_DET.csv"""
 
+import re
 import sys
 from pathlib import Path
 
@@ -56,9 +60,38 @@ def det_cost(bwd: str, det: str) -> str:
     return "\n".join(out)
 
 
+NCU = {"gpu__time_duration.sum": "kernel ms",
+       "lts__t_requests_op_red.sum": "L2 red requests",
+       "lts__t_sectors_op_red.sum": "L2 red sectors",
+       "lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed": "L2 atomic unit busy %",
+       "lts__throughput.avg.pct_of_peak_sustained_elapsed": "L2 throughput %",
+       "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput %",
+       "Warp Cycles Per Issued Instruction": "warp cycles per issue"}
+
+
+def ncu(folder: str) -> str:
+    """One row per ncu_dq_*.txt: the metrics of NCU, as ncu printed them."""
+    rows = {}
+    for f in sorted(_path(folder).glob("ncu_dq_*_d*.txt")):
+        text = f.read_text()
+        v, d = re.fullmatch(r"ncu_dq_(\w+)_d(\d+)\.txt", f.name).groups()
+        launch = re.search(r"^\s+fa3_bwd\w* \(([\d, ]+)\)x", text, re.M)
+        row = {"grid": launch.group(1).replace(" ", "") if launch else ""}
+        for m, name in NCU.items():
+            hit = re.search(rf"^\s+{re.escape(m)}\s+\S+\s+([\d,.]+)\s*$", text, re.M)
+            row[name] = hit.group(1) if hit else "-"
+        rows[(v, int(d))] = row
+    t = pd.DataFrame.from_dict(rows, orient="index")
+    t.index.names = ["variant", "head_dim"]
+    return ("ncu, one launch of fa3's backward main kernel, N = 8192, not causal "
+            "(dq_reduce.py --once):\n" + t.to_string())
+
+
 def report(path: str, det: str | None = None) -> str:
     """What the command prints (tools/update_readme.py puts it in docs/results.md)."""
-    return variants(path) if det is None else det_cost(path, det)
+    if det is not None:
+        return det_cost(path, det)
+    return ncu(path) if _path(path).is_dir() else variants(path)
 
 
 if __name__ == "__main__":

@@ -72,8 +72,8 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         # (128 key rows) take turns at the tensor cores
         def bwd(k):
             values = {n: v for n, v in k.defines.items() if n in SPECS[k.name].defines}
-            # dQ by vector atomics (DQ_BULK=0); the bulk reduce-add variant is compared in
-            # experiments/fa3_bwd/dq_reduce.py
+            # dQ by vector atomics (DQ_BULK=0): the bulk reduce-add variant measured no faster
+            # (experiments/fa3_bwd/h100/dq/dq_reduce.csv, docs/results.md)
             values.update(PINGPONG=int(k.block_n == 128), DQ_BULK=0)
             k = replace(k, regs_per_thread=budget(k.threads))
             if p.deterministic:
