@@ -283,8 +283,8 @@ def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
             (nc >= 1 and units % nc == 0,
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (not d["PINGPONG"] or bn == 128, "ping-pong with two consumers (--block-n 128)"),
-            (not d.get("DQ_BULK") or (nc >= 1 and units == nc and not d.get("DETERMINISTIC")),
-             "dQ by bulk reduce-add: one dQ unit a consumer, not deterministic"),
+            (not d.get("DQ_BULK") or (units == nc and not d.get("DETERMINISTIC") and dd == 128),
+             "dQ by bulk reduce-add: head_dim 128, one dQ unit a consumer, not deterministic"),
             (st >= 1, "--stages >= 1")]
 
 

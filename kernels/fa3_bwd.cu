@@ -115,8 +115,9 @@ constexpr int DQ_UNITS = (BM / 64) * PANELS;
 constexpr int DQ_PER = DQ_UNITS / NC;  // dQ units per consumer and step
 constexpr int DS_PANEL = BN * 128;     // bytes of one 64-query panel of dSᵀ
 constexpr int BULK_ROW = 288;           // DQ_BULK: a staged dQ row (256 bytes + 32: no conflicts)
-static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC),
-              "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC");
+static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && D == 128),
+              "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC, HEAD_DIM 128 "
+              "(at 64 its staging does not fit beside the three dS buffers)");
 
 static_assert(BM == 64 || (BM == 128 && D == 64),
               "BLOCK_M must be 64, or 128 at HEAD_DIM 64 (Sᵀ, dPᵀ, dK, dV in registers)");
@@ -143,6 +144,8 @@ constexpr int NB_TURN = 2;  // + consumer index: its turn at the tensor cores (t
 constexpr int NB_STAT = 4;  // + consumer index: its copy of LSE_i, D_i is in shared memory
 constexpr int NB_SEM = 6;   // + consumer index: its threads around its dQ turn (DETERMINISTIC)
 constexpr int NB_BULK = 8;  // + consumer index: its dQ staging buffer free / written (DQ_BULK)
+static_assert(NB_STAT + 2 <= NB_SEM && NB_SEM + 2 <= NB_BULK && NB_BULK + 2 <= 16,
+              "named barriers: two a consumer each, 16 a CTA");
 static_assert(!PINGPONG || NC == 2, "PINGPONG takes two consumer warpgroups (BLOCK_N = 128)");
 
 // Ping-pong turns as fa3.cu's: 256 threads per barrier, the 128 that wait and the 128 that
@@ -192,6 +195,21 @@ __device__ __forceinline__ void pack_a(const float (&s)[NT_S * 4], u32 (&a)[KP][
         for (int i = 0; i < 4; ++i) a[kk][i] = pack2_elem(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
 }
 
+// DETERMINISTIC: consumer c's flag for query block i of query head bh, and key block n's turn
+// there: key blocks n_hi(i) - 1 down to 0 (those that see a row of i, a prefix of the key
+// blocks: causal, those up to the last key that i's last row sees; else all of them)
+__device__ __forceinline__ int* dq_flag(int* sem, int bh, int Nq, int i, int c) {
+    return sem + (((size_t)bh * (size_t)((Nq + 63) / 64) + i) * 2 + c);
+}
+__device__ __forceinline__ int dq_turn(int i, int Nq, int off, int n, int n_blocks) {
+    int n_hi = n_blocks;
+    if (IS_CAUSAL) {
+        const int last_key = min((i + 1) * BM, Nq) - 1 + off;
+        n_hi = last_key < 0 ? 0 : min(n_hi, last_key / BN + 1);
+    }
+    return n_hi - 1 - n;
+}
+
 }  // namespace f3b
 
 #define FA3_BWD_PARAMS                                                                       \
@@ -206,7 +224,6 @@ fa3_bwd_det(FA3_BWD_PARAMS, int* __restrict__ dQsem) {
 #else
 extern "C" __global__ void __launch_bounds__(f3b::THREADS, 1)
 fa3_bwd(FA3_BWD_PARAMS) {
-    int* const dQsem = nullptr;  // (the turn flags of the deterministic entry)
 #endif
     using namespace f3b;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -323,24 +340,13 @@ fa3_bwd(FA3_BWD_PARAMS) {
                      sK + (u32)(dq_panel(t) * KV_PANEL));
         }
     };
-    // DETERMINISTIC: this consumer's flag for query block i and its turn there (key blocks
-    // n_hi(i) - 1 down to 0: those that see a row of i, a prefix of the key blocks)
-    auto sem_of = [&](int i) {
-        return dQsem + (((size_t)b * H + h) * (size_t)((Nq + 63) / 64) + i) * 2 + c;
-    };
-    auto turn_of = [&](int i) {
-        int n_hi = (int)gridDim.x;
-        if (IS_CAUSAL) {
-            const int last_key = min((i + 1) * BM, Nq) - 1 + off;
-            n_hi = last_key < 0 ? 0 : min(n_hi, last_key / BN + 1);
-        }
-        return n_hi - 1 - (int)n_blk;
-    };
     auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
-        if (DETERMINISTIC) {
-            if (tid == 0) sem_wait_eq(sem_of(m_prev / BM), turn_of(m_prev / BM));
-            named_bar_sync(NB_SEM + c, 128);
-        }
+#if DETERMINISTIC  // (under #if, not if: the plain kernel's code stays as it was)
+        if (tid == 0)
+            sem_wait_eq(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
+                        dq_turn(m_prev / BM, Nq, off, (int)n_blk, (int)gridDim.x));
+        named_bar_sync(NB_SEM + c, 128);
+#endif
         if (DQ_BULK) {  // the unit's rows staged, then a bulk reduce-add a row
             const u32 buf = sBulk + (u32)(c * 64 * BULK_ROW);
             if (tid < 64) bulk_wait_read();  // the last step's rows read out of the buffer
@@ -376,10 +382,12 @@ fa3_bwd(FA3_BWD_PARAMS) {
                 }
             }
         }
-        if (DETERMINISTIC) {  // every thread's adds issued, then the next turn (key block 0: 0)
-            named_bar_sync(NB_SEM + c, 128);
-            if (tid == 0) sem_release(sem_of(m_prev / BM), n_blk == 0 ? 0 : turn_of(m_prev / BM) + 1);
-        }
+#if DETERMINISTIC  // every thread's adds issued, then the next turn (key block 0: 0)
+        named_bar_sync(NB_SEM + c, 128);
+        if (tid == 0)  // (flag and turn found again: nothing kept live across the adds)
+            sem_release(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
+                        n_blk == 0 ? 0 : dq_turn(m_prev / BM, Nq, off, (int)n_blk, (int)gridDim.x) + 1);
+#endif
     };
 
     // LSE and D of query block q_block(it), one row a thread; a row past Nq, or one that sees

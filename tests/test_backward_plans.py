@@ -134,3 +134,13 @@ def test_deterministic_rows_are_their_own_points_and_read_back():
     assert Problem(**{k: v for k, v in rows[1].items() if k not in ("hw", "schedule")},
                    **option_fields(back[0])).deterministic
 
+
+def test_fa1_deterministic_backward_is_planned_unsplit():
+    """fa1's backward splits a head's key blocks across CTAs (dQ by atomics) when batch·heads do
+    not fill the GPU; asked for a deterministic backward it runs one CTA a head instead, which
+    read-modify-writes dQacc_i in key-block order."""
+    p = Problem(batch=1, heads=2, seqlen_q=8192, head_dim=64, direction="bwd")
+    split = plan("fa1", p, H100).main
+    det = plan("fa1", p.model_copy(update={"deterministic": True}), H100).main
+    assert split.defines["DQ_ATOMIC"] == 1 and split.grid[0] > 1
+    assert det.defines["DQ_ATOMIC"] == 0 and det.grid[0] == 1

@@ -75,8 +75,9 @@ class Problem(BaseModel):
 
     `deterministic`: the backward must give the same bits on every run (FlashAttention's
     `deterministic=True`): partial sums added in a fixed order. A schedule whose backward adds
-    in whatever order its CTAs arrive has a deterministic mode (fa3) or refuses the problem
-    (fa2); the others add in a fixed order anyway. Every forward here is deterministic.
+    in whatever order its CTAs arrive has a deterministic mode (fa3's kernel; fa1 unsplit) or
+    refuses the problem (fa2); naive and standard add in a fixed order anyway. Every forward
+    here is deterministic.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -597,7 +597,8 @@ def check_window(schedule: str, p: Problem) -> None:
 
 
 # backward schedules whose dQ partial sums meet in whatever order the CTAs arrive, with no mode
-# that fixes it (fa3's: DETERMINISTIC; fa1's, naive's and standard's add in a fixed order)
+# that fixes it (fa3's: DETERMINISTIC; fa1's: unsplit; naive's and standard's add in a fixed
+# order)
 NO_DETERMINISTIC_BWD = {"fa2": "adds dQ with fp32 atomics in whatever order its key-block CTAs "
                                "arrive"}
 
@@ -606,7 +607,7 @@ def check_deterministic(schedule: str, p: Problem) -> None:
     """Refuse, in one line, a deterministic backward that the schedule has no mode for."""
     if p.deterministic and p.direction is Direction.bwd and schedule in NO_DETERMINISTIC_BWD:
         raise InputError(f"--deterministic: {schedule}'s backward {NO_DETERMINISTIC_BWD[schedule]} "
-                         "and has no deterministic mode (allowed: fa3, which has one; fa1, "
+                         "and has no deterministic mode (allowed: fa3 and fa1, which have one; "
                          "naive, standard, which add in a fixed order)")
 
 
