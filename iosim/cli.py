@@ -14,7 +14,7 @@ import typer
 from iosim.analysis.predict import directions, predict_rows
 from iosim.core import hardware
 from iosim.core.hardware import InputError
-from iosim.core.problem import CausalAlign, Dtype, Fp8Scaling, Problem
+from iosim.core.problem import CausalAlign, Direction, Dtype, Fp8Scaling, Problem
 
 HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -201,6 +201,7 @@ def predict_cmd(
     fp8_scaling: Annotated[Fp8Scaling, typer.Option(case_sensitive=False,
         help="fp8_e4m3: one scale per tile of rows per head (block) or per tensor")] = Fp8Scaling.block,
     hadamard: Annotated[bool, typer.Option("--hadamard", help="fp8_e4m3: rotate Q and K by a random-sign Hadamard transform before quantising")] = False,
+    deterministic: Annotated[bool, typer.Option("--deterministic", help="backward: dQ's partial sums added in a fixed order, the same bits every run (fa3's deterministic mode; fa2 has none)")] = False,
     window: Annotated[int | None, typer.Option(
         help="sliding window W (causal, forward): row i sees the W keys back from its diagonal")] = None,
     page_size: Annotated[int | None, typer.Option(
@@ -243,7 +244,7 @@ def predict_cmd(
                 p = Problem(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
                             seqlen_k=seqlen_k, head_dim=head_dim, dtype=dtype, causal=c,
                             causal_align=causal_align, direction=d, fp8_scaling=fp8_scaling,
-                            hadamard=hadamard,
+                            hadamard=hadamard, deterministic=deterministic,
                             window=window,
                             page_size=page_size, seqlens_k=lengths(seqlens_k))
                 parts.append(predict_rows(p, profile, parse_schedules(schedule), tiles, tuned))
@@ -300,7 +301,8 @@ def predict_text(parts, profile, wide: bool) -> str:
                      f"{p0['dtype']} causal={p0['causal']}{align}"
                      + (f" window={p0['window']}" if p0.get("window") is not None else "")
                      + (f" page={p0['page_size']}" if p0.get("page_size") is not None else "")
-                     + (f" seqlens_k={p0['seqlens_k']}" if p0.get("seqlens_k") is not None else ""))
+                     + (f" seqlens_k={p0['seqlens_k']}" if p0.get("seqlens_k") is not None else "")
+                     + (" deterministic" if p0.get("deterministic") else ""))
         lines.append(format_table(rows, wide))
         lines += [f"  {s}: not predicted: {why}" for s, why in skipped.items()]
         lines += [f"  {r['schedule']}: cannot run: its tensors need {r['hbm_footprint_bytes'] / 1e9:,.1f} GB "
@@ -442,6 +444,9 @@ def bench_cmd(
         help="fp8_e4m3: comma list of block (a scale per tile of rows per head), tensor")] = "block",
     hadamard: Annotated[str, typer.Option(metavar="BOOL",
         help="fp8_e4m3: random-sign Hadamard on Q and K: true|false|both")] = "false",
+    deterministic: Annotated[str, typer.Option(metavar="BOOL",
+        help="backward: dQ added in a fixed order (fa3's deterministic mode; fa2 has none): "
+        "true|false|both (peers: the default problems only)")] = "false",
     batch: Annotated[str | None, typer.Option(help="batch values; default 16384/max(N, key length)")] = None,
     heads: Annotated[str | None, typer.Option(help="head values; default 2048/d")] = None,
     kv_heads: Annotated[int | None, typer.Option(help="K/V heads (GQA); default: heads")] = None,
@@ -477,6 +482,7 @@ def bench_cmd(
     dtypes = parse_choice(dtype, ["bf16", "fp16", "fp8_e4m3"], "dtype")
     scalings = parse_choice(fp8_scaling, [x.value for x in Fp8Scaling], "fp8-scaling")
     hads = parse_bool(hadamard, "hadamard")
+    dets = parse_bool(deterministic, "deterministic")
     if "fp8_e4m3" not in dtypes and (scalings != ["block"] or hads != [False]):
         raise InputError("--fp8-scaling and --hadamard apply to --dtype fp8_e4m3 only "
                          "(allowed without it: the defaults, block and false)")
@@ -490,12 +496,13 @@ def bench_cmd(
                         for b in parse_values(batch, int, "batch") if batch else [max(1, 16384 // max(n, nk or n))]:
                             for h in parse_values(heads, int, "heads") if heads else [max(1, 2048 // d)]:
                                 for di in directions(direction.value):
-                                    for qk in quant:
+                                    for qk, det in itertools.product(
+                                            quant, dets if di is Direction.bwd else [False]):
                                         problems.append(Problem(
                                             batch=b, heads=h, kv_heads=kv_heads, seqlen_q=n,
                                             seqlen_k=nk, head_dim=d, dtype=dt, causal=c,
                                             causal_align=causal_align, direction=di,
-                                            page_size=ps, window=w, **qk))
+                                            page_size=ps, window=w, deterministic=det, **qk))
     if not out.parent.exists():
         raise InputError(f"-o {out}: directory {out.parent} does not exist")
     profile = hardware.load(hw) if hw else None

@@ -78,10 +78,15 @@ TENSORS = {
     # page x KVH x d) and the int32 block table of each sequence's pages
     "Kc": TensorSpec(("NPG", "PG", "KVH", "d")), "Vc": TensorSpec(("NPG", "PG", "KVH", "d")),
     "BlockTable": TensorSpec(("B", "NP"), nbytes=4),
+    # fa3's deterministic backward (fa3_bwd_det): an int32 flag per 64-row query block (the
+    # smallest block_m; at 128 half stand unused) and consumer warpgroup (two at most), zero
+    # before a launch and left zero by it
+    "dQsem": TensorSpec(("B", "H", "QB", "C"), nbytes=4),
 }
 MODEL_NAMES = {"dKx": "dK_expanded", "dVx": "dV_expanded"}  # launcher name -> the counts' name
 F32_TENSORS = frozenset(n for n, t in TENSORS.items() if t.f32)
-INDEX_TENSORS = frozenset({"BlockTable"})  # int32: 4 bytes an element
+INDEX_TENSORS = frozenset({"BlockTable", "dQsem"})  # int32: 4 bytes an element
+ZEROED_TENSORS = frozenset({"dQsem"})  # allocated zero: flags the kernel leaves as it found them
 
 
 def tensor_shape(p: Problem, name: str, splits: int = 1) -> tuple[int, ...]:
@@ -89,7 +94,7 @@ def tensor_shape(p: Problem, name: str, splits: int = 1) -> tuple[int, ...]:
     pages = -(-p.seqlen_k // p.page_size) if p.page_size else 0
     dims = {"B": p.batch, "H": p.heads, "KVH": p.kv_heads, "Nq": p.seqlen_q, "Nk": p.seqlen_k,
             "d": p.head_dim, "Nk16": -(-p.seqlen_k // 16) * 16, "S": splits, "NP": pages, "NPG": p.batch * pages,
-            "PG": p.page_size or 0}
+            "PG": p.page_size or 0, "QB": -(-p.seqlen_q // 64), "C": 2}
     return tuple(dims[x] for x in TENSORS[name].shape)
 
 
@@ -278,6 +283,8 @@ def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
             (nc >= 1 and units % nc == 0,
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (not d["PINGPONG"] or bn == 128, "ping-pong with two consumers (--block-n 128)"),
+            (not d.get("DQ_BULK") or (units == nc and not d.get("DETERMINISTIC") and dd == 128),
+             "dQ by bulk reduce-add: head_dim 128, one dQ unit a consumer, not deterministic"),
             (st >= 1, "--stages >= 1")]
 
 
@@ -394,10 +401,13 @@ def _fa3_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs + ali
     return (d["BLOCK_M"] + 2 * d["STAGES"] * d["BLOCK_N"]) * d["HEAD_DIM"] * e + FA3_SMEM_ALIGN
 
 
+FA3_BULK_ROW = 288  # fa3_bwd.cu DQ_BULK: a staged 64-column fp32 dQ row (+ 32 bytes)
+
+
 def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 3 dSᵀ; LSE, D x 2 a consumer
-    bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]
+    bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]  # (DQ_BULK: + 64
     return (2 * bn * dd + 2 * st * bm * dd + 3 * bn * bm) * e + 4 * (bn // 64) * bm * F32 \
-        + FA3_SMEM_ALIGN
+        + d.get("DQ_BULK", 0) * (bn // 64) * 64 * FA3_BULK_ROW + FA3_SMEM_ALIGN  # staged rows)
 
 
 def _decode_smem(d: Defines, e: int) -> int:  # Q rows + STAGES K/V tile pairs; reused at the end
@@ -468,7 +478,8 @@ _SPECS = [
     # FA3's backward: fa2_bwd.cu's preprocessing and conversion around the wgmma main kernel
     KernelSpec("fa3_bwd", "fa3_bwd.cu", None,
                ("TmQ", "TmK", "TmV", "TmdO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
-               frozenset({"dQacc", "dKx", "dVx"}), _GEMM - {"BLOCK_K"} | {"PINGPONG"},
+               frozenset({"dQacc", "dKx", "dVx"}),
+               _GEMM - {"BLOCK_K"} | {"PINGPONG", "DETERMINISTIC", "DQ_BULK"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=(64, 128),
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers,
@@ -519,6 +530,11 @@ _SPECS = [
                frozenset({"dK", "dV"}), frozenset({"HEAD_DIM", "REDUCE_THREADS"})),
 ]
 SPECS: dict[str, KernelSpec] = {s.entry: s for s in _SPECS}
+# fa3_bwd.cu with DETERMINISTIC=1: dQ added in a fixed order, turns kept in dQsem (not
+# poisoned: the kernel needs it zero)
+SPECS["fa3_bwd_det"] = replace(SPECS["fa3_bwd"], entry="fa3_bwd_det", select="DETERMINISTIC",
+                               args=(*SPECS["fa3_bwd"].args, "dQsem"),
+                               defines=SPECS["fa3_bwd"].defines - {"DETERMINISTIC"})
 for _s in ("pre", "convert"):  # fa3's backward runs fa2_bwd.cu's, under its own entry names
     SPECS[f"fa3_bwd_{_s}"] = replace(SPECS[f"fa2_bwd_{_s}"], entry=f"fa3_bwd_{_s}",
                                      symbol=f"fa2_bwd_{_s}")

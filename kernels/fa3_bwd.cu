@@ -2,7 +2,7 @@
 // Sec. 3 and Appendix B.1: warp-specialised producer/consumer with TMA and wgmma), sm_90a only.
 //
 // Entry: fa3_bwd(tmQ, tmK, tmV, tmdO, LSE, Dst, dQacc, dK, dV, Nq, Nk, H, KVH, scale)
-//   (docs/kernel-contract.md). Around it the Plan runs fa2_bwd.cu's preprocessing kernel
+//   (docs/kernel-contract.md); with DETERMINISTIC=1 fa3_bwd_det(..., scale, dQsem). Around it the Plan runs fa2_bwd.cu's preprocessing kernel
 //   (D = rowsum(dO∘O), dQacc = 0) and its conversion (dQ = scale·dQacc); gqa_reduce.cu sums
 //   dK, dV over a GQA group.
 //   tmQ / tmdO: CUtensorMaps (iosim/gpu/tma.py) of Q, dO (B,H,Nq,d), boxes of 64 columns x
@@ -20,7 +20,7 @@
 //   BLOCK_M (query rows per step: 64, or 128 at d = 64), BLOCK_N (64 key rows per consumer
 //   warpgroup), NUM_WARPS (consumer warps = BLOCK_N / 16), STAGES (Q/dO ring depth),
 //   PINGPONG (0/1: the consumers' turns, two consumers only), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT,
-//   ELEM_BF16=1 or ELEM_FP16=1.
+//   DETERMINISTIC (0/1), DQ_BULK (0/1: dQ's reduction, below), ELEM_BF16=1 or ELEM_FP16=1.
 //
 // Structure (per CTA = key block j):
 //   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers): one
@@ -41,7 +41,12 @@
 //     columns (d = 128: one K panel each; d = 64, BLOCK_M = 128: 64 queries each), both
 //     operands MN-major in shared memory (dSᵀ and K as they lie). The sums go to dQacc with vector atomics
 //     (red.global.add.v2.f32): the CTAs of all key blocks add into the same dQ_i, so the order
-//     of additions varies by run.
+//     of additions varies by run. DQ_BULK=1 (a variant, for the comparison in
+//     experiments/fa3_bwd/variants.py; d = 128 only: at d = 64 its staging does not fit beside
+//     the three dSᵀ buffers) instead stores each unit to a shared buffer of 64 rows (288-byte
+//     stride: conflict-free float2 stores), and 64 of the consumer's threads each issue a
+//     256-byte bulk reduce-add of one row (cp.reduce.async.bulk ... .add.f32): the copy engine
+//     adds whole rows at L2 instead of 16 vector atomics a thread.
 //   * Overlap (FA3 Sec. 3.1-3.2): the two consumers take turns at the tensor cores, two turns a
 //     step (A: Sᵀ, dPᵀ; B: dV, dK and the previous step's dQ), so one's exp2, dS stores and
 //     atomics run under the other's GEMMs; dQ_i waits a step so that no consumer waits for the
@@ -49,7 +54,23 @@
 //     is never added (a wgmma under a condition made ptxas spill at d = 128): one extra
 //     BLOCK_M x BLOCK_N x d product per CTA, which the Plan does not count.
 //   * Not causal: the key blocks of a head start at different query blocks (as fa2_bwd.cu), so
-//     the CTAs running at once add into different rows of dQacc.
+//     the CTAs running at once add into different rows of dQacc (not with DETERMINISTIC).
+//   * DETERMINISTIC=1 (entry fa3_bwd_det): the key-block CTAs add into each dQ_i in a fixed
+//     order, so dQ is the same bits on every run. dQsem (B, H, ceil(Nq/64), 2) int32, zero
+//     before the launch and left zero after it: one flag per query block and consumer (a
+//     consumer's dQ units are the same columns and rows in every CTA, so the two consumers keep
+//     their own orders and never wait for each other). Consumer c of key block n, at query
+//     block i, waits until its flag equals its turn, adds, and releases turn + 1 (the last
+//     turn: 0 again). The turns run by key block downwards from the highest key block that
+//     sees i (n_hi(i) - 1, the causal diagonal's, or the last one) to key block 0, and
+//     blockIdx.x runs the key blocks in that order (n = gridDim.x - 1 - blockIdx.x), so a CTA
+//     only waits for CTAs launched before it, which are resident or done: with one CTA an SM,
+//     waiting CTAs never hold the SMs that the CTA they wait for needs. Causal, the diagonal's
+//     key block is also the first to reach i in time (it starts there), so the turns follow
+//     the order the CTAs arrive in anyway; not causal, every key block starts at query block 0
+//     (no rotation) and each CTA trails the one before it by one hand-over. The flags' reads and
+//     writes are counted in the Plan (one of each per consumer and visit; spinning re-reads
+//     are not), the waits are not modelled.
 // Causal: query blocks that see none of the key block are neither loaded nor computed; blocks
 // that cross the diagonal or the ragged Nk edge are masked. Ragged Nq/Nk: TMA zero-fills rows
 // past the end of a head; dK/dV rows >= Nk and dQ rows >= Nq are not stored.
@@ -64,9 +85,11 @@
 #include "wgmma.cuh"
 
 #if !defined(HEAD_DIM) || !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(NUM_WARPS) || \
-    !defined(STAGES) || !defined(IS_CAUSAL) || !defined(CAUSAL_BOTTOM_RIGHT) || !defined(PINGPONG)
-#error "fa3_bwd needs HEAD_DIM, BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, PINGPONG"
+    !defined(STAGES) || !defined(IS_CAUSAL) || !defined(CAUSAL_BOTTOM_RIGHT) || !defined(PINGPONG) || \
+    !defined(DETERMINISTIC) || !defined(DQ_BULK)
+#error "fa3_bwd needs HEAD_DIM, BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, IS_CAUSAL, CAUSAL_BOTTOM_RIGHT, PINGPONG, DETERMINISTIC, DQ_BULK"
 #endif
+
 
 namespace f3b {
 
@@ -91,6 +114,10 @@ constexpr int DQ_N = 64;      // columns of dQ per wgmma (one K panel)
 constexpr int DQ_UNITS = (BM / 64) * PANELS;
 constexpr int DQ_PER = DQ_UNITS / NC;  // dQ units per consumer and step
 constexpr int DS_PANEL = BN * 128;     // bytes of one 64-query panel of dSᵀ
+constexpr int BULK_ROW = 288;           // DQ_BULK: a staged dQ row (256 bytes + 32: no conflicts)
+static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && D == 128),
+              "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC, HEAD_DIM 128 "
+              "(at 64 its staging does not fit beside the three dS buffers)");
 
 static_assert(BM == 64 || (BM == 128 && D == 64),
               "BLOCK_M must be 64, or 128 at HEAD_DIM 64 (Sᵀ, dPᵀ, dK, dV in registers)");
@@ -115,6 +142,10 @@ enum { BAR_KV = 0, BAR_FULL = 1, BAR_EMPTY = 1 + NS, N_BARS = 1 + 2 * NS };
 constexpr int NB_DS = 1;    // one consumer: its warps' dSᵀ stores done before its dQ wgmma
 constexpr int NB_TURN = 2;  // + consumer index: its turn at the tensor cores (two consumers)
 constexpr int NB_STAT = 4;  // + consumer index: its copy of LSE_i, D_i is in shared memory
+constexpr int NB_SEM = 6;   // + consumer index: its threads around its dQ turn (DETERMINISTIC)
+constexpr int NB_BULK = 8;  // + consumer index: its dQ staging buffer free / written (DQ_BULK)
+static_assert(NB_STAT + 2 <= NB_SEM && NB_SEM + 2 <= NB_BULK && NB_BULK + 2 <= 16,
+              "named barriers: two a consumer each, 16 a CTA");
 static_assert(!PINGPONG || NC == 2, "PINGPONG takes two consumer warpgroups (BLOCK_N = 128)");
 
 // Ping-pong turns as fa3.cu's: 256 threads per barrier, the 128 that wait and the 128 that
@@ -164,14 +195,36 @@ __device__ __forceinline__ void pack_a(const float (&s)[NT_S * 4], u32 (&a)[KP][
         for (int i = 0; i < 4; ++i) a[kk][i] = pack2_elem(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
 }
 
+// DETERMINISTIC: consumer c's flag for query block i of query head bh, and key block n's turn
+// there: key blocks n_hi(i) - 1 down to 0 (those that see a row of i, a prefix of the key
+// blocks: causal, those up to the last key that i's last row sees; else all of them)
+__device__ __forceinline__ int* dq_flag(int* sem, int bh, int Nq, int i, int c) {
+    return sem + (((size_t)bh * (size_t)((Nq + 63) / 64) + i) * 2 + c);
+}
+__device__ __forceinline__ int dq_turn(int i, int Nq, int off, int n, int n_blocks) {
+    int n_hi = n_blocks;
+    if (IS_CAUSAL) {
+        const int last_key = min((i + 1) * BM, Nq) - 1 + off;
+        n_hi = last_key < 0 ? 0 : min(n_hi, last_key / BN + 1);
+    }
+    return n_hi - 1 - n;
+}
+
 }  // namespace f3b
 
+#define FA3_BWD_PARAMS                                                                       \
+    const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,                 \
+        const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO,            \
+        const float *__restrict__ LSE, const float *__restrict__ Dst,                         \
+        float *__restrict__ dQacc, elem_t *__restrict__ dK, elem_t *__restrict__ dV, int Nq, \
+        int Nk, int H, int KVH, float scale
+#if DETERMINISTIC
 extern "C" __global__ void __launch_bounds__(f3b::THREADS, 1)
-fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
-        const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO,
-        const float* __restrict__ LSE, const float* __restrict__ Dst, float* __restrict__ dQacc,
-        elem_t* __restrict__ dK, elem_t* __restrict__ dV, int Nq, int Nk, int H, int KVH,
-        float scale) {
+fa3_bwd_det(FA3_BWD_PARAMS, int* __restrict__ dQsem) {
+#else
+extern "C" __global__ void __launch_bounds__(f3b::THREADS, 1)
+fa3_bwd(FA3_BWD_PARAMS) {
+#endif
     using namespace f3b;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ __align__(8) u64 bars[N_BARS];
@@ -185,18 +238,21 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     const u32 sStat = sdS + 3 * DS_BYTES; // per consumer, 2 x (BM LSE·log2e, BM D) fp32
     unsigned char* gen = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to `base`
     float* stat = reinterpret_cast<float*>(gen + (sStat - base));
+    const u32 sBulk = sStat + 4 * NC * BM * 4;  // DQ_BULK: 64 x BULK_ROW bytes a consumer
     const u32 bar0 = smem_u32(bars);
     auto bar = [&](int i) { return bar0 + 8u * (u32)i; };
 
     const int h = blockIdx.y;
     const int b = blockIdx.z;
-    const int n0 = blockIdx.x * BN;
+    // the key block (DETERMINISTIC: last first, the order of the dQ turns)
+    const unsigned n_blk = DETERMINISTIC ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int n0 = n_blk * BN;
     const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // query i sees keys j <= i + off
     const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
     const int m_blocks = (Nq + BM - 1) / BM;
     const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : m_blocks - m_first;
     auto q_block = [&](int it) {  // not causal: key block x starts at query block x mod n_iter
-        if (!IS_CAUSAL) return (int)(((unsigned)it + blockIdx.x) % (unsigned)n_iter);
+        if (!IS_CAUSAL && !DETERMINISTIC) return (int)(((unsigned)it + blockIdx.x) % (unsigned)n_iter);
         return m_first + it;
     };
     const size_t q_rows = ((size_t)b * H + h) * (size_t)Nq;  // first row of this query head
@@ -285,19 +341,53 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         }
     };
     auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
+#if DETERMINISTIC  // (under #if, not if: the plain kernel's code stays as it was)
+        if (tid == 0)
+            sem_wait_eq(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
+                        dq_turn(m_prev / BM, Nq, off, (int)n_blk, (int)gridDim.x));
+        named_bar_sync(NB_SEM + c, 128);
+#endif
+        if (DQ_BULK) {  // the unit's rows staged, then a bulk reduce-add a row
+            const u32 buf = sBulk + (u32)(c * 64 * BULK_ROW);
+            if (tid < 64) bulk_wait_read();  // the last step's rows read out of the buffer
+            named_bar_sync(NB_BULK + c, 128);
+            unsigned char* st = gen + (buf - base);
+            fence_regs<DQ_N / 2>(dq[0]);
 #pragma unroll
-        for (int t = 0; t < DQ_PER; ++t) {
-            fence_regs<DQ_N / 2>(dq[t]);
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                const int row = m_prev + 64 * dq_rows(t) + kr + 8 * hr;  // a query
-                if (row >= Nq) continue;
-                float* g = dQacc + (q_rows + row) * D + dq_panel(t) * DQ_N + 2 * (lane & 3);
+            for (int hr = 0; hr < 2; ++hr)
 #pragma unroll
                 for (int nt = 0; nt < DQ_N / 8; ++nt)
-                    red_add_f32x2(g + nt * 8, dq[t][nt * 4 + 2 * hr], dq[t][nt * 4 + 2 * hr + 1]);
+                    *reinterpret_cast<float2*>(st + (kr + 8 * hr) * BULK_ROW + nt * 32 + 8 * (lane & 3)) =
+                        make_float2(dq[0][nt * 4 + 2 * hr], dq[0][nt * 4 + 2 * hr + 1]);
+            fence_proxy_async();
+            named_bar_sync(NB_BULK + c, 128);
+            const int row = m_prev + 64 * dq_rows(0) + tid;
+            if (tid < 64 && row < Nq) {
+                bulk_reduce_add_f32(dQacc + (q_rows + row) * D + dq_panel(0) * DQ_N,
+                                    buf + (u32)(tid * BULK_ROW), DQ_N * 4);
+                bulk_commit();
+            }
+        } else {
+#pragma unroll
+            for (int t = 0; t < DQ_PER; ++t) {
+                fence_regs<DQ_N / 2>(dq[t]);
+#pragma unroll
+                for (int hr = 0; hr < 2; ++hr) {
+                    const int row = m_prev + 64 * dq_rows(t) + kr + 8 * hr;  // a query
+                    if (row >= Nq) continue;
+                    float* g = dQacc + (q_rows + row) * D + dq_panel(t) * DQ_N + 2 * (lane & 3);
+#pragma unroll
+                    for (int nt = 0; nt < DQ_N / 8; ++nt)
+                        red_add_f32x2(g + nt * 8, dq[t][nt * 4 + 2 * hr], dq[t][nt * 4 + 2 * hr + 1]);
+                }
             }
         }
+#if DETERMINISTIC  // every thread's adds issued, then the next turn (key block 0: 0)
+        named_bar_sync(NB_SEM + c, 128);
+        if (tid == 0)  // (flag and turn found again: nothing kept live across the adds)
+            sem_release(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
+                        n_blk == 0 ? 0 : dq_turn(m_prev / BM, Nq, off, (int)n_blk, (int)gridDim.x) + 1);
+#endif
     };
 
     // LSE and D of query block q_block(it), one row a thread; a row past Nq, or one that sees
@@ -413,6 +503,7 @@ fa3_bwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         if (c == 0) turn_pass(c);  // the second consumer's last turn is never waited for
         wgmma_wait<0>();
         add_dq(dq);
+        if (DQ_BULK && tid < 64) bulk_wait();  // the reductions done before the CTA's smem goes
     }
 
     // ---- epilogue: dK·scale and dV, one slice per query head, from registers

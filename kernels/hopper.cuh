@@ -21,6 +21,12 @@
 //   * fence_proxy_async(): shared-memory stores by this thread made visible to the async proxy
 //     (a wgmma that reads a tile the threads just wrote, kernels/fa3_bwd.cu's dSᵀ).
 //   * named_bar_sync(id, threads), setmaxnreg_inc<R> / setmaxnreg_dec<R>.
+//   * bulk_reduce_add_f32(dst, src, bytes), bulk_commit, bulk_wait_read, bulk_wait: a bulk
+//     reduce-add from shared to global memory by the copy engine (cp.reduce.async.bulk).
+//   * sem_wait_eq(p, v) / sem_release(p, v): a flag in global memory between CTAs (kernels/
+//     fa3_bwd.cu's deterministic dQ turns): spin until *p == v (acquire, GPU scope); then, after
+//     the caller's threads synchronised, *p = v (release, GPU scope: the writes the threads made
+//     before the barrier are visible to whoever sees v), as CUTLASS's GenericBarrier.
 #pragma once
 #include "common.cuh"
 
@@ -101,6 +107,30 @@ IOSIM_DEVICE u32 pack4_e4m3(float a, float b, float c, float d) {
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(b), "f"(a));
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(d), "f"(c));
     return (u32)lo | ((u32)hi << 16);
+}
+
+// ---------------------------------------------------------------- bulk reductions
+// *dst += *src elementwise over `bytes` (a multiple of 16, both 16-byte aligned), fp32, by the
+// copy engine from shared to global memory (kernels/fa3_bwd.cu DQ_BULK=1); the issuing thread
+// commits it to its bulk group and waits for the group's reads (before the buffer is written
+// again) or for its completion.
+IOSIM_DEVICE void bulk_reduce_add_f32(float* dst, u32 src, u32 bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                 ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+}
+IOSIM_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+IOSIM_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+IOSIM_DEVICE void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// ---------------------------------------------------------------- flags between CTAs
+IOSIM_DEVICE void sem_wait_eq(const int* p, int v) {
+    int x;
+    do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(x) : "l"(p) : "memory");
+    } while (x != v);
+}
+IOSIM_DEVICE void sem_release(int* p, int v) {
+    asm volatile("fence.acq_rel.gpu;\nst.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
 // ---------------------------------------------------------------- warpgroups

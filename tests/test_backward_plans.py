@@ -116,3 +116,31 @@ def test_fa3_backward_refuses_tiles_its_kernel_cannot_run(tiles, message):
     with pytest.raises(InputError, match=message):
         plan("fa3", bwd(64), load("h100-sxm5-80gb"), tiles, check=True)
     plan("fa3", bwd(64), load("h100-sxm5-80gb"), Tiles(block_m=128, block_n=128), check=True)
+
+
+def test_deterministic_rows_are_their_own_points_and_read_back():
+    """A deterministic backward row (Problem.deterministic) keys apart from the default one in
+    a bench file (resume), and a table read back gives the Problem field again (validate)."""
+    import pandas as pd
+
+    from iosim.analysis.bench import key
+    from iosim.core.rows import normalize, option_fields, problem_fields
+
+    rows = [{"hw": "h100", "schedule": "fa3", **problem_fields(bwd(deterministic=det))}
+            for det in (True, False)]
+    assert key(rows[0]) != key(rows[1])
+    back = normalize(pd.DataFrame(rows)).to_dict("records")
+    assert [option_fields(r) for r in back] == [{"deterministic": True}, {}]
+    assert Problem(**{k: v for k, v in rows[1].items() if k not in ("hw", "schedule")},
+                   **option_fields(back[0])).deterministic
+
+
+def test_fa1_deterministic_backward_is_planned_unsplit():
+    """fa1's backward splits a head's key blocks across CTAs (dQ by atomics) when batch·heads do
+    not fill the GPU; asked for a deterministic backward it runs one CTA a head instead, which
+    read-modify-writes dQacc_i in key-block order."""
+    p = Problem(batch=1, heads=2, seqlen_q=8192, head_dim=64, direction="bwd")
+    split = plan("fa1", p, H100).main
+    det = plan("fa1", p.model_copy(update={"deterministic": True}), H100).main
+    assert split.defines["DQ_ATOMIC"] == 1 and split.grid[0] > 1
+    assert det.defines["DQ_ATOMIC"] == 0 and det.grid[0] == 1

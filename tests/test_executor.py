@@ -2,6 +2,7 @@
 (b) what it counts tile by tile equals the Plan's closed-form counts, kernel by kernel."""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -169,6 +170,30 @@ def test_fa3_backward_tiles_count_what_the_kernel_reads():
                      p_smem=0)
         stored = flash_bwd(p, blocks, fa1=False, rd=rd._replace(p_smem=1)).traffic.sram
         assert stored - main.traffic.sram / p.bh == blocks.sum_rc() * p.elem_bytes
+
+
+def test_fa3_deterministic_counts_its_flags():
+    """fa3's deterministic backward (fa3_bwd_det): the executor's counts equal the closed form,
+    which is the plain kernel's plus one int32 read and one write of a turn flag per consumer
+    warpgroup and visited (query block, key block) pair; fa2 (atomics, no such mode) refuses."""
+    from iosim.core.hardware import InputError
+    from iosim.schedules.base import BlockMap
+
+    for d, bm, causal, align in ((64, 128, True, "bottom-right"), (128, 64, False, "top-left"),
+                                 (128, 64, True, "top-left")):
+        p = Problem(batch=2, heads=2, kv_heads=1, seqlen_q=300, seqlen_k=333, head_dim=d,
+                    causal=causal, causal_align=align, direction="bwd", deterministic=True)
+        det = check("fa3", p, Tiles())
+        plain = plan("fa3", p.model_copy(update={"deterministic": False}), H100)
+        k, k0 = det.main, plain.main
+        assert (k.name, k0.name, k.defines["DETERMINISTIC"], k0.defines["DETERMINISTIC"]) == \
+            ("fa3_bwd_det", "fa3_bwd", 1, 0)
+        flags = BlockMap.of(p, bm, 128).pairs * p.bh * 2 * 4
+        assert k.traffic.reads["dQsem"] == k.traffic.writes["dQsem"] == flags
+        assert k.traffic.hbm_read - k0.traffic.hbm_read == flags
+        assert k.work == k0.work
+    with pytest.raises(InputError, match="fa2's backward .* no deterministic mode"):
+        plan("fa2", p, H100)
 
 
 @st.composite

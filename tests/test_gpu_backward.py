@@ -122,3 +122,50 @@ def test_backward_without_kernel_is_refused(env):
     q, k, v = bench.inputs(torch, p, 0)
     with pytest.raises(InputError, match="head_dim=256 has no real fa3 kernel"):
         backward.BackwardLauncher(plan("fa3", p, hw), hw, q, k, v, q)
+
+
+# fa3's deterministic mode (kernels/fa3_bwd.cu, DETERMINISTIC=1): not causal with many key
+# blocks a head (the most CTAs meeting in one dQ_i), both causal diagonals with ragged N and GQA
+DET_CASES = [(2, 8, 8, 4096, 4096, 128, False), (1, 8, 2, 3000, 3333, 64, True, "bottom-right"),
+             (1, 4, 4, 1000, 1000, 128, True), (1, 6, 3, 1500, 700, 64, True, "bottom-right")]
+
+
+@pytest.mark.parametrize("case", DET_CASES)
+def test_fa3_deterministic_gives_the_same_bits_every_run(env, case):
+    """The deterministic backward passes the ordinary check, and its fp32 dQ accumulator and
+    dQ, dK, dV are the same bits on every run: alone, and while another stream's matrix
+    products hold SMs (so its CTAs start at other times and on other SMs); its turn flags are
+    left zero for the next launch."""
+    torch, hw, bench, backward = env
+    if not hw.has_wgmma:
+        pytest.skip(f"fa3 needs a Hopper GPU (sm_90a); this is {hw.name}")
+    p = problem(case, "bf16").model_copy(update={"deterministic": True})
+    seed = int.from_bytes(os.urandom(4), "little") >> 1
+    q, k, v = bench.inputs(torch, p, seed)
+    do = backward.grad_output(torch, p, seed)
+    ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
+    same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
+    launcher = backward.BackwardLauncher(plan("fa3", p, hw), hw, q, k, v, do)
+    assert "fa3_bwd_det" in launcher.entries()
+    busy = torch.cuda.Stream()
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    first = None
+    for run in range(4):
+        launcher.poison()
+        if run % 2:  # matrix products on another stream, queued just before the backward
+            with torch.cuda.stream(busy):
+                for _ in range(4):
+                    x @ x
+        launcher()
+        torch.cuda.synchronize()
+        got = {n: launcher.buf[n].clone() for n in ("dQacc", "dQ", "dK", "dV")}
+        assert launcher.buf["dQsem"].eq(0).all()
+        if first is None:
+            err = backward.grad_err(torch, launcher.outputs(), ref, p)
+            bound = bench.error_bound("fa3", p, same, s_max)
+            assert err <= bound, f"deterministic {case}: error {err:.3g} over bound {bound:.3g}"
+            first = got
+            continue
+        for n, t in got.items():  # bit patterns (a NaN would differ from itself)
+            a, b = t.view(torch.int32 if t.dtype == torch.float32 else torch.int16), first[n]
+            assert torch.equal(a, b.view(a.dtype)), f"{n} differs on run {run} ({case})"

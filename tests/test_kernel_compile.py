@@ -54,12 +54,15 @@ def cases() -> list[tuple]:
                             seen[key] = key
                     # the backward kernels (GQA adds gqa_reduce), where the Plan's tiles fit
                     # the GPU (A100: not fa1, fa2 at d = 256) and a kernel runs it (fa3: d = 64,
-                    # 128): for fa3 both causal diagonals (head_dim_cases covers the others)
-                    for s, align in [(x, a) for x in ss[:4]
-                                     for a in ("top-left", "bottom-right")[:1 + (x == "fa3")]]:
+                    # 128): for fa3 both causal diagonals and its deterministic mode
+                    # (head_dim_cases covers the others)
+                    for s, align, det in [(x, a, t) for x in ss[:4]
+                                          for a in ("top-left", "bottom-right")[:1 + (x == "fa3")]
+                                          for t in (False, True)[:1 + (x == "fa3")]]:
                         p = Problem(batch=1, heads=4, kv_heads=2, seqlen_q=4096, head_dim=d,
                                     dtype=dtype, causal=causal, direction="bwd",
-                                    causal_align=align if causal else "top-left")
+                                    causal_align=align if causal else "top-left",
+                                    deterministic=det)
                         try:
                             pl = plan(s, p, hw)
                             supported(pl)

@@ -196,6 +196,14 @@ def block_measured_fp8() -> str:
     return tool("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv")
 
 
+def block_fa3_dq_reduce() -> str:
+    return tool("fa3_dq.py", "experiments/fa3_bwd/h100/dq/dq_reduce.csv")
+
+
+def block_fa3_dq_ncu() -> str:
+    return tool("fa3_dq.py", "experiments/fa3_bwd/h100/dq")
+
+
 DECODE_ARGS = ["predict", "--schedule", "decode", "--seqlen", "1", "--seqlen-k", "131072",
                "--kv-heads", "8"]
 
@@ -255,7 +263,8 @@ def block_tune_rerank() -> str:
             f"{ok} of {n} problems, median rho {rho:.2f}\n" + "\n".join(picks) + "\n```")
 
 
-BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "measured-fp8": block_measured_fp8,
+BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3_dq_reduce,
+          "fa3-dq-ncu": block_fa3_dq_ncu, "measured-fp8": block_measured_fp8,
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fa3-bwd-stalls": block_fa3_bwd_stalls,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,

@@ -14,7 +14,7 @@ from functools import lru_cache
 import pandas as pd
 
 from iosim.core import hardware
-from iosim.core.rows import PROBLEM_COLUMNS, QUANT_COLUMNS, measured_ok, normalize, require_columns
+from iosim.core.rows import OPTION_COLUMNS, PROBLEM_COLUMNS, measured_ok, normalize, require_columns
 
 
 @lru_cache(maxsize=64)
@@ -73,8 +73,9 @@ def join(pred: pd.DataFrame, measured: pd.DataFrame, how: str = "inner",
     p, m = normalize(pred), normalize(measured)
     p["hw"] = p["hw"].map(canonical_hw)
     m["hw"] = m["hw"].map(canonical_hw)
-    # fp8 rows: also their quantisation (rows without those columns ran the default)
-    keys = PROBLEM_COLUMNS + [c for c in QUANT_COLUMNS if c in p.columns or c in m.columns]
+    # fp8 rows: also their quantisation; deterministic backward rows: that (rows without those
+    # columns ran the default)
+    keys = PROBLEM_COLUMNS + [c for c in OPTION_COLUMNS if c in p.columns or c in m.columns]
     for df in (p, m):
         for c in keys[len(PROBLEM_COLUMNS):]:
             if c not in df.columns:

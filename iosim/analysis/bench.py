@@ -38,7 +38,7 @@ import pandas as pd
 from iosim.analysis.predict import row
 from iosim.core.hardware import HardwareProfile, InputError, load
 from iosim.core.problem import Direction, Dtype, Problem
-from iosim.core.rows import MEASURED_COLUMNS, PROBLEM_COLUMNS, QUANT_COLUMNS, problem_fields
+from iosim.core.rows import DET_COLUMNS, MEASURED_COLUMNS, PROBLEM_COLUMNS, QUANT_COLUMNS, problem_fields
 from iosim.model.backing import footprint_bytes
 from iosim.schedules import Tiles, decode, plan
 from iosim.schedules.knobs import TunedTiles
@@ -48,8 +48,9 @@ FP8_COLUMNS = [*QUANT_COLUMNS, "attn_time_pred_ms"]
 
 
 # what tells apart two points of the same problem columns: fp8's quantisation, the sliding
-# window, the paged cache, decode's forced split count (blank where unset)
-KEY_EXTRA = [*QUANT_COLUMNS, "window", "page_size", "kv_splits"]
+# window, the paged cache, decode's forced split count, a deterministic backward (blank where
+# unset)
+KEY_EXTRA = [*QUANT_COLUMNS, "window", "page_size", "kv_splits", *DET_COLUMNS]
 PEER_GROUPS = ("torch", "flex")  # --peers: torch's SDPA backends, compiled FlexAttention
 
 
@@ -75,10 +76,12 @@ def parse_peers(text: str) -> list[str]:
 
 def peer_rows(groups: list[str], p: Problem) -> list[str]:
     """The peer rows a problem gets: torch's SDPA backends and FlexAttention, as asked; none
-    for fp8 (torch takes no fp8: the bf16 problems' peers stand beside them)."""
+    for fp8 (torch takes no fp8: the bf16 problems' peers stand beside them) nor for a
+    deterministic backward (the peers are not asked for one: the default problems' peers stand
+    beside it)."""
     from iosim.gpu import bench
 
-    if p.dtype is Dtype.fp8_e4m3:
+    if p.dtype is Dtype.fp8_e4m3 or p.deterministic:
         return []
     return [*(list(bench.PEERS) if "torch" in groups else []),
             *([bench.FLEX] if "flex" in groups else [])]

@@ -32,11 +32,11 @@ from iosim.core.problem import Problem
 from iosim.core.rows import (
     FWD_BWD,
     MEASURED_NEEDS,
+    OPTION_COLUMNS,
     PROBLEM_COLUMNS,
-    QUANT_COLUMNS,
     measured_split_cols,
     measured_split_rows,
-    quant_fields,
+    option_fields,
     read_rows,
 )
 from iosim.schedules import SCHEDULES, Tiles, plan
@@ -83,7 +83,7 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     # the fa1 kernel each row ran (None: the Plan's own split)
     ours = ours.assign(split_rows=[measured_split_rows(r) for r in ours.itertuples(index=False)],
                        split_cols=[measured_split_cols(r) for r in ours.itertuples(index=False)])
-    quant = [c for c in QUANT_COLUMNS if c in ours.columns]  # fp8 rows' quantisation
+    quant = [c for c in OPTION_COLUMNS if c in ours.columns]  # fp8 quantisation, deterministic
     tiles = ["ran_tiles"] if "ran_tiles" in ours.columns else []  # the tiles a row ran
     keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", *quant, *tiles]].drop_duplicates()
     rows = []
@@ -91,7 +91,7 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
         prof = hw or preferred(r.hw)
         fields = dict(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
                       seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal,
-                      **quant_fields(r))
+                      **option_fields(r))
         t = replace(ran_tiles(r, r.direction),
                     split_rows=None if pd.isna(r.split_rows) else int(r.split_rows),
                     split_cols=None if pd.isna(r.split_cols) else int(r.split_cols))

@@ -72,6 +72,12 @@ class Problem(BaseModel):
     `seqlens_k` (a ragged batch, decode): each sequence's own cached length, one per sequence,
     at most seqlen_k (the cache's allocated length, by default the longest); sequence b's query
     rows sit at its last keys (row i at seqlens_k[b] - Nq + i). None: every sequence seqlen_k.
+
+    `deterministic`: the backward must give the same bits on every run (FlashAttention's
+    `deterministic=True`): partial sums added in a fixed order. A schedule whose backward adds
+    in whatever order its CTAs arrive has a deterministic mode (fa3's kernel; fa1 unsplit) or
+    refuses the problem (fa2); naive and standard add in a fixed order anyway. Every forward
+    here is deterministic.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -92,6 +98,7 @@ class Problem(BaseModel):
     window: int | None = Field(None, ge=0, le=MAX_SEQLEN)
     page_size: int | None = Field(None, gt=0, le=MAX_SEQLEN)
     seqlens_k: tuple[int, ...] | None = None
+    deterministic: bool = False
 
     @model_validator(mode="after")
     def _defaults_and_groups(self) -> Problem:

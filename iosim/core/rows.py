@@ -30,6 +30,10 @@ MEASURED_COLUMNS = ["time_ms", "tflops", "dram_read_bytes_ncu", "dram_write_byte
 
 # an fp8_e4m3 row's quantisation (columns only fp8 rows fill; joins and resumes key on them)
 QUANT_COLUMNS = ["fp8_scaling", "hadamard"]
+# a row of a deterministic backward (Problem.deterministic): only such rows fill it, "True"
+DET_COLUMNS = ["deterministic"]
+# the columns beyond PROBLEM_COLUMNS that tell two points apart (joins and resumes key on them)
+OPTION_COLUMNS = [*QUANT_COLUMNS, *DET_COLUMNS]
 
 
 def problem_fields(p: Problem) -> dict:
@@ -45,7 +49,20 @@ def problem_fields(p: Problem) -> dict:
         out.update({"seqlens_k": ",".join(map(str, p.seqlens_k))})
     if p.dtype is Dtype.fp8_e4m3:
         out.update(fp8_scaling=p.fp8_scaling.value, hadamard=p.hadamard)
+    if p.deterministic:
+        out.update(deterministic=True)
     return out
+
+
+def _truthy(v) -> bool:
+    return v is not None and str(v).strip().lower() in ("true", "1", "1.0")
+
+
+def option_fields(r) -> dict:
+    """The Problem fields of a row's option columns: its fp8 quantisation (quant_fields) and
+    `deterministic` where the row says so."""
+    v = r.get("deterministic") if isinstance(r, dict) else getattr(r, "deterministic", None)
+    return quant_fields(r) | ({"deterministic": True} if _truthy(v) else {})
 
 
 def quant_fields(r) -> dict:
@@ -163,6 +180,9 @@ def normalize(df: pd.DataFrame, where: str = "table") -> pd.DataFrame:
     for c in ("status", "gpu_name", *QUANT_COLUMNS):
         if c in df.columns:
             df[c] = df[c].map(lambda v: "" if pd.isna(v) else str(v))
+    for c in DET_COLUMNS:  # "True" or empty, as problem_fields writes it
+        if c in df.columns:
+            df[c] = df[c].map(lambda v: "True" if _truthy(v) else "")
     return df
 
 
@@ -178,7 +198,7 @@ def check_problems(df: pd.DataFrame, where: str) -> None:
     cols = [c for c in PROBLEM_FIELDS if c in df.columns]
     for i, r in df[cols].drop_duplicates().iterrows():
         fields = {k: v for k, v in r.items() if not (isinstance(v, float) and np.isnan(v))}
-        fields.update(quant_fields(df.loc[i]))
+        fields.update(option_fields(df.loc[i]))
         if fields.get("direction") == FWD_BWD:  # the same shapes as its forward pass
             fields["direction"] = "fwd"
         try:
@@ -234,5 +254,5 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     return df
 
 
-__all__ = ["QUANT_COLUMNS", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
+__all__ = ["QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
            "normalize", "read_rows", "require_columns"]

@@ -13,7 +13,7 @@ import numpy as np
 
 from iosim.core.plan import Plan
 from iosim.gpu.compile import compile_kernel, launch
-from iosim.kernels import SPECS, TENSORS, kv_splits, supported, tensor_shape
+from iosim.kernels import INDEX_TENSORS, SPECS, TENSORS, ZEROED_TENSORS, kv_splits, supported, tensor_shape
 
 
 def buffer(torch, p, name: str, elem, device, splits: int = 1):
@@ -21,8 +21,10 @@ def buffer(torch, p, name: str, elem, device, splits: int = 1):
     as uint8 (their bytes: TMA copies them as such, and 0x7F is e4m3's NaN for the poison);
     `splits`: a split-KV Plan's (the partials' S)."""
     t = TENSORS[name]
-    dtype = torch.float32 if t.f32 else torch.uint8 if t.e4m3 else elem
-    return torch.empty(*tensor_shape(p, name, splits), dtype=dtype, device=device)
+    dtype = torch.float32 if t.f32 else torch.uint8 if t.e4m3 else \
+        torch.int32 if name in INDEX_TENSORS else elem
+    make = torch.zeros if name in ZEROED_TENSORS else torch.empty
+    return make(*tensor_shape(p, name, splits), dtype=dtype, device=device)
 
 
 def tensor_maps(plan: Plan, buf: dict) -> dict:

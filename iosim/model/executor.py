@@ -465,6 +465,9 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                                                               ("dV" + x, nk))}
     spec = SPECS.get(main.name)  # no spec (fa3's backward, modelled): each operand read once
     rd = spec.bwd_readers(main.defines) if spec else Readers()
+    # fa3_bwd_det: each consumer warpgroup reads and writes its turn flag once a visit
+    flags = main.block_n // 64 if spec and "dQsem" in spec.args else 0
+    sem = np.zeros((p.batch, p.heads, -(-nq // 64), 2))
     first = f"{name}_bwd_init" if fa1 else f"{name}_bwd_pre"
     with m.launch(first):
         for b in range(p.batch):
@@ -536,6 +539,10 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                             m.smem(dS)  # stored, then read by the dK and dQ products
                             dK += m.mma(dS.T, Qi, True, True, rd.qdo_kv, rd.pds_kv)
                             dq = m.mma(dS, Kj, True, True, rd.k_dq, rd.ds_dq)
+                            if flags:  # wait for the turn, add, pass it on
+                                fs = (b, h, i * main.block_m // 64, slice(0, flags))
+                                m.store("dQsem", sem, fs,
+                                        m.load("dQsem", sem[fs], smem=False) + 1)
                             # read-modify-written, or added by fp32 atomics (FA1 split, FA2,
                             # FA3): counted alike, a read and a write
                             acc = m.load("dQacc", dQacc[rs], smem=False) + dq

@@ -8,7 +8,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
 from iosim.schedules import decode, fa1, fa1_paper, fa2, fa3, knobs, naive, standard
-from iosim.schedules.base import Tiles, check_window
+from iosim.schedules.base import Tiles, check_deterministic, check_window
 
 # naive: the lean unfused baseline (our kernels); standard: the FA papers' PyTorch baseline;
 # fa1_paper: Algorithm 1 at the paper's block sizes (the model's alone)
@@ -37,6 +37,7 @@ def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(
     if name not in SCHEDULES:
         raise InputError(f"unknown schedule '{name}' (allowed: {', '.join(SCHEDULES)})")
     check_window(name, problem)
+    check_deterministic(name, problem)
     if check:
         knobs.check_values(tiles)
     tiles, source = knobs.resolve(tuned, name, problem, hw, tiles)

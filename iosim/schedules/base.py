@@ -596,6 +596,21 @@ def check_window(schedule: str, p: Problem) -> None:
                          f"(allowed with --window: {', '.join(WINDOWED)})")
 
 
+# backward schedules whose dQ partial sums meet in whatever order the CTAs arrive, with no mode
+# that fixes it (fa3's: DETERMINISTIC; fa1's: unsplit; naive's and standard's add in a fixed
+# order)
+NO_DETERMINISTIC_BWD = {"fa2": "adds dQ with fp32 atomics in whatever order its key-block CTAs "
+                               "arrive"}
+
+
+def check_deterministic(schedule: str, p: Problem) -> None:
+    """Refuse, in one line, a deterministic backward that the schedule has no mode for."""
+    if p.deterministic and p.direction is Direction.bwd and schedule in NO_DETERMINISTIC_BWD:
+        raise InputError(f"--deterministic: {schedule}'s backward {NO_DETERMINISTIC_BWD[schedule]} "
+                         "and has no deterministic mode (allowed: fa3 and fa1, which have one; "
+                         "naive, standard, which add in a fixed order)")
+
+
 def pow2_at_least(n: int, lo: int) -> int:
     """The smallest power of two >= max(n, lo)."""
     return 1 << (max(n, lo) - 1).bit_length()

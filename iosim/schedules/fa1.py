@@ -18,7 +18,8 @@ the FlashAttention-1 library's backward did, a head's key blocks are split in ru
 SPLIT_COLS rows when batch·heads cannot fill the GPU (`base.split_blocks` over the key blocks,
 the forward's rule); each split runs the loops over its own key blocks (K_j, V_j still loaded
 once each) and adds its dQ_i contributions into dQacc with fp32 atomics (DQ_ATOMIC). Unsplit
-(one CTA per head), dQacc_i is read-modify-written as before. The HBM bytes are the same either
+(one CTA per head), dQacc_i is read-modify-written as before; a deterministic backward
+(Problem.deterministic) is always planned so. The HBM bytes are the same either
 way (the model counts an atomic add as a read and a write, as fa2_bwd's); the grid, the trips
 per CTA, the L2 reuse distance of K/V (GQA) and the loads a step waits for are not.
 """
@@ -102,6 +103,8 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     kb = bm.tn if fwd else split_blocks(bh, bm.tn, slots, bm.col_visits(), outer="count")
     if not fwd and t.split_cols:
         kb = min(bm.tn, -(-t.split_cols // t.block_n))  # at least split_cols keys a CTA
+    if not fwd and p.deterministic:  # unsplit: dQacc_i read-modify-written in key-block order,
+        kb = bm.tn  # not added by atomics in whatever order the splits arrive
     splits = -(-bm.tn // kb)
     defines = kernel_defines(main, **aux, **tile,
                              **({"SPLIT_ROWS": qb * t.block_m} if fwd else

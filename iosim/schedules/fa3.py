@@ -16,7 +16,10 @@ warpgroups of 64 key rows each and the producer warpgroup, query blocks of 128 (
 (d = 128) rows streamed through a two-stage TMA ring; Sᵀ, dPᵀ, dV, dK and dQ with wgmma, dQ added to fp32 dQacc with
 vector atomics; fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256 (64x64:
 dK and dV of 64 keys x 256 do not fit one warpgroup's registers) is modelled only. Needs
-Hopper (wgmma, TMA, setmaxnreg).
+Hopper (wgmma, TMA, setmaxnreg). Problem.deterministic: the same kernel with DETERMINISTIC=1
+(`fa3_bwd_det`), which adds each dQ_i in a fixed order of key blocks, taking turns through an
+int32 flag per query block and consumer in global memory (dQsem); the Plan counts one read
+and one write of the flag per consumer and (query block, key block) visit.
 
 fp8_e4m3 forward (FA3 Sec. 3.3): the caller's bf16 Q, K, V are first quantised by
 kernels/fp8_quant.cu (`fp8_quant`; with per-tensor scaling `fp8_amax` before it), one scale per
@@ -69,9 +72,13 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         # (128 key rows) take turns at the tensor cores
         def bwd(k):
             values = {n: v for n, v in k.defines.items() if n in SPECS[k.name].defines}
-            values["PINGPONG"] = int(k.block_n == 128)
-            return replace(k, regs_per_thread=budget(k.threads),
-                           defines=kernel_defines(k.name, **values))
+            # dQ by vector atomics (DQ_BULK=0): the bulk reduce-add variant measured no faster
+            # (experiments/fa3_bwd/h100/dq/dq_reduce.csv, docs/results.md)
+            values.update(PINGPONG=int(k.block_n == 128), DQ_BULK=0)
+            k = replace(k, regs_per_thread=budget(k.threads))
+            if p.deterministic:
+                return deterministic(p, k, values)
+            return replace(k, defines=kernel_defines(k.name, **values, DETERMINISTIC=0))
 
         return replace(pl, kernels=tuple(bwd(k) if k.name == "fa3_bwd" else k for k in pl.kernels))
     # the forward kernel: one consumer warpgroup per 64 query rows (smaller tiles, which only
@@ -88,6 +95,17 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     if fp8 and p.fp8_scaling is not Fp8Scaling.given:
         ks[:0] = quant_kernels(p, ks[0].block_m, ks[0].block_n)
     return replace(pl, kernels=tuple(ks))
+
+
+def deterministic(p: Problem, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
+    """fa3_bwd.cu's deterministic entry: each consumer warpgroup (block_n / 64 of them) reads
+    its flag once at each (query block, key block) visit, to find its turn at dQ_i, and writes
+    it once, to pass the turn on (the re-reads of a waiting thread are not counted: how many
+    depends on the timing, not on the Plan)."""
+    flags = BlockMap.of(p, k.block_m, k.block_n).pairs * p.bh * (k.block_n // 64) * 4  # int32
+    return replace(k, name="fa3_bwd_det", source=source("fa3_bwd_det"),
+                   traffic=k.traffic + Traffic({"dQsem": flags}, {"dQsem": flags}),
+                   defines=kernel_defines("fa3_bwd_det", **values))
 
 
 def fp8_attention(p: Problem, k: KernelPlan) -> KernelPlan:

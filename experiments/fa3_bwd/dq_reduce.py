@@ -1,0 +1,112 @@
+"""FA3 backward's dQ reduction three ways in one run, each checked against the float32 gradients
+(NaN-poisoned first, fresh data) before it is timed: vector atomics (red.global.add.v2.f32, the
+Plan's kernel), a bulk reduce-add of staged rows (fa3_bwd.cu DQ_BULK=1; d = 128 only: at d = 64
+its staging does not fit beside the three dSᵀ buffers) and the deterministic mode
+(Problem.deterministic, fa3_bwd_det); torch's cuDNN backward beside them. Each variant then runs
+REPEATS more times on the same inputs: `same_bits` says whether every run's fp32 dQ accumulator
+had the first run's bits.
+Usage (GPU machine, after experiments/gpu_env.sh):
+  python3 experiments/fa3_bwd/dq_reduce.py OUT.csv
+  python3 experiments/fa3_bwd/dq_reduce.py --once VARIANT HEAD_DIM   (one run of one variant at
+      N = 8192, not causal: what ncu profiles)"""
+
+import csv
+import sys
+from dataclasses import replace
+
+from iosim.core.hardware import load
+from iosim.core.problem import Problem
+from iosim.gpu import backward, bench
+from iosim.kernels import SPECS, kernel_defines
+from iosim.schedules import plan
+
+VARIANTS = ("atomic", "bulk", "deterministic")
+REPEATS = 3
+
+
+def variant_plan(p: Problem, hw, name: str):
+    if name == "deterministic":
+        return plan("fa3", p.model_copy(update={"deterministic": True}), hw)
+    pl = plan("fa3", p, hw)
+    if name == "atomic":
+        return pl
+    ks = []
+    for k in pl.kernels:
+        if k.name == "fa3_bwd":
+            values = {n: v for n, v in k.defines.items() if not n.startswith("MODEL_")}
+            d = kernel_defines(k.name, **(values | {"DQ_BULK": 1}))
+            k = replace(k, defines=d, smem_bytes=SPECS[k.name].smem(d, p.elem_bytes))
+        ks.append(k)
+    return replace(pl, kernels=tuple(ks))
+
+
+def bits(torch, t):
+    return t.view(torch.int32).clone()
+
+
+def measure(torch, timer, hw, p: Problem, name: str, q, k, v, do, ref, bound) -> dict:
+    launcher = backward.BackwardLauncher(variant_plan(p, hw, name), hw, q, k, v, do)
+    launcher.poison()
+    launcher()
+    torch.cuda.synchronize()
+    err = backward.grad_err(torch, launcher.outputs(), ref, p)
+    row = dict(max_rel_err=err, err_bound=bound, status="ok" if err <= bound else "failed_check")
+    if err <= bound:
+        first = bits(torch, launcher.buf["dQacc"])
+        same = True
+        for _ in range(REPEATS):
+            launcher()
+            torch.cuda.synchronize()
+            same &= bool(torch.equal(bits(torch, launcher.buf["dQacc"]), first))
+        ms = timer(launcher)
+        row.update(same_bits=same, time_ms=ms, tflops=p.fa_flops() / (ms * 1e-3) / 1e12)
+    return row
+
+
+def main(out: str) -> None:
+    torch = bench.require_gpu()
+    hw = load(bench.profile_for(torch.cuda.get_device_name()))
+    timer = bench.Timer(torch, hw.l2_bytes)
+    rows = []
+    for d in (64, 128):
+        for n in (4096, 16384):
+            for causal in (False, True):
+                p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d,
+                            causal=causal, direction="bwd")
+                q, k, v = bench.inputs(torch, p, 11)
+                do = backward.grad_output(torch, p, 11)
+                ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
+                same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
+                bound = bench.error_bound("fa3", p, same, s_max)
+                key = dict(gpu=torch.cuda.get_device_name(), head_dim=d, seqlen_q=n, causal=causal)
+                for name in VARIANTS if d == 128 else ("atomic", "deterministic"):
+                    rows.append(key | {"variant": name} | measure(torch, timer, hw, p, name, q, k,
+                                                                  v, do, ref, bound))
+                    print(rows[-1], flush=True)
+                cud = backward._peer(torch, timer, q, k, v, do, p, "torch_cudnn", ref, bound)
+                rows.append(key | {"variant": "torch_cudnn", "err_bound": bound}
+                            | {x: cud.get(x) for x in ("max_rel_err", "status", "time_ms", "tflops")})
+                print(rows[-1], flush=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(x for r in rows for x in r)))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def once(name: str, d: int) -> None:
+    torch = bench.require_gpu()
+    hw = load(bench.profile_for(torch.cuda.get_device_name()))
+    p = Problem(batch=2, heads=2048 // d, seqlen_q=8192, head_dim=d, direction="bwd")
+    q, k, v = bench.inputs(torch, p, 1)
+    launcher = backward.BackwardLauncher(variant_plan(p, hw, name), hw, q, k, v,
+                                         backward.grad_output(torch, p, 1))
+    launcher.poison()
+    launcher()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--once":
+        once(sys.argv[2], int(sys.argv[3]))
+    else:
+        main(sys.argv[1])
