@@ -188,6 +188,10 @@ def block_fa3_bwd_prefetch() -> str:
     return f"```\n$ python {path}/ab.py\n" + module.report(str(ROOT / path)) + "\n```"
 
 
+def block_measured_fa3_bwd_h200() -> str:
+    return tool("bwd_ratios.py", "experiments/fa3_bwd/h200/measured_bwd.csv", "fa3")
+
+
 def block_fa3_bwd_stalls() -> str:
     return tool("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv")
 
@@ -266,6 +270,7 @@ def block_tune_rerank() -> str:
 BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3_dq_reduce,
           "fa3-dq-ncu": block_fa3_dq_ncu, "measured-fp8": block_measured_fp8,
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fa3-bwd-stalls": block_fa3_bwd_stalls,
+          "measured-fa3-bwd-h200": block_measured_fa3_bwd_h200,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
