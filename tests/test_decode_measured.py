@@ -13,6 +13,8 @@ import pytest
 
 from iosim.analysis.measured import decode_run_ms
 from iosim.core.hardware import load
+from iosim.core.problem import Problem
+from iosim.schedules import plan
 
 CSV = Path(__file__).resolve().parents[1] / "experiments" / "decode" / "h100" / "decode.csv"
 H100 = load("h100")  # the calibrated profile, as predict uses it
@@ -148,15 +150,25 @@ def test_h200_batch_one_other_tiles_and_split_counts_do_not_close_the_gap():
 
 
 def test_h200_split_choice(h200):
-    """The Plan's split count against the forced ones: the best at batch 8; at batch 1 (16
-    splits best, the Plan takes 29) within 10% but not 5% (issue 25's target): held so a better
-    choice shows up here."""
+    """The split count the Plan takes today, timed among the forced counts of the two sweeps
+    (bench.csv; splits.csv, a later call: batch 8 at 2, 3 splits, batch 1 at 31, 33), within 5%
+    of the best of them (issue 25's target), launches queued (the host's launch cost left out:
+    it varies by a few microseconds from call to call) and as timed. The grid's own rows ran
+    FlashAttention's rule (29 splits at batch 1, 4 at batch 8)."""
     df, flat, _ = h200
-    forced = df[(df.schedule == "decode") & df.kv_splits.notna()].groupby(KEYS).time_ms.min()
-    slower = (flat.time_ms / np.minimum(forced, flat.time_ms)).dropna() - 1
-    assert len(slower) == 4
-    assert (slower.loc[8] <= 0.01).all()
-    assert ((slower.loc[1] > 0.05) & (slower.loc[1] <= 0.10)).all(), slower
+    more = pd.read_csv(H200_DIR / "splits.csv")
+    forced = pd.concat([df[(df.schedule == "decode") & df.kv_splits.notna()], more])
+    for col in ("time_queued_ms", "time_ms"):
+        t = forced.groupby([*KEYS, "kv_splits"])[col].min()
+        best = t.groupby(level=KEYS).min()
+        assert len(best) == 4
+        for (b, nk), t_best in best.items():
+            p = Problem(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=nk, head_dim=128)
+            s = plan("decode", p, H200).main.defines["NUM_SPLITS"]
+            assert t[(b, nk, s)] <= 1.05 * t_best, (col, b, nk, s, t.loc[(b, nk)].round(4).to_dict())
+    # FlashAttention's count (the grid's rows) at batch 1: 5-10% over the best forced
+    old = (flat.time_ms / forced.groupby(KEYS).time_ms.min()).dropna().loc[1] - 1
+    assert ((old > 0.05) & (old <= 0.10)).all(), old
 
 
 def test_h200_model_holds_decode_from_batch_8(h200):

@@ -284,12 +284,13 @@ def test_decode_packs_gqa_heads_and_splits_the_keys():
     big = plan("decode", p.model_copy(update={"batch": 64}), H100)
     assert len(big.kernels) == 1 and big.kernels[0].grid[0] == 1
     assert set(big.traffic.writes) == {"O", "LSE"}
-    # FlashAttention's heuristic: 1 split at >= 80% of the slots; else the fewest splits
-    # within 85% of the best wave efficiency
+    # FlashAttention's heuristic over the SMs: 1 split at >= 80% of them; else the fewest
+    # splits within 95% of the best wave efficiency
     assert decode.num_splits(106, 132, 1000) == 1
-    # 8 CTAs on 264 slots: 33 splits fill one wave exactly, 29 (232 CTAs, 88%) are the fewest
-    # within 85% of it
-    assert decode.num_splits(8, 264, 2048) == 29
+    # 8 CTAs (batch 1) on 132 SMs: 33 splits fill two waves exactly, 16 (128 CTAs, 97%) are the
+    # fewest within 95% of it (15: 91%); 64 CTAs (batch 8): 2 splits
+    assert decode.num_splits(8, 132, 2048) == 16
+    assert decode.num_splits(64, 132, 512) == 2
 
 
 def test_paged_decode_counts_the_block_table():

@@ -49,7 +49,7 @@ def readme_table(data_dir: Path) -> str:
 
 def decode_run_ms(r, hw) -> float:
     """Today's model's time (ms) for one measured row of a decode run (`iosim bench --schedule
-    decode`; the split count it was forced to, `kv_splits`, if any; and the older
+    decode`, with the split count it ran: `kv_splits` if forced, else `splits`; and the older
     experiments/decode/decode_bench.py rows, whose `impl` names decode, decode_paged, fa2, fa3),
     re-predicted on `hw`."""
     import numpy as np
@@ -71,5 +71,7 @@ def decode_run_ms(r, hw) -> float:
                 seqlen_q=int(r["seqlen_q"]), seqlen_k=int(r["seqlen_k"]),
                 head_dim=int(r["head_dim"]), causal=causal, causal_align=align,
                 window=num("window"), page_size=num("page_size"))
-    pl = plan(schedule, p, hw, Tiles(kv_splits=num("kv_splits")) if schedule == "decode" else Tiles())
+    # the split count the row ran: forced, or the Plan's of its day (`splits`)
+    ran = num("kv_splits") or num("splits")
+    pl = plan(schedule, p, hw, Tiles(kv_splits=ran) if schedule == "decode" else Tiles())
     return 1e3 * sum(t.seconds for t in timing.predict(pl, hw, memory.estimate(pl, hw)))

@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
+from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import CausalAlign, Direction, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import SPECS, kernel_defines, source
@@ -48,9 +48,14 @@ MAX_QUERY_ROWS = 16  # Nq a sequence: decode and speculative decoding; longer: f
 # and MT <= 2 (more spills at d = 64, where S and P of 32-key slices add 96 registers)
 ROW_DIM, MAX_ROWS = 256, 32
 MAX_SPLITS = 128
-# A split count within this fraction of the best wave efficiency is taken, the smallest such
-# (FlashAttention 2's num_splits_heuristic, csrc/flash_attn/flash_api.cpp: 0.85)
-SPLIT_EFFICIENCY = 0.85
+# A split count within this fraction of the best wave efficiency is taken, the smallest such.
+# FlashAttention 2's num_splits_heuristic (csrc/flash_attn/flash_api.cpp) takes 0.85 over twice
+# the SMs; here waves are counted in SMs (one CTA each: decode_fwd streams K/V at what one SM
+# sustains, and a second CTA on an SM shares it) and 0.95. Measured split sweeps
+# (experiments/decode/h200/bench.csv and splits.csv, experiments/decode/h100/decode.csv): 16
+# splits best at batch 1 and 2 at batch 8 (32k and 128k keys); FlashAttention's rule took 29 and
+# 4: 5-8% and up to 2% slower.
+SPLIT_EFFICIENCY = 0.95
 COMBINE_THREADS = 128
 REGS = 255  # __launch_bounds__(threads): the register file over the threads
 
@@ -87,7 +92,8 @@ def masked_tile(p: Problem, j: int, bn: int) -> bool:
 
 
 def num_splits(ctas: int, slots: int, tiles: int) -> int:
-    """FlashAttention 2's num_splits_heuristic: one split when the CTAs nearly fill the GPU
+    """FlashAttention 2's num_splits_heuristic (with `slots` the SM count and SPLIT_EFFICIENCY
+    0.95: see there): one split when the CTAs nearly fill the GPU
     (>= 80% of its slots), else of the split counts up to min(slots, tiles, MAX_SPLITS) that
     change the tiles a split (ceil(tiles / s)), the fewest whose wave efficiency
     (waves / ceil(waves)) is within SPLIT_EFFICIENCY of the best."""
@@ -155,7 +161,6 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     if t.block_m is not None and t.block_m != rows:
         raise InputError(f"decode: --block-m is the packed query rows, {rows} here "
                          "(allowed: leave it out)")
-    threads = 32 * warps
     t0, t1 = key_tiles(p, bn)  # the cache's (a ragged batch: its longest sequence's)
     base = dict(HEAD_DIM=p.head_dim, BLOCK_M=rows, BLOCK_N=bn, NUM_WARPS=warps, STAGES=stages,
                 IS_CAUSAL=int(p.causal), WINDOW=-1 if p.window is None else p.window,
@@ -166,8 +171,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     smem = SPECS[entry].smem(base, p.elem_bytes)
     check_smem("decode", smem, hw, p)
     ctas0 = p.batch * p.kv_heads * chunks
-    probe = KernelPlan(entry, (1, 1, 1), threads, smem, REGS, rows, bn, Traffic(), Work())
-    s = t.kv_splits or num_splits(ctas0, ctas_per_sm(probe, hw) * hw.sm_count, t1 - t0)
+    s = t.kv_splits or num_splits(ctas0, hw.sm_count, t1 - t0)
     if t.kv_splits is not None:
         check_splits(p, t0, t1, bn, s)
     if p.seqlens_k is None:
