@@ -19,10 +19,20 @@ if TYPE_CHECKING:
 
 def row(pl: Plan, hw: HardwareProfile) -> dict:
     """The shared columns for one Plan, plus per-row extras (intensity, notes)."""
+    return rows([(pl, hw)])[0]
+
+
+def rows(items: list[tuple[Plan, HardwareProfile]]) -> list[dict]:
+    """row() of many (Plan, profile) pairs, their times predicted in one batch
+    (timing.predict_plans)."""
+    drams = [memory.estimate(pl, hw) for pl, hw in items]
+    preds = timing.predict_plans([(pl, hw, d) for (pl, hw), d in zip(items, drams)])
+    return [_row(pl, hw, d, pred) for (pl, hw), d, pred in zip(items, drams, preds)]
+
+
+def _row(pl: Plan, hw: HardwareProfile, dram: list[memory.Dram], pred: list[timing.KernelTime]) -> dict:
     p, t, w = pl.problem, pl.traffic, pl.work
-    dram = memory.estimate(pl, hw)
     roof = [timing.roofline(k, d, hw, pl) for k, d in zip(pl.kernels, dram)]
-    pred = timing.predict(pl, hw, dram)
     t_roof = sum(r.seconds for r in roof)
     t_pred = sum(r.seconds for r in pred)
     flops = w.tensor_flops + w.alu_flops
@@ -66,22 +76,23 @@ def predict_rows(problem: Problem, hw: HardwareProfile, schedules: list[str] | N
     for s in names:
         if s not in SCHEDULES:
             raise InputError(f"unknown schedule '{s}' (allowed: {', '.join(SCHEDULES)})")
-    rows, skipped = [], {}
+    plans, skipped = [], {}
     for s in names:  # a schedule that cannot be planned is said why, the others still predicted
         try:
-            rows.append(row(plan(s, problem, hw, tiles, check=True, tuned=tuned), hw))
+            plans.append((plan(s, problem, hw, tiles, check=True, tuned=tuned), hw))
         except InputError as e:
             skipped[s] = str(e).removeprefix(f"{s}: ")
-    if not rows:
+    out = rows(plans)
+    if not out:
         raise InputError("no schedule can run this problem: "
                          + "; ".join(f"{s}: {why}" for s, why in skipped.items()))
-    base = next((r for r in rows if r["schedule"] == "naive"), None)
+    base = next((r for r in out if r["schedule"] == "naive"), None)
     if base is not None:
         two = base["hbm_read_bytes_2level"] + base["hbm_write_bytes_2level"]
-        for r in rows:
+        for r in out:
             r["hbm_vs_naive"] = (r["hbm_read_bytes_2level"] + r["hbm_write_bytes_2level"]) / two
             r["time_vs_naive"] = r["time_pred_ms"] / base["time_pred_ms"]
-    return rows, skipped
+    return out, skipped
 
 
 def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None,
@@ -92,7 +103,7 @@ def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None =
     `df.attrs["skipped"]`; InputError only when none can. `tuned`: a tiles file's entries."""
     import pandas as pd
 
-    rows, skipped = predict_rows(problem, hw, schedules, tiles, tuned)
-    df = pd.DataFrame(rows)
+    out, skipped = predict_rows(problem, hw, schedules, tiles, tuned)
+    df = pd.DataFrame(out)
     df.attrs["skipped"] = skipped  # schedule -> why it was left out
     return df

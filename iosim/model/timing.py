@@ -10,12 +10,16 @@ path, the warps' dependent-chain and load latency halved, the launch overhead ha
 predicted time most, the what-if `iosim explain` prints; `busiest` the unit or level with the
 largest fluid time and `util` its share of its efficient peak. Every rate and efficiency comes
 from the HardwareProfile.
+
+Vectorised: the model is evaluated for many kernels at once (`predict_many`), numpy over
+arrays of cases, a case being one kernel at one set of rates (its profile's, or one relief's)
+and one occupancy; a single kernel or Plan is a batch of one, so there is one implementation.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -35,6 +39,7 @@ LEVELS = ("l2", "hbm")  # levels shared by all SMs
 # L2 load path, the warps' dependent chains (latency: cycles per mma.sync, per other
 # instruction and per synchronous load's round trip halved) and the launch overhead (halved)
 RELIEFS = (*UNITS, "port", *LEVELS, "latency", "launch")
+LIMITS = (*UNITS, *LEVELS)  # the fluid limits, in the order `busiest` breaks ties
 
 
 @dataclass(frozen=True)
@@ -78,10 +83,16 @@ def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> Kern
     return KernelTime(terms[bound], bound)
 
 
+# the rates a relief changes, as columns of the rate arrays (Rates.vector)
+RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "l2", "hbm", "mma_cycles",
+               "inst_cycles", "load_latency", "launch")
+
+
 @dataclass(frozen=True)
 class Rates:
     """Efficient rates of one profile for one kernel: per SM for the units, whole GPU for the
-    levels (bytes, FLOPs or exponentials per second)."""
+    levels (bytes, FLOPs or exponentials per second). Fields may be numpy arrays (one rate per
+    case of a batch)."""
 
     tensor: float
     sfu: float
@@ -130,6 +141,36 @@ class Rates:
             launch=hw.launch_overhead_s,
         )
 
+    def vector(self) -> tuple[float, ...]:
+        """The RATE_FIELDS, in order."""
+        return tuple(getattr(self, f) for f in RATE_FIELDS)
+
+
+def _relief_factors() -> np.ndarray:
+    """(1 + len(RELIEFS), len(RATE_FIELDS)) multipliers: row 0 the profile's rates, row 1 + i
+    RELIEFS[i] relaxed 2x (Rates.relaxed: x2 on a rate, /2 on a latency or the launch; exact
+    in binary floating point, so a row times the rates is Rates.relaxed's)."""
+    f = np.ones((1 + len(RELIEFS), len(RATE_FIELDS)))
+    for i, x in enumerate(RELIEFS, 1):
+        if x == "latency":
+            for c in ("mma_cycles", "inst_cycles", "load_latency"):
+                f[i, RATE_FIELDS.index(c)] = 0.5
+        elif x == "launch":
+            f[i, RATE_FIELDS.index("launch")] = 0.5
+        else:
+            f[i, RATE_FIELDS.index(x)] = 2.0
+    return f
+
+
+RELIEF_FACTORS = _relief_factors()
+
+
+def _instructions(tensor_flops, ops, sram_bytes, wgmma, inst_per_op):
+    """(mma, other) warp instructions, elementwise (instructions' formula)."""
+    ops_inst = inst_per_op * ops / 32
+    return (np.where(wgmma, 0.0, tensor_flops / MMA_FLOPS),
+            np.where(wgmma, ops_inst, ops_inst + sram_bytes / LDS_BYTES))
+
 
 def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: HardwareProfile,
                  wgmma: bool, inst_per_op: float | None = None) -> tuple[float, float]:
@@ -137,21 +178,29 @@ def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: Hardwar
     `inst_per_op` per 32 element operations (FP32 and exp), one ldmatrix / cp.async per 512
     shared-memory bytes. wgmma: a handful of instructions per tile, its operands read from
     shared memory by the tensor cores and its tiles copied by TMA, so neither is counted."""
-    ops_inst = (inst_per_op or hw.pipeline.inst_per_op) * ops / 32
-    if wgmma:
-        return 0.0, ops_inst
-    return tensor_flops / MMA_FLOPS, ops_inst + sram_bytes / LDS_BYTES
+    mma, other = _instructions(tensor_flops, ops, sram_bytes, wgmma,
+                               inst_per_op or hw.pipeline.inst_per_op)
+    return float(mma), float(other)
+
+
+def _fluid(f: _Facts, r: Rates) -> dict[str, np.ndarray]:
+    """Seconds each unit and level needs for the whole kernel at its efficient rate, per case."""
+    sms = f.sms
+    mma, other = _instructions(f.flops, f.alu + f.exps, f.sram, f.wg, f.inst_per_op)
+    return {"tensor": f.flops / (r.tensor * sms), "sfu": f.exps / (r.sfu * sms),
+            "alu": f.alu / (r.alu * sms), "sram": f.sram / (r.sram * sms),
+            "issue": (mma + other) / (r.issue * sms),
+            "l2": f.l2_bytes / r.l2, "hbm": f.dram_bytes / r.hbm}
 
 
 def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) -> dict[str, float]:
     """Seconds each unit and level needs for the whole kernel at its efficient rate."""
-    t, w = k.traffic, k.work
-    mma, other = instructions(w.tensor_flops, w.alu_flops + w.exp_ops, t.sram, hw, r.wgmma,
-                              r.inst_per_op)
-    return {"tensor": w.tensor_flops / (r.tensor * sms), "sfu": w.exp_ops / (r.sfu * sms),
-            "alu": w.alu_flops / (r.alu * sms), "sram": t.sram / (r.sram * sms),
-            "issue": (mma + other) / (r.issue * sms),
-            "l2": (t.hbm_read + t.hbm_write) / r.l2, "hbm": (dram.read + dram.write) / r.hbm}
+    table = np.array([_facts(k, dram, hw, None)[0]], dtype=np.float64)
+    table[:, FACTS.index("sms")] = sms
+    table[:, FACTS.index("inst_per_op")] = r.inst_per_op
+    f = _Facts(table)
+    rv = _rates_of(np.array([r.vector()], dtype=np.float64), f)
+    return {u: float(v[0]) for u, v in _fluid(f, rv).items()}
 
 
 def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
@@ -163,64 +212,90 @@ def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
     return fixed_r, fixed_w, k.traffic.hbm_read - fixed_r, k.traffic.hbm_write - fixed_w
 
 
-def pnorm(terms: list[float], p: float) -> float:
-    """(Σ t^p)^(1/p): the max for p = inf, the sum for p = 1 (scaled by the largest term)."""
-    top = max(terms)
-    if top <= 0 or p == float("inf"):
-        return top
-    return top * sum((t / top) ** p for t in terms) ** (1 / p)
+def _max(*xs):
+    """Elementwise max of arrays and numbers."""
+    top = xs[0]
+    for x in xs[1:]:
+        top = np.maximum(top, x)
+    return top
+
+
+def pnorm(terms: Sequence, p) -> np.ndarray | float:
+    """(Σ t^p)^(1/p): the max for p = inf, the sum for p = 1 (scaled by the largest term);
+    elementwise over arrays."""
+    top = _max(*terms)
+    plain = (top <= 0) | np.isinf(p)
+    safe, q = np.where(plain, 1.0, top), np.where(plain, 1.0, p)
+    s = 0.0
+    for t in terms:
+        s = s + (t / safe) ** q
+    return np.where(plain, top, top * s ** (1 / q))
+
+
+# the overlap policies, as codes of a case (Trip.time)
+POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3}
 
 
 @dataclass(frozen=True)
 class Trip:
     """Demands of one loop trip of one CTA, in seconds: per-SM throughput terms at efficient
-    rates, and one warp's own chain (its MMAs and its other instructions)."""
+    rates, and one warp's own chain (its MMAs and its other instructions); arrays, per case."""
 
-    tensor: float
-    sfu: float
-    alu: float
-    sram: float
-    issue: float
-    warp_mma: float
-    warp_other: float
-    groups: float = 1.0  # consumer warpgroups that take turns at the tensor cores (wgmma)
-    dispatch: float = 0.0  # mma.sync: tensor time and the other instructions' issue, added
+    tensor: np.ndarray
+    sfu: np.ndarray
+    alu: np.ndarray
+    sram: np.ndarray
+    issue: np.ndarray
+    warp_mma: np.ndarray
+    warp_other: np.ndarray
+    groups: np.ndarray  # consumer warpgroups that take turns at the tensor cores (wgmma)
+    dispatch: np.ndarray  # mma.sync: tensor time and the other instructions' issue, added
 
     @classmethod
-    def of(cls, flops: float, exps: float, alu: float, sram: float, warps: int, r: Rates,
-           hw: HardwareProfile) -> Trip:
-        mma, other = instructions(flops, alu + exps, sram, hw, r.wgmma, r.inst_per_op)
-        cyc = 1.0 / hw.clock_hz
+    def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc) -> Trip:
+        wg = r.wgmma
+        mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu, sram=sram / r.sram,
                    issue=(mma + other) / r.issue,
-                   dispatch=0.0 if r.wgmma else flops / r.tensor + other * r.inst_cycles / r.issue,
+                   dispatch=np.where(wg, 0.0, flops / r.tensor + other * r.inst_cycles / r.issue),
                    warp_mma=mma / warps * r.mma_cycles * cyc,
                    warp_other=other / warps * r.inst_cycles * cyc,
-                   groups=max(1.0, warps / 4) if r.wgmma else 1.0)
+                   groups=np.where(wg, np.maximum(1.0, warps / 4), 1.0))
 
-    def time(self, policy: str, stages: int, port: float, level: float, n: int,
-             sync_overlap: float = float("inf"), latency: float = 0.0) -> float:
-        """Seconds per loop trip of one CTA with `n` CTAs resident on its SM; `port`: the
-        trip's bytes through the SM's load path, `level`: the CTA's share of L2/DRAM time.
-        The trip is the largest of its own chain, its bandwidth share and the SM's throughput
-        when the CTAs' phases overlap perfectly (asynchronous loads); with synchronous loads
-        they do not, and the three combine as a `sync_overlap`-norm (1: they add up)."""
-        if policy == "warpspecialized":  # a warpgroup: its share of the MMAs, then its softmax
-            # the softmax (MUFU and FP32 work, one dependent chain in each warp) and the
-            # asynchronous wgmma overlap no better than synchronous phases
-            soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)
-            thr = n * max(soft, self.sram, self.issue, port)
-            return max(port, self.tensor / self.groups + self.warp_other, level, thr)
+    def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
+        """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
+        of POLICIES); `port`: the trip's bytes through the SM's load path, `level`: the CTA's
+        share of L2/DRAM time. The trip is the largest of its own chain, its bandwidth share
+        and the SM's throughput when the CTAs' phases overlap perfectly (asynchronous loads);
+        with synchronous loads they do not, and the three combine as a `sync_overlap`-norm
+        (1: they add up)."""
+        policy = np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
+        out = np.zeros(np.broadcast(policy, self.tensor, port, level, n).shape)
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
         # register operands: other warps' instructions issue between MMAs, not beside them
-        thr = n * max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
+        thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
         warp = self.warp_mma + self.warp_other
-        if policy == "async" and stages > 1:
-            return max(port, warp, level, thr)
-        if policy == "lockstep":  # barriers inside the trip: the warps' phases cannot drift
-            return pnorm([warp, level, thr], sync_overlap)
-        # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
-        return pnorm([latency + port + warp, level, thr], sync_overlap)
+        for code, when in ((POLICIES["warpspecialized"], policy == POLICIES["warpspecialized"]),
+                           (POLICIES["async"], policy == POLICIES["async"]),
+                           (POLICIES["lockstep"], policy == POLICIES["lockstep"]),
+                           (POLICIES["none"], policy == POLICIES["none"])):
+            if not np.any(when):
+                continue
+            if code == POLICIES["warpspecialized"]:  # a warpgroup: its share of the MMAs, then
+                # its softmax; the softmax (MUFU and FP32 work, one dependent chain in each
+                # warp) and the asynchronous wgmma overlap no better than synchronous phases
+                soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)
+                thr_ws = n * _max(soft, self.sram, self.issue, port)
+                t = _max(port, self.tensor / self.groups + self.warp_other, level, thr_ws)
+            elif code == POLICIES["async"]:
+                t = _max(port, warp, level, thr)
+            elif code == POLICIES["lockstep"]:  # barriers inside the trip: no drifting phases
+                t = pnorm([warp, level, thr], sync_overlap)
+            else:  # synchronous loads: the warps wait a round trip (`latency`), then the
+                # bytes, then compute
+                t = pnorm([latency + port + warp, level, thr], sync_overlap)
+            out = np.where(when, t, out)
+        return out
 
 
 def sync_loads(k: KernelPlan) -> int:
@@ -230,72 +305,57 @@ def sync_loads(k: KernelPlan) -> int:
     return spec.sync_loads(k.defines) if spec is not None and spec.sync_loads else 0
 
 
-def list_schedule(dc: np.ndarray, reps: int, slots: int) -> float:
+def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
     """Latest finish of CTAs with durations `dc` (one period, launched `reps` times over) on
     `slots` slots, in launch order, each on the first slot to free: CTA c starts at once
     while slots are free (c < slots); after that, when a slot frees: by then the slots have
     run what was launched before c, less what the CTAs still running have left, on average
     one residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound without it
-    is pessimistic by up to one CTA). The latest finish is in the last period."""
-    residual = float((dc * dc).sum() / (2 * dc.sum()))
-    before = np.cumsum(dc) - dc + (reps - 1) * float(dc.sum())
-    index = (reps - 1) * len(dc) + np.arange(len(dc))
+    is pessimistic by up to one CTA). The latest finish is in the last period. `dc` may be
+    (cases, period), with `reps` and `slots` per case."""
+    dc = np.asarray(dc, dtype=np.float64)
+    one = dc.ndim == 1
+    dc = np.atleast_2d(dc)
+    reps, slots = np.asarray(reps)[..., None], np.asarray(slots)[..., None]
+    total = dc.sum(axis=1, keepdims=True)
+    residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
+    before = np.cumsum(dc, axis=1) - dc + (reps - 1) * total
+    index = (reps - 1) * dc.shape[1] + np.arange(dc.shape[1])
     start = np.where(index < slots, 0.0, np.maximum(0.0, before / slots - residual))
-    return float((start + dc).max())
+    finish = (start + dc).max(axis=1)
+    return float(finish[0]) if one else finish
 
 
-def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem,
-                limiter_too: bool = True) -> KernelTime:
-    """Predicted time of one kernel (see the module docstring); with `limiter_too`, `bound` is
-    the limiter (`best_relief`: the relief with the largest speed-up, each predicted again only
-    where its bound could beat the best so far); without, the busiest unit (for fits, which need
-    only the time)."""
-    r = Rates.of(k, hw, p)
-    occ = ctas_per_sm(k, hw)
-    busy, limits = _busy(k, dram, hw, p, r, occ)
-    seconds = busy + r.launch
-    busiest = max(limits, key=limits.get)
-    util = limits[busiest] / busy if busy else 1.0
-    kt = KernelTime(seconds, busiest, occ, k.ctas / (occ * hw.sm_count), util, busiest)
-    if not limiter_too:
-        return kt
-    need = demands(k, limits)
-    top = max(limits.values())
-    for x in RELIEFS:
-        if x == "launch":  # exact: the busy time stays
-            kt.relaxed[x] = kt.lower[x] = busy + r.launch / 2
-        elif not need[x]:  # a rate the kernel never uses changes nothing
-            kt.relaxed[x] = kt.lower[x] = seconds
-        else:  # never below half the time, nor below another unit's or level's fluid total
-            others = max((v for u, v in limits.items() if u != x), default=0.0)
-            kt.lower[x] = max(seconds / 2, others + r.launch, limits.get(x, top) / 2 + r.launch)
-    kt = replace(kt, again=lambda x: _busy(k, dram, hw, p, r.relaxed(x), occ)[0] + r.launch)
-    return replace(kt, bound=best_relief([kt]))
+# ------------------------------------------------------------------ one kernel's facts
+_RATES: dict = {}  # id(profile) -> (profile, {(dtype, wgmma, inst_per_op): rates vector})
 
 
-def demands(k: KernelPlan, limits: dict[str, float]) -> dict[str, bool]:
-    """Whether the kernel's time can depend on each of RELIEFS."""
-    need = {u: limits[u] > 0 for u in limits}
-    need["port"] = k.traffic.hbm_read + k.traffic.hbm_write > 0
-    need["latency"] = need["launch"] = True
-    return need
+def _rates(k: KernelPlan, hw: HardwareProfile, p: Problem) -> tuple[float, ...]:
+    """Rates.of(k, hw, p).vector(), remembered per profile (it depends on the kernel only
+    through its overlap policy and inst_per_op)."""
+    held = _RATES.get(id(hw))
+    if held is None or held[0] is not hw:
+        if len(_RATES) > 64:
+            _RATES.clear()
+        held = _RATES[id(hw)] = (hw, {})
+    key = (p.dtype, k.overlap == "warpspecialized", k.inst_per_op)
+    v = held[1].get(key)
+    if v is None:
+        v = held[1][key] = Rates.of(k, hw, p).vector()
+    return v
 
 
-def ranked(relaxed: dict[str, float]) -> list[str]:
-    """Reliefs by the time they leave, shortest first; times within one part in 10^9 of each
-    other are equal (a what-if re-planned through the profile rounds differently) and keep
-    RELIEFS' order."""
-    return sorted(relaxed, key=lambda x: (round(math.log(relaxed[x]), 9), RELIEFS.index(x)))
+# scalar facts of one kernel, the columns of _Facts
+FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "total_masked", "steps",
+         "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
+         "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
+         "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
+         "l2_bytes", "dram_bytes", "need_port")
 
 
-def limiter(seconds: float, relaxed: dict[str, float]) -> str:
-    """The relief with the largest speed-up."""
-    return ranked(relaxed)[0]
-
-
-def _busy(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem, r: Rates,
-          occ: int) -> tuple[float, dict[str, float]]:
-    """Seconds the kernel keeps the GPU busy (launch apart) at rates `r`, and its fluid limits."""
+def _facts(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem | None) -> tuple:
+    """(scalar facts in FACTS order, trips, masked trips) of one kernel: what the time of each
+    of its cases depends on besides the rates."""
     sms, ctas = hw.sm_count, k.ctas
     # One period of the launch order (the CTAs along grid x), repeated for every (batch, head).
     # a masked trip is one of the CTA's trips (ragged tiles count a fraction of a trip): never
@@ -311,82 +371,282 @@ def _busy(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem, r: Rates,
         uniform = bool((one == one[0]).all() and (masked == masked[0]).all())
         total_trips, total_masked = float(one.sum()) * reps, float(masked.sum()) * reps
     steps = total_trips if total_trips > 0 else 1.0
-
+    w, once, t = k.work, k.once, k.traffic
+    wg = k.overlap == "warpspecialized"
+    warps = max(1, k.threads // 32 - (4 if wg else 0))  # wgmma: less the producer warpgroup
     # per trip of one CTA; the once-per-CTA work and the mask apart
-    w, once = k.work, k.once
-    warps = max(1, k.threads // 32 - (4 if r.wgmma else 0))  # wgmma: less the producer warpgroup
-    args = ((w.tensor_flops - once.tensor_flops) / steps, (w.exp_ops - once.exp_ops) / steps,
-            (w.alu_flops - once.alu_flops - k.mask_alu) / steps, k.traffic.sram / steps)
-    plain = Trip.of(*args, warps, r, hw)
+    mask = k.mask_alu / total_masked if total_masked else 0.0  # ALU ops of a masked trip
+    two_r, two_w = t.hbm_read, t.hbm_write
+    fixed_r, fixed_w, loop_r, loop_w = _split(k, p) if p is not None else (0, 0, 0, 0)
+    scalars = (
+        sms, ctas, ctas_per_sm(k, hw), period, reps, uniform, total_trips, total_masked, steps,
+        float(one[0]), float(masked[0]), wg, warps,
+        (w.tensor_flops - once.tensor_flops) / steps, (w.exp_ops - once.exp_ops) / steps,
+        (w.alu_flops - once.alu_flops - k.mask_alu) / steps, t.sram / steps,
+        once.tensor_flops / ctas, once.exp_ops / ctas, once.alu_flops / ctas, mask,
+        fixed_r, fixed_w, loop_r, loop_w,
+        dram.read / two_r if two_r else 0.0, dram.write / two_w if two_w else 0.0,  # DRAM shares
+        POLICIES[k.overlap], k.stages, hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
+        k.inst_per_op or hw.pipeline.inst_per_op,
+        w.tensor_flops, w.exp_ops, w.alu_flops, t.sram, two_r + two_w, dram.read + dram.write,
+        two_r + two_w > 0)
+    return scalars, (None if uniform else (one, masked))
+
+
+class _Facts:
+    """FACTS as arrays, one entry per case (`take`: each case's kernel)."""
+
+    def __init__(self, table: np.ndarray):
+        for i, name in enumerate(FACTS):
+            setattr(self, name, table[:, i])
+
+
+
+@dataclass
+class _Kernel:
+    """One kernel of a batch: its facts, base rates and what to predict."""
+
+    facts: tuple
+    rates: tuple[float, ...]
+    launch: float
+
+
+def _busy(kernels: list[_Kernel], kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] at the
+    rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array)."""
+    table = np.array([k.facts[0] for k in kernels], dtype=np.float64)
+    rates = np.array([k.rates for k in kernels], dtype=np.float64)[kidx] * RELIEF_FACTORS[relief]
+    f = _Facts(table[kidx])
+    limits = _fluid(f, _rates_of(rates, f))
+
+    # the occupancies each case is scheduled at: CTAs resident on one SM overlap at least as
+    # well as the same CTAs run fewer at a time (more warps never hide less latency; what more
+    # CTAs cost in L2 is the DRAM estimate's): the best of the occupancies up to the one the
+    # resources allow (beyond ctas/SMs, all run): powers of two and the cap (a small kernel may
+    # fit 32 CTAs an SM: not 32 schedules)
+    cap = np.minimum(f.occ, -(-f.ctas // f.sms)).astype(np.int64)
+    # powers of two below the cap, and the cap: (cases, bits) mask of 1 << bit, cap apart
+    bits = 1 << np.arange(int(cap.max()).bit_length())
+    tried = (bits[None, :] <= cap[:, None]) & (bits[None, :] != cap[:, None])
+    counts = tried.sum(axis=1) + 1
+    row = np.repeat(np.arange(len(kidx)), counts)  # rows: (case, occupancy)
+    # per case its powers of two in rising order, then its cap (rows of a case contiguous)
+    o = np.empty(len(row))
+    last = np.cumsum(counts) - 1
+    o[last] = cap
+    o[np.delete(np.arange(len(row)), last)] = np.broadcast_to(bits, tried.shape)[tried]
+    g = _Facts(table[kidx[row]])
+    sched = _schedule(g, _rates_of(rates[row], g), o * g.sms, kernels, kidx[row])
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    best = np.minimum.reduceat(sched, starts)
+    top = _max(*(limits[u] for u in LIMITS))
+    return np.maximum(best, top), limits
+
+
+def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
+    """Rates of arrays from rate rows (RATE_FIELDS columns) and the cases' facts."""
+    c = {x: rv[:, i] for i, x in enumerate(RATE_FIELDS)}
+    return Rates(**c, wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
+
+
+def _schedule(f: _Facts, r: Rates, slots: np.ndarray, kernels: list[_Kernel],
+              kidx: np.ndarray) -> np.ndarray:
+    """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order, per
+    row (row i: kernel kidx[i])."""
+    ctas = f.ctas
+    conc = np.minimum(ctas, slots)
+    plain = Trip.of(f.a_flops, f.a_exps, f.a_alu, f.a_sram, f.warps, r, f.cyc)
+    masked_trip = Trip.of(f.a_flops, f.a_exps, f.a_alu + f.mask, f.a_sram, f.warps, r, f.cyc)
+    epi = Trip.of(f.o_flops, f.o_exps, f.o_alu, 0.0, f.warps, r, f.cyc)
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under
-    fill = plain.tensor / plain.groups + plain.warp_other if k.overlap == "warpspecialized" else 0.0
-    mask = k.mask_alu / total_masked if total_masked else 0.0  # ALU ops of a masked trip
-    masked_trip = Trip.of(args[0], args[1], args[2] + mask, args[3], warps, r, hw)
-    fixed_r, fixed_w, loop_r, loop_w = _split(k, p)
-    two_r, two_w = k.traffic.hbm_read, k.traffic.hbm_write
-    dram_r = dram.read / two_r if two_r else 0.0  # DRAM share of two-level bytes
-    dram_w = dram.write / two_w if two_w else 0.0
+    fill = np.where(f.policy == POLICIES["warpspecialized"],
+                    plain.tensor / plain.groups + plain.warp_other, 0.0)
+    q = f.q
 
-    def durations(conc: int, memory: bool = True) -> tuple[float, float, float]:
+    def durations(memory: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(prologue + epilogue, trip time, extra time of a masked trip) of one CTA when
         `conc` CTAs run at once; without `memory`, only the SM's own units (what a wave
         costs however bandwidth is shared)."""
-        n = -(-conc // sms)  # resident per SM on the busiest SMs
+        n = -(-conc // f.sms)  # resident per SM on the busiest SMs
         share = conc if memory else 0  # global bandwidth split between the running CTAs
 
-        def port(rd: float, wr: float) -> float:  # through this SM's own load/store path
+        def port(rd, wr):  # through this SM's own load/store path
             return (rd + wr) / r.port
 
-        def level(rd: float, wr: float) -> float:  # this CTA's share of L2 and DRAM
-            return share * max((rd + wr) / r.l2, (rd * dram_r + wr * dram_w) / r.hbm)
+        def level(rd, wr):  # this CTA's share of L2 and DRAM
+            return share * np.maximum((rd + wr) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
 
-        epilogue = Trip.of(once.tensor_flops / ctas, once.exp_ops / ctas, once.alu_flops / ctas,
-                           0.0, warps, r, hw).time("async", 2, 0.0, 0.0, n)
-        rd, wr = fixed_r / ctas, fixed_w / ctas
+        epilogue = epi.time(POLICIES["async"], 2, 0.0, 0.0, n, q)
+        rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
         # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
         # other resident CTAs overlap as imperfectly as FA1's trips
-        fixed = pnorm([max(port(rd, wr), level(rd, wr)), epilogue], hw.pipeline.sync_overlap) + fill
-        rd, wr = loop_r / steps, loop_w / steps
-        q = hw.pipeline.sync_overlap
-        lat = sync_loads(k) * r.load_latency  # round trips the trip waits for
-        trip = plain.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n, q, lat)
-        extra = masked_trip.time(k.overlap, k.stages, port(rd, wr), level(rd, wr), n, q, lat) - trip
+        fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr)), epilogue], q) + fill
+        rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
+        lat = f.nsync * r.load_latency  # round trips the trip waits for
+        trip = plain.time(f.policy, f.stages, port(rd, wr), level(rd, wr), n, q, lat)
+        extra = masked_trip.time(f.policy, f.stages, port(rd, wr), level(rd, wr), n, q, lat) - trip
         return fixed, trip, extra
 
-    def schedule(slots: int) -> float:
-        """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order."""
-        conc = min(ctas, slots)
-        fixed, trip, extra = durations(conc)
-        if uniform:
-            d = fixed + float(one[0]) * trip + float(masked[0]) * extra
-            if ctas <= slots:
-                return d
-            # waves of the SM-side time; the shared bandwidth evens out across waves
-            fixed_c, trip_c, extra_c = durations(conc, memory=False)
-            d_c = fixed_c + float(one[0]) * trip_c + float(masked[0]) * extra_c
-            return max(-(-ctas // slots) * d_c, ctas * d / slots)
-        # CTA durations of one period: summed with the shared bandwidth, one by one without
-        d_sum = fixed * period + total_trips / reps * trip + total_masked / reps * extra
-        fixed_c, trip_c, extra_c = durations(conc, memory=False)
-        dc = fixed_c + one * trip_c + masked * extra_c
-        return max(list_schedule(dc, reps, slots), reps * d_sum / slots)
+    fixed, trip, extra = durations(True)
+    fixed_c, trip_c, extra_c = durations(False)
+    # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
+    # out across waves
+    d = fixed + f.one0 * trip + f.masked0 * extra
+    d_c = fixed_c + f.one0 * trip_c + f.masked0 * extra_c
+    out = np.where(ctas <= slots, d, np.maximum(-(-ctas // slots) * d_c, ctas * d / slots))
+    # unequal CTAs: durations of one period summed with the shared bandwidth, one by one
+    # without (rows grouped by kernel period length)
+    periods = [k.facts[1] for k in kernels]
+    length = np.array([0 if pr is None else len(pr[0]) for pr in periods])[kidx]
+    for size in np.unique(length[length > 0]):
+        ix = np.nonzero(length == size)[0]
+        ks = np.unique(kidx[ix])
+        at = np.searchsorted(ks, kidx[ix])
+        one = np.stack([periods[k][0] for k in ks]).astype(np.float64)[at]
+        msk = np.stack([periods[k][1] for k in ks]).astype(np.float64)[at]
+        reps = f.reps[ix]
+        d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
+                 + f.total_masked[ix] / reps * extra[ix])
+        dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
+        out[ix] = np.maximum(list_schedule(dc, reps, slots[ix]), reps * d_sum / slots[ix])
+    return out
 
-    # CTAs resident on one SM overlap at least as well as the same CTAs run fewer at a time
-    # (more warps never hide less latency; what more CTAs cost in L2 is the DRAM estimate's):
-    # the best of the occupancies up to the one the resources allow (beyond ctas/SMs, all run):
-    # powers of two and the cap (a small kernel may fit 32 CTAs an SM: not 32 schedules)
-    cap = min(occ, -(-ctas // sms))
-    sched = min(schedule(o * sms) for o in {*(1 << i for i in range(cap.bit_length())), cap})
 
-    limits = fluid(k, dram, r, sms, hw)
-    return max(sched, max(limits.values())), limits
+# ------------------------------------------------------------------ predictions
+def demands(k: KernelPlan, limits: dict[str, float]) -> dict[str, bool]:
+    """Whether the kernel's time can depend on each of RELIEFS."""
+    need = {u: limits[u] > 0 for u in limits}
+    need["port"] = k.traffic.hbm_read + k.traffic.hbm_write > 0
+    need["latency"] = need["launch"] = True
+    return need
+
+
+def _lower(kt: KernelTime, busy: float, launch: float, limits: dict[str, float],
+           need: dict[str, bool]) -> None:
+    """Fill kt.lower (and kt.relaxed where exact without a prediction)."""
+    seconds = kt.seconds
+    first = max(limits, key=limits.get)  # the largest fluid limit, and the next one
+    top = limits[first]
+    second = max((v for u, v in limits.items() if u != first), default=0.0)
+    for x in RELIEFS:
+        if x == "launch":  # exact: the busy time stays
+            kt.relaxed[x] = kt.lower[x] = busy + launch / 2
+        elif not need[x]:  # a rate the kernel never uses changes nothing
+            kt.relaxed[x] = kt.lower[x] = seconds
+        else:  # never below half the time, nor below another unit's or level's fluid total
+            others = second if x == first else top
+            kt.lower[x] = max(seconds / 2, others + launch, limits.get(x, top) / 2 + launch)
+
+
+def _candidates(times: list[KernelTime]) -> set[str]:
+    """The reliefs best_relief(times) may predict: those whose summed lower bound is within
+    best_relief's margin of the launch relief's exact time (any other leaves more time than a
+    relief already known)."""
+    bound = {x: sum(t.lower[x] for t in times) for x in RELIEFS}
+    return {x for x in RELIEFS if bound[x] <= bound["launch"] * (1 + 1e-6)}
+
+
+ONE_PASS = 32  # kernels of a batch up to which every relief is predicted in one pass
+
+
+def predict_many(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]],
+                 limiter_too: bool = True,
+                 groups: Sequence[Sequence[int]] = ()) -> list[KernelTime]:
+    """Predicted times of many kernels at once (kernel_time's, one per job, in order): one
+    numpy pass over every kernel at its profile's rates, then one over the reliefs that can
+    name a limiter (`_candidates`) of each kernel and of each group of jobs (`groups`: the
+    kernels of one Plan, whose summed limiter plan_bound names)."""
+    if not jobs:
+        return []
+    kernels = [_Kernel(_facts(k, d, hw, p), _rates(k, hw, p), hw.launch_overhead_s)
+               for k, d, hw, p in jobs]
+    n = len(kernels)
+    # a small batch predicts every relief in the same pass (numpy's cost per call outweighs
+    # the rows); a large one predicts the profile's rates first, then only the reliefs whose
+    # lower bounds leave them a chance (`_candidates`)
+    every = limiter_too and n <= ONE_PASS
+    reliefs = range(len(RELIEFS) + 1) if every else range(1)
+    kidx = np.repeat(np.arange(n), len(reliefs))
+    busy, limits = _busy(kernels, kidx, np.tile(np.array(reliefs), n))
+    step = len(reliefs)
+    out = []
+    for i, (k, _, hw, _) in enumerate(jobs):
+        lim = {u: float(limits[u][i * step]) for u in LIMITS}
+        b, launch = float(busy[i * step]), kernels[i].launch
+        busiest = max(lim, key=lim.get)
+        occ = int(kernels[i].facts[0][2])
+        kt = KernelTime(b + launch, busiest, occ, k.ctas / (occ * hw.sm_count),
+                        lim[busiest] / b if b else 1.0, busiest)
+        if limiter_too:
+            _lower(kt, b, launch, lim, demands(k, lim))
+            if every:  # the exact ones (launch, unused rates) stay as _lower gave them
+                for j, x in enumerate(RELIEFS, 1):
+                    kt.relaxed.setdefault(x, float(busy[i * step + j]) + launch)
+        out.append(kt)
+    if not limiter_too:
+        return out
+    if not every:
+        want: list[set] = [_candidates([kt]) for kt in out]
+        for grp in groups:
+            extra = _candidates([out[i] for i in grp])
+            for i in grp:
+                want[i] |= extra
+        ki, xi = [], []
+        for i, kt in enumerate(out):
+            for x in sorted(want[i] - kt.relaxed.keys(), key=RELIEFS.index):
+                ki.append(i)
+                xi.append(1 + RELIEFS.index(x))
+        if ki:
+            again, _ = _busy(kernels, np.array(ki), np.array(xi))
+            for i, x, b in zip(ki, xi, again):
+                out[i].relaxed[RELIEFS[x - 1]] = float(b) + kernels[i].launch
+
+    def lazy(i: int) -> Callable[[str], float]:
+        def again(x: str) -> float:
+            b, _ = _busy([kernels[i]], np.zeros(1, np.int64), np.array([1 + RELIEFS.index(x)]))
+            return float(b[0]) + kernels[i].launch
+        return again
+
+    return [replace(kt, again=lazy(i), bound=best_relief([kt])) for i, kt in enumerate(out)]
+
+
+def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem,
+                limiter_too: bool = True) -> KernelTime:
+    """Predicted time of one kernel (see the module docstring); with `limiter_too`, `bound` is
+    the limiter (`best_relief`: the relief with the largest speed-up, each predicted again only
+    where its bound could beat the best so far); without, the busiest unit (for fits, which need
+    only the time). A batch of one of predict_many."""
+    return predict_many([(k, dram, hw, p)], limiter_too)[0]
+
+
+def ranked(relaxed: dict[str, float]) -> list[str]:
+    """Reliefs by the time they leave, shortest first; times within one part in 10^9 of each
+    other are equal (a what-if re-planned through the profile rounds differently) and keep
+    RELIEFS' order."""
+    return sorted(relaxed, key=lambda x: (round(math.log(relaxed[x]), 9), RELIEFS.index(x)))
+
+
+def limiter(seconds: float, relaxed: dict[str, float]) -> str:
+    """The relief with the largest speed-up."""
+    return ranked(relaxed)[0]
 
 
 def predict(plan: Plan, hw: HardwareProfile, dram: list[Dram],
             limiter_too: bool = True) -> list[KernelTime]:
     """Per-kernel predicted time of a Plan, in launch order (`limiter_too`: kernel_time's)."""
-    return [kernel_time(k, d, hw, plan.problem, limiter_too) for k, d in zip(plan.kernels, dram)]
+    return predict_plans([(plan, hw, dram)], limiter_too)[0]
+
+
+def predict_plans(items: Sequence[tuple[Plan, HardwareProfile, list[Dram]]],
+                  limiter_too: bool = True) -> list[list[KernelTime]]:
+    """predict() of many Plans in one batch (predict_many), per Plan its kernels' times."""
+    jobs, groups = [], []
+    for pl, hw, dram in items:
+        groups.append(range(len(jobs), len(jobs) + len(pl.kernels)))
+        jobs += [(k, d, hw, pl.problem) for k, d in zip(pl.kernels, dram)]
+    times = predict_many(jobs, limiter_too, groups)
+    return [times[g.start:g.stop] for g in groups]
 
 
 def best_relief(times: list[KernelTime]) -> str:
