@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from iosim.analysis.predict import row
+from iosim.analysis.predict import rows
 from iosim.core import hardware
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.output import check_writable, write_atomic, write_table
@@ -331,22 +331,26 @@ def profiles(hw_values: list, sets: dict[str, list],
 def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
     """Rows of some problems for every (profile, schedule) of the sweep: one list per
     (profile, schedule), problems in order. Profiles vary fastest, so a problem's cached
-    pieces (block maps, trip counts) serve all of them."""
+    pieces (block maps, trip counts) serve all of them; the chunk's Plans are predicted in
+    one batch (predict.rows)."""
     todo, problems, tuned = job
     out: list[list[dict]] = [[] for _ in todo]
     skipped: Counter = Counter()
+    plans, where = [], []
     for p in problems:
-        for i, (hw, changes, s, t) in enumerate(todo):
+        for i, (hw, _, s, t) in enumerate(todo):
             if s == "fa3" and not hw.has_wgmma:
                 skipped[f"fa3 on {hw.name} ({hw.arch}: no wgmma)"] += 1
                 continue
             try:
-                r = row(plan(s, p, hw, t, check=True, tuned=tuned), hw)
+                plans.append((plan(s, p, hw, t, check=True, tuned=tuned), hw))
             except InputError as e:
                 skipped[f"{s}: " + str(e).split(" (allowed")[0].removeprefix(f"{s}: ")] += 1
             else:
-                r.update({f"set_{k}": v for k, v in changes.items()})
-                out[i].append(r)
+                where.append(i)
+    for i, r in zip(where, rows(plans)):
+        r.update({f"set_{k}": v for k, v in todo[i][1].items()})
+        out[i].append(r)
     return out, skipped
 
 

@@ -514,37 +514,50 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, kernels: list[_Kernel],
 
 
 # ------------------------------------------------------------------ predictions
-def demands(k: KernelPlan, limits: dict[str, float]) -> dict[str, bool]:
-    """Whether the kernel's time can depend on each of RELIEFS."""
-    need = {u: limits[u] > 0 for u in limits}
-    need["port"] = k.traffic.hbm_read + k.traffic.hbm_write > 0
-    need["latency"] = need["launch"] = True
-    return need
+LAUNCH = RELIEFS.index("launch")
+MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 
 
-def _lower(kt: KernelTime, busy: float, launch: float, limits: dict[str, float],
-           need: dict[str, bool]) -> None:
-    """Fill kt.lower (and kt.relaxed where exact without a prediction)."""
-    seconds = kt.seconds
-    first = max(limits, key=limits.get)  # the largest fluid limit, and the next one
-    top = limits[first]
-    second = max((v for u, v in limits.items() if u != first), default=0.0)
-    for x in RELIEFS:
-        if x == "launch":  # exact: the busy time stays
-            kt.relaxed[x] = kt.lower[x] = busy + launch / 2
-        elif not need[x]:  # a rate the kernel never uses changes nothing
-            kt.relaxed[x] = kt.lower[x] = seconds
-        else:  # never below half the time, nor below another unit's or level's fluid total
-            others = second if x == first else top
-            kt.lower[x] = max(seconds / 2, others + launch, limits.get(x, top) / 2 + launch)
+def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarray,
+           relaxed: np.ndarray) -> np.ndarray:
+    """(kernels, RELIEFS) lower bounds on each relief's time; `relaxed` (the times known so
+    far) gets the exact ones: the launch relief's (the busy time stays) and those of rates a
+    kernel never uses (they change nothing)."""
+    seconds = busy + launch
+    top = lim.max(axis=1)
+    first = lim.argmax(axis=1)
+    second = np.where(np.arange(lim.shape[1]) == first[:, None], -np.inf, lim).max(axis=1)
+    lower = np.empty(relaxed.shape)
+    for j, x in enumerate(RELIEFS):
+        if x in LIMITS:  # never below half the time, nor below another unit's or level's
+            u = LIMITS.index(x)
+            others, own = np.where(first == u, np.maximum(second, 0.0), top), lim[:, u]
+        else:
+            others, own = top, top
+        lower[:, j] = _max(seconds / 2, others + launch, own / 2 + launch)
+    relaxed[:, LAUNCH] = lower[:, LAUNCH] = busy + launch / 2
+    idle = ~need
+    relaxed[idle] = lower[idle] = np.broadcast_to(seconds[:, None], lower.shape)[idle]
+    return lower
 
 
-def _candidates(times: list[KernelTime]) -> set[str]:
-    """The reliefs best_relief(times) may predict: those whose summed lower bound is within
-    best_relief's margin of the launch relief's exact time (any other leaves more time than a
-    relief already known)."""
-    bound = {x: sum(t.lower[x] for t in times) for x in RELIEFS}
-    return {x for x in RELIEFS if bound[x] <= bound["launch"] * (1 + 1e-6)}
+def _chosen(times: np.ndarray) -> str:
+    """ranked()'s first of the reliefs whose times are known (not NaN): only the ones within
+    1e-8 of the shortest can share its rounded key, so only they are ranked."""
+    known = ~np.isnan(times)
+    best = times[known].min()
+    near = known & (times <= best * (1 + 1e-8))
+    pick = np.flatnonzero(near)
+    if len(pick) == 1:
+        return RELIEFS[pick[0]]
+    return limiter(0.0, {RELIEFS[j]: float(times[j]) for j in pick})
+
+
+class KernelTimes(list):
+    """A Plan's kernel times, in launch order, and its limiter where the batch found it
+    (plan_bound)."""
+
+    bound: str | None = None
 
 
 ONE_PASS = 32  # kernels of a batch up to which every relief is predicted in one pass
@@ -552,55 +565,53 @@ ONE_PASS = 32  # kernels of a batch up to which every relief is predicted in one
 
 def predict_many(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]],
                  limiter_too: bool = True,
-                 groups: Sequence[Sequence[int]] = ()) -> list[KernelTime]:
-    """Predicted times of many kernels at once (kernel_time's, one per job, in order): one
-    numpy pass over every kernel at its profile's rates, then one over the reliefs that can
-    name a limiter (`_candidates`) of each kernel and of each group of jobs (`groups`: the
-    kernels of one Plan, whose summed limiter plan_bound names)."""
+                 groups: Sequence[range] = ()) -> tuple[list[KernelTime], list[str]]:
+    """Predicted times of many kernels at once (kernel_time's, one per job, in order), and the
+    limiter of each group of jobs (`groups`: contiguous ranges, the kernels of one Plan, whose
+    summed time plan_bound's limiter shortens most). One numpy pass over every kernel at its
+    profile's rates, then one over the reliefs that can be a kernel's or a group's limiter:
+    those whose lower bound is within best_relief's margin of the launch relief's exact time
+    (any other leaves more time than a relief already known). A small batch (ONE_PASS)
+    predicts every relief in the first pass: numpy's cost per call outweighs the rows."""
     if not jobs:
-        return []
+        return [], []
     kernels = [_Kernel(_facts(k, d, hw, p), _rates(k, hw, p), hw.launch_overhead_s)
                for k, d, hw, p in jobs]
-    n = len(kernels)
-    # a small batch predicts every relief in the same pass (numpy's cost per call outweighs
-    # the rows); a large one predicts the profile's rates first, then only the reliefs whose
-    # lower bounds leave them a chance (`_candidates`)
+    n, nr = len(kernels), len(RELIEFS)
     every = limiter_too and n <= ONE_PASS
-    reliefs = range(len(RELIEFS) + 1) if every else range(1)
-    kidx = np.repeat(np.arange(n), len(reliefs))
-    busy, limits = _busy(kernels, kidx, np.tile(np.array(reliefs), n))
-    step = len(reliefs)
+    step = nr + 1 if every else 1
+    busy_all, limits_all = _busy(kernels, np.repeat(np.arange(n), step), np.tile(np.arange(step), n))
+    at = np.arange(n) * step
+    busy = busy_all[at]
+    lim = np.stack([limits_all[u][at] for u in LIMITS], axis=1)
+    launch = np.array([k.launch for k in kernels])
+    busiest = lim.argmax(axis=1)
+    util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
     out = []
     for i, (k, _, hw, _) in enumerate(jobs):
-        lim = {u: float(limits[u][i * step]) for u in LIMITS}
-        b, launch = float(busy[i * step]), kernels[i].launch
-        busiest = max(lim, key=lim.get)
         occ = int(kernels[i].facts[0][2])
-        kt = KernelTime(b + launch, busiest, occ, k.ctas / (occ * hw.sm_count),
-                        lim[busiest] / b if b else 1.0, busiest)
-        if limiter_too:
-            _lower(kt, b, launch, lim, demands(k, lim))
-            if every:  # the exact ones (launch, unused rates) stay as _lower gave them
-                for j, x in enumerate(RELIEFS, 1):
-                    kt.relaxed.setdefault(x, float(busy[i * step + j]) + launch)
-        out.append(kt)
+        u = LIMITS[busiest[i]]
+        out.append(KernelTime(float(busy[i] + launch[i]), u, occ, k.ctas / (occ * hw.sm_count),
+                              float(util[i]), u))
     if not limiter_too:
-        return out
-    if not every:
-        want: list[set] = [_candidates([kt]) for kt in out]
-        for grp in groups:
-            extra = _candidates([out[i] for i in grp])
-            for i in grp:
-                want[i] |= extra
-        ki, xi = [], []
-        for i, kt in enumerate(out):
-            for x in sorted(want[i] - kt.relaxed.keys(), key=RELIEFS.index):
-                ki.append(i)
-                xi.append(1 + RELIEFS.index(x))
-        if ki:
-            again, _ = _busy(kernels, np.array(ki), np.array(xi))
-            for i, x, b in zip(ki, xi, again):
-                out[i].relaxed[RELIEFS[x - 1]] = float(b) + kernels[i].launch
+        return out, [None] * len(groups)
+    relaxed = np.full((n, nr), np.nan)
+    if every:
+        relaxed[:] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
+    need = np.ones((n, nr), bool)
+    for j, x in enumerate(RELIEFS):
+        if x in LIMITS:
+            need[:, j] = lim[:, LIMITS.index(x)] > 0
+    need[:, RELIEFS.index("port")] = np.array([k.facts[0][FACTS.index("need_port")] for k in kernels]) > 0
+    lower = _lower(busy, launch, lim, need, relaxed)
+    want = lower <= lower[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN)
+    for g in groups:
+        bound = lower[g.start:g.stop].sum(axis=0)
+        want[g.start:g.stop] |= bound <= bound[LAUNCH] * (1 + MARGIN)
+    ki, xi = np.nonzero(want & np.isnan(relaxed))
+    if len(ki):
+        again, _ = _busy(kernels, ki, xi + 1)
+        relaxed[ki, xi] = again + launch[ki]
 
     def lazy(i: int) -> Callable[[str], float]:
         def again(x: str) -> float:
@@ -608,7 +619,15 @@ def predict_many(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem
             return float(b[0]) + kernels[i].launch
         return again
 
-    return [replace(kt, again=lazy(i), bound=best_relief([kt])) for i, kt in enumerate(out)]
+    times = [replace(kt, bound=_chosen(relaxed[i]), again=lazy(i),
+                     relaxed={x: float(v) for x, v in zip(RELIEFS, relaxed[i]) if v == v},
+                     lower=dict(zip(RELIEFS, lower[i].tolist())))
+             for i, kt in enumerate(out)]
+    bounds = []
+    for g in groups:
+        part = relaxed[g.start:g.stop]
+        bounds.append(_chosen(np.where(np.isnan(part).any(axis=0), np.nan, part.sum(axis=0))))
+    return times, bounds
 
 
 def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem,
@@ -617,7 +636,7 @@ def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem,
     the limiter (`best_relief`: the relief with the largest speed-up, each predicted again only
     where its bound could beat the best so far); without, the busiest unit (for fits, which need
     only the time). A batch of one of predict_many."""
-    return predict_many([(k, dram, hw, p)], limiter_too)[0]
+    return predict_many([(k, dram, hw, p)], limiter_too)[0][0]
 
 
 def ranked(relaxed: dict[str, float]) -> list[str]:
@@ -639,14 +658,20 @@ def predict(plan: Plan, hw: HardwareProfile, dram: list[Dram],
 
 
 def predict_plans(items: Sequence[tuple[Plan, HardwareProfile, list[Dram]]],
-                  limiter_too: bool = True) -> list[list[KernelTime]]:
-    """predict() of many Plans in one batch (predict_many), per Plan its kernels' times."""
+                  limiter_too: bool = True) -> list[KernelTimes]:
+    """predict() of many Plans in one batch (predict_many): per Plan its kernels' times, and
+    with `limiter_too` the Plan's limiter (`KernelTimes.bound`, what plan_bound returns)."""
     jobs, groups = [], []
     for pl, hw, dram in items:
         groups.append(range(len(jobs), len(jobs) + len(pl.kernels)))
         jobs += [(k, d, hw, pl.problem) for k, d in zip(pl.kernels, dram)]
-    times = predict_many(jobs, limiter_too, groups)
-    return [times[g.start:g.stop] for g in groups]
+    times, bounds = predict_many(jobs, limiter_too, groups)
+    out = []
+    for g, b in zip(groups, bounds):
+        kts = KernelTimes(times[g.start:g.stop])
+        kts.bound = b
+        out.append(kts)
+    return out
 
 
 def best_relief(times: list[KernelTime]) -> str:
@@ -669,4 +694,4 @@ def plan_bound(times: list[KernelTime]) -> str:
     were predicted without limiters."""
     if not all(t.lower for t in times):
         return max(times, key=lambda t: t.seconds).bound
-    return best_relief(times)
+    return getattr(times, "bound", None) or best_relief(times)
