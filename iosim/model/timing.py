@@ -19,7 +19,7 @@ and one occupancy; a single kernel or Plan is a batch of one, so there is one im
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -270,32 +270,31 @@ class Trip:
         with synchronous loads they do not, and the three combine as a `sync_overlap`-norm
         (1: they add up)."""
         policy = np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
-        out = np.zeros(np.broadcast(policy, self.tensor, port, level, n).shape)
+        out = np.empty(len(policy))
+        for code in np.unique(policy):  # each policy on its own entries
+            at = np.flatnonzero(policy == code)
+            tr = Trip(*(getattr(self, x)[at] for x in Trip.__dataclass_fields__))
+            out[at] = tr._time(int(code), port[at], level[at], n[at], sync_overlap[at], latency[at])
+        return out
+
+    def _time(self, policy: int, port, level, n, sync_overlap, latency) -> np.ndarray:
+        """Trip.time for entries that share one policy."""
+        if policy == POLICIES["warpspecialized"]:  # a warpgroup: its share of the MMAs, then
+            # its softmax; the softmax (MUFU and FP32 work, one dependent chain in each warp)
+            # and the asynchronous wgmma overlap no better than synchronous phases
+            soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)
+            thr = n * _max(soft, self.sram, self.issue, port)
+            return _max(port, self.tensor / self.groups + self.warp_other, level, thr)
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
         # register operands: other warps' instructions issue between MMAs, not beside them
         thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
         warp = self.warp_mma + self.warp_other
-        for code, when in ((POLICIES["warpspecialized"], policy == POLICIES["warpspecialized"]),
-                           (POLICIES["async"], policy == POLICIES["async"]),
-                           (POLICIES["lockstep"], policy == POLICIES["lockstep"]),
-                           (POLICIES["none"], policy == POLICIES["none"])):
-            if not np.any(when):
-                continue
-            if code == POLICIES["warpspecialized"]:  # a warpgroup: its share of the MMAs, then
-                # its softmax; the softmax (MUFU and FP32 work, one dependent chain in each
-                # warp) and the asynchronous wgmma overlap no better than synchronous phases
-                soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)
-                thr_ws = n * _max(soft, self.sram, self.issue, port)
-                t = _max(port, self.tensor / self.groups + self.warp_other, level, thr_ws)
-            elif code == POLICIES["async"]:
-                t = _max(port, warp, level, thr)
-            elif code == POLICIES["lockstep"]:  # barriers inside the trip: no drifting phases
-                t = pnorm([warp, level, thr], sync_overlap)
-            else:  # synchronous loads: the warps wait a round trip (`latency`), then the
-                # bytes, then compute
-                t = pnorm([latency + port + warp, level, thr], sync_overlap)
-            out = np.where(when, t, out)
-        return out
+        if policy == POLICIES["async"]:  # with more than one stage
+            return _max(port, warp, level, thr)
+        if policy == POLICIES["lockstep"]:  # barriers inside the trip: the warps' phases cannot drift
+            return pnorm([warp, level, thr], sync_overlap)
+        # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
+        return pnorm([latency + port + warp, level, thr], sync_overlap)
 
 
 def sync_loads(k: KernelPlan) -> int:
@@ -443,6 +442,16 @@ def _busy(kernels: list[_Kernel], kidx: np.ndarray, relief: np.ndarray) -> tuple
     return np.maximum(best, top), limits
 
 
+def _rep(a: np.ndarray, k: int) -> np.ndarray:
+    """`a` repeated k times end to end (np.tile's result, without its overhead)."""
+    return np.concatenate((a,) * k)
+
+
+def _tile(x, k: int):
+    """A dataclass of arrays (Rates, Trip) with each array repeated k times end to end."""
+    return type(x)(**{n: _rep(getattr(x, n), k) for n in x.__dataclass_fields__})
+
+
 def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
     """Rates of arrays from rate rows (RATE_FIELDS columns) and the cases' facts."""
     c = {x: rv[:, i] for i, x in enumerate(RATE_FIELDS)}
@@ -453,43 +462,55 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, kernels: list[_Kernel],
               kidx: np.ndarray) -> np.ndarray:
     """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order, per
     row (row i: kernel kidx[i])."""
-    ctas = f.ctas
+    ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
-    plain = Trip.of(f.a_flops, f.a_exps, f.a_alu, f.a_sram, f.warps, r, f.cyc)
-    masked_trip = Trip.of(f.a_flops, f.a_exps, f.a_alu + f.mask, f.a_sram, f.warps, r, f.cyc)
-    epi = Trip.of(f.o_flops, f.o_exps, f.o_alu, 0.0, f.warps, r, f.cyc)
+    # three trips per row in one Trip of 3m entries: a plain loop trip, a masked one (the
+    # mask's ALU work on top) and the epilogue (the work done once per CTA)
+    trips = Trip.of(np.concatenate([f.a_flops, f.a_flops, f.o_flops]),
+                    np.concatenate([f.a_exps, f.a_exps, f.o_exps]),
+                    np.concatenate([f.a_alu, f.a_alu + f.mask, f.o_alu]),
+                    np.concatenate([f.a_sram, f.a_sram, np.zeros(m)]),
+                    _rep(f.warps, 3), _tile(r, 3), _rep(f.cyc, 3))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under
     fill = np.where(f.policy == POLICIES["warpspecialized"],
-                    plain.tensor / plain.groups + plain.warp_other, 0.0)
+                    trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m], 0.0)
     q = f.q
 
-    def durations(memory: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(prologue + epilogue, trip time, extra time of a masked trip) of one CTA when
-        `conc` CTAs run at once; without `memory`, only the SM's own units (what a wave
-        costs however bandwidth is shared)."""
-        n = -(-conc // f.sms)  # resident per SM on the busiest SMs
-        share = conc if memory else 0  # global bandwidth split between the running CTAs
+    # Durations of one CTA when `conc` CTAs run at once: with the global bandwidth split
+    # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
+    # costs however bandwidth is shared; the two side by side, [with | without].
+    n = _rep(-(-conc // f.sms), 2)  # resident per SM on the busiest SMs
+    share = np.concatenate([conc, np.zeros(m)])
+    r2 = _tile(r, 2)
 
-        def port(rd, wr):  # through this SM's own load/store path
-            return (rd + wr) / r.port
+    def port(rd, wr):  # through this SM's own load/store path
+        return (rd + wr) / r2.port
 
-        def level(rd, wr):  # this CTA's share of L2 and DRAM
-            return share * np.maximum((rd + wr) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
+    def level(rd, wr):  # this CTA's share of L2 and DRAM
+        return share * np.maximum((rd + wr) / r2.l2, (rd * _rep(f.dram_r, 2)
+                                                      + wr * _rep(f.dram_w, 2)) / r2.hbm)
 
-        epilogue = epi.time(POLICIES["async"], 2, 0.0, 0.0, n, q)
-        rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
-        # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
-        # other resident CTAs overlap as imperfectly as FA1's trips
-        fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr)), epilogue], q) + fill
-        rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
-        lat = f.nsync * r.load_latency  # round trips the trip waits for
-        trip = plain.time(f.policy, f.stages, port(rd, wr), level(rd, wr), n, q, lat)
-        extra = masked_trip.time(f.policy, f.stages, port(rd, wr), level(rd, wr), n, q, lat) - trip
-        return fixed, trip, extra
+    rd, wr = _rep(f.loop_r / f.steps, 2), _rep(f.loop_w / f.steps, 2)
+    lat = f.nsync * r.load_latency  # round trips the trip waits for
+    zero, loop_port, loop_level = np.zeros(m), port(rd, wr), level(rd, wr)
 
-    fixed, trip, extra = durations(True)
-    fixed_c, trip_c, extra_c = durations(False)
+    def three(loop, epi):  # [plain, masked, epilogue] of both halves (`loop`: 2m, `epi`: m)
+        return np.concatenate([loop[:m], loop[:m], epi, loop[m:], loop[m:], epi])
+
+    # the epilogue as an asynchronous trip with no bytes of its own
+    t = _tile(trips, 2).time(
+        three(_rep(f.policy, 2), np.full(m, POLICIES["async"])),
+        three(_rep(f.stages, 2), np.full(m, 2.0)), three(loop_port, zero),
+        three(loop_level, zero), _rep(n[:m], 6), _rep(q, 6),
+        three(_rep(lat, 2), zero)).reshape(2, 3, m)
+    trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
+    rd, wr = _rep(f.fixed_r / ctas, 2), _rep(f.fixed_w / ctas, 2)
+    # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
+    # other resident CTAs overlap as imperfectly as FA1's trips
+    fixed = (pnorm([np.maximum(port(rd, wr), level(rd, wr)), epilogue.ravel()], _rep(q, 2))
+             + _rep(fill, 2)).reshape(2, m)
+    (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
     # out across waves
     d = fixed + f.one0 * trip + f.masked0 * extra
@@ -541,16 +562,46 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     return lower
 
 
-def _chosen(times: np.ndarray) -> str:
-    """ranked()'s first of the reliefs whose times are known (not NaN): only the ones within
-    1e-8 of the shortest can share its rounded key, so only they are ranked."""
+def _chosen(times: np.ndarray) -> list[str]:
+    """ranked()'s first, per row of (rows, RELIEFS) times, of the reliefs whose times are known
+    (not NaN): only the ones within 1e-8 of the shortest can share its rounded key, so only
+    they are ranked."""
     known = ~np.isnan(times)
-    best = times[known].min()
+    best = np.where(known, times, np.inf).min(axis=1, keepdims=True)
     near = known & (times <= best * (1 + 1e-8))
-    pick = np.flatnonzero(near)
-    if len(pick) == 1:
-        return RELIEFS[pick[0]]
-    return limiter(0.0, {RELIEFS[j]: float(times[j]) for j in pick})
+    first = near.argmax(axis=1)
+    out = [RELIEFS[j] for j in first]
+    for i in np.flatnonzero(near.sum(axis=1) > 1):
+        out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
+    return out
+
+
+class _Reliefs(MutableMapping):
+    """One kernel's row of a batch's (kernels, RELIEFS) seconds as a mapping relief -> seconds
+    (NaN: not predicted, absent)."""
+
+    __slots__ = ("row",)
+
+    def __init__(self, row: np.ndarray):
+        self.row = row
+
+    def __getitem__(self, x: str) -> float:
+        v = self.row[RELIEFS.index(x)]
+        if v != v:
+            raise KeyError(x)
+        return float(v)
+
+    def __setitem__(self, x: str, v: float) -> None:
+        self.row[RELIEFS.index(x)] = v
+
+    def __delitem__(self, x: str) -> None:
+        self.row[RELIEFS.index(x)] = np.nan
+
+    def __iter__(self):
+        return (x for x, v in zip(RELIEFS, self.row) if v == v)
+
+    def __len__(self) -> int:
+        return int((self.row == self.row).sum())
 
 
 class KernelTimes(list):
@@ -580,7 +631,7 @@ def predict_many(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem
     n, nr = len(kernels), len(RELIEFS)
     every = limiter_too and n <= ONE_PASS
     step = nr + 1 if every else 1
-    busy_all, limits_all = _busy(kernels, np.repeat(np.arange(n), step), np.tile(np.arange(step), n))
+    busy_all, limits_all = _busy(kernels, np.repeat(np.arange(n), step), _rep(np.arange(step), n))
     at = np.arange(n) * step
     busy = busy_all[at]
     lim = np.stack([limits_all[u][at] for u in LIMITS], axis=1)
@@ -619,15 +670,11 @@ def predict_many(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem
             return float(b[0]) + kernels[i].launch
         return again
 
-    times = [replace(kt, bound=_chosen(relaxed[i]), again=lazy(i),
-                     relaxed={x: float(v) for x, v in zip(RELIEFS, relaxed[i]) if v == v},
-                     lower=dict(zip(RELIEFS, lower[i].tolist())))
-             for i, kt in enumerate(out)]
-    bounds = []
-    for g in groups:
-        part = relaxed[g.start:g.stop]
-        bounds.append(_chosen(np.where(np.isnan(part).any(axis=0), np.nan, part.sum(axis=0))))
-    return times, bounds
+    bound = _chosen(relaxed)
+    times = [replace(kt, bound=bound[i], again=lazy(i), relaxed=_Reliefs(relaxed[i]),
+                     lower=_Reliefs(lower[i])) for i, kt in enumerate(out)]
+    sums = [relaxed[g.start:g.stop].sum(axis=0) for g in groups]  # NaN where one is unknown
+    return times, _chosen(np.array(sums)) if sums else []
 
 
 def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem,
