@@ -536,6 +536,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, kernels: list[_Kernel],
 
 # ------------------------------------------------------------------ predictions
 LAUNCH = RELIEFS.index("launch")
+LIMIT_AT = [RELIEFS.index(u) for u in LIMITS]  # the columns of RELIEFS that are LIMITS
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 
 
@@ -638,31 +639,31 @@ def predict_many(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem
     launch = np.array([k.launch for k in kernels])
     busiest = lim.argmax(axis=1)
     util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
-    out = []
-    for i, (k, _, hw, _) in enumerate(jobs):
-        occ = int(kernels[i].facts[0][2])
-        u = LIMITS[busiest[i]]
-        out.append(KernelTime(float(busy[i] + launch[i]), u, occ, k.ctas / (occ * hw.sm_count),
-                              float(util[i]), u))
-    if not limiter_too:
-        return out, [None] * len(groups)
-    relaxed = np.full((n, nr), np.nan)
-    if every:
-        relaxed[:] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
-    need = np.ones((n, nr), bool)
-    for j, x in enumerate(RELIEFS):
-        if x in LIMITS:
-            need[:, j] = lim[:, LIMITS.index(x)] > 0
-    need[:, RELIEFS.index("port")] = np.array([k.facts[0][FACTS.index("need_port")] for k in kernels]) > 0
-    lower = _lower(busy, launch, lim, need, relaxed)
-    want = lower <= lower[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN)
-    for g in groups:
-        bound = lower[g.start:g.stop].sum(axis=0)
-        want[g.start:g.stop] |= bound <= bound[LAUNCH] * (1 + MARGIN)
-    ki, xi = np.nonzero(want & np.isnan(relaxed))
-    if len(ki):
-        again, _ = _busy(kernels, ki, xi + 1)
-        relaxed[ki, xi] = again + launch[ki]
+    seconds = busy + launch
+    relaxed = lower = bound = None
+    group_bounds: list = [None] * len(groups)
+    if limiter_too:
+        relaxed = np.full((n, nr), np.nan)
+        if every:
+            relaxed[:] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
+        need = np.ones((n, nr), bool)
+        # a rate the kernel never uses changes nothing (latency and launch: always used)
+        need[:, LIMIT_AT] = lim > 0
+        need[:, RELIEFS.index("port")] = [k.facts[0][FACTS.index("need_port")] > 0 for k in kernels]
+        lower = _lower(busy, launch, lim, need, relaxed)
+        want = lower <= lower[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN)
+        starts = np.array([g.start for g in groups], np.int64)
+        if len(starts):
+            sums = np.add.reduceat(lower, starts, axis=0)
+            grp = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+            want |= (sums <= sums[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN))[grp]
+        ki, xi = np.nonzero(want & np.isnan(relaxed))
+        if len(ki):
+            again, _ = _busy(kernels, ki, xi + 1)
+            relaxed[ki, xi] = again + launch[ki]
+        bound = _chosen(relaxed)
+        if len(starts):  # NaN where one kernel's is unknown
+            group_bounds = _chosen(np.add.reduceat(relaxed, starts, axis=0))
 
     def lazy(i: int) -> Callable[[str], float]:
         def again(x: str) -> float:
@@ -670,11 +671,15 @@ def predict_many(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem
             return float(b[0]) + kernels[i].launch
         return again
 
-    bound = _chosen(relaxed)
-    times = [replace(kt, bound=bound[i], again=lazy(i), relaxed=_Reliefs(relaxed[i]),
-                     lower=_Reliefs(lower[i])) for i, kt in enumerate(out)]
-    sums = [relaxed[g.start:g.stop].sum(axis=0) for g in groups]  # NaN where one is unknown
-    return times, _chosen(np.array(sums)) if sums else []
+    times = []
+    for i, (k, _, hw, _) in enumerate(jobs):
+        occ, u = int(kernels[i].facts[0][2]), LIMITS[busiest[i]]
+        kt = KernelTime(float(seconds[i]), u, occ, k.ctas / (occ * hw.sm_count), float(util[i]), u)
+        if limiter_too:
+            kt = KernelTime(kt.seconds, bound[i], occ, kt.waves, kt.util, u,
+                            _Reliefs(relaxed[i]), _Reliefs(lower[i]), lazy(i))
+        times.append(kt)
+    return times, group_bounds
 
 
 def kernel_time(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem,
