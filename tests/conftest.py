@@ -48,6 +48,7 @@ LAYERS = {
     "test_report_browser": "browser",
     "test_suite": "unit",
     "test_sweep": "unit",
+    "test_vectorised": "unit",
     "test_timing": "unit",
     "test_validation": "accuracy",
     "test_whatif": "unit",

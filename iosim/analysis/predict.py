@@ -22,6 +22,13 @@ def row(pl: Plan, hw: HardwareProfile) -> dict:
     return rows([(pl, hw)])[0]
 
 
+def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
+    """The Plan, or the InputError its row would raise (a profile with no tensor-core rate for
+    the dtype): checked before a batch, so one such Plan does not stop the others'."""
+    hw.tensor_peak(pl.problem.dtype)
+    return pl
+
+
 def rows(items: list[tuple[Plan, HardwareProfile]]) -> list[dict]:
     """row() of many (Plan, profile) pairs, their times predicted in one batch
     (timing.predict_plans)."""
@@ -79,7 +86,7 @@ def predict_rows(problem: Problem, hw: HardwareProfile, schedules: list[str] | N
     plans, skipped = [], {}
     for s in names:  # a schedule that cannot be planned is said why, the others still predicted
         try:
-            plans.append((plan(s, problem, hw, tiles, check=True, tuned=tuned), hw))
+            plans.append((predictable(plan(s, problem, hw, tiles, check=True, tuned=tuned), hw), hw))
         except InputError as e:
             skipped[s] = str(e).removeprefix(f"{s}: ")
     out = rows(plans)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from iosim.analysis.predict import rows
+from iosim.analysis.predict import predictable, rows
 from iosim.core import hardware
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.output import check_writable, write_atomic, write_table
@@ -343,7 +343,7 @@ def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
                 skipped[f"fa3 on {hw.name} ({hw.arch}: no wgmma)"] += 1
                 continue
             try:
-                plans.append((plan(s, p, hw, t, check=True, tuned=tuned), hw))
+                plans.append((predictable(plan(s, p, hw, t, check=True, tuned=tuned), hw), hw))
             except InputError as e:
                 skipped[f"{s}: " + str(e).split(" (allowed")[0].removeprefix(f"{s}: ")] += 1
             else:

@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from iosim.analysis.predict import row
+from iosim.analysis.predict import rows as predict_rows_of
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.output import write_table
 from iosim.core.plan import Plan
@@ -109,15 +109,13 @@ def rank(schedule: str, problems: list[Problem], hw: HardwareProfile,
         except ImportError:
             pass
         res = list(jobs)
+    kept = [(p, with_registers(pl, r["registers"]) if r is not None else pl, r)
+            for (p, _, pl), r in zip(plans, res)
+            if r is None or not (r["spill_stores"] or r["spill_loads"])]
     rows = []
-    for (p, _, pl), r in zip(plans, res):
-        if r is not None and (r["spill_stores"] or r["spill_loads"]):
-            continue
-        if r is not None:
-            pl = with_registers(pl, r["registers"])
-        pr = row(pl, hw)
-        from iosim.model.occupancy import ctas_per_sm
+    from iosim.model.occupancy import ctas_per_sm
 
+    for (p, pl, r), pr in zip(kept, predict_rows_of([(pl, hw) for _, pl, _ in kept])):  # one batch
         rows.append({"hw": hw.name, "schedule": schedule, **problem_fields(p),
                      "config": config_name(pl_tiles(pl)), **_knobs(pl),
                      "default": config_name(pl_tiles(pl)) == defaults[p],

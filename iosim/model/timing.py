@@ -344,6 +344,31 @@ def _rates(k: KernelPlan, hw: HardwareProfile, p: Problem) -> tuple[float, ...]:
     return v
 
 
+_PERIODS: dict = {}  # (id(trips), id(masked)) -> (trips, masked, _period's answer)
+
+
+def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
+    """(trips, masked trips, period, uniform, Σ trips, Σ masked) of one period of the launch
+    order (the CTAs along grid x), repeated for every (batch, head); remembered per pair of
+    arrays (a Plan's come from cached block maps, read-only). A masked trip is one of the CTA's
+    trips (ragged tiles count a fraction of a trip): never more masked trips than trips, or a
+    faster plain trip would lengthen the CTA."""
+    held = _PERIODS.get((id(trips), id(masked)))
+    if held is not None and held[0] is trips and held[1] is masked:
+        return held[2]
+    one, low = trips, np.minimum(masked, trips)
+    if len(one) == 1 and len(low) == 1:  # every CTA alike
+        out = (one, low, 1, True, float(one[0]), float(low[0]))
+    else:
+        one, low = np.broadcast_arrays(one, low)
+        uniform = bool((one == one[0]).all() and (low == low[0]).all())
+        out = (one, low, len(one), uniform, float(one.sum()), float(low.sum()))
+    if len(_PERIODS) > 4096:
+        _PERIODS.clear()
+    _PERIODS[(id(trips), id(masked))] = (trips, masked, out)
+    return out
+
+
 # scalar facts of one kernel, the columns of _Facts
 FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "total_masked", "steps",
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
@@ -356,19 +381,9 @@ def _facts(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem | None) ->
     """(scalar facts in FACTS order, trips, masked trips) of one kernel: what the time of each
     of its cases depends on besides the rates."""
     sms, ctas = hw.sm_count, k.ctas
-    # One period of the launch order (the CTAs along grid x), repeated for every (batch, head).
-    # a masked trip is one of the CTA's trips (ragged tiles count a fraction of a trip): never
-    # more masked trips than trips, or a faster plain trip would lengthen the CTA
-    one, masked = k.trips, np.minimum(k.masked, k.trips)
-    if len(one) == 1 and len(masked) == 1:  # every CTA alike (no numpy on one number)
-        period, reps, uniform = 1, ctas, True
-        total_trips, total_masked = float(one[0]) * ctas, float(masked[0]) * ctas
-    else:
-        one, masked = np.broadcast_arrays(one, masked)
-        period = len(one)
-        reps = ctas // period
-        uniform = bool((one == one[0]).all() and (masked == masked[0]).all())
-        total_trips, total_masked = float(one.sum()) * reps, float(masked.sum()) * reps
+    one, masked, period, uniform, sum_one, sum_masked = _period(k.trips, k.masked)
+    reps = ctas // period
+    total_trips, total_masked = sum_one * reps, sum_masked * reps
     steps = total_trips if total_trips > 0 else 1.0
     w, once, t = k.work, k.once, k.traffic
     wg = k.overlap == "warpspecialized"

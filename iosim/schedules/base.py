@@ -527,6 +527,19 @@ KV_LOAD_TRIPS = 0.5
 
 def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
                  outer: str = "max") -> int:
+    """_split_blocks, remembered (a sweep asks again for every profile and batch)."""
+    return _split_blocks_cached(bh, tm, slots, None if hi is None else (hi.dtype.str, hi.tobytes()),
+                                outer)
+
+
+@lru_cache(maxsize=4096)
+def _split_blocks_cached(bh: int, tm: int, slots: int, hi: tuple[str, bytes] | None,
+                         outer: str) -> int:
+    return _split_blocks(bh, tm, slots, None if hi is None else np.frombuffer(hi[1], hi[0]), outer)
+
+
+def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
+                  outer: str = "max") -> int:
     """Query blocks per split of a head's tm query blocks, chosen as the FlashAttention-1
     library chose its forward's split count: of the counts that even splits produce
     (ceil(tm / qb)), the fewest whose bh·splits CTAs fill `slots` (SMs × CTAs per SM) waves

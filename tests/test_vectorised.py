@@ -1,0 +1,120 @@
+"""Issue 26: the model evaluated for many kernels and Plans at once (timing.predict_many,
+predict.rows: what sweeps, predict and tune run) gives each kernel and Plan what it gets alone,
+a batch of one: counts to the integer, times to 1e-9, the same limiter, busiest unit and relief
+times. Seeded random grids over every schedule, both directions, both causal alignments, GQA,
+sliding windows, decode and the dtypes, in both of the batch's modes (every relief in one pass,
+or the profile's rates first and then the reliefs that can be a limiter)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iosim.analysis.predict import predictable, rows
+from iosim.core.hardware import InputError, load
+from iosim.core.problem import Problem
+from iosim.model import memory, timing
+from iosim.schedules import SCHEDULES, plan
+
+HW = ("h100", "a100")
+FLOAT_TOL = 1e-9
+
+
+def problems(seed: int, n: int) -> list[Problem]:
+    """`n` valid problems drawn from a seeded grid."""
+    rng = np.random.default_rng(seed)
+    out: list[Problem] = []
+    while len(out) < n:
+        heads = int(rng.choice([1, 4, 8, 12, 32]))
+        kv = int(rng.choice([h for h in (1, 2, 4, heads) if heads % h == 0]))
+        decode = rng.random() < 0.2
+        nq = int(rng.choice([1, 2, 7, 16])) if decode else int(rng.choice([64, 100, 333, 1024, 4096, 16384]))
+        nk = int(rng.choice([200, 4096, 33000])) if decode else rng.choice([None, None, 50, 777, 8192])
+        direction = "fwd" if decode or rng.random() < 0.55 else "bwd"
+        causal = bool(rng.random() < 0.6)
+        window = int(rng.choice([128, 1000])) if causal and direction == "fwd" and rng.random() < 0.3 else None
+        try:
+            out.append(Problem(
+                batch=int(rng.choice([1, 2, 4, 16])), heads=heads, kv_heads=kv, seqlen_q=nq,
+                seqlen_k=None if nk is None else int(nk), head_dim=int(rng.choice([64, 80, 128, 256])),
+                causal=causal, causal_align=str(rng.choice(["top-left", "bottom-right"])),
+                direction=direction, window=window,
+                dtype=str(rng.choice(["bf16", "fp16", "bf16", "fp32", "fp8_e4m3"]))))
+        except ValueError:
+            continue
+    return out
+
+
+def plans(seed: int, n: int) -> list[tuple]:
+    """Every (Plan, profile) the schedules can plan for the seeded problems."""
+    out = []
+    for name in HW:
+        hw = load(name)
+        for p in problems(seed, n):
+            for s in SCHEDULES:
+                try:
+                    out.append((predictable(plan(s, p, hw, check=True), hw), hw))
+                except InputError:
+                    continue
+    return out
+
+
+def same_row(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for c, x in a.items():
+        y = b[c]
+        if isinstance(x, float):
+            assert y == pytest.approx(x, rel=FLOAT_TOL), c
+        else:  # counts, names, tiles: exactly
+            assert x == y and type(x) is type(y), c
+
+
+@pytest.mark.parametrize("one_pass", [0, 32])
+def test_rows_of_a_batch_are_the_rows_alone(monkeypatch, one_pass):
+    """predict.rows of several hundred Plans of two GPUs in one batch (the two-pass mode)
+    against each Plan's rows alone, alone in one pass or in two."""
+    items = plans(seed=26, n=40)
+    assert len(items) > 300
+    assert {pl.schedule for pl, _ in items} == set(SCHEDULES)  # every schedule is in the grid
+    kinds = {(pl.problem.direction.value, pl.problem.causal_align.value, pl.problem.window is not None,
+              pl.problem.group > 1) for pl, _ in items}
+    assert {k[0] for k in kinds} == {"fwd", "bwd"} and {k[1] for k in kinds} == {"top-left", "bottom-right"}
+    assert any(k[2] for k in kinds) and any(k[3] for k in kinds)  # windows, GQA
+    together = rows(items)
+    monkeypatch.setattr(timing, "ONE_PASS", one_pass)
+    for (pl, hw), r in zip(items, together):
+        same_row(rows([(pl, hw)])[0], r)
+
+
+def test_kernel_times_of_a_batch_are_the_kernel_times_alone():
+    """predict_many over every kernel of the grid's Plans against kernel_time of each kernel:
+    the time, limiter, busiest unit, occupancy, and the time of every relief (where the batch
+    did not predict one, its lazy prediction) to 1e-9; and each lower bound holds."""
+    items = plans(seed=7, n=25)
+    jobs = [(k, d, hw, pl.problem) for pl, hw in items
+            for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
+    batch, _ = timing.predict_many(jobs)
+    assert len(jobs) > timing.ONE_PASS  # the two-pass mode
+    for i, (job, kt) in enumerate(zip(jobs, batch)):
+        alone = timing.kernel_time(*job)
+        assert kt.seconds == pytest.approx(alone.seconds, rel=FLOAT_TOL)
+        assert (kt.bound, kt.busiest, kt.ctas_per_sm) == (alone.bound, alone.busiest, alone.ctas_per_sm)
+        assert kt.util == pytest.approx(alone.util, rel=FLOAT_TOL)
+        if i % 7:  # every relief of a seventh of them (each alone is a prediction)
+            continue
+        for x in timing.RELIEFS:
+            assert kt.relaxed_time(x) == pytest.approx(alone.relaxed_time(x), rel=FLOAT_TOL), x
+            assert kt.lower[x] <= kt.relaxed_time(x) * (1 + 1e-12), x
+
+
+def test_limiter_is_the_exhaustive_ranking():
+    """The batch predicts only the reliefs that can be a limiter; the limiters it names are the
+    ones every relief's time, predicted one by one, ranks first (timing.limiter)."""
+    items = plans(seed=3, n=30)
+    times = timing.predict_plans([(pl, hw, memory.estimate(pl, hw)) for pl, hw in items])
+    for kts in times:
+        total = {x: sum(k.relaxed_time(x) for k in kts) for x in timing.RELIEFS}
+        assert kts.bound == timing.limiter(0.0, total)
+        assert timing.plan_bound(kts) == kts.bound
+        for k in kts:
+            assert k.bound == timing.limiter(0.0, {x: k.relaxed_time(x) for x in timing.RELIEFS})
