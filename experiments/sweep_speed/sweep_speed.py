@@ -14,7 +14,16 @@ alternately (one of each measurement of one version, then of the other), on this
   `iosim sweep -o FILE.parquet` from the shell, points per second;
 - memory: the peak resident memory (the sweep's own process, and its largest worker) of
   `iosim sweep -o FILE.parquet` on that grid and on a larger one (`LARGE`): a sweep that
-  streams holds about the same whatever the grid size.
+  streams holds about the same whatever the grid size;
+- predict in Python: `predict_rows` of one problem, four schedules (naive, fa1, fa2, fa3),
+  the best of 7 rounds of 50 (ms); and a batch of `BATCH` problems x those four schedules,
+  planned and predicted (`predict.rows` where the version has it, else `row` per Plan), in
+  schedule-problems per second;
+- tune: `tune.rank("fa2", [problem])`, every fa2 tile configuration the kernel accepts for
+  the default problem, ranked by the model with the compile results cached (a first call
+  fills the cache; best of 5, s), and `iosim tune` from the shell (wall, s);
+- a million points: `iosim sweep -o FILE.parquet` of `MILLION` (this version only: the
+  previous one would take many minutes), wall seconds, rows and peak memory.
 
     python experiments/sweep_speed/sweep_speed.py [--repeat 3] [--base REV]
 """
@@ -36,6 +45,57 @@ ROOT = Path(__file__).resolve().parents[2]
 GRID = {"seqlen": "256..131072", "head_dim": "64,128,256", "causal": "both", "batch": "1..32",
         "heads": "8..128", "schedule": "all", "direction": "fwd", "hw": "h100,a100"}
 LARGE = {**GRID, "batch": "1..128", "heads": "8..128:8"}  # 8 x 16 instead of 6 x 5: 4.3x the points
+# 1,013,760 points: both directions and two dtypes, 11 batch sizes, 32 head counts
+MILLION = {**GRID, "batch": "1..1024", "heads": "4..128:4", "direction": "both", "dtype": "bf16,fp16"}
+PREDICT = """
+import json, time
+import iosim
+from iosim.analysis import predict as P
+from iosim.core.hardware import load
+from iosim.schedules import plan
+hw = load("h100")
+four = ["naive", "fa1", "fa2", "fa3"]
+p = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128)
+P.predict_rows(p, hw, four)
+
+def best(f, n, k=7):
+    out = []
+    for _ in range(k):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        out.append((time.perf_counter() - t0) / n)
+    return min(out)
+
+problems = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
+            for n in (512, 1024, 2048, 4096, 8192, 16384) for d in (64, 128) for c in (False, True)
+            for b in (1, 4, 16) for h in (8, 32, 64)][:BATCH]
+rows = getattr(P, "rows", None)
+
+def batch():
+    plans = [(plan(s, q, hw, check=True), hw) for q in problems for s in four]
+    return rows(plans) if rows else [P.row(pl, h) for pl, h in plans]
+
+n = len(batch())
+print(json.dumps({"predict_four_ms": best(lambda: P.predict_rows(p, hw, four), 50) * 1e3,
+                  "batch_points": n, "batch_points_per_second": n / best(batch, 1, 3)}))
+""".replace("BATCH", "216")
+TUNE = """
+import json, time
+import iosim
+from iosim.analysis import tune
+from iosim.core.hardware import load
+hw = load("h100")
+p = iosim.Problem(batch=4, heads=16, seqlen_q=4096, head_dim=128)  # iosim tune's default batch, heads
+df = tune.rank("fa2", [p], hw)  # fills the compile cache on a first run
+out = []
+for _ in range(5):
+    t0 = time.perf_counter()
+    tune.rank("fa2", [p], hw)
+    out.append(time.perf_counter() - t0)
+print(json.dumps({"tune_rank_seconds": min(out), "tune_configs": len(df)}))
+"""
+TUNE_ARGS = ["tune", "--schedule", "fa2", "--seqlen", "4096", "--head-dim", "128"]
 NOTE_MODULES = ("pandas", "pyarrow", "plotly", "scipy", "typer", "tqdm", "cupy", "torch")
 API = """
 import json, sys, time
@@ -63,6 +123,14 @@ atexit.register(peak)
 from iosim.cli import main
 main(sys.argv[1:])
 """
+
+
+def points(grid: dict) -> int:
+    """Points of a grid (what `iosim sweep` computes), counted by this tree's iosim."""
+    sys.path.insert(0, str(ROOT))
+    from iosim.analysis.sweep import points as grid_points
+
+    return grid_points(grid).expected()
 
 
 def cpu_name() -> str:
@@ -111,11 +179,22 @@ def cli_sweep(tree: Path, grid: dict) -> dict:
     return {"seconds": wall, "rows": rows, **peak}
 
 
+def last_json(tree: Path, code: str, *args: str) -> dict:
+    return json.loads(run(tree, ["-c", code, *args]).stdout.strip().splitlines()[-1])
+
+
+def tune_seconds(tree: Path) -> float:
+    t0 = time.perf_counter()
+    run(tree, ["-c", "from iosim.cli import main; main()", *TUNE_ARGS])
+    return time.perf_counter() - t0
+
+
 def sample(tree: Path) -> dict:
     """One of each measurement of one version."""
-    api = json.loads(run(tree, ["-c", API, json.dumps(GRID)]).stdout.strip().splitlines()[-1])
+    api = last_json(tree, API, json.dumps(GRID))
     return {"import": import_seconds(tree), "predict": predict_seconds(tree), "api": api,
-            "cli": cli_sweep(tree, GRID)}
+            "cli": cli_sweep(tree, GRID), "python": last_json(tree, PREDICT),
+            "tune": last_json(tree, TUNE), "tune_shell": tune_seconds(tree)}
 
 
 def summarize(tree: Path, samples: list[dict], large: dict) -> dict:
@@ -142,6 +221,12 @@ def summarize(tree: Path, samples: list[dict], large: dict) -> dict:
         "large_points_per_second": large["rows"] / large["seconds"],
         "large_peak_main_mib": large["main_mib"],
         "large_peak_worker_mib": large["worker_mib"],
+        "predict_four_ms": med(x["python"]["predict_four_ms"] for x in samples),
+        "batch_points": samples[0]["python"]["batch_points"],
+        "batch_points_per_second": med(x["python"]["batch_points_per_second"] for x in samples),
+        "tune_configs": samples[0]["tune"]["tune_configs"],
+        "tune_rank_seconds": med(x["tune"]["tune_rank_seconds"] for x in samples),
+        "tune_shell_seconds": med(x["tune_shell"] for x in samples),
     }
 
 
@@ -152,7 +237,13 @@ def compare(old: Path, new: Path, repeat: int) -> tuple[dict, dict]:
         for tree in (old, new):
             samples[tree].append(sample(tree))
     large = {tree: cli_sweep(tree, LARGE) for tree in (old, new)}
-    return tuple(summarize(t, samples[t], large[t]) for t in (old, new))
+    previous, this = (summarize(t, samples[t], large[t]) for t in (old, new))
+    million = cli_sweep(new, MILLION)
+    this.update({"million_rows": million["rows"], "million_seconds": million["seconds"],
+                 "million_points_per_second": million["rows"] / million["seconds"],
+                 "million_peak_main_mib": million["main_mib"],
+                 "million_peak_worker_mib": million["worker_mib"]})
+    return previous, this
 
 
 def main() -> None:
@@ -174,7 +265,8 @@ def main() -> None:
             subprocess.run([*git, "worktree", "remove", "--force", str(old_tree)], check=False)
     ratio = {k: this[k] / previous[k] for k in this
              if isinstance(this[k], float) and isinstance(previous.get(k), float) and previous[k]}
-    result = {"grid": GRID, "large_grid": LARGE, "previous": previous, "this": this,
+    result = {"grid": GRID, "large_grid": LARGE, "million_grid": MILLION,
+              "million_points": points(MILLION), "previous": previous, "this": this,
               "this_over_previous": ratio,
               "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
                           "platform": platform.platform()},
@@ -186,7 +278,11 @@ def main() -> None:
               f"{v['sweep_api_points_per_second']:.0f} points/s (API), "
               f"{v['sweep_cli_parquet_points_per_second']:.0f} points/s (CLI, Parquet), "
               f"peak {v['sweep_cli_peak_main_mib']:.0f} MiB; large {v['large_rows']} rows "
-              f"{v['large_points_per_second']:.0f} points/s, peak {v['large_peak_main_mib']:.0f} MiB")
+              f"{v['large_points_per_second']:.0f} points/s, peak {v['large_peak_main_mib']:.0f} MiB; "
+              f"predict four {v['predict_four_ms']:.2f} ms, batch {v['batch_points_per_second']:.0f}/s, "
+              f"tune {v['tune_rank_seconds']:.3f} s ({v['tune_shell_seconds']:.2f} s shell)")
+    print(f"million: {this['million_rows']} rows in {this['million_seconds']:.1f} s, peak "
+          f"{this['million_peak_main_mib']:.0f} MiB main, {this['million_peak_worker_mib']:.0f} MiB worker")
 
 
 if __name__ == "__main__":
