@@ -13,6 +13,7 @@ import pytest
 from iosim.analysis.predict import predictable, rows
 from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
+from iosim.kernels import kv_splits
 from iosim.model import memory, timing
 from iosim.schedules import SCHEDULES, plan
 
@@ -118,3 +119,16 @@ def test_limiter_is_the_exhaustive_ranking():
         assert timing.plan_bound(kts) == kts.bound
         for k in kts:
             assert k.bound == timing.limiter(0.0, {x: k.relaxed_time(x) for x in timing.RELIEFS})
+
+
+def test_dram_of_a_batch_is_the_dram_alone():
+    """memory.estimate_many of the grid's Plans in one pass against each Plan's estimate alone:
+    the same integers; and never below the compulsory bytes nor above the two-level count."""
+    items = plans(seed=11, n=40)
+    together = memory.estimate_many(items)
+    for (pl, hw), drams in zip(items, together):
+        assert drams == memory.estimate(pl, hw)
+        size = memory.sizes(pl.problem, kv_splits(pl))
+        for k, d in zip(pl.kernels, drams):
+            assert sum(min(v, size[n]) for n, v in k.traffic.reads.items()) - 1 <= d.read <= k.traffic.hbm_read
+            assert 0 <= d.write <= k.traffic.hbm_write

@@ -32,7 +32,7 @@ def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
 def rows(items: list[tuple[Plan, HardwareProfile]]) -> list[dict]:
     """row() of many (Plan, profile) pairs, their times predicted in one batch
     (timing.predict_plans)."""
-    drams = [memory.estimate(pl, hw) for pl, hw in items]
+    drams = memory.estimate_many(items)
     preds = timing.predict_plans([(pl, hw, d) for (pl, hw), d in zip(items, drams)])
     return [_row(pl, hw, d, pred) for (pl, hw), d, pred in zip(items, drams, preds)]
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Problem
@@ -43,14 +45,15 @@ class Dram:
     write: int
 
 
-def hit_fraction(reuse: int, per_cta: float, wave: int, l2: float) -> float:
+def hit_fraction(reuse, per_cta, wave, l2):
     """Share of a tensor's re-read (and re-written) bytes that L2 serves, when the CTAs that
     touch a tile again are `reuse` apart in launch order, each CTA brings `per_cta` bytes,
-    `wave` CTAs run at once and `l2` bytes of L2 are usable (see the module docstring)."""
-    if reuse <= 0:
-        return min(1.0, l2 / max(per_cta * wave, 1))
-    same_wave = max(0.0, 1 - reuse / wave)
-    return same_wave + (1 - same_wave) * min(1.0, l2 / max(per_cta * reuse, 1))
+    `wave` CTAs run at once and `l2` bytes of L2 are usable (see the module docstring);
+    elementwise over arrays."""
+    alone = np.minimum(1.0, l2 / np.maximum(per_cta * wave, 1))
+    same_wave = np.maximum(0.0, 1 - reuse / wave)
+    apart = same_wave + (1 - same_wave) * np.minimum(1.0, l2 / np.maximum(per_cta * reuse, 1))
+    return np.where(reuse <= 0, alone, apart)
 
 
 def same_cta_rereads(plan: Plan) -> bool:
@@ -65,27 +68,54 @@ def same_cta_rereads(plan: Plan) -> bool:
 
 def kernel_dram(k: KernelPlan, hw: HardwareProfile, size: dict[str, int]) -> Dram:
     """DRAM bytes of one kernel, starting from a cold L2 (see the module docstring)."""
-    t = k.traffic
-    distinct_r = {n: min(v, size[n]) for n, v in t.reads.items()}
-    distinct_w = {n: min(v, size[n]) for n, v in t.writes.items()}
-    per_cta = (sum(distinct_r.values()) + sum(distinct_w.values())) / k.ctas
-    l2, w = hw.l2_bytes * hw.efficiency.l2_capacity, wave(k, hw)
+    return _dram([(k, hw, size)])[0]
 
-    def missed(n: str, v: int, first: int) -> float:
-        """Bytes of the repeated accesses to tensor n that miss the L2."""
-        if v <= first:
-            return 0.0
-        return (v - first) * (1 - hit_fraction(k.reuse.get(n, 0), per_cta, w, l2))
 
-    read = sum(distinct_r[n] + missed(n, v, distinct_r[n]) for n, v in t.reads.items())
-    written = sum(distinct_w.values())
-    retained = l2 * written / (written + read) if written else 0.0
-    write = written - min(written, retained) + sum(missed(n, v, distinct_w[n])
-                                                    for n, v in t.writes.items())
-    return Dram(int(round(read)), int(round(write)))
+def _dram(jobs: list[tuple[KernelPlan, HardwareProfile, dict[str, int]]]) -> list[Dram]:
+    """kernel_dram of many kernels: one numpy pass over every (kernel, tensor) access."""
+    kin, count, size, reuse, write = [], [], [], [], []
+    ctas, waves, l2s = [], [], []
+    for i, (k, hw, sz) in enumerate(jobs):
+        for is_write, tensors in ((0, k.traffic.reads), (1, k.traffic.writes)):
+            for n, v in tensors.items():
+                kin.append(i)
+                count.append(v)
+                size.append(sz[n])
+                reuse.append(k.reuse.get(n, 0))
+                write.append(is_write)
+        ctas.append(k.ctas)
+        waves.append(wave(k, hw))
+        l2s.append(hw.l2_bytes * hw.efficiency.l2_capacity)
+    nk = len(jobs)
+    kin, v = np.array(kin, np.int64), np.array(count, np.float64)
+    wr = np.array(write, bool)
+    distinct = np.minimum(v, np.array(size, np.float64))
+    per_cta = np.bincount(kin, distinct, nk) / np.array(ctas, np.float64)
+    l2, w = np.array(l2s), np.array(waves, np.float64)
+    # the bytes of the repeated accesses that miss the L2
+    hit = hit_fraction(np.array(reuse, np.float64), per_cta[kin], w[kin], l2[kin])
+    missed = np.where(v > distinct, (v - distinct) * (1 - hit), 0.0)
+    read = np.bincount(kin[~wr], (distinct + missed)[~wr], nk)
+    written = np.bincount(kin[wr], distinct[wr], nk)
+    retained = np.where(written > 0, l2 * written / np.where(written > 0, written + read, 1), 0.0)
+    write_b = written - np.minimum(written, retained) + np.bincount(kin[wr], missed[wr], nk)
+    return [Dram(int(round(float(r))), int(round(float(x)))) for r, x in zip(read, write_b)]
 
 
 def estimate(plan: Plan, hw: HardwareProfile) -> list[Dram]:
     """DRAM bytes per kernel of the Plan, in launch order."""
-    size = sizes(plan.problem, kv_splits(plan))
-    return [kernel_dram(k, hw, size) for k in plan.kernels]
+    return estimate_many([(plan, hw)])[0]
+
+
+def estimate_many(items: list[tuple[Plan, HardwareProfile]]) -> list[list[Dram]]:
+    """estimate() of many Plans in one numpy pass (_dram)."""
+    jobs = []
+    for pl, hw in items:
+        size = sizes(pl.problem, kv_splits(pl))
+        jobs += [(k, hw, size) for k in pl.kernels]
+    out, at = _dram(jobs), 0
+    per_plan = []
+    for pl, _ in items:
+        per_plan.append(out[at:at + len(pl.kernels)])
+        at += len(pl.kernels)
+    return per_plan
