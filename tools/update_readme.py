@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", ROOT / "docs" / "results.md"]  # the files whose blocks are generated
+# the files whose blocks are generated
+DOCS = [ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "experiments" / "sweep_speed" / "README.md"]
 
 
 def run(*args: str) -> str:
@@ -49,23 +50,40 @@ def block_sweep_speed() -> str:
     if not path.exists():
         return "(not measured yet: run `python experiments/sweep_speed/sweep_speed.py`)"
     d = json.loads(path.read_text())
-    m = d.get("machine", {})
+    m, this = d.get("machine", {}), d["this"]
     where = f"{m.get('cpus', '?')} cores of an {m.get('cpu', 'unknown CPU')}, Python {m.get('python', '?')}"
     lines = [f"On {where}, {d['date']}; the previous version and this one in the same run:", "",
-             "| | previous | this |", "| --- | --- | --- |"]
+             "| | previous | this | this / previous |", "| --- | --- | --- | --- |"]
     rows = [("commit", "commit", "{}"),
             ("`from iosim.cli import main` (import time, s)", "cli_import_seconds", "{:.3f}"),
             ("`iosim predict` in a shell (wall, s)", "predict_shell_seconds", "{:.2f}"),
-            (f"sweep of {d['this']['sweep_rows']:,} points, `iosim.sweep` (points/s)",
+            (f"sweep of {this['sweep_rows']:,} points, `iosim.sweep` (points/s)",
              "sweep_api_points_per_second", "{:,.0f}"),
             ("the same, `iosim sweep -o FILE.parquet`, start included (points/s)",
              "sweep_cli_parquet_points_per_second", "{:,.0f}"),
             ("its peak memory, main process (MiB)", "sweep_cli_peak_main_mib", "{:,.0f}"),
-            (f"sweep of {d['this']['large_rows']:,} points to Parquet (points/s)",
+            (f"sweep of {this['large_rows']:,} points to Parquet (points/s)",
              "large_points_per_second", "{:,.0f}"),
-            ("its peak memory, main process (MiB)", "large_peak_main_mib", "{:,.0f}")]
+            ("its peak memory, main process (MiB)", "large_peak_main_mib", "{:,.0f}"),
+            ("`predict_rows`, one problem, four schedules (ms)", "predict_four_ms", "{:.2f}"),
+            (f"a batch of {this.get('batch_points', 0):,} schedule-problems, planned and predicted "
+             "(per second)", "batch_points_per_second", "{:,.0f}"),
+            (f"`tune.rank`, fa2's {this.get('tune_configs', 0)} configurations of one problem, "
+             "compiles cached (s)", "tune_rank_seconds", "{:.3f}"),
+            ("`iosim tune` of that problem in a shell (wall, s)", "tune_shell_seconds", "{:.2f}"),
+            (f"sweep of {d.get('million_points', 0):,} points to Parquet: rows written", "million_rows", "{:,}"),
+            ("its wall time (s)", "million_seconds", "{:.1f}"),
+            ("its peak memory, main process / largest worker (MiB)", "million_peak", "{}")]
+    for side in ("previous", "this"):
+        v = d[side]
+        if "million_peak_main_mib" in v:
+            v["million_peak"] = f"{v['million_peak_main_mib']:,.0f} / {v['million_peak_worker_mib']:,.0f}"
     for label, key, fmt in rows:
-        lines.append(f"| {label} | {fmt.format(d['previous'][key])} | {fmt.format(d['this'][key])} |")
+        a, b = d["previous"].get(key), this.get(key)
+        if b is None:
+            continue
+        ratio = f"{b / a:.2f}" if isinstance(a, float) and isinstance(b, float) and a else ""
+        lines.append(f"| {label} | {'' if a is None else fmt.format(a)} | {fmt.format(b)} | {ratio} |")
     return "\n".join(lines)
 
 

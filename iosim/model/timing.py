@@ -212,6 +212,12 @@ def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
     return fixed_r, fixed_w, k.traffic.hbm_read - fixed_r, k.traffic.hbm_write - fixed_w
 
 
+def _present(codes: np.ndarray) -> np.ndarray:
+    """The values of an array of small non-negative integers, ascending (np.unique's answer
+    without its import of numpy.ma, a start-up cost)."""
+    return np.flatnonzero(np.bincount(np.asarray(codes, np.int64)))
+
+
 def _max(*xs):
     """Elementwise max of arrays and numbers."""
     top = xs[0]
@@ -232,6 +238,7 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
     return np.where(plain, top, top * s ** (1 / q))
 
 
+SUBSET = 4096  # entries above which Trip.time computes each policy on its own entries only
 # the overlap policies, as codes of a case (Trip.time)
 POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3}
 
@@ -270,9 +277,16 @@ class Trip:
         with synchronous loads they do not, and the three combine as a `sync_overlap`-norm
         (1: they add up)."""
         policy = np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
+        codes = _present(policy)
+        if len(codes) == 1:
+            return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
         out = np.empty(len(policy))
-        for code in np.unique(policy):  # each policy on its own entries
-            at = np.flatnonzero(policy == code)
+        for code in codes:
+            when = policy == code
+            if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
+                out = np.where(when, self._time(int(code), port, level, n, sync_overlap, latency), out)
+                continue
+            at = np.flatnonzero(when)  # many: each policy on its own entries
             tr = Trip(*(getattr(self, x)[at] for x in Trip.__dataclass_fields__))
             out[at] = tr._time(int(code), port[at], level[at], n[at], sync_overlap[at], latency[at])
         return out
@@ -535,9 +549,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, kernels: list[_Kernel],
     # without (rows grouped by kernel period length)
     periods = [k.facts[1] for k in kernels]
     length = np.array([0 if pr is None else len(pr[0]) for pr in periods])[kidx]
-    for size in np.unique(length[length > 0]):
+    for size in (x for x in _present(length) if x > 0):
         ix = np.nonzero(length == size)[0]
-        ks = np.unique(kidx[ix])
+        ks = _present(kidx[ix])
         at = np.searchsorted(ks, kidx[ix])
         one = np.stack([periods[k][0] for k in ks]).astype(np.float64)[at]
         msk = np.stack([periods[k][1] for k in ks]).astype(np.float64)[at]
