@@ -66,15 +66,28 @@ class KernelTime:
 def roofline_terms(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> dict[str, float]:
     """Seconds each unit and level needs at its datasheet peak."""
     t, w = k.traffic, k.work
+    tensor, sfu, alu, hbm, l2, sram = _peaks(hw, plan.problem.dtype)
     return {
-        "tensor": w.tensor_flops / hw.tensor_peak(plan.problem.dtype),
-        "sfu": w.exp_ops / hw.sfu_exp_per_s,
-        "alu": w.alu_flops / hw.fp32_ops_per_s,
-        "hbm": (dram.read + dram.write) / hw.hbm_bandwidth_bytes_per_s,
-        "l2": (t.hbm_read + t.hbm_write) / hw.l2_bandwidth_bytes_per_s,
-        "sram": t.sram / hw.smem_bytes_per_s,
+        "tensor": w.tensor_flops / tensor,
+        "sfu": w.exp_ops / sfu,
+        "alu": w.alu_flops / alu,
+        "hbm": (dram.read + dram.write) / hbm,
+        "l2": (t.hbm_read + t.hbm_write) / l2,
+        "sram": t.sram / sram,
         "launch": hw.launch_overhead_s,
     }
+
+
+def _peaks(hw: HardwareProfile, dtype) -> tuple[float, ...]:
+    """The profile's datasheet peaks (tensor for `dtype`, SFU, FP32, HBM, L2, shared memory),
+    remembered per profile (_held)."""
+    held = _held(hw)
+    v = held.get(("peaks", dtype))
+    if v is None:
+        v = held[("peaks", dtype)] = (hw.tensor_peak(dtype), hw.sfu_exp_per_s, hw.fp32_ops_per_s,
+                                      hw.hbm_bandwidth_bytes_per_s, hw.l2_bandwidth_bytes_per_s,
+                                      hw.smem_bytes_per_s)
+    return v
 
 
 def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> KernelTime:
@@ -340,21 +353,28 @@ def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
 
 
 # ------------------------------------------------------------------ one kernel's facts
-_RATES: dict = {}  # id(profile) -> (profile, {(dtype, wgmma, inst_per_op): rates vector})
+_HELD: dict = {}  # id(profile) -> (profile, what was derived from it)
+
+
+def _held(hw: HardwareProfile) -> dict:
+    """What was derived from this profile so far (profiles are frozen; the profile is kept, so
+    its id is not reused while it is held)."""
+    held = _HELD.get(id(hw))
+    if held is None or held[0] is not hw:
+        if len(_HELD) > 64:
+            _HELD.clear()
+        held = _HELD[id(hw)] = (hw, {})
+    return held[1]
 
 
 def _rates(k: KernelPlan, hw: HardwareProfile, p: Problem) -> tuple[float, ...]:
     """Rates.of(k, hw, p).vector(), remembered per profile (it depends on the kernel only
     through its overlap policy and inst_per_op)."""
-    held = _RATES.get(id(hw))
-    if held is None or held[0] is not hw:
-        if len(_RATES) > 64:
-            _RATES.clear()
-        held = _RATES[id(hw)] = (hw, {})
+    held = _held(hw)
     key = (p.dtype, k.overlap == "warpspecialized", k.inst_per_op)
-    v = held[1].get(key)
+    v = held.get(key)
     if v is None:
-        v = held[1][key] = Rates.of(k, hw, p).vector()
+        v = held[key] = Rates.of(k, hw, p).vector()
     return v
 
 
@@ -773,6 +793,9 @@ def best_relief(times: list[KernelTime]) -> str:
 def plan_bound(times: list[KernelTime]) -> str:
     """The limiter of a whole Plan (best_relief); the largest kernel's bound where the times
     were predicted without limiters."""
+    known = getattr(times, "bound", None)  # found by the batch that predicted them
+    if known is not None:
+        return known
     if not all(t.lower for t in times):
         return max(times, key=lambda t: t.seconds).bound
-    return getattr(times, "bound", None) or best_relief(times)
+    return best_relief(times)
