@@ -397,7 +397,7 @@ def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
         one, low = np.broadcast_arrays(one, low)
         uniform = bool((one == one[0]).all() and (low == low[0]).all())
         out = (one, low, len(one), uniform, float(one.sum()), float(low.sum()))
-    if len(_PERIODS) > 4096:
+    if len(_PERIODS) > 4096:  # bounded (a period is at most a few thousand numbers)
         _PERIODS.clear()
     _PERIODS[(id(trips), id(masked))] = (trips, masked, out)
     return out
@@ -442,17 +442,17 @@ def _facts(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem | None) ->
 
 
 class _Facts:
-    """FACTS as arrays, one entry per case (`take`: each case's kernel)."""
+    """FACTS as arrays, one entry per case (the rows of `table`)."""
 
     def __init__(self, table: np.ndarray):
         for i, name in enumerate(FACTS):
             setattr(self, name, table[:, i])
 
 
-
 @dataclass
 class _Kernel:
-    """One kernel of a batch: its facts, base rates and what to predict."""
+    """One kernel of a batch: its facts (_facts), its profile's rates (RATE_FIELDS) and launch
+    overhead."""
 
     facts: tuple
     rates: tuple[float, ...]
