@@ -2,8 +2,9 @@
 predict.rows: what sweeps, predict and tune run) gives each kernel and Plan what it gets alone,
 a batch of one: counts to the integer, times to 1e-9, the same limiter, busiest unit and relief
 times. Seeded random grids over every schedule, both directions, both causal alignments, GQA,
-sliding windows, decode and the dtypes, in both of the batch's modes (every relief in one pass,
-or the profile's rates first and then the reliefs that can be a limiter)."""
+sliding windows, decode, deterministic backward passes and the dtypes, in both of the batch's
+modes (every relief in one pass, or the profile's rates first and then the reliefs that can be
+a limiter)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def problems(seed: int, n: int) -> list[Problem]:
                 seqlen_k=None if nk is None else int(nk), head_dim=int(rng.choice([64, 80, 128, 256])),
                 causal=causal, causal_align=str(rng.choice(["top-left", "bottom-right"])),
                 direction=direction, window=window,
+                deterministic=direction == "bwd" and bool(rng.random() < 0.2),
                 dtype=str(rng.choice(["bf16", "fp16", "bf16", "fp32", "fp8_e4m3"]))))
         except ValueError:
             continue
