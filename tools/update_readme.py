@@ -210,6 +210,14 @@ def block_measured_fa3_bwd_h200() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h200/measured_bwd.csv", "fa3")
 
 
+def block_measured_fa3_bwd_h100() -> str:
+    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "fa3")
+
+
+def block_measured_fp8_h100() -> str:
+    return tool("fp8_summary.py", "experiments/fp8/h100/recheck/measured_fp8.csv")
+
+
 def block_fa3_bwd_stalls() -> str:
     return tool("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv")
 
@@ -289,6 +297,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "fa3-dq-ncu": block_fa3_dq_ncu, "measured-fp8": block_measured_fp8,
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fa3-bwd-stalls": block_fa3_bwd_stalls,
           "measured-fa3-bwd-h200": block_measured_fa3_bwd_h200,
+          "measured-fa3-bwd-h100": block_measured_fa3_bwd_h100, "measured-fp8-h100": block_measured_fp8_h100,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
