@@ -189,3 +189,21 @@ def test_h200_paged_cache_beside_the_contiguous_one(h200):
     r = paged.time_queued_ms / flat.time_queued_ms
     assert (r[r.index.get_level_values("batch") >= 8] <= 1.05).all()
     assert (r <= 1.15).all() and r.max() > 1.10, r
+
+
+def test_h100_split_choice():
+    """On the H100 run through `iosim bench` (experiments/decode/h100/bench.csv), which ran
+    today's split rule: the Plan's count within 5% of the best forced count at batch 1 and 8,
+    32k and 128k keys (launches queued and as timed)."""
+    df = pd.read_csv(CSV.parent / "bench.csv")
+    ours = df[df.schedule == "decode"]
+    h100 = load("h100")
+    for col in ("time_queued_ms", "time_ms"):
+        forced = ours[ours.kv_splits.notna()].groupby(KEYS)[col].min()
+        assert len(forced) == 4
+        for (b, nk), t_best in forced.items():
+            p = Problem(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=nk, head_dim=128)
+            s = plan("decode", p, h100).main.defines["NUM_SPLITS"]
+            mine = ours[(ours.batch == b) & (ours.seqlen_k == nk) & ours.page_size.isna()
+                        & ((ours.kv_splits == s) | (ours.kv_splits.isna() & (ours.splits == s)))]
+            assert len(mine) and mine[col].min() <= 1.05 * min(t_best, mine[col].min()), (col, b, nk, s)

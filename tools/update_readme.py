@@ -247,6 +247,10 @@ def block_decode_measured() -> str:
                 "experiments/decode/h200/variants.csv")
 
 
+def block_decode_measured_h100_bench() -> str:
+    return tool("decode_summary.py", "experiments/decode/h100/bench.csv")
+
+
 def block_decode_measured_h100() -> str:
     return tool("decode_summary.py", "experiments/decode/h100/decode.csv")
 
@@ -309,6 +313,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "explain": block_explain, "tune": block_tune,
           "predict-decode": block_predict_decode, "decode-measured": block_decode_measured,
           "decode-measured-h100": block_decode_measured_h100,
+          "decode-measured-h100-bench": block_decode_measured_h100_bench,
           "tune-rerank": block_tune_rerank}
 
 
