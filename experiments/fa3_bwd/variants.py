@@ -1,7 +1,10 @@
 """FA3 backward stage by stage in one run: the main kernel with the consumers' ping-pong turns
-(PINGPONG=1, the Plan's default at BLOCK_N = 128) and without (0), each checked against the
-float32 gradients (NaN-poisoned first) before it is timed; torch's cuDNN backward beside them.
-Usage (GPU machine, after experiments/gpu_env.sh): python3 experiments/fa3_bwd/variants.py OUT.csv"""
+(PINGPONG=1, the Plan's default at BLOCK_N = 128) and without (0), or (`stages`) at d = 128 with
+the Plan's two-stage Q/dO ring and a three-stage one, the two timed alternately twice; each
+checked against the float32 gradients (NaN-poisoned first) before it is timed; torch's cuDNN
+backward beside them.
+Usage (GPU machine, after experiments/gpu_env.sh):
+    python3 experiments/fa3_bwd/variants.py OUT.csv [pingpong|stages]"""
 
 import csv
 import sys
@@ -11,7 +14,7 @@ from iosim.core.hardware import load
 from iosim.core.problem import Problem
 from iosim.gpu import backward, bench
 from iosim.kernels import kernel_defines
-from iosim.schedules import plan
+from iosim.schedules import Tiles, plan
 
 
 def variant(pl, pingpong: int):
@@ -24,12 +27,20 @@ def variant(pl, pingpong: int):
     return replace(pl, kernels=tuple(ks))
 
 
-def main(out: str) -> None:
+def plans(p, hw, what: str) -> list[tuple[str, object]]:
+    """(name, Plan) of each variant, in the order they are timed."""
+    if what == "stages":  # twice each, alternately
+        two, three = plan("fa3", p, hw), plan("fa3", p, hw, Tiles(stages=3))
+        return [("stages=2", two), ("stages=3", three)] * 2
+    return [(f"pingpong={pp}", variant(plan("fa3", p, hw), pp)) for pp in (1, 0)]
+
+
+def main(out: str, what: str = "pingpong") -> None:
     torch = bench.require_gpu()
     hw = load(bench.profile_for(torch.cuda.get_device_name()))
     timer = bench.Timer(torch, hw.l2_bytes)
     rows = []
-    for d in (64, 128):
+    for d in (128,) if what == "stages" else (64, 128):
         for n in (4096, 16384):
             for causal in (False, True):
                 p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d,
@@ -39,14 +50,13 @@ def main(out: str) -> None:
                 ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
                 same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
                 bound = bench.error_bound("fa3", p, same, s_max)
-                for pp in (1, 0):
-                    launcher = backward.BackwardLauncher(variant(plan("fa3", p, hw), pp), hw,
-                                                         q, k, v, do)
+                for name, pl in plans(p, hw, what):
+                    launcher = backward.BackwardLauncher(pl, hw, q, k, v, do)
                     launcher.poison()
                     launcher()
                     torch.cuda.synchronize()
                     err = backward.grad_err(torch, launcher.outputs(), ref, p)
-                    row = dict(head_dim=d, seqlen_q=n, causal=causal, variant=f"pingpong={pp}",
+                    row = dict(head_dim=d, seqlen_q=n, causal=causal, variant=name,
                                max_rel_err=err, err_bound=bound, status="ok" if err <= bound
                                else "failed_check")
                     if err <= bound:
@@ -67,4 +77,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])
