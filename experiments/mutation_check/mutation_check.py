@@ -70,9 +70,11 @@ MUTATIONS = [
     ("fa1 backward's synchronous loads cost no round trip", "iosim/model/timing.py",
      "lat = f.nsync * r.load_latency", "lat = 0.0 * f.nsync"),
     ("bound is the busiest unit, not the limiter", "iosim/model/timing.py",
-     ("bound = _chosen(relaxed)", "    return getattr(times, \"bound\", None) or best_relief(times)",
+     ("bound = _chosen(relaxed)", 'known = getattr(times, "bound", None)  # found by the batch',
+      "    return best_relief(times)",
       "group_bounds = _chosen(np.add.reduceat(relaxed, starts, axis=0))"),
-     ("bound = [LIMITS[b] for b in busiest]", "    return max(times, key=lambda t: t.seconds).busiest",
+     ("bound = [LIMITS[b] for b in busiest]", "known = None  # found by the batch",
+      "    return max(times, key=lambda t: t.seconds).busiest",
       "group_bounds = [LIMITS[busiest[g.start + int(np.argmax(seconds[g.start:g.stop]))]] for g in groups]")),
 ]
 
