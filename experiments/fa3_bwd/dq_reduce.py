@@ -10,15 +10,18 @@ Usage (GPU machine, after experiments/gpu_env.sh):
   python3 experiments/fa3_bwd/dq_reduce.py --once VARIANT HEAD_DIM   (one run of one variant at
       N = 8192, not causal: what ncu profiles)"""
 
-import csv
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from iosim.core.hardware import load
 from iosim.core.problem import Problem
 from iosim.gpu import backward, bench
 from iosim.kernels import SPECS, kernel_defines
 from iosim.schedules import plan
+
+sys.path.insert(0, str(Path(__file__).parent))
+from variants import cases, cudnn_row, write_rows  # noqa: E402  (the same shapes and peer)
 
 VARIANTS = ("atomic", "bulk", "deterministic")
 REPEATS = 3
@@ -68,30 +71,16 @@ def main(out: str) -> None:
     hw = load(bench.profile_for(torch.cuda.get_device_name()))
     timer = bench.Timer(torch, hw.l2_bytes)
     rows = []
-    for d in (64, 128):
-        for n in (4096, 16384):
-            for causal in (False, True):
-                p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d,
-                            causal=causal, direction="bwd")
-                q, k, v = bench.inputs(torch, p, 11)
-                do = backward.grad_output(torch, p, 11)
-                ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
-                same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
-                bound = bench.error_bound("fa3", p, same, s_max)
-                key = dict(gpu=torch.cuda.get_device_name(), head_dim=d, seqlen_q=n, causal=causal)
-                for name in VARIANTS if d == 128 else ("atomic", "deterministic"):
-                    rows.append(key | {"variant": name} | measure(torch, timer, hw, p, name, q, k,
-                                                                  v, do, ref, bound))
-                    print(rows[-1], flush=True)
-                cud = backward._peer(torch, timer, q, k, v, do, p, "torch_cudnn", ref, bound)
-                rows.append(key | {"variant": "torch_cudnn", "err_bound": bound}
-                            | {x: cud.get(x) for x in ("max_rel_err", "status", "time_ms", "tflops")})
-                print(rows[-1], flush=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(x for r in rows for x in r)))
-        w.writeheader()
-        w.writerows(rows)
-
+    for p, q, k, v, do, ref, bound in cases(torch, hw, (64, 128), 11):
+        key = dict(gpu=torch.cuda.get_device_name(), head_dim=p.head_dim, seqlen_q=p.seqlen_q,
+                   causal=p.causal)
+        for name in VARIANTS if p.head_dim == 128 else ("atomic", "deterministic"):
+            rows.append(key | {"variant": name} | measure(torch, timer, hw, p, name, q, k, v, do,
+                                                          ref, bound))
+            print(rows[-1], flush=True)
+        rows.append(key | cudnn_row(torch, timer, p, q, k, v, do, ref, bound))
+        print(rows[-1], flush=True)
+    write_rows(out, rows)
 
 def once(name: str, d: int) -> None:
     torch = bench.require_gpu()

@@ -35,46 +35,60 @@ def plans(p, hw, what: str) -> list[tuple[str, object]]:
     return [(f"pingpong={pp}", variant(plan("fa3", p, hw), pp)) for pp in (1, 0)]
 
 
+def cases(torch, hw, dims, seed: int):
+    """The runs' shapes (batch = 16384/N, heads = 2048/d; N 4096 and 16384; causal both), each
+    with fresh inputs, the float32 reference gradients and the error bound tied to torch's
+    same-dtype backward: (p, q, k, v, do, ref, bound)."""
+    for d in dims:
+        for n in (4096, 16384):
+            for causal in (False, True):
+                p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d,
+                            causal=causal, direction="bwd")
+                q, k, v = bench.inputs(torch, p, seed)
+                do = backward.grad_output(torch, p, seed)
+                ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
+                same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
+                yield p, q, k, v, do, ref, bench.error_bound("fa3", p, same, s_max)
+
+
+def cudnn_row(torch, timer, p, q, k, v, do, ref, bound) -> dict:
+    """torch's cuDNN backward on the same inputs, checked and timed as a peer."""
+    cud = backward._peer(torch, timer, q, k, v, do, p, "torch_cudnn", ref, bound)
+    return {"variant": "torch_cudnn", "err_bound": bound} | {
+        x: cud.get(x) for x in ("max_rel_err", "status", "time_ms", "tflops")}
+
+
+def write_rows(out: str, rows: list[dict]) -> None:
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(x for r in rows for x in r)))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def main(out: str, what: str = "pingpong") -> None:
     torch = bench.require_gpu()
     hw = load(bench.profile_for(torch.cuda.get_device_name()))
     timer = bench.Timer(torch, hw.l2_bytes)
     rows = []
-    for d in (128,) if what == "stages" else (64, 128):
-        for n in (4096, 16384):
-            for causal in (False, True):
-                p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d,
-                            causal=causal, direction="bwd")
-                q, k, v = bench.inputs(torch, p, 7)
-                do = backward.grad_output(torch, p, 7)
-                ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
-                same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
-                bound = bench.error_bound("fa3", p, same, s_max)
-                for name, pl in plans(p, hw, what):
-                    launcher = backward.BackwardLauncher(pl, hw, q, k, v, do)
-                    launcher.poison()
-                    launcher()
-                    torch.cuda.synchronize()
-                    err = backward.grad_err(torch, launcher.outputs(), ref, p)
-                    row = dict(head_dim=d, seqlen_q=n, causal=causal, variant=name,
-                               max_rel_err=err, err_bound=bound, status="ok" if err <= bound
-                               else "failed_check")
-                    if err <= bound:
-                        ms = timer(launcher)
-                        row.update(time_ms=ms, tflops=p.fa_flops() / (ms * 1e-3) / 1e12)
-                    rows.append(row)
-                    print(row, flush=True)
-                    del launcher
-                cud = backward._peer(torch, timer, q, k, v, do, p, "torch_cudnn", ref, bound)
-                rows.append(dict(head_dim=d, seqlen_q=n, causal=causal, variant="torch_cudnn",
-                                 **{x: cud.get(x) for x in ("max_rel_err", "status", "time_ms",
-                                                            "tflops")}, err_bound=bound))
-                print(rows[-1], flush=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=sorted({x for r in rows for x in r}))
-        w.writeheader()
-        w.writerows(rows)
-
+    for p, q, k, v, do, ref, bound in cases(torch, hw, (128,) if what == "stages" else (64, 128), 7):
+        key = dict(head_dim=p.head_dim, seqlen_q=p.seqlen_q, causal=p.causal)
+        for name, pl in plans(p, hw, what):
+            launcher = backward.BackwardLauncher(pl, hw, q, k, v, do)
+            launcher.poison()
+            launcher()
+            torch.cuda.synchronize()
+            err = backward.grad_err(torch, launcher.outputs(), ref, p)
+            row = key | dict(variant=name, max_rel_err=err, err_bound=bound,
+                             status="ok" if err <= bound else "failed_check")
+            if err <= bound:
+                ms = timer(launcher)
+                row.update(time_ms=ms, tflops=p.fa_flops() / (ms * 1e-3) / 1e12)
+            rows.append(row)
+            print(row, flush=True)
+            del launcher
+        rows.append(key | cudnn_row(torch, timer, p, q, k, v, do, ref, bound))
+        print(rows[-1], flush=True)
+    write_rows(out, rows)
 
 if __name__ == "__main__":
     main(*sys.argv[1:3])
