@@ -395,6 +395,17 @@ def _fa2_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; Pᵀ, dSᵀ; 
 
 
 FA3_SMEM_ALIGN = 1024  # fa3.cu and fa3_bwd.cu align their swizzled tiles to 1024 bytes
+SWIZZLE_BYTES = 128  # fa3.cu / fa3_bwd.cu's TMA boxes: one 128-byte swizzled row
+
+
+def tma_box_bytes(rows: str, defines: Defines, elem_bytes: int) -> int:
+    """Bytes of one row of a TMA box (KernelSpec.tensor_maps: `rows` is the define of its row
+    count): fa3.cu's SW. A map whose rows hold head_dim elements is swizzled over its row where
+    that is under 128 bytes (e4m3 at d = 64: 64); Vt8's rows (rows define HEAD_DIM) are keys,
+    in 128-key panels."""
+    if rows == "HEAD_DIM":
+        return SWIZZLE_BYTES
+    return min(SWIZZLE_BYTES, defines["HEAD_DIM"] * elem_bytes)
 
 
 def _fa3_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs + alignment

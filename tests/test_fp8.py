@@ -160,3 +160,14 @@ def test_predict_fp8_rows_carry_their_quantisation():
     r = pd.read_csv(io.StringIO(out)).iloc[0]
     assert code == 0 and r.fp8_scaling == "tensor" and bool(r.hadamard) and r.kernels == 3
     assert r.backing == "kernel"
+
+
+def test_tma_boxes_are_the_kernels_swizzled_rows():
+    """fa3.cu's SW: Q8/K8 rows of 64 bytes (e4m3 at d = 64) take 64-byte boxes and swizzle, every
+    other head_dim-long row 128; Vt8 (rows define HEAD_DIM: its rows are keys) 128-key panels."""
+    from iosim.kernels import tma_box_bytes
+
+    assert tma_box_bytes("BLOCK_M", {"HEAD_DIM": 64}, 1) == 64
+    assert tma_box_bytes("BLOCK_N", {"HEAD_DIM": 128}, 1) == 128
+    assert tma_box_bytes("BLOCK_M", {"HEAD_DIM": 64}, 2) == 128  # bf16 at d = 64
+    assert tma_box_bytes("HEAD_DIM", {"HEAD_DIM": 64}, 1) == 128

@@ -13,7 +13,16 @@ import numpy as np
 
 from iosim.core.plan import Plan
 from iosim.gpu.compile import compile_kernel, launch
-from iosim.kernels import INDEX_TENSORS, SPECS, TENSORS, ZEROED_TENSORS, kv_splits, supported, tensor_shape
+from iosim.kernels import (
+    INDEX_TENSORS,
+    SPECS,
+    TENSORS,
+    ZEROED_TENSORS,
+    kv_splits,
+    supported,
+    tensor_shape,
+    tma_box_bytes,
+)
 
 
 def buffer(torch, p, name: str, elem, device, splits: int = 1):
@@ -29,15 +38,11 @@ def buffer(torch, p, name: str, elem, device, splits: int = 1):
 
 def tensor_maps(plan: Plan, buf: dict) -> dict:
     """The TMA descriptors the Plan's kernels take (KernelSpec.tensor_maps), over `buf`."""
-    from iosim.gpu.tma import BOX_BYTES, tensor_map
+    from iosim.gpu.tma import tensor_map
 
-    def span(k, tensor: str, rows: str) -> int:
-        # a map whose rows are head_dim long is swizzled over its row where that is under 128
-        # bytes (fa3.cu's SW: e4m3 at d = 64); Vt8's rows are keys, in 128-key panels
-        e = buf[tensor].element_size()
-        return BOX_BYTES if rows == "HEAD_DIM" else min(BOX_BYTES, k.defines["HEAD_DIM"] * e)
-
-    return {n: tensor_map(buf[tensor], k.defines[rows], span(k, tensor, rows)) for k in plan.kernels
+    return {n: tensor_map(buf[tensor], k.defines[rows],
+                          tma_box_bytes(rows, k.defines, buf[tensor].element_size()))
+            for k in plan.kernels
             for n, (tensor, rows) in SPECS[k.name].tensor_maps.items()}
 
 

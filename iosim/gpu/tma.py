@@ -13,7 +13,8 @@ import ctypes
 
 import numpy as np
 
-BOX_BYTES = 128  # one swizzled row: 64 bf16/fp16 or 128 fp8 elements
+from iosim.kernels import SWIZZLE_BYTES as BOX_BYTES  # one swizzled row: 64 bf16/fp16 or 128 fp8
+
 # What CuPy passes by value for a `const __grid_constant__ TmaDesc` parameter: 128 raw bytes.
 TMAP_DTYPE = np.dtype({"names": ["opaque"], "formats": [(np.uint8, (128,))]})
 
