@@ -8,7 +8,8 @@ from iosim.core.problem import Direction, Dtype, Problem  # noqa: E402
 
 # predict and sweep return DataFrames: they (and pandas) are imported on first use, so that
 # planning (`iosim.schedules.plan`) and the CLI start without pandas
-_LAZY = {"predict": "iosim.analysis.predict", "sweep": "iosim.analysis.sweep"}
+_LAZY = {"predict": "iosim.analysis.predict", "predict_many": "iosim.analysis.predict",
+         "sweep": "iosim.analysis.sweep"}
 
 
 def __getattr__(name: str):
@@ -21,4 +22,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'iosim' has no attribute '{name}'")
 
 
-__all__ = ["Direction", "Dtype", "HardwareProfile", "InputError", "Problem", "load_hw", "predict", "sweep"]
+__all__ = ["Direction", "Dtype", "HardwareProfile", "InputError", "Problem", "load_hw", "predict",
+           "predict_many", "sweep"]

@@ -79,7 +79,7 @@ def test_the_grid_is_never_materialised():
     t0 = time.perf_counter()
     n, (rows, _) = next(sw.run_chunks(pts, None))
     assert time.perf_counter() - t0 < 5
-    assert n == sw.CHUNK_PROBLEMS == pts.problems_seen and len(rows[0]) == n
+    assert n == sw.CHUNK_PROBLEMS == pts.problems_seen and len(rows[0]["hw"]) == n
 
 
 def test_an_interrupted_sweep_leaves_readable_parts_and_resumes(tmp_path, monkeypatch):
@@ -96,6 +96,7 @@ def test_an_interrupted_sweep_leaves_readable_parts_and_resumes(tmp_path, monkey
 
     monkeypatch.setattr(sw, "_rows", interrupted)
     monkeypatch.setattr(sw, "PART_ROWS", 1)  # a part per chunk
+    monkeypatch.setattr(sw, "CHUNK_PROBLEMS", 32)  # several chunks
     with pytest.raises(KeyboardInterrupt):
         sw.stream(GRID, out, workers=1, progress=False)
     parts = sorted(sw.parts_dir(out).glob("part-*"))

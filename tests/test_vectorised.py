@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from iosim.analysis import table
 from iosim.analysis.predict import predictable, rows
+from iosim.analysis.predict import rows as predict_rows_of
 from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
 from iosim.kernels import kv_splits
@@ -134,3 +136,74 @@ def test_dram_of_a_batch_is_the_dram_alone():
         for k, d in zip(pl.kernels, drams):
             assert sum(min(v, size[n]) for n, v in k.traffic.reads.items()) - 1 <= d.read <= k.traffic.hbm_read
             assert 0 <= d.write <= k.traffic.hbm_write
+
+
+def shaped(seed: int, n: int) -> list[Problem]:
+    """The seeded problems, each also with other batch sizes and K/V heads (the same heads per
+    K/V head): problems of one shape (schedules.shape) but for batch x kv_heads."""
+    out = []
+    for p in problems(seed, n):
+        out.append(p)
+        for b, m in ((3, 1), (1, 5), (16, 2), (7, 3)):
+            out.append(p.model_copy(update={"batch": b, "kv_heads": p.kv_heads * m,
+                                            "heads": p.heads * m}))
+    return out
+
+
+@pytest.mark.parametrize("name", HW)
+def test_a_shape_s_template_predicts_every_problem_of_it(name):
+    """table.columns of the problems grouped by shape, each group predicted from one template
+    Plan scaled by batch x kv_heads, against each problem's own Plan predicted alone
+    (predict.rows): every column equal, counts to the integer, times to 1e-9, for every
+    schedule; and the grid has shapes of several problems for each schedule that scales."""
+    hw = load(name)
+    probs = shaped(seed=5, n=30)
+    shared = set()
+    for s in SCHEDULES:
+        temps, order, errors = table.templates(probs, hw, s)
+        if any(len(t.problems) > 1 for t in temps):
+            shared.add(s)
+        rows = table.as_rows(table.columns(temps)) if temps else []
+        assert len(rows) + sum(n for _, n in errors) == len(probs)
+        alone = predict_rows_of([(predictable(plan(s, probs[i], hw, check=True), hw), hw) for i in order])
+        for a, r in zip(alone, rows):
+            same_row(a, r)
+    assert shared == set(SCHEDULES) - ({"fa3"} if not hw.has_wgmma else set())
+
+
+def test_rows_name_the_exhaustive_limiter():
+    """predict.rows searches only the groups' limiters (the most promising relief first, then
+    those whose lower bound could beat it); its `bound` is the Plan limiter that predicting
+    every kernel's every relief names (timing.predict_plans, held to the exhaustive ranking
+    above)."""
+    items = plans(seed=13, n=40)
+    full = timing.predict_plans([(pl, hw, memory.estimate(pl, hw)) for pl, hw in items])
+    assert [r["bound"] for r in rows(items)] == [kts.bound for kts in full]
+    assert len({kts.bound for kts in full}) >= 4  # several limiters, not one
+
+
+def test_predict_many_is_predict_of_each_problem():
+    """iosim.predict_many of seeded problems (with shapes shared by several) against
+    iosim.predict of each problem: the same rows, schedule by schedule, problems in order;
+    time only (limiter=False) leaves `bound` empty and every time as it was."""
+    import iosim
+
+    hw = load("h100")
+    probs = shaped(seed=9, n=6)
+    df = iosim.predict_many(probs, hw, ["fa2", "naive", "decode"])
+    at = 0  # rows are matched by schedule, then problem order
+    for s in ("fa2", "naive", "decode"):
+        for p in probs:
+            try:
+                one = iosim.predict(p, hw, [s])
+            except InputError:
+                continue
+            r, a = df.iloc[at], one.iloc[0]
+            assert r["schedule"] == s and r["batch"] == p.batch and r["heads"] == p.heads
+            assert r["time_pred_ms"] == pytest.approx(a["time_pred_ms"], rel=FLOAT_TOL)
+            assert r["bound"] == a["bound"] and r["dram_read_bytes"] == a["dram_read_bytes"]
+            at += 1
+    assert at == len(df) and sum(df.attrs["skipped"].values()) == 3 * len(probs) - at
+    fast = iosim.predict_many(probs, hw, ["fa2", "naive", "decode"], limiter=False)
+    assert fast["bound"].isna().all()
+    assert fast["time_pred_ms"].tolist() == df["time_pred_ms"].tolist()

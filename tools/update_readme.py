@@ -68,6 +68,11 @@ def block_sweep_speed() -> str:
             ("`predict_rows`, one problem, four schedules (ms)", "predict_four_ms", "{:.2f}"),
             (f"a batch of {this.get('batch_points', 0):,} schedule-problems, planned and predicted "
              "(per second)", "batch_points_per_second", "{:,.0f}"),
+            ("the same, the time alone (`limiter=False`, per second)", "batch_time_only_per_second",
+             "{:,.0f}"),
+            (f"a grid of {this.get('grid_points', 0):,} schedule-problems, `iosim.predict_many` "
+             "(per second)", "grid_points_per_second", "{:,.0f}"),
+            ("the same, the time alone (per second)", "grid_time_only_per_second", "{:,.0f}"),
             (f"`tune.rank`, fa2's {this.get('tune_configs', 0)} configurations of one problem, "
              "compiles cached (s)", "tune_rank_seconds", "{:.3f}"),
             ("`iosim tune` of that problem in a shell (wall, s)", "tune_shell_seconds", "{:.2f}"),

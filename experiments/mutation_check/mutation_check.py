@@ -72,10 +72,11 @@ MUTATIONS = [
     ("bound is the busiest unit, not the limiter", "iosim/model/timing.py",
      ("bound = _chosen(relaxed)", 'known = getattr(times, "bound", None)  # found by the batch',
       "    return best_relief(times)",
-      "group_bounds = _chosen(np.add.reduceat(relaxed, starts, axis=0))"),
+      "out.group_bound = _chosen(np.add.reduceat(relaxed, starts, axis=0))"),
      ("bound = [LIMITS[b] for b in busiest]", "known = None  # found by the batch",
       "    return max(times, key=lambda t: t.seconds).busiest",
-      "group_bounds = [LIMITS[busiest[g.start + int(np.argmax(seconds[g.start:g.stop]))]] for g in groups]")),
+      "out.group_bound = [LIMITS[busiest[a + int(np.argmax(out.seconds[a:e]))]]\n"
+      "                           for a, e in zip(starts, np.append(starts[1:], n))]")),
 ]
 
 

@@ -16,9 +16,11 @@ alternately (one of each measurement of one version, then of the other), on this
   `iosim sweep -o FILE.parquet` on that grid and on a larger one (`LARGE`): a sweep that
   streams holds about the same whatever the grid size;
 - predict in Python: `predict_rows` of one problem, four schedules (naive, fa1, fa2, fa3),
-  the best of 7 rounds of 50 (ms); and a batch of `BATCH` problems x those four schedules,
-  planned and predicted (`predict.rows` where the version has it, else `row` per Plan), in
-  schedule-problems per second;
+  the best of 7 rounds of 50 (ms); and a batch of 216 problems x those four schedules,
+  planned and predicted (`iosim.predict_many` where the version has it, else `predict.rows`
+  of the Plans, else `row` per Plan), in schedule-problems per second; on this version also
+  the time alone (`limiter=False`) and a grid of 1,920 problems (8 N x 3 d x causal both x 8
+  batch sizes x 5 head counts, 240 shapes), with and without the limiter;
 - tune: `tune.rank("fa2", [problem])`, every fa2 tile configuration the kernel accepts for
   the default problem, ranked by the model with the compile results cached (a first call
   fills the cache; best of 5, s), and `iosim tune` from the shell (wall, s);
@@ -71,14 +73,27 @@ problems = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
             for n in (512, 1024, 2048, 4096, 8192, 16384) for d in (64, 128) for c in (False, True)
             for b in (1, 4, 16) for h in (8, 32, 64)][:BATCH]
 rows = getattr(P, "rows", None)
+many = getattr(P, "predict_many", None)
+# a grid of problems (N, d, causal, batch, heads): many problems share a shape
+grid = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
+        for n in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768) for d in (64, 128, 256)
+        for c in (False, True) for b in (1, 2, 4, 8, 16, 32, 64, 128) for h in (8, 16, 32, 64, 128)]
 
-def batch():
-    plans = [(plan(s, q, hw, check=True), hw) for q in problems for s in four]
+def batch(probs=problems, limiter=True):
+    if many:  # the version's batch API
+        return many(probs, hw, four, limiter=limiter)
+    plans = [(plan(s, q, hw, check=True), hw) for q in probs for s in four]
     return rows(plans) if rows else [P.row(pl, h) for pl, h in plans]
 
 n = len(batch())
-print(json.dumps({"predict_four_ms": best(lambda: P.predict_rows(p, hw, four), 50) * 1e3,
-                  "batch_points": n, "batch_points_per_second": n / best(batch, 1, 3)}))
+out = {"predict_four_ms": best(lambda: P.predict_rows(p, hw, four), 50) * 1e3,
+       "batch_points": n, "batch_points_per_second": n / best(batch, 1, 3)}
+if many:  # this version: the time alone, and a grid of problems
+    out["batch_time_only_per_second"] = n / best(lambda: batch(limiter=False), 1, 3)
+    g = len(batch(grid))
+    out.update({"grid_points": g, "grid_points_per_second": g / best(lambda: batch(grid), 1, 3),
+                "grid_time_only_per_second": g / best(lambda: batch(grid, False), 1, 3)})
+print(json.dumps(out))
 """.replace("BATCH", "216")
 TUNE = """
 import json, time
@@ -224,6 +239,10 @@ def summarize(tree: Path, samples: list[dict], large: dict) -> dict:
         "predict_four_ms": med(x["python"]["predict_four_ms"] for x in samples),
         "batch_points": samples[0]["python"]["batch_points"],
         "batch_points_per_second": med(x["python"]["batch_points_per_second"] for x in samples),
+        **{k: med(x["python"][k] for x in samples) for k in (
+            "batch_time_only_per_second", "grid_points_per_second", "grid_time_only_per_second")
+           if k in samples[0]["python"]},
+        **({"grid_points": samples[0]["python"]["grid_points"]} if "grid_points" in samples[0]["python"] else {}),
         "tune_configs": samples[0]["tune"]["tune_configs"],
         "tune_rank_seconds": med(x["tune"]["tune_rank_seconds"] for x in samples),
         "tune_shell_seconds": med(x["tune_shell"] for x in samples),

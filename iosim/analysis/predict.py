@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from iosim.analysis import table
+from iosim.analysis.table import predictable
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
-from iosim.core.rows import problem_fields
-from iosim.model import memory, timing
-from iosim.model.backing import backing, footprint_bytes
-from iosim.schedules import SCHEDULES, Tiles, defaults_for, plan
+from iosim.schedules import ALL, SCHEDULES, Tiles, defaults_for, plan
 from iosim.schedules.knobs import TunedTiles
 
 if TYPE_CHECKING:
@@ -22,53 +22,44 @@ def row(pl: Plan, hw: HardwareProfile) -> dict:
     return rows([(pl, hw)])[0]
 
 
-def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
-    """The Plan, or the InputError its row would raise (a profile with no tensor-core rate for
-    the dtype): checked before a batch, so one such Plan does not stop the others'."""
-    hw.tensor_peak(pl.problem.dtype)
-    return pl
-
-
 def rows(items: list[tuple[Plan, HardwareProfile]]) -> list[dict]:
-    """row() of many (Plan, profile) pairs, their times predicted in one batch
-    (timing.predict_plans)."""
-    drams = memory.estimate_many(items)
-    preds = timing.predict_plans([(pl, hw, d) for (pl, hw), d in zip(items, drams)])
-    return [_row(pl, hw, d, pred) for (pl, hw), d, pred in zip(items, drams, preds)]
+    """row() of many (Plan, profile) pairs, predicted in one batch (each Plan a template of
+    its own problem: iosim.analysis.table)."""
+    if not items:
+        return []
+    return table.as_rows(table.columns([table.Template(pl, hw, [pl.problem]) for pl, hw in items]))
 
 
-def _row(pl: Plan, hw: HardwareProfile, dram: list[memory.Dram], pred: list[timing.KernelTime]) -> dict:
-    p, t, w = pl.problem, pl.traffic, pl.work
-    roof = [timing.roofline(k, d, hw, pl) for k, d in zip(pl.kernels, dram)]
-    t_roof = sum(r.seconds for r in roof)
-    t_pred = sum(r.seconds for r in pred)
-    flops = w.tensor_flops + w.alu_flops
-    dram_r, dram_w = sum(d.read for d in dram), sum(d.write for d in dram)
-    return {
-        "hw": hw.name, "schedule": pl.schedule, **problem_fields(p),
-        "block_m": pl.block_m, "block_n": pl.block_n,
-        "warps": pl.main.defines.get("NUM_WARPS", pl.main.threads // 32), "stages": pl.main.stages,
-        "split_rows": pl.main.defines.get("SPLIT_ROWS"),  # fa1's query rows per CTA
-        "split_cols": pl.main.defines.get("SPLIT_COLS"),  # fa1 backward's key rows per CTA
-        "hbm_read_bytes_2level": t.hbm_read, "hbm_write_bytes_2level": t.hbm_write,
-        "dram_read_bytes": dram_r, "dram_write_bytes": dram_w, "sram_bytes": t.sram,
-        "tensor_flops": w.tensor_flops, "exp_ops": w.exp_ops, "alu_flops": w.alu_flops,
-        "intensity_flop_per_byte": flops / max(dram_r + dram_w, 1),
-        "time_roofline_ms": t_roof * 1e3,
-        "bound_roofline": max(roof, key=lambda r: r.seconds).bound,
-        "time_pred_ms": t_pred * 1e3,
-        "tflops_pred": p.fa_flops() / t_pred / 1e12,
-        "bound": timing.plan_bound(pred),  # the limiter: what a 2x rate shortens most
-        "busiest": (main := max(pred, key=lambda r: r.seconds)).busiest,  # its busiest unit
-        "util_pct": 100 * main.util,  # ... and that unit's share of its efficient peak
-        "kernels": len(pl.kernels),
-        # the tensors' HBM at once, against the card's: a problem that cannot run says so
-        "hbm_footprint_bytes": (foot := footprint_bytes(pl)),
-        "fits": foot <= hw.hbm_capacity_bytes,
-        # kernel (this project's), published (someone's), or hypothetical (the model's alone)
-        "backing": backing(pl, hw),
-        "notes": pl.notes,
-    }
+def predict_many(problems: Sequence[Problem], hw: HardwareProfile,
+                 schedules: Sequence[str] | None = None, tiles: Tiles = Tiles(),
+                 tuned: TunedTiles | None = None, limiter: bool = True) -> pd.DataFrame:
+    """predict's rows for many problems at once, schedule by schedule, problems in order: the
+    problems of one shape share a template Plan and all are predicted in one batch
+    (iosim.analysis.table). `limiter=False` leaves `bound` empty: the time alone, what a cost
+    function needs, at about a third of the cost. A (schedule, problem) that cannot be planned
+    is left out, counted by reason in `df.attrs["skipped"]`."""
+    from collections import Counter
+
+    names = list(schedules or [s for s in ALL if s != "fa3" or hw.has_wgmma])
+    for s in names:
+        if s not in SCHEDULES:
+            raise InputError(f"unknown schedule '{s}' (allowed: {', '.join(SCHEDULES)})")
+    problems = list(problems)
+    temps, skipped = [], Counter()
+    for s in names:
+        ts, order, errors = table.templates(problems, hw, s, tiles, tuned)
+        for e, n in errors:
+            skipped[str(e)] += n
+        temps.append((ts, order))
+    cols = table.columns([t for ts, _ in temps for t in ts], limiter) if any(ts for ts, _ in temps) else {}
+    # back to the problems' order within each schedule
+    perm, at = [], 0
+    for _, order in temps:
+        perm += [at + j for j in sorted(range(len(order)), key=order.__getitem__)]
+        at += len(order)
+    df = table.as_frame(table.take(cols, perm)) if cols else table.as_frame({})
+    df.attrs["skipped"] = dict(skipped)
+    return df
 
 
 def directions(direction: str) -> list[Direction]:

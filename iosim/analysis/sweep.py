@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from iosim.analysis.predict import predictable, rows
+from iosim.analysis import table
 from iosim.core import hardware
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.output import check_writable, write_atomic, write_table
 from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
 from iosim.core.rows import problem_fields
-from iosim.schedules import ALL, SCHEDULES, Tiles, plan
+from iosim.schedules import ALL, SCHEDULES, Tiles
 from iosim.schedules.knobs import KNOBS, TunedTiles
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ DEFAULTS: dict[str, list] = {"batch": [4], "heads": [32], "kv_heads": [None], "s
 PARALLEL_POINTS = 2000  # sweeps this large run in one process per CPU
 MAX_VALUES = 10_000  # values one option may expand to (a typo like 1..1e9:1 is refused, not run)
 MAX_POINTS = 10_000_000  # points of one sweep
-CHUNK_PROBLEMS = 32  # problems per piece of work: all their points are one chunk of rows
+CHUNK_PROBLEMS = 256  # problems per piece of work: all their points are one chunk of rows
 
 
 def parse_values(text: str, kind: type = int, name: str = "value") -> list:
@@ -328,29 +328,39 @@ def profiles(hw_values: list, sets: dict[str, list],
     return out
 
 
-def _rows(job: tuple) -> tuple[list[list[dict]], Counter]:
-    """Rows of some problems for every (profile, schedule) of the sweep: one list per
-    (profile, schedule), problems in order. Profiles vary fastest, so a problem's cached
-    pieces (block maps, trip counts) serve all of them; the chunk's Plans are predicted in
-    one batch (predict.rows)."""
+def _rows(job: tuple) -> tuple[list[dict[str, list] | None], Counter]:
+    """Rows of some problems for every (profile, schedule) of the sweep, as columns
+    (iosim.analysis.table): one table per (profile, schedule), problems in order, None where
+    none could be planned. The problems of one shape share a template Plan per (profile,
+    schedule), and all of the chunk's are predicted in one batch."""
     todo, problems, tuned = job
-    out: list[list[dict]] = [[] for _ in todo]
     skipped: Counter = Counter()
-    plans, where = [], []
-    for p in problems:
-        for i, (hw, _, s, t) in enumerate(todo):
-            if s == "fa3" and not hw.has_wgmma:
-                skipped[f"fa3 on {hw.name} ({hw.arch}: no wgmma)"] += 1
-                continue
-            try:
-                plans.append((predictable(plan(s, p, hw, t, check=True, tuned=tuned), hw), hw))
-            except InputError as e:
-                skipped[f"{s}: " + str(e).split(" (allowed")[0].removeprefix(f"{s}: ")] += 1
-            else:
-                where.append(i)
-    for i, r in zip(where, rows(plans)):
-        r.update({f"set_{k}": v for k, v in todo[i][1].items()})
-        out[i].append(r)
+    temps, spans = [], []
+    for hw, _, s, t in todo:
+        if s == "fa3" and not hw.has_wgmma:
+            skipped[f"fa3 on {hw.name} ({hw.arch}: no wgmma)"] += len(problems)
+            spans.append(None)
+            continue
+        ts, order, errors = table.templates(problems, hw, s, t, tuned)
+        for e, n in errors:
+            skipped[f"{s}: " + str(e).split(" (allowed")[0].removeprefix(f"{s}: ")] += n
+        spans.append((len(temps), len(ts), order))
+        temps += ts
+    cols = table.columns(temps) if temps else {}
+    out: list[dict[str, list] | None] = []
+    at = 0  # the first row of each todo entry's templates
+    for (_, changes, _, _), span in zip(todo, spans):
+        if span is None or not span[1]:
+            out.append(None)
+            continue
+        order = span[2]
+        rows = range(at, at + len(order))
+        at += len(order)
+        # back to the problems' order
+        part = table.take(cols, [rows[j] for j in sorted(range(len(order)), key=order.__getitem__)])
+        n = len(order)
+        part.update({f"set_{k}": [v] * n for k, v in changes.items()})
+        out.append(part)
     return out, skipped
 
 
@@ -371,11 +381,13 @@ class Points:
         return [f"set_{k}" for k in self.sets]
 
     def _tuples(self):
+        """The grid's points, batch, heads and kv_heads varying fastest: a chunk of problems
+        holds whole shapes (iosim.schedules.shape), each predicted from one template."""
         g = self.g
-        for b, h, kvh, nq, nk, d, dt, c, ca, di, w, ps in itertools.product(
-                g["batch"], g["heads"], g["kv_heads"], g["seqlen_q"], g["seqlen_k"], g["head_dim"],
-                g["dtype"], g["causal"], g["causal_align"], g["direction"], g["window"],
-                g["page_size"]):
+        for nq, nk, d, dt, c, ca, di, w, ps, b, h, kvh in itertools.product(
+                g["seqlen_q"], g["seqlen_k"], g["head_dim"], g["dtype"], g["causal"],
+                g["causal_align"], g["direction"], g["window"], g["page_size"], g["batch"],
+                g["heads"], g["kv_heads"]):
             if ca is not CausalAlign.top_left and (not c or nq == (nk or nq)):
                 continue  # the alignment changes nothing: one row, not two equal ones
             yield b, h, kvh, nq, nk, d, dt, c, ca, di, w, ps
@@ -527,21 +539,23 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
 
     pts = points(grid)
     expected = pts.expected()
-    per_todo: list[list[dict]] = [[] for _ in pts.todo]
+    per_todo: list[list[dict]] = [[] for _ in pts.todo]  # column tables, chunk by chunk
     planned: Counter = Counter()
     bar = _bar(progress, expected)
     with executor(engine, _workers(workers, expected), scheduler) as pool:
         for n, (res, sk) in run_chunks(pts, pool, tuned):
             planned.update(sk)
-            for acc, rows in zip(per_todo, res):
-                acc += rows
+            for acc, part in zip(per_todo, res):
+                if part is not None:
+                    acc.append(part)
             if bar:
                 bar.update(n * len(pts.todo))
     if bar:
         bar.close()
     total, skipped = pts.totals(planned)
-    rows = [r for acc in per_todo for r in acc]  # schedule, profile, then problems in grid order
-    return SweepResult(pd.DataFrame(rows), total, skipped, pts.whatif)
+    # schedule, profile, then problems in grid order
+    cols = table.concat([part for acc in per_todo for part in acc])
+    return SweepResult(table.as_frame(cols) if cols else pd.DataFrame(), total, skipped, pts.whatif)
 
 
 def sweep(grid: Mapping, progress: bool | None = False) -> pd.DataFrame:
@@ -629,12 +643,6 @@ def _start_parts(path: Path, pts: Points, tuned, resume: bool, force: bool) -> t
     return parts, done, len(files)
 
 
-def _frame(rows: list[dict]) -> pd.DataFrame:
-    import pandas as pd
-
-    return pd.DataFrame(rows)
-
-
 def _join_parts(parts: Path, path: Path, summary: Summary) -> int:
     """Join the parts into `path` (atomically), one part in memory at a time; their rows."""
     files = sorted(parts.glob("part-*"))
@@ -694,20 +702,24 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
     already = len(done) * len(pts.todo)
     suffix = ".csv" if path.suffix.lower() == ".csv" else ".parquet"
     bar = _bar(progress, expected, min(already, expected))
-    computed, planned, buf = 0, Counter(), []
+    computed, planned, buf, held = 0, Counter(), [], 0
 
     def flush() -> None:  # whole chunks to one part: a part holds all rows of its problems
-        nonlocal n_part
+        nonlocal n_part, held
         if buf:
-            write_table(_frame(buf), parts / f"part-{n_part:06d}{suffix}")
+            write_table(table.as_frame(table.concat(buf)), parts / f"part-{n_part:06d}{suffix}")
             n_part += 1
             buf.clear()
+            held = 0
 
     with executor(engine, _workers(workers, expected - already), scheduler) as pool:
         for n, (res, sk) in run_chunks(pts, pool, tuned, done):
             planned.update(sk)
-            buf.extend(r for rows in res for r in rows)
-            if len(buf) >= PART_ROWS:
+            for part in res:
+                if part is not None:
+                    buf.append(part)
+                    held += len(part["hw"])
+            if held >= PART_ROWS:
                 flush()
             computed += n * len(pts.todo)
             if bar:

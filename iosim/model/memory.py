@@ -20,7 +20,7 @@ from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Problem
 from iosim.kernels import kv_splits, tensor_sizes
-from iosim.model.occupancy import wave
+from iosim.model.occupancy import ctas_per_sm
 
 
 def tensor_bytes(p: Problem, name: str) -> int:
@@ -74,7 +74,7 @@ def kernel_dram(k: KernelPlan, hw: HardwareProfile, size: dict[str, int]) -> Dra
 def _dram(jobs: list[tuple[KernelPlan, HardwareProfile, dict[str, int]]]) -> list[Dram]:
     """kernel_dram of many kernels: one numpy pass over every (kernel, tensor) access."""
     kin, count, size, reuse, write = [], [], [], [], []
-    ctas, waves, l2s = [], [], []
+    ctas, slots, l2s = [], [], []
     for i, (k, hw, sz) in enumerate(jobs):
         for is_write, tensors in ((0, k.traffic.reads), (1, k.traffic.writes)):
             for n, v in tensors.items():
@@ -84,22 +84,33 @@ def _dram(jobs: list[tuple[KernelPlan, HardwareProfile, dict[str, int]]]) -> lis
                 reuse.append(k.reuse.get(n, 0))
                 write.append(is_write)
         ctas.append(k.ctas)
-        waves.append(wave(k, hw))
+        slots.append(ctas_per_sm(k, hw) * hw.sm_count)
         l2s.append(hw.l2_bytes * hw.efficiency.l2_capacity)
-    nk = len(jobs)
-    kin, v = np.array(kin, np.int64), np.array(count, np.float64)
-    wr = np.array(write, bool)
-    distinct = np.minimum(v, np.array(size, np.float64))
-    per_cta = np.bincount(kin, distinct, nk) / np.array(ctas, np.float64)
-    l2, w = np.array(l2s), np.array(waves, np.float64)
+    read, written = dram_arrays(np.array(kin, np.int64), np.array(count, np.float64),
+                                np.array(size, np.float64), np.array(reuse, np.float64),
+                                np.array(write, bool), np.array(ctas, np.float64),
+                                np.array(slots, np.float64), np.array(l2s, np.float64))
+    return [Dram(int(r), int(x)) for r, x in zip(read, written)]
+
+
+def dram_arrays(kin, count, size, reuse, write, ctas, slots, l2) -> tuple[np.ndarray, np.ndarray]:
+    """(read, written) DRAM bytes, rounded to whole bytes, of kernels whose accesses are given
+    as arrays: access i of kernel kin[i] moves count[i] two-level bytes of a tensor of size[i]
+    bytes that CTAs `reuse[i]` apart touch again, a write where write[i]; per kernel its CTAs,
+    resident CTA slots and usable L2 bytes."""
+    nk = len(ctas)
+    wr = write
+    distinct = np.minimum(count, size)
+    per_cta = np.bincount(kin, distinct, nk) / ctas
+    w = np.minimum(ctas, slots)  # a full wave (occupancy.wave)
     # the bytes of the repeated accesses that miss the L2
-    hit = hit_fraction(np.array(reuse, np.float64), per_cta[kin], w[kin], l2[kin])
-    missed = np.where(v > distinct, (v - distinct) * (1 - hit), 0.0)
+    hit = hit_fraction(reuse, per_cta[kin], w[kin], l2[kin])
+    missed = np.where(count > distinct, (count - distinct) * (1 - hit), 0.0)
     read = np.bincount(kin[~wr], (distinct + missed)[~wr], nk)
     written = np.bincount(kin[wr], distinct[wr], nk)
     retained = np.where(written > 0, l2 * written / np.where(written > 0, written + read, 1), 0.0)
     write_b = written - np.minimum(written, retained) + np.bincount(kin[wr], missed[wr], nk)
-    return [Dram(int(round(float(r))), int(round(float(x)))) for r, x in zip(read, write_b)]
+    return np.round(read), np.round(write_b)
 
 
 def estimate(plan: Plan, hw: HardwareProfile) -> list[Dram]:

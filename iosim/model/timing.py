@@ -208,7 +208,9 @@ def _fluid(f: _Facts, r: Rates) -> dict[str, np.ndarray]:
 
 def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) -> dict[str, float]:
     """Seconds each unit and level needs for the whole kernel at its efficient rate."""
-    table = np.array([_facts(k, dram, hw, None)[0]], dtype=np.float64)
+    ext, inten, _ = kernel_raw(k, hw, None)
+    table = facts_table(np.array([ext], np.float64), np.array([inten], np.float64),
+                        np.array([dram.read], np.float64), np.array([dram.write], np.float64))
     table[:, FACTS.index("sms")] = sms
     table[:, FACTS.index("inst_per_op")] = r.inst_per_op
     f = _Facts(table)
@@ -403,42 +405,63 @@ def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
     return out
 
 
-# scalar facts of one kernel, the columns of _Facts
+# facts of one kernel, the columns of _Facts
 FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "total_masked", "steps",
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port")
+# what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
+# pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
+# one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
+EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
+             "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w")
+INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
+             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op")
 
 
-def _facts(k: KernelPlan, dram: Dram, hw: HardwareProfile, p: Problem | None) -> tuple:
-    """(scalar facts in FACTS order, trips, masked trips) of one kernel: what the time of each
-    of its cases depends on besides the rates."""
-    sms, ctas = hw.sm_count, k.ctas
+def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
+    """(EXTENSIVE counts, INTENSIVE facts, the period's (trips, masked trips) or None when every
+    CTA is alike) of one kernel: what facts_table makes its facts of, besides its DRAM bytes."""
     one, masked, period, uniform, sum_one, sum_masked = _period(k.trips, k.masked)
-    reps = ctas // period
-    total_trips, total_masked = sum_one * reps, sum_masked * reps
-    steps = total_trips if total_trips > 0 else 1.0
     w, once, t = k.work, k.once, k.traffic
     wg = k.overlap == "warpspecialized"
     warps = max(1, k.threads // 32 - (4 if wg else 0))  # wgmma: less the producer warpgroup
-    # per trip of one CTA; the once-per-CTA work and the mask apart
-    mask = k.mask_alu / total_masked if total_masked else 0.0  # ALU ops of a masked trip
-    two_r, two_w = t.hbm_read, t.hbm_write
     fixed_r, fixed_w, loop_r, loop_w = _split(k, p) if p is not None else (0, 0, 0, 0)
-    scalars = (
-        sms, ctas, ctas_per_sm(k, hw), period, reps, uniform, total_trips, total_masked, steps,
-        float(one[0]), float(masked[0]), wg, warps,
-        (w.tensor_flops - once.tensor_flops) / steps, (w.exp_ops - once.exp_ops) / steps,
-        (w.alu_flops - once.alu_flops - k.mask_alu) / steps, t.sram / steps,
-        once.tensor_flops / ctas, once.exp_ops / ctas, once.alu_flops / ctas, mask,
-        fixed_r, fixed_w, loop_r, loop_w,
-        dram.read / two_r if two_r else 0.0, dram.write / two_w if two_w else 0.0,  # DRAM shares
-        POLICIES[k.overlap], k.stages, hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
-        k.inst_per_op or hw.pipeline.inst_per_op,
-        w.tensor_flops, w.exp_ops, w.alu_flops, t.sram, two_r + two_w, dram.read + dram.write,
-        two_r + two_w > 0)
-    return scalars, (None if uniform else (one, masked))
+    ext = (k.ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
+           once.alu_flops, k.mask_alu, t.sram, t.hbm_read, t.hbm_write, fixed_r, fixed_w,
+           loop_r, loop_w)
+    inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
+             float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
+             hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
+             k.inst_per_op or hw.pipeline.inst_per_op)
+    return ext, inten, (None if uniform else (one, masked))
+
+
+def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
+                dram_w: np.ndarray) -> np.ndarray:
+    """(kernels, FACTS) from (kernels, EXTENSIVE) counts, (kernels, INTENSIVE) facts and the
+    kernels' DRAM bytes: per trip of one CTA, the once-per-CTA work and the mask apart."""
+    e = {x: ext[:, i] for i, x in enumerate(EXTENSIVE)}
+    s = {x: inten[:, i] for i, x in enumerate(INTENSIVE)}
+    ctas = e["ctas"]
+    reps = np.floor_divide(ctas, s["period"])
+    total_trips, total_masked = s["sum_one"] * reps, s["sum_masked"] * reps
+    steps = np.where(total_trips > 0, total_trips, 1.0)
+    two_r, two_w = e["two_r"], e["two_w"]
+    cols = {
+        **s, **e, "reps": reps, "total_trips": total_trips, "total_masked": total_masked,
+        "steps": steps, "a_flops": (e["flops"] - e["o_flops"]) / steps,
+        "a_exps": (e["exps"] - e["o_exps"]) / steps,
+        "a_alu": (e["alu"] - e["o_alu"] - e["mask_alu"]) / steps, "a_sram": e["sram"] / steps,
+        "o_flops": e["o_flops"] / ctas, "o_exps": e["o_exps"] / ctas, "o_alu": e["o_alu"] / ctas,
+        # ALU ops of a masked trip
+        "mask": np.where(total_masked > 0, e["mask_alu"] / np.where(total_masked > 0, total_masked, 1), 0.0),
+        # DRAM shares of the two-level bytes
+        "dram_r": np.where(two_r > 0, dram_r / np.where(two_r > 0, two_r, 1), 0.0),
+        "dram_w": np.where(two_w > 0, dram_w / np.where(two_w > 0, two_w, 1), 0.0),
+        "l2_bytes": two_r + two_w, "dram_bytes": dram_r + dram_w, "need_port": two_r + two_w > 0}
+    return np.stack([np.asarray(cols[x], np.float64) for x in FACTS], axis=1)
 
 
 class _Facts:
@@ -450,20 +473,47 @@ class _Facts:
 
 
 @dataclass
-class _Kernel:
-    """One kernel of a batch: its facts (_facts), its profile's rates (RATE_FIELDS) and launch
-    overhead."""
+class Batch:
+    """Kernels to predict at once: their facts (rows of FACTS), their profiles' rates (rows of
+    RATE_FIELDS), launch overheads, and the unequal CTA periods (`pidx`: a row's entry of
+    `periods`, -1 when its CTAs are alike)."""
 
-    facts: tuple
-    rates: tuple[float, ...]
-    launch: float
+    table: np.ndarray
+    rates: np.ndarray
+    launch: np.ndarray
+    periods: list
+    pidx: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def take(self, rows) -> Batch:
+        """These rows (in this order), as a batch of their own."""
+        return Batch(self.table[rows], self.rates[rows], self.launch[rows], self.periods,
+                     self.pidx[rows])
 
 
-def _busy(kernels: list[_Kernel], kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, dict]:
-    """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] at the
-    rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array)."""
-    table = np.array([k.facts[0] for k in kernels], dtype=np.float64)
-    rates = np.array([k.rates for k in kernels], dtype=np.float64)[kidx] * RELIEF_FACTORS[relief]
+def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) -> Batch:
+    """The Batch of these kernels, each with its DRAM bytes, profile and problem."""
+    raws = [kernel_raw(k, hw, p) for k, _, hw, p in jobs]
+    periods, pidx = [], np.full(len(jobs), -1, np.int64)
+    for i, r in enumerate(raws):
+        if r[2] is not None:
+            pidx[i] = len(periods)
+            periods.append(r[2])
+    table = facts_table(np.array([r[0] for r in raws], np.float64),
+                        np.array([r[1] for r in raws], np.float64),
+                        np.array([d.read for _, d, _, _ in jobs], np.float64),
+                        np.array([d.write for _, d, _, _ in jobs], np.float64))
+    return Batch(table, np.array([_rates(k, hw, p) for k, _, hw, p in jobs], np.float64),
+                 np.array([hw.launch_overhead_s for _, _, hw, _ in jobs]), periods, pidx)
+
+
+def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
+    batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array)."""
+    table = b.table
+    rates = b.rates[kidx] * RELIEF_FACTORS[relief]
     f = _Facts(table[kidx])
     limits = _fluid(f, _rates_of(rates, f))
 
@@ -484,7 +534,7 @@ def _busy(kernels: list[_Kernel], kidx: np.ndarray, relief: np.ndarray) -> tuple
     o[last] = cap
     o[np.delete(np.arange(len(row)), last)] = np.broadcast_to(bits, tried.shape)[tried]
     g = _Facts(table[kidx[row]])
-    sched = _schedule(g, _rates_of(rates[row], g), o * g.sms, kernels, kidx[row])
+    sched = _schedule(g, _rates_of(rates[row], g), o * g.sms, b, kidx[row])
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     best = np.minimum.reduceat(sched, starts)
     top = _max(*(limits[u] for u in LIMITS))
@@ -507,8 +557,7 @@ def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
     return Rates(**c, wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
 
 
-def _schedule(f: _Facts, r: Rates, slots: np.ndarray, kernels: list[_Kernel],
-              kidx: np.ndarray) -> np.ndarray:
+def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray) -> np.ndarray:
     """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order, per
     row (row i: kernel kidx[i])."""
     ctas, m = f.ctas, len(f.ctas)
@@ -567,14 +616,15 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, kernels: list[_Kernel],
     out = np.where(ctas <= slots, d, np.maximum(-(-ctas // slots) * d_c, ctas * d / slots))
     # unequal CTAs: durations of one period summed with the shared bandwidth, one by one
     # without (rows grouped by kernel period length)
-    periods = [k.facts[1] for k in kernels]
-    length = np.array([0 if pr is None else len(pr[0]) for pr in periods])[kidx]
+    periods = b.periods
+    pid = b.pidx[kidx]
+    length = np.array([0] + [len(pr[0]) for pr in periods])[pid + 1]
     for size in (x for x in _present(length) if x > 0):
         ix = np.nonzero(length == size)[0]
-        ks = _present(kidx[ix])
-        at = np.searchsorted(ks, kidx[ix])
-        one = np.stack([periods[k][0] for k in ks]).astype(np.float64)[at]
-        msk = np.stack([periods[k][1] for k in ks]).astype(np.float64)[at]
+        ps = _present(pid[ix])
+        at = np.searchsorted(ps, pid[ix])
+        one = np.stack([periods[k][0] for k in ps]).astype(np.float64)[at]
+        msk = np.stack([periods[k][1] for k in ps]).astype(np.float64)[at]
         reps = f.reps[ix]
         d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
                  + f.total_masked[ix] / reps * extra[ix])
@@ -664,69 +714,109 @@ class KernelTimes(list):
 ONE_PASS = 32  # kernels of a batch up to which every relief is predicted in one pass
 
 
+@dataclass
+class Predicted:
+    """predict_batch's answer, per kernel of the batch: seconds (launch included), the busiest
+    unit or level (an index of LIMITS) and its share of its efficient peak; with limiters, the
+    seconds with each relief (NaN: not predicted), their lower bounds, each kernel's limiter and
+    each group's."""
+
+    seconds: np.ndarray
+    busiest: np.ndarray
+    util: np.ndarray
+    relaxed: np.ndarray | None = None
+    lower: np.ndarray | None = None
+    bound: list | None = None
+    group_bound: list = field(default_factory=list)
+
+
+def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None = None,
+                  kernel_bounds: bool = True) -> Predicted:
+    """Predicted times of a batch of kernels, and the limiter of each group of them (`starts`:
+    where each group of contiguous rows, e.g. the kernels of one Plan, begins; its limiter is
+    what shortens its summed time most). One numpy pass over every kernel at its profile's
+    rates, then one over the reliefs that can be a kernel's or a group's limiter: those whose
+    lower bound is within best_relief's margin of the launch relief's exact time (any other
+    leaves more time than a relief already known). A small batch (ONE_PASS) predicts every
+    relief in the first pass: numpy's cost per call outweighs the rows."""
+    n, nr = len(b), len(RELIEFS)
+    every = limiter_too and n <= ONE_PASS
+    step = nr + 1 if every else 1
+    busy_all, limits_all = _busy(b, np.repeat(np.arange(n), step), _rep(np.arange(step), n))
+    at = np.arange(n) * step
+    busy = busy_all[at]
+    lim = np.stack([limits_all[u][at] for u in LIMITS], axis=1)
+    launch = b.launch
+    busiest = lim.argmax(axis=1)
+    util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
+    out = Predicted(busy + launch, busiest, util)
+    if not limiter_too:
+        return out
+    relaxed = np.full((n, nr), np.nan)
+    if every:
+        relaxed[:] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
+    need = np.ones((n, nr), bool)
+    # a rate the kernel never uses changes nothing (latency and launch: always used)
+    need[:, LIMIT_AT] = lim > 0
+    need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
+    lower = _lower(busy, launch, lim, need, relaxed)
+    starts = np.zeros(0, np.int64) if starts is None else np.asarray(starts, np.int64)
+    grp = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+    sums = np.add.reduceat(lower, starts, axis=0) if len(starts) else np.zeros((0, nr))
+
+    def predict(want: np.ndarray) -> None:  # the wanted reliefs not known yet
+        ki, xi = np.nonzero(want & np.isnan(relaxed))
+        if len(ki):
+            again, _ = _busy(b, ki, xi + 1)
+            relaxed[ki, xi] = again + launch[ki]
+
+    if kernel_bounds or not len(starts):
+        want = lower <= lower[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN)
+        if len(starts):
+            want |= (sums <= sums[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN))[grp]
+        predict(want)
+    else:  # groups' limiters alone: first each group's most promising relief, then the ones
+        # whose lower bound could still beat the best found (best_relief's search, batched)
+        pick = sums.argmin(axis=1)
+        first = np.zeros(sums.shape, bool)
+        first[np.arange(len(sums)), pick] = True
+        predict(first[grp])
+        best = np.minimum(np.add.reduceat(relaxed[np.arange(n), pick[grp]], starts),
+                          np.add.reduceat(relaxed[:, LAUNCH], starts))
+        predict((sums <= best[:, None] * (1 + MARGIN))[grp])
+    out.relaxed, out.lower = relaxed, lower
+    out.bound = _chosen(relaxed) if kernel_bounds else None
+    if len(starts):  # NaN where one kernel's is unknown
+        out.group_bound = _chosen(np.add.reduceat(relaxed, starts, axis=0))
+    return out
+
+
 def predict_many(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]],
                  limiter_too: bool = True,
                  groups: Sequence[range] = ()) -> tuple[list[KernelTime], list[str]]:
     """Predicted times of many kernels at once (kernel_time's, one per job, in order), and the
-    limiter of each group of jobs (`groups`: contiguous ranges, the kernels of one Plan, whose
-    summed time plan_bound's limiter shortens most). One numpy pass over every kernel at its
-    profile's rates, then one over the reliefs that can be a kernel's or a group's limiter:
-    those whose lower bound is within best_relief's margin of the launch relief's exact time
-    (any other leaves more time than a relief already known). A small batch (ONE_PASS)
-    predicts every relief in the first pass: numpy's cost per call outweighs the rows."""
+    limiter of each group of jobs (`groups`: contiguous ranges, the kernels of one Plan):
+    predict_batch of their Batch, as KernelTimes."""
     if not jobs:
         return [], []
-    kernels = [_Kernel(_facts(k, d, hw, p), _rates(k, hw, p), hw.launch_overhead_s)
-               for k, d, hw, p in jobs]
-    n, nr = len(kernels), len(RELIEFS)
-    every = limiter_too and n <= ONE_PASS
-    step = nr + 1 if every else 1
-    busy_all, limits_all = _busy(kernels, np.repeat(np.arange(n), step), _rep(np.arange(step), n))
-    at = np.arange(n) * step
-    busy = busy_all[at]
-    lim = np.stack([limits_all[u][at] for u in LIMITS], axis=1)
-    launch = np.array([k.launch for k in kernels])
-    busiest = lim.argmax(axis=1)
-    util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
-    seconds = busy + launch
-    relaxed = lower = bound = None
-    group_bounds: list = [None] * len(groups)
-    if limiter_too:
-        relaxed = np.full((n, nr), np.nan)
-        if every:
-            relaxed[:] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
-        need = np.ones((n, nr), bool)
-        # a rate the kernel never uses changes nothing (latency and launch: always used)
-        need[:, LIMIT_AT] = lim > 0
-        need[:, RELIEFS.index("port")] = [k.facts[0][FACTS.index("need_port")] > 0 for k in kernels]
-        lower = _lower(busy, launch, lim, need, relaxed)
-        want = lower <= lower[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN)
-        starts = np.array([g.start for g in groups], np.int64)
-        if len(starts):
-            sums = np.add.reduceat(lower, starts, axis=0)
-            grp = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
-            want |= (sums <= sums[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN))[grp]
-        ki, xi = np.nonzero(want & np.isnan(relaxed))
-        if len(ki):
-            again, _ = _busy(kernels, ki, xi + 1)
-            relaxed[ki, xi] = again + launch[ki]
-        bound = _chosen(relaxed)
-        if len(starts):  # NaN where one kernel's is unknown
-            group_bounds = _chosen(np.add.reduceat(relaxed, starts, axis=0))
+    b = batch_of(jobs)
+    pr = predict_batch(b, limiter_too, np.array([g.start for g in groups], np.int64))
+    group_bounds = (pr.group_bound or [None] * len(groups)) if groups else []
 
     def lazy(i: int) -> Callable[[str], float]:
         def again(x: str) -> float:
-            b, _ = _busy([kernels[i]], np.zeros(1, np.int64), np.array([1 + RELIEFS.index(x)]))
-            return float(b[0]) + kernels[i].launch
+            busy, _ = _busy(b, np.array([i]), np.array([1 + RELIEFS.index(x)]))
+            return float(busy[0]) + float(b.launch[i])
         return again
 
+    occs = b.table[:, FACTS.index("occ")]
     times = []
     for i, (k, _, hw, _) in enumerate(jobs):
-        occ, u = int(kernels[i].facts[0][2]), LIMITS[busiest[i]]
-        kt = KernelTime(float(seconds[i]), u, occ, k.ctas / (occ * hw.sm_count), float(util[i]), u)
+        occ, u = int(occs[i]), LIMITS[pr.busiest[i]]
+        kt = KernelTime(float(pr.seconds[i]), u, occ, k.ctas / (occ * hw.sm_count), float(pr.util[i]), u)
         if limiter_too:
-            kt = KernelTime(kt.seconds, bound[i], occ, kt.waves, kt.util, u,
-                            _Reliefs(relaxed[i]), _Reliefs(lower[i]), lazy(i))
+            kt = KernelTime(kt.seconds, pr.bound[i], occ, kt.waves, kt.util, u,
+                            _Reliefs(pr.relaxed[i]), _Reliefs(pr.lower[i]), lazy(i))
         times.append(kt)
     return times, group_bounds
 

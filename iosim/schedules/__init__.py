@@ -22,6 +22,33 @@ SCHEDULES = {"naive": naive.plan, "standard": standard.plan, "fa1": fa1.plan,
 ALL = [s for s in SCHEDULES if s != "decode"]
 
 
+# the Problem fields a shape shares: all but batch, heads and kv_heads, which scale every
+# count of its Plans (iosim.analysis.table); heads / kv_heads is part of the shape
+SHAPE_FIELDS = tuple(f for f in Problem.model_fields if f not in ("batch", "heads", "kv_heads"))
+# the schedules whose Plans also choose something from batch x heads: that choice (`layout`)
+LAYOUTS = {"fa1": fa1.layout, "decode": decode.layout, "standard": standard.layout}
+# the schedules whose counts are affine, not proportional, in batch x kv_heads: the papers'
+# PyTorch baseline builds its causal mask once (Nq x Nk), whatever the batch and heads
+AFFINE = {"standard"}
+
+
+def shape(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
+          tuned: knobs.TunedTiles | None = None) -> tuple | None:
+    """What `name`'s Plan for `problem` depends on besides the counts that grow with
+    batch x kv_heads: problems with the same shape have Plans alike but for those counts.
+    None: a problem whose shape is its own (a ragged batch, or one the layout refuses)."""
+    if problem.seqlens_k is not None:
+        return None
+    key = (*(getattr(problem, f) for f in SHAPE_FIELDS), problem.group)
+    layout = LAYOUTS.get(name)
+    if layout is not None:
+        try:
+            key += (layout(problem, hw, knobs.resolve(tuned, name, problem, hw, tiles)[0]),)
+        except InputError:
+            return None
+    return key
+
+
 def defaults_for(problem: Problem) -> list[str]:
     """The schedules predict shows for a problem when none are named."""
     return ALL + (["decode"] if decode.takes(problem) else [])
@@ -49,4 +76,4 @@ def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(
     return pl
 
 
-__all__ = ["ALL", "SCHEDULES", "Tiles", "defaults_for", "plan"]
+__all__ = ["AFFINE", "ALL", "SCHEDULES", "Tiles", "defaults_for", "plan", "shape"]

@@ -151,6 +151,16 @@ def runs_of(q: Problem, bn: int, s: int) -> list[range]:
     return [range(min(t1, t0 + i * per), min(t1, t0 + (i + 1) * per)) for i in range(s)]
 
 
+def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> int:
+    """What of decode's Plan depends on batch x heads besides the counts that grow with it:
+    the KV splits (plan's rule, from the CTAs one split launches)."""
+    check(p)
+    bn = t.block_n or bucket(p.head_dim)[0]
+    t0, t1 = key_tiles(p, bn)
+    return t.kv_splits or num_splits(p.batch * p.kv_heads * (p.group // packing(p)), hw.sm_count,
+                                     t1 - t0)
+
+
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     check(p)
     bn0, w0, st0 = bucket(p.head_dim)
@@ -170,8 +180,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         entry, base["PAGE_SIZE"] = "decode_paged_fwd", p.page_size
     smem = SPECS[entry].smem(base, p.elem_bytes)
     check_smem("decode", smem, hw, p)
-    ctas0 = p.batch * p.kv_heads * chunks
-    s = t.kv_splits or num_splits(ctas0, hw.sm_count, t1 - t0)
+    s = t.kv_splits or num_splits(p.batch * p.kv_heads * chunks, hw.sm_count, t1 - t0)
     if t.kv_splits is not None:
         check_splits(p, t0, t1, bn, s)
     if p.seqlens_k is None:

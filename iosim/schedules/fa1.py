@@ -82,7 +82,10 @@ def tiles(p: Problem, hw: HardwareProfile, t: Tiles) -> Tiles:
 REGS = 255  # the kernels' __launch_bounds__(THREADS, 1): the register budget the model assumes
 
 
-def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
+def _setup(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
+    """(tiles, main entry, aux and tile defines, shared memory a CTA, block map, query blocks a
+    CTA, key blocks a CTA): the forward's query-row split and the backward's key-block split
+    fill the CTA slots one head's CTAs share with the others."""
     check_head_dim("fa1", p)
     t = tiles(p, hw, t)
     fwd = p.direction is Direction.fwd
@@ -93,8 +96,6 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     smem = SPECS[main].smem({**aux, **tile, "STAGES": t.stages}, p.elem_bytes)
     check_smem("fa1", smem, hw, p)
     bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
-    # the forward's query-row split, the backward's key-block split: the CTA slots one head's
-    # CTAs share with the others
     probe = KernelPlan(main, (1, 1, 1), 32 * t.warps, smem, REGS, 0, 0, Traffic(), Work())
     slots = ctas_per_sm(probe, hw) * hw.sm_count
     qb = split_blocks(bh, bm.tm, slots, bm.hi) if fwd else bm.tm
@@ -105,6 +106,18 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         kb = min(bm.tn, -(-t.split_cols // t.block_n))  # at least split_cols keys a CTA
     if not fwd and p.deterministic:  # unsplit: dQacc_i read-modify-written in key-block order,
         kb = bm.tn  # not added by atomics in whatever order the splits arrive
+    return t, main, aux, tile, smem, bm, qb, kb
+
+
+def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple[int, int]:
+    """What of fa1's Plan depends on batch x heads besides the counts that grow with it: the
+    (query, key) blocks a CTA takes."""
+    return _setup(p, hw, t)[-2:]
+
+
+def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
+    t, main, aux, tile, smem, bm, qb, kb = _setup(p, hw, t)
+    fwd, bh = p.direction is Direction.fwd, p.bh
     splits = -(-bm.tn // kb)
     defines = kernel_defines(main, **aux, **tile,
                              **({"SPLIT_ROWS": qb * t.block_m} if fwd else

@@ -112,6 +112,17 @@ def scale(name: str, n: int, x: str, e: int) -> KernelPlan:
     return stream(name, n, {x: n * e}, {x: n * e}, Work(alu_flops=n))
 
 
+def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple:
+    """What of the Plan depends on batch x heads besides counts affine in batch x kv_heads:
+    an elementwise launch's CTAs, ceil(elements / PER_CTA), are affine only when one (batch,
+    K/V head) pair's elements fill whole CTAs (else the pairs are part of the layout), and
+    backward, dK's strided copy runs kv_heads x d elements."""
+    g, nq, nk, d = p.group, p.seqlen_q, p.seqlen_k, p.head_dim
+    whole = all(x % PER_CTA == 0 for x in (g * nq * d, nk * d, g * nq * nk, g * nk * d))
+    return (p.kv_heads if p.direction is Direction.bwd else None,
+            None if whole else (p.batch, p.kv_heads))
+
+
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     """The FA papers' benchmark baseline (module docstring)."""
     if p.causal and p.causal_offset and p.causal_align is CausalAlign.bottom_right:

@@ -1,0 +1,380 @@
+"""Predicted rows as columns, for many problems at once: what predict, sweeps and tune run.
+
+Problems that differ only in batch, heads and kv_heads (with the same heads / kv_heads) are the
+same shape (`schedules.shape`): their Plans launch the same kernels with the same tiles, and
+every count (CTAs, bytes, FLOPs) is the same number per (batch, K/V head) pair, times the
+pairs, u = batch x kv_heads. So one Plan, the shape's template, stands for all of them: its
+counts are divided by its own u and multiplied by each problem's, the DRAM estimate and the
+cycle model run once over every (problem, kernel) as numpy arrays (memory.dram_arrays,
+timing.facts_table, timing.predict_batch), and the rows come out as columns. A row of one
+problem planned alone (`predict.rows`) is the same computation with a template of one, so
+there is one implementation; tests/test_vectorised.py holds the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.plan import Plan, ctas_per_sm
+from iosim.core.problem import Problem
+from iosim.core.rows import problem_fields
+from iosim.kernels import kv_splits
+from iosim.model import memory, timing
+from iosim.model.backing import backing, tensor_bytes
+from iosim.schedules import AFFINE, Tiles, plan, shape
+from iosim.schedules.knobs import TunedTiles
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+EXT = {x: i for i, x in enumerate(timing.EXTENSIVE)}
+ROOF = ("tensor", "sfu", "alu", "hbm", "l2", "sram", "launch")  # timing.roofline_terms' order
+INT_MAX = 2.0**62  # counts beyond this stay Python ints (an int64 would overflow)
+ABSENT = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()  # a cell its row lacks (`window`)
+
+
+def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
+    """The Plan, or the InputError its row would raise (a profile with no tensor-core rate for
+    the dtype): checked before a batch, so one such Plan does not stop the others'."""
+    hw.tensor_peak(pl.problem.dtype)
+    return pl
+
+
+def pairs(p: Problem) -> int:
+    """u: the (batch, K/V head) pairs, which every count of a shape's Plan is proportional to."""
+    return p.batch * p.kv_heads
+
+
+@dataclass
+class Template:
+    """A Plan (of its first problem) and the problems of its shape it stands for."""
+
+    plan: Plan
+    hw: HardwareProfile
+    problems: list[Problem]
+    facts: _Shape | None = None  # _shape's, once known
+
+
+class Unscalable(Exception):
+    """A count of the template that is not a whole number per (batch, K/V head) pair."""
+
+
+@dataclass
+class _Raw:
+    """A Plan's counts as flat integer lists (kernel EXTENSIVE counts, DRAM accesses' counts and
+    tensor sizes, Plan totals) and what does not scale."""
+
+    ext: list  # per kernel, EXTENSIVE
+    acc: list  # per access: count, size
+    counts: list  # 2-level read, write, sram, tensor, exp, alu, footprint
+    names: list  # (kernel, tensor, write) per access: the two Plans of a fit must match
+    kin: list  # per access: its kernel's index
+    inten: list
+    periods: list
+    reuse: list
+
+
+def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
+    p = pl.problem
+    size = memory.sizes(p, kv_splits(pl))
+    r = _Raw([], [], [], [], [], [], [], [])
+    for i, k in enumerate(pl.kernels):
+        e, inten, per = timing.kernel_raw(k, hw, p)
+        r.ext.append(list(e))
+        r.inten.append(inten)
+        r.periods.append(per)
+        for is_write, tensors in ((0, k.traffic.reads), (1, k.traffic.writes)):
+            for n, v in tensors.items():
+                r.acc.append([v, size[n]])
+                r.names.append((k.name, n, is_write))
+                r.kin.append(i)
+                r.reuse.append(k.reuse.get(n, 0))
+    t, w = pl.traffic, pl.work
+    r.counts = [t.hbm_read, t.hbm_write, t.sram, w.tensor_flops, w.exp_ops, w.alu_flops,
+                sum(tensor_bytes(pl).values())]
+    return r
+
+
+@dataclass
+class _Shape:
+    """What one template contributes, as flat lists: per kernel its facts and, for every
+    count, a and b of count = a + b x u (u: a problem's pairs); its DRAM accesses likewise;
+    the Plan's totals."""
+
+    ext_a: list  # per kernel, EXTENSIVE
+    ext_b: list
+    inten: list  # per kernel, INTENSIVE
+    rates: list  # per kernel, RATE_FIELDS
+    periods: list  # per kernel: (trips, masked trips) or None
+    kin: list  # per DRAM access: its kernel
+    acc_a: list  # per access: [count, size]
+    acc_b: list
+    reuse: list
+    write: list
+    slots: list  # per kernel: resident CTA slots
+    peaks: list  # datasheet rates (ROOF; launch: the overhead)
+    l2: float
+    counts: tuple[list, list]  # Plan totals (_Raw.counts): a, b
+
+
+def _fit(v0: list, v1: list | None, u0: int, u1: int) -> tuple[list, list]:
+    """(a, b) with v = a + b·u through (u0, v0) and (u1, v1), whole numbers, elementwise;
+    without v1, b = v0 / u0 (a count proportional to u). Unscalable otherwise."""
+    a, b = [], []
+    if v1 is None:
+        for v in v0:
+            q, r = divmod(v, u0)
+            if r:
+                raise Unscalable
+            a.append(0)
+            b.append(q)
+        return a, b
+    for x, y in zip(v0, v1):
+        q, r = divmod(y - x, u1 - u0)
+        if r:
+            raise Unscalable
+        a.append(x - q * u0)
+        b.append(q)
+    return a, b
+
+
+def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | None = None) -> _Shape:
+    """The template's facts, its counts as a + b·u: proportional to u (`scaled`), affine
+    through a `probe` Plan of the same shape at other pairs, or (neither) its own counts
+    (a, with b = 0, for a template of one problem). Unscalable when a count is not whole."""
+    p = pl.problem
+    r = _raw(pl, hw)
+    u0, ne, nk = pairs(p), len(timing.EXTENSIVE), len(pl.kernels)
+    flat = [v for row in r.ext for v in row] + [v for row in r.acc for v in row] + r.counts
+    if probe is not None:
+        r1 = _raw(probe, hw)
+        if r1.names != r.names or len(r1.ext) != nk:
+            raise Unscalable
+        a, b = _fit(flat, [v for row in r1.ext for v in row] + [v for row in r1.acc for v in row]
+                    + r1.counts, u0, pairs(probe.problem))
+    elif scaled:
+        a, b = _fit(flat, None, u0, 0)
+    else:
+        a, b = flat, [0] * len(flat)
+    e, c = ne * nk, ne * nk + 2 * len(r.acc)
+    tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, p.dtype)
+    return _Shape(
+        [a[i:i + ne] for i in range(0, e, ne)], [b[i:i + ne] for i in range(0, e, ne)],
+        r.inten, [timing._rates(k, hw, p) for k in pl.kernels], r.periods, r.kin,
+        [a[i:i + 2] for i in range(e, c, 2)], [b[i:i + 2] for i in range(e, c, 2)],
+        r.reuse, [n[2] for n in r.names],
+        [ctas_per_sm(k, hw) * hw.sm_count for k in pl.kernels],
+        [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
+        hw.l2_bytes * hw.efficiency.l2_capacity, (a[c:], b[c:]))
+
+
+def _plan_columns(pl: Plan) -> dict:
+    """The columns a template's rows share, besides the problem's."""
+    m = pl.main
+    return {"block_m": pl.block_m, "block_n": pl.block_n,
+            "warps": m.defines.get("NUM_WARPS", m.threads // 32), "stages": m.stages,
+            "split_rows": m.defines.get("SPLIT_ROWS"),  # fa1's query rows per CTA
+            "split_cols": m.defines.get("SPLIT_COLS")}  # fa1 backward's key rows per CTA
+
+
+def _rows_of(sizes: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Templates t with sizes[t] items (kernels, accesses) each over m[t] problems, item by
+    item within a problem, problem by problem: per row (its template, its problem's index
+    among all problems, the item's index within the template)."""
+    per = sizes * m
+    t = np.repeat(np.arange(len(sizes)), per)
+    within = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
+    size = np.maximum(sizes[t], 1)
+    return t, np.repeat(np.cumsum(m) - m, per) + within // size, within % size
+
+
+def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, list]:
+    """The rows (predict's shared columns) of every problem of every template, in order, as
+    columns: lists of Python values, one entry per row (a column a row lacks, e.g. `window`,
+    holds ABSENT there). Without `limiter`, `bound` is None: the time alone (a cost function's
+    need) takes one prediction a kernel, the limiter up to one more per relief."""
+    shapes = [t.facts or _shape(t.plan, t.hw, len(t.problems) > 1) for t in templates]
+    us = [[pairs(p) for p in t.problems] for t in templates]
+    m = np.array([len(u) for u in us])
+    u_all = np.array([x for u in us for x in u], np.int64)
+    uf = u_all.astype(np.float64)
+    # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
+    nk = np.array([len(sh.inten) for sh in shapes])
+    k0 = np.cumsum(nk) - nk  # each template's first kernel among all templates' kernels
+    periods, pid = [], []
+    for sh in shapes:
+        for per in sh.periods:
+            pid.append(-1 if per is None else len(periods))
+            if per is not None:
+                periods.append(per)
+    kt, kp, ki = _rows_of(nk, m)
+    k = k0[kt] + ki  # each row's kernel
+    gather = lambda rows, name: np.array([x for sh in shapes for x in getattr(sh, name)],  # noqa: E731
+                                         np.float64)[rows]
+    ext = gather(k, "ext_a") + gather(k, "ext_b") * uf[kp][:, None]
+    inten, rates = gather(k, "inten"), gather(k, "rates")
+    peaks = np.array([sh.peaks for sh in shapes], np.float64)[kt]
+    slots = gather(k, "slots")
+    l2 = np.array([sh.l2 for sh in shapes])[kt]
+    # every (problem, DRAM access)
+    na = np.array([len(sh.kin) for sh in shapes])
+    at, ap, ai = _rows_of(na, m)
+    a = (np.cumsum(na) - na)[at] + ai  # each row's access
+    row0 = np.cumsum(nk * m) - nk * m  # each template's first (problem, kernel) row
+    kin = row0[at] + (ap - (np.cumsum(m) - m)[at]) * nk[at] + np.array(
+        [x for sh in shapes for x in sh.kin], np.int64)[a]
+    acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None]
+    dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], gather(a, "reuse"),
+                                        gather(a, "write").astype(bool), ext[:, EXT["ctas"]],
+                                        slots, l2)
+    b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
+                     peaks[:, ROOF.index("launch")], periods, np.array(pid, np.int64)[k])
+    nks = np.repeat(nk, m)
+    starts = (np.cumsum(nks) - nks).astype(np.int64)
+    pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
+
+    # per (problem, kernel): the roofline's terms, the time's
+    two = ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]]
+    terms = np.stack([ext[:, EXT["flops"]], ext[:, EXT["exps"]], ext[:, EXT["alu"]],
+                      dram_r + dram_w, two, ext[:, EXT["sram"]], np.ones(len(ext))], axis=1)
+    terms = terms / np.where(np.arange(len(ROOF)) == ROOF.index("launch"), 1.0, peaks)
+    terms[:, ROOF.index("launch")] = peaks[:, ROOF.index("launch")]
+    roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
+
+    def per_plan(x: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(x, starts)
+
+    # the Plan's largest kernel (the first of equals), by roofline and by predicted time
+    def largest(x: np.ndarray) -> np.ndarray:
+        top = np.maximum.reduceat(x, starts)
+        hit = x == np.repeat(top, nks)
+        first = np.flatnonzero(hit)
+        owner = np.repeat(np.arange(len(starts)), nks)[first]
+        keep = np.concatenate([[True], owner[1:] != owner[:-1]])
+        return first[keep]
+
+    t_roof, t_pred = per_plan(roof_s), per_plan(pred.seconds)
+    d_r, d_w = per_plan(dram_r), per_plan(dram_w)
+    roof_at, main_at = largest(roof_s), largest(pred.seconds)
+
+    # the columns: a template's values repeated over its problems, or one value a problem
+    rep = lambda vals: np.repeat(np.array(vals, dtype=object), m).tolist()  # noqa: E731
+    fields = [problem_fields(t.plan.problem) for t in templates]
+    out: dict[str, list] = {"hw": rep([t.hw.name for t in templates]),
+                            "schedule": rep([t.plan.schedule for t in templates])}
+    for name in dict.fromkeys(k for f in fields for k in f):
+        out[name] = rep([f.get(name, ABSENT) for f in fields])
+    probs = [p for t in templates for p in t.problems]
+    out["batch"] = [p.batch for p in probs]
+    out["heads"] = [p.heads for p in probs]
+    out["kv_heads"] = [p.kv_heads for p in probs]
+    plan_cols = [_plan_columns(t.plan) for t in templates]
+    for name in plan_cols[0]:
+        out[name] = rep([c[name] for c in plan_cols])
+    # Plan totals, a + b·u: whole numbers (Python ints beyond int64's reach)
+    a = np.array([sh.counts[0] for sh in shapes], dtype=object)
+    b = np.array([sh.counts[1] for sh in shapes], dtype=object)
+    big = (np.abs(a).max(axis=0) + np.abs(b).max(axis=0) * float(u_all.max())) >= INT_MAX
+    counts = []
+    for j in range(a.shape[1]):
+        aj, bj = np.repeat(a[:, j], m), np.repeat(b[:, j], m)
+        if big[j]:
+            counts.append([x + y * int(z) for x, y, z in zip(aj, bj, u_all)])
+        else:
+            counts.append((aj.astype(np.int64) + bj.astype(np.int64) * u_all).tolist())
+    rd, wr, sram, tf, ex, alu, foot = counts
+    dr, dw = d_r.astype(np.int64).tolist(), d_w.astype(np.int64).tolist()
+    out.update({
+        "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
+        "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
+        "tensor_flops": tf, "exp_ops": ex, "alu_flops": alu,
+        "intensity_flop_per_byte": [(x + y) / max(r + w, 1) for x, y, r, w in zip(tf, alu, dr, dw)],
+        "time_roofline_ms": (t_roof * 1e3).tolist(),
+        "bound_roofline": [ROOF[j] for j in roof_bound[roof_at]],
+        "time_pred_ms": (t_pred * 1e3).tolist(),
+        "tflops_pred": [p.fa_flops() / x / 1e12 for p, x in zip(probs, t_pred.tolist())],
+        # the limiter: what a 2x rate shortens most
+        "bound": pred.group_bound if limiter else [None] * len(probs),
+        # the main kernel's busiest unit, and its share of its efficient peak
+        "busiest": [timing.LIMITS[j] for j in pred.busiest[main_at]],
+        "util_pct": (100 * pred.util[main_at]).tolist(),
+        "kernels": np.repeat([len(t.plan.kernels) for t in templates], m).tolist(),
+        # the tensors' HBM at once, against the card's: a problem that cannot run says so
+        "hbm_footprint_bytes": foot,
+        "fits": [f <= c for f, c in zip(foot, rep([t.hw.hbm_capacity_bytes for t in templates]))],
+        # kernel (this project's), published (someone's), or hypothetical (the model's alone)
+        "backing": rep([backing(t.plan, t.hw) for t in templates]),
+        "notes": rep([t.plan.notes for t in templates])})
+    return out
+
+
+def as_rows(cols: dict[str, list]) -> list[dict]:
+    """Columns as one dict per row, without the columns a row lacks."""
+    names = list(cols)
+    n = len(cols[names[0]]) if names else 0
+    return [{c: v for c in names if (v := cols[c][i]) is not ABSENT} for i in range(n)]
+
+
+def concat(parts: Sequence[dict[str, list]]) -> dict[str, list]:
+    """Columns of several tables end to end (a column a part lacks: ABSENT there)."""
+    names = list(dict.fromkeys(c for part in parts for c in part))
+    out: dict[str, list] = {c: [] for c in names}
+    for part in parts:
+        n = len(next(iter(part.values()))) if part else 0
+        for c in names:
+            out[c] += part.get(c, [ABSENT] * n)
+    return out
+
+
+def take(cols: dict[str, list], rows: Sequence[int]) -> dict[str, list]:
+    """These rows of the columns, in this order."""
+    return {c: [col[i] for i in rows] for c, col in cols.items()}
+
+
+def as_frame(cols: dict[str, list]) -> pd.DataFrame:
+    """Columns as a DataFrame (a cell a row lacks: missing, as in a frame of as_rows' dicts)."""
+    import pandas as pd
+
+    return pd.DataFrame({c: [None if v is ABSENT else v for v in col] if ABSENT in col else col
+                         for c, col in cols.items()})
+
+
+def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,
+              tiles: Tiles = Tiles(), tuned: TunedTiles | None = None,
+              check: bool = True) -> tuple[list[Template], list[int], list[tuple[InputError, int]]]:
+    """The problems grouped by shape, each group's template planned (its first problem's Plan):
+    (templates, the problems' indices in the templates' order, (error, problems) of the shapes
+    that cannot be planned). A template whose counts are not whole per pair (none is known)
+    gives way to one Plan per problem."""
+    groups: dict = {}
+    for i, p in enumerate(problems):
+        key = shape(schedule, p, hw, tiles, tuned)
+        groups.setdefault(("alone", i) if key is None else key, []).append(i)
+    out, order, errors = [], [], []
+    for idx in groups.values():
+        try:
+            pl = predictable(plan(schedule, problems[idx[0]], hw, tiles, check=check, tuned=tuned), hw)
+        except InputError as e:
+            errors.append((e, len(idx)))
+            continue
+        members = [problems[i] for i in idx]
+        try:
+            probe = None
+            if schedule in AFFINE and len(idx) > 1:  # a second point of the line
+                p1 = members[0].model_copy(update={"batch": 2 * members[0].batch})
+                probe = plan(schedule, p1, hw, tiles, check=check, tuned=tuned)
+            facts = _shape(pl, hw, len(idx) > 1, probe)
+        except Unscalable:
+            for i in idx:
+                out.append(Template(predictable(plan(schedule, problems[i], hw, tiles, check=check,
+                                                     tuned=tuned), hw), hw, [problems[i]]))
+                order.append(i)
+            continue
+        out.append(Template(pl, hw, members, facts))
+        order += idx
+    return out, order, errors
