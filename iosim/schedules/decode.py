@@ -180,7 +180,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         entry, base["PAGE_SIZE"] = "decode_paged_fwd", p.page_size
     smem = SPECS[entry].smem(base, p.elem_bytes)
     check_smem("decode", smem, hw, p)
-    s = t.kv_splits or num_splits(p.batch * p.kv_heads * chunks, hw.sm_count, t1 - t0)
+    s = layout(p, hw, t)
     if t.kv_splits is not None:
         check_splits(p, t0, t1, bn, s)
     if p.seqlens_k is None:
