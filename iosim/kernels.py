@@ -89,22 +89,26 @@ INDEX_TENSORS = frozenset({"BlockTable", "dQsem"})  # int32: 4 bytes an element
 ZEROED_TENSORS = frozenset({"dQsem"})  # allocated zero: flags the kernel leaves as it found them
 
 
+def _dims(p: Problem, splits: int) -> dict[str, int]:
+    pages = -(-p.seqlen_k // p.page_size) if p.page_size else 0
+    return {"B": p.batch, "H": p.heads, "KVH": p.kv_heads, "Nq": p.seqlen_q, "Nk": p.seqlen_k,
+            "d": p.head_dim, "Nk16": -(-p.seqlen_k // 16) * 16, "S": splits, "NP": pages,
+            "NPG": p.batch * pages, "PG": p.page_size or 0, "QB": -(-p.seqlen_q // 64), "C": 2}
+
+
 def tensor_shape(p: Problem, name: str, splits: int = 1) -> tuple[int, ...]:
     """`splits`: the KV splits of a split-KV Plan (`kv_splits`), the partials' S."""
-    pages = -(-p.seqlen_k // p.page_size) if p.page_size else 0
-    dims = {"B": p.batch, "H": p.heads, "KVH": p.kv_heads, "Nq": p.seqlen_q, "Nk": p.seqlen_k,
-            "d": p.head_dim, "Nk16": -(-p.seqlen_k // 16) * 16, "S": splits, "NP": pages, "NPG": p.batch * pages,
-            "PG": p.page_size or 0, "QB": -(-p.seqlen_q // 64), "C": 2}
+    dims = _dims(p, splits)
     return tuple(dims[x] for x in TENSORS[name].shape)
 
 
 def tensor_sizes(p: Problem, splits: int = 1) -> dict[str, int]:
     """Bytes of every named tensor in HBM, under the launcher's and the counts' names."""
-    out, e = {}, io_bytes(p)
+    out, e, dims = {}, io_bytes(p), _dims(p, splits)
     for n, t in TENSORS.items():
         elems = 1
-        for x in tensor_shape(p, n, splits):
-            elems *= x
+        for x in t.shape:
+            elems *= dims[x]
         out[MODEL_NAMES.get(n, n)] = elems * (t.nbytes or (F32 if t.f32 else e))
     return out
 

@@ -562,13 +562,19 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     row (row i: kernel kidx[i])."""
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
+
+    def three(plain, masked, epi):  # (3, m) -> one array of 3m entries
+        return np.concatenate(np.broadcast_arrays(plain, masked, epi))
+
     # three trips per row in one Trip of 3m entries: a plain loop trip, a masked one (the
-    # mask's ALU work on top) and the epilogue (the work done once per CTA)
-    trips = Trip.of(np.concatenate([f.a_flops, f.a_flops, f.o_flops]),
-                    np.concatenate([f.a_exps, f.a_exps, f.o_exps]),
-                    np.concatenate([f.a_alu, f.a_alu + f.mask, f.o_alu]),
-                    np.concatenate([f.a_sram, f.a_sram, np.zeros(m)]),
-                    _rep(f.warps, 3), _tile(r, 3), _rep(f.cyc, 3))
+    # mask's ALU work on top) and the epilogue (the work done once per CTA); the rates and
+    # the per-row facts broadcast over the three
+    parts = Trip.of(np.stack([f.a_flops, f.a_flops, f.o_flops]),
+                    np.stack([f.a_exps, f.a_exps, f.o_exps]),
+                    np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
+                    np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc)
+    trips = Trip(*(np.broadcast_to(getattr(parts, x), (3, m)).ravel()
+                   for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under
     fill = np.where(f.policy == POLICIES["warpspecialized"],
@@ -577,37 +583,29 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
 
     # Durations of one CTA when `conc` CTAs run at once: with the global bandwidth split
     # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
-    # costs however bandwidth is shared; the two side by side, [with | without].
-    n = _rep(-(-conc // f.sms), 2)  # resident per SM on the busiest SMs
-    share = np.concatenate([conc, np.zeros(m)])
-    r2 = _tile(r, 2)
+    # costs however bandwidth is shared: [with, without].
+    n = -(-conc // f.sms)  # resident per SM on the busiest SMs
 
     def port(rd, wr):  # through this SM's own load/store path
-        return (rd + wr) / r2.port
+        return (rd + wr) / r.port
 
-    def level(rd, wr):  # this CTA's share of L2 and DRAM
-        return share * np.maximum((rd + wr) / r2.l2, (rd * _rep(f.dram_r, 2)
-                                                      + wr * _rep(f.dram_w, 2)) / r2.hbm)
+    def level(rd, wr, share):  # this CTA's share of L2 and DRAM
+        return share * np.maximum((rd + wr) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
 
-    rd, wr = _rep(f.loop_r / f.steps, 2), _rep(f.loop_w / f.steps, 2)
+    rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
     lat = f.nsync * r.load_latency  # round trips the trip waits for
-    zero, loop_port, loop_level = np.zeros(m), port(rd, wr), level(rd, wr)
-
-    def three(loop, epi):  # [plain, masked, epilogue] of both halves (`loop`: 2m, `epi`: m)
-        return np.concatenate([loop[:m], loop[:m], epi, loop[m:], loop[m:], epi])
-
+    zero, loop_port = np.zeros(m), port(rd, wr)
     # the epilogue as an asynchronous trip with no bytes of its own
-    t = _tile(trips, 2).time(
-        three(_rep(f.policy, 2), np.full(m, POLICIES["async"])),
-        three(_rep(f.stages, 2), np.full(m, 2.0)), three(loop_port, zero),
-        three(loop_level, zero), _rep(n[:m], 6), _rep(q, 6),
-        three(_rep(lat, 2), zero)).reshape(2, 3, m)
+    policy, stages = three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0)
+    ports, n3, q3, lat3 = three(loop_port, loop_port, 0.0), three(n, n, n), three(q, q, q), three(lat, lat, 0.0)
+    t = np.stack([trips.time(policy, stages, ports, three(lv, lv, 0.0), n3, q3, lat3)
+                  for lv in (level(rd, wr, conc), zero)]).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
-    rd, wr = _rep(f.fixed_r / ctas, 2), _rep(f.fixed_w / ctas, 2)
+    rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
-    fixed = (pnorm([np.maximum(port(rd, wr), level(rd, wr)), epilogue.ravel()], _rep(q, 2))
-             + _rep(fill, 2)).reshape(2, m)
+    fixed = np.stack([pnorm([np.maximum(port(rd, wr), level(rd, wr, share)), epilogue[i]], q) + fill
+                      for i, share in enumerate((conc, zero))])
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
     # out across waves

@@ -562,17 +562,29 @@ def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
         s = next(s for s in counts if eff(s) >= SPLIT_EFFICIENCY * best)
         return -(-tm // s)
 
-    def makespan(s: int) -> float:
-        qb = -(-tm // s)
-        starts = np.arange(0, tm, qb)
+    counts_, longest, mean, n = _split_work(tm, (hi.dtype.str, hi.tobytes()), outer)
+    spans = np.maximum(longest, np.ceil(bh * n / slots) * mean)  # the makespans, in trips
+    s = counts_[int(np.argmax(spans * SPLIT_EFFICIENCY <= spans.min()))]
+    return -(-tm // int(s))
+
+
+@lru_cache(maxsize=4096)
+def _split_work(tm: int, hi_key: tuple[str, bytes], outer: str) -> tuple[np.ndarray, ...]:
+    """Per split count of a head's tm blocks (those even splits produce, rising): the count,
+    the longest split's work and the mean split's, in trips, and the splits (what the makespan
+    takes from the blocks, whatever batch x heads)."""
+    hi = np.frombuffer(hi_key[1], hi_key[0])
+    counts = sorted({-(-tm // qb) for qb in range(1, tm + 1)})
+    longest, mean, n = [], [], []
+    for s in counts:
+        starts = np.arange(0, tm, -(-tm // s))
         steps = (np.maximum.reduceat(hi, starts) if outer == "max"
                  else np.add.reduceat((hi > 0).astype(np.int64), starts))
         work = np.add.reduceat(hi, starts) + KV_LOAD_TRIPS * steps
-        return max(float(work.max()), math.ceil(bh * len(starts) / slots) * float(work.mean()))
-    spans = {s: makespan(s) for s in counts}
-    best = min(spans.values())
-    s = next(s for s in counts if spans[s] * SPLIT_EFFICIENCY <= best)
-    return -(-tm // s)
+        longest.append(float(work.max()))
+        mean.append(float(work.mean()))
+        n.append(len(starts))
+    return (np.array(counts), np.array(longest), np.array(mean), np.array(n, np.float64))
 
 
 def mask_defines(p: Problem) -> dict[str, int]:
