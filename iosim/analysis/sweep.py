@@ -328,11 +328,12 @@ def profiles(hw_values: list, sets: dict[str, list],
     return out
 
 
-def _rows(job: tuple) -> tuple[list[dict[str, list] | None], Counter]:
-    """Rows of some problems for every (profile, schedule) of the sweep, as columns
-    (iosim.analysis.table): one table per (profile, schedule), problems in order, None where
-    none could be planned. The problems of one shape share a template Plan per (profile,
-    schedule), and all of the chunk's are predicted in one batch."""
+def _rows(job: tuple) -> tuple[list[pd.DataFrame | None], Counter]:
+    """Rows of some problems for every (profile, schedule) of the sweep: one DataFrame per
+    (profile, schedule), problems in order, None where none could be planned. The problems of
+    one shape share a template Plan per (profile, schedule), all of the chunk's are predicted
+    in one batch (iosim.analysis.table), and the frames are built here (a worker's), not by
+    the process that collects them."""
     todo, problems, tuned = job
     skipped: Counter = Counter()
     temps, spans = [], []
@@ -344,22 +345,27 @@ def _rows(job: tuple) -> tuple[list[dict[str, list] | None], Counter]:
         ts, order, errors = table.templates(problems, hw, s, t, tuned)
         for e, n in errors:
             skipped[f"{s}: " + str(e).split(" (allowed")[0].removeprefix(f"{s}: ")] += n
-        spans.append((len(temps), len(ts), order))
+        spans.append(order if ts else None)
         temps += ts
-    cols = table.columns(temps) if temps else {}
-    out: list[dict[str, list] | None] = []
-    at = 0  # the first row of each todo entry's templates
-    for (_, changes, _, _), span in zip(todo, spans):
-        if span is None or not span[1]:
+    if not temps:
+        return [None] * len(todo), skipped
+    # each entry's rows, back in the problems' order, one frame for the chunk
+    perm, at = [], 0
+    for order in spans:
+        if order is not None:
+            perm += [at + j for j in sorted(range(len(order)), key=order.__getitem__)]
+            at += len(order)
+    frame = table.as_frame(table.take(table.columns(temps), perm))
+    out: list[pd.DataFrame | None] = []
+    at = 0
+    for (_, changes, _, _), order in zip(todo, spans):
+        if order is None:
             out.append(None)
             continue
-        order = span[2]
-        rows = range(at, at + len(order))
+        part = frame.iloc[at:at + len(order)].reset_index(drop=True)
         at += len(order)
-        # back to the problems' order
-        part = table.take(cols, [rows[j] for j in sorted(range(len(order)), key=order.__getitem__)])
-        n = len(order)
-        part.update({f"set_{k}": [v] * n for k, v in changes.items()})
+        for k, v in changes.items():
+            part[f"set_{k}"] = v
         out.append(part)
     return out, skipped
 
@@ -539,7 +545,7 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
 
     pts = points(grid)
     expected = pts.expected()
-    per_todo: list[list[dict]] = [[] for _ in pts.todo]  # column tables, chunk by chunk
+    per_todo: list[list[pd.DataFrame]] = [[] for _ in pts.todo]  # frames, chunk by chunk
     planned: Counter = Counter()
     bar = _bar(progress, expected)
     with executor(engine, _workers(workers, expected), scheduler) as pool:
@@ -554,8 +560,9 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
         bar.close()
     total, skipped = pts.totals(planned)
     # schedule, profile, then problems in grid order
-    cols = table.concat([part for acc in per_todo for part in acc])
-    return SweepResult(table.as_frame(cols) if cols else pd.DataFrame(), total, skipped, pts.whatif)
+    frames = [part for acc in per_todo for part in acc]
+    rows = pd.concat(frames, ignore_index=True, sort=False) if frames else pd.DataFrame()
+    return SweepResult(rows, total, skipped, pts.whatif)
 
 
 def sweep(grid: Mapping, progress: bool | None = False) -> pd.DataFrame:
@@ -688,6 +695,8 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
     same grid left (see `parts_dir`); `engine`/`scheduler`: where the chunks run (`executor`)."""
     import time
 
+    import pandas as pd
+
     path = check_writable(path, TABLE_SUFFIXES, force)
     check_engine(engine, scheduler)
     if path.suffix.lower() != ".csv":
@@ -707,7 +716,8 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
     def flush() -> None:  # whole chunks to one part: a part holds all rows of its problems
         nonlocal n_part, held
         if buf:
-            write_table(table.as_frame(table.concat(buf)), parts / f"part-{n_part:06d}{suffix}")
+            write_table(pd.concat(buf, ignore_index=True, sort=False),
+                        parts / f"part-{n_part:06d}{suffix}")
             n_part += 1
             buf.clear()
             held = 0
@@ -718,7 +728,7 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
             for part in res:
                 if part is not None:
                     buf.append(part)
-                    held += len(part["hw"])
+                    held += len(part)
             if held >= PART_ROWS:
                 flush()
             computed += n * len(pts.todo)

@@ -320,17 +320,6 @@ def as_rows(cols: dict[str, list]) -> list[dict]:
     return [{c: v for c in names if (v := cols[c][i]) is not ABSENT} for i in range(n)]
 
 
-def concat(parts: Sequence[dict[str, list]]) -> dict[str, list]:
-    """Columns of several tables end to end (a column a part lacks: ABSENT there)."""
-    names = list(dict.fromkeys(c for part in parts for c in part))
-    out: dict[str, list] = {c: [] for c in names}
-    for part in parts:
-        n = len(next(iter(part.values()))) if part else 0
-        for c in names:
-            out[c] += part.get(c, [ABSENT] * n)
-    return out
-
-
 def take(cols: dict[str, list], rows: Sequence[int]) -> dict[str, list]:
     """These rows of the columns, in this order."""
     return {c: [col[i] for i in rows] for c, col in cols.items()}
