@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # FA3's backward at head_dim 256 (kernels/fa3_bwd.cu's SPLIT_D: two consumer warpgroups splitting
 # head_dim of one 64-key block) on the GPU machine, from the repo root, wheels in .whl/:
-#   STEPS=tests,sanitize,grid bash experiments/fa3_bwd/d256.sh
+#   STEPS=smoke,tests,sanitize,grid bash experiments/fa3_bwd/d256.sh
+# smoke: one ragged causal point run once, plain and deterministic (a hang stops here);
 # tests: tests/test_gpu_backward.py's fa3 cases at d = 256 (NaN-poisoned, fresh random data,
 #   bf16 and fp16: ragged N, Nq != Nk both ways, both causal diagonals, GQA) and the deterministic
 #   mode's same-bits test at d = 256;
@@ -15,12 +16,18 @@ start=$(date +%s)
 . experiments/gpu_env.sh fa3_bwd
 DIR=$DIR/d256
 mkdir -p "$DIR"
-STEPS=${STEPS:-tests,sanitize,grid}
+STEPS=${STEPS:-smoke,tests,sanitize,grid}
 has() { [[ ,$STEPS, == *,$1,* ]]; }
 left() { echo $(( ${LIMIT:-520} - ($(date +%s) - start) )); }
 pt() {  # a point for iosim.gpu.once: seed batch heads kv_heads nq nk causal align det
   echo "{\"schedule\":\"fa3\",\"hw\":\"$HW\",\"seed\":$1,\"batch\":$2,\"heads\":$3,\"kv_heads\":$4,\"seqlen_q\":$5,\"seqlen_k\":$6,\"head_dim\":256,\"causal\":$7,\"causal_align\":\"$8\",\"direction\":\"bwd\",\"deterministic\":$9}"
 }
+if has smoke; then
+  for det in false true; do
+    timeout 90 python3 -m iosim.gpu.once "$(pt 1 1 4 2 1000 1100 true bottom-right $det)" \
+      && echo "smoke deterministic=$det ok" || { echo "smoke deterministic=$det FAILED ($?)"; exit 1; }
+  done 2>&1 | tee "$DIR/smoke.log" || exit 1
+fi
 if has tests; then
   # the fa3 cases with head_dim 256 (their ids are indices: picked by the case tuples)
   ids=$(python3 - <<'EOF'
