@@ -90,13 +90,7 @@
 //     K-major from shared memory, B MN-major: Wgmma<128>::ss_tb; 128 fp32 registers a thread
 //     for the two) and its two 64-column dQ units (columns 64c.., 64(c+2)..) in the same step
 //     (no ping-pong: the barrier already puts the consumers in step, and dQ needs no buffer
-//     a step late).
-//   * Overlap within a consumer: the next step's Sᵀ is issued behind this step's dV, dK and
-//     first dQ unit, and that unit's atomics run under it; the second dQ unit and the next
-//     dPᵀ follow, and the second unit's atomics run under dPᵀ. The exp2, the Pᵀ/dSᵀ stores and
-//     the exchange barrier still leave the tensor cores idle. (The K, V and dQ K-panel
-//     descriptors are recomputed each step, `opaque`: hoisted out of the loop they took the
-//     registers this overlap needs, and ptxas spilled.)
+//     a step late). The consumers' GEMMs do not overlap their own exp2 and stores.
 //   * Per step each consumer reads all of K_j and V_j (Sᵀ, dPᵀ), its half of Q_i, dO_i (twice:
 //     Sᵀ/dPᵀ rows, dK/dV columns) and all of Pᵀ, dSᵀ: the Plan's readers (bwd_readers).
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -225,14 +219,9 @@ __device__ __forceinline__ void issue_dq(float (&acc)[DQ_N / 2], u32 ds_panel, u
                           sw128_desc(k_panel + (u32)(kk * 16 * 128), KV_PANEL), kk > 0);
 }
 
-// A value the compiler must not assume constant across a loop (no hoisted copies of what is
-// derived from it)
-__device__ __forceinline__ void opaque(u32& x) { asm volatile("" : "+r"(x)); }
-
 // SPLIT_D: Sᵀ (or dPᵀ) of all 64 keys (K, V: A) and this consumer's QN queries (B: QN rows
 // of Q_i or dO_i from `y_rows`, a 1024-byte multiple into the tile), as issue_t
 __device__ __forceinline__ void issue_t_half(float (&acc)[QN / 2], u32 x_rows, u32 y_rows) {
-    opaque(x_rows);  // K's or V's 16 descriptors: found again each step, not held in registers
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
         const u32 off = (u32)((kk % 4) * 32);
@@ -398,7 +387,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
     int m_prev = 0;  // query rows of the step whose dQ is pending
     // (dq lives from a B turn to its atomics only: declared there, so that the wgmma's
     // read-write operands do not keep last step's values alive across the A turn)
-    [[maybe_unused]] auto issue_dq_of = [&](float (&dq)[DQ_PER][DQ_N / 2], int step) {
+    auto issue_dq_of = [&](float (&dq)[DQ_PER][DQ_N / 2], int step) {
         const u32 ds_tile = sdS + (u32)(((step + NDS) % NDS) * DS_BYTES);
 #pragma unroll
         for (int t = 0; t < DQ_PER; ++t) {
@@ -407,7 +396,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
                      sK + (u32)(dq_panel(t) * KV_PANEL));
         }
     };
-    [[maybe_unused]] auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step
+    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
 #if DETERMINISTIC  // (under #if, not if: the plain kernel's code stays as it was)
         if (tid == 0)
             sem_wait_eq(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
@@ -476,72 +465,27 @@ fa3_bwd(FA3_BWD_PARAMS) {
             d = __ldg(Dst + q_rows + m0 + qc0 + tid);
         }
     };
-    // The tensor cores' order (FA3 Sec. 3.2's overlap, within a consumer): step it's dV, dK
-    // and first dQ unit; step it+1's Sᵀ, under which the consumer adds that dQ unit; step it's
-    // second dQ unit and step it+1's dPᵀ, under which it adds the second unit. (Sᵀ and dPᵀ
-    // together, beside dK, dV and both dQ units, do not fit the registers: ptxas spills.) Sᵀ and
-    // dPᵀ are issued past the last step too, on a stage never loaded again, and not used (a
-    // wgmma under a condition keeps its accumulators live on both paths): two extra 64 x 64 x
-    // 256 products a CTA, which the Plan does not count.
-    float st_acc[QN / 2], dp_acc[QN / 2];
-    auto issue_s = [&](int it, float (&acc)[QN / 2], u32 tiles, u32 x_rows) {
-        const int s = it % NS;
-        fence_regs<QN / 2>(acc);
-        wgmma_fence();
-        issue_t_half(acc, x_rows, tiles + (u32)(s * Q_BYTES + qc0 * 128));
-        wgmma_commit();
-    };
-    auto wait_full = [&](int it) {
-        if (it < n_iter) mbar_wait(bar(BAR_FULL + it % NS), (u32)(it / NS) & 1u);
-    };
-    // one dQ unit's atomics (DETERMINISTIC: the turn taken before the first, passed on after
-    // the last)
-    auto add_unit = [&](float (&dq)[DQ_N / 2], int t) {
-#if DETERMINISTIC
-        if (t == 0) {
-            if (tid == 0)
-                sem_wait_eq(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
-                            dq_turn(m_prev / BM, Nq, off, (int)n_blk, (int)gridDim.x));
-            named_bar_sync(NB_SEM + c, 128);
-        }
-#endif
-        fence_regs<DQ_N / 2>(dq);
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const int row = m_prev + 64 * dq_rows(t) + kr + 8 * hr;  // a query
-            if (row >= Nq) continue;
-            float* g = dQacc + (q_rows + row) * D + dq_panel(t) * DQ_N + 2 * (lane & 3);
-#pragma unroll
-            for (int nt = 0; nt < DQ_N / 8; ++nt)
-                red_add_f32x2(g + nt * 8, dq[nt * 4 + 2 * hr], dq[nt * 4 + 2 * hr + 1]);
-        }
-#if DETERMINISTIC
-        if (t == DQ_PER - 1) {
-            named_bar_sync(NB_SEM + c, 128);
-            if (tid == 0)
-                sem_release(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
-                            n_blk == 0 ? 0 : dq_turn(m_prev / BM, Nq, off, (int)n_blk, (int)gridDim.x) + 1);
-        }
-#endif
-    };
-    static_assert(DQ_PER == 2, "SPLIT_D: two dQ units a consumer and step");
     float row_l, row_d;
     load_half(0, row_l, row_d);
     mbar_wait(bar(BAR_KV), 0);
-    wait_full(0);
-    issue_s(0, st_acc, sQ, sK);
-    issue_s(0, dp_acc, sdO, sV);
     for (int it = 0; it < n_iter; ++it) {
         const int s = it % NS;
         const int m0 = q_block(it) * BM;
         const u32 q_tile = sQ + (u32)(s * Q_BYTES);
         const u32 do_tile = sdO + (u32)(s * Q_BYTES);
+        mbar_wait(bar(BAR_FULL + s), (u32)(it / NS) & 1u);
         float next_l, next_d;
         load_half(it + 1, next_l, next_d);
 
-        wgmma_wait<0>();  // this step's Sᵀ, dPᵀ
+        float st_acc[QN / 2], dp_acc[QN / 2];
+        wgmma_fence();
+        issue_t_half(st_acc, sK, q_tile + (u32)(qc0 * 128));
+        issue_t_half(dp_acc, sV, do_tile + (u32)(qc0 * 128));
+        wgmma_commit();
+        wgmma_wait<0>();
         fence_regs<QN / 2>(st_acc);
         fence_regs<QN / 2>(dp_acc);
+
         float* st = stat + (2 * c + (it & 1)) * 2 * QN;
         if (tid < QN) {
             st[tid] = row_l == IOSIM_NEG_INF ? -IOSIM_NEG_INF : row_l * IOSIM_LOG2E;
@@ -586,37 +530,22 @@ fa3_bwd(FA3_BWD_PARAMS) {
 
         fence_regs<NT_D * 4>(dv);
         fence_regs<NT_D * 4>(dk);
-        float dq0[DQ_N / 2];
-        fence_regs<DQ_N / 2>(dq0);
         wgmma_fence();
         issue_kv_smem(dv, sP + buf, do_tile + (u32)((DC / 64) * c * Q_PANEL));
         issue_kv_smem(dk, sdS + buf, q_tile + (u32)((DC / 64) * c * Q_PANEL));
-        u32 k_base = sK;
-        opaque(k_base);
-        issue_dq(dq0, sdS + buf + (u32)(dq_rows(0) * DS_PANEL), k_base + (u32)(dq_panel(0) * KV_PANEL));
+        float dq[DQ_PER][DQ_N / 2];
+        issue_dq_of(dq, it);  // this step's dSᵀ buffer
         wgmma_commit();
-        wait_full(it + 1);
-        issue_s(it + 1, st_acc, sQ, sK);
-        wgmma_wait<1>();  // dV, dK, the first dQ unit
+        wgmma_wait<0>();
         fence_regs<NT_D * 4>(dv);
         fence_regs<NT_D * 4>(dk);
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i no longer read
         m_prev = m0;
-        add_unit(dq0, 0);
-        float dq1[DQ_N / 2];
-        fence_regs<DQ_N / 2>(dq1);
-        wgmma_fence();
-        opaque(k_base);
-        issue_dq(dq1, sdS + buf + (u32)(dq_rows(1) * DS_PANEL), k_base + (u32)(dq_panel(1) * KV_PANEL));
-        wgmma_commit();
-        issue_s(it + 1, dp_acc, sdO, sV);
-        wgmma_wait<1>();  // the second dQ unit (and the next Sᵀ)
-        add_unit(dq1, 1);
+        add_dq(dq);
         row_l = next_l;
         row_d = next_d;
     }
-    wgmma_wait<0>();  // the unused products past the last step
 
     // ---- epilogue: dK·scale and dV columns DC·c.. of this thread's keys, from registers
     const size_t kv_out = ((size_t)b * H + h) * (size_t)Nk;
