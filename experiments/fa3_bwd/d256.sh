@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # FA3's backward at head_dim 256 (kernels/fa3_bwd.cu's SPLIT_D: two consumer warpgroups splitting
 # head_dim of one 64-key block) on the GPU machine, from the repo root, wheels in .whl/:
-#   STEPS=smoke,tests,sanitize,grid bash experiments/fa3_bwd/d256.sh
+#   STEPS=smoke,tests,sanitize,grid,ncu bash experiments/fa3_bwd/d256.sh
 # smoke: one ragged causal point run once, plain and deterministic (a hang stops here);
 # tests: tests/test_gpu_backward.py's fa3 cases at d = 256 (NaN-poisoned, fresh random data,
 #   bf16 and fp16: ragged N, Nq != Nk both ways, both causal diagonals, GQA) and the deterministic
@@ -9,14 +9,17 @@
 # sanitize: compute-sanitizer racecheck (then synccheck) on one ragged causal GQA shape,
 #   bottom-right, plain and deterministic;
 # grid: `iosim bench --direction bwd --schedule fa3 --peers torch` at d = 256, N = GRID_N
-#   (default 4096..16384), batch = 16384/N, heads = 2048/256 = 8, causal both, bf16.
+#   (default 4096..16384), batch = 16384/N, heads = 2048/256 = 8, causal both, bf16;
+# ncu (run before the grid, at most 120 s): Nsight Compute's speed of light, memory workload
+#   (L2 throughput, the L2 atomic unit's busy share), tensor pipe and warp stalls of the main
+#   kernel at N = 8192, batch 2, 8 heads, not causal.
 # Logs and CSVs go to $DIR/d256 (experiments/gpu_env.sh); the script stays under LIMIT seconds.
 set -o pipefail
 start=$(date +%s)
 . experiments/gpu_env.sh fa3_bwd
 DIR=$DIR/d256
 mkdir -p "$DIR"
-STEPS=${STEPS:-smoke,tests,sanitize,grid}
+STEPS=${STEPS:-smoke,tests,sanitize,grid,ncu}
 has() { [[ ,$STEPS, == *,$1,* ]]; }
 left() { echo $(( ${LIMIT:-520} - ($(date +%s) - start) )); }
 pt() {  # a point for iosim.gpu.once: seed batch heads kv_heads nq nk causal align det
@@ -53,6 +56,13 @@ if has sanitize; then
       timeout 120 compute-sanitizer --tool $tool python3 -m iosim.gpu.once "$p" 2>&1 | tail -2
     done
   done | tee "$DIR/sanitize.log"
+fi
+if has ncu; then
+  timeout $(( $(left) > 400 ? 120 : $(left) / 4 )) ncu --kernel-name fa3_bwd --launch-count 1 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+    --metrics lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_red.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
+    python3 -m iosim.gpu.once "$(pt 1 2 8 8 8192 8192 false top-left false)" > "$DIR/ncu_n8192.txt" 2>&1
+  grep -E "Duration|Throughput|lts__|sm__pipe|Stall|Warp Cycles" "$DIR/ncu_n8192.txt" | head -24
 fi
 if has grid; then
   timeout $(( $(left) - 10 )) iosim bench --direction bwd --schedule fa3 --seqlen ${GRID_N:-4096..16384} \
