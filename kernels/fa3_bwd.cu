@@ -78,7 +78,8 @@
 // past the end of a head; dK/dV rows >= Nk and dQ rows >= Nq are not stored.
 // HEAD_DIM 256 (SPLIT_D): dK and dV of 64 keys x 256 would take 256 registers a thread, so the
 // two consumers split head_dim instead of the keys (as FlashAttention-3's hopper backward does
-// at hdim 256, there with 80 keys and Sᵀ split by keys): BLOCK_N = 64 keys a CTA, BLOCK_M = 64,
+// at hdim 256, there with 80 keys a CTA, S = Q Kᵀ split by keys between the warpgroups and dKᵀ,
+// dVᵀ, dQᵀ computed transposed, split by head_dim): BLOCK_N = 64 keys a CTA, BLOCK_M = 64,
 // a two-stage Q/dO ring (K, V 64 KB + ring 128 KB + two Pᵀ and two dSᵀ buffers 32 KB + stats
 // 1 KB + alignment 1 KB = 227 KB, the opt-in limit with the 1 KB of static shared memory).
 //   * Each consumer computes Sᵀ and dPᵀ of all 64 keys and ITS HALF of the step's queries (32
@@ -93,6 +94,10 @@
 //     a step late). The consumers' GEMMs do not overlap their own exp2 and stores.
 //   * Per step each consumer reads all of K_j and V_j (Sᵀ, dPᵀ), its half of Q_i, dO_i (twice:
 //     Sᵀ/dPᵀ rows, dK/dV columns) and all of Pᵀ, dSᵀ: the Plan's readers (bwd_readers).
+//   * Measured (docs/results.md, block measured-fa3-bwd-d256-h100): ncu finds L2 the busiest
+//     unit: with 64 keys a CTA each step streams Q_i, dO_i and adds dQ_i for half the keys of
+//     d = 128's CTAs, twice the L2 bytes per FLOP. Issuing the next step's Sᵀ, dPᵀ behind this
+//     step's products (dQ atomics under them) measured slower (commit eeda3b5, reverted).
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "fa3_bwd.cu needs -arch=sm_90a (wgmma, setmaxnreg); it does not run on other GPUs"
 #endif
