@@ -177,12 +177,28 @@ def _fa1_bwd_readers(d: Defines) -> Readers:  # fa1.cu: padded rows, NT3P = 4 or
                              lambda nt3: 2 if nt3 % 4 else 4)
 
 
+def fa3_bwd_split_d(d: Defines) -> bool:
+    """fa3_bwd.cu's SPLIT_D: at head_dim 256 its two consumer warpgroups split head_dim (dK, dV
+    columns) of one block of keys instead of splitting the keys."""
+    return d["HEAD_DIM"] == 256
+
+
+def fa3_bwd_consumers(d: Defines) -> int:
+    """fa3_bwd.cu's consumer warpgroups: one per 64 keys, two at head_dim 256 (SPLIT_D)."""
+    return 2 if fa3_bwd_split_d(d) else max(1, d["BLOCK_N"] // 64)
+
+
 def _fa3_bwd_readers(d: Defines) -> Readers:
     """fa3_bwd.cu: each consumer warpgroup (64 key rows) reads all of Q_i and dO_i (Sᵀ, dPᵀ as
     wgmma B; dK, dV as wgmma B), its own K/V rows once; Pᵀ and dSᵀ feed dV and dK from
     registers, dSᵀ is stored once and read whole by each 64-column dQ panel's wgmmas, K once
-    by each 64-query panel's."""
+    by each 64-query panel's. SPLIT_D (head_dim 256, two consumers): each reads all of K_j and
+    V_j and its half of Q_i's and dO_i's rows (Sᵀ, dPᵀ) and columns (dK, dV); Pᵀ is stored and
+    both read all of Pᵀ and dSᵀ (dV, dK from shared memory)."""
     nc, panels = max(1, d["BLOCK_N"] // 64), max(1, d["HEAD_DIM"] // 64)
+    if fa3_bwd_split_d(d):
+        return Readers(qdo_s=1, kv_s=2, qdo_kv=1, pds_kv=2, k_dq=max(1, d["BLOCK_M"] // 64),
+                       ds_dq=panels, p_back=0, p_smem=1)
     return Readers(qdo_s=nc, kv_s=1, qdo_kv=nc, pds_kv=0, k_dq=max(1, d["BLOCK_M"] // 64),
                    ds_dq=panels, p_back=0, p_smem=0)
 
@@ -279,11 +295,16 @@ def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu's static_asserts
 
 def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
     bm, bn, w, st, dd = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"], d["STAGES"], d["HEAD_DIM"]
-    nc, units = bn // 64, (bm // 64) * (dd // 64)
+    split = fa3_bwd_split_d(d)
+    nc, units = fa3_bwd_consumers(d), (bm // 64) * (dd // 64)
     return [(bm == 64 or (bm == 128 and dd == 64),
              "--block-m 64, or 128 at head_dim 64 (Sᵀ, dPᵀ, dK, dV in registers)"),
             (bn in (64, 128), "--block-n 64 or 128 (one consumer warpgroup per 64 keys)"),
-            (w == bn // 16, f"--warps {bn // 16} (block_n / 16: four per warpgroup)"),
+            (not split or (bm == 64 and bn == 64 and not d["PINGPONG"]),
+             "head_dim 256: --block-m 64 and --block-n 64 (two consumers split head_dim), "
+             "no ping-pong"),
+            (w == 4 * nc, f"--warps {4 * nc} (four per consumer warpgroup: one per 64 keys, "
+             "two at head_dim 256)"),
             (nc >= 1 and units % nc == 0,
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (not d["PINGPONG"] or bn == 128, "ping-pong with two consumers (--block-n 128)"),
@@ -421,8 +442,12 @@ FA3_BULK_ROW = 288  # fa3_bwd.cu DQ_BULK: a staged 64-column fp32 dQ row (+ 32 b
 
 def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 3 dSᵀ; LSE, D x 2 a consumer
     bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]  # (DQ_BULK: + 64
-    return (2 * bn * dd + 2 * st * bm * dd + 3 * bn * bm) * e + 4 * (bn // 64) * bm * F32 \
-        + d.get("DQ_BULK", 0) * (bn // 64) * 64 * FA3_BULK_ROW + FA3_SMEM_ALIGN  # staged rows)
+    # staged rows); SPLIT_D: two dSᵀ and two Pᵀ buffers, each consumer the stats of its half
+    # of the queries
+    nc = fa3_bwd_consumers(d)
+    bufs, rows = (4, bm // nc) if fa3_bwd_split_d(d) else (3, bm)
+    return (2 * bn * dd + 2 * st * bm * dd + bufs * bn * bm) * e + 4 * nc * rows * F32 \
+        + d.get("DQ_BULK", 0) * nc * 64 * FA3_BULK_ROW + FA3_SMEM_ALIGN
 
 
 def _decode_smem(d: Defines, e: int) -> int:  # Q rows + STAGES K/V tile pairs; reused at the end
@@ -495,7 +520,7 @@ _SPECS = [
                ("TmQ", "TmK", "TmV", "TmdO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
                frozenset({"dQacc", "dKx", "dVx"}),
                _GEMM - {"BLOCK_K"} | {"PINGPONG", "DETERMINISTIC", "DQ_BULK"},
-               checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=(64, 128),
+               checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers,
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),

@@ -12,13 +12,15 @@
 //   Causal: query row i sees keys j <= i (top-left), or j <= i + Nk - Nq with
 //   CAUSAL_BOTTOM_RIGHT=1; a row that sees no key (LSE = -inf) contributes nothing.
 // Grid (ceil(Nk/BLOCK_N), H, B): one CTA per key block of one query head. (NC + 1) * 128
-//   threads, NC = BLOCK_N / 64 consumer warpgroups; dynamic shared memory: K, V, the Q / dO
-//   ring, three dSᵀ buffers, two LSE / D buffers per consumer, 1024 bytes of alignment (the byte count:
-//   iosim/kernels.py SPECS["fa3_bwd"].smem).
+//   threads, NC = BLOCK_N / 64 consumer warpgroups (HEAD_DIM 256: 2); dynamic shared memory: K,
+//   V, the Q / dO ring, three dSᵀ buffers (HEAD_DIM 256: two, and two Pᵀ buffers), two LSE / D
+//   buffers per consumer, 1024 bytes of alignment (the byte count: iosim/kernels.py
+//   SPECS["fa3_bwd"].smem).
 //
-// Tile parameters (-D defines from the Plan, iosim/schedules/fa3.py): HEAD_DIM (64 or 128),
+// Tile parameters (-D defines from the Plan, iosim/schedules/fa3.py): HEAD_DIM (64, 128, 256),
 //   BLOCK_M (query rows per step: 64, or 128 at d = 64), BLOCK_N (64 key rows per consumer
-//   warpgroup), NUM_WARPS (consumer warps = BLOCK_N / 16), STAGES (Q/dO ring depth),
+//   warpgroup; HEAD_DIM 256: 64 for both), NUM_WARPS (consumer warps = BLOCK_N / 16; HEAD_DIM
+//   256: 8), STAGES (Q/dO ring depth),
 //   PINGPONG (0/1: the consumers' turns, two consumers only), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT,
 //   DETERMINISTIC (0/1), DQ_BULK (0/1: dQ's reduction, below), ELEM_BF16=1 or ELEM_FP16=1.
 //
@@ -74,8 +76,28 @@
 // Causal: query blocks that see none of the key block are neither loaded nor computed; blocks
 // that cross the diagonal or the ragged Nk edge are masked. Ragged Nq/Nk: TMA zero-fills rows
 // past the end of a head; dK/dV rows >= Nk and dQ rows >= Nq are not stored.
-// head_dim 256 does not fit this design (dK and dV of 64 keys x 256 take 256 registers a
-// thread): that tiling is modelled only (iosim/kernels.py head_dims).
+// HEAD_DIM 256 (SPLIT_D): dK and dV of 64 keys x 256 would take 256 registers a thread, so the
+// two consumers split head_dim instead of the keys (as FlashAttention-3's hopper backward does
+// at hdim 256, there with 80 keys a CTA, S = Q Kᵀ split by keys between the warpgroups and dKᵀ,
+// dVᵀ, dQᵀ computed transposed, split by head_dim): BLOCK_N = 64 keys a CTA, BLOCK_M = 64,
+// a two-stage Q/dO ring (K, V 64 KB + ring 128 KB + two Pᵀ and two dSᵀ buffers 32 KB + stats
+// 1 KB + alignment 1 KB = 227 KB, the opt-in limit with the 1 KB of static shared memory).
+//   * Each consumer computes Sᵀ and dPᵀ of all 64 keys and ITS HALF of the step's queries (32
+//     columns, m64n32 wgmmas: K, V as A, Q_i, dO_i rows 32c.. as B; neither product is
+//     computed twice), then Pᵀ and dSᵀ of that half in registers, and stores both halves to
+//     shared memory (Pᵀ too: dV needs all 64 queries of it, which no consumer holds alone).
+//   * A 256-thread named barrier (NB_XCH): both halves stored. Then consumer c accumulates
+//     dV[:, 128c..] += Pᵀ dO_i[:, 128c..] and dK[:, 128c..] += dSᵀ Q_i[:, 128c..] (A = Pᵀ, dSᵀ
+//     K-major from shared memory, B MN-major: Wgmma<128>::ss_tb; 128 fp32 registers a thread
+//     for the two) and its two 64-column dQ units (columns 64c.., 64(c+2)..) in the same step
+//     (no ping-pong: the barrier already puts the consumers in step, and dQ needs no buffer
+//     a step late). The consumers' GEMMs do not overlap their own exp2 and stores.
+//   * Per step each consumer reads all of K_j and V_j (Sᵀ, dPᵀ), its half of Q_i, dO_i (twice:
+//     Sᵀ/dPᵀ rows, dK/dV columns) and all of Pᵀ, dSᵀ: the Plan's readers (bwd_readers).
+//   * Measured (docs/results.md, block measured-fa3-bwd-d256-h100): ncu finds L2 the busiest
+//     unit: with 64 keys a CTA each step streams Q_i, dO_i and adds dQ_i for half the keys of
+//     d = 128's CTAs, twice the L2 bytes per FLOP. Issuing the next step's Sᵀ, dPᵀ behind this
+//     step's products (dQ atomics under them) measured slower (commit eeda3b5, reverted).
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "fa3_bwd.cu needs -arch=sm_90a (wgmma, setmaxnreg); it does not run on other GPUs"
 #endif
@@ -97,7 +119,11 @@ constexpr int D = HEAD_DIM;
 constexpr int BM = BLOCK_M;
 constexpr int BN = BLOCK_N;
 constexpr int NS = STAGES;
-constexpr int NC = BN / 64;  // consumer warpgroups, 64 key rows each
+// HEAD_DIM 256: the two consumer warpgroups share one block of 64 keys and split head_dim
+// (dK, dV: 128 columns each), Sᵀ and dPᵀ (their 64 queries: 32 each), and dQ (two 64-column
+// units each); see the header
+constexpr bool SPLIT_D = D == 256;
+constexpr int NC = SPLIT_D ? 2 : BN / 64;  // consumer warpgroups, 64 key rows each (but SPLIT_D)
 constexpr int THREADS = 128 * (NC + 1);
 constexpr int PANELS = D / 64;      // 64-column (128-byte) panels of a Q / K / V / dO row
 constexpr int Q_PANEL = BM * 128;   // bytes of one Q (or dO) panel
@@ -105,8 +131,10 @@ constexpr int KV_PANEL = BN * 128;  // bytes of one K (or V) panel
 constexpr int Q_BYTES = BM * D * 2;
 constexpr int KV_BYTES = BN * D * 2;
 constexpr int DS_BYTES = BN * BM * 2;  // one dSᵀ buffer: BN key rows of BM queries (128 bytes)
-constexpr int NT_S = BM / 8;  // n8 column tiles of Sᵀ / dPᵀ per thread (4 floats each)
-constexpr int NT_D = D / 8;   // of dK, dV
+constexpr int QN = SPLIT_D ? BM / NC : BM;  // query columns of Sᵀ / dPᵀ a consumer computes
+constexpr int DC = SPLIT_D ? D / NC : D;     // columns of dK, dV a consumer accumulates
+constexpr int NT_S = QN / 8;  // n8 column tiles of Sᵀ / dPᵀ per thread (4 floats each)
+constexpr int NT_D = DC / 8;  // of dK, dV
 constexpr int KP = BM / 16;   // k16 steps of dV = Pᵀ dO (and dK)
 constexpr int DQ_N = 64;      // columns of dQ per wgmma (one K panel)
 // dQ_i in units of 64 queries x 64 columns (one dSᵀ panel x one K panel), shared out over the
@@ -114,6 +142,10 @@ constexpr int DQ_N = 64;      // columns of dQ per wgmma (one K panel)
 constexpr int DQ_UNITS = (BM / 64) * PANELS;
 constexpr int DQ_PER = DQ_UNITS / NC;  // dQ units per consumer and step
 constexpr int DS_PANEL = BN * 128;     // bytes of one 64-query panel of dSᵀ
+// dSᵀ buffers (dQ a step late: three; SPLIT_D, dQ in the step: two) and, SPLIT_D, two Pᵀ
+// buffers (both consumers' dV read all of Pᵀ, so it goes through shared memory)
+constexpr int NDS = SPLIT_D ? 2 : 3;
+constexpr int NP = SPLIT_D ? 2 : 0;
 constexpr int BULK_ROW = 288;           // DQ_BULK: a staged dQ row (256 bytes + 32: no conflicts)
 static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && D == 128),
               "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC, HEAD_DIM 128 "
@@ -122,15 +154,19 @@ static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && D == 128),
 static_assert(BM == 64 || (BM == 128 && D == 64),
               "BLOCK_M must be 64, or 128 at HEAD_DIM 64 (Sᵀ, dPᵀ, dK, dV in registers)");
 static_assert(BN % 64 == 0 && NC >= 1 && NC <= 2, "BLOCK_N must be 64 or 128");
-static_assert(NUM_WARPS == 4 * NC, "NUM_WARPS must be BLOCK_N/16 (one warpgroup per 64 keys)");
-static_assert(D == 64 || D == 128, "HEAD_DIM must be 64 or 128 (256: modelled only)");
+static_assert(NUM_WARPS == 4 * NC,
+              "NUM_WARPS must be BLOCK_N/16 (one warpgroup per 64 keys; HEAD_DIM 256: 8)");
+static_assert(D == 64 || D == 128 || D == 256, "HEAD_DIM must be 64, 128 or 256");
+static_assert(!SPLIT_D || (BM == 64 && BN == 64 && !PINGPONG),
+              "HEAD_DIM 256: BLOCK_M 64, BLOCK_N 64 (two consumers split head_dim), no ping-pong");
 static_assert(DQ_UNITS % NC == 0, "dQ units (BLOCK_M/64 x HEAD_DIM/64) must share out over the consumers");
 static_assert(NS >= 1, "STAGES must be >= 1");
 // The model's shared-memory readers (iosim/kernels.py SPECS["fa3_bwd"].bwd_readers): every
-// consumer reads all of Q_i and dO_i (W1K: the groups splitting the keys), one warpgroup's
-// panels of queries each read their K panel (W3Q), and each dQ panel's wgmmas read all of dS.
+// consumer reads all of Q_i and dO_i (W1K: the groups splitting the keys; SPLIT_D: each its
+// half, once in all), one warpgroup's panels of queries each read their K panel (W3Q), and each
+// dQ panel's wgmmas read all of dS.
 #ifdef MODEL_W1K
-static_assert(MODEL_W1K == NC && MODEL_W3Q == BM / 64 && MODEL_DS_DQ == PANELS,
+static_assert(MODEL_W1K == (SPLIT_D ? 1 : NC) && MODEL_W3Q == BM / 64 && MODEL_DS_DQ == PANELS,
               "iosim/kernels.py bwd_readers no longer mirrors this kernel");
 #endif
 
@@ -144,7 +180,9 @@ constexpr int NB_TURN = 2;  // + consumer index: its turn at the tensor cores (t
 constexpr int NB_STAT = 4;  // + consumer index: its copy of LSE_i, D_i is in shared memory
 constexpr int NB_SEM = 6;   // + consumer index: its threads around its dQ turn (DETERMINISTIC)
 constexpr int NB_BULK = 8;  // + consumer index: its dQ staging buffer free / written (DQ_BULK)
-static_assert(NB_STAT + 2 <= NB_SEM && NB_SEM + 2 <= NB_BULK && NB_BULK + 2 <= 16,
+constexpr int NB_XCH = 10;  // SPLIT_D: both consumers' Pᵀ, dSᵀ halves stored (256 threads)
+static_assert(NB_DS < NB_TURN && NB_STAT + 2 <= NB_SEM && NB_SEM + 2 <= NB_BULK &&
+                  NB_BULK + 2 <= NB_XCH && NB_XCH < 16,
               "named barriers: two a consumer each, 16 a CTA");
 static_assert(!PINGPONG || NC == 2, "PINGPONG takes two consumer warpgroups (BLOCK_N = 128)");
 
@@ -184,6 +222,28 @@ __device__ __forceinline__ void issue_dq(float (&acc)[DQ_N / 2], u32 ds_panel, u
     for (int kk = 0; kk < BN / 16; ++kk)
         Wgmma<DQ_N>::ss_t(acc, sw128_desc(ds_panel + (u32)(kk * 16 * 128), DS_PANEL),
                           sw128_desc(k_panel + (u32)(kk * 16 * 128), KV_PANEL), kk > 0);
+}
+
+// SPLIT_D: Sᵀ (or dPᵀ) of all 64 keys (K, V: A) and this consumer's QN queries (B: QN rows
+// of Q_i or dO_i from `y_rows`, a 1024-byte multiple into the tile), as issue_t
+__device__ __forceinline__ void issue_t_half(float (&acc)[QN / 2], u32 x_rows, u32 y_rows) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        const u32 off = (u32)((kk % 4) * 32);
+        const u64 da = sw128_desc(x_rows + (u32)((kk / 4) * KV_PANEL) + off, 16);
+        const u64 db = sw128_desc(y_rows + (u32)((kk / 4) * Q_PANEL) + off, 16);
+        Wgmma<QN>::ss(acc, da, db, kk > 0);
+    }
+}
+
+// SPLIT_D: acc (64 keys x DC columns) += A Y_i[:, cols]: A = Pᵀ or dSᵀ from shared memory (64
+// key rows of BM queries, K-major), Y (dO_i or Q_i) from its 64-column panel `y_cols` on (two
+// panels, MN-major, as issue_kv)
+__device__ __forceinline__ void issue_kv_smem(float (&acc)[NT_D * 4], u32 a_tile, u32 y_cols) {
+#pragma unroll
+    for (int kk = 0; kk < KP; ++kk)
+        Wgmma<DC>::ss_tb(acc, sw128_desc(a_tile + (u32)(kk * 32), 16),
+                         sw128_desc(y_cols + (u32)(kk * 16 * 128), Q_PANEL), 1);
 }
 
 // Two floats of an accumulator row to the A-fragment registers of the next product: n8 tiles
@@ -234,11 +294,12 @@ fa3_bwd(FA3_BWD_PARAMS) {
     const u32 sV = sK + KV_BYTES;
     const u32 sQ = sV + KV_BYTES;         // NS x Q_BYTES
     const u32 sdO = sQ + NS * Q_BYTES;    // NS x Q_BYTES
-    const u32 sdS = sdO + NS * Q_BYTES;   // 3 x DS_BYTES
-    const u32 sStat = sdS + 3 * DS_BYTES; // per consumer, 2 x (BM LSE·log2e, BM D) fp32
+    const u32 sdS = sdO + NS * Q_BYTES;   // NDS x DS_BYTES
+    const u32 sP = sdS + NDS * DS_BYTES;  // NP x DS_BYTES (SPLIT_D)
+    const u32 sStat = sP + NP * DS_BYTES; // per consumer, 2 x (QN LSE·log2e, QN D) fp32
     unsigned char* gen = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to `base`
     float* stat = reinterpret_cast<float*>(gen + (sStat - base));
-    const u32 sBulk = sStat + 4 * NC * BM * 4;  // DQ_BULK: 64 x BULK_ROW bytes a consumer
+    const u32 sBulk = sStat + 4 * NC * QN * 4;  // DQ_BULK: 64 x BULK_ROW bytes a consumer
     const u32 bar0 = smem_u32(bars);
     auto bar = [&](int i) { return bar0 + 8u * (u32)i; };
 
@@ -332,7 +393,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
     // (dq lives from a B turn to its atomics only: declared there, so that the wgmma's
     // read-write operands do not keep last step's values alive across the A turn)
     auto issue_dq_of = [&](float (&dq)[DQ_PER][DQ_N / 2], int step) {
-        const u32 ds_tile = sdS + (u32)(((step + 3) % 3) * DS_BYTES);
+        const u32 ds_tile = sdS + (u32)(((step + NDS) % NDS) * DS_BYTES);
 #pragma unroll
         for (int t = 0; t < DQ_PER; ++t) {
             fence_regs<DQ_N / 2>(dq[t]);
@@ -390,6 +451,124 @@ fa3_bwd(FA3_BWD_PARAMS) {
 #endif
     };
 
+#if HEAD_DIM == 256
+    // ---- SPLIT_D: both consumers take all 64 keys; consumer c computes Sᵀ, dPᵀ for queries
+    // QN·c.. of the step, stores its half of Pᵀ and dSᵀ, and after both halves are in (NB_XCH)
+    // accumulates dV, dK columns DC·c.. from all of Pᵀ, dSᵀ (shared memory) and issues its dQ
+    // units of this step. Two Pᵀ / dSᵀ buffers (by step): the buffer step it writes was read by
+    // step it - 2's products, which each consumer waited for before it arrived at step it - 1's
+    // NB_XCH, which the writer passed.
+    (void)sacc; (void)dpacc; (void)pa; (void)da; (void)key0; (void)k_rows; (void)v_rows;
+    const int key_s = n0 + kr;  // this thread's key rows key_s, key_s + 8
+    const int qc0 = QN * c;     // this consumer's first query column of the step
+    auto load_half = [&](int it, float& l, float& d) {  // as load_stats, for queries qc0..
+        l = IOSIM_NEG_INF;
+        d = 0.f;
+        const int m0 = it < n_iter ? q_block(it) * BM : Nq;
+        if (tid < QN && m0 + qc0 + tid < Nq) {
+            l = __ldg(LSE + q_rows + m0 + qc0 + tid);
+            d = __ldg(Dst + q_rows + m0 + qc0 + tid);
+        }
+    };
+    float row_l, row_d;
+    load_half(0, row_l, row_d);
+    mbar_wait(bar(BAR_KV), 0);
+    for (int it = 0; it < n_iter; ++it) {
+        const int s = it % NS;
+        const int m0 = q_block(it) * BM;
+        const u32 q_tile = sQ + (u32)(s * Q_BYTES);
+        const u32 do_tile = sdO + (u32)(s * Q_BYTES);
+        mbar_wait(bar(BAR_FULL + s), (u32)(it / NS) & 1u);
+        float next_l, next_d;
+        load_half(it + 1, next_l, next_d);
+
+        float st_acc[QN / 2], dp_acc[QN / 2];
+        wgmma_fence();
+        issue_t_half(st_acc, sK, q_tile + (u32)(qc0 * 128));
+        issue_t_half(dp_acc, sV, do_tile + (u32)(qc0 * 128));
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs<QN / 2>(st_acc);
+        fence_regs<QN / 2>(dp_acc);
+
+        float* st = stat + (2 * c + (it & 1)) * 2 * QN;
+        if (tid < QN) {
+            st[tid] = row_l == IOSIM_NEG_INF ? -IOSIM_NEG_INF : row_l * IOSIM_LOG2E;
+            st[QN + tid] = row_d;
+        }
+        named_bar_sync(NB_STAT + c, 128);
+        const bool need_mask = n0 + BN > Nk || (IS_CAUSAL && n0 + BN - 1 > m0 + qc0 + off);
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt) {
+            const int qc = nt * 8 + 2 * (lane & 3);
+            const float2 l2 = *reinterpret_cast<const float2*>(st + qc);
+            const float2 d2 = *reinterpret_cast<const float2*>(st + QN + qc);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int key = key_s + (r >> 1) * 8;
+                const int q = m0 + qc0 + qc + (r & 1);
+                float p = fast_exp2(fmaf(st_acc[nt * 4 + r], sl2, -((r & 1) ? l2.y : l2.x)));
+                if (need_mask && (key >= Nk || (IS_CAUSAL && key > q + off))) p = 0.f;
+                st_acc[nt * 4 + r] = p;
+                dp_acc[nt * 4 + r] = p * (dp_acc[nt * 4 + r] - ((r & 1) ? d2.y : d2.x));
+            }
+        }
+        // this consumer's query columns of Pᵀ and dSᵀ (64 key rows of 128 bytes, 16-byte chunks
+        // of 8 queries XOR-swizzled by (row & 7), as the loop below for dSᵀ)
+        const u32 buf = (u32)((it % NDS) * DS_BYTES);
+        unsigned char* p_gen = gen + (sP + buf - base);
+        unsigned char* ds_gen = gen + (sdS + buf - base);
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = kr + 8 * hr;
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt) {
+                const int at = row * 128 + (((qc0 / 8 + nt) ^ (row & 7)) << 4) + 4 * (lane & 3);
+                *reinterpret_cast<u32*>(p_gen + at) =
+                    pack2_elem(st_acc[nt * 4 + 2 * hr], st_acc[nt * 4 + 2 * hr + 1]);
+                *reinterpret_cast<u32*>(ds_gen + at) =
+                    pack2_elem(dp_acc[nt * 4 + 2 * hr], dp_acc[nt * 4 + 2 * hr + 1]);
+            }
+        }
+        fence_proxy_async();
+        named_bar_sync(NB_XCH, 256);
+
+        fence_regs<NT_D * 4>(dv);
+        fence_regs<NT_D * 4>(dk);
+        wgmma_fence();
+        issue_kv_smem(dv, sP + buf, do_tile + (u32)((DC / 64) * c * Q_PANEL));
+        issue_kv_smem(dk, sdS + buf, q_tile + (u32)((DC / 64) * c * Q_PANEL));
+        float dq[DQ_PER][DQ_N / 2];
+        issue_dq_of(dq, it);  // this step's dSᵀ buffer
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs<NT_D * 4>(dv);
+        fence_regs<NT_D * 4>(dk);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i no longer read
+        m_prev = m0;
+        add_dq(dq);
+        row_l = next_l;
+        row_d = next_d;
+    }
+
+    // ---- epilogue: dK·scale and dV columns DC·c.. of this thread's keys, from registers
+    const size_t kv_out = ((size_t)b * H + h) * (size_t)Nk;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const int key = key_s + 8 * hr;
+        if (key >= Nk) continue;
+        elem_t* gk = dK + (kv_out + key) * D + DC * c + 2 * (lane & 3);
+        elem_t* gv = dV + (kv_out + key) * D + DC * c + 2 * (lane & 3);
+#pragma unroll
+        for (int nt = 0; nt < NT_D; ++nt) {
+            *reinterpret_cast<u32*>(gk + nt * 8) =
+                pack2_elem(dk[nt * 4 + 2 * hr] * scale, dk[nt * 4 + 2 * hr + 1] * scale);
+            *reinterpret_cast<u32*>(gv + nt * 8) =
+                pack2_elem(dv[nt * 4 + 2 * hr], dv[nt * 4 + 2 * hr + 1]);
+        }
+    }
+#else
     // LSE and D of query block q_block(it), one row a thread; a row past Nq, or one that sees
     // no key: LSE = +inf makes its P (and dS) zero. Loaded a step ahead of their use: a load
     // issued in the step that reads it waited out its round trip (~1000 cycles), longer than
@@ -522,4 +701,5 @@ fa3_bwd(FA3_BWD_PARAMS) {
                 pack2_elem(dv[nt * 4 + 2 * hr], dv[nt * 4 + 2 * hr + 1]);
         }
     }
+#endif  // HEAD_DIM == 256
 }

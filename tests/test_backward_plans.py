@@ -86,7 +86,7 @@ def test_a100_refuses_fa2_backward_at_d256_in_one_line():
 
 
 @pytest.mark.parametrize("schedule,problem,message", [
-    ("fa3", bwd(256), "head_dim=256 has no real fa3 kernel"),
+    ("fa3", bwd(96), "head_dim=96 has no real backward kernel"),
     ("fa2", bwd(96), "head_dim=96 has no real backward kernel"),
     ("naive", bwd(96), "head_dim=96 has no real backward kernel"),
 ])
@@ -116,6 +116,20 @@ def test_fa3_backward_refuses_tiles_its_kernel_cannot_run(tiles, message):
     with pytest.raises(InputError, match=message):
         plan("fa3", bwd(64), load("h100-sxm5-80gb"), tiles, check=True)
     plan("fa3", bwd(64), load("h100-sxm5-80gb"), Tiles(block_m=128, block_n=128), check=True)
+
+
+def test_fa3_backward_at_d256_takes_its_split_tiles_only():
+    """kernels/fa3_bwd.cu at head_dim 256 (SPLIT_D): 64 x 64 tiles, two consumer warpgroups of
+    four warps splitting head_dim, no ping-pong, 227 KB of shared memory with two stages;
+    other warps, or tiles that do not fit, are refused in one line."""
+    h100 = load("h100-sxm5-80gb")
+    main = plan("fa3", bwd(256), h100, Tiles(), check=True).main
+    assert (main.block_m, main.block_n, main.threads, main.defines["NUM_WARPS"]) == (64, 64, 384, 8)
+    assert main.defines["PINGPONG"] == 0 and main.smem_bytes <= h100.smem_per_block_optin_bytes
+    for tiles, message in ((Tiles(warps=4), "needs --warps 8"), (Tiles(block_n=128), "shared memory")):
+        with pytest.raises(InputError, match=message) as e:
+            plan("fa3", bwd(256), h100, tiles, check=True)
+        assert "\n" not in str(e.value)
 
 
 def test_deterministic_rows_are_their_own_points_and_read_back():

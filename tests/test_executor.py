@@ -154,7 +154,9 @@ def test_fa1_backward_key_block_splits_match_the_closed_form():
 def test_fa3_backward_tiles_count_what_the_kernel_reads():
     """fa3_bwd.cu's tiles (d = 64: 128 x 128, d = 128: 64 x 128): the executor's counts equal
     the closed form, and its shared memory holds no P (dV takes Pᵀ from registers): the same
-    problem's traffic is P's stores, rc elements, below a Plan that stores P."""
+    problem's traffic is P's stores, rc elements, below a Plan that stores P. d = 256 (64 x 64,
+    two consumers splitting head_dim): P is stored, and K_j, V_j (Sᵀ, dPᵀ) and Pᵀ, dSᵀ (dV, dK)
+    are read by both consumers, Q_i and dO_i once in all; causal both diagonals, Nq != Nk."""
     from iosim.core.problem import Problem as P_
     from iosim.kernels import Readers
     from iosim.schedules.base import BlockMap
@@ -170,6 +172,15 @@ def test_fa3_backward_tiles_count_what_the_kernel_reads():
                      p_smem=0)
         stored = flash_bwd(p, blocks, fa1=False, rd=rd._replace(p_smem=1)).traffic.sram
         assert stored - main.traffic.sram / p.bh == blocks.sum_rc() * p.elem_bytes
+    rd = Readers(qdo_s=1, kv_s=2, qdo_kv=1, pds_kv=2, k_dq=1, ds_dq=4, p_back=0, p_smem=1)
+    for nq, nk, align in ((300, 200, "top-left"), (200, 333, "bottom-right")):
+        p = P_(batch=1, heads=2, kv_heads=1, seqlen_q=nq, seqlen_k=nk, head_dim=256,
+               causal=True, causal_align=align, direction="bwd")
+        pl = check("fa3", p, Tiles())  # the Plan's tiles
+        main = next(k for k in pl.kernels if k.name == "fa3_bwd")
+        assert (main.block_m, main.block_n, main.threads, main.defines["PINGPONG"]) == (64, 64, 384, 0)
+        blocks = BlockMap.of(p, 64, 64)
+        assert main.traffic.sram == p.bh * flash_bwd(p, blocks, fa1=False, rd=rd).traffic.sram
 
 
 def test_fa3_deterministic_counts_its_flags():
@@ -179,8 +190,10 @@ def test_fa3_deterministic_counts_its_flags():
     from iosim.core.hardware import InputError
     from iosim.schedules.base import BlockMap
 
-    for d, bm, causal, align in ((64, 128, True, "bottom-right"), (128, 64, False, "top-left"),
-                                 (128, 64, True, "top-left")):
+    for d, bm, bn, causal, align in ((64, 128, 128, True, "bottom-right"),
+                                     (128, 64, 128, False, "top-left"),
+                                     (128, 64, 128, True, "top-left"),
+                                     (256, 64, 64, True, "bottom-right")):
         p = Problem(batch=2, heads=2, kv_heads=1, seqlen_q=300, seqlen_k=333, head_dim=d,
                     causal=causal, causal_align=align, direction="bwd", deterministic=True)
         det = check("fa3", p, Tiles())
@@ -188,7 +201,7 @@ def test_fa3_deterministic_counts_its_flags():
         k, k0 = det.main, plain.main
         assert (k.name, k0.name, k.defines["DETERMINISTIC"], k0.defines["DETERMINISTIC"]) == \
             ("fa3_bwd_det", "fa3_bwd", 1, 0)
-        flags = BlockMap.of(p, bm, 128).pairs * p.bh * 2 * 4
+        flags = BlockMap.of(p, bm, bn).pairs * p.bh * 2 * 4  # two consumers at every d
         assert k.traffic.reads["dQsem"] == k.traffic.writes["dQsem"] == flags
         assert k.traffic.hbm_read - k0.traffic.hbm_read == flags
         assert k.work == k0.work

@@ -64,9 +64,13 @@ FA2_CASES = [
 ]
 
 
-# fa3 (kernels/fa3_bwd.cu, head_dim 64 and 128): the CASES it takes, both diagonals, GQA, MQA
-FA3_CASES = [c for c in CASES if c[5] != 256] + FA2_CASES[:2] + [
-    (1, 4, 1, 1000, 1200, 64, True, "bottom-right"), (2, 4, 1, 1500, 1500, 128, False)]
+# fa3 (kernels/fa3_bwd.cu, head_dim 64, 128, 256): the CASES, both diagonals, GQA, MQA; at 256
+# (two consumers splitting head_dim) also ragged Nq != Nk both ways, bottom-right (rows that see
+# no key), GQA, and not causal with a ragged key block
+FA3_CASES = CASES + FA2_CASES + [
+    (1, 4, 1, 1000, 1200, 64, True, "bottom-right"), (2, 4, 1, 1500, 1500, 128, False),
+    (1, 4, 2, 700, 333, 256, True, "bottom-right"), (1, 2, 2, 300, 700, 256, True),
+    (2, 4, 1, 1100, 900, 256, False)]
 
 
 @pytest.mark.parametrize("schedule,case", [(s, c) for s in ("naive", "fa1", "fa2") for c in CASES]
@@ -118,16 +122,18 @@ def test_unwritten_gradient_fails_the_check(env):
 
 def test_backward_without_kernel_is_refused(env):
     torch, hw, bench, backward = env
-    p = problem((1, 2, 2, 128, 128, 256, False), "bf16")
+    p = problem((1, 2, 2, 128, 128, 96, False), "bf16")
     q, k, v = bench.inputs(torch, p, 0)
-    with pytest.raises(InputError, match="head_dim=256 has no real fa3 kernel"):
+    with pytest.raises(InputError, match="head_dim=96 has no real backward kernel"):
         backward.BackwardLauncher(plan("fa3", p, hw), hw, q, k, v, q)
 
 
 # fa3's deterministic mode (kernels/fa3_bwd.cu, DETERMINISTIC=1): not causal with many key
 # blocks a head (the most CTAs meeting in one dQ_i), both causal diagonals with ragged N and GQA
+# (d = 256: two consumers of one key block, each with its own dQ columns and turns)
 DET_CASES = [(2, 8, 8, 4096, 4096, 128, False), (1, 8, 2, 3000, 3333, 64, True, "bottom-right"),
-             (1, 4, 4, 1000, 1000, 128, True), (1, 6, 3, 1500, 700, 64, True, "bottom-right")]
+             (1, 4, 4, 1000, 1000, 128, True), (1, 6, 3, 1500, 700, 64, True, "bottom-right"),
+             (1, 4, 2, 2000, 2100, 256, True, "bottom-right")]
 
 
 @pytest.mark.parametrize("case", DET_CASES)

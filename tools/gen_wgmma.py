@@ -23,6 +23,8 @@ PREAMBLE = """\
 // Wgmma<N>::ss_t(d, desc_a, desc_b, scale_d): the same with A and B both MN-major
 //   (imm-trans-a = imm-trans-b = 1): A stored as rows of K with M contiguous, B as rows of K
 //   with N contiguous (kernels/fa3_bwd.cu: dQ = dS K from dSᵀ and K as they lie).
+// Wgmma<N>::ss_tb(d, desc_a, desc_b, scale_d): A K-major, B MN-major (imm-trans-b = 1 only):
+//   kernels/fa3_bwd.cu at head_dim 256, dV = Pᵀ dO from the stored Pᵀ and dO as they lie.
 // Wgmma<N>::rs(d, a, desc_b, scale_d): the same with A from registers (a[4], the mma.sync
 //   m16n8k16 A-fragment layout per warp) and B MN-major in shared memory (imm-trans-b = 1):
 //   B stored as rows of the K dimension, N contiguous (V as it lies in memory).
@@ -76,6 +78,7 @@ def one(n: int, fp8: bool = False) -> str:
         f"    }}\n"
     )
     ss_t = "" if fp8 else ss.replace("void ss(", "void ss_t(").replace("p, 1, 1, 0, 0", "p, 1, 1, 1, 1")
+    ss_tb = "" if fp8 else ss.replace("void ss(", "void ss_tb(").replace("p, 1, 1, 0, 0", "p, 1, 1, 0, 1")
     rs = (
         f"    static IOSIM_DEVICE void rs(float* d, const u32* a, u64 desc_b, int scale_d) {{\n"
         f'        asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"\n'
@@ -85,7 +88,7 @@ def one(n: int, fp8: bool = False) -> str:
         f'          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));\n'
         f"    }}\n"
     )
-    return f"template <>\nstruct {name}<{n}> {{\n{ss}{ss_t}{rs}}};\n"
+    return f"template <>\nstruct {name}<{n}> {{\n{ss}{ss_t}{ss_tb}{rs}}};\n"
 
 
 def render() -> str:

@@ -219,6 +219,10 @@ def block_measured_fa3_bwd_h100() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "fa3")
 
 
+def block_measured_fa3_bwd_d256_h100() -> str:
+    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/d256/measured_bwd.csv", "fa3")
+
+
 def block_measured_fp8_h100() -> str:
     return tool("fp8_summary.py", "experiments/fp8/h100/recheck/measured_fp8.csv")
 
@@ -307,6 +311,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fa3-bwd-stalls": block_fa3_bwd_stalls,
           "measured-fa3-bwd-h200": block_measured_fa3_bwd_h200,
           "measured-fa3-bwd-h100": block_measured_fa3_bwd_h100, "measured-fp8-h100": block_measured_fp8_h100,
+          "measured-fa3-bwd-d256-h100": block_measured_fa3_bwd_d256_h100,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,

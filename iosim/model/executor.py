@@ -16,7 +16,14 @@ import numpy as np
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
-from iosim.kernels import F32_TENSORS, INDEX_TENSORS, SPECS, Readers, hadamard_matrix
+from iosim.kernels import (
+    F32_TENSORS,
+    INDEX_TENSORS,
+    SPECS,
+    Readers,
+    fa3_bwd_consumers,
+    hadamard_matrix,
+)
 from iosim.model import reference
 from iosim.schedules.base import F32, BlockMap, blocks
 from iosim.schedules.standard import SECTOR
@@ -466,7 +473,7 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
     spec = SPECS.get(main.name)  # no spec (fa3's backward, modelled): each operand read once
     rd = spec.bwd_readers(main.defines) if spec else Readers()
     # fa3_bwd_det: each consumer warpgroup reads and writes its turn flag once a visit
-    flags = main.block_n // 64 if spec and "dQsem" in spec.args else 0
+    flags = fa3_bwd_consumers(main.defines) if spec and "dQsem" in spec.args else 0
     sem = np.zeros((p.batch, p.heads, -(-nq // 64), 2))
     first = f"{name}_bwd_init" if fa1 else f"{name}_bwd_pre"
     with m.launch(first):

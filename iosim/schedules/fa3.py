@@ -11,11 +11,14 @@ not. setmaxnreg moves registers from the producer to the consumers; the CTA laun
 Tiles: d=64 192x128 (three consumers), d=128 128x128, d=256 128x80, two stages (the paper's
 H100 choices, but 128 rather than 176 key rows at d=128 non-causal).
 
-Backward (kernels/fa3_bwd.cu, d = 64 and 128): one CTA per key block of 128 rows, two consumer
+Backward (kernels/fa3_bwd.cu): one CTA per key block of 128 rows, two consumer
 warpgroups of 64 key rows each and the producer warpgroup, query blocks of 128 (d = 64) or 64
 (d = 128) rows streamed through a two-stage TMA ring; Sᵀ, dPᵀ, dV, dK and dQ with wgmma, dQ added to fp32 dQacc with
-vector atomics; fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256 (64x64:
-dK and dV of 64 keys x 256 do not fit one warpgroup's registers) is modelled only. Needs
+vector atomics; fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256: key
+blocks of 64 and query blocks of 64 (dK and dV of 64 keys x 256 do not fit one warpgroup's
+registers), the two consumer warpgroups splitting head_dim (128 columns of dK, dV and two
+64-column dQ units each) and the step's queries for Sᵀ, dPᵀ (32 each), Pᵀ and dSᵀ exchanged
+through shared memory, no ping-pong (the kernel's SPLIT_D). Needs
 Hopper (wgmma, TMA, setmaxnreg). Problem.deterministic: the same kernel with DETERMINISTIC=1
 (`fa3_bwd_det`), which adds each dQ_i in a fixed order of key blocks, taking turns through an
 int32 flag per query block and consumer in global memory (dQsem); the Plan counts one read
@@ -38,7 +41,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
-from iosim.kernels import SPECS, kernel_defines, source
+from iosim.kernels import SPECS, fa3_bwd_consumers, kernel_defines, source
 from iosim.schedules.base import F32, BlockMap, Tiles, uniform
 from iosim.schedules.fa2 import FlashStyle
 
@@ -98,11 +101,11 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
 
 
 def deterministic(p: Problem, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
-    """fa3_bwd.cu's deterministic entry: each consumer warpgroup (block_n / 64 of them) reads
-    its flag once at each (query block, key block) visit, to find its turn at dQ_i, and writes
-    it once, to pass the turn on (the re-reads of a waiting thread are not counted: how many
-    depends on the timing, not on the Plan)."""
-    flags = BlockMap.of(p, k.block_m, k.block_n).pairs * p.bh * (k.block_n // 64) * 4  # int32
+    """fa3_bwd.cu's deterministic entry: each consumer warpgroup (block_n / 64 of them; two at
+    head_dim 256) reads its flag once at each (query block, key block) visit, to find its turn
+    at dQ_i, and writes it once, to pass the turn on (the re-reads of a waiting thread are not
+    counted: how many depends on the timing, not on the Plan)."""
+    flags = BlockMap.of(p, k.block_m, k.block_n).pairs * p.bh * fa3_bwd_consumers(values) * 4
     return replace(k, name="fa3_bwd_det", source=source("fa3_bwd_det"),
                    traffic=k.traffic + Traffic({"dQsem": flags}, {"dQsem": flags}),
                    defines=kernel_defines("fa3_bwd_det", **values))
