@@ -16,7 +16,16 @@
 #     causal only, beside torch (window.csv, --flush read);
 #  5. splits: the split count forced at batch 1, KV 32k and 128k (bench_read.csv, --resume);
 #  6. probe: a copy and read-only reductions (16 MiB to 1 GiB) after either flush
-#     (experiments/decode/flush_probe.py: flush_probe.csv).
+#     (experiments/decode/flush_probe.py: flush_probe.csv);
+#  7. stages (not in the default STEPS): deeper cp.async rings (--stages 5, 6: one CTA an SM)
+#     at batch 1 and 8, KV 32k and 128k, contiguous and paged (16, 64, 256), beside the same
+#     points at the default 3 stages (stages.csv, a `stages_run` column; --flush read);
+#  8. mha (not default): 32 heads over 32 K/V heads at batch 1 and 8, KV 32k and 128k, beside
+#     torch (mha.csv, --flush read);
+#  9. repeat (not default): batch 1 and 8, KV 32k and 128k, contiguous, once more after each
+#     flush (repeat_read.csv, repeat_write.csv): the run-to-run spread and the write flush's
+#     cost to our kernel within one call.
+# Every file of $F also goes into one archive, $DIR/fused.tgz.
 # On the GPU machine, from the repository root, with the wheels in .whl/:
 #   bash experiments/decode/fused.sh        (STEPS picks steps; LIMIT: seconds in all)
 set -o pipefail
@@ -71,7 +80,33 @@ if [[ $STEPS == *splits* ]]; then
   timeout "$(cap 45)" iosim bench "${BASE[@]}" --seqlen-k 32768,131072 --batch 1 \
     --kv-splits 8,12,24,32 --flush read -o "$F/bench_read.csv" 2>&1 | tail -2
 fi
-for f in bench_read bench_write window; do
+if [[ $STEPS == *stages* ]]; then  # one file back: the runs concatenated with their stages
+  sdir=$(mktemp -d)
+  for st in 3 5 6; do
+    timeout "$(cap 50)" iosim bench "${BASE[@]}" --seqlen-k 32768,131072 --batch 1,8 \
+      --page-size none,16,64,256 --stages $st --flush read -o "$sdir/s$st.csv" 2>&1 | tail -1
+  done
+  python3 - "$sdir" "$F/stages.csv" <<'PY'
+import glob, os, sys
+import pandas as pd
+parts = [pd.read_csv(f).assign(stages_run=int(os.path.basename(f)[1:-4]))
+         for f in sorted(glob.glob(f"{sys.argv[1]}/s*.csv"))]
+pd.concat(parts, ignore_index=True).to_csv(sys.argv[2], index=False)
+PY
+fi
+if [[ $STEPS == *mha* ]]; then
+  timeout "$(cap 60)" iosim bench --schedule decode --seqlen 1 --seqlen-k 32768,131072 \
+    --batch 1,8 --heads 32 --kv-heads 32 --head-dim 128 --causal false --peers torch \
+    --flush read --hw "$GPU" --no-progress --resume -o "$F/mha.csv" 2>&1 | tail -2
+fi
+if [[ $STEPS == *repeat* ]]; then
+  for fl in read write; do
+    timeout "$(cap 30)" iosim bench "${BASE[@]}" --seqlen-k 32768,131072 --batch 1,8 \
+      --flush $fl -o "$F/repeat_$fl.csv" 2>&1 | tail -1
+  done
+fi
+for f in bench_read bench_write window mha; do
   [ -f "$F/$f.csv" ] && python3 tools/decode_summary.py "$F/$f.csv" > "$F/summary_$f.txt" 2>&1
 done
 tail -n +1 "$F"/summary_*.txt
+tar czf "$DIR/fused.tgz" -C "$DIR" fused
