@@ -61,6 +61,10 @@ MAX_SPLITS = 128
 # 4: 5-8% and up to 2% slower.
 SPLIT_EFFICIENCY = 0.95
 REGS = 255  # __launch_bounds__(threads): the register file over the threads
+# the fused combine starts when the last split's CTA has counted itself done, and waits in turn
+# for the count (an atomic in L2), the partial LSEs and the partial Os: three dependent round
+# trips after the last split (KernelPlan.tail_round_trips)
+COMBINE_ROUND_TRIPS = 3
 
 
 def bucket(d: int) -> tuple[int, int, int]:
@@ -271,4 +275,4 @@ def _decode_kernel(p: Problem, entry: str, seqs: list[tuple[Problem, list[range]
     return KernelPlan(entry, grid, 32 * warps, smem, REGS, rows, bn, t, w, trips=trips / bn,
                       reuse=reuse, masked=masked, mask_alu=mask, once=once, stages=stages,
                       overlap="async", source=source(entry), defines=defines,
-                      streamed=("K", "V"))
+                      streamed=("K", "V"), tail_round_trips=COMBINE_ROUND_TRIPS if s > 1 else 0)
