@@ -2,7 +2,10 @@
 beside torch's SDPA, and write one row per point as it finishes.
 
 Per point: fresh random inputs; outputs NaN-poisoned; the kernels run once and are compared with
-a float32 reference (iosim.gpu.bench, iosim.gpu.backward); only a point that passes is timed.
+a float32 reference (iosim.gpu.bench, iosim.gpu.backward); only a point that passes is timed,
+the L2 flushed before each repetition as `--flush` says (`write`, the default: a zero-fill, which
+leaves dirty lines the timed kernels write back, a fixed cost a call; `read`: none
+left dirty; experiments/decode/h100/fused/flush_probe.csv), recorded in each row's `flush`.
 Each row holds the model's prediction and the measurement side by side (the shared columns).
 Rows are appended (and fsynced) as they finish; `resume` skips points already in the file and
 measures again those that ended in an error. A file is never overwritten.
