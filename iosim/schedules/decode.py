@@ -11,10 +11,10 @@ own online-softmax state, merged across warps through shared memory at the end. 
 kernel writes O and LSE; with S splits each writes a partial O (normalised over its keys) and its
 LSE in fp32, counts itself done in an int32 counter of its (batch, head chunk), and the CTA that
 counts last merges the S partials of its rows (O = Σ_s e^(LSE_s - LSE) O_s) and sets the count
-back to zero: the combine is fused, one launch a step (a separate combine kernel cost its own
-launch and tail: 4-6 us at batch 1 on H100 and H200, experiments/decode/*/bench.csv's
-other_kernels_ms). The split count
-fills the GPU as FlashAttention's num_splits_heuristic does. Causal decode rows are bottom-right
+back to zero: the combine is fused, one launch a step (the separate combine kernel of earlier
+runs cost its own launch: other_kernels_ms in experiments/decode/h100/bench.csv and
+experiments/decode/h200/bench.csv). The split count fills the GPU as FlashAttention's
+num_splits_heuristic does. Causal decode rows are bottom-right
 aligned (the last query row sees every key); a sliding window skips the tiles before the first
 row's window.
 
