@@ -3,7 +3,10 @@ kernels beside torch: experiments/decode/h100/decode.csv (H100, the older decode
 decode, paged decode and the sliding-window forwards) and experiments/decode/h200/bench.csv
 (H200, `iosim bench --schedule decode` through experiments/decode/run.sh: decode contiguous and
 paged beside torch's SDPA and compiled FlexAttention, the split sweep; variants.csv: other tiles
-at batch 1), re-predicted with the GPU's calibrated profile (none of these rows were fitted)."""
+at batch 1), and experiments/decode/h100/fused (H100, experiments/decode/fused.sh: the combine
+fused into the split kernel, the L2 flush's cost, page sizes, windows, MHA), re-predicted with
+the GPU's calibrated profile (none of these rows were fitted). Rows of the earlier two-kernel
+decode are re-predicted with the combine kernel's launch (analysis.measured.decode_run_ms)."""
 
 from pathlib import Path
 
