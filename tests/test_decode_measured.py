@@ -377,3 +377,21 @@ def test_sliding_window_decode_and_forwards():
     derr = pd.Series([decode_run_ms(r, H100) / r["time_queued_ms"] - 1 for _, r in dec.reset_index().iterrows()],
                      index=dec.index)
     assert (derr.loc[8].abs() <= 0.05).all() and derr.loc[1].between(-0.12, -0.05).all(), derr
+
+
+def test_validate_predicts_each_decode_point_with_its_own_cache_and_splits():
+    """`iosim validate` on a decode bench file: every point its own (paged caches by page size,
+    forced split counts, windows: Problem and Tiles fields of the row), not merged into the
+    contiguous cache's; the Plan's own points (contiguous, GQA and MHA) within 5% MAPE, the
+    worst within 5%; a window row predicted with its window and bottom-right diagonal."""
+    from iosim.analysis.validate import validate
+
+    times, _ = validate([FUSED / "bench_read.csv", FUSED / "mha.csv"], None, ["page_size", "kv_splits"])
+    dec = times[times.schedule == "decode"].set_index(["page_size", "kv_splits"])
+    assert dec.loc[("", ""), "n"] == 13 and dec.loc[("", ""), "mape_pct"] <= 5
+    assert dec.loc[("", ""), "worst_ape_pct"] <= 5
+    assert all(dec.loc[(ps, ""), "n"] == 9 for ps in ("16", "64", "256"))
+    assert all(dec.loc[("", s), "n"] == 2 for s in ("8", "12", "24", "32"))
+    w, _ = validate([FUSED / "window.csv"])
+    assert w[w.schedule == "decode"].n.iloc[0] == 4 and set(w.schedule) == {"decode", "fa2", "fa3"}
+    assert (w[w.schedule != "decode"].mape_pct <= 5).all()

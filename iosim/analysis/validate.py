@@ -33,10 +33,12 @@ from iosim.core.rows import (
     FWD_BWD,
     MEASURED_NEEDS,
     OPTION_COLUMNS,
+    POINT_COLUMNS,
     PROBLEM_COLUMNS,
     measured_split_cols,
     measured_split_rows,
     option_fields,
+    point_key,
     read_rows,
 )
 from iosim.schedules import SCHEDULES, Tiles, plan
@@ -85,19 +87,31 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
                        split_cols=[measured_split_cols(r) for r in ours.itertuples(index=False)])
     quant = [c for c in OPTION_COLUMNS if c in ours.columns]  # fp8 quantisation, deterministic
     tiles = ["ran_tiles"] if "ran_tiles" in ours.columns else []  # the tiles a row ran
-    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", *quant, *tiles]].drop_duplicates()
+    # a bench row's window, paged cache, forced split count, causal alignment; and how many
+    # kernels its Plan had then (a decode row before the combine was fused: two)
+    points = [c for c in POINT_COLUMNS if c in ours.columns]
+    ours = ours.assign(**{c: ours[c].map(point_key) for c in points})
+    align = ["causal_align"] if "causal_align" in ours.columns else []
+    ran = ["kernels"] if "kernels" in ours.columns else []
+    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", *quant, *tiles, *points, *align, *ran]]
     rows = []
-    for r in keys.itertuples(index=False):
+    for r in keys.drop_duplicates().itertuples(index=False):
         prof = hw or preferred(r.hw)
+        given = {c: getattr(r, c) for c in points if getattr(r, c) != ""}
+        if align and isinstance(r.causal_align, str) and r.causal_align:
+            given["causal_align"] = r.causal_align
         fields = dict(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
                       seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal,
-                      **option_fields(r))
+                      **{c: v for c, v in given.items() if c != "kv_splits"}, **option_fields(r))
         t = replace(ran_tiles(r, r.direction),
                     split_rows=None if pd.isna(r.split_rows) else int(r.split_rows),
-                    split_cols=None if pd.isna(r.split_cols) else int(r.split_cols))
+                    split_cols=None if pd.isna(r.split_cols) else int(r.split_cols),
+                    kv_splits=int(given["kv_splits"]) if "kv_splits" in given else None)
         pred = (_predict_fwd_bwd(r.schedule, fields, prof, r) if r.direction == FWD_BWD else
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
-        rows.append(pred | {"hw": r.hw, "profile": prof.name})
+        if r.schedule == "decode" and ran and pd.notna(r.kernels):  # the combine's own launch
+            pred["time_pred_ms"] += 1e3 * prof.launch_overhead_s * max(0, r.kernels - pred["kernels"])
+        rows.append(pred | {"hw": r.hw, "profile": prof.name} | {c: getattr(r, c) for c in points})
     return pd.DataFrame(rows)
 
 
