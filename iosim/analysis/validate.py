@@ -11,8 +11,12 @@ its `fwd+bwd` rows are predicted as the forward plus the backward pass, and rows
 the model does not have (torch's backends; FA3 Table 2's ablated variants) are skipped and
 counted in the report. A row with a `ran_tiles` column ("fwd 128x64x4; bwd
 64x128x8": BLOCK_M x BLOCK_N x warps per pass; the published FA2 rows carry the FA2 library's) is
-predicted with the tiles it ran, not the Plan's own. Beside every group, `calibrated` says whether
-its profile was fitted to measurements (the A100 profile is the datasheet's).
+predicted with the tiles it ran, not the Plan's own. A bench row's sliding window, paged cache,
+forced split count (`window`, `page_size`, `kv_splits`) and causal alignment are predicted as it
+ran, each such point compared on its own (`--by page_size,kv_splits` groups them); a decode row
+measured when the combine was a kernel of its own (`kernels` 2) is charged that kernel's launch.
+Beside every group, `calibrated` says whether its profile was fitted to measurements (the A100
+profile is the datasheet's).
 """
 
 from __future__ import annotations
