@@ -461,6 +461,9 @@ def bench_cmd(
     direction: Annotated[Dir, typer.Option(case_sensitive=False, help="forward, backward (dQ, dK, dV) or both")] = Dir.fwd,
     block_m: BlockM = None, block_n: BlockN = None, warps: Warps = None, stages: Stages = None,
     tiles_file: TilesFile = None,
+    flush: Annotated[str, typer.Option(
+        help="how the L2 is flushed before each timed repetition: write (zero-fill a buffer of "
+        "twice the L2: leaves its lines dirty) or read (read it: leaves them clean)")] = "write",
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
     from iosim.analysis import bench
@@ -468,6 +471,8 @@ def bench_cmd(
 
     real = ["naive", "fa1", "fa2", "fa3", "decode"]
     scheds = parse_choice(schedule, real, "schedule", both=real[:4])
+    if flush not in ("write", "read"):
+        raise InputError(f"--flush {flush}: not a flush (allowed: write, read)")
     peer_groups = bench.parse_peers(peers)
     if "flex" in peer_groups and direction is not Dir.fwd:
         raise InputError("--peers flex: FlexAttention is timed forward only (allowed with it: --direction fwd)")
@@ -508,7 +513,7 @@ def bench_cmd(
     profile = hardware.load(hw) if hw else None
     df = bench.run(problems, scheds, peer_groups, out, profile, resume, ncu,
                    progress=progress, tiles=knob_tiles(block_m, block_n, warps, stages),
-                   tuned=tuned_tiles(tiles_file), kv_splits=splits)
+                   tuned=tuned_tiles(tiles_file), kv_splits=splits, flush=flush)
     ok = df[df.status == "ok"] if "status" in df else df
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 

@@ -72,8 +72,11 @@ TENSORS = {
     "Vs": TensorSpec(("B", "KVH", "Nk"), True), "Qa": TensorSpec(_ROWS, True),
     "Ka": TensorSpec(("B", "KVH", "Nk"), True), "Va": TensorSpec(("B", "KVH", "Nk"), True),
     # split-KV decode (iosim.schedules.decode): each of S splits' partial O (normalised over its
-    # keys) and natural-log LSE, fp32, that decode_combine merges
+    # keys) and natural-log LSE, fp32, that the last CTA of a (batch, head chunk) merges, found
+    # by an int32 count of the finished splits per (batch, grid row) (zero before a launch and
+    # left zero by it; H rows, of which KVH x chunks used)
     "Opart": TensorSpec(("B", "H", "Nq", "S", "d"), True), "LSEpart": TensorSpec(("B", "H", "Nq", "S"), True),
+    "Counter": TensorSpec(("B", "H"), nbytes=4),
     # a paged K/V cache (Problem.page_size): pages (B·NP of them, NP = ceil(Nk / page), each
     # page x KVH x d) and the int32 block table of each sequence's pages
     "Kc": TensorSpec(("NPG", "PG", "KVH", "d")), "Vc": TensorSpec(("NPG", "PG", "KVH", "d")),
@@ -85,8 +88,8 @@ TENSORS = {
 }
 MODEL_NAMES = {"dKx": "dK_expanded", "dVx": "dV_expanded"}  # launcher name -> the counts' name
 F32_TENSORS = frozenset(n for n, t in TENSORS.items() if t.f32)
-INDEX_TENSORS = frozenset({"BlockTable", "dQsem"})  # int32: 4 bytes an element
-ZEROED_TENSORS = frozenset({"dQsem"})  # allocated zero: flags the kernel leaves as it found them
+INDEX_TENSORS = frozenset({"BlockTable", "dQsem", "Counter"})  # int32: 4 bytes an element
+ZEROED_TENSORS = frozenset({"dQsem", "Counter"})  # allocated zero: flags the kernel leaves as it found them
 
 
 def _dims(p: Problem, splits: int) -> dict[str, int]:
@@ -462,7 +465,11 @@ def _decode_rules(d: Defines) -> list[Rule]:  # decode.cu's static_asserts
              "packed query rows a CTA (heads x Nq, rounded up to 16): 16 or 32, and "
              "rows / 16 x head_dim <= 256"),
             (bn % (16 * w) == 0, f"--block-n a multiple of 16 x --warps ({16 * w})"),
-            (d["STAGES"] >= 1, "--stages >= 1")]
+            (d["STAGES"] >= 1, "--stages >= 1"),
+            # the fused combine's weights and 1/Σ (fp32, rows x (splits + 1)) in the K/V ring
+            (4 * bm * (d.get("NUM_SPLITS", 1) + 1) <= 2 * (bm + 2 * d["STAGES"] * bn) * dd,
+             "--kv-splits: the combine's weights must fit the K/V ring (fewer splits, or more "
+             "--stages or a larger --block-n)")]
 
 
 _SPECS = [
@@ -549,7 +556,7 @@ _SPECS = [
     # split-KV decode: grid (splits, KV heads x head chunks, B); each warp its slice of a K/V
     # tile (K_j, V_j read once from shared memory), every warp all of the packed Q rows
     KernelSpec("decode_fwd", "decode.cu", "DECODE_FWD",
-               ("Q", "K", "V", "O", "LSE", "Opart", "LSEpart", *_DIMS, "scale"),
+               ("Q", "K", "V", "O", "LSE", "Opart", "LSEpart", "Counter", *_DIMS, "scale"),
                frozenset({"O", "LSE", "Opart", "LSEpart"}),
                frozenset({"HEAD_DIM", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "STAGES", "IS_CAUSAL",
                           "WINDOW", "HEADS_PER_CTA", "NUM_SPLITS"}),
@@ -557,15 +564,13 @@ _SPECS = [
                rules=_decode_rules, smem=_decode_smem),
     # the same loop over a paged cache: each K/V row gathered through the block table
     KernelSpec("decode_paged_fwd", "decode.cu", "DECODE_PAGED_FWD",
-               ("Q", "Kc", "Vc", "BlockTable", "O", "LSE", "Opart", "LSEpart", *_DIMS, "scale"),
+               ("Q", "Kc", "Vc", "BlockTable", "O", "LSE", "Opart", "LSEpart", "Counter", *_DIMS,
+                "scale"),
                frozenset({"O", "LSE", "Opart", "LSEpart"}),
                frozenset({"HEAD_DIM", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "STAGES", "IS_CAUSAL",
                           "WINDOW", "HEADS_PER_CTA", "NUM_SPLITS", "PAGE_SIZE"}),
                head_dims=BASE_HEAD_DIMS, aligns=frozenset({CausalAlign.bottom_right}),
                rules=_decode_rules, smem=_decode_smem),
-    KernelSpec("decode_combine", "decode.cu", "DECODE_COMBINE",
-               ("Opart", "LSEpart", "O", "LSE", "Nq", "H"), frozenset({"O", "LSE"}),
-               frozenset({"HEAD_DIM", "NUM_SPLITS", "COMBINE_THREADS"}), head_dims=BASE_HEAD_DIMS),
     KernelSpec("gqa_reduce", "gqa_reduce.cu", None, ("dKx", "dVx", "dK", "dV", "Nk", "H", "KVH"),
                frozenset({"dK", "dV"}), frozenset({"HEAD_DIM", "REDUCE_THREADS"})),
 ]

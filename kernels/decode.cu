@@ -3,24 +3,25 @@
 // rows a sequence (Nq = 1..16) against a long K/V cache.
 //
 // Entries (docs/kernel-contract.md), one per selector macro:
-//   DECODE_PAGED_FWD: decode_paged_fwd(Q, Kc, Vc, BlockTable, O, LSE, Opart, LSEpart, Nq, Nk, H,
-//     KVH, scale): decode_fwd over a paged cache: Kc, Vc (pages, PAGE_SIZE, KVH, d) elem_t (the
+//   DECODE_PAGED_FWD: decode_paged_fwd(Q, Kc, Vc, BlockTable, O, LSE, Opart, LSEpart, Counter,
+//     Nq, Nk, H, KVH, scale): decode_fwd over a paged cache: Kc, Vc (pages, PAGE_SIZE, KVH, d) elem_t (the
 //     layout of FlashAttention's and vLLM's paged caches), BlockTable (B, ceil(Nk/PAGE_SIZE))
 //     int32: token t of sequence b is row t % PAGE_SIZE of page BlockTable[b][t / PAGE_SIZE].
 //     Each K/V row (d elements of one head of one token: the contiguous unit) is gathered by
 //     cp.async from its page; the table entry is read per row (an L1 hit after the first).
-//   DECODE_FWD: decode_fwd(Q, K, V, O, LSE, Opart, LSEpart, Nq, Nk, H, KVH, scale)
+//   DECODE_FWD: decode_fwd(Q, K, V, O, LSE, Opart, LSEpart, Counter, Nq, Nk, H, KVH, scale)
 //     Q (B,H,Nq,d), K/V (B,KVH,Nk,d), O (B,H,Nq,d) elem_t; LSE (B,H,Nq) fp32, natural log;
 //     Opart (B,H,Nq,S,d), LSEpart (B,H,Nq,S) fp32 with S = NUM_SPLITS: each split's O,
 //     normalised over its own keys, and its LSE. NUM_SPLITS == 1: O and LSE are written here
-//     (Opart, LSEpart unused); else the partials, for decode_combine.
+//     (Opart, LSEpart, Counter unused); else the partials, and the CTA of a (batch, grid row)
+//     that finishes last merges them into O and LSE (combine_last: LSE = log Σ_s e^LSE_s,
+//     O = Σ_s e^(LSE_s-LSE) O_s), counted in Counter (B, H) int32: zero before a launch, left
+//     zero by it (entry [b][blockIdx.y] used).
 //     Grid (NUM_SPLITS, KVH * chunks, B), chunks = (H/KVH) / HEADS_PER_CTA: blockIdx.y = K/V
 //     head * chunks + chunk; the CTA packs query heads h0 .. h0 + HEADS_PER_CTA - 1 of that
 //     K/V head's group, HEADS_PER_CTA * Nq rows (contiguous in Q and O), padded to BLOCK_M.
 //     NUM_WARPS*32 threads; dynamic shared memory: the Q rows and STAGES K and V tiles, reused
 //     at the end for the warps' fp32 partial O, m and l (SPECS["decode_fwd"].smem).
-//   DECODE_COMBINE: decode_combine(Opart, LSEpart, O, LSE, Nq, H)
-//     Grid (Nq, H, B), COMBINE_THREADS threads: LSE = log Σ_s e^LSE_s, O = Σ_s e^(LSE_s-LSE) O_s.
 //
 // Rows are bottom-right aligned: query row i of a head sits at key position Nk - Nq + i; with
 // IS_CAUSAL it sees keys j <= Nk - Nq + i, with WINDOW = W >= 0 (needs IS_CAUSAL) also only
@@ -107,6 +108,9 @@ static_assert(BN % (16 * NW) == 0, "BLOCK_N must be a multiple of 16*NUM_WARPS")
 static_assert(NS >= 1, "STAGES must be >= 1");
 static_assert(WINDOW < 0 || IS_CAUSAL, "a sliding window (WINDOW >= 0) needs IS_CAUSAL");
 static_assert(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1");
+// the fused combine's weights (R x NUM_SPLITS) and 1/Σ (R) in the ring's shared memory
+static_assert(4 * R * (NUM_SPLITS + 1) <= 2 * (R + 2 * NS * BN) * D,
+              "the combine's weights must fit the K/V ring (fewer splits or a deeper ring)");
 
 // ROWS rows of D elements from g into a swizzled tile; rows >= nvalid zero-filled (cp.async
 // with src-size 0 reads nothing, so their addresses are never dereferenced).
@@ -144,13 +148,19 @@ __device__ __forceinline__ u32 chunk_off(u32 lane_key, int kk) {
 
 }  // namespace dec
 
+__device__ __forceinline__ void combine_last(const float* __restrict__ Opart,
+                                             const float* __restrict__ LSEpart,
+                                             int* __restrict__ Counter, elem_t* __restrict__ O,
+                                             float* __restrict__ LSE, size_t q_row0, int M, int tid);
+
 // The loop of both entries; PAGED: K, V are the paged caches and bt the block table.
 template <bool PAGED>
 __device__ __forceinline__ void decode_body(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
                                             const elem_t* __restrict__ V, const int* __restrict__ BT,
                                             elem_t* __restrict__ O, float* __restrict__ LSE,
                                             float* __restrict__ Opart, float* __restrict__ LSEpart,
-                                            int Nq, int Nk, int H, int KVH, float scale) {
+                                            int* __restrict__ Counter, int Nq, int Nk, int H,
+                                            int KVH, float scale) {
     using namespace dec;
     extern __shared__ __align__(128) elem_t smem[];
     elem_t* sQ = smem;              // R x D
@@ -388,6 +398,71 @@ __device__ __forceinline__ void decode_body(const elem_t* __restrict__ Q, const 
             *reinterpret_cast<float4*>(dst + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
         }
     }
+    if constexpr (NUM_SPLITS > 1) combine_last(Opart, LSEpart, Counter, O, LSE, q_row0, M, tid);
+}
+
+// ---- the combine, fused: the CTA of a (batch, head chunk) that finishes last merges the
+// splits' partials of its rows (a second kernel would cost a launch and its tail; Flash-
+// Decoding's and FlashInfer's merge do the same work). Each CTA makes its partial visible
+// (fence), then counts itself in Counter[b][blockIdx.y]; the one that counts NUM_SPLITS resets
+// the count (left zero for the next launch) and reads the partials through L2 (ld.cg: another
+// SM wrote them). LSE = log Σ_s e^LSE_s, O = Σ_s e^(LSE_s - LSE) O_s.
+__device__ __forceinline__ void combine_last(const float* __restrict__ Opart,
+                                             const float* __restrict__ LSEpart,
+                                             int* __restrict__ Counter, elem_t* __restrict__ O,
+                                             float* __restrict__ LSE, size_t q_row0, int M,
+                                             int tid) {
+    using namespace dec;
+    extern __shared__ __align__(128) elem_t smem[];
+    __shared__ int last;
+    __threadfence();  // this thread's partial stores, before the count below
+    __syncthreads();
+    if (tid == 0) {
+        int* c = Counter + (size_t)blockIdx.z * gridDim.y + blockIdx.y;
+        last = atomicAdd(c, 1) == NUM_SPLITS - 1;
+        if (last) atomicExch(c, 0);
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // the other CTAs' partials, counted before ours, are visible from here
+    float* sW = reinterpret_cast<float*>(smem);  // M x NUM_SPLITS weights, then M 1/Σ
+    float* sInv = sW + R * NUM_SPLITS;
+    if (tid < M) {
+        const float* lp = LSEpart + (q_row0 + tid) * NUM_SPLITS;
+        float top = IOSIM_NEG_INF;
+        for (int s = 0; s < NUM_SPLITS; ++s) top = fmaxf(top, __ldcg(lp + s));
+        const float use = top == IOSIM_NEG_INF ? 0.f : top;
+        float tot = 0.f;
+        for (int s = 0; s < NUM_SPLITS; ++s) {
+            const float wt = __expf(__ldcg(lp + s) - use);
+            sW[tid * NUM_SPLITS + s] = wt;
+            tot += wt;
+        }
+        sInv[tid] = tot > 0.f ? 1.f / tot : 0.f;
+        LSE[q_row0 + tid] = tot > 0.f ? use + __logf(tot) : IOSIM_NEG_INF;
+    }
+    __syncthreads();
+    for (int idx = tid; idx < M * DCH; idx += THREADS) {  // 8 columns of a row a thread a pass
+        const int r = idx / DCH, c8 = (idx % DCH) * 8;
+        const float* op = Opart + (q_row0 + r) * NUM_SPLITS * D + c8;
+        float acc[8];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[c] = 0.f;
+        for (int s = 0; s < NUM_SPLITS; ++s) {
+            const float wt = sW[r * NUM_SPLITS + s];
+            const float4 x0 = __ldcg(reinterpret_cast<const float4*>(op + s * D));
+            const float4 x1 = __ldcg(reinterpret_cast<const float4*>(op + s * D + 4));
+            acc[0] = fmaf(wt, x0.x, acc[0]); acc[1] = fmaf(wt, x0.y, acc[1]);
+            acc[2] = fmaf(wt, x0.z, acc[2]); acc[3] = fmaf(wt, x0.w, acc[3]);
+            acc[4] = fmaf(wt, x1.x, acc[4]); acc[5] = fmaf(wt, x1.y, acc[5]);
+            acc[6] = fmaf(wt, x1.z, acc[6]); acc[7] = fmaf(wt, x1.w, acc[7]);
+        }
+        const float inv = sInv[r];
+        uint4 v;
+        v.x = pack2_elem(acc[0] * inv, acc[1] * inv); v.y = pack2_elem(acc[2] * inv, acc[3] * inv);
+        v.z = pack2_elem(acc[4] * inv, acc[5] * inv); v.w = pack2_elem(acc[6] * inv, acc[7] * inv);
+        *reinterpret_cast<uint4*>(O + (q_row0 + r) * D + c8) = v;
+    }
 }
 #endif  // DECODE_FWD || DECODE_PAGED_FWD
 
@@ -395,9 +470,9 @@ __device__ __forceinline__ void decode_body(const elem_t* __restrict__ Q, const 
 extern "C" __global__ void __launch_bounds__(dec::THREADS, 1)
 decode_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
            const elem_t* __restrict__ V, elem_t* __restrict__ O, float* __restrict__ LSE,
-           float* __restrict__ Opart, float* __restrict__ LSEpart, int Nq, int Nk, int H, int KVH,
-           float scale) {
-    decode_body<false>(Q, K, V, nullptr, O, LSE, Opart, LSEpart, Nq, Nk, H, KVH, scale);
+           float* __restrict__ Opart, float* __restrict__ LSEpart, int* __restrict__ Counter,
+           int Nq, int Nk, int H, int KVH, float scale) {
+    decode_body<false>(Q, K, V, nullptr, O, LSE, Opart, LSEpart, Counter, Nq, Nk, H, KVH, scale);
 }
 #endif  // DECODE_FWD
 
@@ -406,43 +481,9 @@ extern "C" __global__ void __launch_bounds__(dec::THREADS, 1)
 decode_paged_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ Kc,
                  const elem_t* __restrict__ Vc, const int* __restrict__ BlockTable,
                  elem_t* __restrict__ O, float* __restrict__ LSE, float* __restrict__ Opart,
-                 float* __restrict__ LSEpart, int Nq, int Nk, int H, int KVH, float scale) {
-    decode_body<true>(Q, Kc, Vc, BlockTable, O, LSE, Opart, LSEpart, Nq, Nk, H, KVH, scale);
+                 float* __restrict__ LSEpart, int* __restrict__ Counter, int Nq, int Nk, int H,
+                 int KVH, float scale) {
+    decode_body<true>(Q, Kc, Vc, BlockTable, O, LSE, Opart, LSEpart, Counter, Nq, Nk, H, KVH,
+                      scale);
 }
 #endif  // DECODE_PAGED_FWD
-
-#if defined(DECODE_COMBINE)
-#ifndef COMBINE_THREADS
-#error "COMBINE_THREADS must be defined"
-#endif
-static_assert(NUM_SPLITS >= 2, "decode_combine merges at least two splits");
-
-extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
-decode_combine(const float* __restrict__ Opart, const float* __restrict__ LSEpart,
-               elem_t* __restrict__ O, float* __restrict__ LSE, int Nq, int H) {
-    constexpr int D = HEAD_DIM;
-    __shared__ float wt[NUM_SPLITS];
-    __shared__ float inv_tot;
-    const size_t row = ((size_t)blockIdx.z * H + blockIdx.y) * (size_t)Nq + blockIdx.x;
-    const float* lp = LSEpart + row * NUM_SPLITS;
-    if (threadIdx.x == 0) {  // a few dozen splits: one thread
-        float top = IOSIM_NEG_INF;
-        for (int s = 0; s < NUM_SPLITS; ++s) top = fmaxf(top, lp[s]);
-        const float use = top == IOSIM_NEG_INF ? 0.f : top;
-        float tot = 0.f;
-        for (int s = 0; s < NUM_SPLITS; ++s) {
-            wt[s] = __expf(lp[s] - use);
-            tot += wt[s];
-        }
-        inv_tot = tot > 0.f ? 1.f / tot : 0.f;
-        LSE[row] = tot > 0.f ? use + __logf(tot) : IOSIM_NEG_INF;
-    }
-    __syncthreads();
-    const float* op = Opart + row * NUM_SPLITS * D;
-    for (int c = threadIdx.x; c < D; c += COMBINE_THREADS) {
-        float acc = 0.f;
-        for (int s = 0; s < NUM_SPLITS; ++s) acc = fmaf(wt[s], op[s * D + c], acc);
-        O[row * D + c] = float_to_elem(acc * inv_tot);
-    }
-}
-#endif  // DECODE_COMBINE

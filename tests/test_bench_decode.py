@@ -34,7 +34,8 @@ def gpu(monkeypatch):
     measured = []
     monkeypatch.setattr(gbench, "require_gpu", lambda command="iosim bench": FakeTorch)
     monkeypatch.setattr(gbench, "gpu_info", lambda torch: {"gpu_name": "NVIDIA H100 80GB HBM3"})
-    monkeypatch.setattr(gbench, "Timer", lambda torch, l2, lead_cycles=0: SimpleNamespace(queued=None))
+    monkeypatch.setattr(gbench, "Timer", lambda torch, l2, lead_cycles=0, flush="write":
+                        SimpleNamespace(queued=None, flush=flush))
     monkeypatch.setattr(gbench, "copy_bandwidth", lambda torch, timer: BW)
 
     def forward(torch, timer, pl, seed, bw, need, ncu, args):
@@ -56,9 +57,11 @@ GRID = ["bench", "--schedule", "decode", "--seqlen", "1", "--seqlen-k", "4096", 
 
 def test_decode_grid_rows_peers_and_the_hbm_floor(gpu, tmp_path):
     out = tmp_path / "b.csv"
-    code, _, err = cli(*GRID, "--peers", "torch,flex", "-o", out)
+    code, _, err = cli(*GRID, "--peers", "torch,flex", "--flush", "read", "-o", out)
     assert code == 0, err
     df = pd.read_csv(out)
+    assert (df.flush == "read").all()  # every row says how the L2 was flushed
+    bad(*GRID, "--flush", "wipe", "-o", tmp_path / "c.csv", needle="allowed: write, read")
     sdpa = list(gbench.PEERS)
     assert sorted(df.schedule) == sorted(["decode", *sdpa, gbench.FLEX] * 2)
     kv = 2 * 2 * 8 * 4096 * 128 * 2  # K and V, batch 2, 8 KV heads, bf16
@@ -107,7 +110,8 @@ def test_forced_splits_plan_and_refusal():
     one = plan("decode", p, hw, Tiles(kv_splits=1), check=True)
     assert [k.name for k in one.kernels] == ["decode_fwd"]  # O written by the decode kernel
     eight = plan("decode", p, hw, Tiles(kv_splits=8), check=True)
-    assert [k.name for k in eight.kernels] == ["decode_fwd", "decode_combine"]
+    assert [k.name for k in eight.kernels] == ["decode_fwd"]  # the combine fused (last CTA)
+    assert {"Opart", "LSEpart", "Counter", "O", "LSE"} <= set(eight.main.traffic.writes)
     assert eight.main.grid[0] == 8 and eight.main.trips.tolist() == [8] * 8  # 8 tiles a split
     with pytest.raises(InputError, match=r"--kv-splits 28 .* leaves a split empty"):
         plan("decode", p, hw, Tiles(kv_splits=28), check=True)  # 3 tiles a split: 22 splits

@@ -3,7 +3,10 @@ kernels beside torch: experiments/decode/h100/decode.csv (H100, the older decode
 decode, paged decode and the sliding-window forwards) and experiments/decode/h200/bench.csv
 (H200, `iosim bench --schedule decode` through experiments/decode/run.sh: decode contiguous and
 paged beside torch's SDPA and compiled FlexAttention, the split sweep; variants.csv: other tiles
-at batch 1), re-predicted with the GPU's calibrated profile (none of these rows were fitted)."""
+at batch 1), and experiments/decode/h100/fused (H100, experiments/decode/fused.sh: the combine
+fused into the split kernel, the L2 flush's cost, page sizes, windows, MHA), re-predicted with
+the GPU's calibrated profile (none of these rows were fitted). Rows of the earlier two-kernel
+decode are re-predicted with the combine kernel's launch (analysis.measured.decode_run_ms)."""
 
 from pathlib import Path
 
@@ -207,3 +210,188 @@ def test_h100_split_choice():
             mine = ours[(ours.batch == b) & (ours.seqlen_k == nk) & ours.page_size.isna()
                         & ((ours.kv_splits == s) | (ours.kv_splits.isna() & (ours.splits == s)))]
             assert len(mine) and mine[col].min() <= 1.05 * min(t_best, mine[col].min()), (col, b, nk, s)
+
+
+# ------------------------------------------------------------------ H100, the combine fused
+# experiments/decode/h100/fused (experiments/decode/fused.sh): decode.cu with the combine in the
+# last CTA; rows timed after a read of the flush buffer (`--flush read`, no dirty L2 line) unless
+# said; the repeats, rings and windows from a second call on the same machine
+FUSED = CSV.parent / "fused"
+
+
+def _fused(name: str) -> pd.DataFrame:
+    df = pd.read_csv(FUSED / name)
+    return df[df.status == "ok"]
+
+
+@pytest.fixture(scope="module")
+def fused():
+    df = _fused("bench_read.csv")
+    ours = df[(df.schedule == "decode") & df.kv_splits.isna()]
+    return df, ours[ours.page_size.isna()].set_index(KEYS), ours[ours.page_size.notna()]
+
+
+def test_fused_kernel_checked_and_sanitized():
+    """Every decode row passed its check (NaN-poisoned outputs, fresh data); the GPU tests
+    passed and racecheck, synccheck found nothing on the ragged split + combine cases."""
+    for name in ("bench_read.csv", "bench_write.csv", "stages.csv", "window.csv", "mha.csv",
+                 "repeat_read.csv", "repeat_write.csv"):
+        df = pd.read_csv(FUSED / name)
+        ours = df[df.schedule.isin(["decode", "fa2", "fa3"])]
+        assert len(ours) and (ours.status == "ok").all(), name
+        assert set(df.flush) == ({"write"} if "write" in name else {"read"}), name
+    assert "passed" in (FUSED / "gpu_tests.log").read_text()
+    assert "failed" not in (FUSED / "gpu_tests.log").read_text()
+    assert "0 hazards displayed (0 errors, 0 warnings)" in (FUSED / "sanitize_racecheck.log").read_text()
+    log = (FUSED / "run.log").read_text()
+    assert "racecheck exit: 0" in log and "synccheck exit: 0" in log
+
+
+def test_write_flush_charges_every_timed_call_a_fixed_writeback():
+    """The mechanism behind the earlier batch-1 gap (issue 25): a zero-fill of twice the L2
+    before each repetition leaves dirty lines that the timed kernel's misses write back. A plain
+    read-only reduction pays the same extra time from 128 MiB to 1 GiB (a fixed cost, not a
+    bandwidth loss), under a third of it at 16 MiB (it evicts only part of the L2); the decode
+    step pays the same at four shapes (launches queued ahead); a 2 GiB copy, whose own time
+    dwarfs it, under 1%."""
+    p = pd.read_csv(FUSED / "flush_probe.csv")
+    t = p.pivot_table(index=["op", "bytes"], columns="flush", values="ms")
+    extra = (t.write - t.read) * 1e3  # microseconds
+    big = extra.loc["read"][extra.loc["read"].index >= 128 << 20]
+    assert len(big) == 3 and big.between(8, 11).all() and big.max() - big.min() < 1, big
+    assert extra.loc[("read", 16 << 20)] < big.min() / 3
+    copy = t.loc["copy"].iloc[0]
+    assert 0 < copy.write / copy.read - 1 < 0.01
+    r, w = (pd.read_csv(FUSED / f"repeat_{f}.csv").set_index(KEYS) for f in ("read", "write"))
+    ours = (w.time_queued_ms - r.time_queued_ms) * 1e3
+    assert len(ours) == 4 and ours.between(0.9 * big.min(), 1.2 * big.max()).all(), ours
+    # and it is what held batch 1 at 32k under 85% of the copy bandwidth
+    assert w.loc[(1, 32768)].floor_ratio_queued < 0.75 < 0.85 < r.loc[(1, 32768)].floor_ratio_queued
+
+
+def test_fused_bandwidth_at_every_batch(fused):
+    """Issue 25's target: K/V bandwidth >= 85% of the copy bandwidth at KV >= 32k for every batch
+    (as timed, and launches queued ahead), batch 1 included; again in the repeat and at the
+    default ring of the ring sweep."""
+    _, flat, _ = fused
+    long = flat[flat.index.get_level_values("seqlen_k") >= 32768]
+    assert len(long) == 6
+    assert (long.floor_ratio >= 0.85).all() and (long.floor_ratio_queued >= 0.85).all()
+    rep = _fused("repeat_read.csv")
+    assert len(rep) == 4 and (rep.floor_ratio_queued >= 0.85).all()
+    st = _fused("stages.csv")
+    st = st[(st.stages_run == 3) & st.page_size.isna()]
+    assert len(st) == 4 and (st.floor_ratio_queued >= 0.85).all()
+
+
+def test_fused_beside_torch(fused):
+    """Ahead of the best torch SDPA backend wherever the step is short (batch 1; batch 8 at 4k),
+    launches queued or not; where both stream the cache at the copy bandwidth (batch 8 from 32k,
+    batch 32), within 1% of it either way (0.8% at worst, launches queued: both at the HBM
+    roofline, the difference inside the spread of repeated runs)."""
+    df, flat, _ = fused
+    sdpa = df[df.schedule.str.startswith("torch_") & df.page_size.isna()]
+    for col in ("time_ms", "time_queued_ms"):
+        ratio = sdpa.groupby(KEYS)[col].min() / flat[col]
+        assert len(ratio) == 9 and (ratio >= 0.99).all(), (col, ratio.round(3))
+        short = ratio[(ratio.index.get_level_values("batch") == 1) | (ratio.index == (8, 4096))]
+        assert len(short) == 4 and (short > 1.0).all(), (col, short)
+    mha = _fused("mha.csv")
+    ours = mha[mha.schedule == "decode"].set_index(KEYS).time_queued_ms
+    best = mha[mha.schedule.str.startswith("torch_")].groupby(KEYS).time_queued_ms.min()
+    assert len(ours) == 4 and (best / ours >= 0.99).all()
+
+
+def test_fused_split_choice(fused):
+    """The Plan's split count (16 at batch 1) is the best measured among the forced counts."""
+    df, flat, _ = fused
+    forced = df[(df.schedule == "decode") & df.kv_splits.notna()]
+    for (b, nk), g in forced.groupby(KEYS):
+        mine = flat.loc[(b, nk)]
+        assert mine.time_queued_ms <= 1.05 * g.time_queued_ms.min(), (b, nk)
+
+
+def test_model_holds_the_fused_decode():
+    """Today's model (the calibrated H100 profile; no decode row fitted) on the fused kernel's
+    contiguous rows, GQA and MHA, launches queued ahead: every point within 5%. Without the
+    fused combine's tail (three dependent round trips after the last split, at the profile's
+    synchronous load latency) the shortest step, batch 1 at 4k, is predicted 15% fast."""
+    rows = pd.concat([_fused("bench_read.csv"), _fused("mha.csv")])
+    ours = rows[(rows.schedule == "decode") & rows.kv_splits.isna() & rows.page_size.isna()]
+    assert len(ours) == 13
+    err = np.array([decode_run_ms(r, H100) / r["time_queued_ms"] - 1 for _, r in ours.iterrows()])
+    assert np.abs(err).max() <= 0.05 and np.abs(err).mean() <= 0.04, np.round(err * 100, 1)
+    one = ours[(ours.batch == 1) & (ours.seqlen_k == 4096)].iloc[0]
+    p = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=4096, head_dim=128)
+    k = plan("decode", p, H100).main
+    assert k.tail_round_trips == 3
+    tail_ms = 1e3 * 3 * H100.pipeline.load_latency_cycles / H100.clock_hz
+    assert (decode_run_ms(one, H100) - tail_ms) / one.time_queued_ms - 1 < -0.10
+
+
+def test_paged_page_sizes_beside_the_contiguous_cache():
+    """Pages in a random order, launches queued ahead (stages.csv, the default ring): 64- and
+    256-token pages within 5% of the contiguous cache at batch 1 and 8, 32k and 128k (issue 25:
+    10%); 16-token pages 12-16% over it, the miss held here so that a fix shows; a deeper ring
+    (5, 6 stages) does not help any page size by more than 1%; at batch 32 (bench_read.csv)
+    every page size within 5%."""
+    s = _fused("stages.csv")
+    s = s[s.schedule == "decode"]
+    flat = s[s.page_size.isna()].set_index([*KEYS, "stages_run"]).time_queued_ms
+    paged = s[s.page_size.notna()]
+    ratio = pd.Series([r.time_queued_ms / flat[(r.batch, r.seqlen_k, r.stages_run)]
+                       for r in paged.itertuples()],
+                      index=pd.MultiIndex.from_frame(paged[[*KEYS, "page_size", "stages_run"]].astype(int)))
+    three = ratio.xs(3, level="stages_run")
+    assert len(three) == 12
+    assert (three[three.index.get_level_values("page_size") >= 64] <= 1.05).all()
+    sixteen = three.xs(16, level="page_size")
+    assert sixteen.between(1.10, 1.20).all(), sixteen
+    for st in (5, 6):
+        assert (ratio.xs(st, level="stages_run") >= three - 0.01).all()
+    df = _fused("bench_read.csv")
+    big = df[(df.schedule == "decode") & (df.batch == 32)]
+    flat32 = big[big.page_size.isna()].set_index("seqlen_k").time_queued_ms
+    pg = big[big.page_size.notna()]
+    assert len(pg) == 9 and (pg.time_queued_ms.values <= 1.05 * flat32.loc[pg.seqlen_k].values).all()
+
+
+def test_sliding_window_decode_and_forwards():
+    """A window of 4096 keys: decode reads only the window (its time the same at 32k and 128k
+    keys, launches queued ahead) and is over 5x ahead of torch's SDPA, which takes the window as
+    a boolean mask over the whole cache; the windowed fa2 and fa3 forwards are predicted within
+    7%, and the model holds windowed decode from batch 8 (within 5%) but predicts batch 1
+    (33 splits over 65 tiles) 7-10% fast."""
+    w = _fused("window.csv")
+    dec = w[w.schedule == "decode"].set_index(KEYS)
+    assert len(dec) == 4
+    for b in (1, 8):
+        t = dec.loc[b].time_queued_ms
+        assert abs(t.loc[131072] / t.loc[32768] - 1) < 0.05
+    torch = w[w.schedule.str.startswith("torch_") & (w.seqlen_q == 1)].groupby(KEYS).time_queued_ms.min()
+    assert (torch / dec.time_queued_ms >= 5).all()
+    fwd = w[w.schedule.isin(["fa2", "fa3"])]
+    assert len(fwd) == 6 and fwd.window.notna().sum() == 4
+    err = [abs(decode_run_ms(r, H100) / r["time_ms"] - 1) for _, r in fwd.iterrows()]
+    assert max(err) <= 0.07, np.round(err, 3)
+    derr = pd.Series([decode_run_ms(r, H100) / r["time_queued_ms"] - 1 for _, r in dec.reset_index().iterrows()],
+                     index=dec.index)
+    assert (derr.loc[8].abs() <= 0.05).all() and derr.loc[1].between(-0.12, -0.05).all(), derr
+
+
+def test_validate_predicts_each_decode_point_with_its_own_cache_and_splits():
+    """`iosim validate` on a decode bench file: every point its own (paged caches by page size,
+    forced split counts, windows: Problem and Tiles fields of the row), not merged into the
+    contiguous cache's; the Plan's own points (contiguous, GQA and MHA) within 5% MAPE, the
+    worst within 5%; a window row predicted with its window and bottom-right diagonal."""
+    from iosim.analysis.validate import validate
+
+    times, _ = validate([FUSED / "bench_read.csv", FUSED / "mha.csv"], None, ["page_size", "kv_splits"])
+    dec = times[times.schedule == "decode"].set_index(["page_size", "kv_splits"])
+    assert dec.loc[("", ""), "n"] == 13 and dec.loc[("", ""), "mape_pct"] <= 5
+    assert dec.loc[("", ""), "worst_ape_pct"] <= 5
+    assert all(dec.loc[(ps, ""), "n"] == 9 for ps in ("16", "64", "256"))
+    assert all(dec.loc[("", s), "n"] == 2 for s in ("8", "12", "24", "32"))
+    w, _ = validate([FUSED / "window.csv"])
+    assert w[w.schedule == "decode"].n.iloc[0] == 4 and set(w.schedule) == {"decode", "fa2", "fa3"}
+    assert (w[w.schedule != "decode"].mape_pct <= 5).all()

@@ -76,3 +76,23 @@ def test_forced_split_counts_match_reference(env, splits):
     bound = bench.error_bound("decode", p, same, s_max)
     err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse_ref, bound)
     assert ok, f"decode {splits} splits ({pl.notes}): error {err:.3g} over bound {bound:.3g}"
+
+
+def test_fused_combine_leaves_its_counters_zero(env):
+    """The combine runs in the CTA that finishes last, found by a count per (batch, K/V head
+    chunk) that it sets back to zero: launched again and again on the same buffers, every
+    launch is right (O, LSE NaN-poisoned before each) and the counts end at zero."""
+    from iosim.gpu.launch import Launcher
+
+    torch, hw, bench = env
+    p = Problem(batch=3, heads=32, kv_heads=8, seqlen_q=2, seqlen_k=5000 + 13, head_dim=128)
+    pl = plan("decode", p, hw)
+    assert pl.main.defines["NUM_SPLITS"] > 1 and len(pl.kernels) == 1
+    q, k, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, p)
+    bound = bench.error_bound("decode", p, same, s_max)
+    run = Launcher(pl, q, k, v)
+    for i in range(4):
+        err, ok = bench.check(torch, run, ref, lse_ref, bound)
+        assert ok, f"launch {i}: error {err:.3g} over bound {bound:.3g}"
+    assert int(run.buf["Counter"].abs().sum()) == 0

@@ -119,9 +119,11 @@ def report(path: str, variants_path: str | None = None) -> str:
         "torch_q/decode_q": sdpa.groupby(KEYS).time_queued_ms.min() / flat.time_queued_ms
         if "time_queued_ms" in sdpa else None,
         "flex_q_bw": flex_flat.get("floor_ratio_queued"),
-    }, index=flat.index).reset_index()
+    }, index=flat.index).reset_index().dropna(axis=1, how="all")
+    # how the L2 was flushed before each repetition (iosim bench --flush; runs before it: write)
+    flush = ", ".join(sorted(df.flush.dropna().unique())) if "flush" in df else "write"
     lines = [f"{gpu}; copy bandwidth (read + write) {df.copy_bw_bytes_per_s.max() / 1e12:.2f} TB/s; "
-             "bw = KV bytes / copy bandwidth / time (floor_ratio)",
+             f"bw = KV bytes / copy bandwidth / time (floor_ratio); L2 flush: {flush}",
              "contiguous K/V cache:", fmt(t),
              f"decode >= best torch SDPA backend at {(t['torch/decode'] >= 1).sum()} of "
              f"{t['torch/decode'].notna().sum()} points"
@@ -130,7 +132,8 @@ def report(path: str, variants_path: str | None = None) -> str:
              f"{t.pred_err_pct.abs().mean():.1f}% (worst {t.pred_err_pct.abs().max():.1f}%)"]
     if q.drop(columns=KEYS).notna().any().any():
         lines += ["timed with the launches queued ahead of the start event (q: the host's launch "
-                  "cost left out; comb_ms: the combine kernel alone):", fmt(q)]
+                  "cost left out" + ("; comb_ms: the combine kernel alone" if "comb_ms" in q else "")
+                  + "):", fmt(q)]
     if len(paged):
         pg = pd.DataFrame({
             "page_size": paged.page_size.astype(int), "splits": paged.splits.astype(int),

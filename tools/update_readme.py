@@ -264,6 +264,25 @@ def block_decode_measured_h100() -> str:
     return tool("decode_summary.py", "experiments/decode/h100/decode.csv")
 
 
+FUSED = "experiments/decode/h100/fused"
+
+
+def block_decode_flush_h100() -> str:
+    return tool("decode_flush.py", FUSED)
+
+
+def block_decode_fused_h100() -> str:
+    return tool("decode_summary.py", f"{FUSED}/bench_read.csv")
+
+
+def block_decode_fused_h100_mha() -> str:
+    return tool("decode_summary.py", f"{FUSED}/mha.csv")
+
+
+def block_decode_fused_h100_window() -> str:
+    return tool("decode_summary.py", f"{FUSED}/window.csv")
+
+
 def block_measured() -> str:
     try:
         from iosim.analysis.measured import readme_table
@@ -324,6 +343,9 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "predict-decode": block_predict_decode, "decode-measured": block_decode_measured,
           "decode-measured-h100": block_decode_measured_h100,
           "decode-measured-h100-bench": block_decode_measured_h100_bench,
+          "decode-flush-h100": block_decode_flush_h100, "decode-fused-h100": block_decode_fused_h100,
+          "decode-fused-h100-mha": block_decode_fused_h100_mha,
+          "decode-fused-h100-window": block_decode_fused_h100_window,
           "tune-rerank": block_tune_rerank}
 
 

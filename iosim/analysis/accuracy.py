@@ -14,7 +14,15 @@ from functools import lru_cache
 import pandas as pd
 
 from iosim.core import hardware
-from iosim.core.rows import OPTION_COLUMNS, PROBLEM_COLUMNS, measured_ok, normalize, require_columns
+from iosim.core.rows import (
+    OPTION_COLUMNS,
+    POINT_COLUMNS,
+    PROBLEM_COLUMNS,
+    measured_ok,
+    normalize,
+    point_key,
+    require_columns,
+)
 
 
 @lru_cache(maxsize=64)
@@ -76,11 +84,16 @@ def join(pred: pd.DataFrame, measured: pd.DataFrame, how: str = "inner",
     # fp8 rows: also their quantisation; deterministic backward rows: that (rows without those
     # columns ran the default)
     keys = PROBLEM_COLUMNS + [c for c in OPTION_COLUMNS if c in p.columns or c in m.columns]
+    # a bench file's window, paged cache, forced split count, causal alignment (where it has them)
+    points = [c for c in POINT_COLUMNS if c in m.columns]
     for df in (p, m):
         for c in keys[len(PROBLEM_COLUMNS):]:
             if c not in df.columns:
                 df[c] = ""
+        for c in points:
+            df[c] = df[c].map(point_key) if c in df.columns else ""
         _default_quant(df)
+    keys += points
     p = baseline(p).drop_duplicates(keys, keep="first")
     # a resumed bench re-measures: newest wins
     m = m.drop_duplicates([*keys, *keep], keep="last")

@@ -2,7 +2,10 @@
 beside torch's SDPA, and write one row per point as it finishes.
 
 Per point: fresh random inputs; outputs NaN-poisoned; the kernels run once and are compared with
-a float32 reference (iosim.gpu.bench, iosim.gpu.backward); only a point that passes is timed.
+a float32 reference (iosim.gpu.bench, iosim.gpu.backward); only a point that passes is timed,
+the L2 flushed before each repetition as `--flush` says (`write`, the default: a zero-fill, which
+leaves dirty lines the timed kernels write back, a fixed cost a call; `read`: none
+left dirty; experiments/decode/h100/fused/flush_probe.csv), recorded in each row's `flush`.
 Each row holds the model's prediction and the measurement side by side (the shared columns).
 Rows are appended (and fsynced) as they finish; `resume` skips points already in the file and
 measures again those that ended in an error. A file is never overwritten.
@@ -122,11 +125,13 @@ def append(path: Path, r: dict, columns: list[str]) -> None:
 def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out: Path,
         hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int | None = None,
         progress: bool | None = None, tiles: Tiles = Tiles(),
-        tuned: TunedTiles | None = None, kv_splits: list[int | None] = (None,)) -> pd.DataFrame:
+        tuned: TunedTiles | None = None, kv_splits: list[int | None] = (None,),
+        flush: str = "write") -> pd.DataFrame:
     """Bench every point; `peers`: the peer groups (parse_peers); `seed` None draws fresh
     inputs each run (each row records its seed); `tiles`: the knobs (iosim.schedules.knobs)
     for every schedule's kernels; `tuned`: a tiles file's entries; `kv_splits`: decode's split
-    counts, each a point of its own (None: the Plan's)."""
+    counts, each a point of its own (None: the Plan's); `flush`: how the L2 is flushed before
+    each repetition (iosim.gpu.bench.Timer.flush), recorded in each row."""
     from iosim.gpu import bench
     from iosim.kernels import supported
 
@@ -150,10 +155,11 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
                 supported(plan(s, p, hw, tiles_of(s, k), check=True, tuned=tuned))
     if out.exists() and out.stat().st_size and not resume:
         raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
-    timer = bench.Timer(torch, hw.l2_bytes)
+    timer = bench.Timer(torch, hw.l2_bytes, flush=flush)
     bw = bench.copy_bandwidth(torch, timer)
     if any(decode.takes(p) for p in problems):  # microseconds: also with the launches queued
-        timer.queued = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES)
+        timer.queued = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES,
+                                   flush=flush)
     base_cols = list(row(plan(schedules[0], problems[0], hw), hw).keys())
     columns = base_cols + [c for c in MEASURED_COLUMNS + bench.EXTRA_COLUMNS if c not in base_cols]
     columns += [c for c in NCU_COLUMNS + FP8_COLUMNS + KEY_EXTRA if c not in columns]
@@ -171,7 +177,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
         r: dict = {"hw": hw.name, "schedule": s, **problem_fields(p), "kv_splits": k}
         if key(r) in done:
             continue
-        r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n)
+        r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n, flush=flush)
         peer = s in bench.PEERS or s == bench.FLEX
         pl = None if peer else plan(s, p, hw, tiles_of(s, k), check=True, tuned=tuned)
         if pl is not None:

@@ -74,4 +74,10 @@ def decode_run_ms(r, hw) -> float:
     # the split count the row ran: forced, or the Plan's of its day (`splits`)
     ran = num("kv_splits") or num("splits")
     pl = plan(schedule, p, hw, Tiles(kv_splits=ran) if schedule == "decode" else Tiles())
-    return 1e3 * sum(t.seconds for t in timing.predict(pl, hw, memory.estimate(pl, hw)))
+    # rows run before the combine was fused (decode.cu combine_last) ran it as a kernel of its
+    # own (their `kernels` column says how many the Plan had): each launch more costs the
+    # profile's launch overhead (the combine's own work, a few KB a row, is the fused one's)
+    ran_kernels = num("kernels") if "impl" not in r or pd.isna(r["impl"]) else 1 + ((ran or 1) > 1)
+    extra = max(0, (ran_kernels or 0) - len(pl.kernels)) if schedule == "decode" else 0
+    return 1e3 * (sum(t.seconds for t in timing.predict(pl, hw, memory.estimate(pl, hw)))
+                  + extra * hw.launch_overhead_s)

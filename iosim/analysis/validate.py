@@ -11,8 +11,12 @@ its `fwd+bwd` rows are predicted as the forward plus the backward pass, and rows
 the model does not have (torch's backends; FA3 Table 2's ablated variants) are skipped and
 counted in the report. A row with a `ran_tiles` column ("fwd 128x64x4; bwd
 64x128x8": BLOCK_M x BLOCK_N x warps per pass; the published FA2 rows carry the FA2 library's) is
-predicted with the tiles it ran, not the Plan's own. Beside every group, `calibrated` says whether
-its profile was fitted to measurements (the A100 profile is the datasheet's).
+predicted with the tiles it ran, not the Plan's own. A bench row's sliding window, paged cache,
+forced split count (`window`, `page_size`, `kv_splits`) and causal alignment are predicted as it
+ran, each such point compared on its own (`--by page_size,kv_splits` groups them); a decode row
+measured when the combine was a kernel of its own (`kernels` 2) is charged that kernel's launch.
+Beside every group, `calibrated` says whether its profile was fitted to measurements (the A100
+profile is the datasheet's).
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ from iosim.core.rows import (
     FWD_BWD,
     MEASURED_NEEDS,
     OPTION_COLUMNS,
+    POINT_COLUMNS,
     PROBLEM_COLUMNS,
     measured_split_cols,
     measured_split_rows,
     option_fields,
+    point_key,
     read_rows,
 )
 from iosim.schedules import SCHEDULES, Tiles, plan
@@ -85,19 +91,31 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
                        split_cols=[measured_split_cols(r) for r in ours.itertuples(index=False)])
     quant = [c for c in OPTION_COLUMNS if c in ours.columns]  # fp8 quantisation, deterministic
     tiles = ["ran_tiles"] if "ran_tiles" in ours.columns else []  # the tiles a row ran
-    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", *quant, *tiles]].drop_duplicates()
+    # a bench row's window, paged cache, forced split count, causal alignment; and how many
+    # kernels its Plan had then (a decode row before the combine was fused: two)
+    points = [c for c in POINT_COLUMNS if c in ours.columns]
+    ours = ours.assign(**{c: ours[c].map(point_key) for c in points})
+    align = ["causal_align"] if "causal_align" in ours.columns else []
+    ran = ["kernels"] if "kernels" in ours.columns else []
+    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", *quant, *tiles, *points, *align, *ran]]
     rows = []
-    for r in keys.itertuples(index=False):
+    for r in keys.drop_duplicates().itertuples(index=False):
         prof = hw or preferred(r.hw)
+        given = {c: getattr(r, c) for c in points if getattr(r, c) != ""}
+        if align and isinstance(r.causal_align, str) and r.causal_align:
+            given["causal_align"] = r.causal_align
         fields = dict(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
                       seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=r.causal,
-                      **option_fields(r))
+                      **{c: v for c, v in given.items() if c != "kv_splits"}, **option_fields(r))
         t = replace(ran_tiles(r, r.direction),
                     split_rows=None if pd.isna(r.split_rows) else int(r.split_rows),
-                    split_cols=None if pd.isna(r.split_cols) else int(r.split_cols))
+                    split_cols=None if pd.isna(r.split_cols) else int(r.split_cols),
+                    kv_splits=int(given["kv_splits"]) if "kv_splits" in given else None)
         pred = (_predict_fwd_bwd(r.schedule, fields, prof, r) if r.direction == FWD_BWD else
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
-        rows.append(pred | {"hw": r.hw, "profile": prof.name})
+        if r.schedule == "decode" and ran and pd.notna(r.kernels):  # the combine's own launch
+            pred["time_pred_ms"] += 1e3 * prof.launch_overhead_s * max(0, r.kernels - pred["kernels"])
+        rows.append(pred | {"hw": r.hw, "profile": prof.name} | {c: getattr(r, c) for c in points})
     return pd.DataFrame(rows)
 
 

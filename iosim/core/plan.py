@@ -57,6 +57,10 @@ class KernelPlan:
     # tensors the loop trips stream even when each byte is read once (a split-KV decode's K and
     # V): the timing model puts them in the trips, not in the CTA's once-only prologue
     streamed: tuple[str, ...] = ()
+    # dependent memory round trips after the last CTA's loop that nothing overlaps (a split-KV
+    # decode's fused combine: the count's atomic, then the partial LSEs, then the partial Os,
+    # each waiting for the one before), each a synchronous load's latency in the timing model
+    tail_round_trips: int = 0
 
     @property
     def ctas(self) -> int:

@@ -34,6 +34,23 @@ QUANT_COLUMNS = ["fp8_scaling", "hadamard"]
 DET_COLUMNS = ["deterministic"]
 # the columns beyond PROBLEM_COLUMNS that tell two points apart (joins and resumes key on them)
 OPTION_COLUMNS = [*QUANT_COLUMNS, *DET_COLUMNS]
+# what else tells apart a row of `iosim bench` (present in its files, blank where unset): a
+# sliding window and a paged cache (Problem fields) and decode's forced split count; validate
+# predicts and joins on them where the measured file has them (and predicts with the row's
+# causal_align, which files before it lack: not a join key, or their rows would stop matching
+# the same problems' rows of files that have it)
+POINT_COLUMNS = ["window", "page_size", "kv_splits"]
+
+
+def point_key(v) -> str:
+    """A POINT_COLUMNS value as join text: blank where unset, whole numbers without '.0'."""
+    if v is None or (isinstance(v, float) and np.isnan(v)) or str(v).strip() in ("", "nan"):
+        return ""
+    try:
+        f = float(v)
+    except ValueError:
+        return str(v).strip()
+    return str(int(f)) if f == int(f) else str(f)
 
 
 def problem_fields(p: Problem) -> dict:
@@ -254,5 +271,5 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     return df
 
 
-__all__ = ["QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
+__all__ = ["QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
            "normalize", "read_rows", "require_columns"]

@@ -40,7 +40,9 @@ EXTRA_COLUMNS = ["seed", "err_bound", "ref_err_same_dtype", "hbm_floor_ms", "flo
                  "copy_bw_bytes_per_s", "sm_clock_mhz", "mem_clock_mhz", "driver", "ncu_kernels",
                  # a Plan of several kernels (fp8: quantisation, then attention): the attention
                  # kernel alone (what the FA3 paper times), and the others'
-                 "attn_ms", "attn_tflops", "other_kernels_ms"]
+                 "attn_ms", "attn_tflops", "other_kernels_ms",
+                 # how the L2 was flushed before each repetition (Timer.flush)
+                 "flush"]
 ROUNDING = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp8_e4m3": 2.0**-8}
 ERR_MULTIPLE = 3.0
 MATH_MAX_BYTES = 24 * 2**30  # torch's math backend materialises S and P: skip it beyond this
@@ -91,9 +93,14 @@ class Timer:
     lead_cycles: int = 0
     # a companion that times the same callables queued ahead (`queued_ms`), or None
     queued: Timer | None = None
+    # how the L2 is flushed before each repetition (FLUSHES): "write" zero-fills a buffer of
+    # twice the L2, which can leave the L2 full of dirty lines that the timed kernels' misses
+    # then write back to DRAM (up to the L2's size of write traffic charged to every timed
+    # call); "read" reads the buffer instead (a reduction), leaving no line dirty
+    flush: str = "write"
 
     def __post_init__(self) -> None:
-        self.flush_buf = self.torch.empty(2 * self.l2_bytes // 4, dtype=self.torch.float32,
+        self.flush_buf = self.torch.zeros(2 * self.l2_bytes // 4, dtype=self.torch.float32,
                                           device="cuda")
 
     def __call__(self, fn, budget_s: float = 0.4, max_reps: int = 50) -> float:
@@ -107,7 +114,10 @@ class Timer:
 
     def _once(self, fn) -> float:
         torch = self.torch
-        self.flush_buf.zero_()
+        if self.flush == "write":
+            self.flush_buf.zero_()
+        else:  # a read-only pass (a reduction to one number): no line left dirty
+            self.flush_buf.amax()
         if self.lead_cycles:
             torch.cuda._sleep(self.lead_cycles)
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -118,6 +128,7 @@ class Timer:
         return a.elapsed_time(b)
 
 
+FLUSHES = ("write", "read")  # Timer.flush: --flush of iosim bench
 QUEUE_AHEAD_CYCLES = 1_000_000  # about 0.5 ms at H100/H200 clocks: more than any launch takes
 
 

@@ -631,7 +631,8 @@ def decode(p: Problem, plan: Plan, q, k, v):
     """Split-KV decode (iosim.schedules.decode): per (batch, K/V head, head chunk, split) one
     CTA; its packed query rows (zero-padded to block_m) against its split's key tiles, each
     warp an online softmax over its own slice of every tile, merged across warps at the end;
-    then, with several splits, the combine kernel. A paged cache: K and V scattered over pages
+    then, with several splits, the partials, and the combine by the last CTA of each
+    (batch, head chunk) to count itself done. A paged cache: K and V scattered over pages
     in a random order, every row gathered through the block table. A ragged batch: each
     sequence its own length, its tiles in the same number of runs (some maybe empty)."""
     from iosim.schedules.decode import masked_tile, runs_of
@@ -647,6 +648,7 @@ def decode(p: Problem, plan: Plan, q, k, v):
     assert ns * p.batch == kp.grid[0] * kp.grid[2], kp.grid
     O, LSE = np.zeros((p.batch, p.heads, nq, d)), np.empty((p.batch, p.heads, nq))
     Op, Lp = np.empty((p.batch, p.heads, nq, ns, d)), np.empty((p.batch, p.heads, nq, ns))
+    cnt = np.zeros((p.batch, p.heads))  # finished splits per (batch, grid row)
     gather = _paged(p, k, v, np.random.default_rng(0)) if p.page_size else None
     with m.launch(kp.name):
         for b, sq in enumerate(seqs):
@@ -708,22 +710,32 @@ def decode(p: Problem, plan: Plan, q, k, v):
                             else:
                                 m.store("Opart", Op, (b, h, slice(None), s), o[r])
                                 m.store("LSEpart", Lp, (b, h, slice(None), s), lse[r])
-    if ns > 1:
-        with m.launch("decode_combine"):
-            for b in range(p.batch):
-                for h in range(p.heads):
-                    for i in range(nq):
-                        ls = m.load("LSEpart", Lp[b, h, i], smem=False)
-                        top = ls.max()
-                        wt = m.exp(ls - (top if top > -np.inf else 0.0))
-                        tot = wt.sum()
-                        o = (wt[:, None] * m.load("Opart", Op[b, h, i], smem=False)).sum(0)
-                        m.alu(2 * ns + 2 + d * (2 * ns + 1))
-                        with np.errstate(divide="ignore"):  # no key in any split: 0, -inf
-                            lg = m.log(np.array(tot))
-                            m.store("O", O, (b, h, i), o / tot if tot > 0 else o * 0)
-                            m.store("LSE", LSE, (b, h, i), np.array(top + lg if tot > 0 else -np.inf))
+                        if ns > 1:  # counted done; the last to count combines the rows
+                            at = (b, kvh * (g // hp) + c)
+                            m.store("Counter", cnt, at, m.load("Counter", cnt[at], smem=False) + 1)
+                            if cnt[at] == ns:
+                                m.store("Counter", cnt, at, np.zeros(()))
+                                for h in heads:
+                                    for i in range(nq):
+                                        _combine_row(m, Op, Lp, O, LSE, (b, h, i), ns, d)
     return {"O": O, "LSE": LSE}, m
+
+
+def _combine_row(m: Meter, Op, Lp, O, LSE, at: tuple, ns: int, d: int) -> None:
+    """decode.cu's combine_last for one query row: the S partial LSEs to weights
+    e^(LSE_s - LSE) (stored in shared memory with 1/Σ, read by each 8-column pass) and
+    O = Σ_s weight·O_s / Σ."""
+    ls = m.load("LSEpart", Lp[at], smem=False)
+    top = ls.max()
+    wt = m.exp(ls - (top if top > -np.inf else 0.0))
+    tot = wt.sum()
+    o = (wt[:, None] * m.load("Opart", Op[at], smem=False)).sum(0)
+    m.alu(2 * ns + 2 + d * (2 * ns + 1))
+    m.sm[m.kernel] += (ns + 1) * F32 * (1 + d // 8)
+    with np.errstate(divide="ignore"):  # no key in any split: 0, -inf
+        lg = m.log(np.array(tot))
+        m.store("O", O, at, o / tot if tot > 0 else o * 0)
+        m.store("LSE", LSE, at, np.array(top + lg if tot > 0 else -np.inf))
 
 
 def _paged(p: Problem, k, v, rng: np.random.Generator):

@@ -410,14 +410,14 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
-         "l2_bytes", "dram_bytes", "need_port")
+         "l2_bytes", "dram_bytes", "need_port", "tail")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
 EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
              "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
-             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op")
+             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -434,7 +434,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
-             k.inst_per_op or hw.pipeline.inst_per_op)
+             k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips)
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -538,7 +538,10 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     best = np.minimum.reduceat(sched, starts)
     top = _max(*(limits[u] for u in LIMITS))
-    return np.maximum(best, top), limits
+    # after the last CTA's loop, a chain of dependent memory round trips no other work overlaps
+    # (KernelPlan.tail_round_trips: split-KV decode's fused combine)
+    tail = f.tail * _rates_of(rates, f).load_latency
+    return np.maximum(best, top) + tail, limits
 
 
 def _rep(a: np.ndarray, k: int) -> np.ndarray:

@@ -9,8 +9,12 @@ through a `stages`-deep cp.async ring; each warp takes its own slice of every ti
 split across warps, the rows are not: a handful of rows gives no work to split) and keeps its
 own online-softmax state, merged across warps through shared memory at the end. With one split the
 kernel writes O and LSE; with S splits each writes a partial O (normalised over its keys) and its
-LSE in fp32, and `decode_combine` merges them (O = Σ_s e^(LSE_s - LSE) O_s). The split count
-fills the GPU as FlashAttention's num_splits_heuristic does. Causal decode rows are bottom-right
+LSE in fp32, counts itself done in an int32 counter of its (batch, head chunk), and the CTA that
+counts last merges the S partials of its rows (O = Σ_s e^(LSE_s - LSE) O_s) and sets the count
+back to zero: the combine is fused, one launch a step (the separate combine kernel of earlier
+runs cost its own launch: other_kernels_ms in experiments/decode/h100/bench.csv and
+experiments/decode/h200/bench.csv). The split count fills the GPU as FlashAttention's
+num_splits_heuristic does. Causal decode rows are bottom-right
 aligned (the last query row sees every key); a sliding window skips the tiles before the first
 row's window.
 
@@ -38,7 +42,7 @@ from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import CausalAlign, Direction, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import SPECS, kernel_defines, source
-from iosim.schedules.base import F32, Tiles, check_head_dim, check_smem, uniform
+from iosim.schedules.base import F32, Tiles, check_head_dim, check_smem
 
 # (block_n, warps, stages) by head_dim bucket: a 16-key slice a warp (4 warps), a ring of about
 # 96 KB (two CTAs an SM on H100; three stages, two at d = 256, where a stage is 64 KB)
@@ -56,8 +60,11 @@ MAX_SPLITS = 128
 # splits best at batch 1 and 2 at batch 8 (32k and 128k keys); FlashAttention's rule took 29 and
 # 4: 5-8% and up to 2% slower.
 SPLIT_EFFICIENCY = 0.95
-COMBINE_THREADS = 128
 REGS = 255  # __launch_bounds__(threads): the register file over the threads
+# the fused combine starts when the last split's CTA has counted itself done, and waits in turn
+# for the count (an atomic in L2), the partial LSEs and the partial Os: three dependent round
+# trips after the last split (KernelPlan.tail_round_trips)
+COMBINE_ROUND_TRIPS = 3
 
 
 def bucket(d: int) -> tuple[int, int, int]:
@@ -191,8 +198,6 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         seqs = [(q, runs_of(q, bn, s), 1) for q in p.sequences()]
         entry, defines = "decode_ragged_fwd", dict(base, NUM_SPLITS=s)
     ks = [_decode_kernel(p, entry, seqs, s, rows, bn, warps, stages, chunks, smem, defines)]
-    if s > 1:
-        ks.append(_combine_kernel(p, s))
     notes = (f"{hp} query head(s) x {p.seqlen_q} row(s) a CTA ({rows} padded), {bn}-key tiles, "
              f"{warps} warps, {stages}-stage K/V pipeline, {s} KV split(s)")
     if p.seqlens_k is not None:
@@ -234,8 +239,7 @@ def _decode_kernel(p: Problem, entry: str, seqs: list[tuple[Problem, list[range]
     kv, tiles = total(keys), total(lambda q, j: 1)
     mask_keys = total(lambda q, j: keys(q, j) * masked_tile(q, j, bn))
     n_rows = p.bh * p.seqlen_q
-    out = {"O": n_rows * d * e, "LSE": n_rows * F32} if s == 1 else \
-        {"Opart": n_rows * s * d * F32, "LSEpart": n_rows * s * F32}
+    out = {"O": n_rows * d * e, "LSE": n_rows * F32}
     ctas = p.batch * heads * s
     # smem: Q stored once (padded rows); per tile K, V stored and read once (each warp its
     # slice), Q read by every warp; at the end the warps' fp32 O, m and ℓ stored and read back
@@ -244,6 +248,15 @@ def _decode_kernel(p: Problem, entry: str, seqs: list[tuple[Problem, list[range]
     reads = {"Q": s * n_rows * d * e, "K": heads * kv * d * e, "V": heads * kv * d * e}
     if p.page_size is not None:  # int32 entries, each tile's distinct pages
         reads["BlockTable"] = heads * 4 * total(lambda q, j: table_entries(q, j, bn))
+    comb = Work()
+    if s > 1:  # the partials, each CTA's count, and the last CTA's combine of its rows
+        part = {"Opart": n_rows * s * d * F32, "LSEpart": n_rows * s * F32}
+        out |= {**part, "Counter": 4 * (ctas + p.batch * heads)}  # counted, then reset
+        reads |= {**part, "Counter": 4 * ctas}
+        # per row: S weights and 1/Σ stored, read by each 8-column pass; max, Σ (S each), 1/Σ,
+        # LSE; per element S FMAs and the 1/Σ scale
+        sram += n_rows * (s + 1) * F32 * (1 + d // 8)
+        comb = Work(exp_ops=n_rows * (s + 1), alu_flops=n_rows * (2 * s + 2 + d * (2 * s + 1)))
     t = Traffic(reads=reads, writes=out, sram=sram)
     # per tile of c keys: S and PV (4·rows·c·d); P per element and α per row per warp; per
     # element rowmax, the scale-and-subtract FMA, rowsum (+ the mask on masked tiles); per row
@@ -251,7 +264,7 @@ def _decode_kernel(p: Problem, entry: str, seqs: list[tuple[Problem, list[range]
     # their weights (exp), ℓ and O (FMAs), 1/ℓ, O·1/ℓ, log ℓ and LSE.
     mask = heads * rows * mask_keys
     once = Work(exp_ops=rows * (warps + 1),
-                alu_flops=rows * (3 * warps + 2) + rows * d * (2 * warps + 1)).scaled(ctas)
+                alu_flops=rows * (3 * warps + 2) + rows * d * (2 * warps + 1)).scaled(ctas) + comb
     w = Work(tensor_flops=heads * 4 * rows * kv * d,
              exp_ops=heads * (rows * kv + warps * rows * tiles),
              alu_flops=heads * (3 * rows * kv + warps * rows * (6 + d) * tiles) + mask) + once
@@ -262,18 +275,4 @@ def _decode_kernel(p: Problem, entry: str, seqs: list[tuple[Problem, list[range]
     return KernelPlan(entry, grid, 32 * warps, smem, REGS, rows, bn, t, w, trips=trips / bn,
                       reuse=reuse, masked=masked, mask_alu=mask, once=once, stages=stages,
                       overlap="async", source=source(entry), defines=defines,
-                      streamed=("K", "V"))
-
-
-def _combine_kernel(p: Problem, s: int) -> KernelPlan:
-    """decode_combine: per query row, the S partial LSEs to weights e^(LSE_s - LSE) and
-    O = Σ_s weight·O_s; one CTA per (row, head, batch)."""
-    d, e, n_rows = p.head_dim, p.elem_bytes, p.bh * p.seqlen_q
-    t = Traffic(reads={"Opart": n_rows * s * d * F32, "LSEpart": n_rows * s * F32},
-                writes={"O": n_rows * d * e, "LSE": n_rows * F32})
-    # max, Σ weights (S each), 1/Σ and LSE (2); per element S FMAs and the 1/Σ scale
-    w = Work(exp_ops=n_rows * (s + 1), alu_flops=n_rows * (2 * s + 2 + d * (2 * s + 1)))
-    return KernelPlan("decode_combine", (p.seqlen_q, p.heads, p.batch), COMBINE_THREADS, 0, 32,
-                      1, d, t, w, trips=uniform(1), source=source("decode_combine"),
-                      defines=kernel_defines("decode_combine", HEAD_DIM=p.head_dim,
-                                             NUM_SPLITS=s, COMBINE_THREADS=COMBINE_THREADS))
+                      streamed=("K", "V"), tail_round_trips=COMBINE_ROUND_TRIPS if s > 1 else 0)
