@@ -771,7 +771,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
             again, _ = _busy(b, ki, xi + 1)
             relaxed[ki, xi] = again + launch[ki]
 
-    if kernel_bounds or not len(starts):
+    if every:  # every relief predicted in the first pass
+        pass
+    elif kernel_bounds or not len(starts):
         want = lower <= lower[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN)
         if len(starts):
             want |= (sums <= sums[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN))[grp]
