@@ -73,13 +73,14 @@ def test_stream_writes_what_the_in_memory_sweep_computes(tmp_path):
 
 
 def test_the_grid_is_never_materialised():
-    """A 3.8M-point grid yields its first chunk at once, having made only that chunk's problems."""
+    """A 3.8M-point grid yields its first chunk at once, having made only that chunk's problems
+    (and the next chunk's first, which tells where the chunk's last shape ends)."""
     pts = sw.points({"seqlen": "16..160000:16", "head_dim": "64,128,256", "batch": "1..128",
                      "heads": "8..128:8", "schedule": "fa2", "hw": "h100"})
     t0 = time.perf_counter()
     n, (rows, _) = next(sw.run_chunks(pts, None))
     assert time.perf_counter() - t0 < 5
-    assert n == sw.CHUNK_PROBLEMS == pts.problems_seen and len(rows[0]) == n
+    assert n == sw.CHUNK_PROBLEMS == pts.problems_seen - 1 and len(rows[0]) == n
 
 
 def test_an_interrupted_sweep_leaves_readable_parts_and_resumes(tmp_path, monkeypatch):
@@ -152,3 +153,17 @@ def test_dask_local_cluster_gives_the_same_rows(tmp_path):
     res = sw.stream(GRID, tmp_path / "d.parquet", engine="dask", workers=2, progress=False)
     got = pd.read_parquet(res.path).sort_values(KEY).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+def test_chunks_end_where_a_shape_does(monkeypatch):
+    """The grid walks batch and heads fastest; a chunk holds at least CHUNK_PROBLEMS problems
+    and never splits a shape (the fields besides batch, heads, kv_heads) with the next, so each
+    shape's template is planned once."""
+    monkeypatch.setattr(sw, "CHUNK_PROBLEMS", 7)  # 4 (batch, heads) pairs a shape: 7 splits one
+    seen, sizes = set(), []
+    for chunk in sw._chunks(sw.points(GRID).problems(), sw.CHUNK_PROBLEMS):
+        shapes = {sw._outer(p) for p in chunk}
+        assert not shapes & seen
+        seen |= shapes
+        sizes.append(len(chunk))
+    assert all(n >= 7 for n in sizes[:-1]) and set(sizes[:-1]) == {8} and len(sizes) > 3

@@ -32,6 +32,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,7 +64,7 @@ DEFAULTS: dict[str, list] = {"batch": [4], "heads": [32], "kv_heads": [None], "s
 PARALLEL_POINTS = 2000  # sweeps this large run in one process per CPU
 MAX_VALUES = 10_000  # values one option may expand to (a typo like 1..1e9:1 is refused, not run)
 MAX_POINTS = 10_000_000  # points of one sweep
-CHUNK_PROBLEMS = 256  # problems per piece of work: all their points are one chunk of rows
+CHUNK_PROBLEMS = 256  # problems per piece of work at least (whole shapes): one chunk of rows
 
 
 def parse_values(text: str, kind: type = int, name: str = "value") -> list:
@@ -501,7 +502,7 @@ def run_chunks(pts: Points, pool, tuned: TunedTiles | None = None, done: set | N
     if done:
         problems = (p for p in problems if problem_key(p) not in done)
     pending: deque = deque()
-    while chunk := list(itertools.islice(problems, CHUNK_PROBLEMS)):
+    for chunk in _chunks(problems, CHUNK_PROBLEMS):
         job = (pts.todo, chunk, tuned)
         if pool is None:
             yield len(chunk), _rows(job)
@@ -513,6 +514,25 @@ def run_chunks(pts: Points, pool, tuned: TunedTiles | None = None, done: set | N
     while pending:
         n, fut = pending.popleft()
         yield n, fut.result()
+
+
+# what the grid varies besides batch, heads and kv_heads (which it walks fastest)
+_outer = attrgetter("seqlen_q", "seqlen_k", "head_dim", "dtype", "causal", "causal_align",
+                    "direction", "window", "page_size")
+
+
+def _chunks(problems, size: int):
+    """Lists of at least `size` problems (the last may hold fewer) that end where the grid's
+    other fields change: a shape's problems (iosim.schedules.shape) are never split between
+    chunks, so each shape is planned once."""
+    chunk: list[Problem] = []
+    for p in problems:
+        if len(chunk) >= size and _outer(p) != _outer(chunk[-1]):
+            yield chunk
+            chunk = []
+        chunk.append(p)
+    if chunk:
+        yield chunk
 
 
 def problem_key(p: Problem) -> tuple:

@@ -771,20 +771,32 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
             again, _ = _busy(b, ki, xi + 1)
             relaxed[ki, xi] = again + launch[ki]
 
-    if kernel_bounds or not len(starts):
+    if every:  # every relief predicted in the first pass
+        pass
+    elif kernel_bounds or not len(starts):
         want = lower <= lower[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN)
         if len(starts):
             want |= (sums <= sums[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN))[grp]
         predict(want)
-    else:  # groups' limiters alone: first each group's most promising relief, then the ones
-        # whose lower bound could still beat the best found (best_relief's search, batched)
-        pick = sums.argmin(axis=1)
-        first = np.zeros(sums.shape, bool)
-        first[np.arange(len(sums)), pick] = True
-        predict(first[grp])
-        best = np.minimum(np.add.reduceat(relaxed[np.arange(n), pick[grp]], starts),
-                          np.add.reduceat(relaxed[:, LAUNCH], starts))
-        predict((sums <= best[:, None] * (1 + MARGIN))[grp])
+    else:  # groups' limiters alone (best_relief's search, batched): round by round, each
+        # group's most promising relief not yet predicted, while its lower bound could still
+        # beat the best found
+        best = np.add.reduceat(relaxed[:, LAUNCH], starts)  # exact already
+        done = np.zeros(sums.shape, bool)
+        done[:, LAUNCH] = True
+        while True:
+            left = np.where(done, np.inf, sums)
+            pick = left.argmin(axis=1)
+            live = left[np.arange(len(sums)), pick] <= best * (1 + MARGIN)
+            if not live.any():
+                break
+            g = np.flatnonzero(live)
+            done[g, pick[g]] = True
+            want = np.zeros(sums.shape, bool)
+            want[g, pick[g]] = True
+            predict(want[grp])
+            found = np.add.reduceat(relaxed[np.arange(n), pick[grp]], starts)
+            best = np.where(live, np.minimum(best, found), best)
     out.relaxed, out.lower = relaxed, lower
     out.bound = _chosen(relaxed) if kernel_bounds else None
     if len(starts):  # NaN where one kernel's is unknown
