@@ -80,7 +80,7 @@ def test_the_grid_is_never_materialised():
     t0 = time.perf_counter()
     n, (rows, _) = next(sw.run_chunks(pts, None))
     assert time.perf_counter() - t0 < 5
-    assert n == sw.CHUNK_PROBLEMS == pts.problems_seen - 1 and len(rows[0]) == n
+    assert n == sw.CHUNK_PROBLEMS == pts.problems_seen - 1 and len(rows[0]["hw"]) == n
 
 
 def test_an_interrupted_sweep_leaves_readable_parts_and_resumes(tmp_path, monkeypatch):

@@ -329,12 +329,12 @@ def profiles(hw_values: list, sets: dict[str, list],
     return out
 
 
-def _rows(job: tuple) -> tuple[list[pd.DataFrame | None], Counter]:
-    """Rows of some problems for every (profile, schedule) of the sweep: one DataFrame per
-    (profile, schedule), problems in order, None where none could be planned. The problems of
-    one shape share a template Plan per (profile, schedule), all of the chunk's are predicted
-    in one batch (iosim.analysis.table), and the frames are built here (a worker's), not by
-    the process that collects them."""
+def _rows(job: tuple) -> tuple[list[dict | None], Counter]:
+    """Rows of some problems for every (profile, schedule) of the sweep, as columns
+    (iosim.analysis.table; numbers as numpy arrays, cheap to send between processes, no
+    pandas needed): one table per (profile, schedule), problems in order, None where none
+    could be planned. The problems of one shape share a template Plan per (profile,
+    schedule), and all of the chunk's are predicted in one batch."""
     todo, problems, tuned = job
     skipped: Counter = Counter()
     temps, spans = [], []
@@ -350,23 +350,17 @@ def _rows(job: tuple) -> tuple[list[pd.DataFrame | None], Counter]:
         temps += ts
     if not temps:
         return [None] * len(todo), skipped
-    # each entry's rows, back in the problems' order, one frame for the chunk
-    perm, at = [], 0
-    for order in spans:
-        if order is not None:
-            perm += [at + j for j in sorted(range(len(order)), key=order.__getitem__)]
-            at += len(order)
-    frame = table.as_frame(table.take(table.columns(temps), perm))
-    out: list[pd.DataFrame | None] = []
+    cols = table.columns(temps)
+    out: list[dict | None] = []
     at = 0
     for (_, changes, _, _), order in zip(todo, spans):
         if order is None:
             out.append(None)
             continue
-        part = frame.iloc[at:at + len(order)].reset_index(drop=True)
+        # this entry's rows, back in the problems' order
+        part = table.take(cols, [at + j for j in sorted(range(len(order)), key=order.__getitem__)])
         at += len(order)
-        for k, v in changes.items():
-            part[f"set_{k}"] = v
+        part.update({f"set_{k}": [v] * len(order) for k, v in changes.items()})
         out.append(part)
     return out, skipped
 
@@ -494,10 +488,11 @@ def executor(engine: str = "local", workers: int = 1, scheduler: str | None = No
 
 
 def run_chunks(pts: Points, pool, tuned: TunedTiles | None = None, done: set | None = None,
-               window: int = 8):
+               window: int = 8, submitted=None):
     """(chunk's rows per todo entry, skipped) for every chunk of problems, in grid order, with
     at most `window` chunks in flight: memory stays bounded whatever the grid. Problems whose
-    key is in `done` (a resumed sweep's) are not computed again."""
+    key is in `done` (a resumed sweep's) are not computed again. `submitted`: called once the
+    first chunks are in flight (what the collecting process can do meanwhile)."""
     problems = pts.problems()
     if done:
         problems = (p for p in problems if problem_key(p) not in done)
@@ -509,8 +504,13 @@ def run_chunks(pts: Points, pool, tuned: TunedTiles | None = None, done: set | N
             continue
         pending.append((len(chunk), pool.submit(_rows, job)))
         if len(pending) >= window:
+            if submitted:
+                submitted()
+                submitted = None
             n, fut = pending.popleft()
             yield n, fut.result()
+    if submitted:
+        submitted()
     while pending:
         n, fut = pending.popleft()
         yield n, fut.result()
@@ -561,15 +561,14 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
     `workers`: processes (default: the CPUs when the sweep is large enough to gain from them);
     `tuned`: a tiles file's entries; `engine`/`scheduler`: see `executor`. For grids too large
     to hold, `stream` writes a file a chunk at a time."""
-    import pandas as pd
-
     pts = points(grid)
     expected = pts.expected()
-    per_todo: list[list[pd.DataFrame]] = [[] for _ in pts.todo]  # frames, chunk by chunk
+    per_todo: list[list[dict]] = [[] for _ in pts.todo]  # column tables, chunk by chunk
     planned: Counter = Counter()
     bar = _bar(progress, expected)
     with executor(engine, _workers(workers, expected), scheduler) as pool:
-        for n, (res, sk) in run_chunks(pts, pool, tuned):
+        # pandas (for the frame) while the workers, started without it, compute
+        for n, (res, sk) in run_chunks(pts, pool, tuned, submitted=_import_pandas):
             planned.update(sk)
             for acc, part in zip(per_todo, res):
                 if part is not None:
@@ -580,9 +579,18 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
         bar.close()
     total, skipped = pts.totals(planned)
     # schedule, profile, then problems in grid order
-    frames = [part for acc in per_todo for part in acc]
-    rows = pd.concat(frames, ignore_index=True, sort=False) if frames else pd.DataFrame()
-    return SweepResult(rows, total, skipped, pts.whatif)
+    return SweepResult(_frame([part for acc in per_todo for part in acc]), total, skipped, pts.whatif)
+
+
+def _import_pandas() -> None:
+    import pandas  # noqa: F401
+
+
+def _frame(parts: list[dict]) -> pd.DataFrame:
+    """Column tables end to end, one DataFrame."""
+    import pandas as pd
+
+    return table.as_frame(table.concat(parts)) if parts else pd.DataFrame()
 
 
 def sweep(grid: Mapping, progress: bool | None = False) -> pd.DataFrame:
@@ -715,8 +723,6 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
     same grid left (see `parts_dir`); `engine`/`scheduler`: where the chunks run (`executor`)."""
     import time
 
-    import pandas as pd
-
     path = check_writable(path, TABLE_SUFFIXES, force)
     check_engine(engine, scheduler)
     if path.suffix.lower() != ".csv":
@@ -736,19 +742,18 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
     def flush() -> None:  # whole chunks to one part: a part holds all rows of its problems
         nonlocal n_part, held
         if buf:
-            write_table(pd.concat(buf, ignore_index=True, sort=False),
-                        parts / f"part-{n_part:06d}{suffix}")
+            write_table(_frame(buf), parts / f"part-{n_part:06d}{suffix}")
             n_part += 1
             buf.clear()
             held = 0
 
     with executor(engine, _workers(workers, expected - already), scheduler) as pool:
-        for n, (res, sk) in run_chunks(pts, pool, tuned, done):
+        for n, (res, sk) in run_chunks(pts, pool, tuned, done, submitted=_import_pandas):
             planned.update(sk)
             for part in res:
                 if part is not None:
                     buf.append(part)
-                    held += len(part)
+                    held += len(part["hw"])
             if held >= PART_ROWS:
                 flush()
             computed += n * len(pts.todo)

@@ -262,17 +262,18 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
     d_r, d_w = per_plan(dram_r), per_plan(dram_w)
     roof_at, main_at = largest(roof_s), largest(pred.seconds)
 
-    # the columns: a template's values repeated over its problems, or one value a problem
+    # the columns: a template's values repeated over its problems, or one value a problem;
+    # numbers as numpy arrays (as_rows gives Python values)
     rep = lambda vals: np.repeat(np.array(vals, dtype=object), m).tolist()  # noqa: E731
     fields = [problem_fields(t.plan.problem) for t in templates]
-    out: dict[str, list] = {"hw": rep([t.hw.name for t in templates]),
-                            "schedule": rep([t.plan.schedule for t in templates])}
+    out: dict = {"hw": rep([t.hw.name for t in templates]),
+                 "schedule": rep([t.plan.schedule for t in templates])}
     for name in dict.fromkeys(k for f in fields for k in f):
         out[name] = rep([f.get(name, ABSENT) for f in fields])
     probs = [p for t in templates for p in t.problems]
-    out["batch"] = [p.batch for p in probs]
-    out["heads"] = [p.heads for p in probs]
-    out["kv_heads"] = [p.kv_heads for p in probs]
+    out["batch"] = np.array([p.batch for p in probs], np.int64)
+    out["heads"] = np.array([p.heads for p in probs], np.int64)
+    out["kv_heads"] = np.array([p.kv_heads for p in probs], np.int64)
     plan_cols = [_plan_columns(t.plan) for t in templates]
     for name in plan_cols[0]:
         out[name] = rep([c[name] for c in plan_cols])
@@ -286,50 +287,76 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         if big[j]:
             counts.append([x + y * int(z) for x, y, z in zip(aj, bj, u_all)])
         else:
-            counts.append((aj.astype(np.int64) + bj.astype(np.int64) * u_all).tolist())
+            counts.append(aj.astype(np.int64) + bj.astype(np.int64) * u_all)
     rd, wr, sram, tf, ex, alu, foot = counts
-    dr, dw = d_r.astype(np.int64).tolist(), d_w.astype(np.int64).tolist()
+    dr, dw = d_r.astype(np.int64), d_w.astype(np.int64)
+    cap = np.repeat([t.hw.hbm_capacity_bytes for t in templates], m)
     out.update({
         "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
         "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
         "tensor_flops": tf, "exp_ops": ex, "alu_flops": alu,
-        "intensity_flop_per_byte": [(x + y) / max(r + w, 1) for x, y, r, w in zip(tf, alu, dr, dw)],
-        "time_roofline_ms": (t_roof * 1e3).tolist(),
+        "intensity_flop_per_byte": np.array([(x + y) / max(r + w, 1) for x, y, r, w in zip(
+            _py(tf), _py(alu), dr.tolist(), dw.tolist())]),
+        "time_roofline_ms": t_roof * 1e3,
         "bound_roofline": [ROOF[j] for j in roof_bound[roof_at]],
-        "time_pred_ms": (t_pred * 1e3).tolist(),
-        "tflops_pred": [p.fa_flops() / x / 1e12 for p, x in zip(probs, t_pred.tolist())],
+        "time_pred_ms": t_pred * 1e3,
+        "tflops_pred": np.array([p.fa_flops() / x / 1e12 for p, x in zip(probs, t_pred.tolist())]),
         # the limiter: what a 2x rate shortens most
         "bound": pred.group_bound if limiter else [None] * len(probs),
         # the main kernel's busiest unit, and its share of its efficient peak
         "busiest": [timing.LIMITS[j] for j in pred.busiest[main_at]],
-        "util_pct": (100 * pred.util[main_at]).tolist(),
-        "kernels": np.repeat([len(t.plan.kernels) for t in templates], m).tolist(),
+        "util_pct": 100 * pred.util[main_at],
+        "kernels": np.repeat([len(t.plan.kernels) for t in templates], m).astype(np.int64),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
         "hbm_footprint_bytes": foot,
-        "fits": [f <= c for f, c in zip(foot, rep([t.hw.hbm_capacity_bytes for t in templates]))],
+        "fits": np.array([f <= c for f, c in zip(_py(foot), cap.tolist())], bool),
         # kernel (this project's), published (someone's), or hypothetical (the model's alone)
         "backing": rep([backing(t.plan, t.hw) for t in templates]),
         "notes": rep([t.plan.notes for t in templates])})
     return out
 
 
-def as_rows(cols: dict[str, list]) -> list[dict]:
-    """Columns as one dict per row, without the columns a row lacks."""
-    names = list(cols)
-    n = len(cols[names[0]]) if names else 0
-    return [{c: v for c in names if (v := cols[c][i]) is not ABSENT} for i in range(n)]
+def _py(col) -> list:
+    """A column's values as Python values."""
+    return col.tolist() if isinstance(col, np.ndarray) else col
 
 
-def take(cols: dict[str, list], rows: Sequence[int]) -> dict[str, list]:
+def as_rows(cols: dict) -> list[dict]:
+    """Columns as one dict per row of Python values, without the columns a row lacks."""
+    py = {c: _py(col) for c, col in cols.items()}
+    n = len(next(iter(py.values()))) if py else 0
+    return [{c: v for c, col in py.items() if (v := col[i]) is not ABSENT} for i in range(n)]
+
+
+def concat(parts: Sequence[dict]) -> dict:
+    """Column tables end to end: a column that every part holds as an array stays one; others
+    become lists (a cell a part lacks: ABSENT), so a frame infers their type over all rows at
+    once, as from rows."""
+    names = list(dict.fromkeys(c for part in parts for c in part))
+    sizes = [len(next(iter(part.values()))) if part else 0 for part in parts]
+    out: dict = {}
+    for c in names:
+        cols = [part.get(c) for part in parts]
+        if all(isinstance(x, np.ndarray) for x in cols):
+            out[c] = np.concatenate(cols)
+        else:
+            out[c] = [v for x, n in zip(cols, sizes) for v in ([ABSENT] * n if x is None else _py(x))]
+    return out
+
+
+def take(cols: dict, rows: Sequence[int]) -> dict:
     """These rows of the columns, in this order."""
-    return {c: [col[i] for i in rows] for c, col in cols.items()}
+    at = np.asarray(rows, np.int64)
+    return {c: col[at] if isinstance(col, np.ndarray) else [col[i] for i in rows]
+            for c, col in cols.items()}
 
 
 def as_frame(cols: dict[str, list]) -> pd.DataFrame:
     """Columns as a DataFrame (a cell a row lacks: missing, as in a frame of as_rows' dicts)."""
     import pandas as pd
 
-    return pd.DataFrame({c: [None if v is ABSENT else v for v in col] if ABSENT in col else col
+    return pd.DataFrame({c: [None if v is ABSENT else v for v in col]
+                         if not isinstance(col, np.ndarray) and ABSENT in col else col
                          for c, col in cols.items()})
 
 
