@@ -24,6 +24,7 @@ kv_heads not dividing heads) are left out and counted in `SweepResult.skipped`.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import math
 import os
@@ -582,8 +583,12 @@ def sweep_result(grid: Mapping, progress: bool | None = False, workers: int | No
     return SweepResult(_frame([part for acc in per_todo for part in acc]), total, skipped, pts.whatif)
 
 
-def _import_pandas() -> None:
+def _import_pandas(parquet: bool = False) -> None:
+    """What the collecting process needs for the frames (and Parquet files) it writes."""
     import pandas  # noqa: F401
+
+    if parquet:
+        import pyarrow.parquet  # noqa: F401
 
 
 def _frame(parts: list[dict]) -> pd.DataFrame:
@@ -678,8 +683,10 @@ def _start_parts(path: Path, pts: Points, tuned, resume: bool, force: bool) -> t
     return parts, done, len(files)
 
 
-def _join_parts(parts: Path, path: Path, summary: Summary) -> int:
-    """Join the parts into `path` (atomically), one part in memory at a time; their rows."""
+def _join_parts(parts: Path, path: Path, summary: Summary, written: dict[Path, int]) -> int:
+    """Join the parts into `path` (atomically), one part in memory at a time; their rows. The
+    parts this run wrote (`written`: their rows) are in the summary already; an earlier run's
+    (a resumed sweep's) are read for it."""
     files = sorted(parts.glob("part-*"))
     rows = 0
 
@@ -692,6 +699,9 @@ def _join_parts(parts: Path, path: Path, summary: Summary) -> int:
                         if i:
                             src.readline()  # the header, written once
                         shutil.copyfileobj(src, out)
+                    if f in written:
+                        rows += written[f]
+                        continue
                     df = _read_part(f)
                     summary.add(df)
                     rows += len(df)
@@ -704,7 +714,8 @@ def _join_parts(parts: Path, path: Path, summary: Summary) -> int:
                 table = pq.read_table(f)
                 writer = writer or pq.ParquetWriter(tmp, table.schema)
                 writer.write_table(table.cast(writer.schema))
-                summary.add(table.to_pandas())
+                if f not in written:
+                    summary.add(table.to_pandas())
                 rows += table.num_rows
         finally:
             if writer:
@@ -725,11 +736,9 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
 
     path = check_writable(path, TABLE_SUFFIXES, force)
     check_engine(engine, scheduler)
-    if path.suffix.lower() != ".csv":
-        try:
-            import pyarrow.parquet  # noqa: F401
-        except ImportError:
-            raise InputError("writing Parquet needs pyarrow (pip install pyarrow), or use .csv") from None
+    parquet = path.suffix.lower() != ".csv"
+    if parquet and importlib.util.find_spec("pyarrow") is None:  # imported while chunks compute
+        raise InputError("writing Parquet needs pyarrow (pip install pyarrow), or use .csv")
     t0 = time.perf_counter()
     pts = points(grid)
     expected = pts.expected()
@@ -738,17 +747,22 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
     suffix = ".csv" if path.suffix.lower() == ".csv" else ".parquet"
     bar = _bar(progress, expected, min(already, expected))
     computed, planned, buf, held = 0, Counter(), [], 0
+    summary, written = Summary(pts.whatif), {}
 
     def flush() -> None:  # whole chunks to one part: a part holds all rows of its problems
         nonlocal n_part, held
         if buf:
-            write_table(_frame(buf), parts / f"part-{n_part:06d}{suffix}")
+            frame, f = _frame(buf), parts / f"part-{n_part:06d}{suffix}"
+            write_table(frame, f)
+            summary.add(frame)
+            written[f] = len(frame)
             n_part += 1
             buf.clear()
             held = 0
 
     with executor(engine, _workers(workers, expected - already), scheduler) as pool:
-        for n, (res, sk) in run_chunks(pts, pool, tuned, done, submitted=_import_pandas):
+        for n, (res, sk) in run_chunks(pts, pool, tuned, done,
+                                       submitted=lambda: _import_pandas(parquet)):
             planned.update(sk)
             for part in res:
                 if part is not None:
@@ -763,8 +777,7 @@ def stream(grid: Mapping, path: str | Path, force: bool = False, resume: bool = 
     if bar:
         bar.close()
     total, skipped = pts.totals(planned)
-    summary = Summary(pts.whatif)
-    rows = _join_parts(parts, path, summary) if n_part else 0
+    rows = _join_parts(parts, path, summary, written) if n_part else 0
     shutil.rmtree(parts, ignore_errors=True)  # joined, or nothing to join
     return StreamResult(path, total, rows, skipped, summary.text(total, skipped),
                         time.perf_counter() - t0, computed)
