@@ -2,12 +2,13 @@
 
 Problems that differ only in batch, heads and kv_heads (with the same heads / kv_heads) are the
 same shape (`schedules.shape`): their Plans launch the same kernels with the same tiles, and
-every count (CTAs, bytes, FLOPs) is the same number per (batch, K/V head) pair, times the
-pairs, u = batch x kv_heads. So one Plan, the shape's template, stands for all of them: its
-counts are divided by its own u and multiplied by each problem's, the DRAM estimate and the
-cycle model run once over every (problem, kernel) as numpy arrays (memory.dram_arrays,
-timing.facts_table, timing.predict_batch), and the rows come out as columns. A row of one
-problem planned alone (`predict.rows`) is the same computation with a template of one, so
+every count (CTAs, bytes, FLOPs) is a + b x u in the (batch, K/V head) pairs u = batch x
+kv_heads: b per pair (a = 0) for the schedules' own kernels, a fixed part too for the papers'
+PyTorch baseline (`schedules.AFFINE`: a and b fitted through a second Plan). So one Plan, the
+shape's template, stands for all of them; the DRAM estimate and the cycle model run once over
+every (problem, kernel) as numpy arrays (memory.dram_arrays, timing.facts_table,
+timing.predict_batch), and the rows come out as columns. A row of one problem planned alone
+(`predict.rows`) is the same computation with a template of one (its own counts, b = 0), so
 there is one implementation; tests/test_vectorised.py holds the two equal.
 """
 
@@ -46,7 +47,7 @@ def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
 
 
 def pairs(p: Problem) -> int:
-    """u: the (batch, K/V head) pairs, which every count of a shape's Plan is proportional to."""
+    """u: the (batch, K/V head) pairs, in which every count of a shape's Plan is affine."""
     return p.batch * p.kv_heads
 
 
