@@ -487,11 +487,6 @@ class Batch:
     def __len__(self) -> int:
         return len(self.table)
 
-    def take(self, rows) -> Batch:
-        """These rows (in this order), as a batch of their own."""
-        return Batch(self.table[rows], self.rates[rows], self.launch[rows], self.periods,
-                     self.pidx[rows])
-
 
 def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) -> Batch:
     """The Batch of these kernels, each with its DRAM bytes, profile and problem."""
