@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXT = {x: i for i, x in enumerate(timing.EXTENSIVE)}
-ROOF = ("tensor", "sfu", "alu", "hbm", "l2", "sram", "launch")  # timing.roofline_terms' order
+ROOF = timing.ROOFLINE  # the roofline's terms, in timing.roofline_terms' order
 INT_MAX = 2.0**62  # counts beyond this stay Python ints (an int64 would overflow)
 ABSENT = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()  # a cell its row lacks (`window`)
 

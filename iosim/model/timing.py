@@ -63,19 +63,16 @@ class KernelTime:
         return self.relaxed[relief]
 
 
+ROOFLINE = ("tensor", "sfu", "alu", "hbm", "l2", "sram", "launch")  # roofline_terms' keys
+
+
 def roofline_terms(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> dict[str, float]:
-    """Seconds each unit and level needs at its datasheet peak."""
+    """Seconds each unit and level needs at its datasheet peak (ROOFLINE, in order)."""
     t, w = k.traffic, k.work
     tensor, sfu, alu, hbm, l2, sram = _peaks(hw, plan.problem.dtype)
-    return {
-        "tensor": w.tensor_flops / tensor,
-        "sfu": w.exp_ops / sfu,
-        "alu": w.alu_flops / alu,
-        "hbm": (dram.read + dram.write) / hbm,
-        "l2": (t.hbm_read + t.hbm_write) / l2,
-        "sram": t.sram / sram,
-        "launch": hw.launch_overhead_s,
-    }
+    return dict(zip(ROOFLINE, (w.tensor_flops / tensor, w.exp_ops / sfu, w.alu_flops / alu,
+                               (dram.read + dram.write) / hbm, (t.hbm_read + t.hbm_write) / l2,
+                               t.sram / sram, hw.launch_overhead_s)))
 
 
 def _peaks(hw: HardwareProfile, dtype) -> tuple[float, ...]:
