@@ -206,6 +206,32 @@ def _fa3_bwd_readers(d: Defines) -> Readers:
                    ds_dq=panels, p_back=0, p_smem=0)
 
 
+# fa3's backward with a dQ-writer warp (DQ_WRITER = 1): the FA3 paper's Algorithm 3 (App. B.1),
+# where the consumers write dQ_i(local) to shared memory and notify a warp of its own that adds
+# it to global memory; kernels/fa3_bwd.cu has no such warp (its consumers add dQ themselves), so
+# a Plan with it is modelled only (`modelled_only`): it replays the published FA3 backward bars.
+DQ_WRITER = "DQ_WRITER"
+
+
+def _fa3_bwd_waits(d: Defines) -> int:
+    """Round trips one step of an fa3_bwd.cu consumer waits for with nothing else to issue (the
+    timing model's `pipeline.load_latency_cycles` each, added to the warpgroup's chain): the
+    completion of its two GEMM turns (wgmma.wait_group after Sᵀ, dPᵀ and after dV, dK, dQ:
+    unlike the forward's, no GEMM of the next step is issued before the wait), the release of
+    its own dQ reduction (the vector atomics' registers, which the load/store unit takes
+    toward L2: Nsight Compute's largest stall site, about one round trip a step in
+    experiments/fa3_bwd/h100/ncu_source_d128.csv; DQ_BULK: its staging buffer's read-out)
+    unless a dQ-writer warp adds dQ (DQ_WRITER), and, DETERMINISTIC, its turn's flag in global
+    memory (polled until the key block before it released it)."""
+    return 2 + (0 if d.get(DQ_WRITER) else 1) + (1 if d.get("DETERMINISTIC") else 0)
+
+
+def modelled_only(k) -> bool:
+    """A KernelPlan that names a kernel entry but describes a variant no kernel file has (fa3's
+    backward with the FA3 paper's dQ-writer warp)."""
+    return bool(k.defines.get(DQ_WRITER))
+
+
 def _fa1_bwd_sync_loads(d: Defines) -> int:
     """fa1.cu's backward step consumes plain global loads in the step that issues them: O_i
     (into registers, for D_i) and, without atomics (DQ_ATOMIC = 0), once per dQ pass this
@@ -372,7 +398,8 @@ class KernelSpec:
     kv_readers: Callable[[Defines], int] | None = None  # forward: smem reads of K_j, V_j a trip
     bwd_readers: Callable[[Defines], Readers] | None = None
     # memory round trips a trip waits for: plain (not cp.async) global loads that the same trip
-    # consumes (the timing model's `pipeline.load_latency_cycles` each); None: none
+    # consumes, or, warp-specialised, the asynchronous results a consumer waits for with nothing
+    # else to issue (the timing model's `pipeline.load_latency_cycles` each); None: none
     sync_loads: Callable[[Defines], int] | None = None
     tensor_maps: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # arg: (tensor, rows define)
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
@@ -529,7 +556,7 @@ _SPECS = [
                _GEMM - {"BLOCK_K"} | {"PINGPONG", "DETERMINISTIC", "DQ_BULK"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
-               bwd_readers=_fa3_bwd_readers,
+               bwd_readers=_fa3_bwd_readers, sync_loads=_fa3_bwd_waits,
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
                             "TmV": ("V", "BLOCK_N"), "TmdO": ("dO", "BLOCK_M")}),
     # fa3.cu with FP8_E4M3=1: e4m3 Q8, K8 (128-byte swizzled panels; 64-byte at d = 64) and
@@ -622,6 +649,9 @@ def supported(plan: Plan) -> None:
     schedule, p = plan.schedule, plan.problem
     specs = [SPECS.get(k.name) for k in plan.kernels]
     bwd = p.direction is Direction.bwd
+    if any(modelled_only(k) for k in plan.kernels):
+        raise InputError(f"no real kernel for {schedule} with the FA3 paper's dQ-writer warp "
+                         "(modelled only; allowed: the Plan's own kernel)")
     if bwd and None in specs:
         raise InputError(f"no real backward kernel for schedule {schedule} "
                          "(allowed with --direction bwd: naive, fa1, fa2, fa3)")

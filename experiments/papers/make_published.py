@@ -135,6 +135,15 @@ def fa2_lib_tiles(hw: tuple[str, str], direction: str, d: int) -> str:
     return "; ".join(f"{x} {tiles[(x, d)]}" for x in passes)
 
 
+def ran(sched: str, hw: tuple[str, str], direction: str, d: int) -> str | None:
+    """ran_tiles of a published row: the FA2 library's tiles (fa2); FA3's backward bars ran
+    the paper's Algorithm 3 (App. B.1), whose consumers leave dQ in shared memory for a
+    dQ-writer warp that adds it to global memory ("bwd dq-writer", at the Plan's own tiles)."""
+    if sched == "fa2":
+        return fa2_lib_tiles(hw, direction, d)
+    return "bwd dq-writer" if (sched, direction) == ("fa3", "bwd") else None
+
+
 # FA1 paper (arXiv 2205.14135) Fig. 2 left, a printed table: GPT-2 medium attention, forward +
 # backward, N = 1024, d = 64, 16 heads, batch 64, A100 (fp16 and causal: see README.md).
 FA1_FIG2 = "FA1 paper (arXiv 2205.14135) Fig. 2 left (table)"
@@ -176,7 +185,7 @@ def figure_rows() -> list[dict]:
                     "figure": fig,
                     "read_off": off, "precision": 3.0 if off else 0.5,
                     "published_value": float(v), "published_unit": "TFLOP/s",
-                    "ran_tiles": fa2_lib_tiles(hw, direction, d) if sched == "fa2" else None})
+                    "ran_tiles": ran(sched, hw, direction, d)})
     return rows
 
 

@@ -56,16 +56,25 @@ def _predict(schedule: str, p: Problem, prof: HardwareProfile, t: Tiles = Tiles(
     return row(plan(schedule, p, prof, t), prof)
 
 
+DQ_WRITER_WORD = "dq-writer"  # ran_tiles: the FA3 paper's dQ-writer warp (Tiles.dq_writer)
+
+
 def ran_tiles(r, direction: str) -> Tiles:
     """The tiles a row's kernel ran in `direction`, where the row says (its `ran_tiles`, e.g.
     "fwd 128x64x4; bwd 64x128x8": BLOCK_M x BLOCK_N x warps per pass; the published FA2 rows
-    carry the FA2 library's), else the Plan's own (Tiles())."""
+    carry the FA2 library's; "bwd dq-writer": the Plan's tiles with the FA3 paper's dQ-writer
+    warp, as the published FA3 backward bars ran), else the Plan's own (Tiles())."""
     v = getattr(r, "ran_tiles", None)
     for part in v.split(";") if isinstance(v, str) else ():
         d, _, spec = part.strip().partition(" ")
-        if d == direction:
-            bm, bn, w = (int(x) for x in spec.split("x"))
-            return Tiles(block_m=bm, block_n=bn, warps=w)
+        if d != direction:
+            continue
+        words = spec.split()
+        t = Tiles(dq_writer=True) if DQ_WRITER_WORD in words else Tiles()
+        for w in (w for w in words if w != DQ_WRITER_WORD):
+            bm, bn, nw = (int(x) for x in w.split("x"))
+            t = replace(t, block_m=bm, block_n=bn, warps=nw)
+        return t
     return Tiles()
 
 

@@ -307,10 +307,12 @@ class Trip:
         """Trip.time for entries that share one policy."""
         if policy == POLICIES["warpspecialized"]:  # a warpgroup: its share of the MMAs, then
             # its softmax; the softmax (MUFU and FP32 work, one dependent chain in each warp)
-            # and the asynchronous wgmma overlap no better than synchronous phases
+            # and the asynchronous wgmma overlap no better than synchronous phases; the
+            # results it waits for with nothing else to issue (`latency`: FA3's backward,
+            # iosim.kernels) lengthen its chain
             soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)
             thr = n * _max(soft, self.sram, self.issue, port)
-            return _max(port, self.tensor / self.groups + self.warp_other, level, thr)
+            return _max(port, self.tensor / self.groups + self.warp_other + latency, level, thr)
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
         # register operands: other warps' instructions issue between MMAs, not beside them
         thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)

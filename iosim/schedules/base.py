@@ -40,6 +40,11 @@ class Tiles:
     # decode's K/V splits (None: the Plan's heuristic, which fills the GPU). A count forced to
     # measure the heuristic's choice against the others (`iosim bench --kv-splits`).
     kv_splits: int | None = None
+    # fa3's backward with the FA3 paper's dQ-writer warp (its Algorithm 3: the consumers leave dQ
+    # in shared memory for a warp that adds it to global memory), which kernels/fa3_bwd.cu does
+    # not have: modelled only. Not a tuning knob: it replays the published FA3 backward bars
+    # (`ran_tiles` "bwd dq-writer" in experiments/papers/published.csv).
+    dq_writer: bool | None = None
 
 
 def blocks(n: int, b: int) -> np.ndarray:

@@ -41,7 +41,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
-from iosim.kernels import SPECS, fa3_bwd_consumers, kernel_defines, source
+from iosim.kernels import DQ_WRITER, SPECS, fa3_bwd_consumers, kernel_defines, source
 from iosim.schedules.base import F32, BlockMap, Tiles, uniform
 from iosim.schedules.fa2 import FlashStyle
 
@@ -78,6 +78,8 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
             # dQ by vector atomics (DQ_BULK=0): the bulk reduce-add variant measured no faster
             # (experiments/fa3_bwd/h100/dq/dq_reduce.csv, docs/results.md)
             values.update(PINGPONG=int(k.block_n == 128), DQ_BULK=0)
+            if t.dq_writer:  # the FA3 paper's dQ-writer warp (iosim.kernels.DQ_WRITER)
+                values[DQ_WRITER] = 1
             k = replace(k, regs_per_thread=budget(k.threads))
             if p.deterministic:
                 return deterministic(p, k, values)
