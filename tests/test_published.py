@@ -39,19 +39,25 @@ MAPE_AT_COMMIT = {
     ("h100-sxm5-80gb", "fa2", "bwd", "FA3", "fp16"): 4.3,
     ("h100-sxm5-80gb", "fa2", "fwd", "FA3", "fp16"): 6.6,
     ("h100-sxm5-80gb", "fa2", "fwd+bwd", "FA2", "fp16"): 3.9,
-    ("h100-sxm5-80gb", "fa3", "bwd", "FA3", "fp16"): 20.4,
+    # each consumer step of FA3's backward waits for its GEMM turns (and ours for its own dQ
+    # atomics): a load round trip each (iosim.kernels._fa3_bwd_waits); the paper's bars with
+    # its Algorithm 3's dQ-writer warp (ran_tiles "bwd dq-writer"): 20.4 -> 4.6
+    ("h100-sxm5-80gb", "fa3", "bwd", "FA3", "fp16"): 4.6,
     ("h100-sxm5-80gb", "fa3", "fwd", "FA3", "fp16"): 5.7,
     ("h100-sxm5-80gb", "fa3", "fwd", "FA3", "fp8_e4m3"): 17.4,
     # the papers' PyTorch baseline (iosim.schedules.standard), under-predicted everywhere. Its
     # copies out of the packed qkv (K transposed) and its backward's multiplies and stack,
     # counted since issue 22, took the forward from 21.7 to 12.9 (non-causal 2-5%; causal
     # 21-24%: the broadcast mask add, see experiments/papers/README.md), fwd+bwd 25.0 -> 15.8,
-    # A100 29.7 -> 21.8; FA1's GPT-2 row ran with dropout, which its model has not
+    # A100 29.7 -> 21.8; FA1's GPT-2 row ran with dropout, which its model has not. The causal
+    # mask's broadcast add, PyTorch's non-vectorised kernel (a round trip an element a thread),
+    # took the forward from 12.9 to 4.6 and fwd+bwd from 15.8 to 9.0 (the A100 profile has no
+    # load latency: uncalibrated, unchanged)
     ("a100-sxm4-80gb", "standard", "fwd+bwd", "FA1", "fp16"): 48.7,
     ("a100-sxm4-80gb", "standard", "fwd+bwd", "FA2", "fp16"): 21.8,
     ("h100-sxm5-80gb", "standard", "bwd", "FA3", "fp16"): 17.5,
-    ("h100-sxm5-80gb", "standard", "fwd", "FA3", "fp16"): 12.9,
-    ("h100-sxm5-80gb", "standard", "fwd+bwd", "FA2", "fp16"): 15.8,
+    ("h100-sxm5-80gb", "standard", "fwd", "FA3", "fp16"): 4.6,
+    ("h100-sxm5-80gb", "standard", "fwd+bwd", "FA2", "fp16"): 9.0,
 }
 
 
@@ -147,7 +153,8 @@ def test_fa2_rows_are_predicted_with_the_tiles_the_library_ran():
 def test_speedups_over_the_papers_standard_attention():
     """tools/paper_speedups.py: a published speedup is the two published rates' ratio (one N of
     one figure: the same FLOPs), the model's is its standard's time over its fa2's or fa3's;
-    96 of the 100 within issue 22's 25% when committed (the misses: FA3's causal forward)."""
+    all 100 within issue 22's 25% (96 before the causal mask's broadcast add waited its round
+    trips, iosim.schedules.standard._mask_add: the misses were FA3's causal forward)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -163,4 +170,4 @@ def test_speedups_over_the_papers_standard_attention():
     pred = repredict(df).set_index("schedule").time_pred_ms
     assert one.model_x.item() == pytest.approx(pred["standard"] / pred["fa3"], rel=1e-12)
     missed = s[s.err_pct.abs() > 25]
-    assert len(missed) <= 4 and missed.causal.all() and (missed.schedule == "fa3").all()
+    assert missed.empty, missed.to_string()

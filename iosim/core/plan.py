@@ -61,6 +61,10 @@ class KernelPlan:
     # decode's fused combine: the count's atomic, then the partial LSEs, then the partial Os,
     # each waiting for the one before), each a synchronous load's latency in the timing model
     tail_round_trips: int = 0
+    # dependent memory round trips each loop trip waits for, for a kernel no KernelSpec describes
+    # (PyTorch's non-vectorised elementwise kernel: a thread's elements one after another, each
+    # loaded after the last one's store), each a synchronous load's latency in the timing model
+    round_trips: int = 0
 
     @property
     def ctas(self) -> int:

@@ -327,9 +327,10 @@ class Trip:
 
 def sync_loads(k: KernelPlan) -> int:
     """Memory round trips one trip of the kernel waits for (iosim.kernels: its spec's
-    `sync_loads`; 0 for kernels whose loads a cp.async/TMA pipeline or other warps hide)."""
+    `sync_loads`; a kernel with no spec: its KernelPlan's `round_trips`; 0 for kernels whose
+    loads a cp.async/TMA pipeline or other warps hide)."""
     spec = SPECS.get(k.name)
-    return spec.sync_loads(k.defines) if spec is not None and spec.sync_loads else 0
+    return spec.sync_loads(k.defines) if spec is not None and spec.sync_loads else k.round_trips
 
 
 def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:

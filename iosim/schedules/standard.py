@@ -55,6 +55,7 @@ PER_CTA = 4 * THREADS
 # cuBLAS SGEMM: one FFMA warp instruction per 32 FMAs (a lane's FMA is one counted operation);
 # its shared-memory loads are counted apart (one per 512 bytes, as every kernel's)
 SGEMM_INST_PER_OP = 1.0
+LEGACY_THREADS = 128  # ... and its non-vectorised kernel for operands that are not contiguous
 SOFTMAX_THREADS = 1024  # its softmax (cunn_SoftMaxForward): one CTA a row, up to 1024 threads
 # bytes an L2 -> SM read moves for one element read at a large stride (one sector)
 SECTOR = 32
@@ -89,11 +90,21 @@ def cublas(name: str, like: KernelPlan, simt: bool = False) -> KernelPlan:
 
 def _mask_add(name: str, p: Problem, s_in: str, s_out: str, mask: str, eb: int) -> KernelPlan:
     """S + mask over all B·H·Nq·Nk elements; the one Nq x Nk mask is read again by every head
-    (a head's elements are Nq·Nk / PER_CTA CTAs apart)."""
+    (a head's elements are Nq·Nk / per-CTA elements CTAs apart). The mask is broadcast (stride
+    0 over batch and heads), so the operands are not contiguous and PyTorch runs its
+    non-vectorised elementwise kernel (ATen gpu_kernel_impl: launch_legacy_kernel<128, vt>,
+    vt = 4 elements a thread for a 2-byte result, 2 for a 4-byte one): a thread computes its
+    elements one after another, each element's loads issued after the previous element's store
+    (through plain pointers that may alias), so each waits a memory round trip: vt trips a CTA
+    of one element a thread, one round trip each (KernelPlan.round_trips)."""
     n = p.bh * p.seqlen_q * p.seqlen_k
-    per_head = max(1, p.seqlen_q * p.seqlen_k // PER_CTA)
-    return stream(name, n, {s_in: n * eb, mask: n * eb}, {s_out: n * eb}, Work(alu_flops=n),
-                  reuse={mask: per_head})
+    vt = 2 if eb >= 4 else 4
+    per_cta = LEGACY_THREADS * vt
+    per_head = max(1, p.seqlen_q * p.seqlen_k // per_cta)
+    return KernelPlan(name, (max(1, -(-n // per_cta)), 1, 1), LEGACY_THREADS, 0, 32, 1, per_cta,
+                      Traffic(reads={s_in: n * eb, mask: n * eb}, writes={s_out: n * eb}),
+                      Work(alu_flops=n), trips=uniform(vt), reuse={mask: per_head},
+                      overlap="async", round_trips=1)
 
 
 def copy(name: str, n: int, src: str, dst: str, e: int, stride_run: int = 0) -> KernelPlan:
