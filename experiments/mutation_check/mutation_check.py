@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ["tests/test_calibrate.py", "tests/test_validation.py", "tests/test_timing.py",
-         "tests/test_memory.py", "tests/test_mechanisms.py", "tests/test_bound.py"]
+         "tests/test_memory.py", "tests/test_mechanisms.py", "tests/test_bound.py",
+         "tests/test_published.py"]
 SNAPSHOT = "tests/test_validation.py::test_readme_generated_blocks_are_current"
 # (name, file, old, new): each `old` must occur exactly once; `old` and `new` may be tuples of
 # replacements made together (one mechanism in two places).
@@ -74,6 +75,8 @@ MUTATIONS = [
     ("fa3 backward's consumer waits cost nothing", "iosim/model/timing.py",
      "self.tensor / self.groups + self.warp_other + latency, level, thr)",
      "self.tensor / self.groups + self.warp_other, level, thr)"),
+    ("PyTorch's broadcast mask add waits no round trips", "iosim/schedules/standard.py",
+     'overlap="async", round_trips=1)', 'overlap="async", round_trips=0)'),
     ("bound is the busiest unit, not the limiter", "iosim/model/timing.py",
      ("bound = _chosen(relaxed)", 'known = getattr(times, "bound", None)  # found by the batch',
       "    return best_relief(times)",
