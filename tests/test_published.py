@@ -49,7 +49,7 @@ MAPE_AT_COMMIT = {
     # copies out of the packed qkv (K transposed) and its backward's multiplies and stack,
     # counted since issue 22, took the forward from 21.7 to 12.9 (non-causal 2-5%; causal
     # 21-24%: the broadcast mask add, see experiments/papers/README.md), fwd+bwd 25.0 -> 15.8,
-    # A100 29.7 -> 21.8; FA1's GPT-2 row ran with dropout, which its model has not. The causal
+    # A100 29.7 -> 21.8; FA1's GPT-2 row: dropout not modelled (experiments/papers/README.md). The causal
     # mask's broadcast add, PyTorch's non-vectorised kernel (a round trip an element a thread),
     # took the forward from 12.9 to 4.6 and fwd+bwd from 15.8 to 9.0 (the A100 profile has no
     # load latency: uncalibrated, unchanged)

@@ -140,6 +140,27 @@ def block_papers() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args) + "\n```"
 
 
+FA3_BWD_RUNS = ["experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "experiments/fa3_bwd/h100/d256/measured_bwd.csv",
+                "experiments/fa3_bwd/h200/measured_bwd.csv", "experiments/fa3_bwd/h200/d256/measured_bwd.csv",
+                "experiments/fa3_bwd/h200/measured_det.csv"]
+
+
+def block_fa3_bwd_validate() -> str:
+    """The model's fresh prediction of kernels/fa3_bwd.cu on its committed H100 and H200 grids."""
+    args = ["validate", *FA3_BWD_RUNS, "--by", "head_dim,deterministic"]
+    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
+
+
+def block_mask_add_cost() -> str:
+    """The causal mask's cost in PyTorch's unfused attention, published or measured, and the model's."""
+    spec = importlib.util.spec_from_file_location("mask_add_cost", ROOT / "tools" / "mask_add_cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with contextlib.chdir(ROOT):
+        text = module.report()
+    return "```\n$ python tools/mask_add_cost.py\n" + text.rstrip() + "\n```"
+
+
 def block_paper_speedups() -> str:
     """The papers' speedups over their standard attention against the model's."""
     return tool("paper_speedups.py", "experiments/papers/published.csv")
@@ -336,6 +357,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "measured": block_measured, "validate": block_validate,
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
           "papers": block_papers, "paper-speedups": block_paper_speedups,
+          "fa3-bwd-validate": block_fa3_bwd_validate, "mask-add-cost": block_mask_add_cost,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
           "measured-bwd": block_measured_bwd, "fa1-split-bwd": block_fa1_split_bwd,

@@ -16,7 +16,9 @@ gives Q, K and V as strided views of it (here `Qp`, `Kp`, `Vp`):
 3. S = scale·QKᵀ (`torch.baddbmm`, a cuBLAS tensor-core GEMM; S in the input dtype);
 4. causal: the mask is built in fp32 (`torch.full((N, N), -10000.0)`, `torch.triu(.., 1)`),
    cast to the input dtype, and *added* to all of S (the benchmark adds, "faster than
-   masked_fill_"), one full-size pass: nothing is skipped above the diagonal;
+   masked_fill_"), one full-size pass: nothing is skipped above the diagonal; the mask is
+   broadcast over batch and heads, so PyTorch runs the add on its non-vectorised elementwise
+   kernel, a memory round trip per element a thread (`_mask_add`);
 5. P = softmax(S) over whole rows (every row read and written in full);
 6. dropout: the benchmark passes dropout_p = 0.0, for which F.dropout returns its input
    without a kernel (ATen's dropout returns the input when p == 0; FA1's paper timed dropout
