@@ -158,3 +158,25 @@ def test_fa1_deterministic_backward_is_planned_unsplit():
     det = plan("fa1", p.model_copy(update={"deterministic": True}), H100).main
     assert split.defines["DQ_ATOMIC"] == 1 and split.grid[0] > 1
     assert det.defines["DQ_ATOMIC"] == 0 and det.grid[0] == 1
+
+
+def test_fa3_backward_waits_and_the_papers_dq_writer_variant():
+    """Each fa3_bwd consumer step waits for its two GEMM turns and its own dQ reduction (the
+    deterministic mode also for its turn's flag): the round trips the timing model charges a
+    trip (timing.sync_loads). The FA3 paper's dQ-writer warp (Tiles.dq_writer) takes the dQ
+    wait away; no kernel here has it, so it is refused for a run and backed as published."""
+    from iosim.model.backing import PUBLISHED, backing
+    from iosim.model.timing import sync_loads
+
+    p = Problem(batch=1, heads=16, seqlen_q=4096, head_dim=128, dtype="bf16", direction="bwd")
+    main = {k.name: k for k in plan("fa3", p, H100).kernels}
+    assert sync_loads(main["fa3_bwd"]) == 3
+    det = {k.name: k for k in plan("fa3", p.model_copy(update={"deterministic": True}), H100).kernels}
+    assert sync_loads(det["fa3_bwd_det"]) == 4
+    paper = plan("fa3", p, H100, Tiles(dq_writer=True))
+    k = next(k for k in paper.kernels if k.name == "fa3_bwd")
+    assert sync_loads(k) == 2 and k.defines["DQ_WRITER"] == 1
+    assert (k.traffic, k.work, k.grid) == (main["fa3_bwd"].traffic, main["fa3_bwd"].work, main["fa3_bwd"].grid)
+    with pytest.raises(InputError, match="dQ-writer"):
+        supported(paper)
+    assert backing(paper, H100) == PUBLISHED

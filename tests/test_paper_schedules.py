@@ -224,3 +224,25 @@ def test_fa1_paper_tiles_helper_matches_plan():
     t = fa1_paper.paper_tiles(p, H100)
     m = H100.smem_per_block_optin_bytes // 2
     assert t.block_n == -(-m // (4 * 128)) and t.block_m == 128
+
+
+def test_the_broadcast_mask_add_waits_a_round_trip_per_element_a_thread():
+    """The causal mask is broadcast over batch and heads, so PyTorch adds it on its
+    non-vectorised kernel (launch_legacy_kernel<128, vt>): vt elements a thread one after
+    another (4 for a 2-byte result, 2 for fp32), each a memory round trip; the model charges
+    them (KernelPlan.round_trips), without which the add is a DRAM-rate stream."""
+    from dataclasses import replace as dc_replace
+
+    from iosim.model.memory import estimate
+    from iosim.model.timing import predict, sync_loads
+
+    def seconds(pl, k) -> float:  # the kernel alone, as a Plan of its own
+        one = dc_replace(pl, kernels=(k,))
+        return predict(one, H100, estimate(one, H100), limiter_too=False)[0].seconds
+
+    p = Problem(batch=8, heads=16, seqlen_q=2048, head_dim=128, dtype="fp16", causal=True)
+    for pl, vt in ((plan("standard", p, H100), 4), (standard.torch_math(p, H100), 2)):
+        add = next(k for k in pl.kernels if k.name.endswith("_mask_add"))
+        assert add.threads == 128 and add.ctas == p.bh * 2048 * 2048 // (128 * vt)
+        assert list(add.trips) == [vt] and sync_loads(add) == 1
+        assert seconds(pl, add) > 1.5 * seconds(pl, dc_replace(add, round_trips=0))
