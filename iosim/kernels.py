@@ -486,6 +486,15 @@ def _decode_smem(d: Defines, e: int) -> int:  # Q rows + STAGES K/V tile pairs; 
     return max(ring, d["NUM_WARPS"] * d["BLOCK_M"] * (d["HEAD_DIM"] + 2) * F32)
 
 
+def _decode_paged_sync_loads(d: Defines) -> int:
+    """decode.cu's paged gather: with PAGE_AHEAD=0 each K and each V tile's cp.async waits for
+    the table entries it reads as it issues (plain loads through the SM's load path, behind the
+    tile loads already in flight there): two round trips on every trip's chain, which a second
+    CTA on the SM hides and a deeper ring does not (experiments/decode/h100/pages10/
+    pages_probe.csv, pages_ncu.txt); PAGE_AHEAD=1 reads them a tile ahead, into registers: none."""
+    return 0 if d.get("PAGE_AHEAD", 1) else 2
+
+
 def _decode_rules(d: Defines) -> list[Rule]:  # decode.cu's static_asserts
     bm, bn, w, dd = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"], d["HEAD_DIM"]
     return [(bm % 16 == 0 and bm <= 32 and bm // 16 * dd <= 256,
@@ -595,9 +604,9 @@ _SPECS = [
                 "scale"),
                frozenset({"O", "LSE", "Opart", "LSEpart"}),
                frozenset({"HEAD_DIM", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "STAGES", "IS_CAUSAL",
-                          "WINDOW", "HEADS_PER_CTA", "NUM_SPLITS", "PAGE_SIZE"}),
+                          "WINDOW", "HEADS_PER_CTA", "NUM_SPLITS", "PAGE_SIZE", "PAGE_AHEAD"}),
                head_dims=BASE_HEAD_DIMS, aligns=frozenset({CausalAlign.bottom_right}),
-               rules=_decode_rules, smem=_decode_smem),
+               rules=_decode_rules, smem=_decode_smem, sync_loads=_decode_paged_sync_loads),
     KernelSpec("gqa_reduce", "gqa_reduce.cu", None, ("dKx", "dVx", "dK", "dV", "Nk", "H", "KVH"),
                frozenset({"dK", "dV"}), frozenset({"HEAD_DIM", "REDUCE_THREADS"})),
 ]

@@ -8,7 +8,14 @@
 //     layout of FlashAttention's and vLLM's paged caches), BlockTable (B, ceil(Nk/PAGE_SIZE))
 //     int32: token t of sequence b is row t % PAGE_SIZE of page BlockTable[b][t / PAGE_SIZE].
 //     Each K/V row (d elements of one head of one token: the contiguous unit) is gathered by
-//     cp.async from its page; the table entry is read per row (an L1 hit after the first).
+//     cp.async from its page. PAGE_AHEAD=1 (the Plan's): each thread reads the table entries of
+//     its rows of tile t+1 right after issuing tile t's K loads, into registers, and turns them
+//     into cache rows when tile t+1's K issues (its V, issued next, reuses them): no load waits
+//     on a table read. PAGE_AHEAD=0 (the earlier kernel, kept for the A/B of
+//     experiments/decode/pages_probe.py and for replaying rows measured with it): each 16-byte
+//     load reads its row's entry as it issues, so the tile's loads wait on table reads in turn
+//     (at one CTA an SM the trip's chain: 12-15% slower at 16-token pages on an H100, 40-75%
+//     at every page size on an H200: experiments/decode/h100/pages10/, h200/fused/).
 //   DECODE_FWD: decode_fwd(Q, K, V, O, LSE, Opart, LSEpart, Counter, Nq, Nk, H, KVH, scale)
 //     Q (B,H,Nq,d), K/V (B,KVH,Nk,d), O (B,H,Nq,d) elem_t; LSE (B,H,Nq) fp32, natural log;
 //     Opart (B,H,Nq,S,d), LSEpart (B,H,Nq,S) fp32 with S = NUM_SPLITS: each split's O,
@@ -33,8 +40,8 @@
 // Tile parameters (-D defines from the Plan, iosim/schedules/decode.py): HEAD_DIM (64, 128,
 //   256), BLOCK_M (packed rows: 16 or 32, BLOCK_M/16 * HEAD_DIM <= 256: the fp32 accumulators
 //   a thread holds), BLOCK_N (keys a tile, a multiple of 16*NUM_WARPS), NUM_WARPS,
-//   STAGES (cp.async ring depth), IS_CAUSAL, WINDOW, HEADS_PER_CTA, NUM_SPLITS; ELEM_BF16=1 or
-//   ELEM_FP16=1.
+//   STAGES (cp.async ring depth), IS_CAUSAL, WINDOW, HEADS_PER_CTA, NUM_SPLITS; paged: PAGE_SIZE,
+//   PAGE_AHEAD (1 if not given); ELEM_BF16=1 or ELEM_FP16=1.
 //
 // What it does (per CTA):
 //   * GQA packing: the K/V tiles of a split are read from HBM once for all packed query heads.
@@ -61,6 +68,9 @@
 #endif
 #ifndef PAGE_SIZE
 #define PAGE_SIZE 0
+#endif
+#ifndef PAGE_AHEAD
+#define PAGE_AHEAD 1
 #endif
 #ifndef BLOCK_M
 #error "BLOCK_M must be defined"
@@ -124,8 +134,49 @@ __device__ __forceinline__ void load_rows(u32 s_addr, const elem_t* __restrict__
     }
 }
 
-// The same from a paged cache: row r is token key0 + r, found through the sequence's block table
-// `bt`; its d elements for K/V head kvh are contiguous in the page.
+// A paged cache's loads (PAGE_AHEAD): thread tid moves 16-byte chunk tid % DCH of rows
+// tid / DCH + i * RSTEP of a tile (i < RPT, the same rows as load_rows). The block-table entries
+// of a tile are read a tile ahead, right after the previous tile's K loads issued, into `pg`, so
+// no load waits on a table read: `rows_of` turns them into cache rows when the tile's K issues,
+// and its V (issued next: the ring goes K_t, V_t, K_t+1, ...) reuses them.
+constexpr int RSTEP = THREADS / DCH;        // rows apart a thread's chunks are
+constexpr int RPT = BN * DCH / THREADS;     // rows of a tile a thread loads
+static_assert(THREADS % DCH == 0 && (BN * DCH) % THREADS == 0, "a thread's chunks: one column");
+
+struct PagedRows {
+    int pg[RPT];   // table entries of the next tile (loads in flight until rows_of)
+    int row[RPT];  // cache rows ((page * PAGE_SIZE + t % PAGE_SIZE) * KVH + kvh) of the tile
+    // the table entries of the tile whose first key is key0 (keys past the last one read the
+    // last key's entry: their loads are zero-filled, never dereferenced)
+    __device__ __forceinline__ void fetch(const int* __restrict__ bt, int key0, int nk, int tid) {
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+            const int t = min(key0 + tid / DCH + i * RSTEP, nk - 1);
+            pg[i] = __ldg(bt + t / max(PAGE_SIZE, 1));
+        }
+    }
+    __device__ __forceinline__ void rows_of(int key0, int nk, int kvh, int KVH, int tid) {
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+            const int t = min(key0 + tid / DCH + i * RSTEP, nk - 1);
+            row[i] = (pg[i] * PAGE_SIZE + t % max(PAGE_SIZE, 1)) * KVH + kvh;
+        }
+    }
+    __device__ __forceinline__ void load(u32 s_addr, const elem_t* __restrict__ cache, int nvalid,
+                                         int tid) const {
+        const int ch = tid % DCH;
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+            const int r = tid / DCH + i * RSTEP;
+            cp_async_16(s_addr + 2u * (u32)swz<DCH>(r, ch), cache + (size_t)row[i] * D + ch * 8,
+                        r < nvalid);
+        }
+    }
+};
+
+// The earlier gather (PAGE_AHEAD=0, kept for the A/B of experiments/decode/pages_probe.py):
+// each row reads its table entry when its load issues (an L1 hit after the first), so every
+// tile's loads wait for a table read.
 template <int ROWS>
 __device__ __forceinline__ void load_rows_paged(u32 s_addr, const elem_t* __restrict__ cache,
                                                 const int* __restrict__ bt, int key0, int nvalid,
@@ -194,16 +245,37 @@ __device__ __forceinline__ void decode_body(const elem_t* __restrict__ Q, const 
         else
             load_rows<BN>(s_addr, base + (size_t)jt * BN * D, nk_left - jt * BN, tid);
     };
+    // K_jt and V_jt of the ring (issued in turn: K_t, V_t, K_t+1, ...); a paged cache's with the
+    // table read a tile ahead (PAGE_AHEAD)
+    [[maybe_unused]] PagedRows pr;
+    auto load_k = [&](u32 s_addr, int jt) {
+        if constexpr (PAGED && PAGE_AHEAD) {
+            pr.rows_of(kv0 + jt * BN, Nk, kvh, KVH, tid);
+            pr.load(s_addr, K, nk_left - jt * BN, tid);
+            if (jt + 1 < n) pr.fetch(bt, kv0 + (jt + 1) * BN, Nk, tid);
+        } else {
+            load_kv(s_addr, Kg, jt);
+        }
+    };
+    auto load_v = [&](u32 s_addr, int jt) {
+        if constexpr (PAGED && PAGE_AHEAD)
+            pr.load(s_addr, V, nk_left - jt * BN, tid);
+        else
+            load_kv(s_addr, Vg, jt);
+    };
 
     // ---- prologue: Q + K0 | V0 | K1 | ... | V_{NS-2} | K_{NS-1}
+    if constexpr (PAGED && PAGE_AHEAD) {
+        if (n > 0) pr.fetch(bt, kv0, Nk, tid);
+    }
     load_rows<R>(smem_u32(sQ), Q + q_row0 * D, M, tid);
-    if (n > 0) load_kv(smem_u32(sK), Kg, 0);
+    if (n > 0) load_k(smem_u32(sK), 0);
     cp_async_commit();
 #pragma unroll
     for (int s = 0; s < NS - 1; ++s) {
-        if (s < n) load_kv(smem_u32(sV + s * BN * D), Vg, s);
+        if (s < n) load_v(smem_u32(sV + s * BN * D), s);
         cp_async_commit();
-        if (s + 1 < n) load_kv(smem_u32(sK + (s + 1) * BN * D), Kg, s + 1);
+        if (s + 1 < n) load_k(smem_u32(sK + (s + 1) * BN * D), s + 1);
         cp_async_commit();
     }
 
@@ -235,7 +307,7 @@ __device__ __forceinline__ void decode_body(const elem_t* __restrict__ Q, const 
     const u32 sV_a = smem_u32(sV) + (u32)((warp * KW + qrow) * D * 2);
 
     auto issue_k = [&](int jk) {
-        if (jk < n) load_kv(smem_u32(sK + (jk % NS) * BN * D), Kg, jk);
+        if (jk < n) load_k(smem_u32(sK + (jk % NS) * BN * D), jk);
         cp_async_commit();
     };
 
@@ -246,7 +318,7 @@ __device__ __forceinline__ void decode_body(const elem_t* __restrict__ Q, const 
         __syncthreads();
         {
             const int jv = j + NS - 1;
-            if (jv < n) load_kv(smem_u32(sV + (jv % NS) * BN * D), Vg, jv);
+            if (jv < n) load_v(smem_u32(sV + (jv % NS) * BN * D), jv);
             cp_async_commit();
         }
 

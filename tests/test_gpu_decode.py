@@ -96,3 +96,24 @@ def test_fused_combine_leaves_its_counters_zero(env):
         err, ok = bench.check(torch, run, ref, lse_ref, bound)
         assert ok, f"launch {i}: error {err:.3g} over bound {bound:.3g}"
     assert int(run.buf["Counter"].abs().sum()) == 0
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_paged_gathers_match_reference(env, ahead):
+    """Both paged gathers of decode.cu: the block table read a tile ahead (PAGE_AHEAD=1, the
+    Plan's) and per row as each load issues (PAGE_AHEAD=0, the earlier kernel, which measured
+    rows without `page_ahead` ran): 16-token pages in a random order, a ragged last page and
+    tile, a window and causal rows, several splits."""
+    from iosim.gpu.launch import Launcher
+    from iosim.schedules import Tiles
+
+    torch, hw, bench = env
+    p = Problem(batch=2, heads=16, kv_heads=4, seqlen_q=2, seqlen_k=9000 + 41, head_dim=128,
+                causal=True, causal_align="bottom-right", window=5000, page_size=16)
+    pl = plan("decode", p, hw, Tiles(page_ahead=ahead), check=True)
+    assert pl.main.defines["PAGE_AHEAD"] == int(ahead) and pl.main.defines["NUM_SPLITS"] > 1
+    q, k, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, p)
+    bound = bench.error_bound("decode", p, same, s_max)
+    err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse_ref, bound)
+    assert ok, f"paged, ahead={ahead} ({pl.notes}): error {err:.3g} over bound {bound:.3g}"

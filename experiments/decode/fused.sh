@@ -25,14 +25,22 @@
 #  9. repeat (not default): batch 1 and 8, KV 32k and 128k, contiguous, once more after each
 #     flush (repeat_read.csv, repeat_write.csv): the run-to-run spread and the write flush's
 #     cost to our kernel within one call.
-# Every file of $F also goes into one archive, $DIR/fused.tgz.
+# 10. pages (not default): experiments/decode/pages_probe.py (the paged kernel's table read ahead
+#     or per row, pages in a random order or in order, one or two CTAs an SM, beside the
+#     contiguous cache: pages_probe.csv), then Nsight Compute on its NCU_CASES at batch 8, 32k
+#     (pages_ncu.txt: speed of light, warp states, scheduler, memory tables);
+# 11. b32 (not default): batch 32 at KV 4k and 128k beside torch, three runs (b32_1..3.csv:
+#     the spread where both stream at the HBM rate).
+# WRITE_FLUSH=0 leaves out flush's write-flushed grid, WINDOW_FA=0 window's fa2, fa3 forwards,
+# NCU=0 pages' Nsight Compute step.
+# Every file of $F also goes into one archive, $DIR/fused.tgz (SUB: $DIR/$SUB.tgz).
 # On the GPU machine, from the repository root, with the wheels in .whl/:
 #   bash experiments/decode/fused.sh        (STEPS picks steps; LIMIT: seconds in all)
 set -o pipefail
 . experiments/gpu_env.sh decode
 STEPS=${STEPS:-tests,sanitize,probe,flush,window,splits}
 LIMIT=${LIMIT:-430}
-F="$DIR/fused"
+F="$DIR/${SUB:-fused}"  # SUB: another folder (a later run beside the committed one)
 mkdir -p "$F"
 left() { echo $(( LIMIT - SECONDS > 1 ? LIMIT - SECONDS : 1 )); }
 cap() { echo $(( $(left) < $1 ? $(left) : $1 )); }
@@ -62,19 +70,23 @@ if [[ $STEPS == *probe* ]]; then
   timeout "$(cap 40)" python3 experiments/decode/flush_probe.py "$F/flush_probe.csv" 2>&1 | tail -12
 fi
 if [[ $STEPS == *flush* ]]; then
-  timeout "$(cap 130)" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
+  timeout "$(cap 160)" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
     --page-size none,16,64,256 --peers torch --flush read -o "$F/bench_read.csv" 2>&1 | tail -2
-  timeout "$(cap 90)" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
-    --peers torch --flush write -o "$F/bench_write.csv" 2>&1 | tail -2
+  if [[ ${WRITE_FLUSH:-1} == 1 ]]; then
+    timeout "$(cap 90)" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
+      --peers torch --flush write -o "$F/bench_write.csv" 2>&1 | tail -2
+  fi
 fi
 if [[ $STEPS == *window* ]]; then
   timeout "$(cap 60)" iosim bench --schedule decode --seqlen 1 --seqlen-k 32768,131072 \
     --batch 1,8 --heads 32 --kv-heads 8 --head-dim 128 --causal true --causal-align bottom-right \
     --window 4096 --peers torch --flush read --hw "$GPU" --no-progress --resume \
     -o "$F/window.csv" 2>&1 | tail -2
-  timeout "$(cap 60)" iosim bench --schedule fa2,fa3 --seqlen 16384 --batch 2 --heads 16 \
-    --head-dim 128 --causal true --window 1024,4096,none --peers torch --flush read --hw "$GPU" \
-    --no-progress --resume -o "$F/window.csv" 2>&1 | tail -2
+  if [[ ${WINDOW_FA:-1} == 1 ]]; then
+    timeout "$(cap 60)" iosim bench --schedule fa2,fa3 --seqlen 16384 --batch 2 --heads 16 \
+      --head-dim 128 --causal true --window 1024,4096,none --peers torch --flush read \
+      --hw "$GPU" --no-progress --resume -o "$F/window.csv" 2>&1 | tail -2
+  fi
 fi
 if [[ $STEPS == *splits* ]]; then
   timeout "$(cap 45)" iosim bench "${BASE[@]}" --seqlen-k 32768,131072 --batch 1 \
@@ -105,8 +117,26 @@ if [[ $STEPS == *repeat* ]]; then
       --flush $fl -o "$F/repeat_$fl.csv" 2>&1 | tail -1
   done
 fi
+if [[ $STEPS == *b32* ]]; then  # batch 32 beside torch, three times over (b32_1..3.csv)
+  for i in 1 2 3; do
+    timeout "$(cap 40)" iosim bench "${BASE[@]}" --seqlen-k 4096,131072 --batch 32 \
+      --peers torch --flush read -o "$F/b32_$i.csv" 2>&1 | tail -1
+  done
+fi
+if [[ $STEPS == *pages* ]]; then
+  timeout "$(cap 150)" python3 experiments/decode/pages_probe.py "$F/pages_probe.csv" 2>&1 \
+    | tail -62
+  if [[ ${NCU:-1} == 1 ]] && command -v ncu > /dev/null; then
+    timeout "$(cap 120)" ncu --kernel-name regex:decode --section SpeedOfLight \
+      --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+      --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+      python3 experiments/decode/pages_probe.py --ncu > "$F/pages_ncu.txt" 2>&1
+    grep -E "ncu case|Duration|DRAM Throughput|Stall Long|Warp Cycles Per Issued|L1/TEX Hit" \
+      "$F/pages_ncu.txt" | head -60
+  fi
+fi
 for f in bench_read bench_write window mha; do
   [ -f "$F/$f.csv" ] && python3 tools/decode_summary.py "$F/$f.csv" > "$F/summary_$f.txt" 2>&1
 done
 tail -n +1 "$F"/summary_*.txt
-tar czf "$DIR/fused.tgz" -C "$DIR" fused
+tar czf "$DIR/${SUB:-fused}.tgz" -C "$DIR" "${SUB:-fused}"

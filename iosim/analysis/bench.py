@@ -15,7 +15,8 @@ of a decode problem, ours and the peers', carries `kv_bytes` and the HBM floor, 
 (the K/V bytes at the device-to-device copy bandwidth measured in the same run) and
 `floor_ratio` (the floor over the row's time: the fraction of the copy bandwidth its K/V reads
 reach); ours also the split count it ran (`splits`; `kv_splits`: a count forced with
---kv-splits, blank for the Plan's own) and, with more than one split, the split kernel alone
+--kv-splits, blank for the Plan's own), a paged one whether its kernel read the block table a
+tile ahead (`page_ahead`, 1) and, with more than one split, the split kernel alone
 (`attn_ms`, beside the model's `attn_time_pred_ms`) and the combine's (`other_kernels_ms`).
 A step takes microseconds, so every decode row is also timed with its launches queued ahead
 of the start event (`time_queued_ms`, `floor_ratio_queued`: the host's launch cost left out,
@@ -214,4 +215,6 @@ def decode_columns(p: Problem, pl, r: dict, bw: float) -> dict:
             out[ratio] = out["hbm_floor_ms"] / r[t]
     if pl is not None and pl.schedule == "decode":
         out["splits"] = pl.main.defines["NUM_SPLITS"]
+        if "PAGE_AHEAD" in pl.main.defines:  # the paged gather that ran (measured_page_ahead)
+            out["page_ahead"] = pl.main.defines["PAGE_AHEAD"]
     return out

@@ -14,7 +14,9 @@ counted in the report. A row with a `ran_tiles` column ("fwd 128x64x4; bwd
 predicted with the tiles it ran, not the Plan's own. A bench row's sliding window, paged cache,
 forced split count (`window`, `page_size`, `kv_splits`) and causal alignment are predicted as it
 ran, each such point compared on its own (`--by page_size,kv_splits` groups them); a decode row
-measured when the combine was a kernel of its own (`kernels` 2) is charged that kernel's launch.
+measured when the combine was a kernel of its own (`kernels` 2) is charged that kernel's launch,
+and a paged one measured before the kernel read the block table a tile ahead (no `page_ahead`)
+is predicted as the kernel it ran (`measured_page_ahead`).
 Beside every group, `calibrated` says whether its profile was fitted to measurements (the A100
 profile is the datasheet's).
 """
@@ -39,6 +41,7 @@ from iosim.core.rows import (
     OPTION_COLUMNS,
     POINT_COLUMNS,
     PROBLEM_COLUMNS,
+    measured_page_ahead,
     measured_split_cols,
     measured_split_rows,
     option_fields,
@@ -97,7 +100,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     ours = measured[measured.schedule.isin(list(SCHEDULES))]
     # the fa1 kernel each row ran (None: the Plan's own split)
     ours = ours.assign(split_rows=[measured_split_rows(r) for r in ours.itertuples(index=False)],
-                       split_cols=[measured_split_cols(r) for r in ours.itertuples(index=False)])
+                       split_cols=[measured_split_cols(r) for r in ours.itertuples(index=False)],
+                       page_ahead=[measured_page_ahead(r) for r in ours.itertuples(index=False)])
     quant = [c for c in OPTION_COLUMNS if c in ours.columns]  # fp8 quantisation, deterministic
     tiles = ["ran_tiles"] if "ran_tiles" in ours.columns else []  # the tiles a row ran
     # a bench row's window, paged cache, forced split count, causal alignment; and how many
@@ -106,7 +110,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     ours = ours.assign(**{c: ours[c].map(point_key) for c in points})
     align = ["causal_align"] if "causal_align" in ours.columns else []
     ran = ["kernels"] if "kernels" in ours.columns else []
-    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", *quant, *tiles, *points, *align, *ran]]
+    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", "page_ahead", *quant, *tiles,
+                 *points, *align, *ran]]
     rows = []
     for r in keys.drop_duplicates().itertuples(index=False):
         prof = hw or preferred(r.hw)
@@ -119,7 +124,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
         t = replace(ran_tiles(r, r.direction),
                     split_rows=None if pd.isna(r.split_rows) else int(r.split_rows),
                     split_cols=None if pd.isna(r.split_cols) else int(r.split_cols),
-                    kv_splits=int(given["kv_splits"]) if "kv_splits" in given else None)
+                    kv_splits=int(given["kv_splits"]) if "kv_splits" in given else None,
+                    page_ahead=None if pd.isna(r.page_ahead) else bool(r.page_ahead))
         pred = (_predict_fwd_bwd(r.schedule, fields, prof, r) if r.direction == FWD_BWD else
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
         if r.schedule == "decode" and ran and pd.notna(r.kernels):  # the combine's own launch

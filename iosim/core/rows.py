@@ -132,6 +132,20 @@ def measured_split_cols(r) -> int | None:
     return int(v) if v is not None and not pd.isna(v) else int(r.seqlen_k)
 
 
+def measured_page_ahead(r) -> bool | None:
+    """Whether a measured decode row's paged kernel read the block table a tile ahead (its
+    `page_ahead`, which the bench records); a paged row without one was measured before
+    (kernels/decode.cu before PAGE_AHEAD: each row's entry read as its load issued): False.
+    None (the Plan's own) for a contiguous cache and every other schedule."""
+    import pandas as pd
+
+    ps = getattr(r, "page_size", None)
+    if r.schedule != "decode" or ps is None or pd.isna(ps) or str(ps).strip() in ("", "nan"):
+        return None
+    v = getattr(r, "page_ahead", None)
+    return bool(float(v)) if v is not None and not pd.isna(v) and str(v).strip() != "" else False
+
+
 INT_COLUMNS = ["batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim"]
 STR_COLUMNS = ["hw", "schedule", "direction", "dtype"]
 # What a file needs to be read as predictions (sweep/predict output) or as measurements (bench).
@@ -271,5 +285,5 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     return df
 
 
-__all__ = ["QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
+__all__ = ["measured_page_ahead", "QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
            "normalize", "read_rows", "require_columns"]

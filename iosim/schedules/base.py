@@ -45,6 +45,10 @@ class Tiles:
     # not have: modelled only. Not a tuning knob: it replays the published FA3 backward bars
     # (`ran_tiles` "bwd dq-writer" in experiments/papers/published.csv).
     dq_writer: bool | None = None
+    # decode's paged gather: the block table read a tile ahead (None: today's kernel) or, False,
+    # per row as each load issues (decode.cu PAGE_AHEAD=0, the kernel before). Not a tuning
+    # knob: it replays a measured row's kernel (`measured_page_ahead`).
+    page_ahead: bool | None = None
 
 
 def blocks(n: int, b: int) -> np.ndarray:

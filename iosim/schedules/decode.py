@@ -183,8 +183,9 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                 IS_CAUSAL=int(p.causal), WINDOW=-1 if p.window is None else p.window,
                 HEADS_PER_CTA=hp)
     entry = "decode_fwd"
-    if p.page_size is not None:
+    if p.page_size is not None:  # the table read a tile ahead (today's kernel) or per row
         entry, base["PAGE_SIZE"] = "decode_paged_fwd", p.page_size
+        base["PAGE_AHEAD"] = int(t.page_ahead is not False)
     smem = SPECS[entry].smem(base, p.elem_bytes)
     check_smem("decode", smem, hw, p)
     s = layout(p, hw, t)
@@ -204,7 +205,8 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         notes += f"; ragged batch, cached lengths {min(p.seqlens_k)}-{max(p.seqlens_k)}"
     if p.page_size is not None:
         notes += (f"; paged K/V: {p.page_size}-token pages, gathers of one token's head row "
-                  f"({p.head_dim * p.elem_bytes} B) through the block table")
+                  f"({p.head_dim * p.elem_bytes} B) through the block table, "
+                  + ("read a tile ahead" if base["PAGE_AHEAD"] else "read per row as it issues"))
     return Plan("decode", p, hw.name, tuple(ks), notes)
 
 

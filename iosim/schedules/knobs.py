@@ -40,8 +40,11 @@ def option(name: str) -> str:
 
 
 def check_values(t: Tiles) -> None:
-    """Each given knob is a positive whole number; block sizes multiples of 16 (the MMA tile)."""
+    """Each given knob is a positive whole number; block sizes multiples of 16 (the MMA tile).
+    (`page_ahead` replays a measured row's kernel: a flag, not a knob.)"""
     for name, v in given(t).items():
+        if name == "page_ahead":
+            continue
         if v < 1:
             raise InputError(f"{option(name)} {v}: must be at least 1")
         if name in ("block_m", "block_n", "block_k") and v % 16:
