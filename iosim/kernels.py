@@ -487,11 +487,12 @@ def _decode_smem(d: Defines, e: int) -> int:  # Q rows + STAGES K/V tile pairs; 
 
 
 def _decode_paged_sync_loads(d: Defines) -> int:
-    """decode.cu's paged gather: with PAGE_AHEAD=0 each K and each V tile's cp.async waits for
-    the table entries it reads as it issues (plain loads through the SM's load path, behind the
-    tile loads already in flight there): two round trips on every trip's chain, which a second
-    CTA on the SM hides and a deeper ring does not (experiments/decode/h100/pages10/
-    pages_probe.csv, pages_ncu.txt); PAGE_AHEAD=1 reads them a tile ahead, into registers: none."""
+    """decode.cu's paged gather: with PAGE_AHEAD=0 the loads of each K and each V tile wait
+    for the table entries they read as they issue (plain loads through the SM's load path,
+    behind the tile loads in flight there): two round trips a trip, which a second CTA on the
+    SM hides and a deeper ring does not (experiments/decode/h100/pages10/pages_probe.csv,
+    pages_ncu.txt; the trips measured at one CTA an SM against the round trips:
+    tests/test_decode_measured.py); PAGE_AHEAD=1 reads them a tile ahead, into registers: none."""
     return 0 if d.get("PAGE_AHEAD", 1) else 2
 
 

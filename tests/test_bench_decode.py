@@ -84,6 +84,8 @@ def test_decode_grid_rows_peers_and_the_hbm_floor(gpu, tmp_path):
         pl = plan("decode", p, hw)
         assert r.splits == pl.main.defines["NUM_SPLITS"] and pd.isna(r.kv_splits)
         assert r.time_pred_ms > 0 and r.notes == pl.notes
+        # a paged row says which gather ran (today's: the table read a tile ahead)
+        assert (r.page_ahead == 1) if p.page_size else pd.isna(r.page_ahead)
     assert len(gpu) == 2
 
 
@@ -145,3 +147,64 @@ def test_bad_decode_points_are_refused_before_measuring(gpu, tmp_path, args, nee
     bad("bench", "-o", tmp_path / "b.csv", "--schedule", "decode", "--head-dim", "128", *args,
         needle=needle)
     assert not gpu and not (tmp_path / "b.csv").exists()
+
+
+def _paged(b: int, nk: int, ps: int = 16) -> Problem:
+    return Problem(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=nk, head_dim=128,
+                   page_size=ps)
+
+
+@pytest.mark.parametrize("ps", [16, 64, 256])
+def test_the_earlier_gather_waits_two_round_trips_a_trip(ps):
+    """decode_paged_fwd with PAGE_AHEAD=0 (each row's table entry read as its load issues)
+    waits for two table reads a trip (its spec's sync_loads): on an H200 (the H100's fitted
+    parameters) at one CTA an SM (batch 1 and 8: 128 CTAs on 132 SMs) every trip takes at
+    least two load round trips, more than its bandwidth share, so the step is slower than the
+    contiguous cache's, whatever the page size; at batch 32 (two CTAs an SM) the share exceeds
+    them and it is not. Today's gather (the table read a tile ahead) waits for nothing: the
+    contiguous cache's time plus its table bytes."""
+    from iosim.analysis.predict import row
+    from iosim.kernels import SPECS
+
+    hw = load("h200-sxm-141gb.calibrated")
+    lat = hw.pipeline.load_latency_cycles / hw.clock_hz
+    for b, nk, slower in ((1, 131072, True), (8, 32768, True), (32, 32768, False)):
+        flat = row(plan("decode", _paged(b, nk).model_copy(update={"page_size": None}), hw), hw)
+        old_pl = plan("decode", _paged(b, nk, ps), hw, Tiles(page_ahead=False))
+        new_pl = plan("decode", _paged(b, nk, ps), hw)
+        assert SPECS[old_pl.main.name].sync_loads(old_pl.main.defines) == 2
+        assert SPECS[new_pl.main.name].sync_loads(new_pl.main.defines) == 0
+        old, new = row(old_pl, hw)["time_pred_ms"], row(new_pl, hw)["time_pred_ms"]
+        trips = old_pl.main.trips.max()  # a CTA's trips (every split alike here)
+        assert new == pytest.approx(flat["time_pred_ms"], rel=0.01)
+        if slower:
+            assert old >= 1e3 * trips * 2 * lat and old > 1.15 * new
+        else:
+            assert old == pytest.approx(new, rel=0.01)
+
+
+def test_validate_replays_the_gather_a_row_ran(tmp_path):
+    """A paged decode row without `page_ahead` was measured before the kernel read the table
+    a tile ahead: validate predicts the earlier gather for it (measured_page_ahead); a row that
+    says page_ahead 1 is predicted as today's kernel; a contiguous row is neither."""
+    from iosim.analysis.validate import repredict
+    from iosim.core.rows import measured_page_ahead
+
+    hw = load("h200-sxm-141gb.calibrated")
+    p = _paged(8, 32768)
+    base = {"hw": hw.name, "schedule": "decode", "direction": "fwd", "batch": 8, "heads": 32,
+            "kv_heads": 8, "seqlen_q": 1, "seqlen_k": 32768, "head_dim": 128, "dtype": "bf16",
+            "causal": False, "time_ms": 0.4, "tflops": 1.0, "status": "ok"}
+    rows_ = pd.DataFrame([base | {"page_size": 16}, base | {"page_size": 16, "page_ahead": 1.0},
+                          base | {"page_size": None, "page_ahead": None}])
+    assert [measured_page_ahead(r) for r in rows_.itertuples(index=False)] == [False, True, None]
+    got = repredict(rows_, hw)
+    old, new = (row_time(plan("decode", p, hw, Tiles(page_ahead=a)), hw) for a in (False, True))
+    assert sorted(got.time_pred_ms.round(9))[1:] == sorted([round(old, 9), round(new, 9)])
+    assert old > 1.15 * new
+
+
+def row_time(pl, hw) -> float:
+    from iosim.analysis.predict import row
+
+    return row(pl, hw)["time_pred_ms"]

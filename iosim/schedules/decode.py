@@ -21,7 +21,10 @@ row's window.
 Paged K/V (`page_size`): the same loop over pages of the cache (FlashAttention's and vLLM's
 layout: a page is page_size tokens x KV heads x d, so one token of one head, d elements, is
 the contiguous unit a gather moves), each key row found through the block table:
-`decode_paged_fwd` reads each tile's distinct table entries (int32) once a CTA.
+`decode_paged_fwd` reads each tile's distinct table entries (int32) once a CTA, a tile ahead
+(PAGE_AHEAD=1: into registers while the tile before computes, so no load waits on a table
+read). `Tiles.page_ahead=False` plans the earlier kernel (each row's entry read as its load
+issues: two round trips a trip, KernelSpec.sync_loads), which rows measured before it ran.
 
 A ragged batch (`seqlens_k`: each sequence its own cached length, as a serving batch has):
 one split count for the batch, from its longest sequence (as FlashAttention's kvcache path
