@@ -55,6 +55,7 @@ def decode_run_ms(r, hw) -> float:
     import numpy as np
 
     from iosim.core.problem import Problem
+    from iosim.core.rows import measured_page_ahead
     from iosim.model import memory, timing
     from iosim.schedules import Tiles, plan
 
@@ -73,7 +74,9 @@ def decode_run_ms(r, hw) -> float:
                 window=num("window"), page_size=num("page_size"))
     # the split count the row ran: forced, or the Plan's of its day (`splits`)
     ran = num("kv_splits") or num("splits")
-    pl = plan(schedule, p, hw, Tiles(kv_splits=ran) if schedule == "decode" else Tiles())
+    # and the paged gather it ran (rows without `page_ahead`: the earlier one)
+    pl = plan(schedule, p, hw, Tiles(kv_splits=ran, page_ahead=measured_page_ahead(r))
+              if schedule == "decode" else Tiles())
     # rows run before the combine was fused (decode.cu combine_last) ran it as a kernel of its
     # own (their `kernels` column says how many the Plan had): each launch more costs the
     # profile's launch overhead (the combine's own work, a few KB a row, is the fused one's)

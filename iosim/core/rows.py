@@ -136,14 +136,20 @@ def measured_page_ahead(r) -> bool | None:
     """Whether a measured decode row's paged kernel read the block table a tile ahead (its
     `page_ahead`, which the bench records); a paged row without one was measured before
     (kernels/decode.cu before PAGE_AHEAD: each row's entry read as its load issued): False.
-    None (the Plan's own) for a contiguous cache and every other schedule."""
+    None (the Plan's own) for a contiguous cache and every other schedule. `r`: a row as a
+    named tuple, a pandas Series or a dict (decode_bench.py's rows name the kernel in `impl`)."""
     import pandas as pd
 
-    ps = getattr(r, "page_size", None)
-    if r.schedule != "decode" or ps is None or pd.isna(ps) or str(ps).strip() in ("", "nan"):
+    def get(c):
+        v = r.get(c) if hasattr(r, "get") else getattr(r, c, None)
+        blank = v is None or (not isinstance(v, str) and pd.isna(v)) or str(v).strip() in ("", "nan")
+        return None if blank else v
+
+    schedule = get("schedule") or ("decode" if str(get("impl") or "").startswith("decode") else None)
+    if schedule != "decode" or get("page_size") is None:
         return None
-    v = getattr(r, "page_ahead", None)
-    return bool(float(v)) if v is not None and not pd.isna(v) and str(v).strip() != "" else False
+    v = get("page_ahead")
+    return False if v is None else bool(float(v))
 
 
 INT_COLUMNS = ["batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim"]
