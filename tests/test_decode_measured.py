@@ -332,7 +332,8 @@ def test_model_holds_the_fused_decode():
 def test_paged_page_sizes_beside_the_contiguous_cache():
     """Pages in a random order, launches queued ahead (stages.csv, the default ring): 64- and
     256-token pages within 5% of the contiguous cache at batch 1 and 8, 32k and 128k (issue 25:
-    10%); 16-token pages 12-16% over it, the miss held here so that a fix shows; a deeper ring
+    10%); 16-token pages 12-16% over it (the earlier gather, each row's table entry read as its
+    load issued; today's reads it a tile ahead: test_reading_the_table_ahead_closes_the_page_gap); a deeper ring
     (5, 6 stages) does not help any page size by more than 1%; at batch 32 (bench_read.csv)
     every page size within 5%."""
     s = _fused("stages.csv")
@@ -395,3 +396,153 @@ def test_validate_predicts_each_decode_point_with_its_own_cache_and_splits():
     w, _ = validate([FUSED / "window.csv"])
     assert w[w.schedule == "decode"].n.iloc[0] == 4 and set(w.schedule) == {"decode", "fa2", "fa3"}
     assert (w[w.schedule != "decode"].mape_pct <= 5).all()
+
+
+# ------------------------------------------------------------------ H100, the table read ahead
+# experiments/decode/h100/pages10 (two calls of experiments/decode/fused.sh: STEPS=tests,
+# sanitize,pages, then tests,flush,window,b32): decode_paged_fwd reading the block table a tile
+# ahead (PAGE_AHEAD=1) beside the earlier per-row read (PAGE_AHEAD=0) in one process
+# (pages_probe.csv, pages_ncu.txt), then the bench grid, the windowed decode and batch 32 three
+# times beside torch
+PAGES10 = CSV.parent / "pages10"
+
+
+def _probe() -> pd.DataFrame:
+    df = pd.read_csv(PAGES10 / "pages_probe.csv")
+    assert df.ok.all() and len(df) == 57
+    return df
+
+
+def _ratio(df, ps, ahead, order, splits_of, block_n=64) -> pd.Series:
+    """A probe configuration's time over the contiguous cache's (the Plan's split count), per
+    shape."""
+    flat = df[df.page_size.isna() & (df.splits == splits_of)].set_index(KEYS).time_queued_ms
+    sel = df[(df.page_size == ps) & (df.page_ahead == ahead) & (df.order == order)
+             & (df.splits == splits_of) & (df.block_n == block_n)].set_index(KEYS).time_queued_ms
+    return (sel / flat).dropna()
+
+
+def test_pages10_checked_and_sanitized():
+    """Both calls' GPU tests passed (both gathers, fresh NaN-poisoned data), racecheck and
+    synccheck found nothing on the ragged paged cases, every probe configuration and every
+    decode row passed its check, and every paged bench row ran the table read ahead."""
+    for log in ("gpu_tests_1.log", "gpu_tests.log"):
+        text = (PAGES10 / log).read_text()
+        assert "passed" in text and "failed" not in text, log
+    assert "0 hazards displayed (0 errors, 0 warnings)" in (PAGES10 / "sanitize_racecheck.log").read_text()
+    assert "0 errors" in (PAGES10 / "sanitize_synccheck.log").read_text()
+    _probe()
+    for name in ("bench_read.csv", "window.csv", "b32_1.csv", "b32_2.csv", "b32_3.csv"):
+        df = pd.read_csv(PAGES10 / name)
+        ours = df[df.schedule == "decode"]
+        assert len(ours) and (ours.status == "ok").all(), name
+    df = pd.read_csv(PAGES10 / "bench_read.csv")
+    paged = df[(df.schedule == "decode") & df.page_size.notna()]
+    assert len(paged) == 27 and (paged.page_ahead == 1).all()
+
+
+def test_reading_the_table_ahead_closes_the_page_gap():
+    """One process, the same K/V data (pages_probe.csv; launches queued ahead, batch 8 at 32k
+    and batch 1 at 32k and 128k: one CTA an SM): the table read a tile ahead puts 16-token pages
+    within 5% of the contiguous cache (64 and 256 within 2%); the per-row read of the earlier
+    kernel leaves them 10-15% behind, in a random page order and in order alike (the gather,
+    not the order: in order the new kernel is within 2%); twice the splits (two CTAs an SM)
+    does not beat the Plan's count."""
+    df = _probe()
+    for (b, nk), s0 in df[df.page_size.isna()].groupby(KEYS).splits.min().items():
+        one = df[(df.batch == b) & (df.seqlen_k == nk)]
+        new16 = _ratio(one, 16, 1, "random", s0)
+        assert len(new16) == 1 and new16.iloc[0] <= 1.05, (b, nk, new16)
+        for ps in (64, 256):
+            assert _ratio(one, ps, 1, "random", s0).iloc[0] <= 1.02, (b, nk, ps)
+        for order in ("random", "order"):
+            assert _ratio(one, 16, 0, order, s0).iloc[0] >= 1.08, (b, nk, order)
+        assert _ratio(one, 16, 1, "order", s0).iloc[0] <= 1.02
+        twice = one[(one.page_size == 16) & (one.page_ahead == 1) & (one.splits == 2 * s0)]
+        assert twice.time_queued_ms.iloc[0] >= 0.99 * one[(one.page_size == 16) & (one.page_ahead == 1)
+                                                         & (one.order == "random") & (one.splits == s0)
+                                                         & (one.block_n == 64)].time_queued_ms.iloc[0]
+
+
+def _ncu_durations() -> list[float]:
+    """gpu__time_duration of the probe's NCU_CASES under Nsight Compute (base clocks), in order:
+    contiguous; 16-token pages per row, ahead, ahead in order; 256 ahead, per row."""
+    import re
+
+    text = (PAGES10 / "pages_ncu.txt").read_text()
+    return [float(x) for x in re.findall(r"gpu__time_duration\.sum\s+us\s+([\d.]+)", text)]
+
+
+def test_the_earlier_gather_is_bound_by_its_chain_not_the_bandwidth():
+    """Under Nsight Compute (its base clocks stretch the SM's cycles, not the memory's), batch 8
+    at 32k: the earlier gather is over 20% slower than the contiguous cache at 16- and 256-token
+    pages alike, and reaches under 80% of its DRAM throughput; the table read ahead is within 3%
+    at both. What binds it is the trip's own waits (cycles of the SM), not bandwidth: at boost
+    clocks on the H100 its 256-token pages kept up (pages_probe.csv)."""
+    flat, old16, new16, new16_in_order, new256, old256 = _ncu_durations()
+    assert old16 >= 1.2 * flat and old256 >= 1.2 * flat
+    assert max(new16, new16_in_order, new256) <= 1.03 * flat
+    probe = _probe()
+    b8 = probe[(probe.batch == 8) & (probe.page_size == 256) & (probe.order == "random")
+               & (probe.splits == 2)].set_index("page_ahead").time_queued_ms
+    assert b8.loc[0] <= 1.01 * b8.loc[1]
+
+
+def test_the_earlier_gather_waits_two_round_trips_a_trip():
+    """The committed rows of the earlier gather (experiments/decode/h200/fused, h100/fused: no
+    `page_ahead`) at one CTA an SM where it, not the bandwidth, binds (batch 8 on the H200, the
+    trips of a CTA: key tiles over splits; 32k and 128k keys; launches queued ahead): 1.85 to
+    2.25 of the profile's load round trips a trip at every page size: KernelSpec.sync_loads'
+    two waits; the model, which takes a trip of at least those two, is within 8% of each."""
+    from iosim.analysis.measured import decode_run_ms
+
+    lat_ms = 1e3 * H100.pipeline.load_latency_cycles / H100.clock_hz
+    h200 = load("h200")
+    df = pd.read_csv(H200_DIR / "fused" / "bench_read.csv")
+    old = df[(df.schedule == "decode") & (df.batch == 8) & df.page_size.notna() & (df.status == "ok")]
+    assert len(old) == 9 and "page_ahead" not in old.columns
+    for r in old[old.seqlen_k >= 32768].itertuples():
+        trips = (r.seqlen_k // 64) / r.splits
+        per = r.time_queued_ms / trips / lat_ms
+        assert 1.85 <= per <= 2.25, (r.seqlen_k, r.page_size, per)
+        pred = decode_run_ms(pd.Series(r._asdict()), h200)
+        assert abs(pred / r.time_queued_ms - 1) <= 0.08, (r.seqlen_k, r.page_size, pred)
+
+
+def test_pages10_bench_beside_the_contiguous_cache_and_the_model():
+    """The bench grid (fresh data and caches a point, launches queued ahead): at batch 8 and 32
+    every page size within 3% of the contiguous cache, and at batch 1 at 4k; at batch 1 and 128k
+    every page size 15-20% behind it, and 16-token pages at 32k, though the probe's same shapes
+    (one process, its K/V data kept) are within 5%: a miss of this run at one CTA an SM, held
+    here so that its cause shows. The model (H100 profile) within 6.5% of every row but those
+    (over, by 3.5-6%, at the rows the bandwidth binds: this run read K/V at 1.03-1.04 of its
+    copy bandwidth, the profile's HBM efficiency is the copy's)."""
+    df = pd.read_csv(PAGES10 / "bench_read.csv")
+    ours = df[(df.schedule == "decode") & (df.status == "ok")]
+    flat = ours[ours.page_size.isna()].set_index(KEYS).time_queued_ms
+    paged = ours[ours.page_size.notna()]
+    ratio = pd.Series(paged.time_queued_ms.values / flat.loc[list(zip(paged.batch, paged.seqlen_k))].values,
+                      index=pd.MultiIndex.from_frame(paged[[*KEYS, "page_size"]].astype(int)))
+    assert (ratio.loc[[8, 32]] <= 1.03).all() and (ratio.xs((1, 4096), level=KEYS) <= 1.03).all()
+    assert ratio.xs((1, 131072), level=KEYS).between(1.15, 1.20).all()
+    assert ratio.loc[(1, 32768, 16)] > 1.15 and ratio.loc[(1, 32768, 64)] <= 1.03
+    miss = {(1, 131072, 16), (1, 131072, 64), (1, 131072, 256), (1, 32768, 16)}
+    for r in ours.itertuples():
+        key = (r.batch, r.seqlen_k, None if pd.isna(r.page_size) else int(r.page_size))
+        err = decode_run_ms(pd.Series(r._asdict()), H100) / r.time_queued_ms - 1
+        assert (err < -0.09) if key in miss else abs(err) <= 0.065, (key, err)
+
+
+def test_batch_32_beside_cudnn_three_times():
+    """Batch 32 at 4k and 128k (one split: 256 CTAs, two an SM; nothing to combine), three runs
+    of the same call: cuDNN's SDPA is ahead of ours by 0.3-1.6% at every one, launches queued
+    ahead (both at the HBM rate: this kernel reads its K/V at over 0.98 of the copy bandwidth
+    at 4k, over 1.02 at 128k)."""
+    for i in (1, 2, 3):
+        df = pd.read_csv(PAGES10 / f"b32_{i}.csv")
+        ok = df[df.status == "ok"].set_index(["schedule", "seqlen_k"])
+        for nk in (4096, 131072):
+            ours = ok.loc[("decode", nk)]
+            r = ok.loc[("torch_cudnn", nk)].time_queued_ms / ours.time_queued_ms
+            assert 0.984 <= r < 0.997, (i, nk, r)
+            assert ours.floor_ratio_queued > (1.02 if nk == 131072 else 0.98)
