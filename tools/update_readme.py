@@ -304,6 +304,25 @@ def block_decode_fused_h100_window() -> str:
     return tool("decode_summary.py", f"{FUSED}/window.csv")
 
 
+PAGES10 = "experiments/decode/h100/pages10"
+
+
+def block_decode_pages_h100() -> str:
+    return tool("decode_pages.py", PAGES10)
+
+
+def block_decode_pages_h100_bench() -> str:
+    return tool("decode_summary.py", f"{PAGES10}/bench_read.csv")
+
+
+DECODE_VALIDATE = ["validate", f"{PAGES10}/bench_read.csv", f"{PAGES10}/window.csv",
+                   "experiments/decode/h200/fused/bench_read.csv", "--by", "page_size"]
+
+
+def block_decode_validate() -> str:
+    return "```\n$ iosim " + " ".join(DECODE_VALIDATE) + "\n" + run(*DECODE_VALIDATE) + "```"
+
+
 def block_measured() -> str:
     try:
         from iosim.analysis.measured import readme_table
@@ -368,6 +387,9 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "decode-flush-h100": block_decode_flush_h100, "decode-fused-h100": block_decode_fused_h100,
           "decode-fused-h100-mha": block_decode_fused_h100_mha,
           "decode-fused-h100-window": block_decode_fused_h100_window,
+          "decode-pages-h100": block_decode_pages_h100,
+          "decode-pages-h100-bench": block_decode_pages_h100_bench,
+          "decode-validate": block_decode_validate,
           "tune-rerank": block_tune_rerank}
 
 
