@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Decode with the combine fused into the last CTA (kernels/decode.cu combine_last), on the GPU
 # in one call, every step under `timeout` (SECONDS counts the whole script); into
-# $DIR/fused/ (experiments/decode/GPU/fused):
+# $DIR/fused/ (experiments/decode/GPU/fused; SUB=NAME: $DIR/NAME/ instead):
 #  1. tests: tests/test_gpu_decode.py (fresh, NaN-poisoned data; the fused combine's counters
 #     left zero over repeated launches);
 #  2. sanitize: compute-sanitizer racecheck and synccheck of decode_fwd and decode_paged_fwd on
