@@ -318,8 +318,8 @@ class Trip:
         thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
         warp = self.warp_mma + self.warp_other
         if policy == POLICIES["async"]:  # with more than one stage; the round trips of plain
-            # loads its issue waits for (sync_loads: decode's per-row table reads), each warp
-            # its own while the others compute: at least their sum, not added to the chain
+            # loads its issue waits for (sync_loads: decode's per-row table reads) bound the
+            # trip, not added to the chain (docs/model.md: as measured)
             return _max(port, warp, latency, level, thr)
         if policy == POLICIES["lockstep"]:  # barriers inside the trip: the warps' phases cannot drift
             return pnorm([warp, level, thr], sync_overlap)
