@@ -37,12 +37,13 @@ def problems(seed: int, n: int) -> list[Problem]:
         direction = "fwd" if decode or rng.random() < 0.55 else "bwd"
         causal = bool(rng.random() < 0.6)
         window = int(rng.choice([128, 1000])) if causal and direction == "fwd" and rng.random() < 0.3 else None
+        page = int(rng.choice([16, 64])) if decode and rng.random() < 0.3 else None
         try:
             out.append(Problem(
                 batch=int(rng.choice([1, 2, 4, 16])), heads=heads, kv_heads=kv, seqlen_q=nq,
                 seqlen_k=None if nk is None else int(nk), head_dim=int(rng.choice([64, 80, 128, 256])),
                 causal=causal, causal_align=str(rng.choice(["top-left", "bottom-right"])),
-                direction=direction, window=window,
+                direction=direction, window=window, page_size=page,
                 deterministic=direction == "bwd" and bool(rng.random() < 0.2),
                 dtype=str(rng.choice(["bf16", "fp16", "bf16", "fp32", "fp8_e4m3"]))))
         except ValueError:
@@ -78,7 +79,7 @@ def same_row(a: dict, b: dict) -> None:
 def test_rows_of_a_batch_are_the_rows_alone(monkeypatch, one_pass):
     """predict.rows of several hundred Plans of two GPUs in one batch (the two-pass mode)
     against each Plan's rows alone, alone in one pass or in two."""
-    items = plans(seed=26, n=40)
+    items = plans(seed=26, n=50)
     assert len(items) > 300
     assert {pl.schedule for pl, _ in items} == set(SCHEDULES)  # every schedule is in the grid
     kinds = {(pl.problem.direction.value, pl.problem.causal_align.value, pl.problem.window is not None,
@@ -213,9 +214,8 @@ def test_predict_many_is_predict_of_each_problem():
 def test_paged_decode_waits_predict_alike_in_a_batch_and_alone(ahead):
     """Paged decode Plans, today's gather and the earlier one whose trips wait for table reads
     (its spec's sync_loads on an `async` trip: timing's latency term): the rows of a batch and
-    each kernel's time in a batch against each Plan and kernel alone, to 1e-9. (Not through
-    shared templates: a paged shape's template misses the DRAM estimate of its other problems
-    by a few KB, as on main; this test is about the waits.)"""
+    each kernel's time in a batch against each Plan and kernel alone, to 1e-9 (the templates
+    of paged shapes: test_a_shape_s_template_predicts_every_problem_of_it)."""
     from iosim.schedules import Tiles
 
     hw = load("h100")

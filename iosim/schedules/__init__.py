@@ -28,7 +28,7 @@ ALL = [s for s in SCHEDULES if s != "decode"]
 SHAPE_FIELDS = tuple(f for f in Problem.model_fields if f not in ("batch", "heads", "kv_heads"))
 _shape_fields = attrgetter(*SHAPE_FIELDS)
 # the schedules whose Plans also choose something from batch x heads: that choice (`layout`)
-LAYOUTS = {"fa1": fa1.layout, "decode": decode.layout, "standard": standard.layout}
+LAYOUTS = {"fa1": fa1.layout, "decode": decode.shape_layout, "standard": standard.layout}
 # the schedules whose counts are affine, not proportional, in batch x kv_heads: the papers'
 # PyTorch baseline builds its causal mask once (Nq x Nk), whatever the batch and heads
 AFFINE = {"standard"}

@@ -171,6 +171,13 @@ def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> int:
                                      t1 - t0)
 
 
+def shape_layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple:
+    """What a decode shape (iosim.schedules.shape) holds besides the problem's fields: the KV
+    splits (layout) and, paged, the K/V heads: the block table has a row per sequence, so its
+    size grows with batch alone, not with batch x kv_heads as the template's counts do."""
+    return layout(p, hw, t), p.kv_heads if p.page_size is not None else None
+
+
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     check(p)
     bn0, w0, st0 = bucket(p.head_dim)
