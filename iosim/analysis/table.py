@@ -240,11 +240,9 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
     pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
 
     # per (problem, kernel): the roofline's terms, the time's
-    two = ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]]
-    terms = np.stack([ext[:, EXT["flops"]], ext[:, EXT["exps"]], ext[:, EXT["alu"]],
-                      dram_r + dram_w, two, ext[:, EXT["sram"]], np.ones(len(ext))], axis=1)
-    terms = terms / np.where(np.arange(len(ROOF)) == ROOF.index("launch"), 1.0, peaks)
-    terms[:, ROOF.index("launch")] = peaks[:, ROOF.index("launch")]
+    terms = timing.roofline_table(np.stack([
+        ext[:, EXT["flops"]], ext[:, EXT["exps"]], ext[:, EXT["alu"]], dram_r + dram_w,
+        ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]], ext[:, EXT["sram"]]], axis=1), peaks)
     roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
 
     def per_plan(x: np.ndarray) -> np.ndarray:

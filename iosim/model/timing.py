@@ -66,13 +66,24 @@ class KernelTime:
 ROOFLINE = ("tensor", "sfu", "alu", "hbm", "l2", "sram", "launch")  # roofline_terms' keys
 
 
+def roofline_table(counts: np.ndarray, peaks: np.ndarray) -> np.ndarray:
+    """(rows, ROOFLINE) seconds at the datasheet peaks, from (rows, 6) counts (tensor FLOPs,
+    exponentials, FP32 ops, DRAM bytes, two-level bytes, shared-memory bytes) and (rows,
+    ROOFLINE) peaks, the launch's being its overhead (taken as it is)."""
+    out = np.empty(peaks.shape)
+    out[:, :-1] = counts / peaks[:, :-1]
+    out[:, -1] = peaks[:, -1]
+    return out
+
+
 def roofline_terms(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> dict[str, float]:
     """Seconds each unit and level needs at its datasheet peak (ROOFLINE, in order)."""
     t, w = k.traffic, k.work
-    tensor, sfu, alu, hbm, l2, sram = _peaks(hw, plan.problem.dtype)
-    return dict(zip(ROOFLINE, (w.tensor_flops / tensor, w.exp_ops / sfu, w.alu_flops / alu,
-                               (dram.read + dram.write) / hbm, (t.hbm_read + t.hbm_write) / l2,
-                               t.sram / sram, hw.launch_overhead_s)))
+    counts = [w.tensor_flops, w.exp_ops, w.alu_flops, dram.read + dram.write,
+              t.hbm_read + t.hbm_write, t.sram]
+    peaks = [*_peaks(hw, plan.problem.dtype), hw.launch_overhead_s]
+    terms = roofline_table(np.array([counts], np.float64), np.array([peaks], np.float64))[0]
+    return dict(zip(ROOFLINE, terms.tolist()))
 
 
 def _peaks(hw: HardwareProfile, dtype) -> tuple[float, ...]:
