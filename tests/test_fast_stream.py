@@ -162,7 +162,7 @@ def test_chunks_end_where_a_shape_does(monkeypatch):
     monkeypatch.setattr(sw, "CHUNK_PROBLEMS", 7)  # 4 (batch, heads) pairs a shape: 7 splits one
     seen, sizes = set(), []
     for chunk in sw._chunks(sw.points(GRID).problems(), sw.CHUNK_PROBLEMS):
-        shapes = {sw._outer(p) for p in chunk}
+        shapes = {p.shape_key() for p in chunk}
         assert not shapes & seen
         seen |= shapes
         sizes.append(len(chunk))

@@ -33,7 +33,6 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -517,18 +516,13 @@ def run_chunks(pts: Points, pool, tuned: TunedTiles | None = None, done: set | N
         yield n, fut.result()
 
 
-# what the grid varies besides batch, heads and kv_heads (which it walks fastest)
-_outer = attrgetter("seqlen_q", "seqlen_k", "head_dim", "dtype", "causal", "causal_align",
-                    "direction", "window", "page_size")
-
-
 def _chunks(problems, size: int):
     """Lists of at least `size` problems (the last may hold fewer) that end where the grid's
     other fields change: a shape's problems (iosim.schedules.shape) are never split between
     chunks, so each shape is planned once."""
     chunk: list[Problem] = []
     for p in problems:
-        if len(chunk) >= size and _outer(p) != _outer(chunk[-1]):
+        if len(chunk) >= size and p.shape_key() != chunk[-1].shape_key():
             yield chunk
             chunk = []
         chunk.append(p)

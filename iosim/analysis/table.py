@@ -299,7 +299,8 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "time_roofline_ms": t_roof * 1e3,
         "bound_roofline": [ROOF[j] for j in roof_bound[roof_at]],
         "time_pred_ms": t_pred * 1e3,
-        "tflops_pred": np.array([p.fa_flops() / x / 1e12 for p, x in zip(probs, t_pred.tolist())]),
+        "tflops_pred": np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(bh)) for t, bh in zip(
+            templates, np.split(out["batch"] * out["heads"], np.cumsum(m)[:-1]))]) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
         "bound": pred.group_bound if limiter else [None] * len(probs),
         # the main kernel's busiest unit, and its share of its efficient peak

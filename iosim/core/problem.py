@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from operator import attrgetter
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -158,6 +159,11 @@ class Problem(BaseModel):
         """Query heads per K/V head."""
         return self.heads // self.kv_heads
 
+    def shape_key(self) -> tuple:
+        """Every field but batch, heads and kv_heads, and heads / kv_heads: what problems whose
+        Plans differ only in counts that grow with batch x kv_heads share (SHAPE_FIELDS)."""
+        return (*_shape_fields(self), self.group)
+
     @property
     def bh(self) -> int:
         return self.batch * self.heads
@@ -184,15 +190,17 @@ class Problem(BaseModel):
         off, nq, nk = self.causal_offset, self.seqlen_q, self.seqlen_k
         return _sum_clip(nq, off + 1, nk) - _sum_clip(nq, off - self.window, nk)
 
-    def fa_flops(self) -> float:
+    def fa_flops(self, bh=None):
         """FlashAttention's reporting convention: 4·B·H·Nq·Nk·d forward (2.5x that backward),
         halved when causal; with a sliding window 4·B·H·d per visible (row, key) pair. Used for
-        TFLOP/s columns so numbers compare with the papers."""
+        TFLOP/s columns so numbers compare with the papers. `bh`: B·H of problems of this
+        shape instead (an array: one answer each, the same float operations)."""
         if self.seqlens_k is not None:
             return sum(q.fa_flops() for q in self.sequences())
+        bh = self.bh if bh is None else bh
         if self.window is not None:
-            return 4.0 * self.bh * self.window_pairs() * self.head_dim
-        f = 4.0 * self.bh * self.seqlen_q * self.seqlen_k * self.head_dim
+            return 4.0 * bh * self.window_pairs() * self.head_dim
+        f = 4.0 * bh * self.seqlen_q * self.seqlen_k * self.head_dim
         if self.direction is Direction.bwd:
             f *= 2.5
         return f / 2 if self.causal else f
@@ -203,3 +211,8 @@ def _sum_clip(n: int, c: int, top: int) -> int:
     a = min(max(-c, 0), n)  # rows below 0
     b = min(max(top - c, a), n)  # rows at or above top from here
     return (b - a) * (a + c + b - 1 + c) // 2 + (n - b) * top
+
+
+# the fields a shape shares (Problem.shape_key)
+SHAPE_FIELDS = tuple(f for f in Problem.model_fields if f not in ("batch", "heads", "kv_heads"))
+_shape_fields = attrgetter(*SHAPE_FIELDS)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from operator import attrgetter
 
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
@@ -23,10 +22,6 @@ SCHEDULES = {"naive": naive.plan, "standard": standard.plan, "fa1": fa1.plan,
 ALL = [s for s in SCHEDULES if s != "decode"]
 
 
-# the Problem fields a shape shares: all but batch, heads and kv_heads, which scale every
-# count of its Plans (iosim.analysis.table); heads / kv_heads is part of the shape
-SHAPE_FIELDS = tuple(f for f in Problem.model_fields if f not in ("batch", "heads", "kv_heads"))
-_shape_fields = attrgetter(*SHAPE_FIELDS)
 # the schedules whose Plans also choose something from batch x heads: that choice (`layout`)
 LAYOUTS = {"fa1": fa1.layout, "decode": decode.shape_layout, "standard": standard.layout}
 # the schedules whose counts are affine, not proportional, in batch x kv_heads: the papers'
@@ -41,7 +36,7 @@ def shape(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles
     None: a problem whose shape is its own (a ragged batch, or one the layout refuses)."""
     if problem.seqlens_k is not None:
         return None
-    key = (*_shape_fields(problem), problem.group)
+    key = problem.shape_key()
     layout = LAYOUTS.get(name)
     if layout is not None:
         try:

@@ -99,15 +99,14 @@ def _setup(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     return t, main, aux, tile, smem, bm, qb, kb
 
 
-_FIXED: dict = {}  # (problem of one head, id(profile), tiles) -> (profile, _fixed's answer)
+_FIXED: dict = {}  # (problem's shape_key, id(profile), tiles) -> (profile, _fixed's answer)
 
 
 def _fixed(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     """What _setup takes from the problem's shape alone (not from batch x heads): tiles,
     entry, defines, shared memory, block map, CTA slots; remembered (a sweep asks for every
     batch and head count of a shape)."""
-    one = p.model_copy(update={"batch": 1, "heads": p.group, "kv_heads": 1}) if p.bh > 1 else p
-    key = (one, id(hw), t)
+    key = (p.shape_key(), id(hw), t)
     held = _FIXED.get(key)
     if held is not None and held[0] is hw:
         return held[1]
