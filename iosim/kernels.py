@@ -319,7 +319,7 @@ def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu's static_asserts
     return [(bm % 64 == 0 and bm <= 192, "--block-m 64, 128 or 192 (one warpgroup per 64 rows)"),
             (w == bm // 16, f"--warps {bm // 16} (block_m / 16: four per warpgroup)"),
             (bn <= 256, "--block-n at most 256"),
-            (not d["FP8_E4M3"] or bn % 128 == 0, "--block-n a multiple of 128 with fp8")]
+            (not d["FP8_E4M3"] or bn % 32 == 0, "--block-n a multiple of 32 with fp8")]
 
 
 def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
@@ -457,10 +457,16 @@ def tma_box_bytes(rows: str, defines: Defines, elem_bytes: int) -> int:
     """Bytes of one row of a TMA box (KernelSpec.tensor_maps: `rows` is the define of its row
     count): fa3.cu's SW. A map whose rows hold head_dim elements is swizzled over its row where
     that is under 128 bytes (e4m3 at d = 64: 64); Vt8's rows (rows define HEAD_DIM) are keys,
-    in 128-key panels."""
+    in panels of fa3.cu's VT_KEYS (fp8_vt_keys)."""
     if rows == "HEAD_DIM":
-        return SWIZZLE_BYTES
+        return fp8_vt_keys(defines["BLOCK_N"])
     return min(SWIZZLE_BYTES, defines["HEAD_DIM"] * elem_bytes)
+
+
+def fp8_vt_keys(block_n: int) -> int:
+    """fa3.cu's VT_KEYS: keys (e4m3 bytes) per row of a Vt8 panel, the span of its swizzle: 128,
+    or 64 / 32 where block_n is no multiple of 128 (192: 64, 224: 32)."""
+    return next(w for w in (SWIZZLE_BYTES, 64, 32) if block_n % w == 0)
 
 
 def _fa3_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs + alignment
@@ -570,7 +576,8 @@ _SPECS = [
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
                             "TmV": ("V", "BLOCK_N"), "TmdO": ("dO", "BLOCK_M")}),
     # fa3.cu with FP8_E4M3=1: e4m3 Q8, K8 (128-byte swizzled panels; 64-byte at d = 64) and
-    # Vt8 (128-key panels), per-tile descale factors, bf16 O
+    # Vt8 (panels of 128 keys; 64 or 32 where BLOCK_N is no multiple of 128), per-tile descale
+    # factors, bf16 O
     KernelSpec("fa3_fwd_fp8", "fa3.cu", "FP8_E4M3",
                ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale", "Qs", "Ks", "Vs"),
                frozenset({"O", "LSE"}),

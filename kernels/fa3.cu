@@ -100,6 +100,12 @@
 #ifndef WINDOW
 #error "WINDOW must be defined (-1: no sliding window)"
 #endif
+#ifndef LAZY_RESCALE
+#define LAZY_RESCALE 0
+#endif
+#if LAZY_RESCALE && !FP8_E4M3
+#error "LAZY_RESCALE is fa3_fwd_fp8's (FP8_E4M3=1)"
+#endif
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
 #endif
@@ -131,8 +137,10 @@ constexpr int PANELS = D / PANEL;     // panels per Q / K row
 constexpr int Q_PANEL = BM * SW;      // bytes of one Q panel
 constexpr int KV_PANEL = BN * SW;     // bytes of one K panel (and V panel unless FP8)
 #if FP8_E4M3
-constexpr int VT_KEYS = 128;       // keys per Vt panel row (128 bytes, 128-byte swizzle)
-constexpr int VT_PANEL = D * 128;  // bytes of one Vt panel (d rows of 128 keys)
+// keys per Vt panel row: 128 (128-byte swizzle), or 64 / 32 (64- / 32-byte swizzle) where
+// BLOCK_N is no multiple of 128 (e.g. 192, 224)
+constexpr int VT_KEYS = BN % 128 == 0 ? 128 : BN % 64 == 0 ? 64 : 32;
+constexpr int VT_PANEL = D * VT_KEYS;  // bytes of one Vt panel (d rows of VT_KEYS keys)
 #endif
 constexpr int Q_BYTES = PANELS * Q_PANEL;
 constexpr int KV_BYTES = BN * D * EB;  // one K (or V) stage
@@ -148,7 +156,7 @@ static_assert(MODEL_KV_READERS == NC, "iosim/kernels.py kv_readers: one read per
 #endif
 static_assert(D % 64 == 0 && D <= 256, "HEAD_DIM must be 64, 128 or 256");
 static_assert(BN % 16 == 0 && BN <= 256, "BLOCK_N must be a multiple of 16, at most 256");
-static_assert(!FP8_E4M3 || BN % 128 == 0, "FP8: BLOCK_N must be a multiple of 128 (Vt panels)");
+static_assert(!FP8_E4M3 || BN % 32 == 0, "FP8: BLOCK_N must be a multiple of 32 (Vt panels)");
 static_assert(!FP8_E4M3 || defined_bf16_out(), "FP8: O is bf16 (compile with ELEM_BF16=1)");
 static_assert(NS >= 1, "STAGES must be >= 1");
 static_assert(FP8_E4M3 || SW == 128, "16-bit rows are 128-byte panels (the epilogue stages O in them)");
@@ -217,7 +225,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
 #pragma unroll
     for (int kk = 0; kk < KP; ++kk) {
 #if FP8_E4M3
-        const u64 db = sw128_desc(v_tile + (u32)((kk / 4) * VT_PANEL + (kk % 4) * 32), 16);
+        constexpr int SPP = VT_KEYS / 32;  // k steps per Vt panel row
+        const u64 db = sw_desc<VT_KEYS>(v_tile + (u32)((kk / SPP) * VT_PANEL + (kk % SPP) * 32), 16);
 #else
         const u64 db = sw128_desc(v_tile + (u32)(kk * 16 * 128), KV_PANEL);
 #endif
@@ -229,9 +238,16 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
 // Mask (tiles crossing the diagonal or the ragged Nk edge only), then the online softmax in
 // the log2 domain: s becomes P (unnormalised), m and l are updated, alpha = exp2(m_old - m_new)
 // is what O must be scaled by before P V is added.
+// LAZY_RESCALE (FP8): the running max m moves only when a row's new max passes it by more than
+// LAZY_THR (log2 units), so P <= 2^LAZY_THR (e4m3 holds up to 448) and in most trips alpha is 1
+// and O is left alone; V_j's factor enters P as 2^lr (lr = log2(s_v(j) / s_v max) <= 0, folded
+// into the exponent's offset), so O stays in units of the head's largest V factor, and the row
+// sum takes P's own values back (ir = 2^-lr).
+constexpr float LAZY_THR = 8.f;
 __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], float (&l)[2],
                                         float (&alpha)[2], int n0, int r0, int lane, int Nk,
-                                        bool need_mask, int diag, float sl2) {
+                                        bool need_mask, int diag, float sl2, float lr = 0.f,
+                                        float ir = 1.f) {
     if (need_mask) {
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
@@ -251,24 +267,40 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
         for (int nt = 0; nt < NT_S; ++nt)
             mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
         mx = quad_max(mx);
+#if LAZY_RESCALE
+        const float m_new = mx * sl2 > m[hr] + LAZY_THR ? mx * sl2 : m[hr];
+        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
+        alpha[hr] = m_new == m[hr] ? 1.f : fast_exp2(m[hr] - m_use);
+        const float off = m_use - lr;
+#else
         const float m_new = fmaxf(m[hr], mx * sl2);
         const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
         alpha[hr] = fast_exp2(m[hr] - m_use);
+        const float off = m_use;
+#endif
         m[hr] = m_new;
         float rs = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -m_use));
+                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -off));
                 s[nt * 4 + 2 * hr + e] = pv;
                 rs += pv;
             }
+#if LAZY_RESCALE
+        l[hr] = l[hr] * alpha[hr] + rs * ir;
+#else
         l[hr] = l[hr] * alpha[hr] + rs;
+#endif
     }
 }
 
 __device__ __forceinline__ void rescale(float (&o)[NT_O * 4], const float (&alpha)[2]) {
+#if LAZY_RESCALE
+    // a warp's rows all keep their max: nothing to do (the branch is warp-uniform)
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#endif
 #pragma unroll
     for (int nt = 0; nt < NT_O; ++nt)
 #pragma unroll
@@ -317,6 +349,11 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // per stage: scale * log2(e) * Q's factor * K_j's (K stage), V_{j-1}'s factor / V_j's and
     // V_j's (V stage); written by the producer before the stage's expect_tx arrival
     __shared__ float fac_sl2[NS], fac_vr[NS], fac_v[NS];
+#if LAZY_RESCALE
+    // per K stage: log2(s_v(j) / s_v max) and its inverse power; the head's largest V factor
+    __shared__ float fac_lr[NS], fac_ir[NS];
+    __shared__ float fac_vmax;
+#endif
 #endif
 
     // Tiles start at the first 1024-byte boundary (the swizzle pattern repeats every 8 rows
@@ -359,6 +396,15 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     if (wg == 0) {
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<PRODUCER_REGS>();
+#if LAZY_RESCALE
+        float vmax = 0.f;  // the largest V factor of the tiles this CTA visits (warp 0)
+        if (threadIdx.x < 32) {
+            const float* vf = Vs + (size_t)(b * KVH + h / (H / KVH)) * ((Nk + BN - 1) / BN);
+            for (int j = n_first + (int)threadIdx.x; j < n_last; j += 32) vmax = fmaxf(vmax, vf[j]);
+            vmax = warp_max(vmax);
+            if (threadIdx.x == 0) fac_vmax = vmax;
+        }
+#endif
         if (threadIdx.x == 0) {
             tma_prefetch(&tmQ);
             tma_prefetch(&tmK);
@@ -380,6 +426,10 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
 #if FP8_E4M3
                 fac_sl2[s] = sl2_q * kf[j];
+#if LAZY_RESCALE
+                fac_lr[s] = __log2f(vf[j] / vmax);
+                fac_ir[s] = vmax / vf[j];
+#endif
 #endif
                 mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
 #pragma unroll
@@ -394,7 +444,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
 #if FP8_E4M3
 #pragma unroll
-                for (int p = 0; p < BN / VT_KEYS; ++p)  // Vt: 128 keys x d rows a panel
+                for (int p = 0; p < BN / VT_KEYS; ++p)  // Vt: VT_KEYS keys x d rows a panel
                     tma_load_3d(sV + s * KV_BYTES + p * VT_PANEL, &tmV, bar(BAR_FULL_V + s),
                                 j * BN + VT_KEYS * p, 0, kv_head);
 #else
@@ -428,13 +478,23 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // K_j's softmax scale (read after its full barrier, before the stage is released) and V_j's
     // rescale ratio, which the producer put beside the tiles (fac_*: no registers kept here)
     auto sl2_of = [&](int slot) { return fac_sl2[slot]; };
+#if LAZY_RESCALE
+    auto v_units = [&](int) {};  // O stays in units of the head's largest V factor
+    auto lr_of = [&](int slot) { return fac_lr[slot]; };
+    auto ir_of = [&](int slot) { return fac_ir[slot]; };
+#else
     auto v_units = [&](int slot) {
         alpha[0] *= fac_vr[slot];
         alpha[1] *= fac_vr[slot];
     };
+    auto lr_of = [&](int) { return 0.f; };
+    auto ir_of = [&](int) { return 1.f; };
+#endif
 #else
     const float sl2_all = scale * IOSIM_LOG2E;
     auto sl2_of = [&](int) { return sl2_all; };
+    auto lr_of = [&](int) { return 0.f; };
+    auto ir_of = [&](int) { return 1.f; };
 #endif
     // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
     const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
@@ -455,20 +515,20 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         if (c == 1) turn_pass(c);
         turn_wait(c);
         mbar_wait(bar(BAR_FULL_K), 0);
-        float sl2 = sl2_of(0);
+        float sl2 = sl2_of(0), lr = lr_of(0), ir = ir_of(0);
         issue_qk(sacc, q_rows, sK);
         turn_pass(c);
         wgmma_wait<0>();
         fence_regs<NT_S * 4>(sacc);
         release(BAR_EMPTY_K);
-        softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, sl2);
+        softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, sl2, lr, ir);
         pack_p(sacc, pa);
 
         for (int j = 1; j < n_blocks; ++j) {
             const int s = j % NS, sp = (j - 1) % NS;
             turn_wait(c);
             mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
-            sl2 = sl2_of(s);
+            sl2 = sl2_of(s), lr = lr_of(s), ir = ir_of(s);
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
 #if FP8_E4M3
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
@@ -484,7 +544,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             fence_regs<NT_S * 4>(sacc);
             release(BAR_EMPTY_K + s);
             softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
-                    diag, sl2);
+                    diag, sl2, lr, ir);
             wgmma_wait<0>();
             fence_regs<NT_O * 4>(o);
             release(BAR_EMPTY_V + sp);
@@ -516,7 +576,11 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     {
         elem_t* Og = O + q_base * D;
         // O is in units of the last V tile's factor (its stage is never refilled)
+#if LAZY_RESCALE
+        const float sv_last = fac_vmax;  // (LAZY_RESCALE: the head's largest)
+#else
         const float sv_last = n_blocks > 0 ? fac_v[(n_blocks - 1) % NS] : 1.f;
+#endif
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const float l = quad_sum(l_i[hr]);

@@ -12,9 +12,10 @@
 //     rows (the layout TMA writes with CU_TENSOR_MAP_SWIZZLE_128B): 8-row groups 1024 bytes
 //     apart (SBO); `lbo` = byte distance between 64-element column panels, used by MN-major
 //     operands only. `addr` must sit in a 1024-byte-aligned panel (swizzle phase 0).
-//     sw_desc<SW>(addr, lbo): the same for SW-byte swizzled rows (SW = 128 or 64: the layout
-//     CU_TENSOR_MAP_SWIZZLE_64B writes, 8-row groups 512 bytes apart), for K-major operands
-//     whose rows are narrower than 128 bytes (fa3.cu's e4m3 Q and K at d = 64).
+//     sw_desc<SW>(addr, lbo): the same for SW-byte swizzled rows (SW = 128, 64 or 32: the
+//     layout CU_TENSOR_MAP_SWIZZLE_64B / _32B writes, 8-row groups 8*SW bytes apart), for
+//     K-major operands whose rows are narrower than 128 bytes (fa3.cu's e4m3 Q and K at d = 64,
+//     its Vt panels of 64 or 32 keys).
 //   * wgmma_fence / wgmma_commit / wgmma_wait<N>, fence_regs(r, n): keep the compiler from
 //     moving accumulator accesses across the asynchronous MMAs.
 //   * pack4_e4m3(a, b, c, d): four floats to the four e4m3 bytes of one register (FP8 P).
@@ -80,9 +81,9 @@ IOSIM_DEVICE void tma_load_3d(u32 dst, const TmaDesc* map, u32 bar, int c0, int 
 // [62,64): 1 = 128-byte swizzle, 2 = 64-byte, 3 = 32-byte (SBO: 8 rows of SW bytes).
 template <int SW>
 IOSIM_DEVICE u64 sw_desc(u32 addr, u32 lbo_bytes) {
-    static_assert(SW == 128 || SW == 64, "swizzle span: 128 or 64 bytes");
+    static_assert(SW == 128 || SW == 64 || SW == 32, "swizzle span: 128, 64 or 32 bytes");
     return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)((lbo_bytes >> 4) & 0x3FFFu) << 16) |
-           ((u64)(8u * SW >> 4) << 32) | ((u64)(SW == 128 ? 1 : 2) << 62);
+           ((u64)(8u * SW >> 4) << 32) | ((u64)(SW == 128 ? 1 : SW == 64 ? 2 : 3) << 62);
 }
 IOSIM_DEVICE u64 sw128_desc(u32 addr, u32 lbo_bytes) { return sw_desc<128>(addr, lbo_bytes); }
 IOSIM_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

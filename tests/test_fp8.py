@@ -164,10 +164,14 @@ def test_predict_fp8_rows_carry_their_quantisation():
 
 def test_tma_boxes_are_the_kernels_swizzled_rows():
     """fa3.cu's SW: Q8/K8 rows of 64 bytes (e4m3 at d = 64) take 64-byte boxes and swizzle, every
-    other head_dim-long row 128; Vt8 (rows define HEAD_DIM: its rows are keys) 128-key panels."""
+    other head_dim-long row 128; Vt8 (rows define HEAD_DIM: its rows are keys) panels of 128
+    keys, or 64 / 32 where BLOCK_N is no multiple of 128 (fa3.cu's VT_KEYS)."""
     from iosim.kernels import tma_box_bytes
 
     assert tma_box_bytes("BLOCK_M", {"HEAD_DIM": 64}, 1) == 64
     assert tma_box_bytes("BLOCK_N", {"HEAD_DIM": 128}, 1) == 128
     assert tma_box_bytes("BLOCK_M", {"HEAD_DIM": 64}, 2) == 128  # bf16 at d = 64
-    assert tma_box_bytes("HEAD_DIM", {"HEAD_DIM": 64}, 1) == 128
+    assert tma_box_bytes("HEAD_DIM", {"HEAD_DIM": 64, "BLOCK_N": 128}, 1) == 128
+    assert tma_box_bytes("HEAD_DIM", {"HEAD_DIM": 128, "BLOCK_N": 256}, 1) == 128
+    assert tma_box_bytes("HEAD_DIM", {"HEAD_DIM": 128, "BLOCK_N": 192}, 1) == 64
+    assert tma_box_bytes("HEAD_DIM", {"HEAD_DIM": 128, "BLOCK_N": 224}, 1) == 32

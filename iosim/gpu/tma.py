@@ -3,7 +3,8 @@
 A (batch, heads, N, d) tensor is described as the 3-D tensor (d, N, batch*heads), innermost
 first, so that a box never crosses from one head into the next: rows past N are zero-filled by
 the copy engine. Boxes are 128 bytes wide (the 128-byte swizzle's span: 64 bf16/fp16 or 128 fp8
-columns), or 64 with the 64-byte swizzle (e4m3 rows of d = 64), by `box_rows` rows by one head;
+columns), or 64 / 32 with the 64- / 32-byte swizzle (e4m3 rows of d = 64; Vt8 panels of 64 or 32
+keys), by `box_rows` rows by one head;
 the kernel loads d*element_size/box_bytes of them per tile.
 """
 
@@ -19,7 +20,8 @@ from iosim.kernels import SWIZZLE_BYTES as BOX_BYTES  # one swizzled row: 64 bf1
 TMAP_DTYPE = np.dtype({"names": ["opaque"], "formats": [(np.uint8, (128,))]})
 
 
-SWIZZLES = {128: "CU_TENSOR_MAP_SWIZZLE_128B", 64: "CU_TENSOR_MAP_SWIZZLE_64B"}
+SWIZZLES = {128: "CU_TENSOR_MAP_SWIZZLE_128B", 64: "CU_TENSOR_MAP_SWIZZLE_64B",
+            32: "CU_TENSOR_MAP_SWIZZLE_32B"}
 
 
 def tensor_map(t, box_rows: int, box_bytes: int = BOX_BYTES) -> np.ndarray:
@@ -38,7 +40,7 @@ def tensor_map(t, box_rows: int, box_bytes: int = BOX_BYTES) -> np.ndarray:
     box_cols = box_bytes // e
     if box_bytes not in SWIZZLES or not t.is_contiguous() or (d * e) % 16 or t.dtype not in types:
         raise ValueError(f"tensor map needs a contiguous bf16/fp16/fp8/uint8 (B, H, N, d) tensor with "
-                         f"rows a multiple of 16 bytes and a box of 64 or 128 bytes; got "
+                         f"rows a multiple of 16 bytes and a box of 32, 64 or 128 bytes; got "
                          f"{tuple(t.shape)} {t.dtype}, box {box_bytes} bytes")
     dtype = types[t.dtype]
     u64, u32 = cu.cuuint64_t, cu.cuuint32_t  # the bindings take typed sizes, not ints
