@@ -103,6 +103,15 @@
 #ifndef LAZY_RESCALE
 #define LAZY_RESCALE 0
 #endif
+#if FP8_E4M3 && !defined(EXP_EMU)
+#error "EXP_EMU must be defined with FP8_E4M3 (0: every exp2 on the MUFU)"
+#endif
+#ifndef EXP_EMU
+#define EXP_EMU 0
+#endif
+#if EXP_EMU && !FP8_E4M3
+#error "EXP_EMU is fa3_fwd_fp8's (FP8_E4M3=1)"
+#endif
 #if LAZY_RESCALE && !FP8_E4M3
 #error "LAZY_RESCALE is fa3_fwd_fp8's (FP8_E4M3=1)"
 #endif
@@ -164,7 +173,9 @@ static_assert(WINDOW < 0 || IS_CAUSAL, "a sliding window (WINDOW >= 0) needs IS_
 
 // Registers per thread after setmaxnreg: the producer keeps a few, the consumers share the rest
 // of the 64K-register file (512 per thread slot of a 128-thread warpgroup).
-constexpr int PRODUCER_REGS = NC == 3 ? 32 : 24;
+// (FP8: 32 with two consumers too: its producer keeps the next trip's factors, and 240 per
+// consumer thread still fit: 128 x 32 + 256 x 240 = 64K)
+constexpr int PRODUCER_REGS = NC == 3 || FP8_E4M3 ? 32 : 24;
 constexpr int CONSUMER_REGS_RAW = ((512 - PRODUCER_REGS) / NC) / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 
@@ -243,7 +254,22 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
 // and O is left alone; V_j's factor enters P as 2^lr (lr = log2(s_v(j) / s_v max) <= 0, folded
 // into the exponent's offset), so O stays in units of the head's largest V factor, and the row
 // sum takes P's own values back (ir = 2^-lr).
+#if LAZY_RESCALE
 constexpr float LAZY_THR = 8.f;
+#endif
+
+// 2^x on the FMA and ALU pipes instead of the MUFU (EXP_EMU: the exponentials of EXP_EMU of
+// every 8 n8 tiles of S; at d = 128 in e4m3 the MUFU's exp2 takes as long as the tensor cores'
+// GEMMs): x = j + f, j = round(x) (the 1.5 * 2^23 shift), f in [-1/2, 1/2], 2^f by a cubic
+// (relative error 1e-4; P is rounded to e4m3, 2^-4, after), j added to the exponent field;
+// x <= -127 (and -inf) gives 0.
+__device__ __forceinline__ float exp2_fma(float x) {
+    x = fmaxf(x, -127.f);
+    const float t = __fadd_rn(x, 12582912.f);
+    const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
+    const float p = fmaf(fmaf(fmaf(0.055008937f, f, 0.242211f), f, 0.6932829f), f, 1.f);
+    return __uint_as_float(__float_as_uint(p) + (__float_as_uint(t) << 23));
+}
 __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], float (&l)[2],
                                         float (&alpha)[2], int n0, int r0, int lane, int Nk,
                                         bool need_mask, int diag, float sl2, float lr = 0.f,
@@ -262,10 +288,20 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
     }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
+#if FP8_E4M3
+        // four independent chains of maxima (exact in any order), not one NT_S long: with two
+        // consumer warps an SMSP, the softmax's dependent latency is what the GEMMs wait for
+        float mq[4] = {IOSIM_NEG_INF, IOSIM_NEG_INF, IOSIM_NEG_INF, IOSIM_NEG_INF};
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt)
+            mq[nt % 4] = fmaxf(mq[nt % 4], fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+        float mx = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
+#else
         float mx = IOSIM_NEG_INF;
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
             mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+#endif
         mx = quad_max(mx);
 #if LAZY_RESCALE
         const float m_new = mx * sl2 > m[hr] + LAZY_THR ? mx * sl2 : m[hr];
@@ -279,6 +315,19 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
         const float off = m_use;
 #endif
         m[hr] = m_new;
+#if FP8_E4M3
+        float rq[4] = {0.f, 0.f, 0.f, 0.f};  // four partial row sums (independent chains)
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float x = fmaf(s[nt * 4 + 2 * hr + e], sl2, -off);
+                const float pv = nt % 8 < EXP_EMU ? exp2_fma(x) : fast_exp2(x);
+                s[nt * 4 + 2 * hr + e] = pv;
+                rq[2 * (nt % 2) + e] += pv;
+            }
+        const float rs = (rq[0] + rq[1]) + (rq[2] + rq[3]);
+#else
         float rs = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
@@ -288,6 +337,7 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
                 s[nt * 4 + 2 * hr + e] = pv;
                 rs += pv;
             }
+#endif
 #if LAZY_RESCALE
         l[hr] = l[hr] * alpha[hr] + rs * ir;
 #else
@@ -415,6 +465,14 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             const float sl2_q = scale * IOSIM_LOG2E * Qs[(size_t)(b * H + h) * gridDim.x + m_block];
             const float* kf = Ks + (size_t)kv_head * ((Nk + BN - 1) / BN);
             const float* vf = Vs + (size_t)kv_head * ((Nk + BN - 1) / BN);
+            // the factors of the next trip are loaded a trip ahead, so that their global-memory
+            // latency is spent in the waits on empty slots, not before each stage's TMA copies
+            float k_nx = 0.f, v_nx = 1.f, v_pv = 1.f;
+            if (n_blocks > 0) {
+                k_nx = kf[n_first];
+                v_nx = vf[n_first];
+                v_pv = n_first > 0 ? vf[n_first - 1] : 1.f;
+            }
 #endif
             mbar_expect_tx(bar(BAR_Q), Q_BYTES);
 #pragma unroll
@@ -423,12 +481,20 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             for (int t = 0; t < n_blocks; ++t) {
                 const int s = t % NS, j = n_first + t;
                 const u32 ph = (u32)(t / NS) & 1u;
+#if FP8_E4M3
+                const float k_j = k_nx, v_j = v_nx, v_p = v_pv;  // K_j's, V_j's, V_{j-1}'s
+                if (t + 1 < n_blocks) {
+                    k_nx = kf[j + 1];
+                    v_nx = vf[j + 1];
+                    v_pv = v_j;
+                }
+#endif
                 mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
 #if FP8_E4M3
-                fac_sl2[s] = sl2_q * kf[j];
+                fac_sl2[s] = sl2_q * k_j;
 #if LAZY_RESCALE
-                fac_lr[s] = __log2f(vf[j] / vmax);
-                fac_ir[s] = vmax / vf[j];
+                fac_lr[s] = __log2f(v_j / vmax);
+                fac_ir[s] = vmax / v_j;
 #endif
 #endif
                 mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
@@ -438,8 +504,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                                 PANEL * p, j * BN, kv_head);
                 mbar_wait(bar(BAR_EMPTY_V + s), ph ^ 1u);
 #if FP8_E4M3
-                fac_v[s] = vf[j];
-                fac_vr[s] = j > 0 ? vf[j - 1] / vf[j] : 1.f;
+                fac_v[s] = v_j;
+                fac_vr[s] = j > 0 ? v_p / v_j : 1.f;
 #endif
                 mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
 #if FP8_E4M3
