@@ -33,8 +33,8 @@
 //   Nk rounded up to 16, and within each 16 keys in the order 0 1 8 9 2 3 10 11 4 5 12 13 6 7
 //   14 15: then the fp32 S accumulators of a thread (columns 2q, 2q+1, 8+2q, 9+2q of each 16)
 //   are exactly the four e4m3 values its P register needs (k = 4q..4q+3), no shuffles.
-//   Its tensor map has boxes of 128 keys x d rows (128-byte swizzle), so BLOCK_N is a multiple
-//   of 128. Q8 and K8 rows are 128-byte panels at d = 128 and 256; at d = 64 a row is 64 bytes
+//   Its tensor map has boxes of VT_KEYS keys x d rows: 128 (128-byte swizzle), or 64 / 32 (64- /
+//   32-byte swizzle) where BLOCK_N is a multiple of 32 but not of 128 (192, 224). Q8 and K8 rows are 128-byte panels at d = 128 and 256; at d = 64 a row is 64 bytes
 //   and its tiles use TMA's 64-byte swizzle and 64-byte-swizzle descriptors (SW below). O is
 //   stored from registers.
 //
@@ -100,21 +100,6 @@
 #ifndef WINDOW
 #error "WINDOW must be defined (-1: no sliding window)"
 #endif
-#ifndef LAZY_RESCALE
-#define LAZY_RESCALE 0
-#endif
-#if FP8_E4M3 && !defined(EXP_EMU)
-#error "EXP_EMU must be defined with FP8_E4M3 (0: every exp2 on the MUFU)"
-#endif
-#ifndef EXP_EMU
-#define EXP_EMU 0
-#endif
-#if EXP_EMU && !FP8_E4M3
-#error "EXP_EMU is fa3_fwd_fp8's (FP8_E4M3=1)"
-#endif
-#if LAZY_RESCALE && !FP8_E4M3
-#error "LAZY_RESCALE is fa3_fwd_fp8's (FP8_E4M3=1)"
-#endif
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
 #endif
@@ -173,9 +158,7 @@ static_assert(WINDOW < 0 || IS_CAUSAL, "a sliding window (WINDOW >= 0) needs IS_
 
 // Registers per thread after setmaxnreg: the producer keeps a few, the consumers share the rest
 // of the 64K-register file (512 per thread slot of a 128-thread warpgroup).
-// (FP8: 32 with two consumers too: its producer keeps the next trip's factors, and 240 per
-// consumer thread still fit: 128 x 32 + 256 x 240 = 64K)
-constexpr int PRODUCER_REGS = NC == 3 || FP8_E4M3 ? 32 : 24;
+constexpr int PRODUCER_REGS = NC == 3 ? 32 : 24;
 constexpr int CONSUMER_REGS_RAW = ((512 - PRODUCER_REGS) / NC) / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 
@@ -249,31 +232,9 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
 // Mask (tiles crossing the diagonal or the ragged Nk edge only), then the online softmax in
 // the log2 domain: s becomes P (unnormalised), m and l are updated, alpha = exp2(m_old - m_new)
 // is what O must be scaled by before P V is added.
-// LAZY_RESCALE (FP8): the running max m moves only when a row's new max passes it by more than
-// LAZY_THR (log2 units), so P <= 2^LAZY_THR (e4m3 holds up to 448) and in most trips alpha is 1
-// and O is left alone; V_j's factor enters P as 2^lr (lr = log2(s_v(j) / s_v max) <= 0, folded
-// into the exponent's offset), so O stays in units of the head's largest V factor, and the row
-// sum takes P's own values back (ir = 2^-lr).
-#if LAZY_RESCALE
-constexpr float LAZY_THR = 8.f;
-#endif
-
-// 2^x on the FMA and ALU pipes instead of the MUFU (EXP_EMU: the exponentials of EXP_EMU of
-// every 8 n8 tiles of S; at d = 128 in e4m3 the MUFU's exp2 takes as long as the tensor cores'
-// GEMMs): x = j + f, j = round(x) (the 1.5 * 2^23 shift), f in [-1/2, 1/2], 2^f by a cubic
-// (relative error 1e-4; P is rounded to e4m3, 2^-4, after), j added to the exponent field;
-// x <= -127 (and -inf) gives 0.
-__device__ __forceinline__ float exp2_fma(float x) {
-    x = fmaxf(x, -127.f);
-    const float t = __fadd_rn(x, 12582912.f);
-    const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
-    const float p = fmaf(fmaf(fmaf(0.055008937f, f, 0.242211f), f, 0.6932829f), f, 1.f);
-    return __uint_as_float(__float_as_uint(p) + (__float_as_uint(t) << 23));
-}
 __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], float (&l)[2],
                                         float (&alpha)[2], int n0, int r0, int lane, int Nk,
-                                        bool need_mask, int diag, float sl2, float lr = 0.f,
-                                        float ir = 1.f) {
+                                        bool need_mask, int diag, float sl2) {
     if (need_mask) {
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
@@ -288,69 +249,29 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
     }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-#if FP8_E4M3
-        // four independent chains of maxima (exact in any order), not one NT_S long: with two
-        // consumer warps an SMSP, the softmax's dependent latency is what the GEMMs wait for
-        float mq[4] = {IOSIM_NEG_INF, IOSIM_NEG_INF, IOSIM_NEG_INF, IOSIM_NEG_INF};
-#pragma unroll
-        for (int nt = 0; nt < NT_S; ++nt)
-            mq[nt % 4] = fmaxf(mq[nt % 4], fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
-        float mx = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
-#else
         float mx = IOSIM_NEG_INF;
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
             mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
-#endif
         mx = quad_max(mx);
-#if LAZY_RESCALE
-        const float m_new = mx * sl2 > m[hr] + LAZY_THR ? mx * sl2 : m[hr];
-        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
-        alpha[hr] = m_new == m[hr] ? 1.f : fast_exp2(m[hr] - m_use);
-        const float off = m_use - lr;
-#else
         const float m_new = fmaxf(m[hr], mx * sl2);
         const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
         alpha[hr] = fast_exp2(m[hr] - m_use);
-        const float off = m_use;
-#endif
         m[hr] = m_new;
-#if FP8_E4M3
-        float rq[4] = {0.f, 0.f, 0.f, 0.f};  // four partial row sums (independent chains)
-#pragma unroll
-        for (int nt = 0; nt < NT_S; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float x = fmaf(s[nt * 4 + 2 * hr + e], sl2, -off);
-                const float pv = nt % 8 < EXP_EMU ? exp2_fma(x) : fast_exp2(x);
-                s[nt * 4 + 2 * hr + e] = pv;
-                rq[2 * (nt % 2) + e] += pv;
-            }
-        const float rs = (rq[0] + rq[1]) + (rq[2] + rq[3]);
-#else
         float rs = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -off));
+                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -m_use));
                 s[nt * 4 + 2 * hr + e] = pv;
                 rs += pv;
             }
-#endif
-#if LAZY_RESCALE
-        l[hr] = l[hr] * alpha[hr] + rs * ir;
-#else
         l[hr] = l[hr] * alpha[hr] + rs;
-#endif
     }
 }
 
 __device__ __forceinline__ void rescale(float (&o)[NT_O * 4], const float (&alpha)[2]) {
-#if LAZY_RESCALE
-    // a warp's rows all keep their max: nothing to do (the branch is warp-uniform)
-    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
-#endif
 #pragma unroll
     for (int nt = 0; nt < NT_O; ++nt)
 #pragma unroll
@@ -399,11 +320,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // per stage: scale * log2(e) * Q's factor * K_j's (K stage), V_{j-1}'s factor / V_j's and
     // V_j's (V stage); written by the producer before the stage's expect_tx arrival
     __shared__ float fac_sl2[NS], fac_vr[NS], fac_v[NS];
-#if LAZY_RESCALE
-    // per K stage: log2(s_v(j) / s_v max) and its inverse power; the head's largest V factor
-    __shared__ float fac_lr[NS], fac_ir[NS];
-    __shared__ float fac_vmax;
-#endif
 #endif
 
     // Tiles start at the first 1024-byte boundary (the swizzle pattern repeats every 8 rows
@@ -446,15 +362,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     if (wg == 0) {
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<PRODUCER_REGS>();
-#if LAZY_RESCALE
-        float vmax = 0.f;  // the largest V factor of the tiles this CTA visits (warp 0)
-        if (threadIdx.x < 32) {
-            const float* vf = Vs + (size_t)(b * KVH + h / (H / KVH)) * ((Nk + BN - 1) / BN);
-            for (int j = n_first + (int)threadIdx.x; j < n_last; j += 32) vmax = fmaxf(vmax, vf[j]);
-            vmax = warp_max(vmax);
-            if (threadIdx.x == 0) fac_vmax = vmax;
-        }
-#endif
         if (threadIdx.x == 0) {
             tma_prefetch(&tmQ);
             tma_prefetch(&tmK);
@@ -465,14 +372,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             const float sl2_q = scale * IOSIM_LOG2E * Qs[(size_t)(b * H + h) * gridDim.x + m_block];
             const float* kf = Ks + (size_t)kv_head * ((Nk + BN - 1) / BN);
             const float* vf = Vs + (size_t)kv_head * ((Nk + BN - 1) / BN);
-            // the factors of the next trip are loaded a trip ahead, so that their global-memory
-            // latency is spent in the waits on empty slots, not before each stage's TMA copies
-            float k_nx = 0.f, v_nx = 1.f, v_pv = 1.f;
-            if (n_blocks > 0) {
-                k_nx = kf[n_first];
-                v_nx = vf[n_first];
-                v_pv = n_first > 0 ? vf[n_first - 1] : 1.f;
-            }
 #endif
             mbar_expect_tx(bar(BAR_Q), Q_BYTES);
 #pragma unroll
@@ -481,21 +380,9 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             for (int t = 0; t < n_blocks; ++t) {
                 const int s = t % NS, j = n_first + t;
                 const u32 ph = (u32)(t / NS) & 1u;
-#if FP8_E4M3
-                const float k_j = k_nx, v_j = v_nx, v_p = v_pv;  // K_j's, V_j's, V_{j-1}'s
-                if (t + 1 < n_blocks) {
-                    k_nx = kf[j + 1];
-                    v_nx = vf[j + 1];
-                    v_pv = v_j;
-                }
-#endif
                 mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
 #if FP8_E4M3
-                fac_sl2[s] = sl2_q * k_j;
-#if LAZY_RESCALE
-                fac_lr[s] = __log2f(v_j / vmax);
-                fac_ir[s] = vmax / v_j;
-#endif
+                fac_sl2[s] = sl2_q * kf[j];
 #endif
                 mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
 #pragma unroll
@@ -504,8 +391,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                                 PANEL * p, j * BN, kv_head);
                 mbar_wait(bar(BAR_EMPTY_V + s), ph ^ 1u);
 #if FP8_E4M3
-                fac_v[s] = v_j;
-                fac_vr[s] = j > 0 ? v_p / v_j : 1.f;
+                fac_v[s] = vf[j];
+                fac_vr[s] = j > 0 ? vf[j - 1] / vf[j] : 1.f;
 #endif
                 mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
 #if FP8_E4M3
@@ -544,23 +431,13 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // K_j's softmax scale (read after its full barrier, before the stage is released) and V_j's
     // rescale ratio, which the producer put beside the tiles (fac_*: no registers kept here)
     auto sl2_of = [&](int slot) { return fac_sl2[slot]; };
-#if LAZY_RESCALE
-    auto v_units = [&](int) {};  // O stays in units of the head's largest V factor
-    auto lr_of = [&](int slot) { return fac_lr[slot]; };
-    auto ir_of = [&](int slot) { return fac_ir[slot]; };
-#else
     auto v_units = [&](int slot) {
         alpha[0] *= fac_vr[slot];
         alpha[1] *= fac_vr[slot];
     };
-    auto lr_of = [&](int) { return 0.f; };
-    auto ir_of = [&](int) { return 1.f; };
-#endif
 #else
     const float sl2_all = scale * IOSIM_LOG2E;
     auto sl2_of = [&](int) { return sl2_all; };
-    auto lr_of = [&](int) { return 0.f; };
-    auto ir_of = [&](int) { return 1.f; };
 #endif
     // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
     const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
@@ -581,20 +458,20 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         if (c == 1) turn_pass(c);
         turn_wait(c);
         mbar_wait(bar(BAR_FULL_K), 0);
-        float sl2 = sl2_of(0), lr = lr_of(0), ir = ir_of(0);
+        float sl2 = sl2_of(0);
         issue_qk(sacc, q_rows, sK);
         turn_pass(c);
         wgmma_wait<0>();
         fence_regs<NT_S * 4>(sacc);
         release(BAR_EMPTY_K);
-        softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, sl2, lr, ir);
+        softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, sl2);
         pack_p(sacc, pa);
 
         for (int j = 1; j < n_blocks; ++j) {
             const int s = j % NS, sp = (j - 1) % NS;
             turn_wait(c);
             mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
-            sl2 = sl2_of(s), lr = lr_of(s), ir = ir_of(s);
+            sl2 = sl2_of(s);
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
 #if FP8_E4M3
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
@@ -610,7 +487,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             fence_regs<NT_S * 4>(sacc);
             release(BAR_EMPTY_K + s);
             softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
-                    diag, sl2, lr, ir);
+                    diag, sl2);
             wgmma_wait<0>();
             fence_regs<NT_O * 4>(o);
             release(BAR_EMPTY_V + sp);
@@ -642,11 +519,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     {
         elem_t* Og = O + q_base * D;
         // O is in units of the last V tile's factor (its stage is never refilled)
-#if LAZY_RESCALE
-        const float sv_last = fac_vmax;  // (LAZY_RESCALE: the head's largest)
-#else
         const float sv_last = n_blocks > 0 ? fac_v[(n_blocks - 1) % NS] : 1.f;
-#endif
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const float l = quad_sum(l_i[hr]);

@@ -175,3 +175,16 @@ def test_tma_boxes_are_the_kernels_swizzled_rows():
     assert tma_box_bytes("HEAD_DIM", {"HEAD_DIM": 128, "BLOCK_N": 256}, 1) == 128
     assert tma_box_bytes("HEAD_DIM", {"HEAD_DIM": 128, "BLOCK_N": 192}, 1) == 64
     assert tma_box_bytes("HEAD_DIM", {"HEAD_DIM": 128, "BLOCK_N": 224}, 1) == 32
+
+
+def test_fp8_key_tiles_are_multiples_of_32():
+    """fa3.cu's static_assert (BLOCK_N a multiple of 32 with FP8: Vt panels of 128, 64 or 32 keys)
+    as the Plan's rules say it: 192 and 224 planned, 80 (bf16's d = 256 tile) refused."""
+    from iosim.kernels import kernel_rules
+
+    hw = load("h100")
+    p = Problem(batch=1, heads=4, seqlen_q=1000, head_dim=128, dtype="fp8_e4m3")
+    for bn, ok in ((128, True), (192, True), (224, True), (80, False)):
+        pl = plan("fa3", p, hw, Tiles(block_n=bn))
+        held = all(h for src, h, _ in kernel_rules(pl) if src == "fa3.cu")
+        assert held == ok, (bn, kernel_rules(pl))

@@ -248,6 +248,10 @@ def block_measured_fp8_h100() -> str:
     return tool("fp8_summary.py", "experiments/fp8/h100/recheck/measured_fp8.csv")
 
 
+def block_fp8_ncu_d128() -> str:
+    return tool("ncu_brief.py", "experiments/fp8/h100/speed10/round1/ncu_raw_d128_bn128.csv")
+
+
 def block_fa3_bwd_stalls() -> str:
     return tool("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv")
 
@@ -370,6 +374,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fa3-bwd-stalls": block_fa3_bwd_stalls,
           "measured-fa3-bwd-h200": block_measured_fa3_bwd_h200,
           "measured-fa3-bwd-h100": block_measured_fa3_bwd_h100, "measured-fp8-h100": block_measured_fp8_h100,
+          "fp8-ncu-d128": block_fp8_ncu_d128,
           "measured-fa3-bwd-d256-h100": block_measured_fa3_bwd_d256_h100,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,

@@ -13,7 +13,7 @@
 #             variants.csv, variants.log
 #   ncu:      Nsight Compute on the attention and quantisation kernels of the variants in NCU:
 #             speed of light, pipes, issue stalls, shared-memory bank conflicts (ncu_raw_<v>.csv,
-#             summarised by ncu_brief.py into ncu_brief_<v>.txt), per-instruction stall samples
+#             summarised by tools/ncu_brief.py into ncu_brief_<v>.txt), per-instruction stall samples
 #             (ncu_src_<v>.csv, tools/ncu_stall_sites.py; NCU_SRC=0: not), all in ncu.tgz
 set -o pipefail
 . experiments/gpu_env.sh fp8
@@ -33,7 +33,7 @@ for step in ${STEPS//,/ }; do
   variants) timeout "${VLIMIT:-150}" python3 experiments/fp8/speed10/variants.py "$D/variants.csv" --main-kernels "$MAIN" \
               --rounds "${ROUNDS:-3}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log" ;;
   ncu) mkdir -p "$D/ncu"
-       for v in ${NCU:-main_d128 new_d128}; do
+       for v in ${NCU:-main_d128 tree_d128_bn192}; do
          for sec in "--section MemoryWorkloadAnalysis_Tables" ""; do  # the second: if that section is unknown
            timeout "${NLIMIT:-90}" ncu --csv --page raw --print-units base --kernel-name regex:'^(fa3_fwd_fp8|fp8_quant)$' \
              --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
@@ -42,7 +42,7 @@ for step in ${STEPS//,/ }; do
              python3 experiments/fp8/speed10/variants.py --once $v --main-kernels "$MAIN" > "$D/ncu/ncu_raw_$v.csv" 2> "$D/ncu/ncu_raw_$v.err"
            grep -q '^"ID"' "$D/ncu/ncu_raw_$v.csv" && break
          done
-         echo "== ncu $v"; python3 experiments/fp8/speed10/ncu_brief.py "$D/ncu/ncu_raw_$v.csv" 2>&1 | tee "$D/ncu/ncu_brief_$v.txt" | head -70
+         echo "== ncu $v"; python3 tools/ncu_brief.py "$D/ncu/ncu_raw_$v.csv" 2>&1 | tee "$D/ncu/ncu_brief_$v.txt" | head -70
          [ "${NCU_SRC:-1}" = 1 ] || continue
          timeout "${NLIMIT:-90}" ncu --kernel-name fa3_fwd_fp8 --launch-count 1 --clock-control none --section SourceCounters \
            --section WarpStateStats --page source --print-source sass --csv \
