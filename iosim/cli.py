@@ -464,6 +464,10 @@ def bench_cmd(
     flush: Annotated[str, typer.Option(
         help="how the L2 is flushed before each timed repetition: write (zero-fill a buffer of "
         "twice the L2: leaves its lines dirty) or read (read it: leaves them clean)")] = "write",
+    queued: Annotated[bool, typer.Option(
+        "--queued", help="also time every row with its launches queued ahead of the start "
+        "event (time_queued_ms: the host's launch cost left out, as a CUDA graph would; "
+        "decode rows always are)")] = False,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
     from iosim.analysis import bench
@@ -513,7 +517,7 @@ def bench_cmd(
     profile = hardware.load(hw) if hw else None
     df = bench.run(problems, scheds, peer_groups, out, profile, resume, ncu,
                    progress=progress, tiles=knob_tiles(block_m, block_n, warps, stages),
-                   tuned=tuned_tiles(tiles_file), kv_splits=splits, flush=flush)
+                   tuned=tuned_tiles(tiles_file), kv_splits=splits, flush=flush, queued=queued)
     ok = df[df.status == "ok"] if "status" in df else df
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 

@@ -7,14 +7,17 @@
 set -o pipefail
 start=$(date +%s)
 . experiments/gpu_env.sh small_new
-# FLUSH=read: the L2 flushed by a read, not the default zero-fill (iosim bench --flush),
-# into measured_small_read.csv
+# FLUSH=read: the L2 flushed by a read, not the default zero-fill (iosim bench --flush);
+# QUEUED=1: every row also timed with its launches queued ahead (--queued, time_queued_ms);
+# TAG: the file's suffix (measured_small_TAG.csv; default: the flush, none for write)
 FLUSH=${FLUSH:-write}
-f="$DIR/measured_small$([ "$FLUSH" = write ] || echo "_$FLUSH").csv"
+TAG=${TAG-$([ "$FLUSH" = write ] || echo "$FLUSH")}
+f="$DIR/measured_small${TAG:+_$TAG}.csv"
+[ "${QUEUED:-0}" = 1 ] && Q=--queued || Q=
 b() {
   left=$(( ${LIMIT:-270} - ($(date +%s) - start) ))
   [ "$left" -gt 5 ] || { echo "skipped (no time left): $*"; return; }
-  timeout "$left" iosim bench -o "$f" --resume --flush "$FLUSH" --peers none "$@" 2>&1 | tr '\r' '\n' | tail -1
+  timeout "$left" iosim bench -o "$f" --resume --flush "$FLUSH" $Q --peers none "$@" 2>&1 | tr '\r' '\n' | tail -1
 }
 b --schedule naive,fa1,fa2,fa3 --seqlen 384,768 --head-dim 64,128,256 --causal both --batch 1,3 --heads 2,8
 b --direction bwd --schedule naive,fa1,fa2 --seqlen 384,768 --head-dim 64,128 --causal both --batch 1,3 --heads 2,8

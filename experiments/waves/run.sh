@@ -12,14 +12,17 @@
 set -o pipefail
 start=$(date +%s)
 . experiments/gpu_env.sh waves
-# FLUSH=read: the L2 flushed by a read, not the default zero-fill (iosim bench --flush),
-# into measured_waves_read.csv
+# FLUSH=read: the L2 flushed by a read, not the default zero-fill (iosim bench --flush);
+# QUEUED=1: every row also timed with its launches queued ahead (--queued, time_queued_ms);
+# TAG: the file's suffix (measured_waves_TAG.csv; default: the flush, none for write)
 FLUSH=${FLUSH:-write}
-f="$DIR/measured_waves$([ "$FLUSH" = write ] || echo "_$FLUSH").csv"
+TAG=${TAG-$([ "$FLUSH" = write ] || echo "$FLUSH")}
+f="$DIR/measured_waves${TAG:+_$TAG}.csv"
+[ "${QUEUED:-0}" = 1 ] && Q=--queued || Q=
 b() {
   left=$(( ${LIMIT:-270} - ($(date +%s) - start) ))
   [ "$left" -gt 5 ] || { echo "skipped (no time left): $*"; return; }
-  timeout "$left" iosim bench -o "$f" --resume --flush "$FLUSH" --peers none "$@" 2>&1 | tr '\r' '\n' | tail -1
+  timeout "$left" iosim bench -o "$f" --resume --flush "$FLUSH" $Q --peers none "$@" 2>&1 | tr '\r' '\n' | tail -1
 }
 b --schedule fa2,fa3 --seqlen 512,1024 --head-dim 64,128 --causal both --heads 1 --batch 16,17,32,33,34,66,67
 b --direction bwd --schedule fa2 --seqlen 1024 --head-dim 64,128 --causal both --heads 1 --batch 16,17,33,34

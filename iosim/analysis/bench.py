@@ -127,12 +127,13 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
         hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int | None = None,
         progress: bool | None = None, tiles: Tiles = Tiles(),
         tuned: TunedTiles | None = None, kv_splits: list[int | None] = (None,),
-        flush: str = "write") -> pd.DataFrame:
+        flush: str = "write", queued: bool = False) -> pd.DataFrame:
     """Bench every point; `peers`: the peer groups (parse_peers); `seed` None draws fresh
     inputs each run (each row records its seed); `tiles`: the knobs (iosim.schedules.knobs)
     for every schedule's kernels; `tuned`: a tiles file's entries; `kv_splits`: decode's split
     counts, each a point of its own (None: the Plan's); `flush`: how the L2 is flushed before
-    each repetition (iosim.gpu.bench.Timer.flush), recorded in each row."""
+    each repetition (iosim.gpu.bench.Timer.flush), recorded in each row; `queued`: every row
+    also timed with its launches queued ahead (`time_queued_ms`; decode rows always are)."""
     from iosim.gpu import bench
     from iosim.kernels import supported
 
@@ -158,7 +159,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
         raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
     timer = bench.Timer(torch, hw.l2_bytes, flush=flush)
     bw = bench.copy_bandwidth(torch, timer)
-    if any(decode.takes(p) for p in problems):  # microseconds: also with the launches queued
+    if queued or any(decode.takes(p) for p in problems):  # also with the launches queued
         timer.queued = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES,
                                    flush=flush)
     base_cols = list(row(plan(schedules[0], problems[0], hw), hw).keys())
