@@ -43,6 +43,7 @@ from iosim.core.output import check_writable, write_text
 from iosim.core.problem import Problem
 from iosim.core.rows import (
     MEASURED_NEEDS,
+    gpu_ms,
     measured_ok,
     measured_split_cols,
     measured_split_rows,
@@ -164,9 +165,9 @@ def measured_plan(r, hw: HardwareProfile):
 
 def points(rows: pd.DataFrame, hw: HardwareProfile) -> list[Point]:
     out = []
-    for r in rows.itertuples(index=False):
+    for r, ms in zip(rows.itertuples(index=False), gpu_ms(rows)):  # queued where timed so
         pl = measured_plan(r, hw)
-        out.append(Point(pl, memory.estimate(pl, hw), float(r.time_ms), r.schedule,
+        out.append(Point(pl, memory.estimate(pl, hw), float(ms), r.schedule,
                          any(k.overlap == "warpspecialized" for k in pl.kernels)))
     return out
 

@@ -197,6 +197,7 @@ def validate(paths: Sequence[str | Path], hw: HardwareProfile | None = None,
 
 def format_report(times: pd.DataFrame, dram: pd.DataFrame) -> str:
     lines = ["time_pred_ms (cycle model) and time_roofline_ms against measured time_ms "
+             "(time_queued_ms where a row has it: launches queued ahead) "
              "(status ok), percent; calibrated: whether the group's profile was fitted to "
              "measurements (no: the datasheet profile, uncalibrated):",
              times.drop(columns="worst_points").round(1).to_string(index=False), "",

@@ -248,6 +248,21 @@ def check_problems(df: pd.DataFrame, where: str) -> None:
                              + err["msg"].removeprefix("Value error, ")) from None
 
 
+def gpu_ms(df: pd.DataFrame) -> pd.Series:
+    """The time the model is held to: where a row was also timed with its launches queued ahead
+    of the start event (`time_queued_ms`: `iosim bench --queued`, every decode row), that one,
+    the host's launch cost left out as a CUDA graph or a loop that runs ahead of the GPU leaves
+    it out (issued one at a time, microsecond kernels wait for the host: two runs of
+    experiments/small_new differ 0.53-2.24x issued, 0.98-1.02x queued, p1-p99); else `time_ms`."""
+    import pandas as pd
+
+    t = pd.to_numeric(df["time_ms"], errors="coerce")
+    if "time_queued_ms" not in df:
+        return t
+    q = pd.to_numeric(df["time_queued_ms"], errors="coerce")
+    return q.where(np.isfinite(q) & (q > 0), t)
+
+
 def measured_ok(df: pd.DataFrame) -> pd.Series:
     """Rows that are measurements: status ok and a positive, finite time (a NaN or inf time is
     a corrupt row, never a measurement)."""
