@@ -134,6 +134,19 @@ def block_validate_small() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
 
 
+def block_timing_spread() -> str:
+    """Two runs of experiments/small_new, timed as issued and with launches queued."""
+    return tool("timing_spread.py", "experiments/small_new/h100/flush10/measured_small_rq1.csv",
+                "experiments/small_new/h100/flush10/measured_small_rq2.csv")
+
+
+def block_validate_small_queued() -> str:
+    """The small problems and waves again, with launches queued (flush10)."""
+    args = ["validate", "experiments/small_new/h100/flush10/measured_small_rq1.csv",
+            "experiments/waves/h100/flush10/measured_waves_rq.csv"]
+    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
+
+
 def block_papers() -> str:
     """The model against the papers' published numbers, one group per figure."""
     args = ["validate", "experiments/papers/published.csv", "--by", "paper,figure"]
@@ -380,6 +393,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
+          "timing-spread": block_timing_spread, "validate-small-queued": block_validate_small_queued,
           "papers": block_papers, "paper-speedups": block_paper_speedups,
           "fa3-bwd-validate": block_fa3_bwd_validate, "mask-add-cost": block_mask_add_cost,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,

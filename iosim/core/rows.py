@@ -252,8 +252,8 @@ def gpu_ms(df: pd.DataFrame) -> pd.Series:
     """The time the model is held to: where a row was also timed with its launches queued ahead
     of the start event (`time_queued_ms`: `iosim bench --queued`, every decode row), that one,
     the host's launch cost left out as a CUDA graph or a loop that runs ahead of the GPU leaves
-    it out (issued one at a time, microsecond kernels wait for the host: two runs of
-    experiments/small_new differ 0.53-2.24x issued, 0.98-1.02x queued, p1-p99); else `time_ms`."""
+    it out (issued one at a time, microsecond kernels wait for the host: docs/results.md,
+    timing-spread); else `time_ms`."""
     import pandas as pd
 
     t = pd.to_numeric(df["time_ms"], errors="coerce")
