@@ -179,6 +179,11 @@ def block_paper_speedups() -> str:
     return tool("paper_speedups.py", "experiments/papers/published.csv")
 
 
+def block_paper_kernels() -> str:
+    """The papers' TFLOP/s beside the model's error and our kernels' measured speed."""
+    return tool("paper_kernels.py", "experiments/papers/published.csv")
+
+
 def block_validate_summary() -> str:
     """The validate command's first table (time error per schedule), for the README."""
     files = [f"experiments/{f}" for f in VALIDATE_FILES]
@@ -395,6 +400,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
           "timing-spread": block_timing_spread, "validate-small-queued": block_validate_small_queued,
           "papers": block_papers, "paper-speedups": block_paper_speedups,
+          "paper-kernels": block_paper_kernels,
           "fa3-bwd-validate": block_fa3_bwd_validate, "mask-add-cost": block_mask_add_cost,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
