@@ -337,6 +337,7 @@ def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
             (nc >= 1 and units % nc == 0,
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (not d["PINGPONG"] or bn == 128, "ping-pong with two consumers (--block-n 128)"),
+            (d.get("DQ_BULK", 0) in (0, 1, 2), "DQ_BULK 0 (atomics), 1 or 2 (bulk reduce-add)"),
             (not d.get("DQ_BULK") or (units == nc and not d.get("DETERMINISTIC") and dd == 128),
              "dQ by bulk reduce-add: head_dim 128, one dQ unit a consumer, not deterministic"),
             (st >= 1, "--stages >= 1")]
@@ -473,17 +474,21 @@ def _fa3_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs + ali
     return (d["BLOCK_M"] + 2 * d["STAGES"] * d["BLOCK_N"]) * d["HEAD_DIM"] * e + FA3_SMEM_ALIGN
 
 
-FA3_BULK_ROW = 288  # fa3_bwd.cu DQ_BULK: a staged 64-column fp32 dQ row (+ 32 bytes)
+FA3_BULK_ROW = 288  # fa3_bwd.cu DQ_BULK 1: a staged 64-column fp32 dQ row (+ 32 bytes)
+# fa3_bwd.cu's staged dQ unit a consumer (64 queries x 64 fp32 columns), by DQ_BULK: none
+# (atomics), 64 padded rows (a bulk reduce-add a row), two 128-byte-swizzled boxes (the dQ warp's
+# two TMA reduce-adds)
+FA3_DQ_STAGE = {0: 0, 1: 64 * FA3_BULK_ROW, 2: 64 * 64 * F32}
 
 
 def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 3 dSᵀ; LSE, D x 2 a consumer
-    bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]  # (DQ_BULK: + 64
-    # staged rows); SPLIT_D: two dSᵀ and two Pᵀ buffers, each consumer the stats of its half
-    # of the queries
+    bm, bn, dd, st = d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM"], d["STAGES"]  # (DQ_BULK: + a
+    # staged dQ unit a consumer); SPLIT_D: two dSᵀ and two Pᵀ buffers, each consumer the stats
+    # of its half of the queries
     nc = fa3_bwd_consumers(d)
     bufs, rows = (4, bm // nc) if fa3_bwd_split_d(d) else (3, bm)
     return (2 * bn * dd + 2 * st * bm * dd + bufs * bn * bm) * e + 4 * nc * rows * F32 \
-        + d.get("DQ_BULK", 0) * nc * 64 * FA3_BULK_ROW + FA3_SMEM_ALIGN
+        + nc * FA3_DQ_STAGE[d.get("DQ_BULK", 0)] + FA3_SMEM_ALIGN
 
 
 def _decode_smem(d: Defines, e: int) -> int:  # Q rows + STAGES K/V tile pairs; reused at the end
@@ -567,14 +572,18 @@ _SPECS = [
                             "TmV": ("V", "BLOCK_N")}),
     # FA3's backward: fa2_bwd.cu's preprocessing and conversion around the wgmma main kernel
     KernelSpec("fa3_bwd", "fa3_bwd.cu", None,
-               ("TmQ", "TmK", "TmV", "TmdO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
+               ("TmQ", "TmK", "TmV", "TmdO", "TmdQ", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS,
+                "scale"),
                frozenset({"dQacc", "dKx", "dVx"}),
                _GEMM - {"BLOCK_K"} | {"PINGPONG", "DETERMINISTIC", "DQ_BULK"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers, sync_loads=_fa3_bwd_waits,
+               # TmdQ: dQacc (fp32) in boxes of 32 columns x BLOCK_M rows (DQ_BULK 2 reduces
+               # into it; the other variants take it unused)
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
-                            "TmV": ("V", "BLOCK_N"), "TmdO": ("dO", "BLOCK_M")}),
+                            "TmV": ("V", "BLOCK_N"), "TmdO": ("dO", "BLOCK_M"),
+                            "TmdQ": ("dQacc", "BLOCK_M")}),
     # fa3.cu with FP8_E4M3=1: e4m3 Q8, K8 (128-byte swizzled panels; 64-byte at d = 64) and
     # Vt8 (panels of 128 keys; 64 or 32 where BLOCK_N is no multiple of 128), per-tile descale
     # factors, bf16 O

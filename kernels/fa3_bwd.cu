@@ -1,13 +1,14 @@
 // fa3_bwd.cu -- FlashAttention-3 backward on Hopper (Shah et al. 2024, "FlashAttention-3",
 // Sec. 3 and Appendix B.1: warp-specialised producer/consumer with TMA and wgmma), sm_90a only.
 //
-// Entry: fa3_bwd(tmQ, tmK, tmV, tmdO, LSE, Dst, dQacc, dK, dV, Nq, Nk, H, KVH, scale)
+// Entry: fa3_bwd(tmQ, tmK, tmV, tmdO, tmdQ, LSE, Dst, dQacc, dK, dV, Nq, Nk, H, KVH, scale)
 //   (docs/kernel-contract.md); with DETERMINISTIC=1 fa3_bwd_det(..., scale, dQsem). Around it the Plan runs fa2_bwd.cu's preprocessing kernel
 //   (D = rowsum(dO∘O), dQacc = 0) and its conversion (dQ = scale·dQacc); gqa_reduce.cu sums
 //   dK, dV over a GQA group.
 //   tmQ / tmdO: CUtensorMaps (iosim/gpu/tma.py) of Q, dO (B,H,Nq,d), boxes of 64 columns x
 //   BLOCK_M rows; tmK / tmV of K, V (B,KVH,Nk,d), boxes of 64 columns x BLOCK_N rows; 128-byte
-//   swizzle. LSE (B,H,Nq) fp32, the forward's natural-log log-sum-exp; Dst (B,H,Nq) fp32;
+//   swizzle. tmdQ: of dQacc, boxes of 32 fp32 columns x BLOCK_M rows, 128-byte swizzle (used
+//   by DQ_BULK=2 only). LSE (B,H,Nq) fp32, the forward's natural-log log-sum-exp; Dst (B,H,Nq) fp32;
 //   dQacc (B,H,Nq,d) fp32, added into; dK, dV (B,H,Nk,d) elem_t, one slice per QUERY head.
 //   Causal: query row i sees keys j <= i (top-left), or j <= i + Nk - Nq with
 //   CAUSAL_BOTTOM_RIGHT=1; a row that sees no key (LSE = -inf) contributes nothing.
@@ -22,7 +23,7 @@
 //   warpgroup; HEAD_DIM 256: 64 for both), NUM_WARPS (consumer warps = BLOCK_N / 16; HEAD_DIM
 //   256: 8), STAGES (Q/dO ring depth),
 //   PINGPONG (0/1: the consumers' turns, two consumers only), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT,
-//   DETERMINISTIC (0/1), DQ_BULK (0/1: dQ's reduction, below), ELEM_BF16=1 or ELEM_FP16=1.
+//   DETERMINISTIC (0/1), DQ_BULK (0/1/2: dQ's reduction, below), ELEM_BF16=1 or ELEM_FP16=1.
 //
 // Structure (per CTA = key block j):
 //   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers): one
@@ -48,7 +49,20 @@
 //     the three dSᵀ buffers) instead stores each unit to a shared buffer of 64 rows (288-byte
 //     stride: conflict-free float2 stores), and 64 of the consumer's threads each issue a
 //     256-byte bulk reduce-add of one row (cp.reduce.async.bulk ... .add.f32): the copy engine
-//     adds whole rows at L2 instead of 16 vector atomics a thread.
+//     adds whole rows at L2 instead of 16 vector atomics a thread. DQ_BULK=2 (the Plan's at
+//     d = 128; same limits as 1): FlashAttention-3's split of the work (its dQ warp and bulk
+//     reduce-add of a staged tile) on this kernel's row-major dQacc. ncu (experiments/fa3_bwd/
+//     h100/ncu_source_d128.csv) put the atomics' cost in the consumers: 19% of the stall samples
+//     on two instructions that overwrite registers the queued red.global instructions had not yet
+//     read (long scoreboard, a write-after-read wait behind a busy L1), the rest of the step
+//     waiting behind them. So each consumer stores its unit to its own shared buffer (two
+//     32-column boxes, 128-byte swizzled as TMA lays them: conflict-free float2 stores), fences
+//     and arrives at NB_DQ_FULL; warp 1 of the producer warpgroup waits there, issues two
+//     tensor reduce-adds (cp.reduce.async.bulk.tensor, tmdQ; rows past Nq are outside the map
+//     and not written), waits for their reads and arrives at NB_DQ_EMPTY, which the consumer
+//     waits at before its next unit (one buffer a consumer: the reads take far less than the
+//     step between). The consumers never wait for the memory system; the producer keeps 24
+//     registers a thread (its loop not unrolled, so the loader thread does not spill).
 //   * Overlap (FA3 Sec. 3.1-3.2): the two consumers take turns at the tensor cores, two turns a
 //     step (A: Sᵀ, dPᵀ; B: dV, dK and the previous step's dQ), so one's exp2, dS stores and
 //     atomics run under the other's GEMMs; dQ_i waits a step so that no consumer waits for the
@@ -146,8 +160,11 @@ constexpr int DS_PANEL = BN * 128;     // bytes of one 64-query panel of dSᵀ
 // buffers (both consumers' dV read all of Pᵀ, so it goes through shared memory)
 constexpr int NDS = SPLIT_D ? 2 : 3;
 constexpr int NP = SPLIT_D ? 2 : 0;
-constexpr int BULK_ROW = 288;           // DQ_BULK: a staged dQ row (256 bytes + 32: no conflicts)
-static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && D == 128),
+constexpr int BULK_ROW = 288;           // DQ_BULK 1: a staged dQ row (256 bytes + 32: no conflicts)
+constexpr int DQ_BOX = 64 * 32 * 4;     // DQ_BULK 2: one TMA box of a dQ unit (64 rows x 32 fp32)
+constexpr int DQ_STAGE = DQ_BULK == 2 ? 2 * DQ_BOX : 64 * BULK_ROW;  // a consumer's staged unit
+static_assert(DQ_BULK >= 0 && DQ_BULK <= 2, "DQ_BULK must be 0 (atomics), 1 or 2 (bulk reduce-add)");
+static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && D == 128 && NC == 2),
               "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC, HEAD_DIM 128 "
               "(at 64 its staging does not fit beside the three dS buffers)");
 
@@ -181,8 +198,14 @@ constexpr int NB_STAT = 4;  // + consumer index: its copy of LSE_i, D_i is in sh
 constexpr int NB_SEM = 6;   // + consumer index: its threads around its dQ turn (DETERMINISTIC)
 constexpr int NB_BULK = 8;  // + consumer index: its dQ staging buffer free / written (DQ_BULK)
 constexpr int NB_XCH = 10;  // SPLIT_D: both consumers' Pᵀ, dSᵀ halves stored (256 threads)
+// DQ_BULK 2: + consumer index: its staged dQ unit written (full) / read out by the copy engine
+// (empty), between the consumer's 128 threads and the dQ warp's 32
+constexpr int NB_DQ_FULL = 11;
+constexpr int NB_DQ_EMPTY = 13;
+constexpr int DQ_BAR_THREADS = 128 + 32;
 static_assert(NB_DS < NB_TURN && NB_STAT + 2 <= NB_SEM && NB_SEM + 2 <= NB_BULK &&
-                  NB_BULK + 2 <= NB_XCH && NB_XCH < 16,
+                  NB_BULK + 2 <= NB_XCH && NB_XCH < NB_DQ_FULL && NB_DQ_FULL + 2 <= NB_DQ_EMPTY &&
+                  NB_DQ_EMPTY + 2 <= 16,
               "named barriers: two a consumer each, 16 a CTA");
 static_assert(!PINGPONG || NC == 2, "PINGPONG takes two consumer warpgroups (BLOCK_N = 128)");
 
@@ -193,6 +216,17 @@ __device__ __forceinline__ void turn_wait(int c) {
 }
 __device__ __forceinline__ void turn_pass(int c) {
     if (PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(NB_TURN + (c ^ 1)) : "memory");
+}
+
+// DQ_BULK 2: global (tensor map `map`, box at columns c0, rows c1 of head c2) += the box staged
+// in shared memory at `src` (fp32, 128-byte swizzle), by the copy engine; rows past the map's
+// Nq are not written (the tensor map's bounds)
+__device__ __forceinline__ void tma_reduce_add_3d(const TmaDesc* map, u32 src, int c0, int c1, int c2) {
+    asm volatile(
+        "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+        " [%0, {%1, %2, %3}], [%4];\n" ::"l"(reinterpret_cast<u64>(map)),
+        "r"(c0), "r"(c1), "r"(c2), "r"(src)
+        : "memory");
 }
 
 // Sᵀ (or dPᵀ) = X_c Y_iᵀ: X = this warpgroup's 64 key rows of K (V), Y = Q_i (dO_i), both
@@ -275,7 +309,7 @@ __device__ __forceinline__ int dq_turn(int i, int Nq, int off, int n, int n_bloc
 #define FA3_BWD_PARAMS                                                                       \
     const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,                 \
         const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO,            \
-        const float *__restrict__ LSE, const float *__restrict__ Dst,                         \
+        const __grid_constant__ TmaDesc tmdQ, const float *__restrict__ LSE, const float *__restrict__ Dst,                         \
         float *__restrict__ dQacc, elem_t *__restrict__ dK, elem_t *__restrict__ dV, int Nq, \
         int Nk, int H, int KVH, float scale
 #if DETERMINISTIC
@@ -299,7 +333,8 @@ fa3_bwd(FA3_BWD_PARAMS) {
     const u32 sStat = sP + NP * DS_BYTES; // per consumer, 2 x (QN LSE·log2e, QN D) fp32
     unsigned char* gen = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to `base`
     float* stat = reinterpret_cast<float*>(gen + (sStat - base));
-    const u32 sBulk = sStat + 4 * NC * QN * 4;  // DQ_BULK: 64 x BULK_ROW bytes a consumer
+    const u32 sBulk = sStat + 4 * NC * QN * 4;  // DQ_BULK: DQ_STAGE bytes a consumer
+    static_assert(DQ_BULK != 2 || (4 * NC * QN * 4) % 1024 == 0, "DQ_BULK 2: boxes 1024-aligned");
     const u32 bar0 = smem_u32(bars);
     auto bar = [&](int i) { return bar0 + 8u * (u32)i; };
 
@@ -312,9 +347,13 @@ fa3_bwd(FA3_BWD_PARAMS) {
     const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
     const int m_blocks = (Nq + BM - 1) / BM;
     const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : m_blocks - m_first;
-    auto q_block = [&](int it) {  // not causal: key block x starts at query block x mod n_iter
-        if (!IS_CAUSAL && !DETERMINISTIC) return (int)(((unsigned)it + blockIdx.x) % (unsigned)n_iter);
-        return m_first + it;
+    // not causal: key block x starts at query block x mod n_iter (one division a thread, not
+    // one a step: it < n_iter, so a subtraction wraps it)
+    const bool rotate = !IS_CAUSAL && !DETERMINISTIC;
+    const int qb0 = rotate && n_iter > 0 ? (int)(blockIdx.x % (unsigned)n_iter) : m_first;
+    auto q_block = [&](int it) {
+        const int q = qb0 + it;
+        return rotate && q >= n_iter ? q - n_iter : q;
     };
     const size_t q_rows = ((size_t)b * H + h) * (size_t)Nq;  // first row of this query head
 
@@ -332,6 +371,36 @@ fa3_bwd(FA3_BWD_PARAMS) {
     if (wg == 0) {
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<PRODUCER_REGS>();
+        if (DQ_BULK == 2 && threadIdx.x / 32 == 1) {
+            const int q_head = b * H + h;
+            // ---- the dQ warp: per step, each consumer's staged unit (64 queries x 64 columns,
+            // two 32-column boxes) added into dQacc by the copy engine, then the buffer handed
+            // back once read; the consumers add the steps in order, a step late (add_dq)
+            const bool leader = threadIdx.x == 32;
+            if (leader) tma_prefetch(&tmdQ);
+            for (int it = 0; it < n_iter; ++it) {
+                const int m0 = q_block(it) * BM;
+#pragma unroll
+                for (int cc = 0; cc < NC; ++cc) {  // consumer cc's unit (its dq_rows(0), dq_panel(0))
+                    named_bar_sync(NB_DQ_FULL + cc, DQ_BAR_THREADS);
+                    if (leader) {
+                        const u32 buf = sBulk + (u32)(cc * DQ_STAGE);
+                        const int col = (cc % PANELS) * DQ_N, row = m0 + 64 * (cc / PANELS);
+                        tma_reduce_add_3d(&tmdQ, buf, col, row, q_head);
+                        tma_reduce_add_3d(&tmdQ, buf + DQ_BOX, col + 32, row, q_head);
+                        bulk_commit();
+                    }
+                    if (it + 1 < n_iter) {  // (the last step's buffers are never written again)
+                        if (leader) bulk_wait_read();  // the copy engine has read the unit
+                        __syncwarp();
+                        asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + cc),
+                                     "r"(DQ_BAR_THREADS) : "memory");
+                    }
+                }
+            }
+            if (leader) bulk_wait();  // every reduction done before the CTA's shared memory goes
+            return;
+        }
         if (threadIdx.x != 0) return;  // one thread issues every copy
         const int kv_head = b * KVH + h / (H / KVH);
         const int q_head = b * H + h;
@@ -345,6 +414,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
             tma_load_3d(sK + p * KV_PANEL, &tmK, bar(BAR_KV), 64 * p, n0, kv_head);
             tma_load_3d(sV + p * KV_PANEL, &tmV, bar(BAR_KV), 64 * p, n0, kv_head);
         }
+#pragma unroll 1  // (unrolled, the loader's 24 registers spilled beside the dQ warp's code)
         for (int it = 0; it < n_iter; ++it) {
             const int s = it % NS;
             mbar_wait(bar(BAR_EMPTY + s), ((u32)(it / NS) & 1u) ^ 1u);
@@ -401,14 +471,32 @@ fa3_bwd(FA3_BWD_PARAMS) {
                      sK + (u32)(dq_panel(t) * KV_PANEL));
         }
     };
-    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
+    // dQ of the pending step into dQacc (`first`: the CTA's first step, DQ_BULK 2's buffer free)
+    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2], bool first) {
 #if DETERMINISTIC  // (under #if, not if: the plain kernel's code stays as it was)
         if (tid == 0)
             sem_wait_eq(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
                         dq_turn(m_prev / BM, Nq, off, (int)n_blk, (int)gridDim.x));
         named_bar_sync(NB_SEM + c, 128);
 #endif
-        if (DQ_BULK) {  // the unit's rows staged, then a bulk reduce-add a row
+        if (DQ_BULK == 2) {  // the unit staged as two swizzled 32-column boxes for the dQ warp
+            if (!first) named_bar_sync(NB_DQ_EMPTY + c, DQ_BAR_THREADS);  // last unit read out
+            unsigned char* st = gen + (sBulk + (u32)(c * DQ_STAGE) - base);
+            fence_regs<DQ_N / 2>(dq[0]);
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const int row = kr + 8 * hr;
+#pragma unroll
+                for (int nt = 0; nt < DQ_N / 8; ++nt)  // columns 8nt + 2(lane&3): box nt/4,
+                    // 16-byte chunk 2(nt%4) + (lane&3)/2 of the row, XOR-swizzled by (row & 7)
+                    *reinterpret_cast<float2*>(
+                        st + (nt / 4) * DQ_BOX + row * 128 +
+                        (((2 * (nt % 4) + ((lane & 3) >> 1)) ^ (row & 7)) << 4) + 8 * (lane & 1)) =
+                        make_float2(dq[0][nt * 4 + 2 * hr], dq[0][nt * 4 + 2 * hr + 1]);
+            }
+            fence_proxy_async();  // the stores, seen by the copy engine's async proxy
+            asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_FULL + c), "r"(DQ_BAR_THREADS) : "memory");
+        } else if (DQ_BULK == 1) {  // the unit's rows staged, then a bulk reduce-add a row
             const u32 buf = sBulk + (u32)(c * 64 * BULK_ROW);
             if (tid < 64) bulk_wait_read();  // the last step's rows read out of the buffer
             named_bar_sync(NB_BULK + c, 128);
@@ -547,7 +635,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i no longer read
         m_prev = m0;
-        add_dq(dq);
+        add_dq(dq, it == 0);
         row_l = next_l;
         row_d = next_d;
     }
@@ -668,7 +756,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         fence_regs<NT_D * 4>(dk);
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i, stats no longer read
-        if (it > 0) add_dq(dq);
+        if (it > 0) add_dq(dq, it == 1);
         m_prev = m0;
         row_l = next_l;
         row_d = next_d;
@@ -681,8 +769,8 @@ fa3_bwd(FA3_BWD_PARAMS) {
         wgmma_commit();
         if (c == 0) turn_pass(c);  // the second consumer's last turn is never waited for
         wgmma_wait<0>();
-        add_dq(dq);
-        if (DQ_BULK && tid < 64) bulk_wait();  // the reductions done before the CTA's smem goes
+        add_dq(dq, n_iter == 1);
+        if (DQ_BULK == 1 && tid < 64) bulk_wait();  // the reductions done before the CTA's smem goes
     }
 
     // ---- epilogue: dK·scale and dV, one slice per query head, from registers

@@ -1,6 +1,6 @@
 """FA3 backward's dQ reduction three ways in one run, each checked against the float32 gradients
-(NaN-poisoned first, fresh data) before it is timed: vector atomics (red.global.add.v2.f32, the
-Plan's kernel), a bulk reduce-add of staged rows (fa3_bwd.cu DQ_BULK=1; d = 128 only: at d = 64
+(NaN-poisoned first, fresh data) before it is timed: vector atomics (red.global.add.v2.f32, DQ_BULK=0;
+the Plan's kernel until the dQ warp, DQ_BULK=2, replaced it at d = 128), a bulk reduce-add of staged rows (fa3_bwd.cu DQ_BULK=1; d = 128 only: at d = 64
 its staging does not fit beside the three dSᵀ buffers) and the deterministic mode
 (Problem.deterministic, fa3_bwd_det); torch's cuDNN backward beside them. Each variant then runs
 REPEATS more times on the same inputs: `same_bits` says whether every run's fp32 dQ accumulator
@@ -11,17 +11,15 @@ Usage (GPU machine, after experiments/gpu_env.sh):
       N = 8192, not causal: what ncu profiles)"""
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from iosim.core.hardware import load
 from iosim.core.problem import Problem
 from iosim.gpu import backward, bench
-from iosim.kernels import SPECS, kernel_defines
 from iosim.schedules import plan
 
 sys.path.insert(0, str(Path(__file__).parent))
-from variants import cases, cudnn_row, write_rows  # noqa: E402  (the same shapes and peer)
+from variants import cases, peer_row, variant, write_rows  # noqa: E402  (the same shapes and peer)
 
 VARIANTS = ("atomic", "bulk", "deterministic")
 REPEATS = 3
@@ -30,17 +28,7 @@ REPEATS = 3
 def variant_plan(p: Problem, hw, name: str):
     if name == "deterministic":
         return plan("fa3", p.model_copy(update={"deterministic": True}), hw)
-    pl = plan("fa3", p, hw)
-    if name == "atomic":
-        return pl
-    ks = []
-    for k in pl.kernels:
-        if k.name == "fa3_bwd":
-            values = {n: v for n, v in k.defines.items() if not n.startswith("MODEL_")}
-            d = kernel_defines(k.name, **(values | {"DQ_BULK": 1}))
-            k = replace(k, defines=d, smem_bytes=SPECS[k.name].smem(d, p.elem_bytes))
-        ks.append(k)
-    return replace(pl, kernels=tuple(ks))
+    return variant(plan("fa3", p, hw), p, DQ_BULK=0 if name == "atomic" else 1)
 
 
 def bits(torch, t):
@@ -78,7 +66,7 @@ def main(out: str) -> None:
             rows.append(key | {"variant": name} | measure(torch, timer, hw, p, name, q, k, v, do,
                                                           ref, bound))
             print(rows[-1], flush=True)
-        rows.append(key | cudnn_row(torch, timer, p, q, k, v, do, ref, bound))
+        rows.append(key | peer_row(torch, timer, p, q, k, v, do, ref, bound))
         print(rows[-1], flush=True)
     write_rows(out, rows)
 

@@ -9,6 +9,11 @@
 # sanitize: compute-sanitizer racecheck and synccheck on ragged shapes (GQA, both diagonals),
 #   plain and deterministic (sanitizedet: the deterministic ones only);
 # variants: the main kernel with and without the consumers' ping-pong, beside cuDNN (variants.py);
+# dqwarp: d = 128, dQ by the consumers' atomics (DQ_BULK=0), by the dQ warp's TMA reduce-adds
+#   (DQ_BULK=2, the Plan's) and that without ping-pong, alternately twice, N = 4096..16384,
+#   beside torch's cuDNN and flash backward (variants.py dq);
+# peers: `iosim bench --direction bwd` of fa3 beside torch's SDPA backward, d = 64, 128,
+#   N = 4096..16384 (batch = 16384/N), causal both;
 # dqreduce: dQ by vector atomics, by bulk reduce-add (d = 128) and deterministic, checked, timed
 #   and run again for their bits, beside cuDNN (dq_reduce.py);
 # grid: `iosim bench --direction bwd` of fa3 and fa2 beside torch's SDPA backward on the issue's
@@ -55,6 +60,22 @@ if has sanitize || has sanitizedet; then  # sanitizedet: the deterministic kerne
 fi
 if has variants; then
   timeout 120 python3 experiments/fa3_bwd/variants.py "$DIR/variants.csv" 2>&1 | tail -3
+fi
+if has dqwarp; then
+  timeout 200 python3 experiments/fa3_bwd/variants.py "$DIR/variants_dq.csv" dq 2>&1 | tail -3
+  python3 - "$DIR/variants_dq.csv" <<'PY'
+import sys, pandas as pd
+d = pd.read_csv(sys.argv[1])
+t = d.groupby(["seqlen_q", "causal", "variant"]).time_ms.min().unstack()
+for v in [c for c in t.columns if not c.startswith("torch")]:
+    t[v + "/cudnn"] = t["torch_cudnn"] / t[v]
+print(t.filter(like="/cudnn").round(3).to_string())
+PY
+fi
+if has peers; then
+  timeout $(( $(left) - 20 )) iosim bench --direction bwd --schedule fa3 --seqlen 4096,8192,16384 \
+    --head-dim 64,128 --causal both --dtype bf16 --peers torch -o "$DIR/measured_bwd.csv" \
+    --no-progress 2>&1 | tail -3
 fi
 if has dqreduce; then
   timeout 150 python3 experiments/fa3_bwd/dq_reduce.py "$DIR/dq_reduce.csv" 2>&1 | tail -3

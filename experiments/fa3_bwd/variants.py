@@ -1,10 +1,13 @@
 """FA3 backward stage by stage in one run: the main kernel with the consumers' ping-pong turns
 (PINGPONG=1, the Plan's default at BLOCK_N = 128) and without (0), or (`stages`) at d = 128 with
-the Plan's two-stage Q/dO ring and a three-stage one, the two timed alternately twice; each
-checked against the float32 gradients (NaN-poisoned first) before it is timed; torch's cuDNN
-backward beside them.
+the Plan's two-stage Q/dO ring and a three-stage one, or (`dq`) at d = 128 its dQ by vector
+atomics in the consumers (DQ_BULK=0), by the dQ warp's TMA reduce-adds of the consumers' staged
+units (DQ_BULK=2) and that without the ping-pong turns, N = 4096, 8192, 16384; the variants of
+`stages` and `dq` timed alternately twice; each checked against the float32 gradients
+(NaN-poisoned first) before it is timed; torch's cuDNN backward beside them (`dq`: and torch's
+flash backward).
 Usage (GPU machine, after experiments/gpu_env.sh):
-    python3 experiments/fa3_bwd/variants.py OUT.csv [pingpong|stages]"""
+    python3 experiments/fa3_bwd/variants.py OUT.csv [pingpong|stages|dq]"""
 
 import csv
 import sys
@@ -13,16 +16,18 @@ from dataclasses import replace
 from iosim.core.hardware import load
 from iosim.core.problem import Problem
 from iosim.gpu import backward, bench
-from iosim.kernels import kernel_defines
+from iosim.kernels import SPECS, kernel_defines
 from iosim.schedules import Tiles, plan
 
 
-def variant(pl, pingpong: int):
+def variant(pl, p, **change: int):
+    """The Plan with fa3_bwd's defines changed (its shared memory as the spec counts it)."""
     ks = []
     for k in pl.kernels:
         if k.name == "fa3_bwd":
-            values = {n: v for n, v in k.defines.items() if not n.startswith("MODEL_")}
-            k = replace(k, defines=kernel_defines(k.name, **(values | {"PINGPONG": pingpong})))
+            values = {n: v for n, v in k.defines.items() if not n.startswith("MODEL_")} | change
+            k = replace(k, defines=kernel_defines(k.name, **values),
+                        smem_bytes=SPECS[k.name].smem(values, p.elem_bytes))
         ks.append(k)
     return replace(pl, kernels=tuple(ks))
 
@@ -32,15 +37,19 @@ def plans(p, hw, what: str) -> list[tuple[str, object]]:
     if what == "stages":  # twice each, alternately
         two, three = plan("fa3", p, hw), plan("fa3", p, hw, Tiles(stages=3))
         return [("stages=2", two), ("stages=3", three)] * 2
-    return [(f"pingpong={pp}", variant(plan("fa3", p, hw), pp)) for pp in (1, 0)]
+    if what == "dq":  # twice each, alternately; the dQ warp also without the ping-pong turns
+        pl = plan("fa3", p, hw)
+        return [("dq_bulk=0", variant(pl, p, DQ_BULK=0)), ("dq_bulk=2", variant(pl, p, DQ_BULK=2)),
+                ("dq_bulk=2,pingpong=0", variant(pl, p, DQ_BULK=2, PINGPONG=0))] * 2
+    return [(f"pingpong={pp}", variant(plan("fa3", p, hw), p, PINGPONG=pp)) for pp in (1, 0)]
 
 
-def cases(torch, hw, dims, seed: int):
+def cases(torch, hw, dims, seed: int, seqlens=(4096, 16384)):
     """The runs' shapes (batch = 16384/N, heads = 2048/d; N 4096 and 16384; causal both), each
     with fresh inputs, the float32 reference gradients and the error bound tied to torch's
     same-dtype backward: (p, q, k, v, do, ref, bound)."""
     for d in dims:
-        for n in (4096, 16384):
+        for n in seqlens:
             for causal in (False, True):
                 p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d,
                             causal=causal, direction="bwd")
@@ -51,10 +60,10 @@ def cases(torch, hw, dims, seed: int):
                 yield p, q, k, v, do, ref, bench.error_bound("fa3", p, same, s_max)
 
 
-def cudnn_row(torch, timer, p, q, k, v, do, ref, bound) -> dict:
-    """torch's cuDNN backward on the same inputs, checked and timed as a peer."""
-    cud = backward._peer(torch, timer, q, k, v, do, p, "torch_cudnn", ref, bound)
-    return {"variant": "torch_cudnn", "err_bound": bound} | {
+def peer_row(torch, timer, p, q, k, v, do, ref, bound, name: str = "torch_cudnn") -> dict:
+    """A torch backward (cuDNN's, flash's) on the same inputs, checked and timed as a peer."""
+    cud = backward._peer(torch, timer, q, k, v, do, p, name, ref, bound)
+    return {"variant": name, "err_bound": bound} | {
         x: cud.get(x) for x in ("max_rel_err", "status", "time_ms", "tflops")}
 
 
@@ -70,7 +79,10 @@ def main(out: str, what: str = "pingpong") -> None:
     hw = load(bench.profile_for(torch.cuda.get_device_name()))
     timer = bench.Timer(torch, hw.l2_bytes)
     rows = []
-    for p, q, k, v, do, ref, bound in cases(torch, hw, (128,) if what == "stages" else (64, 128), 7):
+    dims = (128,) if what in ("stages", "dq") else (64, 128)
+    seqlens = (4096, 8192, 16384) if what == "dq" else (4096, 16384)
+    peers = ("torch_cudnn", "torch_flash") if what == "dq" else ("torch_cudnn",)
+    for p, q, k, v, do, ref, bound in cases(torch, hw, dims, 7, seqlens):
         key = dict(head_dim=p.head_dim, seqlen_q=p.seqlen_q, causal=p.causal)
         for name, pl in plans(p, hw, what):
             launcher = backward.BackwardLauncher(pl, hw, q, k, v, do)
@@ -86,8 +98,9 @@ def main(out: str, what: str = "pingpong") -> None:
             rows.append(row)
             print(row, flush=True)
             del launcher
-        rows.append(key | cudnn_row(torch, timer, p, q, k, v, do, ref, bound))
-        print(rows[-1], flush=True)
+        for name in peers:
+            rows.append(key | peer_row(torch, timer, p, q, k, v, do, ref, bound, name))
+            print(rows[-1], flush=True)
     write_rows(out, rows)
 
 if __name__ == "__main__":

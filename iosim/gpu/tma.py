@@ -1,4 +1,5 @@
-"""Tensor maps (CUtensorMap) for the TMA copies of kernels/fa3.cu, through cuda-bindings.
+"""Tensor maps (CUtensorMap) for the TMA copies of kernels/fa3.cu and fa3_bwd.cu (there also
+fp32 dQacc, 32-column boxes, for its copy engine's reduce-adds), through cuda-bindings.
 
 A (batch, heads, N, d) tensor is described as the 3-D tensor (d, N, batch*heads), innermost
 first, so that a box never crosses from one head into the next: rows past N are zero-filled by
@@ -25,8 +26,8 @@ SWIZZLES = {128: "CU_TENSOR_MAP_SWIZZLE_128B", 64: "CU_TENSOR_MAP_SWIZZLE_64B",
 
 
 def tensor_map(t, box_rows: int, box_bytes: int = BOX_BYTES) -> np.ndarray:
-    """The encoded tensor map of a contiguous 4-D torch tensor `t` (bf16, fp16, float8_e4m3fn or
-    uint8 holding e4m3),
+    """The encoded tensor map of a contiguous 4-D torch tensor `t` (bf16, fp16, float8_e4m3fn,
+    uint8 holding e4m3, or float32),
     as a one-element numpy array of TMAP_DTYPE (a CuPy kernel argument)."""
     import torch
     from cuda.bindings import driver as cu
@@ -34,13 +35,14 @@ def tensor_map(t, box_rows: int, box_bytes: int = BOX_BYTES) -> np.ndarray:
     types = {torch.bfloat16: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
              torch.float16: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
              torch.float8_e4m3fn: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
-             torch.uint8: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8}
+             torch.uint8: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+             torch.float32: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}
     b, h, n, d = t.shape
     e = t.element_size()
     box_cols = box_bytes // e
     if box_bytes not in SWIZZLES or not t.is_contiguous() or (d * e) % 16 or t.dtype not in types:
-        raise ValueError(f"tensor map needs a contiguous bf16/fp16/fp8/uint8 (B, H, N, d) tensor with "
-                         f"rows a multiple of 16 bytes and a box of 32, 64 or 128 bytes; got "
+        raise ValueError(f"tensor map needs a contiguous bf16/fp16/fp8/uint8/fp32 (B, H, N, d) tensor "
+                         f"with rows a multiple of 16 bytes and a box of 32, 64 or 128 bytes; got "
                          f"{tuple(t.shape)} {t.dtype}, box {box_bytes} bytes")
     dtype = types[t.dtype]
     u64, u32 = cu.cuuint64_t, cu.cuuint32_t  # the bindings take typed sizes, not ints

@@ -13,8 +13,10 @@ H100 choices, but 128 rather than 176 key rows at d=128 non-causal).
 
 Backward (kernels/fa3_bwd.cu): one CTA per key block of 128 rows, two consumer
 warpgroups of 64 key rows each and the producer warpgroup, query blocks of 128 (d = 64) or 64
-(d = 128) rows streamed through a two-stage TMA ring; Sᵀ, dPᵀ, dV, dK and dQ with wgmma, dQ added to fp32 dQacc with
-vector atomics; fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256: key
+(d = 128) rows streamed through a two-stage TMA ring; Sᵀ, dPᵀ, dV, dK and dQ with wgmma, dQ added to fp32 dQacc by
+the copy engine (d = 128: the consumers stage it in shared memory, a dQ warp of the producer
+warpgroup issues TMA reduce-adds) or with vector atomics (d = 64, where the staging does not
+fit); fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256: key
 blocks of 64 and query blocks of 64 (dK and dV of 64 keys x 256 do not fit one warpgroup's
 registers), the two consumer warpgroups splitting head_dim (128 columns of dK, dV and two
 64-column dQ units each) and the step's queries for Sᵀ, dPᵀ (32 each), Pᵀ and dSᵀ exchanged
@@ -76,15 +78,13 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         # (128 key rows) take turns at the tensor cores
         def bwd(k):
             values = {n: v for n, v in k.defines.items() if n in SPECS[k.name].defines}
-            # dQ by vector atomics (DQ_BULK=0): the bulk reduce-add variant measured no faster
-            # (experiments/fa3_bwd/h100/dq/dq_reduce.csv, docs/results.md)
             values.update(PINGPONG=int(k.block_n == 128), DQ_BULK=0)
             if t.dq_writer:  # the FA3 paper's dQ-writer warp (iosim.kernels.DQ_WRITER)
                 values[DQ_WRITER] = 1
             k = replace(k, regs_per_thread=budget(k.threads))
             if p.deterministic:
                 return deterministic(p, k, values)
-            return replace(k, defines=kernel_defines(k.name, **values, DETERMINISTIC=0))
+            return dq_reduction(p, hw, k, values | {"DETERMINISTIC": 0})
 
         return replace(pl, kernels=tuple(bwd(k) if k.name == "fa3_bwd" else k for k in pl.kernels))
     # the forward kernel: one consumer warpgroup per 64 query rows (smaller tiles, which only
@@ -101,6 +101,20 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     if fp8 and p.fp8_scaling is not Fp8Scaling.given:
         ks[:0] = quant_kernels(p, ks[0].block_m, ks[0].block_n)
     return replace(pl, kernels=tuple(ks))
+
+
+def dq_reduction(p: Problem, hw: HardwareProfile, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
+    """fa3_bwd.cu's dQ reduction: where its rules allow it (head_dim 128, one 64x64 dQ unit a
+    consumer) and its staging fits in shared memory, DQ_BULK 2: the consumers stage their dQ
+    units in shared memory and a dQ warp adds them with the copy engine's tensor reduce-adds
+    (the consumers never wait for the memory system; experiments/fa3_bwd/<gpu>/speed10/);
+    else vector atomics (DQ_BULK 0). The bytes that reach L2 are the same either way."""
+    bulk = values | {"DQ_BULK": 2}
+    ok = all(cond for cond, _ in SPECS[k.name].rules(bulk))
+    smem = SPECS[k.name].smem(bulk, p.elem_bytes)
+    if ok and smem <= hw.smem_per_block_optin_bytes:
+        return replace(k, smem_bytes=smem, defines=kernel_defines(k.name, **bulk))
+    return replace(k, defines=kernel_defines(k.name, **values))
 
 
 def deterministic(p: Problem, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
