@@ -337,9 +337,11 @@ def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
             (nc >= 1 and units % nc == 0,
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (not d["PINGPONG"] or bn == 128, "ping-pong with two consumers (--block-n 128)"),
-            (d.get("DQ_BULK", 0) in (0, 1, 2), "DQ_BULK 0 (atomics), 1 or 2 (bulk reduce-add)"),
-            (not d.get("DQ_BULK") or (units == nc and not d.get("DETERMINISTIC") and dd == 128),
-             "dQ by bulk reduce-add: head_dim 128, one dQ unit a consumer, not deterministic"),
+            (d.get("DQ_BULK", 0) in (0, 1, 2, 3), "DQ_BULK 0 (atomics), 1, 2 or 3 (bulk reduce-adds)"),
+            (not d.get("DQ_BULK") or (units == nc == 2 and not d.get("DETERMINISTIC") and not split
+                                      and (dd == 128 or (dd == 64 and d["DQ_BULK"] == 3))),
+             "dQ by bulk reduce-add: one dQ unit a consumer, not deterministic; head_dim 128, or "
+             "64 with DQ_BULK 3"),
             (st >= 1, "--stages >= 1")]
 
 
@@ -402,7 +404,8 @@ class KernelSpec:
     # consumes, or, warp-specialised, the asynchronous results a consumer waits for with nothing
     # else to issue (the timing model's `pipeline.load_latency_cycles` each); None: none
     sync_loads: Callable[[Defines], int] | None = None
-    tensor_maps: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # arg: (tensor, rows define)
+    # arg: (tensor, box rows: a define's name, or a number)
+    tensor_maps: Mapping[str, tuple[str, str | int]] = field(default_factory=dict)
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
 
     @property
@@ -454,7 +457,7 @@ FA3_SMEM_ALIGN = 1024  # fa3.cu and fa3_bwd.cu align their swizzled tiles to 102
 SWIZZLE_BYTES = 128  # fa3.cu / fa3_bwd.cu's TMA boxes: one 128-byte swizzled row
 
 
-def tma_box_bytes(rows: str, defines: Defines, elem_bytes: int) -> int:
+def tma_box_bytes(rows: str | int, defines: Defines, elem_bytes: int) -> int:
     """Bytes of one row of a TMA box (KernelSpec.tensor_maps: `rows` is the define of its row
     count): fa3.cu's SW. A map whose rows hold head_dim elements is swizzled over its row where
     that is under 128 bytes (e4m3 at d = 64: 64); Vt8's rows (rows define HEAD_DIM) are keys,
@@ -475,10 +478,15 @@ def _fa3_fwd_smem(d: Defines, e: int) -> int:  # Q + STAGES K/V tile pairs + ali
 
 
 FA3_BULK_ROW = 288  # fa3_bwd.cu DQ_BULK 1: a staged 64-column fp32 dQ row (+ 32 bytes)
-# fa3_bwd.cu's staged dQ unit a consumer (64 queries x 64 fp32 columns), by DQ_BULK: none
-# (atomics), 64 padded rows (a bulk reduce-add a row), two 128-byte-swizzled boxes (the dQ warp's
-# two TMA reduce-adds)
-FA3_DQ_STAGE = {0: 0, 1: 64 * FA3_BULK_ROW, 2: 64 * 64 * F32}
+FA3_DQ_BOXES = 64 * 64 * F32  # fa3_bwd.cu DQ_BULK 2, 3: a dQ unit as two swizzled 32-column boxes
+
+
+def fa3_dq_staging(d: Defines) -> int:
+    """fa3_bwd.cu's shared memory for staged dQ units (64 queries x 64 fp32 columns), by DQ_BULK:
+    none (atomics); 64 padded rows a consumer (a bulk reduce-add a row); two 128-byte-swizzled
+    boxes a consumer (the dQ warp's two TMA reduce-adds); one such unit, the consumers in turn."""
+    nc = fa3_bwd_consumers(d)
+    return {0: 0, 1: nc * 64 * FA3_BULK_ROW, 2: nc * FA3_DQ_BOXES, 3: FA3_DQ_BOXES}[d.get("DQ_BULK", 0)]
 
 
 def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 3 dSᵀ; LSE, D x 2 a consumer
@@ -488,7 +496,7 @@ def _fa3_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; 3 dSᵀ; LSE,
     nc = fa3_bwd_consumers(d)
     bufs, rows = (4, bm // nc) if fa3_bwd_split_d(d) else (3, bm)
     return (2 * bn * dd + 2 * st * bm * dd + bufs * bn * bm) * e + 4 * nc * rows * F32 \
-        + nc * FA3_DQ_STAGE[d.get("DQ_BULK", 0)] + FA3_SMEM_ALIGN
+        + fa3_dq_staging(d) + FA3_SMEM_ALIGN
 
 
 def _decode_smem(d: Defines, e: int) -> int:  # Q rows + STAGES K/V tile pairs; reused at the end
@@ -579,11 +587,11 @@ _SPECS = [
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers, sync_loads=_fa3_bwd_waits,
-               # TmdQ: dQacc (fp32) in boxes of 32 columns x BLOCK_M rows (DQ_BULK 2 reduces
-               # into it; the other variants take it unused)
+               # TmdQ: dQacc (fp32) in boxes of 32 columns x 64 rows, a dQ unit's (DQ_BULK 2, 3
+               # reduce into it; the other variants take it unused)
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
                             "TmV": ("V", "BLOCK_N"), "TmdO": ("dO", "BLOCK_M"),
-                            "TmdQ": ("dQacc", "BLOCK_M")}),
+                            "TmdQ": ("dQacc", 64)}),
     # fa3.cu with FP8_E4M3=1: e4m3 Q8, K8 (128-byte swizzled panels; 64-byte at d = 64) and
     # Vt8 (panels of 128 keys; 64 or 32 where BLOCK_N is no multiple of 128), per-tile descale
     # factors, bf16 O

@@ -7,8 +7,8 @@
 //   dK, dV over a GQA group.
 //   tmQ / tmdO: CUtensorMaps (iosim/gpu/tma.py) of Q, dO (B,H,Nq,d), boxes of 64 columns x
 //   BLOCK_M rows; tmK / tmV of K, V (B,KVH,Nk,d), boxes of 64 columns x BLOCK_N rows; 128-byte
-//   swizzle. tmdQ: of dQacc, boxes of 32 fp32 columns x BLOCK_M rows, 128-byte swizzle (used
-//   by DQ_BULK=2 only). LSE (B,H,Nq) fp32, the forward's natural-log log-sum-exp; Dst (B,H,Nq) fp32;
+//   swizzle. tmdQ: of dQacc, boxes of 32 fp32 columns x 64 rows, 128-byte swizzle (used by
+//   DQ_BULK 2 and 3 only). LSE (B,H,Nq) fp32, the forward's natural-log log-sum-exp; Dst (B,H,Nq) fp32;
 //   dQacc (B,H,Nq,d) fp32, added into; dK, dV (B,H,Nk,d) elem_t, one slice per QUERY head.
 //   Causal: query row i sees keys j <= i (top-left), or j <= i + Nk - Nq with
 //   CAUSAL_BOTTOM_RIGHT=1; a row that sees no key (LSE = -inf) contributes nothing.
@@ -23,7 +23,7 @@
 //   warpgroup; HEAD_DIM 256: 64 for both), NUM_WARPS (consumer warps = BLOCK_N / 16; HEAD_DIM
 //   256: 8), STAGES (Q/dO ring depth),
 //   PINGPONG (0/1: the consumers' turns, two consumers only), IS_CAUSAL, CAUSAL_BOTTOM_RIGHT,
-//   DETERMINISTIC (0/1), DQ_BULK (0/1/2: dQ's reduction, below), ELEM_BF16=1 or ELEM_FP16=1.
+//   DETERMINISTIC (0/1), DQ_BULK (0-3: dQ's reduction, below), ELEM_BF16=1 or ELEM_FP16=1.
 //
 // Structure (per CTA = key block j):
 //   * Warpgroup 0 is the producer (setmaxnreg gives its registers to the consumers): one
@@ -63,6 +63,9 @@
 //     waits at before its next unit (one buffer a consumer: the reads take far less than the
 //     step between). The consumers never wait for the memory system; the producer keeps 24
 //     registers a thread (its loop not unrolled, so the loader thread does not spill).
+//     DQ_BULK=3 (the Plan's at d = 64, where two staged units do not fit beside the three dSᵀ
+//     buffers): one buffer, the consumers' units through it in turn, consumer 0's then 1's
+//     each step (the dQ warp hands the read-out buffer to the other consumer).
 //   * Overlap (FA3 Sec. 3.1-3.2): the two consumers take turns at the tensor cores, two turns a
 //     step (A: Sᵀ, dPᵀ; B: dV, dK and the previous step's dQ), so one's exp2, dS stores and
 //     atomics run under the other's GEMMs; dQ_i waits a step so that no consumer waits for the
@@ -161,12 +164,18 @@ constexpr int DS_PANEL = BN * 128;     // bytes of one 64-query panel of dSᵀ
 constexpr int NDS = SPLIT_D ? 2 : 3;
 constexpr int NP = SPLIT_D ? 2 : 0;
 constexpr int BULK_ROW = 288;           // DQ_BULK 1: a staged dQ row (256 bytes + 32: no conflicts)
-constexpr int DQ_BOX = 64 * 32 * 4;     // DQ_BULK 2: one TMA box of a dQ unit (64 rows x 32 fp32)
-constexpr int DQ_STAGE = DQ_BULK == 2 ? 2 * DQ_BOX : 64 * BULK_ROW;  // a consumer's staged unit
-static_assert(DQ_BULK >= 0 && DQ_BULK <= 2, "DQ_BULK must be 0 (atomics), 1 or 2 (bulk reduce-add)");
-static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && D == 128 && NC == 2),
-              "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC, HEAD_DIM 128 "
-              "(at 64 its staging does not fit beside the three dS buffers)");
+// DQ_BULK 2, 3: the dQ warp's TMA reduce-adds; 3: one staging buffer, the consumers' units
+// through it in turn (consumer 0's, then 1's, each step), where two do not fit (d = 64)
+constexpr bool DQ_WARP = DQ_BULK >= 2;
+constexpr bool DQ_SHARED = DQ_BULK == 3;
+constexpr int DQ_BOX = 64 * 32 * 4;     // DQ_WARP: one TMA box of a dQ unit (64 rows x 32 fp32)
+constexpr int DQ_STAGE = DQ_WARP ? 2 * DQ_BOX : 64 * BULK_ROW;  // one staged unit
+static_assert(DQ_BULK >= 0 && DQ_BULK <= 3,
+              "DQ_BULK must be 0 (atomics), 1, 2 or 3 (bulk reduce-adds)");
+static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && NC == 2 && !SPLIT_D &&
+                           (D == 128 || (D == 64 && DQ_SHARED))),
+              "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC; HEAD_DIM 128, "
+              "or 64 with DQ_BULK 3 (two staged units do not fit beside the three dS buffers)");
 
 static_assert(BM == 64 || (BM == 128 && D == 64),
               "BLOCK_M must be 64, or 128 at HEAD_DIM 64 (Sᵀ, dPᵀ, dK, dV in registers)");
@@ -304,6 +313,34 @@ __device__ __forceinline__ int dq_turn(int i, int Nq, int off, int n, int n_bloc
     return n_hi - 1 - n;
 }
 
+// The CTA's key block and the query blocks it visits. With the dQ warp each role finds them
+// itself, ctaid read by volatile asm, so that the compiler does not keep one copy live across
+// all roles (it spilled it, under the producer's 24 registers); the other kernels keep one.
+struct Steps {
+    int n_blk;   // the key block (DETERMINISTIC: last first, the order of the dQ turns)
+    int n_iter;  // query blocks visited
+    int qb0;     // the first (not causal: key block x starts at query block x mod n_iter)
+};
+__device__ __forceinline__ Steps steps(int Nq, int off) {
+    unsigned bx = blockIdx.x, nx = gridDim.x;
+    if (DQ_WARP) {
+        asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(bx));
+        asm volatile("mov.u32 %0, %%nctaid.x;\n" : "=r"(nx));
+    }
+    const int n_blk = (int)(DETERMINISTIC ? nx - 1 - bx : bx);
+    const int n0 = n_blk * BN;
+    const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
+    const int m_blocks = (Nq + BM - 1) / BM;
+    const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : m_blocks - m_first;
+    const bool rotate = !IS_CAUSAL && !DETERMINISTIC;
+    return {n_blk, n_iter, rotate && n_iter > 0 ? (int)(bx % (unsigned)n_iter) : m_first};
+}
+// query block of step `it` (< n_iter: one subtraction wraps it, no division a step)
+__device__ __forceinline__ int q_block_of(const Steps& g, int it) {
+    const int q = g.qb0 + it;
+    return !IS_CAUSAL && !DETERMINISTIC && q >= g.n_iter ? q - g.n_iter : q;
+}
+
 }  // namespace f3b
 
 #define FA3_BWD_PARAMS                                                                       \
@@ -334,27 +371,17 @@ fa3_bwd(FA3_BWD_PARAMS) {
     unsigned char* gen = smem_raw + (base - smem_u32(smem_raw));  // generic pointer to `base`
     float* stat = reinterpret_cast<float*>(gen + (sStat - base));
     const u32 sBulk = sStat + 4 * NC * QN * 4;  // DQ_BULK: DQ_STAGE bytes a consumer
-    static_assert(DQ_BULK != 2 || (4 * NC * QN * 4) % 1024 == 0, "DQ_BULK 2: boxes 1024-aligned");
+    static_assert(!DQ_WARP || (4 * NC * QN * 4) % 1024 == 0, "DQ_WARP: boxes 1024-aligned");
+    // consumer c's staged dQ unit
+    auto dq_buf = [&](int c) { return sBulk + (u32)((DQ_SHARED ? 0 : c) * DQ_STAGE); };
     const u32 bar0 = smem_u32(bars);
     auto bar = [&](int i) { return bar0 + 8u * (u32)i; };
 
     const int h = blockIdx.y;
     const int b = blockIdx.z;
     // the key block (DETERMINISTIC: last first, the order of the dQ turns)
-    const unsigned n_blk = DETERMINISTIC ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int n0 = n_blk * BN;
     const int off = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // query i sees keys j <= i + off
-    const int m_first = IS_CAUSAL ? (n0 - off > 0 ? (n0 - off) / BM : 0) : 0;
-    const int m_blocks = (Nq + BM - 1) / BM;
-    const int n_iter = (IS_CAUSAL && Nq - 1 + off < n0) ? 0 : m_blocks - m_first;
-    // not causal: key block x starts at query block x mod n_iter (one division a thread, not
-    // one a step: it < n_iter, so a subtraction wraps it)
-    const bool rotate = !IS_CAUSAL && !DETERMINISTIC;
-    const int qb0 = rotate && n_iter > 0 ? (int)(blockIdx.x % (unsigned)n_iter) : m_first;
-    auto q_block = [&](int it) {
-        const int q = qb0 + it;
-        return rotate && q >= n_iter ? q - n_iter : q;
-    };
+    const Steps top = steps(Nq, off);  // (with the dQ warp, each role finds its own)
     const size_t q_rows = ((size_t)b * H + h) * (size_t)Nq;  // first row of this query head
 
     const int wg = threadIdx.x / 128;
@@ -371,29 +398,39 @@ fa3_bwd(FA3_BWD_PARAMS) {
     if (wg == 0) {
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (DQ_BULK == 2 && threadIdx.x / 32 == 1) {
+        if (DQ_WARP && threadIdx.x / 32 == 1) {
+            const Steps g = steps(Nq, off);  // (DQ_WARP)
+            const int n_iter = g.n_iter;
             const int q_head = b * H + h;
             // ---- the dQ warp: per step, each consumer's staged unit (64 queries x 64 columns,
             // two 32-column boxes) added into dQacc by the copy engine, then the buffer handed
             // back once read; the consumers add the steps in order, a step late (add_dq)
             const bool leader = threadIdx.x == 32;
             if (leader) tma_prefetch(&tmdQ);
+            if (n_iter > 0)  // the buffers start empty: to consumer 0 (shared) or to each
+                for (int cc = 0; cc < (DQ_SHARED ? 1 : NC); ++cc)
+                    asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + cc), "r"(DQ_BAR_THREADS)
+                                 : "memory");
             for (int it = 0; it < n_iter; ++it) {
-                const int m0 = q_block(it) * BM;
+                const int m0 = q_block_of(g, it) * BM;
 #pragma unroll
                 for (int cc = 0; cc < NC; ++cc) {  // consumer cc's unit (its dq_rows(0), dq_panel(0))
                     named_bar_sync(NB_DQ_FULL + cc, DQ_BAR_THREADS);
                     if (leader) {
-                        const u32 buf = sBulk + (u32)(cc * DQ_STAGE);
+                        const u32 buf = dq_buf(cc);
                         const int col = (cc % PANELS) * DQ_N, row = m0 + 64 * (cc / PANELS);
                         tma_reduce_add_3d(&tmdQ, buf, col, row, q_head);
                         tma_reduce_add_3d(&tmdQ, buf + DQ_BOX, col + 32, row, q_head);
                         bulk_commit();
                     }
-                    if (it + 1 < n_iter) {  // (the last step's buffers are never written again)
+                    // the buffer read out, to the consumer that writes it next: its own (the
+                    // next step's unit) or, shared, the other (consumer 1 this step's, consumer
+                    // 0 the next step's); none after the last step's
+                    const int next = DQ_SHARED ? (cc + 1) % NC : cc;
+                    if (it + 1 < n_iter || (DQ_SHARED && next > cc)) {
                         if (leader) bulk_wait_read();  // the copy engine has read the unit
                         __syncwarp();
-                        asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + cc),
+                        asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + next),
                                      "r"(DQ_BAR_THREADS) : "memory");
                     }
                 }
@@ -402,6 +439,8 @@ fa3_bwd(FA3_BWD_PARAMS) {
             return;
         }
         if (threadIdx.x != 0) return;  // one thread issues every copy
+        const Steps g = DQ_WARP ? steps(Nq, off) : top;
+        const int n0 = g.n_blk * BN;
         const int kv_head = b * KVH + h / (H / KVH);
         const int q_head = b * H + h;
         tma_prefetch(&tmQ);
@@ -414,11 +453,13 @@ fa3_bwd(FA3_BWD_PARAMS) {
             tma_load_3d(sK + p * KV_PANEL, &tmK, bar(BAR_KV), 64 * p, n0, kv_head);
             tma_load_3d(sV + p * KV_PANEL, &tmV, bar(BAR_KV), 64 * p, n0, kv_head);
         }
-#pragma unroll 1  // (unrolled, the loader's 24 registers spilled beside the dQ warp's code)
-        for (int it = 0; it < n_iter; ++it) {
+#if DQ_BULK >= 2  // (unrolled, the loader's 24 registers spilled beside the dQ warp's code)
+#pragma unroll 1
+#endif
+        for (int it = 0; it < g.n_iter; ++it) {
             const int s = it % NS;
             mbar_wait(bar(BAR_EMPTY + s), ((u32)(it / NS) & 1u) ^ 1u);
-            const int m0 = q_block(it) * BM;
+            const int m0 = q_block_of(g, it) * BM;
             mbar_expect_tx(bar(BAR_FULL + s), 2 * Q_BYTES);
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
@@ -433,6 +474,11 @@ fa3_bwd(FA3_BWD_PARAMS) {
 
     // ---------------------------------------------------------------- consumers
     setmaxnreg_inc<CONSUMER_REGS>();
+    const Steps g = DQ_WARP ? steps(Nq, off) : top;
+    const unsigned n_blk = (unsigned)g.n_blk;
+    const int n0 = g.n_blk * BN;
+    const int n_iter = g.n_iter;
+    auto q_block = [&](int it) { return q_block_of(g, it); };
     const int c = wg - 1;
     const int tid = threadIdx.x % 128;
     const int warp = tid >> 5;
@@ -471,26 +517,25 @@ fa3_bwd(FA3_BWD_PARAMS) {
                      sK + (u32)(dq_panel(t) * KV_PANEL));
         }
     };
-    // dQ of the pending step into dQacc (`first`: the CTA's first step, DQ_BULK 2's buffer free)
-    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2], bool first) {
+    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
 #if DETERMINISTIC  // (under #if, not if: the plain kernel's code stays as it was)
         if (tid == 0)
             sem_wait_eq(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
                         dq_turn(m_prev / BM, Nq, off, (int)n_blk, (int)gridDim.x));
         named_bar_sync(NB_SEM + c, 128);
 #endif
-        if (DQ_BULK == 2) {  // the unit staged as two swizzled 32-column boxes for the dQ warp
-            if (!first) named_bar_sync(NB_DQ_EMPTY + c, DQ_BAR_THREADS);  // last unit read out
-            unsigned char* st = gen + (sBulk + (u32)(c * DQ_STAGE) - base);
+        if (DQ_WARP) {  // the unit staged as two swizzled 32-column boxes for the dQ warp
+            named_bar_sync(NB_DQ_EMPTY + c, DQ_BAR_THREADS);  // the buffer is free
             fence_regs<DQ_N / 2>(dq[0]);
+            const u32 sb = dq_buf(c);
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr) {
-                const int row = kr + 8 * hr;
+                const int row = kr + 8 * hr;  // (row & 7 = lane / 4)
 #pragma unroll
                 for (int nt = 0; nt < DQ_N / 8; ++nt)  // columns 8nt + 2(lane&3): box nt/4,
                     // 16-byte chunk 2(nt%4) + (lane&3)/2 of the row, XOR-swizzled by (row & 7)
                     *reinterpret_cast<float2*>(
-                        st + (nt / 4) * DQ_BOX + row * 128 +
+                        gen + (sb - base) + (nt / 4) * DQ_BOX + row * 128 +
                         (((2 * (nt % 4) + ((lane & 3) >> 1)) ^ (row & 7)) << 4) + 8 * (lane & 1)) =
                         make_float2(dq[0][nt * 4 + 2 * hr], dq[0][nt * 4 + 2 * hr + 1]);
             }
@@ -635,7 +680,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i no longer read
         m_prev = m0;
-        add_dq(dq, it == 0);
+        add_dq(dq);
         row_l = next_l;
         row_d = next_d;
     }
@@ -756,7 +801,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         fence_regs<NT_D * 4>(dk);
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i, stats no longer read
-        if (it > 0) add_dq(dq, it == 1);
+        if (it > 0) add_dq(dq);
         m_prev = m0;
         row_l = next_l;
         row_d = next_d;
@@ -769,7 +814,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         wgmma_commit();
         if (c == 0) turn_pass(c);  // the second consumer's last turn is never waited for
         wgmma_wait<0>();
-        add_dq(dq, n_iter == 1);
+        add_dq(dq);
         if (DQ_BULK == 1 && tid < 64) bulk_wait();  // the reductions done before the CTA's smem goes
     }
 

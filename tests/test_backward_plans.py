@@ -132,6 +132,33 @@ def test_fa3_backward_at_d256_takes_its_split_tiles_only():
         assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("hw", ["h100-sxm5-80gb", "h200-sxm-141gb"])
+def test_fa3_backward_takes_the_dq_warp_where_its_staging_fits(hw):
+    """kernels/fa3_bwd.cu's dQ reduction as the Plan picks it: d = 128, the dQ warp with a staged
+    unit a consumer (DQ_BULK 2, 32 KB more shared memory than the atomics); d = 64, one unit
+    shared in turn (3: two do not fit beside the three dSᵀ buffers); atomics (0) where the
+    kernel has no dQ warp (deterministic, d = 256) or its staging does not fit (a three-stage
+    ring at d = 128). Every choice fits the GPU with the kernel's static shared memory."""
+    from iosim.kernels import FA3_DQ_BOXES
+    from iosim.schedules.fa3 import STATIC_SMEM
+
+    h = load(hw)
+
+    def main(d, tiles=Tiles(), **kw):
+        return plan("fa3", bwd(d, **kw), h, tiles, check=True).main
+
+    atomics = {d: main(d, deterministic=True) for d in (64, 128)}
+    for d, mode, staged in ((128, 2, 2 * FA3_DQ_BOXES), (64, 3, FA3_DQ_BOXES)):
+        k = main(d)
+        assert k.defines["DQ_BULK"] == mode, d
+        assert k.smem_bytes == atomics[d].smem_bytes + staged, d
+        assert k.smem_bytes + STATIC_SMEM <= h.smem_per_block_optin_bytes, d
+    for k in (atomics[64], atomics[128], main(256), main(128, Tiles(stages=3))):
+        assert k.defines["DQ_BULK"] == 0 and k.smem_bytes + STATIC_SMEM <= h.smem_per_block_optin_bytes
+    # the copy engine's map of dQacc: boxes of one dQ unit's 64 rows, 32 fp32 columns
+    assert SPECS["fa3_bwd"].tensor_maps["TmdQ"] == ("dQacc", 64)
+
+
 def test_deterministic_rows_are_their_own_points_and_read_back():
     """A deterministic backward row (Problem.deterministic) keys apart from the default one in
     a bench file (resume), and a table read back gives the Problem field again (validate)."""

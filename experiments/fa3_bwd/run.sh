@@ -12,6 +12,8 @@
 # dqwarp: d = 128, dQ by the consumers' atomics (DQ_BULK=0), by the dQ warp's TMA reduce-adds
 #   (DQ_BULK=2, the Plan's) and that without ping-pong, alternately twice, N = 4096..16384,
 #   beside torch's cuDNN and flash backward (variants.py dq);
+# dqwarp3: d = 128 DQ_BULK=2 and 3 (one staging buffer, the consumers in turn), d = 64 DQ_BULK=0
+#   and 3 (the Plan's), the same way (variants.py dq3);
 # peers: `iosim bench --direction bwd` of fa3 beside torch's SDPA backward, d = 64, 128,
 #   N = 4096..16384 (batch = 16384/N), causal both;
 # dqreduce: dQ by vector atomics, by bulk reduce-add (d = 128) and deterministic, checked, timed
@@ -61,17 +63,19 @@ fi
 if has variants; then
   timeout 120 python3 experiments/fa3_bwd/variants.py "$DIR/variants.csv" 2>&1 | tail -3
 fi
-if has dqwarp; then
-  timeout 200 python3 experiments/fa3_bwd/variants.py "$DIR/variants_dq.csv" dq 2>&1 | tail -3
-  python3 - "$DIR/variants_dq.csv" <<'PY'
+for mode in dq dq3; do
+  if has ${mode/dq/dqwarp}; then
+    timeout 200 python3 experiments/fa3_bwd/variants.py "$DIR/variants_$mode.csv" $mode 2>&1 | tail -3
+    python3 - "$DIR/variants_$mode.csv" <<'PY'
 import sys, pandas as pd
 d = pd.read_csv(sys.argv[1])
-t = d.groupby(["seqlen_q", "causal", "variant"]).time_ms.min().unstack()
+t = d.groupby(["head_dim", "seqlen_q", "causal", "variant"]).time_ms.min().unstack()
 for v in [c for c in t.columns if not c.startswith("torch")]:
     t[v + "/cudnn"] = t["torch_cudnn"] / t[v]
 print(t.filter(like="/cudnn").round(3).to_string())
 PY
-fi
+  fi
+done
 if has peers; then
   timeout $(( $(left) - 20 )) iosim bench --direction bwd --schedule fa3 --seqlen 4096,8192,16384 \
     --head-dim 64,128 --causal both --dtype bf16 --peers torch -o "$DIR/measured_bwd.csv" \

@@ -40,7 +40,7 @@ def tensor_maps(plan: Plan, buf: dict) -> dict:
     """The TMA descriptors the Plan's kernels take (KernelSpec.tensor_maps), over `buf`."""
     from iosim.gpu.tma import tensor_map
 
-    return {n: tensor_map(buf[tensor], k.defines[rows],
+    return {n: tensor_map(buf[tensor], rows if isinstance(rows, int) else k.defines[rows],
                           tma_box_bytes(rows, k.defines, buf[tensor].element_size()))
             for k in plan.kernels
             for n, (tensor, rows) in SPECS[k.name].tensor_maps.items()}

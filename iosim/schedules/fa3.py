@@ -53,6 +53,8 @@ FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
 # of 64 or 32 keys; 192 and 224 measured no clearly faster: experiments/fp8/h100/speed10/round1)
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
+DQ_BULK_MODES = (2, 3)  # fa3_bwd.cu's dQ warp, in the order the Plan takes the first that fits
+STATIC_SMEM = 1024  # fa3_bwd.cu's static shared memory (its mbarriers) as ptxas reports it
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
 QUANT_THREADS = 512  # kernels/fp8_quant.cu: a warp per row, 16 warps a tile
 # registers per thread of fp8_quant.cu as ptxas allocates them (nvcc 13, sm_90a, the most over
@@ -104,17 +106,19 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
 
 
 def dq_reduction(p: Problem, hw: HardwareProfile, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
-    """fa3_bwd.cu's dQ reduction: where its rules allow it (head_dim 128, one 64x64 dQ unit a
-    consumer) and its staging fits in shared memory, DQ_BULK 2: the consumers stage their dQ
-    units in shared memory and a dQ warp adds them with the copy engine's tensor reduce-adds
-    (the consumers never wait for the memory system; experiments/fa3_bwd/<gpu>/speed10/);
-    else vector atomics (DQ_BULK 0). The bytes that reach L2 are the same either way."""
-    bulk = values | {"DQ_BULK": 2}
-    ok = all(cond for cond, _ in SPECS[k.name].rules(bulk))
-    smem = SPECS[k.name].smem(bulk, p.elem_bytes)
-    if ok and smem <= hw.smem_per_block_optin_bytes:
-        return replace(k, smem_bytes=smem, defines=kernel_defines(k.name, **bulk))
-    return replace(k, defines=kernel_defines(k.name, **values))
+    """fa3_bwd.cu's dQ reduction: the first its rules allow whose staging fits in shared memory
+    of DQ_BULK 2 (the consumers stage their dQ units in shared memory, one buffer each, and a dQ
+    warp adds them with the copy engine's tensor reduce-adds: the consumers never wait for the
+    memory system; d = 128), 3 (the same through one buffer, the consumers in turn; d = 64,
+    where two do not fit) and 0 (vector atomics). The bytes that reach L2 are the same either
+    way (experiments/fa3_bwd/h100/speed10/)."""
+    for mode in DQ_BULK_MODES:
+        bulk = values | {"DQ_BULK": mode}
+        smem = SPECS[k.name].smem(bulk, p.elem_bytes)
+        fits = smem + STATIC_SMEM <= hw.smem_per_block_optin_bytes
+        if all(ok for ok, _ in SPECS[k.name].rules(bulk)) and fits:
+            return replace(k, smem_bytes=smem, defines=kernel_defines(k.name, **bulk))
+    return replace(k, defines=kernel_defines(k.name, **values))  # DQ_BULK 0: atomics
 
 
 def deterministic(p: Problem, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
