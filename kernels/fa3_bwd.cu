@@ -63,9 +63,16 @@
 //     waits at before its next unit (one buffer a consumer: the reads take far less than the
 //     step between). The consumers never wait for the memory system; the producer keeps 24
 //     registers a thread (its loop not unrolled, so the loader thread does not spill).
-//     DQ_BULK=3 (the Plan's at d = 64, where two staged units do not fit beside the three dSᵀ
+//     DQ_BULK=3 (a variant for d = 64, where two staged units do not fit beside the three dSᵀ
 //     buffers): one buffer, the consumers' units through it in turn, consumer 0's then 1's
-//     each step (the dQ warp hands the read-out buffer to the other consumer).
+//     each step (the dQ warp hands the read-out buffer to the other consumer). Measured faster
+//     than the atomics at d = 64 (experiments/fa3_bwd/h100/speed10/run2/run.log), but
+//     compute-sanitizer racecheck reported 16 hazards on the ragged d = 64 case (run2/
+//     sanitize.log): as many as the consumer's staging stores, so most likely the two
+//     consumers' stores into the one buffer, ordered only through the dQ warp (consumer 0's
+//     bar.arrive, the dQ warp's bar.sync, its wait for the copy engine's reads, its bar.arrive,
+//     consumer 1's bar.sync), a chain racecheck may not follow; not confirmed, so not the
+//     Plan's until it is.
 //   * Overlap (FA3 Sec. 3.1-3.2): the two consumers take turns at the tensor cores, two turns a
 //     step (A: Sᵀ, dPᵀ; B: dV, dK and the previous step's dQ), so one's exp2, dS stores and
 //     atomics run under the other's GEMMs; dQ_i waits a step so that no consumer waits for the

@@ -135,10 +135,11 @@ def test_fa3_backward_at_d256_takes_its_split_tiles_only():
 @pytest.mark.parametrize("hw", ["h100-sxm5-80gb", "h200-sxm-141gb"])
 def test_fa3_backward_takes_the_dq_warp_where_its_staging_fits(hw):
     """kernels/fa3_bwd.cu's dQ reduction as the Plan picks it: d = 128, the dQ warp with a staged
-    unit a consumer (DQ_BULK 2, 32 KB more shared memory than the atomics); d = 64, one unit
-    shared in turn (3: two do not fit beside the three dSᵀ buffers); atomics (0) where the
-    kernel has no dQ warp (deterministic, d = 256) or its staging does not fit (a three-stage
-    ring at d = 128). Every choice fits the GPU with the kernel's static shared memory."""
+    unit a consumer (DQ_BULK 2, 32 KB more shared memory than the atomics); atomics (0) where
+    the kernel has no dQ warp (deterministic, d = 256) or two staged units do not fit (d = 64
+    beside its three dSᵀ buffers, a three-stage ring at d = 128; DQ_BULK 3, one unit shared in
+    turn, fits at d = 64 but is not the Plan's). Every choice fits with the kernel's static
+    shared memory."""
     from iosim.kernels import FA3_DQ_BOXES
     from iosim.schedules.fa3 import STATIC_SMEM
 
@@ -147,14 +148,14 @@ def test_fa3_backward_takes_the_dq_warp_where_its_staging_fits(hw):
     def main(d, tiles=Tiles(), **kw):
         return plan("fa3", bwd(d, **kw), h, tiles, check=True).main
 
-    atomics = {d: main(d, deterministic=True) for d in (64, 128)}
-    for d, mode, staged in ((128, 2, 2 * FA3_DQ_BOXES), (64, 3, FA3_DQ_BOXES)):
-        k = main(d)
-        assert k.defines["DQ_BULK"] == mode, d
-        assert k.smem_bytes == atomics[d].smem_bytes + staged, d
-        assert k.smem_bytes + STATIC_SMEM <= h.smem_per_block_optin_bytes, d
-    for k in (atomics[64], atomics[128], main(256), main(128, Tiles(stages=3))):
+    atomics = main(128, deterministic=True)
+    k = main(128)
+    assert k.defines["DQ_BULK"] == 2 and k.smem_bytes == atomics.smem_bytes + 2 * FA3_DQ_BOXES
+    assert k.smem_bytes + STATIC_SMEM <= h.smem_per_block_optin_bytes
+    for k in (atomics, main(64), main(64, deterministic=True), main(256), main(128, Tiles(stages=3))):
         assert k.defines["DQ_BULK"] == 0 and k.smem_bytes + STATIC_SMEM <= h.smem_per_block_optin_bytes
+    d64 = main(64).defines | {"DQ_BULK": 2}  # two staged units: over the GPU's shared memory
+    assert SPECS["fa3_bwd"].smem(d64, 2) + STATIC_SMEM > h.smem_per_block_optin_bytes
     # the copy engine's map of dQacc: boxes of one dQ unit's 64 rows, 32 fp32 columns
     assert SPECS["fa3_bwd"].tensor_maps["TmdQ"] == ("dQacc", 64)
 

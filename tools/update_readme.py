@@ -258,6 +258,22 @@ def block_measured_fa3_bwd_h100() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "fa3")
 
 
+def block_fa3_bwd_dq_warp() -> str:
+    return tool("variant_ratios.py", "experiments/fa3_bwd/h100/speed10/run1/variants_dq.csv")
+
+
+def block_measured_fa3_bwd_speed10_h100() -> str:
+    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/speed10/run2/measured_bwd.csv", "fa3")
+
+
+def block_fa3_bwd_dq_shared() -> str:
+    return tool("variant_ratios.py", "experiments/fa3_bwd/h100/speed10/run2/run.log")
+
+
+def block_fa3_bwd_stalls_dq_warp() -> str:
+    return tool("ncu_stall_sites.py", "experiments/fa3_bwd/h100/speed10/run2/ncu_source_d128.csv")
+
+
 def block_measured_fa3_bwd_d256_h100() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/d256/measured_bwd.csv", "fa3")
 
@@ -394,6 +410,10 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "measured-fa3-bwd-h100": block_measured_fa3_bwd_h100, "measured-fp8-h100": block_measured_fp8_h100,
           "fp8-ncu-d128": block_fp8_ncu_d128,
           "measured-fa3-bwd-d256-h100": block_measured_fa3_bwd_d256_h100,
+          "fa3-bwd-dq-warp": block_fa3_bwd_dq_warp,
+          "measured-fa3-bwd-speed10-h100": block_measured_fa3_bwd_speed10_h100,
+          "fa3-bwd-dq-shared": block_fa3_bwd_dq_shared,
+          "fa3-bwd-stalls-dq-warp": block_fa3_bwd_stalls_dq_warp,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,

@@ -13,7 +13,7 @@
 #   (DQ_BULK=2, the Plan's) and that without ping-pong, alternately twice, N = 4096..16384,
 #   beside torch's cuDNN and flash backward (variants.py dq);
 # dqwarp3: d = 128 DQ_BULK=2 and 3 (one staging buffer, the consumers in turn), d = 64 DQ_BULK=0
-#   and 3 (the Plan's), the same way (variants.py dq3);
+#   and 3, the same way (variants.py dq3);
 # peers: `iosim bench --direction bwd` of fa3 beside torch's SDPA backward, d = 64, 128,
 #   N = 4096..16384 (batch = 16384/N), causal both;
 # dqreduce: dQ by vector atomics, by bulk reduce-add (d = 128) and deterministic, checked, timed

@@ -15,7 +15,7 @@ Backward (kernels/fa3_bwd.cu): one CTA per key block of 128 rows, two consumer
 warpgroups of 64 key rows each and the producer warpgroup, query blocks of 128 (d = 64) or 64
 (d = 128) rows streamed through a two-stage TMA ring; Sᵀ, dPᵀ, dV, dK and dQ with wgmma, dQ added to fp32 dQacc by
 the copy engine (d = 128: the consumers stage it in shared memory, a dQ warp of the producer
-warpgroup issues TMA reduce-adds) or with vector atomics (d = 64, where the staging does not
+warpgroup issues TMA reduce-adds) or with vector atomics (d = 64, where two staged units do not
 fit); fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256: key
 blocks of 64 and query blocks of 64 (dK and dV of 64 keys x 256 do not fit one warpgroup's
 registers), the two consumer warpgroups splitting head_dim (128 columns of dK, dV and two
@@ -53,7 +53,11 @@ FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
 # of 64 or 32 keys; 192 and 224 measured no clearly faster: experiments/fp8/h100/speed10/round1)
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
-DQ_BULK_MODES = (2, 3)  # fa3_bwd.cu's dQ warp, in the order the Plan takes the first that fits
+# fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
+# unit a consumer). Not 3 (one unit shared in turn, d = 64): measured faster than the atomics
+# (experiments/fa3_bwd/h100/speed10/run2/run.log) but compute-sanitizer racecheck reported
+# hazards on the ragged d = 64 case (run2/sanitize.log), unexplained so far
+DQ_BULK_MODES = (2,)
 STATIC_SMEM = 1024  # fa3_bwd.cu's static shared memory (its mbarriers) as ptxas reports it
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
 QUANT_THREADS = 512  # kernels/fp8_quant.cu: a warp per row, 16 warps a tile
@@ -106,12 +110,12 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
 
 
 def dq_reduction(p: Problem, hw: HardwareProfile, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
-    """fa3_bwd.cu's dQ reduction: the first its rules allow whose staging fits in shared memory
-    of DQ_BULK 2 (the consumers stage their dQ units in shared memory, one buffer each, and a dQ
-    warp adds them with the copy engine's tensor reduce-adds: the consumers never wait for the
-    memory system; d = 128), 3 (the same through one buffer, the consumers in turn; d = 64,
-    where two do not fit) and 0 (vector atomics). The bytes that reach L2 are the same either
-    way (experiments/fa3_bwd/h100/speed10/)."""
+    """fa3_bwd.cu's dQ reduction: DQ_BULK 2 where the kernel's rules allow it and its staging
+    fits in shared memory (d = 128: the consumers stage their dQ units in shared memory, one
+    buffer each, and a dQ warp adds them with the copy engine's tensor reduce-adds, so the
+    consumers never wait for the memory system); else vector atomics (DQ_BULK 0; d = 64, where
+    two staged units do not fit). The bytes that reach L2 are the same either way
+    (experiments/fa3_bwd/h100/speed10/)."""
     for mode in DQ_BULK_MODES:
         bulk = values | {"DQ_BULK": mode}
         smem = SPECS[k.name].smem(bulk, p.elem_bytes)
