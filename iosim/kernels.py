@@ -208,8 +208,12 @@ def _fa3_bwd_readers(d: Defines) -> Readers:
 
 # fa3's backward with a dQ-writer warp (DQ_WRITER = 1): the FA3 paper's Algorithm 3 (App. B.1),
 # where the consumers write dQ_i(local) to shared memory and notify a warp of its own that adds
-# it to global memory; kernels/fa3_bwd.cu has no such warp (its consumers add dQ themselves), so
-# a Plan with it is modelled only (`modelled_only`): it replays the published FA3 backward bars.
+# it to global memory; a Plan with it is modelled only (`modelled_only`): it replays the
+# published FA3 backward bars. kernels/fa3_bwd.cu's DQ_BULK=2 (the Plan's at d = 128 since
+# experiments/fa3_bwd/h100/speed10/) is such a warp, but _fa3_bwd_waits still counts the dQ
+# wait for it: the committed fa3 backward rows measured before it ran the atomics, and no row
+# column says which reduction a row ran yet (with the wait dropped for DQ_BULK=2, validate's
+# fa3 bwd d = 128 MAPE on those rows went from 2.5% to 20.5%).
 DQ_WRITER = "DQ_WRITER"
 
 
