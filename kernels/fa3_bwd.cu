@@ -353,9 +353,9 @@ __device__ __forceinline__ int q_block_of(const Steps& g, int it) {
 #define FA3_BWD_PARAMS                                                                       \
     const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,                 \
         const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO,            \
-        const __grid_constant__ TmaDesc tmdQ, const float *__restrict__ LSE, const float *__restrict__ Dst,                         \
-        float *__restrict__ dQacc, elem_t *__restrict__ dK, elem_t *__restrict__ dV, int Nq, \
-        int Nk, int H, int KVH, float scale
+        const __grid_constant__ TmaDesc tmdQ, const float *__restrict__ LSE,                  \
+        const float *__restrict__ Dst, float *__restrict__ dQacc, elem_t *__restrict__ dK,  \
+        elem_t *__restrict__ dV, int Nq, int Nk, int H, int KVH, float scale
 #if DETERMINISTIC
 extern "C" __global__ void __launch_bounds__(f3b::THREADS, 1)
 fa3_bwd_det(FA3_BWD_PARAMS, int* __restrict__ dQsem) {
