@@ -128,6 +128,49 @@ def test_backward_without_kernel_is_refused(env):
         backward.BackwardLauncher(plan("fa3", p, hw), hw, q, k, v, q)
 
 
+# fa3's dQ reductions that are not the Plan's at their head_dim (kernels/fa3_bwd.cu DQ_BULK):
+# the consumers' atomics at d = 128 (0) and the dQ warp through one shared buffer at d = 64 (3),
+# on ragged N, both diagonals and GQA (rows past Nq outside the dQ tensor map)
+DQ_VARIANT_CASES = [((1, 8, 2, 3000, 3000, 128, True), 0), ((1, 2, 2, 700, 300, 128, True, "bottom-right"), 0),
+                    ((2, 4, 1, 1000, 1200, 64, True, "bottom-right"), 3), ((2, 4, 4, 777, 777, 64, False), 3)]
+
+
+@pytest.mark.parametrize("case,dq_bulk", DQ_VARIANT_CASES)
+def test_fa3_dq_variants_match_reference(env, case, dq_bulk):
+    """Each of fa3_bwd.cu's other dQ reductions computes the same gradients, checked as the
+    Plan's kernel is (fresh inputs, NaN-poisoned outputs, the same bound)."""
+    from dataclasses import replace
+
+    from iosim.kernels import SPECS, kernel_defines
+
+    torch, hw, bench, backward = env
+    if not hw.has_wgmma:
+        pytest.skip(f"fa3 needs a Hopper GPU (sm_90a); this is {hw.name}")
+    p = problem(case, "bf16")
+    pl = plan("fa3", p, hw)
+    ks = []
+    for k in pl.kernels:
+        if k.name == "fa3_bwd":
+            values = {n: v for n, v in k.defines.items() if not n.startswith("MODEL_")} | {"DQ_BULK": dq_bulk}
+            k = replace(k, defines=kernel_defines(k.name, **values),
+                        smem_bytes=SPECS[k.name].smem(values, p.elem_bytes))
+        ks.append(k)
+    pl = replace(pl, kernels=tuple(ks))
+    seed = int.from_bytes(os.urandom(4), "little") >> 1
+    q, k, v = bench.inputs(torch, p, seed)
+    do = backward.grad_output(torch, p, seed)
+    ref, s_max = backward.reference_grads(torch, q, k, v, do, p)
+    same = backward.grad_err(torch, backward.sdpa_grads(torch, q, k, v, do, p), ref, p)
+    launcher = backward.BackwardLauncher(pl, hw, q, k, v, do)
+    launcher.poison()
+    launcher()
+    torch.cuda.synchronize()
+    err = backward.grad_err(torch, launcher.outputs(), ref, p)
+    bound = bench.error_bound("fa3", p, same, s_max)
+    assert err <= bound, f"DQ_BULK={dq_bulk} {case}: error {err:.3g} over bound {bound:.3g}"
+    assert launcher.outputs()["dQ"][:, :, :bench.dead_rows(p)].eq(0).all()
+
+
 # fa3's deterministic mode (kernels/fa3_bwd.cu, DETERMINISTIC=1): not causal with many key
 # blocks a head (the most CTAs meeting in one dQ_i), both causal diagonals with ragged N and GQA
 # (d = 256: two consumers of one key block, each with its own dQ columns and turns)

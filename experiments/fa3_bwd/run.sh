@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # FA3's backward (kernels/fa3_bwd.cu) on the GPU machine, from the repo root, wheels in .whl/:
-#   bash experiments/fa3_bwd/run.sh    (STEPS picks steps: smoke,tests,sanitize,variants,
-#   dqreduce,grid,det,ncu,ncudq)
+#   bash experiments/fa3_bwd/run.sh    (STEPS picks steps: smoke,tests,sanitize,sanitizedq,
+#   variants,dqwarp,dqwarp3,peers,dqreduce,grid,det,ncu,ncudq)
 # smoke: one fa3 backward point run once, plain and deterministic (a hang stops here, not in
 #   the tests);
 # tests: tests/test_gpu_backward.py's fa3 cases (with the deterministic mode's same-bits test)
 #   and fa3's bottom-right forward (its LSE);
 # sanitize: compute-sanitizer racecheck and synccheck on ragged shapes (GQA, both diagonals),
-#   plain and deterministic (sanitizedet: the deterministic ones only);
+#   plain and deterministic (sanitizedet: the deterministic ones only; full output in
+#   sanitize_full.log);
+# sanitizedq: the same tools on the GPU tests of the dQ variants that are not the Plan's (DQ_BULK 0
+#   at d = 128, 3 at d = 64; tests/test_gpu_backward.py -k dq_variants), fa3_bwd kernels only;
 # variants: the main kernel with and without the consumers' ping-pong, beside cuDNN (variants.py);
 # dqwarp: d = 128, dQ by the consumers' atomics (DQ_BULK=0), by the dQ warp's TMA reduce-adds
 #   (DQ_BULK=2, the Plan's) and that without ping-pong, alternately twice, N = 4096..16384,
@@ -56,9 +59,18 @@ if has sanitize || has sanitizedet; then  # sanitizedet: the deterministic kerne
   for tool in racecheck synccheck; do
     for p in "${plain[@]}" "${det[@]}"; do
       echo "== $tool $p"
-      timeout 120 compute-sanitizer --tool $tool python3 -m iosim.gpu.once "$p" 2>&1 | tail -2
+      timeout 120 compute-sanitizer --tool $tool python3 -m iosim.gpu.once "$p" 2>&1 \
+        | tee -a "$DIR/sanitize_full.log" | tail -2
     done
   done | tee "$DIR/sanitize.log"
+fi
+if has sanitizedq; then  # the dQ variants that are not the Plan's (DQ_BULK 0 at d = 128, 3 at 64)
+  for tool in racecheck synccheck; do
+    echo "== $tool: tests/test_gpu_backward.py -k dq_variants, fa3_bwd kernels only"
+    timeout 240 compute-sanitizer --tool $tool --kernel-name kns=fa3_bwd python3 -m pytest -q -m gpu \
+      -p no:cacheprovider tests/test_gpu_backward.py -k dq_variants 2>&1 \
+      | tee -a "$DIR/sanitize_dq_full.log" | grep -E "SUMMARY|passed|failed" | tail -4
+  done | tee "$DIR/sanitize_dq.log"
 fi
 if has variants; then
   timeout 120 python3 experiments/fa3_bwd/variants.py "$DIR/variants.csv" 2>&1 | tail -3
