@@ -217,6 +217,9 @@ def _fa3_bwd_readers(d: Defines) -> Readers:
 DQ_WRITER = "DQ_WRITER"
 
 
+DQ_WARP = (2, 3)  # fa3_bwd.cu's DQ_BULK modes in which a dQ warp adds the consumers' staged dQ
+
+
 def _fa3_bwd_waits(d: Defines) -> int:
     """Round trips one step of an fa3_bwd.cu consumer waits for with nothing else to issue (the
     timing model's `pipeline.load_latency_cycles` each, added to the warpgroup's chain): the
@@ -224,10 +227,12 @@ def _fa3_bwd_waits(d: Defines) -> int:
     unlike the forward's, no GEMM of the next step is issued before the wait), the release of
     its own dQ reduction (the vector atomics' registers, which the load/store unit takes
     toward L2: Nsight Compute's largest stall site, about one round trip a step in
-    experiments/fa3_bwd/h100/ncu_source_d128.csv; DQ_BULK: its staging buffer's read-out)
-    unless a dQ-writer warp adds dQ (DQ_WRITER), and, DETERMINISTIC, its turn's flag in global
-    memory (polled until the key block before it released it)."""
-    return 2 + (0 if d.get(DQ_WRITER) else 1) + (1 if d.get("DETERMINISTIC") else 0)
+    experiments/fa3_bwd/h100/ncu_source_d128.csv; DQ_BULK 1: its staging buffer's read-out)
+    unless a dQ warp adds the staged dQ (DQ_BULK 2, 3: DQ_WARP; the FA3 paper's dQ-writer warp,
+    DQ_WRITER: the atomics' stall sites gone in
+    experiments/fa3_bwd/h100/speed10/run2/ncu_source_d128.csv), and, DETERMINISTIC, its turn's
+    flag in global memory (polled until the key block before it released it)."""
+    return 2 + (0 if d.get(DQ_WRITER) or d.get("DQ_BULK") in DQ_WARP else 1) + (1 if d.get("DETERMINISTIC") else 0)
 
 
 def modelled_only(k) -> bool:

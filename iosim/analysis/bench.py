@@ -199,6 +199,8 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
                                          use_ncu, ncu_args))
         if decode.takes(p):
             r.update(decode_columns(p, pl, r, bw))
+        if pl is not None and "DQ_BULK" in pl.main.defines:  # fa3 backward: its dQ reduction
+            r["dq_bulk"] = pl.main.defines["DQ_BULK"]  # (measured_dq_bulk)
         append(out, r, columns)
         torch.cuda.empty_cache()
     return pd.read_csv(out)

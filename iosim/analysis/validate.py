@@ -41,6 +41,7 @@ from iosim.core.rows import (
     OPTION_COLUMNS,
     POINT_COLUMNS,
     PROBLEM_COLUMNS,
+    measured_dq_bulk,
     measured_page_ahead,
     measured_split_cols,
     measured_split_rows,
@@ -101,7 +102,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     # the fa1 kernel each row ran (None: the Plan's own split)
     ours = ours.assign(split_rows=[measured_split_rows(r) for r in ours.itertuples(index=False)],
                        split_cols=[measured_split_cols(r) for r in ours.itertuples(index=False)],
-                       page_ahead=[measured_page_ahead(r) for r in ours.itertuples(index=False)])
+                       page_ahead=[measured_page_ahead(r) for r in ours.itertuples(index=False)],
+                       dq_bulk=[measured_dq_bulk(r) for r in ours.itertuples(index=False)])
     quant = [c for c in OPTION_COLUMNS if c in ours.columns]  # fp8 quantisation, deterministic
     tiles = ["ran_tiles"] if "ran_tiles" in ours.columns else []  # the tiles a row ran
     # a bench row's window, paged cache, forced split count, causal alignment; and how many
@@ -110,7 +112,7 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     ours = ours.assign(**{c: ours[c].map(point_key) for c in points})
     align = ["causal_align"] if "causal_align" in ours.columns else []
     ran = ["kernels"] if "kernels" in ours.columns else []
-    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", "page_ahead", *quant, *tiles,
+    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", "page_ahead", "dq_bulk", *quant, *tiles,
                  *points, *align, *ran]]
     rows = []
     for r in keys.drop_duplicates().itertuples(index=False):
@@ -125,7 +127,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
                     split_rows=None if pd.isna(r.split_rows) else int(r.split_rows),
                     split_cols=None if pd.isna(r.split_cols) else int(r.split_cols),
                     kv_splits=int(given["kv_splits"]) if "kv_splits" in given else None,
-                    page_ahead=None if pd.isna(r.page_ahead) else bool(r.page_ahead))
+                    page_ahead=None if pd.isna(r.page_ahead) else bool(r.page_ahead),
+                    dq_bulk=None if pd.isna(r.dq_bulk) else int(r.dq_bulk))
         pred = (_predict_fwd_bwd(r.schedule, fields, prof, r) if r.direction == FWD_BWD else
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
         if r.schedule == "decode" and ran and pd.notna(r.kernels):  # the combine's own launch

@@ -152,6 +152,24 @@ def measured_page_ahead(r) -> bool | None:
     return False if v is None else bool(float(v))
 
 
+def measured_dq_bulk(r) -> int | None:
+    """The dQ reduction a measured fa3 backward row's kernel ran (its `dq_bulk`, which the bench
+    records: fa3_bwd.cu DQ_BULK); a row without one was measured before the dQ warp: vector
+    atomics, 0. None (the Plan's own) for every other schedule and direction and for a
+    deterministic row (its own reduction). `r`: a named tuple, a pandas Series or a dict."""
+    import pandas as pd
+
+    def get(c):
+        v = r.get(c) if hasattr(r, "get") else getattr(r, c, None)
+        blank = v is None or (not isinstance(v, str) and pd.isna(v)) or str(v).strip() in ("", "nan")
+        return None if blank else v
+
+    if get("schedule") != "fa3" or get("direction") != "bwd" or str(get("deterministic")) == "True":
+        return None
+    v = get("dq_bulk")
+    return 0 if v is None else int(float(v))
+
+
 INT_COLUMNS = ["batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim"]
 STR_COLUMNS = ["hw", "schedule", "direction", "dtype"]
 # What a file needs to be read as predictions (sweep/predict output) or as measurements (bench).
@@ -306,5 +324,5 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     return df
 
 
-__all__ = ["measured_page_ahead", "QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
+__all__ = ["measured_dq_bulk", "measured_page_ahead", "QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
            "normalize", "read_rows", "require_columns"]

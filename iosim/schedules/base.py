@@ -49,6 +49,10 @@ class Tiles:
     # per row as each load issues (decode.cu PAGE_AHEAD=0, the kernel before). Not a tuning
     # knob: it replays a measured row's kernel (`measured_page_ahead`).
     page_ahead: bool | None = None
+    # fa3's backward dQ reduction (fa3_bwd.cu DQ_BULK: 0 vector atomics, 2 the dQ warp's tensor
+    # reduce-adds, ...; None: the Plan's). Not a tuning knob: it replays a measured row's kernel
+    # (`measured_dq_bulk`).
+    dq_bulk: int | None = None
 
 
 def blocks(n: int, b: int) -> np.ndarray:

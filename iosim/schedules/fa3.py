@@ -90,6 +90,10 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
             k = replace(k, regs_per_thread=budget(k.threads))
             if p.deterministic:
                 return deterministic(p, k, values)
+            if t.dq_bulk is not None:  # the reduction a measured row's kernel ran
+                ran = values | {"DETERMINISTIC": 0, "DQ_BULK": t.dq_bulk}
+                return replace(k, smem_bytes=SPECS[k.name].smem(ran, p.elem_bytes),
+                               defines=kernel_defines(k.name, **ran))
             return dq_reduction(p, hw, k, values | {"DETERMINISTIC": 0})
 
         return replace(pl, kernels=tuple(bwd(k) if k.name == "fa3_bwd" else k for k in pl.kernels))

@@ -41,9 +41,9 @@ def option(name: str) -> str:
 
 def check_values(t: Tiles) -> None:
     """Each given knob is a positive whole number; block sizes multiples of 16 (the MMA tile).
-    (`page_ahead` replays a measured row's kernel: a flag, not a knob.)"""
+    (`page_ahead` and `dq_bulk` replay a measured row's kernel: not knobs.)"""
     for name, v in given(t).items():
-        if name == "page_ahead":
+        if name in ("page_ahead", "dq_bulk"):
             continue
         if v < 1:
             raise InputError(f"{option(name)} {v}: must be at least 1")
