@@ -197,7 +197,7 @@ def test_fa3_backward_waits_and_the_papers_dq_writer_variant():
     from iosim.model.timing import sync_loads
 
     p = Problem(batch=1, heads=16, seqlen_q=4096, head_dim=128, dtype="bf16", direction="bwd")
-    main = {k.name: k for k in plan("fa3", p, H100).kernels}
+    main = {k.name: k for k in plan("fa3", p, H100, Tiles(dq_bulk=0)).kernels}  # atomics
     assert sync_loads(main["fa3_bwd"]) == 3
     det = {k.name: k for k in plan("fa3", p.model_copy(update={"deterministic": True}), H100).kernels}
     assert sync_loads(det["fa3_bwd_det"]) == 4
@@ -208,3 +208,26 @@ def test_fa3_backward_waits_and_the_papers_dq_writer_variant():
     with pytest.raises(InputError, match="dQ-writer"):
         supported(paper)
     assert backing(paper, H100) == PUBLISHED
+
+
+def test_fa3_backward_dq_warp_spares_the_consumers_their_dq_wait():
+    """At d = 128 the Plan's dQ reduction is fa3_bwd.cu's dQ warp (DQ_BULK 2: the consumers stage
+    dQ, a warp of the producer warpgroup adds it with tensor reduce-adds): the consumers wait for
+    their GEMM turns only, as the paper's dQ-writer. A measured row replays the reduction it ran
+    (`dq_bulk`; none recorded: vector atomics), the same counts either way."""
+    from iosim.core.rows import measured_dq_bulk
+    from iosim.model.timing import sync_loads
+
+    p = Problem(batch=1, heads=16, seqlen_q=4096, head_dim=128, dtype="bf16", direction="bwd")
+    main = next(k for k in plan("fa3", p, H100).kernels if k.name == "fa3_bwd")
+    assert main.defines["DQ_BULK"] == 2 and sync_loads(main) == 2
+    atomics = next(k for k in plan("fa3", p, H100, Tiles(dq_bulk=0)).kernels if k.name == "fa3_bwd")
+    assert atomics.defines["DQ_BULK"] == 0 and sync_loads(atomics) == 3
+    assert (atomics.traffic, atomics.work) == (main.traffic, main.work)
+    d64 = next(k for k in plan("fa3", p.model_copy(update={"head_dim": 64}), H100).kernels
+               if k.name == "fa3_bwd")
+    assert d64.defines["DQ_BULK"] == 0 and sync_loads(d64) == 3  # two staged units do not fit
+    row = {"schedule": "fa3", "direction": "bwd", "head_dim": 128}
+    assert measured_dq_bulk(row) == 0 and measured_dq_bulk(row | {"dq_bulk": 2.0}) == 2
+    assert measured_dq_bulk(row | {"direction": "fwd"}) is None
+    assert measured_dq_bulk(row | {"deterministic": True}) is None

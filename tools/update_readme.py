@@ -153,7 +153,8 @@ def block_papers() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args) + "\n```"
 
 
-FA3_BWD_RUNS = ["experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "experiments/fa3_bwd/h100/d256/measured_bwd.csv",
+FA3_BWD_RUNS = ["experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv",
+                "experiments/fa3_bwd/h100/d256/measured_bwd.csv",
                 "experiments/fa3_bwd/h200/measured_bwd.csv", "experiments/fa3_bwd/h200/d256/measured_bwd.csv",
                 "experiments/fa3_bwd/h200/measured_det.csv"]
 
@@ -256,6 +257,10 @@ def block_measured_fa3_bwd_h200() -> str:
 
 def block_measured_fa3_bwd_h100() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "fa3")
+
+
+def block_measured_fa3_bwd_dqwarp_h100() -> str:
+    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv", "fa3")
 
 
 def block_fa3_bwd_dq_warp() -> str:
@@ -412,6 +417,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "measured-fa3-bwd-d256-h100": block_measured_fa3_bwd_d256_h100,
           "fa3-bwd-dq-warp": block_fa3_bwd_dq_warp,
           "measured-fa3-bwd-speed10-h100": block_measured_fa3_bwd_speed10_h100,
+          "measured-fa3-bwd-dqwarp-h100": block_measured_fa3_bwd_dqwarp_h100,
           "fa3-bwd-dq-shared": block_fa3_bwd_dq_shared,
           "fa3-bwd-stalls-dq-warp": block_fa3_bwd_stalls_dq_warp,
           "predict": block_predict, "predict-long": block_predict_long,

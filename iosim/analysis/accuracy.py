@@ -18,10 +18,12 @@ from iosim.core.rows import (
     OPTION_COLUMNS,
     POINT_COLUMNS,
     PROBLEM_COLUMNS,
+    RAN_COLUMNS,
     gpu_ms,
     measured_ok,
     normalize,
     point_key,
+    ran_columns,
     require_columns,
 )
 
@@ -85,6 +87,12 @@ def join(pred: pd.DataFrame, measured: pd.DataFrame, how: str = "inner",
     # fp8 rows: also their quantisation; deterministic backward rows: that (rows without those
     # columns ran the default)
     keys = PROBLEM_COLUMNS + [c for c in OPTION_COLUMNS if c in p.columns or c in m.columns]
+    if all(c in p.columns for c in RAN_COLUMNS):  # the kernel each row ran (validate's predictions)
+        m = m.assign(**ran_columns(m))
+        for df in (p, m):
+            for c in RAN_COLUMNS:
+                df[c] = df[c].map(point_key)
+        keys += list(RAN_COLUMNS)
     # a bench file's window, paged cache, forced split count, causal alignment (where it has them)
     points = [c for c in POINT_COLUMNS if c in m.columns]
     for df in (p, m):

@@ -41,12 +41,12 @@ from iosim.core.rows import (
     OPTION_COLUMNS,
     POINT_COLUMNS,
     PROBLEM_COLUMNS,
-    measured_dq_bulk,
-    measured_page_ahead,
+    RAN_COLUMNS,
     measured_split_cols,
     measured_split_rows,
     option_fields,
     point_key,
+    ran_columns,
     read_rows,
 )
 from iosim.schedules import SCHEDULES, Tiles, plan
@@ -102,8 +102,7 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     # the fa1 kernel each row ran (None: the Plan's own split)
     ours = ours.assign(split_rows=[measured_split_rows(r) for r in ours.itertuples(index=False)],
                        split_cols=[measured_split_cols(r) for r in ours.itertuples(index=False)],
-                       page_ahead=[measured_page_ahead(r) for r in ours.itertuples(index=False)],
-                       dq_bulk=[measured_dq_bulk(r) for r in ours.itertuples(index=False)])
+                       **ran_columns(ours))
     quant = [c for c in OPTION_COLUMNS if c in ours.columns]  # fp8 quantisation, deterministic
     tiles = ["ran_tiles"] if "ran_tiles" in ours.columns else []  # the tiles a row ran
     # a bench row's window, paged cache, forced split count, causal alignment; and how many
@@ -133,7 +132,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
         if r.schedule == "decode" and ran and pd.notna(r.kernels):  # the combine's own launch
             pred["time_pred_ms"] += 1e3 * prof.launch_overhead_s * max(0, r.kernels - pred["kernels"])
-        rows.append(pred | {"hw": r.hw, "profile": prof.name} | {c: getattr(r, c) for c in points})
+        rows.append(pred | {"hw": r.hw, "profile": prof.name} | {c: getattr(r, c) for c in points}
+                    | {c: getattr(r, c) for c in RAN_COLUMNS})
     return pd.DataFrame(rows)
 
 

@@ -170,6 +170,17 @@ def measured_dq_bulk(r) -> int | None:
     return 0 if v is None else int(float(v))
 
 
+# which kernel a measured row ran where the Plan has changed since (None: the Plan's own): a
+# join key of validate's, so that rows of two kernels of one problem meet their own predictions
+RAN_COLUMNS = {"page_ahead": measured_page_ahead, "dq_bulk": measured_dq_bulk}
+
+
+def ran_columns(df: pd.DataFrame) -> dict[str, list]:
+    """RAN_COLUMNS of each measured row."""
+    rows = df.to_dict("records")
+    return {c: [f(r) for r in rows] for c, f in RAN_COLUMNS.items()}
+
+
 INT_COLUMNS = ["batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim"]
 STR_COLUMNS = ["hw", "schedule", "direction", "dtype"]
 # What a file needs to be read as predictions (sweep/predict output) or as measurements (bench).
@@ -324,5 +335,5 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     return df
 
 
-__all__ = ["measured_dq_bulk", "measured_page_ahead", "QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
+__all__ = ["RAN_COLUMNS", "ran_columns", "measured_dq_bulk", "measured_page_ahead", "QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
            "normalize", "read_rows", "require_columns"]
