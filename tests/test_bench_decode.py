@@ -208,3 +208,13 @@ def row_time(pl, hw) -> float:
     from iosim.analysis.predict import row
 
     return row(pl, hw)["time_pred_ms"]
+
+
+def test_a_bench_file_names_each_column_once():
+    """The fp8 quantisation columns are both fp8's and the point's keys: a bench file lists them
+    once (files written before say `fp8_scaling.1` when read back)."""
+    from iosim.analysis.bench import KEY_EXTRA, file_columns
+
+    cols = file_columns(["hw", "schedule", "fp8_scaling", "time_pred_ms"], ["seed", "time_queued_ms"])
+    assert len(cols) == len(set(cols)) and set(KEY_EXTRA) <= set(cols)
+    assert cols[:4] == ["hw", "schedule", "fp8_scaling", "time_pred_ms"]

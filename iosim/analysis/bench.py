@@ -99,6 +99,12 @@ def attn_time_pred_ms(pl, hw: HardwareProfile) -> float:
     return pred[pl.kernels.index(pl.main)].seconds * 1e3
 
 
+def file_columns(model: list[str], extra: list[str]) -> list[str]:
+    """A bench file's columns, each once: the model's row, the measurement's, the GPU side's
+    `extra` (iosim.gpu.bench.EXTRA_COLUMNS), Nsight Compute's, fp8's and the point's keys."""
+    return list(dict.fromkeys(model + MEASURED_COLUMNS + extra + NCU_COLUMNS + FP8_COLUMNS + KEY_EXTRA))
+
+
 def done_keys(path: Path, columns: list[str]) -> tuple[set[tuple], list[str]]:
     """Points already measured. Rows that ended in an error (a crash, not a measurement) are
     dropped so that the resumed run measures them again; the file is rewritten with this
@@ -162,9 +168,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
     if queued or any(decode.takes(p) for p in problems):  # also with the launches queued
         timer.queued = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES,
                                    flush=flush)
-    base_cols = list(row(plan(schedules[0], problems[0], hw), hw).keys())
-    columns = base_cols + [c for c in MEASURED_COLUMNS + bench.EXTRA_COLUMNS if c not in base_cols]
-    columns += [c for c in NCU_COLUMNS + FP8_COLUMNS + KEY_EXTRA if c not in columns]
+    columns = file_columns(list(row(plan(schedules[0], problems[0], hw), hw).keys()), bench.EXTRA_COLUMNS)
     done, columns = done_keys(out, columns) if resume else (set(), columns)
     todo = [(s, p, k) for p in problems for s in schedules for k in splits_of[s]]
     todo += [(s, p, None) for p in problems for s in peer_rows(peers, p)]
