@@ -155,7 +155,8 @@ def block_papers() -> str:
 
 FA3_BWD_RUNS = ["experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv",
                 "experiments/fa3_bwd/h100/d256/measured_bwd.csv",
-                "experiments/fa3_bwd/h200/measured_bwd.csv", "experiments/fa3_bwd/h200/d256/measured_bwd.csv",
+                "experiments/fa3_bwd/h200/measured_bwd.csv", "experiments/fa3_bwd/h200/dqwarp/measured_bwd.csv",
+                "experiments/fa3_bwd/h200/d256/measured_bwd.csv",
                 "experiments/fa3_bwd/h200/measured_det.csv"]
 
 
@@ -261,6 +262,10 @@ def block_measured_fa3_bwd_h100() -> str:
 
 def block_measured_fa3_bwd_dqwarp_h100() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv", "fa3")
+
+
+def block_measured_fa3_bwd_dqwarp_h200() -> str:
+    return tool("bwd_ratios.py", "experiments/fa3_bwd/h200/dqwarp/measured_bwd.csv", "fa3")
 
 
 def block_fa3_bwd_dq_warp() -> str:
@@ -418,6 +423,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "fa3-bwd-dq-warp": block_fa3_bwd_dq_warp,
           "measured-fa3-bwd-speed10-h100": block_measured_fa3_bwd_speed10_h100,
           "measured-fa3-bwd-dqwarp-h100": block_measured_fa3_bwd_dqwarp_h100,
+          "measured-fa3-bwd-dqwarp-h200": block_measured_fa3_bwd_dqwarp_h200,
           "fa3-bwd-dq-shared": block_fa3_bwd_dq_shared,
           "fa3-bwd-stalls-dq-warp": block_fa3_bwd_stalls_dq_warp,
           "predict": block_predict, "predict-long": block_predict_long,
