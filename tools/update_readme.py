@@ -268,6 +268,10 @@ def block_measured_fa3_bwd_dqwarp_h200() -> str:
     return tool("bwd_ratios.py", "experiments/fa3_bwd/h200/dqwarp/measured_bwd.csv", "fa3")
 
 
+def block_measured_fa3_both_dqwarp_h100() -> str:
+    return tool("both_ratios.py", "experiments/fa3_bwd/h100/dqwarp/measured_both.csv")
+
+
 def block_fa3_bwd_dq_warp() -> str:
     return tool("variant_ratios.py", "experiments/fa3_bwd/h100/speed10/run1/variants_dq.csv")
 
@@ -424,6 +428,7 @@ BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3
           "measured-fa3-bwd-speed10-h100": block_measured_fa3_bwd_speed10_h100,
           "measured-fa3-bwd-dqwarp-h100": block_measured_fa3_bwd_dqwarp_h100,
           "measured-fa3-bwd-dqwarp-h200": block_measured_fa3_bwd_dqwarp_h200,
+          "measured-fa3-both-dqwarp-h100": block_measured_fa3_both_dqwarp_h100,
           "fa3-bwd-dq-shared": block_fa3_bwd_dq_shared,
           "fa3-bwd-stalls-dq-warp": block_fa3_bwd_stalls_dq_warp,
           "predict": block_predict, "predict-long": block_predict_long,
