@@ -21,7 +21,7 @@ import pandas as pd
 
 MEASURED = ["experiments/fwd_grid/h100/measured.csv", "experiments/bwd_grid/h100/measured_bwd.csv",
             "experiments/fa1_fair/h100/measured_fa1.csv", "experiments/fa3/h100/measured_fa3.csv",
-            "experiments/fa3_bwd/h100/recheck/measured_bwd.csv",
+            "experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv",
             "experiments/fp8/h100/recheck/measured_fp8.csv"]
 POINT = ["schedule", "direction", "seqlen_q", "head_dim", "causal", "fp8"]
 
