@@ -209,11 +209,8 @@ def _fa3_bwd_readers(d: Defines) -> Readers:
 # fa3's backward with a dQ-writer warp (DQ_WRITER = 1): the FA3 paper's Algorithm 3 (App. B.1),
 # where the consumers write dQ_i(local) to shared memory and notify a warp of its own that adds
 # it to global memory; a Plan with it is modelled only (`modelled_only`): it replays the
-# published FA3 backward bars. kernels/fa3_bwd.cu's DQ_BULK=2 (the Plan's at d = 128 since
-# experiments/fa3_bwd/h100/speed10/) is such a warp, but _fa3_bwd_waits still counts the dQ
-# wait for it: the committed fa3 backward rows measured before it ran the atomics, and no row
-# column says which reduction a row ran yet (with the wait dropped for DQ_BULK=2, validate's
-# fa3 bwd d = 128 MAPE on those rows went from 2.5% to 20.5%).
+# published FA3 backward bars. kernels/fa3_bwd.cu's dQ warp (DQ_BULK 2, 3: DQ_WARP) is such a
+# warp of its own; rows record which reduction they ran (`dq_bulk`, core/rows.py).
 DQ_WRITER = "DQ_WRITER"
 
 
@@ -463,6 +460,7 @@ def _fa2_bwd_smem(d: Defines, e: int) -> int:  # K, V; Q, dO ring; Pᵀ, dSᵀ; 
 
 
 FA3_SMEM_ALIGN = 1024  # fa3.cu and fa3_bwd.cu align their swizzled tiles to 1024 bytes
+FA3_BWD_STATIC_SMEM = 1024  # fa3_bwd.cu's static shared memory (its mbarriers), as ptxas reports it
 SWIZZLE_BYTES = 128  # fa3.cu / fa3_bwd.cu's TMA boxes: one 128-byte swizzled row
 
 

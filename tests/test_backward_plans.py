@@ -141,7 +141,7 @@ def test_fa3_backward_takes_the_dq_warp_where_its_staging_fits(hw):
     turn, fits at d = 64 but is not the Plan's). Every choice fits with the kernel's static
     shared memory."""
     from iosim.kernels import FA3_DQ_BOXES
-    from iosim.schedules.fa3 import STATIC_SMEM
+    from iosim.kernels import FA3_BWD_STATIC_SMEM as STATIC_SMEM
 
     h = load(hw)
 

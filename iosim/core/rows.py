@@ -132,23 +132,26 @@ def measured_split_cols(r) -> int | None:
     return int(v) if v is not None and not pd.isna(v) else int(r.seqlen_k)
 
 
+def _cell(r, c: str):
+    """Column `c` of a row (a named tuple, a pandas Series or a dict); None where blank."""
+    import pandas as pd
+
+    v = r.get(c) if hasattr(r, "get") else getattr(r, c, None)
+    blank = v is None or (not isinstance(v, str) and pd.isna(v)) or str(v).strip() in ("", "nan")
+    return None if blank else v
+
+
 def measured_page_ahead(r) -> bool | None:
     """Whether a measured decode row's paged kernel read the block table a tile ahead (its
     `page_ahead`, which the bench records); a paged row without one was measured before
     (kernels/decode.cu before PAGE_AHEAD: each row's entry read as its load issued): False.
     None (the Plan's own) for a contiguous cache and every other schedule. `r`: a row as a
     named tuple, a pandas Series or a dict (decode_bench.py's rows name the kernel in `impl`)."""
-    import pandas as pd
-
-    def get(c):
-        v = r.get(c) if hasattr(r, "get") else getattr(r, c, None)
-        blank = v is None or (not isinstance(v, str) and pd.isna(v)) or str(v).strip() in ("", "nan")
-        return None if blank else v
-
-    schedule = get("schedule") or ("decode" if str(get("impl") or "").startswith("decode") else None)
-    if schedule != "decode" or get("page_size") is None:
+    impl = str(_cell(r, "impl") or "")
+    schedule = _cell(r, "schedule") or ("decode" if impl.startswith("decode") else None)
+    if schedule != "decode" or _cell(r, "page_size") is None:
         return None
-    v = get("page_ahead")
+    v = _cell(r, "page_ahead")
     return False if v is None else bool(float(v))
 
 
@@ -157,16 +160,10 @@ def measured_dq_bulk(r) -> int | None:
     records: fa3_bwd.cu DQ_BULK); a row without one was measured before the dQ warp: vector
     atomics, 0. None (the Plan's own) for every other schedule and direction and for a
     deterministic row (its own reduction). `r`: a named tuple, a pandas Series or a dict."""
-    import pandas as pd
-
-    def get(c):
-        v = r.get(c) if hasattr(r, "get") else getattr(r, c, None)
-        blank = v is None or (not isinstance(v, str) and pd.isna(v)) or str(v).strip() in ("", "nan")
-        return None if blank else v
-
-    if get("schedule") != "fa3" or get("direction") != "bwd" or str(get("deterministic")) == "True":
+    if _cell(r, "schedule") != "fa3" or _cell(r, "direction") != "bwd" \
+            or str(_cell(r, "deterministic")) == "True":
         return None
-    v = get("dq_bulk")
+    v = _cell(r, "dq_bulk")
     return 0 if v is None else int(float(v))
 
 

@@ -43,7 +43,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
-from iosim.kernels import DQ_WRITER, SPECS, fa3_bwd_consumers, kernel_defines, source
+from iosim.kernels import DQ_WRITER, FA3_BWD_STATIC_SMEM, SPECS, fa3_bwd_consumers, kernel_defines, source
 from iosim.schedules.base import F32, BlockMap, Tiles, uniform
 from iosim.schedules.fa2 import FlashStyle
 
@@ -58,7 +58,6 @@ BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # (experiments/fa3_bwd/h100/speed10/run2/run.log) but compute-sanitizer racecheck reported
 # hazards on the ragged d = 64 case (run2/sanitize.log), unexplained so far
 DQ_BULK_MODES = (2,)
-STATIC_SMEM = 1024  # fa3_bwd.cu's static shared memory (its mbarriers) as ptxas reports it
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
 QUANT_THREADS = 512  # kernels/fp8_quant.cu: a warp per row, 16 warps a tile
 # registers per thread of fp8_quant.cu as ptxas allocates them (nvcc 13, sm_90a, the most over
@@ -91,9 +90,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
             if p.deterministic:
                 return deterministic(p, k, values)
             if t.dq_bulk is not None:  # the reduction a measured row's kernel ran
-                ran = values | {"DETERMINISTIC": 0, "DQ_BULK": t.dq_bulk}
-                return replace(k, smem_bytes=SPECS[k.name].smem(ran, p.elem_bytes),
-                               defines=kernel_defines(k.name, **ran))
+                return with_dq(p, k, values | {"DETERMINISTIC": 0, "DQ_BULK": t.dq_bulk})
             return dq_reduction(p, hw, k, values | {"DETERMINISTIC": 0})
 
         return replace(pl, kernels=tuple(bwd(k) if k.name == "fa3_bwd" else k for k in pl.kernels))
@@ -121,12 +118,17 @@ def dq_reduction(p: Problem, hw: HardwareProfile, k: KernelPlan, values: dict[st
     two staged units do not fit). The bytes that reach L2 are the same either way
     (experiments/fa3_bwd/h100/speed10/)."""
     for mode in DQ_BULK_MODES:
-        bulk = values | {"DQ_BULK": mode}
-        smem = SPECS[k.name].smem(bulk, p.elem_bytes)
-        fits = smem + STATIC_SMEM <= hw.smem_per_block_optin_bytes
-        if all(ok for ok, _ in SPECS[k.name].rules(bulk)) and fits:
-            return replace(k, smem_bytes=smem, defines=kernel_defines(k.name, **bulk))
+        bulk = with_dq(p, k, values | {"DQ_BULK": mode})
+        fits = bulk.smem_bytes + FA3_BWD_STATIC_SMEM <= hw.smem_per_block_optin_bytes
+        if all(ok for ok, _ in SPECS[k.name].rules(bulk.defines)) and fits:
+            return bulk
     return replace(k, defines=kernel_defines(k.name, **values))  # DQ_BULK 0: atomics
+
+
+def with_dq(p: Problem, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
+    """fa3_bwd with these defines (a DQ_BULK among them) and the shared memory they take."""
+    return replace(k, smem_bytes=SPECS[k.name].smem(values, p.elem_bytes),
+                   defines=kernel_defines(k.name, **values))
 
 
 def deterministic(p: Problem, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
