@@ -15,6 +15,7 @@ import io
 import json
 import re
 import sys
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,12 +135,6 @@ def block_validate_small() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
 
 
-def block_timing_spread() -> str:
-    """Two runs of experiments/small_new, timed as issued and with launches queued."""
-    return tool("timing_spread.py", "experiments/small_new/h100/flush10/measured_small_rq1.csv",
-                "experiments/small_new/h100/flush10/measured_small_rq2.csv")
-
-
 def block_validate_small_queued() -> str:
     """The small problems and waves again, with launches queued (flush10)."""
     args = ["validate", "experiments/small_new/h100/flush10/measured_small_rq1.csv",
@@ -174,16 +169,6 @@ def block_mask_add_cost() -> str:
     with contextlib.chdir(ROOT):
         text = module.report()
     return "```\n$ python tools/mask_add_cost.py\n" + text.rstrip() + "\n```"
-
-
-def block_paper_speedups() -> str:
-    """The papers' speedups over their standard attention against the model's."""
-    return tool("paper_speedups.py", "experiments/papers/published.csv")
-
-
-def block_paper_kernels() -> str:
-    """The papers' TFLOP/s beside the model's error and our kernels' measured speed."""
-    return tool("paper_kernels.py", "experiments/papers/published.csv")
 
 
 def block_validate_summary() -> str:
@@ -224,26 +209,6 @@ def tool(script: str, data: str, *args: str) -> str:
     return f"```\n$ python tools/{script} {line}\n" + module.report(str(ROOT / data), *paths).rstrip() + "\n```"
 
 
-def block_ncu_bound() -> str:
-    return tool("ncu_summary.py", "experiments/ncu_mechanism/h100/ncu_mechanism.csv")
-
-
-def block_ncu_bound_bwd() -> str:
-    return tool("ncu_summary.py", "experiments/ncu_mechanism/h100/ncu_mechanism_bwd.csv")
-
-
-def block_measured_bwd() -> str:
-    return tool("bwd_ratios.py", "experiments/bwd_grid/h100/measured_bwd.csv")
-
-
-def block_fa1_split_bwd() -> str:
-    return tool("fa1_ratios.py", "experiments/fa1_fair/h200/measured_fa1_bwd.csv")
-
-
-def block_measured_fa3_bwd() -> str:
-    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/measured_bwd.csv", "fa3")
-
-
 def block_fa3_bwd_prefetch() -> str:
     path = "experiments/fa3_bwd/h200/prefetch"
     spec = importlib.util.spec_from_file_location("ab", ROOT / path / "ab.py")
@@ -252,89 +217,12 @@ def block_fa3_bwd_prefetch() -> str:
     return f"```\n$ python {path}/ab.py\n" + module.report(str(ROOT / path)) + "\n```"
 
 
-def block_measured_fa3_bwd_h200() -> str:
-    return tool("bwd_ratios.py", "experiments/fa3_bwd/h200/measured_bwd.csv", "fa3")
-
-
-def block_measured_fa3_bwd_h100() -> str:
-    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "fa3")
-
-
-def block_measured_fa3_bwd_dqwarp_h100() -> str:
-    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv", "fa3")
-
-
-def block_measured_fa3_bwd_dqwarp_h200() -> str:
-    return tool("bwd_ratios.py", "experiments/fa3_bwd/h200/dqwarp/measured_bwd.csv", "fa3")
-
-
-def block_measured_fa3_both_dqwarp_h100() -> str:
-    return tool("both_ratios.py", "experiments/fa3_bwd/h100/dqwarp/measured_both.csv")
-
-
-def block_fa3_bwd_dq_warp() -> str:
-    return tool("variant_ratios.py", "experiments/fa3_bwd/h100/speed10/run1/variants_dq.csv")
-
-
-def block_measured_fa3_bwd_speed10_h100() -> str:
-    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/speed10/run2/measured_bwd.csv", "fa3")
-
-
-def block_fa3_bwd_dq_shared() -> str:
-    return tool("variant_ratios.py", "experiments/fa3_bwd/h100/speed10/run2/run.log")
-
-
-def block_fa3_bwd_stalls_dq_warp() -> str:
-    return tool("ncu_stall_sites.py", "experiments/fa3_bwd/h100/speed10/run2/ncu_source_d128.csv")
-
-
-def block_measured_fa3_bwd_d256_h100() -> str:
-    return tool("bwd_ratios.py", "experiments/fa3_bwd/h100/d256/measured_bwd.csv", "fa3")
-
-
-def block_measured_fp8_h100() -> str:
-    return tool("fp8_summary.py", "experiments/fp8/h100/recheck/measured_fp8.csv")
-
-
-def block_fp8_ncu_d128() -> str:
-    return tool("ncu_brief.py", "experiments/fp8/h100/speed10/round1/ncu_raw_d128_bn128.csv")
-
-
-def block_fa3_bwd_stalls() -> str:
-    return tool("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv")
-
-
-def block_measured_fp8() -> str:
-    return tool("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv")
-
-
-def block_fa3_dq_reduce() -> str:
-    return tool("fa3_dq.py", "experiments/fa3_bwd/h100/dq/dq_reduce.csv")
-
-
-def block_fa3_dq_ncu() -> str:
-    return tool("fa3_dq.py", "experiments/fa3_bwd/h100/dq")
-
-
 DECODE_ARGS = ["predict", "--schedule", "decode", "--seqlen", "1", "--seqlen-k", "131072",
                "--kv-heads", "8"]
 
 
 def block_predict_decode() -> str:
     return "```\n$ iosim " + " ".join(DECODE_ARGS) + "\n" + run(*DECODE_ARGS) + "```"
-
-
-def block_decode_measured() -> str:
-    return tool("decode_summary.py", "experiments/decode/h200/bench.csv",
-                "experiments/decode/h200/variants.csv")
-
-
-def block_decode_measured_h100_bench() -> str:
-    return tool("decode_summary.py", "experiments/decode/h100/bench.csv")
-
-
-def block_decode_measured_h100() -> str:
-    return tool("decode_summary.py", "experiments/decode/h100/decode.csv")
 
 
 FUSED = "experiments/decode/h100/fused"
@@ -417,35 +305,77 @@ def block_tune_rerank() -> str:
             f"{ok} of {n} problems, median rho {rho:.2f}\n" + "\n".join(picks) + "\n```")
 
 
-BLOCKS = {"measured-fa3-bwd": block_measured_fa3_bwd, "fa3-dq-reduce": block_fa3_dq_reduce,
-          "fa3-dq-ncu": block_fa3_dq_ncu, "measured-fp8": block_measured_fp8,
-          "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fa3-bwd-stalls": block_fa3_bwd_stalls,
-          "measured-fa3-bwd-h200": block_measured_fa3_bwd_h200,
-          "measured-fa3-bwd-h100": block_measured_fa3_bwd_h100, "measured-fp8-h100": block_measured_fp8_h100,
-          "fp8-ncu-d128": block_fp8_ncu_d128,
-          "measured-fa3-bwd-d256-h100": block_measured_fa3_bwd_d256_h100,
-          "fa3-bwd-dq-warp": block_fa3_bwd_dq_warp,
-          "measured-fa3-bwd-speed10-h100": block_measured_fa3_bwd_speed10_h100,
-          "measured-fa3-bwd-dqwarp-h100": block_measured_fa3_bwd_dqwarp_h100,
-          "measured-fa3-bwd-dqwarp-h200": block_measured_fa3_bwd_dqwarp_h200,
-          "measured-fa3-both-dqwarp-h100": block_measured_fa3_both_dqwarp_h100,
-          "fa3-bwd-dq-shared": block_fa3_bwd_dq_shared,
-          "fa3-bwd-stalls-dq-warp": block_fa3_bwd_stalls_dq_warp,
+# the blocks that are a tools/ script's report on committed files: name -> (script, data, args)
+TOOL_BLOCKS = {
+    "timing-spread": (
+        "timing_spread.py",
+        "experiments/small_new/h100/flush10/measured_small_rq1.csv",
+        "experiments/small_new/h100/flush10/measured_small_rq2.csv"),
+    "paper-speedups": ("paper_speedups.py", "experiments/papers/published.csv"),
+    "paper-kernels": ("paper_kernels.py", "experiments/papers/published.csv"),
+    "ncu-bound": ("ncu_summary.py", "experiments/ncu_mechanism/h100/ncu_mechanism.csv"),
+    "ncu-bound-bwd": ("ncu_summary.py", "experiments/ncu_mechanism/h100/ncu_mechanism_bwd.csv"),
+    "measured-bwd": ("bwd_ratios.py", "experiments/bwd_grid/h100/measured_bwd.csv"),
+    "fa1-split-bwd": ("fa1_ratios.py", "experiments/fa1_fair/h200/measured_fa1_bwd.csv"),
+    "measured-fa3-bwd": ("bwd_ratios.py", "experiments/fa3_bwd/h100/measured_bwd.csv", "fa3"),
+    "measured-fa3-bwd-h200": ("bwd_ratios.py", "experiments/fa3_bwd/h200/measured_bwd.csv", "fa3"),
+    "measured-fa3-bwd-h100": (
+        "bwd_ratios.py",
+        "experiments/fa3_bwd/h100/recheck/measured_bwd.csv",
+        "fa3"),
+    "measured-fa3-bwd-dqwarp-h100": (
+        "bwd_ratios.py",
+        "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv",
+        "fa3"),
+    "measured-fa3-bwd-dqwarp-h200": (
+        "bwd_ratios.py",
+        "experiments/fa3_bwd/h200/dqwarp/measured_bwd.csv",
+        "fa3"),
+    "measured-fa3-both-dqwarp-h100": (
+        "both_ratios.py",
+        "experiments/fa3_bwd/h100/dqwarp/measured_both.csv"),
+    "fa3-bwd-dq-warp": (
+        "variant_ratios.py",
+        "experiments/fa3_bwd/h100/speed10/run1/variants_dq.csv"),
+    "measured-fa3-bwd-speed10-h100": (
+        "bwd_ratios.py",
+        "experiments/fa3_bwd/h100/speed10/run2/measured_bwd.csv",
+        "fa3"),
+    "fa3-bwd-dq-shared": ("variant_ratios.py", "experiments/fa3_bwd/h100/speed10/run2/run.log"),
+    "fa3-bwd-stalls-dq-warp": (
+        "ncu_stall_sites.py",
+        "experiments/fa3_bwd/h100/speed10/run2/ncu_source_d128.csv"),
+    "measured-fa3-bwd-d256-h100": (
+        "bwd_ratios.py",
+        "experiments/fa3_bwd/h100/d256/measured_bwd.csv",
+        "fa3"),
+    "measured-fp8-h100": ("fp8_summary.py", "experiments/fp8/h100/recheck/measured_fp8.csv"),
+    "fp8-ncu-d128": ("ncu_brief.py", "experiments/fp8/h100/speed10/round1/ncu_raw_d128_bn128.csv"),
+    "fa3-bwd-stalls": ("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv"),
+    "measured-fp8": ("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv"),
+    "fa3-dq-reduce": ("fa3_dq.py", "experiments/fa3_bwd/h100/dq/dq_reduce.csv"),
+    "fa3-dq-ncu": ("fa3_dq.py", "experiments/fa3_bwd/h100/dq"),
+    "decode-measured": (
+        "decode_summary.py",
+        "experiments/decode/h200/bench.csv",
+        "experiments/decode/h200/variants.csv"),
+    "decode-measured-h100-bench": ("decode_summary.py", "experiments/decode/h100/bench.csv"),
+    "decode-measured-h100": ("decode_summary.py", "experiments/decode/h100/decode.csv"),
+}
+
+
+BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
+          "fa3-bwd-prefetch": block_fa3_bwd_prefetch,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "measured": block_measured, "validate": block_validate,
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
-          "timing-spread": block_timing_spread, "validate-small-queued": block_validate_small_queued,
-          "papers": block_papers, "paper-speedups": block_paper_speedups,
-          "paper-kernels": block_paper_kernels,
+          "validate-small-queued": block_validate_small_queued,
+          "papers": block_papers,
           "fa3-bwd-validate": block_fa3_bwd_validate, "mask-add-cost": block_mask_add_cost,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
-          "ncu-bound": block_ncu_bound, "ncu-bound-bwd": block_ncu_bound_bwd,
-          "measured-bwd": block_measured_bwd, "fa1-split-bwd": block_fa1_split_bwd,
           "explain": block_explain, "tune": block_tune,
-          "predict-decode": block_predict_decode, "decode-measured": block_decode_measured,
-          "decode-measured-h100": block_decode_measured_h100,
-          "decode-measured-h100-bench": block_decode_measured_h100_bench,
+          "predict-decode": block_predict_decode,
           "decode-flush-h100": block_decode_flush_h100, "decode-fused-h100": block_decode_fused_h100,
           "decode-fused-h100-mha": block_decode_fused_h100_mha,
           "decode-fused-h100-window": block_decode_fused_h100_window,
