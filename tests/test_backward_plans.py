@@ -140,8 +140,8 @@ def test_fa3_backward_takes_the_dq_warp_where_its_staging_fits(hw):
     beside its three dSᵀ buffers, a three-stage ring at d = 128; DQ_BULK 3, one unit shared in
     turn, fits at d = 64 but is not the Plan's). Every choice fits with the kernel's static
     shared memory."""
-    from iosim.kernels import FA3_DQ_BOXES
     from iosim.kernels import FA3_BWD_STATIC_SMEM as STATIC_SMEM
+    from iosim.kernels import FA3_DQ_BOXES
 
     h = load(hw)
 
