@@ -344,10 +344,11 @@ def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (not d["PINGPONG"] or bn == 128, "ping-pong with two consumers (--block-n 128)"),
             (d.get("DQ_BULK", 0) in (0, 1, 2, 3), "DQ_BULK 0 (atomics), 1, 2 or 3 (bulk reduce-adds)"),
-            (not d.get("DQ_BULK") or (units == nc == 2 and not d.get("DETERMINISTIC") and not split
-                                      and (dd == 128 or (dd == 64 and d["DQ_BULK"] == 3))),
-             "dQ by bulk reduce-add: one dQ unit a consumer, not deterministic; head_dim 128, or "
-             "64 with DQ_BULK 3"),
+            (not d.get("DQ_BULK") or (nc == 2 and not d.get("DETERMINISTIC") and (
+                d["DQ_BULK"] == 2 if split else
+                units == nc and (dd == 128 or (dd == 64 and d["DQ_BULK"] == 3)))),
+             "dQ by bulk reduce-add: not deterministic; one dQ unit a consumer at head_dim 128, "
+             "or 64 with DQ_BULK 3; head_dim 256: DQ_BULK 2 (staged in the Q/dO ring slot)"),
             (st >= 1, "--stages >= 1")]
 
 
@@ -491,8 +492,12 @@ FA3_DQ_BOXES = 64 * 64 * F32  # fa3_bwd.cu DQ_BULK 2, 3: a dQ unit as two swizzl
 def fa3_dq_staging(d: Defines) -> int:
     """fa3_bwd.cu's shared memory for staged dQ units (64 queries x 64 fp32 columns), by DQ_BULK:
     none (atomics); 64 padded rows a consumer (a bulk reduce-add a row); two 128-byte-swizzled
-    boxes a consumer (the dQ warp's two TMA reduce-adds); one such unit, the consumers in turn."""
+    boxes a consumer (the dQ warp's two TMA reduce-adds); one such unit, the consumers in turn.
+    Head_dim 256 (SPLIT_D) with the dQ warp: none of its own, each consumer's two units go to its
+    panels of the step's Q/dO ring slot (DQ_IN_RING)."""
     nc = fa3_bwd_consumers(d)
+    if fa3_bwd_split_d(d) and d.get("DQ_BULK") in DQ_WARP:
+        return 0
     return {0: 0, 1: nc * 64 * FA3_BULK_ROW, 2: nc * FA3_DQ_BOXES, 3: FA3_DQ_BOXES}[d.get("DQ_BULK", 0)]
 
 

@@ -175,14 +175,21 @@ constexpr int BULK_ROW = 288;           // DQ_BULK 1: a staged dQ row (256 bytes
 // through it in turn (consumer 0's, then 1's, each step), where two do not fit (d = 64)
 constexpr bool DQ_WARP = DQ_BULK >= 2;
 constexpr bool DQ_SHARED = DQ_BULK == 3;
+// SPLIT_D with the dQ warp: each consumer stages its two units in the step's own Q/dO ring slot
+// (the panels only its own dK, dV read), and the dQ warp, not the consumers, frees the slot
+constexpr bool DQ_IN_RING = SPLIT_D && DQ_WARP;
 constexpr int DQ_BOX = 64 * 32 * 4;     // DQ_WARP: one TMA box of a dQ unit (64 rows x 32 fp32)
-constexpr int DQ_STAGE = DQ_WARP ? 2 * DQ_BOX : 64 * BULK_ROW;  // one staged unit
+constexpr int DQ_STAGE = DQ_IN_RING ? 0 : DQ_WARP ? 2 * DQ_BOX : 64 * BULK_ROW;  // one staged unit
 static_assert(DQ_BULK >= 0 && DQ_BULK <= 3,
               "DQ_BULK must be 0 (atomics), 1, 2 or 3 (bulk reduce-adds)");
-static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && NC == 2 && !SPLIT_D &&
-                           (D == 128 || (D == 64 && DQ_SHARED))),
-              "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC; HEAD_DIM 128, "
-              "or 64 with DQ_BULK 3 (two staged units do not fit beside the three dS buffers)");
+static_assert(!DQ_BULK || (!DETERMINISTIC && NC == 2 &&
+                           (SPLIT_D ? DQ_BULK == 2
+                                    : DQ_PER == 1 && (D == 128 || (D == 64 && DQ_SHARED)))),
+              "DQ_BULK: not with DETERMINISTIC; one dQ unit a consumer and step at HEAD_DIM 128, "
+              "or 64 with DQ_BULK 3 (two staged units do not fit beside the three dS buffers); "
+              "HEAD_DIM 256: DQ_BULK 2 only (staged in the ring slot)");
+static_assert(!DQ_IN_RING || (DQ_PER == 2 && Q_PANEL == DQ_BOX),
+              "DQ_IN_RING: a consumer's two dQ units (four boxes) fill its two Q and two dO panels");
 
 static_assert(BM == 64 || (BM == 128 && D == 64),
               "BLOCK_M must be 64, or 128 at HEAD_DIM 64 (Sᵀ, dPᵀ, dK, dV in registers)");
@@ -219,6 +226,12 @@ constexpr int NB_XCH = 10;  // SPLIT_D: both consumers' Pᵀ, dSᵀ halves store
 constexpr int NB_DQ_FULL = 11;
 constexpr int NB_DQ_EMPTY = 13;
 constexpr int DQ_BAR_THREADS = 128 + 32;
+// DQ_SHARED: the buffer handed from one consumer to the other through NB_DQ_EMPTY + next, where
+// the consumer that wrote it last arrives too (once its stores are fenced), so that the two
+// consumers' stores are ordered by a barrier both take part in (compute-sanitizer racecheck
+// does not follow the order through the dQ warp's barriers alone: 16 hazards in
+// experiments/fa3_bwd/h100/speed10/run2/sanitize.log)
+constexpr int DQ_EMPTY_THREADS = DQ_SHARED ? 128 + 128 + 32 : DQ_BAR_THREADS;
 static_assert(NB_DS < NB_TURN && NB_STAT + 2 <= NB_SEM && NB_SEM + 2 <= NB_BULK &&
                   NB_BULK + 2 <= NB_XCH && NB_XCH < NB_DQ_FULL && NB_DQ_FULL + 2 <= NB_DQ_EMPTY &&
                   NB_DQ_EMPTY + 2 <= 16,
@@ -396,7 +409,8 @@ fa3_bwd(FA3_BWD_PARAMS) {
         mbar_init(bar(BAR_KV), 1);
         for (int s = 0; s < NS; ++s) {
             mbar_init(bar(BAR_FULL + s), 1);  // TMA's expect_tx
-            mbar_init(bar(BAR_EMPTY + s), 4 * NC);  // one arrival per consumer warp
+            // one arrival per consumer warp; DQ_IN_RING: the dQ warp's, once it read the slot
+            mbar_init(bar(BAR_EMPTY + s), DQ_IN_RING ? 1 : 4 * NC);
         }
         mbar_init_fence();
     }
@@ -414,9 +428,35 @@ fa3_bwd(FA3_BWD_PARAMS) {
             // back once read; the consumers add the steps in order, a step late (add_dq)
             const bool leader = threadIdx.x == 32;
             if (leader) tma_prefetch(&tmdQ);
+            if (DQ_IN_RING) {  // SPLIT_D: consumer cc's units in its Q and dO panels of slot s
+                for (int it = 0; it < n_iter; ++it) {
+                    const int s = it % NS;
+                    const int m0 = q_block_of(g, it) * BM;
+#pragma unroll
+                    for (int cc = 0; cc < NC; ++cc) {
+                        named_bar_sync(NB_DQ_FULL + cc, DQ_BAR_THREADS);
+                        if (leader) {
+#pragma unroll
+                            for (int t = 0; t < DQ_PER; ++t) {  // columns DC·cc + 64t
+                                const u32 buf = (t ? sdO : sQ) + (u32)(s * Q_BYTES + 2 * cc * Q_PANEL);
+                                const int col = DC * cc + DQ_N * t;
+                                tma_reduce_add_3d(&tmdQ, buf, col, m0, q_head);
+                                tma_reduce_add_3d(&tmdQ, buf + DQ_BOX, col + 32, m0, q_head);
+                            }
+                            bulk_commit();
+                        }
+                    }
+                    if (leader) {  // both consumers' units read: the slot back to the loader
+                        bulk_wait_read();
+                        mbar_arrive(bar(BAR_EMPTY + s));
+                    }
+                }
+                if (leader) bulk_wait();  // every reduction done before the shared memory goes
+                return;
+            }
             if (n_iter > 0)  // the buffers start empty: to consumer 0 (shared) or to each
                 for (int cc = 0; cc < (DQ_SHARED ? 1 : NC); ++cc)
-                    asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + cc), "r"(DQ_BAR_THREADS)
+                    asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + cc), "r"(DQ_EMPTY_THREADS)
                                  : "memory");
             for (int it = 0; it < n_iter; ++it) {
                 const int m0 = q_block_of(g, it) * BM;
@@ -438,7 +478,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
                         if (leader) bulk_wait_read();  // the copy engine has read the unit
                         __syncwarp();
                         asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + next),
-                                     "r"(DQ_BAR_THREADS) : "memory");
+                                     "r"(DQ_EMPTY_THREADS) : "memory");
                     }
                 }
             }
@@ -495,8 +535,9 @@ fa3_bwd(FA3_BWD_PARAMS) {
     const int key0 = n0 + 64 * c + kr;       // rows key0 and key0 + 8
     const u32 k_rows = sK + (u32)(c * 64 * 128);
     // this consumer's dQ unit t: its 64 queries (dSᵀ panel) and 64 columns (K panel)
-    auto dq_rows = [&](int t) { return (c + t * NC) / PANELS; };
-    auto dq_panel = [&](int t) { return (c + t * NC) % PANELS; };
+    // (SPLIT_D: its DC columns, K panels DC/64·c.., one query panel)
+    auto dq_rows = [&](int t) { return SPLIT_D ? 0 : (c + t * NC) / PANELS; };
+    auto dq_panel = [&](int t) { return SPLIT_D ? (DC / 64) * c + t : (c + t * NC) % PANELS; };
     const u32 v_rows = sV + (u32)(c * 64 * 128);
 
     float dv[NT_D * 4], dk[NT_D * 4];
@@ -524,7 +565,23 @@ fa3_bwd(FA3_BWD_PARAMS) {
                      sK + (u32)(dq_panel(t) * KV_PANEL));
         }
     };
-    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
+    // a dQ unit to shared memory at `sb` as the dQ warp's two swizzled 32-column boxes
+    auto store_unit = [&](float (&u)[DQ_N / 2], u32 sb) {
+        fence_regs<DQ_N / 2>(u);
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = kr + 8 * hr;  // (row & 7 = lane / 4)
+#pragma unroll
+            for (int nt = 0; nt < DQ_N / 8; ++nt)  // columns 8nt + 2(lane&3): box nt/4,
+                // 16-byte chunk 2(nt%4) + (lane&3)/2 of the row, XOR-swizzled by (row & 7)
+                *reinterpret_cast<float2*>(
+                    gen + (sb - base) + (nt / 4) * DQ_BOX + row * 128 +
+                    (((2 * (nt % 4) + ((lane & 3) >> 1)) ^ (row & 7)) << 4) + 8 * (lane & 1)) =
+                    make_float2(u[nt * 4 + 2 * hr], u[nt * 4 + 2 * hr + 1]);
+        }
+    };
+    // dQ of the pending step into dQacc (`last`: the CTA's last step's)
+    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2], bool last) {
 #if DETERMINISTIC  // (under #if, not if: the plain kernel's code stays as it was)
         if (tid == 0)
             sem_wait_eq(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
@@ -532,22 +589,15 @@ fa3_bwd(FA3_BWD_PARAMS) {
         named_bar_sync(NB_SEM + c, 128);
 #endif
         if (DQ_WARP) {  // the unit staged as two swizzled 32-column boxes for the dQ warp
-            named_bar_sync(NB_DQ_EMPTY + c, DQ_BAR_THREADS);  // the buffer is free
-            fence_regs<DQ_N / 2>(dq[0]);
-            const u32 sb = dq_buf(c);
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                const int row = kr + 8 * hr;  // (row & 7 = lane / 4)
-#pragma unroll
-                for (int nt = 0; nt < DQ_N / 8; ++nt)  // columns 8nt + 2(lane&3): box nt/4,
-                    // 16-byte chunk 2(nt%4) + (lane&3)/2 of the row, XOR-swizzled by (row & 7)
-                    *reinterpret_cast<float2*>(
-                        gen + (sb - base) + (nt / 4) * DQ_BOX + row * 128 +
-                        (((2 * (nt % 4) + ((lane & 3) >> 1)) ^ (row & 7)) << 4) + 8 * (lane & 1)) =
-                        make_float2(dq[0][nt * 4 + 2 * hr], dq[0][nt * 4 + 2 * hr + 1]);
-            }
+            named_bar_sync(NB_DQ_EMPTY + c, DQ_EMPTY_THREADS);  // the buffer is free
+            store_unit(dq[0], dq_buf(c));
             fence_proxy_async();  // the stores, seen by the copy engine's async proxy
             asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_FULL + c), "r"(DQ_BAR_THREADS) : "memory");
+            // DQ_SHARED: the other consumer writes the buffer next (consumer 1's unit of this
+            // step, consumer 0's of the next; none after consumer 1's last)
+            if (DQ_SHARED && (c == 0 || !last))
+                asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + (c ^ 1)), "r"(DQ_EMPTY_THREADS)
+                             : "memory");
         } else if (DQ_BULK == 1) {  // the unit's rows staged, then a bulk reduce-add a row
             const u32 buf = sBulk + (u32)(c * 64 * BULK_ROW);
             if (tid < 64) bulk_wait_read();  // the last step's rows read out of the buffer
@@ -684,10 +734,19 @@ fa3_bwd(FA3_BWD_PARAMS) {
         wgmma_wait<0>();
         fence_regs<NT_D * 4>(dv);
         fence_regs<NT_D * 4>(dk);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i no longer read
         m_prev = m0;
-        add_dq(dq);
+        if (DQ_IN_RING) {  // the units into this consumer's Q, dO panels of the slot, which
+            // since NB_XCH only its own dK, dV (done) read; the dQ warp frees the slot
+#pragma unroll
+            for (int t = 0; t < DQ_PER; ++t)
+                store_unit(dq[t], (t ? do_tile : q_tile) + (u32)((DC / 64) * c * Q_PANEL));
+            fence_proxy_async();
+            asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_FULL + c), "r"(DQ_BAR_THREADS) : "memory");
+        } else {
+            __syncwarp();
+            if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i no longer read
+            add_dq(dq, false);
+        }
         row_l = next_l;
         row_d = next_d;
     }
@@ -726,6 +785,8 @@ fa3_bwd(FA3_BWD_PARAMS) {
     load_stats(0, row_l, row_d);
     mbar_wait(bar(BAR_KV), 0);
     if (n_iter > 0 && c == 1) turn_pass(c);  // the first consumer's turn first
+    if (DQ_SHARED && n_iter > 0 && c == 1)  // the buffer's first writer is consumer 0
+        asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY), "r"(DQ_EMPTY_THREADS) : "memory");
     for (int it = 0; it < n_iter; ++it) {
         const int s = it % NS;
         const int m0 = q_block(it) * BM;
@@ -808,7 +869,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         fence_regs<NT_D * 4>(dk);
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i, stats no longer read
-        if (it > 0) add_dq(dq);
+        if (it > 0) add_dq(dq, false);
         m_prev = m0;
         row_l = next_l;
         row_d = next_d;
@@ -821,7 +882,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         wgmma_commit();
         if (c == 0) turn_pass(c);  // the second consumer's last turn is never waited for
         wgmma_wait<0>();
-        add_dq(dq);
+        add_dq(dq, true);
         if (DQ_BULK == 1 && tid < 64) bulk_wait();  // the reductions done before the CTA's smem goes
     }
 
