@@ -214,7 +214,16 @@ constexpr int PRODUCER_REGS = 24;
 constexpr int CONSUMER_REGS_RAW = ((512 - PRODUCER_REGS) / NC) / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 
-enum { BAR_KV = 0, BAR_FULL = 1, BAR_EMPTY = 1 + NS, N_BARS = 1 + 2 * NS };
+// DQ_IN_RING: BAR_DQ + NC·s + c, consumer c's dQ units of the step in slot s staged (an mbarrier
+// a slot, not a named barrier: a consumer may stage the next step's units before the dQ warp
+// has taken this step's, and a named barrier would count both arrivals as one phase)
+// DQ_SHARED: BAR_FREE + c, the one staging buffer free for consumer c: the dQ warp's arrival
+// once the copy engine read the other consumer's unit and the other consumer's 128 once it
+// stored it, so that the two consumers' stores are ordered by a barrier each takes part in
+// (through the dQ warp's named barriers alone, compute-sanitizer racecheck reported 16 hazards,
+// experiments/fa3_bwd/h100/speed10/run2/sanitize.log)
+enum { BAR_KV = 0, BAR_FULL = 1, BAR_EMPTY = 1 + NS, BAR_DQ = 1 + 2 * NS,
+       BAR_FREE = BAR_DQ + (DQ_IN_RING ? NC * NS : 0), N_BARS = BAR_FREE + (DQ_SHARED ? NC : 0) };
 constexpr int NB_DS = 1;    // one consumer: its warps' dSᵀ stores done before its dQ wgmma
 constexpr int NB_TURN = 2;  // + consumer index: its turn at the tensor cores (two consumers)
 constexpr int NB_STAT = 4;  // + consumer index: its copy of LSE_i, D_i is in shared memory
@@ -226,12 +235,6 @@ constexpr int NB_XCH = 10;  // SPLIT_D: both consumers' Pᵀ, dSᵀ halves store
 constexpr int NB_DQ_FULL = 11;
 constexpr int NB_DQ_EMPTY = 13;
 constexpr int DQ_BAR_THREADS = 128 + 32;
-// DQ_SHARED: the buffer handed from one consumer to the other through NB_DQ_EMPTY + next, where
-// the consumer that wrote it last arrives too (once its stores are fenced), so that the two
-// consumers' stores are ordered by a barrier both take part in (compute-sanitizer racecheck
-// does not follow the order through the dQ warp's barriers alone: 16 hazards in
-// experiments/fa3_bwd/h100/speed10/run2/sanitize.log)
-constexpr int DQ_EMPTY_THREADS = DQ_SHARED ? 128 + 128 + 32 : DQ_BAR_THREADS;
 static_assert(NB_DS < NB_TURN && NB_STAT + 2 <= NB_SEM && NB_SEM + 2 <= NB_BULK &&
                   NB_BULK + 2 <= NB_XCH && NB_XCH < NB_DQ_FULL && NB_DQ_FULL + 2 <= NB_DQ_EMPTY &&
                   NB_DQ_EMPTY + 2 <= 16,
@@ -411,7 +414,10 @@ fa3_bwd(FA3_BWD_PARAMS) {
             mbar_init(bar(BAR_FULL + s), 1);  // TMA's expect_tx
             // one arrival per consumer warp; DQ_IN_RING: the dQ warp's, once it read the slot
             mbar_init(bar(BAR_EMPTY + s), DQ_IN_RING ? 1 : 4 * NC);
+            for (int cc = 0; DQ_IN_RING && cc < NC; ++cc)
+                mbar_init(bar(BAR_DQ + NC * s + cc), 4);  // one arrival per consumer warp
         }
+        for (int cc = 0; DQ_SHARED && cc < NC; ++cc) mbar_init(bar(BAR_FREE + cc), 1 + 128);
         mbar_init_fence();
     }
     __syncthreads();
@@ -429,34 +435,33 @@ fa3_bwd(FA3_BWD_PARAMS) {
             const bool leader = threadIdx.x == 32;
             if (leader) tma_prefetch(&tmdQ);
             if (DQ_IN_RING) {  // SPLIT_D: consumer cc's units in its Q and dO panels of slot s
+                if (!leader) return;
                 for (int it = 0; it < n_iter; ++it) {
                     const int s = it % NS;
                     const int m0 = q_block_of(g, it) * BM;
+#pragma unroll 1
+                    for (int cc = 0; cc < NC; ++cc) {  // (not unrolled: 24 registers)
+                        mbar_wait(bar(BAR_DQ + NC * s + cc), (u32)(it / NS) & 1u);
 #pragma unroll
-                    for (int cc = 0; cc < NC; ++cc) {
-                        named_bar_sync(NB_DQ_FULL + cc, DQ_BAR_THREADS);
-                        if (leader) {
-#pragma unroll
-                            for (int t = 0; t < DQ_PER; ++t) {  // columns DC·cc + 64t
-                                const u32 buf = (t ? sdO : sQ) + (u32)(s * Q_BYTES + 2 * cc * Q_PANEL);
-                                const int col = DC * cc + DQ_N * t;
-                                tma_reduce_add_3d(&tmdQ, buf, col, m0, q_head);
-                                tma_reduce_add_3d(&tmdQ, buf + DQ_BOX, col + 32, m0, q_head);
-                            }
-                            bulk_commit();
+                        for (int t = 0; t < DQ_PER; ++t) {  // columns DC·cc + 64t
+                            const u32 buf = (t ? sdO : sQ) + (u32)(s * Q_BYTES + 2 * cc * Q_PANEL);
+                            const int col = DC * cc + DQ_N * t;
+                            tma_reduce_add_3d(&tmdQ, buf, col, m0, q_head);
+                            tma_reduce_add_3d(&tmdQ, buf + DQ_BOX, col + 32, m0, q_head);
                         }
+                        bulk_commit();
                     }
-                    if (leader) {  // both consumers' units read: the slot back to the loader
-                        bulk_wait_read();
-                        mbar_arrive(bar(BAR_EMPTY + s));
-                    }
+                    bulk_wait_read();  // both consumers' units read: the slot back to the loader
+                    mbar_arrive(bar(BAR_EMPTY + s));
                 }
-                if (leader) bulk_wait();  // every reduction done before the shared memory goes
+                bulk_wait();  // every reduction done before the CTA's shared memory goes
                 return;
             }
-            if (n_iter > 0)  // the buffers start empty: to consumer 0 (shared) or to each
-                for (int cc = 0; cc < (DQ_SHARED ? 1 : NC); ++cc)
-                    asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + cc), "r"(DQ_EMPTY_THREADS)
+            if (n_iter > 0 && DQ_SHARED && leader)  // the buffer starts empty: to consumer 0
+                mbar_arrive(bar(BAR_FREE));
+            if (n_iter > 0 && !DQ_SHARED)  // the buffers start empty
+                for (int cc = 0; cc < NC; ++cc)
+                    asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + cc), "r"(DQ_BAR_THREADS)
                                  : "memory");
             for (int it = 0; it < n_iter; ++it) {
                 const int m0 = q_block_of(g, it) * BM;
@@ -476,9 +481,13 @@ fa3_bwd(FA3_BWD_PARAMS) {
                     const int next = DQ_SHARED ? (cc + 1) % NC : cc;
                     if (it + 1 < n_iter || (DQ_SHARED && next > cc)) {
                         if (leader) bulk_wait_read();  // the copy engine has read the unit
-                        __syncwarp();
-                        asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + next),
-                                     "r"(DQ_EMPTY_THREADS) : "memory");
+                        if (DQ_SHARED) {
+                            if (leader) mbar_arrive(bar(BAR_FREE + next));
+                        } else {
+                            __syncwarp();
+                            asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + next),
+                                         "r"(DQ_BAR_THREADS) : "memory");
+                        }
                     }
                 }
             }
@@ -554,6 +563,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
     // read by dQ of step i-3, whose wgmmas both consumers waited for before their A turns of
     // step i-1, which come before this write in the turn order.
     int m_prev = 0;  // query rows of the step whose dQ is pending
+    [[maybe_unused]] int dq_units = 0;  // DQ_SHARED: units this consumer staged so far
     // (dq lives from a B turn to its atomics only: declared there, so that the wgmma's
     // read-write operands do not keep last step's values alive across the A turn)
     auto issue_dq_of = [&](float (&dq)[DQ_PER][DQ_N / 2], int step) {
@@ -580,8 +590,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
                     make_float2(u[nt * 4 + 2 * hr], u[nt * 4 + 2 * hr + 1]);
         }
     };
-    // dQ of the pending step into dQacc (`last`: the CTA's last step's)
-    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2], bool last) {
+    auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
 #if DETERMINISTIC  // (under #if, not if: the plain kernel's code stays as it was)
         if (tid == 0)
             sem_wait_eq(dq_flag(dQsem, b * H + h, Nq, m_prev / BM, c),
@@ -589,15 +598,16 @@ fa3_bwd(FA3_BWD_PARAMS) {
         named_bar_sync(NB_SEM + c, 128);
 #endif
         if (DQ_WARP) {  // the unit staged as two swizzled 32-column boxes for the dQ warp
-            named_bar_sync(NB_DQ_EMPTY + c, DQ_EMPTY_THREADS);  // the buffer is free
+            if (DQ_SHARED)  // the buffer is free: this consumer's k-th unit, phase k
+                mbar_wait(bar(BAR_FREE + c), (u32)(dq_units++) & 1u);
+            else
+                named_bar_sync(NB_DQ_EMPTY + c, DQ_BAR_THREADS);
             store_unit(dq[0], dq_buf(c));
             fence_proxy_async();  // the stores, seen by the copy engine's async proxy
             asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_FULL + c), "r"(DQ_BAR_THREADS) : "memory");
-            // DQ_SHARED: the other consumer writes the buffer next (consumer 1's unit of this
-            // step, consumer 0's of the next; none after consumer 1's last)
-            if (DQ_SHARED && (c == 0 || !last))
-                asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + (c ^ 1)), "r"(DQ_EMPTY_THREADS)
-                             : "memory");
+            // DQ_SHARED: the other consumer stores next (consumer 1 this step's unit, consumer
+            // 0 the next step's; after consumer 1's last, an arrival no one waits for)
+            if (DQ_SHARED) mbar_arrive(bar(BAR_FREE + (c ^ 1)));
         } else if (DQ_BULK == 1) {  // the unit's rows staged, then a bulk reduce-add a row
             const u32 buf = sBulk + (u32)(c * 64 * BULK_ROW);
             if (tid < 64) bulk_wait_read();  // the last step's rows read out of the buffer
@@ -741,11 +751,12 @@ fa3_bwd(FA3_BWD_PARAMS) {
             for (int t = 0; t < DQ_PER; ++t)
                 store_unit(dq[t], (t ? do_tile : q_tile) + (u32)((DC / 64) * c * Q_PANEL));
             fence_proxy_async();
-            asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_FULL + c), "r"(DQ_BAR_THREADS) : "memory");
+            __syncwarp();
+            if (lane == 0) mbar_arrive(bar(BAR_DQ + NC * s + c));
         } else {
             __syncwarp();
             if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i no longer read
-            add_dq(dq, false);
+            add_dq(dq);
         }
         row_l = next_l;
         row_d = next_d;
@@ -785,8 +796,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
     load_stats(0, row_l, row_d);
     mbar_wait(bar(BAR_KV), 0);
     if (n_iter > 0 && c == 1) turn_pass(c);  // the first consumer's turn first
-    if (DQ_SHARED && n_iter > 0 && c == 1)  // the buffer's first writer is consumer 0
-        asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY), "r"(DQ_EMPTY_THREADS) : "memory");
+    if (DQ_SHARED && n_iter > 0 && c == 1) mbar_arrive(bar(BAR_FREE));  // consumer 0 stores first
     for (int it = 0; it < n_iter; ++it) {
         const int s = it % NS;
         const int m0 = q_block(it) * BM;
@@ -869,7 +879,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         fence_regs<NT_D * 4>(dk);
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i, stats no longer read
-        if (it > 0) add_dq(dq, false);
+        if (it > 0) add_dq(dq);
         m_prev = m0;
         row_l = next_l;
         row_d = next_d;
@@ -882,7 +892,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
         wgmma_commit();
         if (c == 0) turn_pass(c);  // the second consumer's last turn is never waited for
         wgmma_wait<0>();
-        add_dq(dq, true);
+        add_dq(dq);
         if (DQ_BULK == 1 && tid < 64) bulk_wait();  // the reductions done before the CTA's smem goes
     }
 
