@@ -232,6 +232,22 @@ def _fa3_bwd_waits(d: Defines) -> int:
     return 2 + (0 if d.get(DQ_WRITER) or d.get("DQ_BULK") in DQ_WARP else 1) + (1 if d.get("DETERMINISTIC") else 0)
 
 
+# The L2's work per byte of fa3_bwd.cu's dQ reduction by the consumers' vector atomics
+# (red.global.add.v2.f32: a request a 32-byte sector), relative to the copy engine's reduce-adds
+# (DQ_BULK 1-3: requests of whole rows) and to the loads: Nsight Compute's L2 busy time
+# (lts__throughput x duration) of the same d = 128 kernel with each,
+# experiments/fa3_bwd/h100/dq/ncu_dq_{atomic,bulk}_d128.txt, the difference put on dQacc's bytes
+# (read and written: the Plan's count) with the loads' at 1 (tests/test_fa3_l2.py derives it)
+FA3_ATOMIC_L2_WEIGHT = 1.48
+
+
+def _fa3_bwd_l2_weights(d: Defines) -> dict[str, float]:
+    """fa3_bwd.cu: dQacc's bytes weigh FA3_ATOMIC_L2_WEIGHT in the L2 where the consumers add dQ
+    with vector atomics (DQ_BULK 0, the deterministic mode too), 1 where a dQ warp's copy engine
+    does (DQ_BULK 2, 3; the paper's dQ-writer, DQ_WRITER) or the consumers' bulk reduce-adds (1)."""
+    return {} if d.get("DQ_BULK") or d.get(DQ_WRITER) else {"dQacc": FA3_ATOMIC_L2_WEIGHT}
+
+
 def modelled_only(k) -> bool:
     """A KernelPlan that names a kernel entry but describes a variant no kernel file has (fa3's
     backward with the FA3 paper's dQ-writer warp)."""
@@ -411,6 +427,9 @@ class KernelSpec:
     # consumes, or, warp-specialised, the asynchronous results a consumer waits for with nothing
     # else to issue (the timing model's `pipeline.load_latency_cycles` each); None: none
     sync_loads: Callable[[Defines], int] | None = None
+    # the L2's work per byte of a tensor's traffic where it is not that of a plain byte (the
+    # timing model's L2 share and limit; bytes, IO and the SM's port unchanged): tensor -> weight
+    l2_weights: Callable[[Defines], Mapping[str, float]] | None = None
     # arg: (tensor, box rows: a define's name, or a number)
     tensor_maps: Mapping[str, tuple[str, str | int]] = field(default_factory=dict)
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
@@ -599,6 +618,7 @@ _SPECS = [
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers, sync_loads=_fa3_bwd_waits,
+               l2_weights=_fa3_bwd_l2_weights,
                # TmdQ: dQacc (fp32) in boxes of 32 columns x 64 rows, a dQ unit's (DQ_BULK 2, 3
                # reduce into it; the other variants take it unused)
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),

@@ -2,7 +2,10 @@
 # FA3's backward at head_dim 256 with the dQ warp (kernels/fa3_bwd.cu SPLIT_D, DQ_BULK=2: each
 # consumer stages its two dQ units in its panels of the step's Q/dO ring slot, the dQ warp adds
 # them with TMA reduce-adds and frees the slot) on the GPU machine, from the repo root, wheels
-# in .whl/:   STEPS=tests,sanitize,ab,ncu,sanitizedq bash experiments/fa3_bwd/dq256.sh
+# in .whl/:   STEPS=tests,sanitize,ab,ncu,sanitizedq bash experiments/fa3_bwd/dq256.sh (the first
+# run), STEPS=tests,sanitize,grid,ncu,grid64,sanitizedq,det NCU_DQ=2 (the second); the steps
+# after `ab` run in the order STEPS names them, each followed by a tarball of every file so far
+# ($OUT/all.tgz: more files than the GPU machine returns one by one)
 # tests: tests/test_gpu_backward.py's fa3 cases (NaN-poisoned outputs, fresh random data, bf16
 #   and fp16; d = 64, 128, 256; ragged N, Nq != Nk, both diagonals, GQA), the deterministic
 #   mode's same-bits test and the dQ variants that are not the Plan's (d = 256 atomics among
@@ -11,11 +14,13 @@
 #   (bottom-right), the Plan's kernel;
 # ab: variants.py d256: DQ_BULK 0 (the consumers' atomics) and 2 (the dQ warp), alternately
 #   twice, N = 4096, 8192, 16384, causal both, beside torch's cuDNN and flash backward;
-# ncu: Nsight Compute (clocks not locked) of each at N = 8192, batch 2, 8 heads, not causal:
-#   speed of light, memory workload, stall reasons per issued instruction, pipes, L2 reductions;
-# sanitizedq: racecheck and synccheck of DQ_BULK=3 at d = 64 on the ragged causal GQA shape;
-# grid: `iosim bench --direction bwd --schedule fa3 --peers torch --queued` at d = 256 and then
-#   d = 64, 128 (N = 4096, 8192, 16384; batch = 16384/N, heads = 2048/d; causal both; bf16);
+# ncu: Nsight Compute (clocks not locked) of each (NCU_DQ) at N = 8192, batch 2, 8 heads, not
+#   causal: speed of light, memory workload, stall reasons per issued instruction, pipes, L2
+#   reductions;
+# sanitizedq: racecheck and synccheck of DQ_BULK=3 at d = 64 on the ragged causal GQA shape (the
+#   first hazards' lines in racecheck_dq3_head.log);
+# grid, grid64: `iosim bench --direction bwd --schedule fa3 --peers torch --queued` at d = 256,
+#   at d = 64 and 128 (N = 4096, 8192, 16384; batch = 16384/N, heads = 2048/d; causal both; bf16);
 # det: the deterministic mode beside it at d = 128 (`--deterministic true`, no peers).
 # Everything goes to $DIR (experiments/gpu_env.sh; OUT=... puts it in $OUT/GPU); each step under
 # `timeout`, the whole under LIMIT seconds.
@@ -54,31 +59,34 @@ for v in [c for c in t.columns if not c.startswith("torch")]:
 print(t.round(3).to_string())
 PY
 fi
-if has ncu; then
-  for dq in 2 0; do
-    timeout 70 ncu --kernel-name fa3_bwd --launch-count 1 --clock-control none \
-      --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_red.sum,lts__t_requests_op_red.sum,lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum.per_second,smsp__inst_executed.sum,gpu__time_duration.sum" \
-      python3 -m iosim.gpu.once "$(pt 1 2 8 8 8192 8192 256 false top-left $dq)" > "$DIR/ncu_d256_dq$dq.txt" 2>&1
-    echo "== DQ_BULK=$dq"; grep -E "gpu__time|hmma|lts__|Throughput" "$DIR/ncu_d256_dq$dq.txt" | head -14
-    grep -E "stalled" "$DIR/ncu_d256_dq$dq.txt" | sort -k3 -g -r | head -8
-  done
-fi
-if has sanitizedq; then
-  for tool in racecheck synccheck; do sanitize $tool "$(pt 1 1 4 2 300 333 64 true bottom-right 3)"; done \
-    | tee "$DIR/sanitize_dq3_d64.log"
-fi
-if has grid; then
-  timeout $(( $(left) - 100 )) iosim bench --direction bwd --schedule fa3 --seqlen 4096,8192,16384 \
-    --head-dim 256 --causal both --dtype bf16 --peers torch --queued -o "$DIR/measured_bwd.csv" \
-    --no-progress 2>&1 | tail -3
-  timeout $(( $(left) - 40 )) iosim bench --direction bwd --schedule fa3 --seqlen 4096,8192,16384 \
-    --head-dim 64,128 --causal both --dtype bf16 --peers torch --queued -o "$DIR/measured_bwd.csv" \
+ncu_of() {  # DQ_BULK -> Nsight Compute (clocks not locked) of the main kernel at N = 8192, not causal
+  timeout 70 ncu --kernel-name fa3_bwd --launch-count 1 --clock-control none \
+    --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_red.sum,lts__t_requests_op_red.sum,lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum.per_second,smsp__inst_executed.sum,gpu__time_duration.sum" \
+    python3 -m iosim.gpu.once "$(pt 1 2 8 8 8192 8192 256 false top-left $1)" > "$DIR/ncu_d256_dq$1.txt" 2>&1
+  echo "== DQ_BULK=$1"; grep -E "gpu__time|hmma|lts__|Throughput|ERROR" "$DIR/ncu_d256_dq$1.txt" | head -14
+  grep -E "stalled" "$DIR/ncu_d256_dq$1.txt" | sort -k3 -g -r | head -8
+}
+bench() {  # head dims -> `iosim bench` of fa3's backward beside torch, into measured_bwd.csv
+  timeout $(( $(left) - ${2:-0} )) iosim bench --direction bwd --schedule fa3 --seqlen 4096,8192,16384 \
+    --head-dim $1 --causal both --dtype bf16 --peers torch --queued -o "$DIR/measured_bwd.csv" \
     --resume --no-progress 2>&1 | tail -3
-fi
-if has det; then
-  timeout $(( $(left) - 5 )) iosim bench --direction bwd --schedule fa3 --deterministic true \
-    --seqlen 4096,8192,16384 --head-dim 128 --causal both --dtype bf16 --queued \
-    -o "$DIR/measured_det.csv" --no-progress 2>&1 | tail -3
-fi
+}
+snap() { tar czf "$OUT/all.tgz" -C "$DIR/.." "$(basename "$DIR")" 2>/dev/null; }  # every file
+for step in ${STEPS//,/ }; do
+  case $step in
+    ncu) for dq in ${NCU_DQ:-2 0}; do ncu_of $dq; done;;
+    sanitizedq)
+      for tool in racecheck synccheck; do sanitize $tool "$(pt 1 1 4 2 300 333 64 true bottom-right 3)"; done \
+        | tee "$DIR/sanitize_dq3_d64.log"
+      grep -m 40 -E "Race|Write|Read|at |by thread" "$DIR/sanitize_full.log" > "$DIR/racecheck_dq3_head.log";;
+    grid) bench 256 60;;  # d = 256 first, then d = 64, 128 beside it
+    grid64) bench 64,128 20;;
+    det)
+      timeout $(( $(left) - 5 )) iosim bench --direction bwd --schedule fa3 --deterministic true \
+        --seqlen 4096,8192,16384 --head-dim 128 --causal both --dtype bf16 --queued \
+        -o "$DIR/measured_det.csv" --no-progress 2>&1 | tail -3;;
+  esac
+  snap
+done
 echo "elapsed $(( $(date +%s) - start )) s"
