@@ -232,20 +232,26 @@ def _fa3_bwd_waits(d: Defines) -> int:
     return 2 + (0 if d.get(DQ_WRITER) or d.get("DQ_BULK") in DQ_WARP else 1) + (1 if d.get("DETERMINISTIC") else 0)
 
 
-# The L2's work per byte of fa3_bwd.cu's dQ reduction by the consumers' vector atomics
-# (red.global.add.v2.f32: a request a 32-byte sector), relative to the copy engine's reduce-adds
-# (DQ_BULK 1-3: requests of whole rows) and to the loads: Nsight Compute's L2 busy time
-# (lts__throughput x duration) of the same d = 128 kernel with each,
-# experiments/fa3_bwd/h100/dq/ncu_dq_{atomic,bulk}_d128.txt, the difference put on dQacc's bytes
-# (read and written: the Plan's count) with the loads' at 1 (tests/test_fa3_l2.py derives it)
-FA3_ATOMIC_L2_WEIGHT = 1.48
+# The L2's work per byte of fa3_bwd.cu's dQ reduction, on the Plan's count of dQacc (read and
+# written: 2 bytes a reduced byte), the loads' weight 1; Nsight Compute at d = 256, N = 8192, not
+# causal, where the L2 binds (88% busy) with either reduction (tests/test_validation.py derives
+# both from the files):
+# - FA3_RED_L2: a reduction moves 1.5 L2 sectors a sector of dQ (lts__t_sectors_op_red against
+#   dQacc's bytes; the same for vector atomics, bulk and tensor reduce-adds: dq/ncu_dq_*_d128.txt,
+#   dq256/ncu_d256_dq{0,2}.txt), not the 2 of a read and a write: 1.5 / 2;
+# - FA3_ATOMIC_L2: the consumers' vector atomics (red.global.add.v2.f32, a request a 32-byte
+#   sector; DQ_BULK 0, the deterministic mode too) keep the L2 busy 1.53 times as long as the
+#   dQ warp's tensor reduce-adds (four sectors a request; DQ_BULK 2) in the same kernel
+#   (lts__throughput x duration, dq256/ncu_d256_dq0.txt against ncu_d256_dq2.txt): the weight
+#   that gives that ratio with the loads at 1
+FA3_RED_L2 = 0.75
+FA3_ATOMIC_L2 = 1.41
 
 
 def _fa3_bwd_l2_weights(d: Defines) -> dict[str, float]:
-    """fa3_bwd.cu: dQacc's bytes weigh FA3_ATOMIC_L2_WEIGHT in the L2 where the consumers add dQ
-    with vector atomics (DQ_BULK 0, the deterministic mode too), 1 where a dQ warp's copy engine
-    does (DQ_BULK 2, 3; the paper's dQ-writer, DQ_WRITER) or the consumers' bulk reduce-adds (1)."""
-    return {} if d.get("DQ_BULK") or d.get(DQ_WRITER) else {"dQacc": FA3_ATOMIC_L2_WEIGHT}
+    """fa3_bwd.cu: dQacc's weight in the L2, by who adds dQ: the consumers' vector atomics
+    (DQ_BULK 0), or the copy engine (DQ_BULK 1-3; the paper's dQ-writer warp, DQ_WRITER)."""
+    return {"dQacc": FA3_RED_L2 if d.get("DQ_BULK") or d.get(DQ_WRITER) else FA3_ATOMIC_L2}
 
 
 def modelled_only(k) -> bool:

@@ -50,8 +50,8 @@
 //     stride: conflict-free float2 stores), and 64 of the consumer's threads each issue a
 //     256-byte bulk reduce-add of one row (cp.reduce.async.bulk ... .add.f32): the copy engine
 //     adds whole rows at L2 instead of 16 vector atomics a thread. DQ_BULK=2 (the Plan's at
-//     d = 128; same limits as 1): FlashAttention-3's split of the work (its dQ warp and bulk
-//     reduce-add of a staged tile) on this kernel's row-major dQacc. ncu (experiments/fa3_bwd/
+//     d = 128 and 256, there staged in the ring slot: below): FlashAttention-3's split of the
+//     work (its dQ warp and bulk reduce-add of a staged tile) on this kernel's row-major dQacc. ncu (experiments/fa3_bwd/
 //     h100/ncu_source_d128.csv) put the atomics' cost in the consumers: 19% of the stall samples
 //     on two instructions that overwrite registers the queued red.global instructions had not yet
 //     read (long scoreboard, a write-after-read wait behind a busy L1), the rest of the step
@@ -65,14 +65,15 @@
 //     registers a thread (its loop not unrolled, so the loader thread does not spill).
 //     DQ_BULK=3 (a variant for d = 64, where two staged units do not fit beside the three dSᵀ
 //     buffers): one buffer, the consumers' units through it in turn, consumer 0's then 1's
-//     each step (the dQ warp hands the read-out buffer to the other consumer). Measured faster
-//     than the atomics at d = 64 (experiments/fa3_bwd/h100/speed10/run2/run.log), but
-//     compute-sanitizer racecheck reported 16 hazards on the ragged d = 64 case (run2/
-//     sanitize.log): as many as the consumer's staging stores, so most likely the two
-//     consumers' stores into the one buffer, ordered only through the dQ warp (consumer 0's
-//     bar.arrive, the dQ warp's bar.sync, its wait for the copy engine's reads, its bar.arrive,
-//     consumer 1's bar.sync), a chain racecheck may not follow; not confirmed, so not the
-//     Plan's until it is.
+//     each step. Measured faster than the atomics at d = 64 (experiments/fa3_bwd/h100/
+//     speed10/run2/run.log) when the buffer went from one consumer to the other through the
+//     dQ warp's named barriers only; compute-sanitizer racecheck then reported 16 hazards on
+//     the ragged d = 64 case (run2/sanitize.log), the two consumers' stores into the one
+//     buffer ordered only through the dQ warp. Now the buffer is handed over through mbarriers
+//     (BAR_FREE + c) that both the dQ warp (its read-out done) and the consumer that stored
+//     last (its 128 threads) arrive at: racecheck and synccheck clean
+//     (experiments/fa3_bwd/h100/dq256/run2/sanitize_dq3_d64.log); not timed since, so not the
+//     Plan's yet.
 //   * Overlap (FA3 Sec. 3.1-3.2): the two consumers take turns at the tensor cores, two turns a
 //     step (A: Sᵀ, dPᵀ; B: dV, dK and the previous step's dQ), so one's exp2, dS stores and
 //     atomics run under the other's GEMMs; dQ_i waits a step so that no consumer waits for the
@@ -113,15 +114,28 @@
 //   * A 256-thread named barrier (NB_XCH): both halves stored. Then consumer c accumulates
 //     dV[:, 128c..] += Pᵀ dO_i[:, 128c..] and dK[:, 128c..] += dSᵀ Q_i[:, 128c..] (A = Pᵀ, dSᵀ
 //     K-major from shared memory, B MN-major: Wgmma<128>::ss_tb; 128 fp32 registers a thread
-//     for the two) and its two 64-column dQ units (columns 64c.., 64(c+2)..) in the same step
-//     (no ping-pong: the barrier already puts the consumers in step, and dQ needs no buffer
-//     a step late). The consumers' GEMMs do not overlap their own exp2 and stores.
+//     for the two) and its two 64-column dQ units (columns 128c.., K panels 2c, 2c+1) in the
+//     same step (no ping-pong: the barrier already puts the consumers in step, and dQ needs no
+//     buffer a step late). The consumers' GEMMs do not overlap their own exp2 and stores.
+//   * dQ (DQ_BULK=2, the Plan's; DQ_IN_RING): no shared memory is left for staging, but once
+//     consumer c's products of the step are done, the slot's Q and dO panels 2c, 2c+1 are read
+//     by no one (the other consumer reads only its own panels after NB_XCH): 32 KB, the two
+//     units as four swizzled 32-column boxes. The consumer stores them there, fences, and
+//     arrives at the slot's mbarrier BAR_DQ + 2s + c; the dQ warp waits there, issues the four
+//     TMA reduce-adds, and after both consumers' units were read it, not the consumers, frees
+//     the slot (BAR_EMPTY, one arrival) for the loader. (A named barrier in place of BAR_DQ
+//     could count a consumer's next arrival as this step's: the consumers can run a step ahead
+//     of the dQ warp; Nsight Compute's replay hung on that version.) DQ_BULK=0: the consumers'
+//     vector atomics (the kernel before; 0.71-0.80x cuDNN, experiments/fa3_bwd/h100/dq256/).
 //   * Per step each consumer reads all of K_j and V_j (Sᵀ, dPᵀ), its half of Q_i, dO_i (twice:
 //     Sᵀ/dPᵀ rows, dK/dV columns) and all of Pᵀ, dSᵀ: the Plan's readers (bwd_readers).
-//   * Measured (docs/results.md, block measured-fa3-bwd-d256-h100): ncu finds L2 the busiest
-//     unit: with 64 keys a CTA each step streams Q_i, dO_i and adds dQ_i for half the keys of
-//     d = 128's CTAs, twice the L2 bytes per FLOP. Issuing the next step's Sᵀ, dPᵀ behind this
-//     step's products (dQ atomics under them) measured slower (commit eeda3b5, reverted).
+//   * Measured (docs/results.md, blocks measured-fa3-bwd-d256-h100, fa3-bwd-d256-dq-warp): ncu
+//     finds L2 the busiest unit with either reduction (88% of its peak): with 64 keys a CTA
+//     each step streams Q_i, dO_i and adds dQ_i for half the keys of d = 128's CTAs, twice the
+//     L2 bytes per FLOP; the atomics (a request a 32-byte sector) keep the L2 busy 1.5 times as
+//     long as the tensor reduce-adds (dq256/ncu_d256_dq0.txt, run2/ncu_d256_dq2.txt). Issuing
+//     the next step's Sᵀ, dPᵀ behind this step's products (dQ atomics under them) measured
+//     slower (commit eeda3b5, reverted).
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "fa3_bwd.cu needs -arch=sm_90a (wgmma, setmaxnreg); it does not run on other GPUs"
 #endif
