@@ -232,6 +232,28 @@ def _fa3_bwd_waits(d: Defines) -> int:
     return 2 + (0 if d.get(DQ_WRITER) or d.get("DQ_BULK") in DQ_WARP else 1) + (1 if d.get("DETERMINISTIC") else 0)
 
 
+# The L2's work per byte of fa3_bwd.cu's dQ reduction, on the Plan's count of dQacc (read and
+# written: 2 bytes a reduced byte), the loads' weight 1; Nsight Compute at d = 256, N = 8192, not
+# causal, where the L2 binds (88% busy) with either reduction (tests/test_validation.py derives
+# both from the files):
+# - FA3_RED_L2: a reduction moves 1.5 L2 sectors a sector of dQ (lts__t_sectors_op_red against
+#   dQacc's bytes; the same for vector atomics, bulk and tensor reduce-adds: dq/ncu_dq_*_d128.txt,
+#   dq256/ncu_d256_dq{0,2}.txt), not the 2 of a read and a write: 1.5 / 2;
+# - FA3_ATOMIC_L2: the consumers' vector atomics (red.global.add.v2.f32, a request a 32-byte
+#   sector; DQ_BULK 0, the deterministic mode too) keep the L2 busy 1.53 times as long as the
+#   dQ warp's tensor reduce-adds (four sectors a request; DQ_BULK 2) in the same kernel
+#   (lts__throughput x duration, dq256/ncu_d256_dq0.txt against ncu_d256_dq2.txt): the weight
+#   that gives that ratio with the loads at 1
+FA3_RED_L2 = 0.75
+FA3_ATOMIC_L2 = 1.41
+
+
+def _fa3_bwd_l2_weights(d: Defines) -> dict[str, float]:
+    """fa3_bwd.cu: dQacc's weight in the L2, by who adds dQ: the consumers' vector atomics
+    (DQ_BULK 0), or the copy engine (DQ_BULK 1-3; the paper's dQ-writer warp, DQ_WRITER)."""
+    return {"dQacc": FA3_RED_L2 if d.get("DQ_BULK") or d.get(DQ_WRITER) else FA3_ATOMIC_L2}
+
+
 def modelled_only(k) -> bool:
     """A KernelPlan that names a kernel entry but describes a variant no kernel file has (fa3's
     backward with the FA3 paper's dQ-writer warp)."""
@@ -344,10 +366,11 @@ def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
              "64x64 dQ units (block_m/64 x head_dim/64) shared out evenly over block_n/64"),
             (not d["PINGPONG"] or bn == 128, "ping-pong with two consumers (--block-n 128)"),
             (d.get("DQ_BULK", 0) in (0, 1, 2, 3), "DQ_BULK 0 (atomics), 1, 2 or 3 (bulk reduce-adds)"),
-            (not d.get("DQ_BULK") or (units == nc == 2 and not d.get("DETERMINISTIC") and not split
-                                      and (dd == 128 or (dd == 64 and d["DQ_BULK"] == 3))),
-             "dQ by bulk reduce-add: one dQ unit a consumer, not deterministic; head_dim 128, or "
-             "64 with DQ_BULK 3"),
+            (not d.get("DQ_BULK") or (nc == 2 and not d.get("DETERMINISTIC") and (
+                d["DQ_BULK"] == 2 if split else
+                units == nc and (dd == 128 or (dd == 64 and d["DQ_BULK"] == 3)))),
+             "dQ by bulk reduce-add: not deterministic; one dQ unit a consumer at head_dim 128, "
+             "or 64 with DQ_BULK 3; head_dim 256: DQ_BULK 2 (staged in the Q/dO ring slot)"),
             (st >= 1, "--stages >= 1")]
 
 
@@ -410,6 +433,9 @@ class KernelSpec:
     # consumes, or, warp-specialised, the asynchronous results a consumer waits for with nothing
     # else to issue (the timing model's `pipeline.load_latency_cycles` each); None: none
     sync_loads: Callable[[Defines], int] | None = None
+    # the L2's work per byte of a tensor's traffic where it is not that of a plain byte (the
+    # timing model's L2 share and limit; bytes, IO and the SM's port unchanged): tensor -> weight
+    l2_weights: Callable[[Defines], Mapping[str, float]] | None = None
     # arg: (tensor, box rows: a define's name, or a number)
     tensor_maps: Mapping[str, tuple[str, str | int]] = field(default_factory=dict)
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
@@ -491,8 +517,12 @@ FA3_DQ_BOXES = 64 * 64 * F32  # fa3_bwd.cu DQ_BULK 2, 3: a dQ unit as two swizzl
 def fa3_dq_staging(d: Defines) -> int:
     """fa3_bwd.cu's shared memory for staged dQ units (64 queries x 64 fp32 columns), by DQ_BULK:
     none (atomics); 64 padded rows a consumer (a bulk reduce-add a row); two 128-byte-swizzled
-    boxes a consumer (the dQ warp's two TMA reduce-adds); one such unit, the consumers in turn."""
+    boxes a consumer (the dQ warp's two TMA reduce-adds); one such unit, the consumers in turn.
+    Head_dim 256 (SPLIT_D) with the dQ warp: none of its own, each consumer's two units go to its
+    panels of the step's Q/dO ring slot (DQ_IN_RING)."""
     nc = fa3_bwd_consumers(d)
+    if fa3_bwd_split_d(d) and d.get("DQ_BULK") in DQ_WARP:
+        return 0
     return {0: 0, 1: nc * 64 * FA3_BULK_ROW, 2: nc * FA3_DQ_BOXES, 3: FA3_DQ_BOXES}[d.get("DQ_BULK", 0)]
 
 
@@ -594,6 +624,7 @@ _SPECS = [
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers, sync_loads=_fa3_bwd_waits,
+               l2_weights=_fa3_bwd_l2_weights,
                # TmdQ: dQacc (fp32) in boxes of 32 columns x 64 rows, a dQ unit's (DQ_BULK 2, 3
                # reduce into it; the other variants take it unused)
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),

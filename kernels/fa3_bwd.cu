@@ -50,8 +50,8 @@
 //     stride: conflict-free float2 stores), and 64 of the consumer's threads each issue a
 //     256-byte bulk reduce-add of one row (cp.reduce.async.bulk ... .add.f32): the copy engine
 //     adds whole rows at L2 instead of 16 vector atomics a thread. DQ_BULK=2 (the Plan's at
-//     d = 128; same limits as 1): FlashAttention-3's split of the work (its dQ warp and bulk
-//     reduce-add of a staged tile) on this kernel's row-major dQacc. ncu (experiments/fa3_bwd/
+//     d = 128 and 256, there staged in the ring slot: below): FlashAttention-3's split of the
+//     work (its dQ warp and bulk reduce-add of a staged tile) on this kernel's row-major dQacc. ncu (experiments/fa3_bwd/
 //     h100/ncu_source_d128.csv) put the atomics' cost in the consumers: 19% of the stall samples
 //     on two instructions that overwrite registers the queued red.global instructions had not yet
 //     read (long scoreboard, a write-after-read wait behind a busy L1), the rest of the step
@@ -65,14 +65,15 @@
 //     registers a thread (its loop not unrolled, so the loader thread does not spill).
 //     DQ_BULK=3 (a variant for d = 64, where two staged units do not fit beside the three dSᵀ
 //     buffers): one buffer, the consumers' units through it in turn, consumer 0's then 1's
-//     each step (the dQ warp hands the read-out buffer to the other consumer). Measured faster
-//     than the atomics at d = 64 (experiments/fa3_bwd/h100/speed10/run2/run.log), but
-//     compute-sanitizer racecheck reported 16 hazards on the ragged d = 64 case (run2/
-//     sanitize.log): as many as the consumer's staging stores, so most likely the two
-//     consumers' stores into the one buffer, ordered only through the dQ warp (consumer 0's
-//     bar.arrive, the dQ warp's bar.sync, its wait for the copy engine's reads, its bar.arrive,
-//     consumer 1's bar.sync), a chain racecheck may not follow; not confirmed, so not the
-//     Plan's until it is.
+//     each step. Measured faster than the atomics at d = 64 (experiments/fa3_bwd/h100/
+//     speed10/run2/run.log) when the buffer went from one consumer to the other through the
+//     dQ warp's named barriers only; compute-sanitizer racecheck then reported 16 hazards on
+//     the ragged d = 64 case (run2/sanitize.log), the two consumers' stores into the one
+//     buffer ordered only through the dQ warp. Now the buffer is handed over through mbarriers
+//     (BAR_FREE + c) that both the dQ warp (its read-out done) and the consumer that stored
+//     last (its 128 threads) arrive at: racecheck and synccheck clean
+//     (experiments/fa3_bwd/h100/dq256/run2/sanitize_dq3_d64.log); not timed since, so not the
+//     Plan's yet.
 //   * Overlap (FA3 Sec. 3.1-3.2): the two consumers take turns at the tensor cores, two turns a
 //     step (A: Sᵀ, dPᵀ; B: dV, dK and the previous step's dQ), so one's exp2, dS stores and
 //     atomics run under the other's GEMMs; dQ_i waits a step so that no consumer waits for the
@@ -113,15 +114,28 @@
 //   * A 256-thread named barrier (NB_XCH): both halves stored. Then consumer c accumulates
 //     dV[:, 128c..] += Pᵀ dO_i[:, 128c..] and dK[:, 128c..] += dSᵀ Q_i[:, 128c..] (A = Pᵀ, dSᵀ
 //     K-major from shared memory, B MN-major: Wgmma<128>::ss_tb; 128 fp32 registers a thread
-//     for the two) and its two 64-column dQ units (columns 64c.., 64(c+2)..) in the same step
-//     (no ping-pong: the barrier already puts the consumers in step, and dQ needs no buffer
-//     a step late). The consumers' GEMMs do not overlap their own exp2 and stores.
+//     for the two) and its two 64-column dQ units (columns 128c.., K panels 2c, 2c+1) in the
+//     same step (no ping-pong: the barrier already puts the consumers in step, and dQ needs no
+//     buffer a step late). The consumers' GEMMs do not overlap their own exp2 and stores.
+//   * dQ (DQ_BULK=2, the Plan's; DQ_IN_RING): no shared memory is left for staging, but once
+//     consumer c's products of the step are done, the slot's Q and dO panels 2c, 2c+1 are read
+//     by no one (the other consumer reads only its own panels after NB_XCH): 32 KB, the two
+//     units as four swizzled 32-column boxes. The consumer stores them there, fences, and
+//     arrives at the slot's mbarrier BAR_DQ + 2s + c; the dQ warp waits there, issues the four
+//     TMA reduce-adds, and after both consumers' units were read it, not the consumers, frees
+//     the slot (BAR_EMPTY, one arrival) for the loader. (A named barrier in place of BAR_DQ
+//     could count a consumer's next arrival as this step's: the consumers can run a step ahead
+//     of the dQ warp; Nsight Compute's replay hung on that version.) DQ_BULK=0: the consumers'
+//     vector atomics (the kernel before; 0.71-0.80x cuDNN, experiments/fa3_bwd/h100/dq256/).
 //   * Per step each consumer reads all of K_j and V_j (Sᵀ, dPᵀ), its half of Q_i, dO_i (twice:
 //     Sᵀ/dPᵀ rows, dK/dV columns) and all of Pᵀ, dSᵀ: the Plan's readers (bwd_readers).
-//   * Measured (docs/results.md, block measured-fa3-bwd-d256-h100): ncu finds L2 the busiest
-//     unit: with 64 keys a CTA each step streams Q_i, dO_i and adds dQ_i for half the keys of
-//     d = 128's CTAs, twice the L2 bytes per FLOP. Issuing the next step's Sᵀ, dPᵀ behind this
-//     step's products (dQ atomics under them) measured slower (commit eeda3b5, reverted).
+//   * Measured (docs/results.md, blocks measured-fa3-bwd-d256-h100, fa3-bwd-d256-dq-warp): ncu
+//     finds L2 the busiest unit with either reduction (88% of its peak): with 64 keys a CTA
+//     each step streams Q_i, dO_i and adds dQ_i for half the keys of d = 128's CTAs, twice the
+//     L2 bytes per FLOP; the atomics (a request a 32-byte sector) keep the L2 busy 1.5 times as
+//     long as the tensor reduce-adds (dq256/ncu_d256_dq0.txt, run2/ncu_d256_dq2.txt). Issuing
+//     the next step's Sᵀ, dPᵀ behind this step's products (dQ atomics under them) measured
+//     slower (commit eeda3b5, reverted).
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "fa3_bwd.cu needs -arch=sm_90a (wgmma, setmaxnreg); it does not run on other GPUs"
 #endif
@@ -175,14 +189,21 @@ constexpr int BULK_ROW = 288;           // DQ_BULK 1: a staged dQ row (256 bytes
 // through it in turn (consumer 0's, then 1's, each step), where two do not fit (d = 64)
 constexpr bool DQ_WARP = DQ_BULK >= 2;
 constexpr bool DQ_SHARED = DQ_BULK == 3;
+// SPLIT_D with the dQ warp: each consumer stages its two units in the step's own Q/dO ring slot
+// (the panels only its own dK, dV read), and the dQ warp, not the consumers, frees the slot
+constexpr bool DQ_IN_RING = SPLIT_D && DQ_WARP;
 constexpr int DQ_BOX = 64 * 32 * 4;     // DQ_WARP: one TMA box of a dQ unit (64 rows x 32 fp32)
-constexpr int DQ_STAGE = DQ_WARP ? 2 * DQ_BOX : 64 * BULK_ROW;  // one staged unit
+constexpr int DQ_STAGE = DQ_IN_RING ? 0 : DQ_WARP ? 2 * DQ_BOX : 64 * BULK_ROW;  // one staged unit
 static_assert(DQ_BULK >= 0 && DQ_BULK <= 3,
               "DQ_BULK must be 0 (atomics), 1, 2 or 3 (bulk reduce-adds)");
-static_assert(!DQ_BULK || (DQ_PER == 1 && !DETERMINISTIC && NC == 2 && !SPLIT_D &&
-                           (D == 128 || (D == 64 && DQ_SHARED))),
-              "DQ_BULK: one dQ unit a consumer and step, not with DETERMINISTIC; HEAD_DIM 128, "
-              "or 64 with DQ_BULK 3 (two staged units do not fit beside the three dS buffers)");
+static_assert(!DQ_BULK || (!DETERMINISTIC && NC == 2 &&
+                           (SPLIT_D ? DQ_BULK == 2
+                                    : DQ_PER == 1 && (D == 128 || (D == 64 && DQ_SHARED)))),
+              "DQ_BULK: not with DETERMINISTIC; one dQ unit a consumer and step at HEAD_DIM 128, "
+              "or 64 with DQ_BULK 3 (two staged units do not fit beside the three dS buffers); "
+              "HEAD_DIM 256: DQ_BULK 2 only (staged in the ring slot)");
+static_assert(!DQ_IN_RING || (DQ_PER == 2 && Q_PANEL == DQ_BOX),
+              "DQ_IN_RING: a consumer's two dQ units (four boxes) fill its two Q and two dO panels");
 
 static_assert(BM == 64 || (BM == 128 && D == 64),
               "BLOCK_M must be 64, or 128 at HEAD_DIM 64 (Sᵀ, dPᵀ, dK, dV in registers)");
@@ -207,7 +228,16 @@ constexpr int PRODUCER_REGS = 24;
 constexpr int CONSUMER_REGS_RAW = ((512 - PRODUCER_REGS) / NC) / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 
-enum { BAR_KV = 0, BAR_FULL = 1, BAR_EMPTY = 1 + NS, N_BARS = 1 + 2 * NS };
+// DQ_IN_RING: BAR_DQ + NC·s + c, consumer c's dQ units of the step in slot s staged (an mbarrier
+// a slot, not a named barrier: a consumer may stage the next step's units before the dQ warp
+// has taken this step's, and a named barrier would count both arrivals as one phase)
+// DQ_SHARED: BAR_FREE + c, the one staging buffer free for consumer c: the dQ warp's arrival
+// once the copy engine read the other consumer's unit and the other consumer's 128 once it
+// stored it, so that the two consumers' stores are ordered by a barrier each takes part in
+// (through the dQ warp's named barriers alone, compute-sanitizer racecheck reported 16 hazards,
+// experiments/fa3_bwd/h100/speed10/run2/sanitize.log)
+enum { BAR_KV = 0, BAR_FULL = 1, BAR_EMPTY = 1 + NS, BAR_DQ = 1 + 2 * NS,
+       BAR_FREE = BAR_DQ + (DQ_IN_RING ? NC * NS : 0), N_BARS = BAR_FREE + (DQ_SHARED ? NC : 0) };
 constexpr int NB_DS = 1;    // one consumer: its warps' dSᵀ stores done before its dQ wgmma
 constexpr int NB_TURN = 2;  // + consumer index: its turn at the tensor cores (two consumers)
 constexpr int NB_STAT = 4;  // + consumer index: its copy of LSE_i, D_i is in shared memory
@@ -396,8 +426,12 @@ fa3_bwd(FA3_BWD_PARAMS) {
         mbar_init(bar(BAR_KV), 1);
         for (int s = 0; s < NS; ++s) {
             mbar_init(bar(BAR_FULL + s), 1);  // TMA's expect_tx
-            mbar_init(bar(BAR_EMPTY + s), 4 * NC);  // one arrival per consumer warp
+            // one arrival per consumer warp; DQ_IN_RING: the dQ warp's, once it read the slot
+            mbar_init(bar(BAR_EMPTY + s), DQ_IN_RING ? 1 : 4 * NC);
+            for (int cc = 0; DQ_IN_RING && cc < NC; ++cc)
+                mbar_init(bar(BAR_DQ + NC * s + cc), 4);  // one arrival per consumer warp
         }
+        for (int cc = 0; DQ_SHARED && cc < NC; ++cc) mbar_init(bar(BAR_FREE + cc), 1 + 128);
         mbar_init_fence();
     }
     __syncthreads();
@@ -414,8 +448,33 @@ fa3_bwd(FA3_BWD_PARAMS) {
             // back once read; the consumers add the steps in order, a step late (add_dq)
             const bool leader = threadIdx.x == 32;
             if (leader) tma_prefetch(&tmdQ);
-            if (n_iter > 0)  // the buffers start empty: to consumer 0 (shared) or to each
-                for (int cc = 0; cc < (DQ_SHARED ? 1 : NC); ++cc)
+            if (DQ_IN_RING) {  // SPLIT_D: consumer cc's units in its Q and dO panels of slot s
+                if (!leader) return;
+                for (int it = 0; it < n_iter; ++it) {
+                    const int s = it % NS;
+                    const int m0 = q_block_of(g, it) * BM;
+#pragma unroll 1
+                    for (int cc = 0; cc < NC; ++cc) {  // (not unrolled: 24 registers)
+                        mbar_wait(bar(BAR_DQ + NC * s + cc), (u32)(it / NS) & 1u);
+#pragma unroll
+                        for (int t = 0; t < DQ_PER; ++t) {  // columns DC·cc + 64t
+                            const u32 buf = (t ? sdO : sQ) + (u32)(s * Q_BYTES + 2 * cc * Q_PANEL);
+                            const int col = DC * cc + DQ_N * t;
+                            tma_reduce_add_3d(&tmdQ, buf, col, m0, q_head);
+                            tma_reduce_add_3d(&tmdQ, buf + DQ_BOX, col + 32, m0, q_head);
+                        }
+                        bulk_commit();
+                    }
+                    bulk_wait_read();  // both consumers' units read: the slot back to the loader
+                    mbar_arrive(bar(BAR_EMPTY + s));
+                }
+                bulk_wait();  // every reduction done before the CTA's shared memory goes
+                return;
+            }
+            if (n_iter > 0 && DQ_SHARED && leader)  // the buffer starts empty: to consumer 0
+                mbar_arrive(bar(BAR_FREE));
+            if (n_iter > 0 && !DQ_SHARED)  // the buffers start empty
+                for (int cc = 0; cc < NC; ++cc)
                     asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + cc), "r"(DQ_BAR_THREADS)
                                  : "memory");
             for (int it = 0; it < n_iter; ++it) {
@@ -436,9 +495,13 @@ fa3_bwd(FA3_BWD_PARAMS) {
                     const int next = DQ_SHARED ? (cc + 1) % NC : cc;
                     if (it + 1 < n_iter || (DQ_SHARED && next > cc)) {
                         if (leader) bulk_wait_read();  // the copy engine has read the unit
-                        __syncwarp();
-                        asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + next),
-                                     "r"(DQ_BAR_THREADS) : "memory");
+                        if (DQ_SHARED) {
+                            if (leader) mbar_arrive(bar(BAR_FREE + next));
+                        } else {
+                            __syncwarp();
+                            asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_EMPTY + next),
+                                         "r"(DQ_BAR_THREADS) : "memory");
+                        }
                     }
                 }
             }
@@ -495,8 +558,9 @@ fa3_bwd(FA3_BWD_PARAMS) {
     const int key0 = n0 + 64 * c + kr;       // rows key0 and key0 + 8
     const u32 k_rows = sK + (u32)(c * 64 * 128);
     // this consumer's dQ unit t: its 64 queries (dSᵀ panel) and 64 columns (K panel)
-    auto dq_rows = [&](int t) { return (c + t * NC) / PANELS; };
-    auto dq_panel = [&](int t) { return (c + t * NC) % PANELS; };
+    // (SPLIT_D: its DC columns, K panels DC/64·c.., one query panel)
+    auto dq_rows = [&](int t) { return SPLIT_D ? 0 : (c + t * NC) / PANELS; };
+    auto dq_panel = [&](int t) { return SPLIT_D ? (DC / 64) * c + t : (c + t * NC) % PANELS; };
     const u32 v_rows = sV + (u32)(c * 64 * 128);
 
     float dv[NT_D * 4], dk[NT_D * 4];
@@ -513,6 +577,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
     // read by dQ of step i-3, whose wgmmas both consumers waited for before their A turns of
     // step i-1, which come before this write in the turn order.
     int m_prev = 0;  // query rows of the step whose dQ is pending
+    [[maybe_unused]] int dq_units = 0;  // DQ_SHARED: units this consumer staged so far
     // (dq lives from a B turn to its atomics only: declared there, so that the wgmma's
     // read-write operands do not keep last step's values alive across the A turn)
     auto issue_dq_of = [&](float (&dq)[DQ_PER][DQ_N / 2], int step) {
@@ -524,6 +589,21 @@ fa3_bwd(FA3_BWD_PARAMS) {
                      sK + (u32)(dq_panel(t) * KV_PANEL));
         }
     };
+    // a dQ unit to shared memory at `sb` as the dQ warp's two swizzled 32-column boxes
+    auto store_unit = [&](float (&u)[DQ_N / 2], u32 sb) {
+        fence_regs<DQ_N / 2>(u);
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = kr + 8 * hr;  // (row & 7 = lane / 4)
+#pragma unroll
+            for (int nt = 0; nt < DQ_N / 8; ++nt)  // columns 8nt + 2(lane&3): box nt/4,
+                // 16-byte chunk 2(nt%4) + (lane&3)/2 of the row, XOR-swizzled by (row & 7)
+                *reinterpret_cast<float2*>(
+                    gen + (sb - base) + (nt / 4) * DQ_BOX + row * 128 +
+                    (((2 * (nt % 4) + ((lane & 3) >> 1)) ^ (row & 7)) << 4) + 8 * (lane & 1)) =
+                    make_float2(u[nt * 4 + 2 * hr], u[nt * 4 + 2 * hr + 1]);
+        }
+    };
     auto add_dq = [&](float (&dq)[DQ_PER][DQ_N / 2]) {  // dQ of the pending step into dQacc
 #if DETERMINISTIC  // (under #if, not if: the plain kernel's code stays as it was)
         if (tid == 0)
@@ -532,22 +612,16 @@ fa3_bwd(FA3_BWD_PARAMS) {
         named_bar_sync(NB_SEM + c, 128);
 #endif
         if (DQ_WARP) {  // the unit staged as two swizzled 32-column boxes for the dQ warp
-            named_bar_sync(NB_DQ_EMPTY + c, DQ_BAR_THREADS);  // the buffer is free
-            fence_regs<DQ_N / 2>(dq[0]);
-            const u32 sb = dq_buf(c);
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                const int row = kr + 8 * hr;  // (row & 7 = lane / 4)
-#pragma unroll
-                for (int nt = 0; nt < DQ_N / 8; ++nt)  // columns 8nt + 2(lane&3): box nt/4,
-                    // 16-byte chunk 2(nt%4) + (lane&3)/2 of the row, XOR-swizzled by (row & 7)
-                    *reinterpret_cast<float2*>(
-                        gen + (sb - base) + (nt / 4) * DQ_BOX + row * 128 +
-                        (((2 * (nt % 4) + ((lane & 3) >> 1)) ^ (row & 7)) << 4) + 8 * (lane & 1)) =
-                        make_float2(dq[0][nt * 4 + 2 * hr], dq[0][nt * 4 + 2 * hr + 1]);
-            }
+            if (DQ_SHARED)  // the buffer is free: this consumer's k-th unit, phase k
+                mbar_wait(bar(BAR_FREE + c), (u32)(dq_units++) & 1u);
+            else
+                named_bar_sync(NB_DQ_EMPTY + c, DQ_BAR_THREADS);
+            store_unit(dq[0], dq_buf(c));
             fence_proxy_async();  // the stores, seen by the copy engine's async proxy
             asm volatile("bar.arrive %0, %1;\n" ::"r"(NB_DQ_FULL + c), "r"(DQ_BAR_THREADS) : "memory");
+            // DQ_SHARED: the other consumer stores next (consumer 1 this step's unit, consumer
+            // 0 the next step's; after consumer 1's last, an arrival no one waits for)
+            if (DQ_SHARED) mbar_arrive(bar(BAR_FREE + (c ^ 1)));
         } else if (DQ_BULK == 1) {  // the unit's rows staged, then a bulk reduce-add a row
             const u32 buf = sBulk + (u32)(c * 64 * BULK_ROW);
             if (tid < 64) bulk_wait_read();  // the last step's rows read out of the buffer
@@ -684,10 +758,20 @@ fa3_bwd(FA3_BWD_PARAMS) {
         wgmma_wait<0>();
         fence_regs<NT_D * 4>(dv);
         fence_regs<NT_D * 4>(dk);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i no longer read
         m_prev = m0;
-        add_dq(dq);
+        if (DQ_IN_RING) {  // the units into this consumer's Q, dO panels of the slot, which
+            // since NB_XCH only its own dK, dV (done) read; the dQ warp frees the slot
+#pragma unroll
+            for (int t = 0; t < DQ_PER; ++t)
+                store_unit(dq[t], (t ? do_tile : q_tile) + (u32)((DC / 64) * c * Q_PANEL));
+            fence_proxy_async();
+            __syncwarp();
+            if (lane == 0) mbar_arrive(bar(BAR_DQ + NC * s + c));
+        } else {
+            __syncwarp();
+            if (lane == 0) mbar_arrive(bar(BAR_EMPTY + s));  // Q_i, dO_i no longer read
+            add_dq(dq);
+        }
         row_l = next_l;
         row_d = next_d;
     }
@@ -726,6 +810,7 @@ fa3_bwd(FA3_BWD_PARAMS) {
     load_stats(0, row_l, row_d);
     mbar_wait(bar(BAR_KV), 0);
     if (n_iter > 0 && c == 1) turn_pass(c);  // the first consumer's turn first
+    if (DQ_SHARED && n_iter > 0 && c == 1) mbar_arrive(bar(BAR_FREE));  // consumer 0 stores first
     for (int it = 0; it < n_iter; ++it) {
         const int s = it % NS;
         const int m0 = q_block(it) * BM;

@@ -135,11 +135,12 @@ def test_fa3_backward_at_d256_takes_its_split_tiles_only():
 @pytest.mark.parametrize("hw", ["h100-sxm5-80gb", "h200-sxm-141gb"])
 def test_fa3_backward_takes_the_dq_warp_where_its_staging_fits(hw):
     """kernels/fa3_bwd.cu's dQ reduction as the Plan picks it: d = 128, the dQ warp with a staged
-    unit a consumer (DQ_BULK 2, 32 KB more shared memory than the atomics); atomics (0) where
-    the kernel has no dQ warp (deterministic, d = 256) or two staged units do not fit (d = 64
-    beside its three dSᵀ buffers, a three-stage ring at d = 128; DQ_BULK 3, one unit shared in
-    turn, fits at d = 64 but is not the Plan's). Every choice fits with the kernel's static
-    shared memory."""
+    unit a consumer (DQ_BULK 2, 32 KB more shared memory than the atomics); d = 256, the dQ
+    warp with the units staged in the step's Q/dO ring slot (DQ_BULK 2, no shared memory of its
+    own); atomics (0) where the kernel has no dQ warp (deterministic) or two staged units do
+    not fit (d = 64 beside its three dSᵀ buffers, a three-stage ring at d = 128; DQ_BULK 3, one
+    unit shared in turn, fits at d = 64 but is not the Plan's). Every choice fits with the
+    kernel's static shared memory."""
     from iosim.kernels import FA3_BWD_STATIC_SMEM as STATIC_SMEM
     from iosim.kernels import FA3_DQ_BOXES
 
@@ -152,7 +153,10 @@ def test_fa3_backward_takes_the_dq_warp_where_its_staging_fits(hw):
     k = main(128)
     assert k.defines["DQ_BULK"] == 2 and k.smem_bytes == atomics.smem_bytes + 2 * FA3_DQ_BOXES
     assert k.smem_bytes + STATIC_SMEM <= h.smem_per_block_optin_bytes
-    for k in (atomics, main(64), main(64, deterministic=True), main(256), main(128, Tiles(stages=3))):
+    d256, d256_det = main(256), main(256, deterministic=True)
+    assert d256.defines["DQ_BULK"] == 2 and d256.smem_bytes == d256_det.smem_bytes
+    assert d256.smem_bytes + STATIC_SMEM <= h.smem_per_block_optin_bytes
+    for k in (atomics, main(64), main(64, deterministic=True), d256_det, main(128, Tiles(stages=3))):
         assert k.defines["DQ_BULK"] == 0 and k.smem_bytes + STATIC_SMEM <= h.smem_per_block_optin_bytes
     d64 = main(64).defines | {"DQ_BULK": 2}  # two staged units: over the GPU's shared memory
     assert SPECS["fa3_bwd"].smem(d64, 2) + STATIC_SMEM > h.smem_per_block_optin_bytes

@@ -129,10 +129,11 @@ def test_backward_without_kernel_is_refused(env):
 
 
 # fa3's dQ reductions that are not the Plan's at their head_dim (kernels/fa3_bwd.cu DQ_BULK):
-# the consumers' atomics at d = 128 (0) and the dQ warp through one shared buffer at d = 64 (3),
-# on ragged N, both diagonals and GQA (rows past Nq outside the dQ tensor map)
+# the consumers' atomics at d = 128 and 256 (0) and the dQ warp through one shared buffer at
+# d = 64 (3), on ragged N, both diagonals and GQA (rows past Nq outside the dQ tensor map)
 DQ_VARIANT_CASES = [((1, 8, 2, 3000, 3000, 128, True), 0), ((1, 2, 2, 700, 300, 128, True, "bottom-right"), 0),
-                    ((2, 4, 1, 1000, 1200, 64, True, "bottom-right"), 3), ((2, 4, 4, 777, 777, 64, False), 3)]
+                    ((2, 4, 1, 1000, 1200, 64, True, "bottom-right"), 3), ((2, 4, 4, 777, 777, 64, False), 3),
+                    ((1, 4, 2, 700, 333, 256, True, "bottom-right"), 0)]
 
 
 @pytest.mark.parametrize("case,dq_bulk", DQ_VARIANT_CASES)

@@ -5,10 +5,13 @@ bits on every run. Two files: a grid of fa3's backward (measured_bwd.csv) and th
 its deterministic mode (`iosim bench --deterministic true`, measured_det.csv): the deterministic
 mode's TFLOP/s and its ratio to the default kernel's.
 A directory: its ncu_dq_VARIANT_dD.txt files (run.sh's ncudq step), the L2's load from the dQ
-reduction per variant.
+reduction per variant. Nsight Compute reports (.txt, dq256.sh's ncu step): the same metrics per
+report, the L2's busy time (L2 throughput % x kernel time) and each one's ratio to the last.
 Usage: python tools/fa3_dq.py experiments/fa3_bwd/h100/dq/dq_reduce.csv
        python tools/fa3_dq.py experiments/fa3_bwd/h100/dq
-       python tools/fa3_dq.py MEASURED_BWD.csv MEASURED_DET.csv"""
+       python tools/fa3_dq.py MEASURED_BWD.csv MEASURED_DET.csv
+       python tools/fa3_dq.py experiments/fa3_bwd/h100/dq256/ncu_d256_dq0.txt \
+           experiments/fa3_bwd/h100/dq256/run2/ncu_d256_dq2.txt"""
 
 import re
 import sys
@@ -69,6 +72,29 @@ NCU = {"gpu__time_duration.sum": "kernel ms",
        "Warp Cycles Per Issued Instruction": "warp cycles per issue"}
 
 
+def _metrics(text: str) -> dict:
+    row = {}
+    for m, name in NCU.items():
+        hit = re.search(rf"^\s+{re.escape(m)}\s+\S+\s+([\d,.]+)\s*$", text, re.M)
+        row[name] = hit.group(1) if hit else "-"
+    return row
+
+
+def reports(*paths: str) -> str:
+    """One row per Nsight Compute report: NCU's metrics, the L2's busy time, its ratio to the
+    last report's."""
+    rows = {}
+    for p in paths:
+        row = _metrics(_path(p).read_text())
+        row["L2 busy ms"] = (float(row["L2 throughput %"]) / 100
+                             * float(row["kernel ms"].replace(",", "")))
+        full = _path(p).resolve()
+        rows[str(full.relative_to(ROOT / "experiments")) if full.is_relative_to(ROOT) else p] = row
+    t = pd.DataFrame.from_dict(rows, orient="index").drop(columns=["DRAM throughput %", "warp cycles per issue"])
+    t["L2 busy / last"] = t["L2 busy ms"] / t["L2 busy ms"].iloc[-1]
+    return "ncu, one launch of fa3's backward main kernel:\n" + t.round(3).T.to_string()
+
+
 def ncu(folder: str) -> str:
     """One row per ncu_dq_*.txt: the metrics of NCU, as ncu printed them."""
     rows = {}
@@ -87,12 +113,14 @@ def ncu(folder: str) -> str:
             "(dq_reduce.py --once):\n" + t.to_string())
 
 
-def report(path: str, det: str | None = None) -> str:
+def report(path: str, det: str | None = None, *more: str) -> str:
     """What the command prints (tools/update_readme.py puts it in docs/results.md)."""
+    if path.endswith(".txt"):
+        return reports(path, *([det] if det else []), *more)
     if det is not None:
         return det_cost(path, det)
     return ncu(path) if _path(path).is_dir() else variants(path)
 
 
 if __name__ == "__main__":
-    print(report(*sys.argv[1:3]))
+    print(report(*sys.argv[1:]))

@@ -149,7 +149,8 @@ def block_papers() -> str:
 
 
 FA3_BWD_RUNS = ["experiments/fa3_bwd/h100/recheck/measured_bwd.csv", "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv",
-                "experiments/fa3_bwd/h100/d256/measured_bwd.csv",
+                "experiments/fa3_bwd/h100/d256/measured_bwd.csv", "experiments/fa3_bwd/h100/dq256/run2/measured_bwd.csv",
+                "experiments/fa3_bwd/h100/dq256/run2/measured_det.csv",
                 "experiments/fa3_bwd/h200/measured_bwd.csv", "experiments/fa3_bwd/h200/dqwarp/measured_bwd.csv",
                 "experiments/fa3_bwd/h200/d256/measured_bwd.csv",
                 "experiments/fa3_bwd/h200/measured_det.csv"]
@@ -348,6 +349,19 @@ TOOL_BLOCKS = {
     "measured-fa3-bwd-d256-h100": (
         "bwd_ratios.py",
         "experiments/fa3_bwd/h100/d256/measured_bwd.csv",
+        "fa3"),
+    "fa3-bwd-d256-dq-warp": ("variant_ratios.py", "experiments/fa3_bwd/h100/dq256/ab.log"),
+    "fa3-bwd-det-dq256-h100": (
+        "fa3_dq.py",
+        "experiments/fa3_bwd/h100/dq256/run2/measured_bwd.csv",
+        "experiments/fa3_bwd/h100/dq256/run2/measured_det.csv"),
+    "fa3-bwd-d256-l2": (
+        "fa3_dq.py",
+        "experiments/fa3_bwd/h100/dq256/ncu_d256_dq0.txt",
+        "experiments/fa3_bwd/h100/dq256/run2/ncu_d256_dq2.txt"),
+    "measured-fa3-bwd-dq256-h100": (
+        "bwd_ratios.py",
+        "experiments/fa3_bwd/h100/dq256/run2/measured_bwd.csv",
         "fa3"),
     "measured-fp8-h100": ("fp8_summary.py", "experiments/fp8/h100/recheck/measured_fp8.csv"),
     "fp8-ncu-d128": ("ncu_brief.py", "experiments/fp8/h100/speed10/round1/ncu_raw_d128_bn128.csv"),

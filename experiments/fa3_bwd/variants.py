@@ -3,12 +3,14 @@
 the Plan's two-stage Q/dO ring and a three-stage one, or (`dq`) at d = 128 its dQ by vector
 atomics in the consumers (DQ_BULK=0), by the dQ warp's TMA reduce-adds of the consumers' staged
 units (DQ_BULK=2) and that without the ping-pong turns, or (`dq3`) at d = 128 DQ_BULK=2 and 3
-(one staging buffer, the consumers in turn) and at d = 64 DQ_BULK=0 and 3, N = 4096, 8192,
-16384; the variants of `stages`, `dq` and `dq3` timed alternately twice; each checked against the float32 gradients
+(one staging buffer, the consumers in turn) and at d = 64 DQ_BULK=0 and 3, or (`d256`) at
+d = 256 its dQ by the consumers' vector atomics (DQ_BULK=0) and by the dQ warp's TMA reduce-adds
+of units staged in the step's Q/dO ring slot (DQ_BULK=2), N = 4096, 8192, 16384; the variants
+of `stages`, `dq`, `dq3` and `d256` timed alternately twice; each checked against the float32 gradients
 (NaN-poisoned first) before it is timed; torch's cuDNN backward beside them (`dq`: and torch's
 flash backward; `dq3` too).
 Usage (GPU machine, after experiments/gpu_env.sh):
-    python3 experiments/fa3_bwd/variants.py OUT.csv [pingpong|stages|dq|dq3]"""
+    python3 experiments/fa3_bwd/variants.py OUT.csv [pingpong|stages|dq|dq3|d256]"""
 
 import csv
 import sys
@@ -42,6 +44,9 @@ def plans(p, hw, what: str) -> list[tuple[str, object]]:
         pl = plan("fa3", p, hw)
         return [("dq_bulk=0", variant(pl, p, DQ_BULK=0)), ("dq_bulk=2", variant(pl, p, DQ_BULK=2)),
                 ("dq_bulk=2,pingpong=0", variant(pl, p, DQ_BULK=2, PINGPONG=0))] * 2
+    if what == "d256":  # the consumers' atomics or the dQ warp (units in the ring slot)
+        pl = plan("fa3", p, hw)
+        return [(f"dq_bulk={b}", variant(pl, p, DQ_BULK=b)) for b in (0, 2)] * 2
     if what == "dq3":  # d = 128: one dQ buffer a consumer or one shared; d = 64: atomics or shared
         pl = plan("fa3", p, hw)
         return [(f"dq_bulk={b}", variant(pl, p, DQ_BULK=b))
@@ -84,9 +89,10 @@ def main(out: str, what: str = "pingpong") -> None:
     hw = load(bench.profile_for(torch.cuda.get_device_name()))
     timer = bench.Timer(torch, hw.l2_bytes)
     rows = []
-    dims = (128,) if what in ("stages", "dq") else (64, 128)
-    seqlens = (4096, 8192, 16384) if what.startswith("dq") else (4096, 16384)
-    peers = ("torch_cudnn", "torch_flash") if what.startswith("dq") else ("torch_cudnn",)
+    dims = (128,) if what in ("stages", "dq") else (256,) if what == "d256" else (64, 128)
+    grid = what.startswith("dq") or what == "d256"
+    seqlens = (4096, 8192, 16384) if grid else (4096, 16384)
+    peers = ("torch_cudnn", "torch_flash") if grid else ("torch_cudnn",)
     for p, q, k, v, do, ref, bound in cases(torch, hw, dims, 7, seqlens):
         key = dict(head_dim=p.head_dim, seqlen_q=p.seqlen_q, causal=p.causal)
         for name, pl in plans(p, hw, what):

@@ -16,13 +16,14 @@ def main(arg: str) -> None:
     a = json.loads(arg)
     torch = require_gpu()
     hw, s, seed = load(a.pop("hw")), a.pop("schedule"), a.pop("seed")
-    tiles = Tiles(kv_splits=a.pop("kv_splits", None))  # decode's forced split count, if any
+    # decode's forced split count, fa3 backward's dQ reduction (DQ_BULK), if any
+    tiles = Tiles(kv_splits=a.pop("kv_splits", None), dq_bulk=a.pop("dq_bulk", None))
     p = Problem(**a)
     q, k, v = inputs(torch, p, seed)
     if p.direction is Direction.bwd:  # the forward runs first, then the backward's kernels
         from iosim.gpu.backward import BackwardLauncher, grad_output
 
-        launcher = BackwardLauncher(plan(s, p, hw), hw, q, k, v, grad_output(torch, p, seed))
+        launcher = BackwardLauncher(plan(s, p, hw, tiles), hw, q, k, v, grad_output(torch, p, seed))
     else:
         launcher = Launcher(plan(s, p, hw, tiles), q, k, v)
     launcher.poison()

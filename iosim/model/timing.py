@@ -338,6 +338,18 @@ class Trip:
         return pnorm([latency + port + warp, level, thr], sync_overlap)
 
 
+def l2_extra(k: KernelPlan) -> float:
+    """L2 work beyond the kernel's bytes, in byte-equivalents (iosim.kernels: its spec's
+    `l2_weights`, the L2's work per byte of a tensor's traffic; 0 for a plain byte each),
+    charged to the loop trips' share of the L2 and to its fluid limit, not to the SM's port."""
+    spec = SPECS.get(k.name)
+    if spec is None or spec.l2_weights is None:
+        return 0.0
+    t = k.traffic
+    return sum((w - 1.0) * (t.reads.get(n, 0) + t.writes.get(n, 0))
+               for n, w in spec.l2_weights(k.defines).items())
+
+
 def sync_loads(k: KernelPlan) -> int:
     """Memory round trips one trip of the kernel waits for (iosim.kernels: its spec's
     `sync_loads`; a kernel with no spec: its KernelPlan's `round_trips`; 0 for kernels whose
@@ -423,12 +435,12 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
-         "l2_bytes", "dram_bytes", "need_port", "tail")
+         "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
 EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
-             "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w")
+             "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail")
 
@@ -443,7 +455,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     fixed_r, fixed_w, loop_r, loop_w = _split(k, p) if p is not None else (0, 0, 0, 0)
     ext = (k.ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
            once.alu_flops, k.mask_alu, t.sram, t.hbm_read, t.hbm_write, fixed_r, fixed_w,
-           loop_r, loop_w)
+           loop_r, loop_w, l2_extra(k))
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
@@ -473,7 +485,8 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
         # DRAM shares of the two-level bytes
         "dram_r": np.where(two_r > 0, dram_r / np.where(two_r > 0, two_r, 1), 0.0),
         "dram_w": np.where(two_w > 0, dram_w / np.where(two_w > 0, two_w, 1), 0.0),
-        "l2_bytes": two_r + two_w, "dram_bytes": dram_r + dram_w, "need_port": two_r + two_w > 0}
+        "l2_bytes": two_r + two_w + e["l2_extra"], "dram_bytes": dram_r + dram_w,
+        "need_port": two_r + two_w > 0, "loop_x": e["l2_extra"] / steps}
     return np.stack([np.asarray(cols[x], np.float64) for x in FACTS], axis=1)
 
 
@@ -600,8 +613,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     def port(rd, wr):  # through this SM's own load/store path
         return (rd + wr) / r.port
 
-    def level(rd, wr, share):  # this CTA's share of L2 and DRAM
-        return share * np.maximum((rd + wr) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
+    def level(rd, wr, share, x=0.0):  # this CTA's share of L2 (`x`: its extra L2 work) and DRAM
+        return share * np.maximum((rd + wr + x) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
 
     rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
     lat = f.nsync * r.load_latency  # round trips the trip waits for
@@ -610,7 +623,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     policy, stages = three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0)
     ports, n3, q3, lat3 = three(loop_port, loop_port, 0.0), three(n, n, n), three(q, q, q), three(lat, lat, 0.0)
     t = np.stack([trips.time(policy, stages, ports, three(lv, lv, 0.0), n3, q3, lat3)
-                  for lv in (level(rd, wr, conc), zero)]).reshape(2, 3, m)
+                  for lv in (level(rd, wr, conc, f.loop_x), zero)]).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the

@@ -14,13 +14,14 @@ H100 choices, but 128 rather than 176 key rows at d=128 non-causal).
 Backward (kernels/fa3_bwd.cu): one CTA per key block of 128 rows, two consumer
 warpgroups of 64 key rows each and the producer warpgroup, query blocks of 128 (d = 64) or 64
 (d = 128) rows streamed through a two-stage TMA ring; Sᵀ, dPᵀ, dV, dK and dQ with wgmma, dQ added to fp32 dQacc by
-the copy engine (d = 128: the consumers stage it in shared memory, a dQ warp of the producer
+the copy engine (d = 128, 256: the consumers stage it in shared memory, a dQ warp of the producer
 warpgroup issues TMA reduce-adds) or with vector atomics (d = 64, where two staged units do not
 fit); fa2_bwd.cu's preprocessing and conversion kernels around it. d = 256: key
 blocks of 64 and query blocks of 64 (dK and dV of 64 keys x 256 do not fit one warpgroup's
 registers), the two consumer warpgroups splitting head_dim (128 columns of dK, dV and two
 64-column dQ units each) and the step's queries for Sᵀ, dPᵀ (32 each), Pᵀ and dSᵀ exchanged
-through shared memory, no ping-pong (the kernel's SPLIT_D). Needs
+through shared memory, no ping-pong (the kernel's SPLIT_D), dQ staged in each consumer's own
+panels of the step's Q/dO ring slot, which the dQ warp frees once it read them. Needs
 Hopper (wgmma, TMA, setmaxnreg). Problem.deterministic: the same kernel with DETERMINISTIC=1
 (`fa3_bwd_det`), which adds each dQ_i in a fixed order of key blocks, taking turns through an
 int32 flag per query block and consumer in global memory (dQsem); the Plan counts one read
@@ -54,9 +55,11 @@ FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
-# unit a consumer). Not 3 (one unit shared in turn, d = 64): measured faster than the atomics
-# (experiments/fa3_bwd/h100/speed10/run2/run.log) but compute-sanitizer racecheck reported
-# hazards on the ragged d = 64 case (run2/sanitize.log), unexplained so far
+# unit a consumer; d = 256: two, in the ring slot). Not 3 (one unit shared in turn, d = 64):
+# measured faster than the atomics (experiments/fa3_bwd/h100/speed10/run2/run.log) when
+# compute-sanitizer racecheck reported hazards on the ragged d = 64 case (run2/sanitize.log);
+# its hand-over now goes through mbarriers and racecheck is clean
+# (experiments/fa3_bwd/h100/dq256/run2/sanitize_dq3_d64.log), but it has not been timed since
 DQ_BULK_MODES = (2,)
 PRODUCER_THREADS = 128  # one warpgroup issues TMA loads
 QUANT_THREADS = 512  # kernels/fp8_quant.cu: a warp per row, 16 warps a tile
@@ -114,9 +117,10 @@ def dq_reduction(p: Problem, hw: HardwareProfile, k: KernelPlan, values: dict[st
     """fa3_bwd.cu's dQ reduction: DQ_BULK 2 where the kernel's rules allow it and its staging
     fits in shared memory (d = 128: the consumers stage their dQ units in shared memory, one
     buffer each, and a dQ warp adds them with the copy engine's tensor reduce-adds, so the
-    consumers never wait for the memory system); else vector atomics (DQ_BULK 0; d = 64, where
-    two staged units do not fit). The bytes that reach L2 are the same either way
-    (experiments/fa3_bwd/h100/speed10/)."""
+    consumers never wait for the memory system; d = 256: in their panels of the step's Q/dO
+    ring slot); else vector atomics (DQ_BULK 0; d = 64, where two staged units do not fit).
+    The bytes that reach L2 are the same either way (experiments/fa3_bwd/h100/speed10/); the
+    L2's work is not (iosim.kernels FA3_ATOMIC_L2)."""
     for mode in DQ_BULK_MODES:
         bulk = with_dq(p, k, values | {"DQ_BULK": mode})
         fits = bulk.smem_bytes + FA3_BWD_STATIC_SMEM <= hw.smem_per_block_optin_bytes
