@@ -33,7 +33,7 @@ for step in ${STEPS//,/ }; do
   variants) timeout "${VLIMIT:-150}" python3 experiments/fp8/speed10/variants.py "$D/variants.csv" --main-kernels "$MAIN" \
               --rounds "${ROUNDS:-3}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log" ;;
   ncu) mkdir -p "$D/ncu"
-       for v in ${NCU:-main_d128 tree_d128_bn192}; do
+       for v in ${NCU:-main_d128 new_d128}; do
          for sec in "--section MemoryWorkloadAnalysis_Tables" ""; do  # the second: if that section is unknown
            timeout "${NLIMIT:-90}" ncu --csv --page raw --print-units base --kernel-name regex:'^(fa3_fwd_fp8|fp8_quant)$' \
              --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \

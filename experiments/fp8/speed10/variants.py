@@ -31,20 +31,25 @@ from iosim.core.problem import Problem  # noqa: E402
 from iosim.schedules import Tiles, plan  # noqa: E402
 
 # name: (head_dim, N, causal, block_n, extra defines of the attention kernel, main's kernels)
-# (block_n None: the Plan's). tree_d128 is main's kernel as this tree builds it (the same PTX):
-# the spread of two builds of one kernel, timed side by side.
+# (block_n None: the Plan's)
 VARIANTS = {
     "main_d128": (128, 8192, False, 128, {}, True),
-    "tree_d128": (128, 8192, False, None, {}, False),
-    "tree_d128_bn192": (128, 8192, False, 192, {}, False),
-    "tree_d128_bn224": (128, 8192, False, 224, {}, False),
-    "tree_d128_nopp": (128, 8192, False, None, {"PINGPONG": 0}, False),
+    "new_d128_bn128_emu0": (128, 8192, False, 128, {"EXP_EMU": 0}, False),
+    "new_d128_bn192_emu0": (128, 8192, False, 192, {"EXP_EMU": 0}, False),
+    "new_d128": (128, 8192, False, None, {}, False),
+    "new_d128_emu3": (128, 8192, False, None, {"EXP_EMU": 3}, False),
+    "new_d128_emu4": (128, 8192, False, None, {"EXP_EMU": 4}, False),
+    "new_d128_bn224": (128, 8192, False, 224, {}, False),
     "main_d128_causal": (128, 8192, True, 128, {}, True),
-    "tree_d128_bn192_causal": (128, 8192, True, 192, {}, False),
+    "new_d128_causal": (128, 8192, True, None, {}, False),
     "main_d128_16k": (128, 16384, False, 128, {}, True),
-    "tree_d128_bn192_16k": (128, 16384, False, 192, {}, False),
+    "new_d128_16k": (128, 16384, False, None, {}, False),
     "main_d256": (256, 8192, False, 128, {}, True),
+    "new_d256": (256, 8192, False, None, {}, False),
+    "new_d256_emu2": (256, 8192, False, None, {"EXP_EMU": 2}, False),
     "main_d64": (64, 8192, False, 128, {}, True),
+    "new_d64": (64, 8192, False, None, {}, False),
+    "new_d64_emu0": (64, 8192, False, None, {"EXP_EMU": 0}, False),
 }
 COLUMNS = ["variant", "round", "head_dim", "seqlen", "causal", "block_n", "defines", "kernels",
            "status", "max_rel_err", "err_bound", "time_ms", "tflops", "attn_ms", "attn_tflops",
@@ -56,7 +61,7 @@ def problem(d: int, n: int, causal: bool) -> Problem:
                    seqlen_k=n, head_dim=d, causal=causal, dtype="fp8_e4m3", fp8_scaling="block")
 
 
-NEW_DEFINES = ()  # this tree's attention-kernel defines that main's kernel does not take
+NEW_DEFINES = ("EXP_EMU",)  # this tree's attention-kernel defines that main's kernel does not take
 
 
 def variant_plan(hw, name: str):
