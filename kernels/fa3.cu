@@ -100,15 +100,6 @@
 #ifndef WINDOW
 #error "WINDOW must be defined (-1: no sliding window)"
 #endif
-#if FP8_E4M3 && !defined(EXP_EMU)
-#error "EXP_EMU must be defined with FP8_E4M3 (0: every exp2 on the MUFU)"
-#endif
-#ifndef EXP_EMU
-#define EXP_EMU 0
-#endif
-#if EXP_EMU && !FP8_E4M3
-#error "EXP_EMU is fa3_fwd_fp8's (FP8_E4M3=1)"
-#endif
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
 #endif
@@ -167,14 +158,17 @@ static_assert(WINDOW < 0 || IS_CAUSAL, "a sliding window (WINDOW >= 0) needs IS_
 
 // Registers per thread after setmaxnreg: the producer keeps a few, the consumers share the rest
 // of the 64K-register file (512 per thread slot of a 128-thread warpgroup).
-// setmaxnreg moves registers within the CTA's allocation at launch (the per-thread count ptxas
-// gives under __launch_bounds__(THREADS, 1), times THREADS: 168 x 384 with two consumers, not the
-// whole 64K file): an increase that the decreases do not pay for waits forever (a producer at 32
-// with two consumers at 240 hung the kernel: experiments/fp8/h100/speed10/round2_hang).
 constexpr int PRODUCER_REGS = NC == 3 ? 32 : 24;
-constexpr bool FAC_AHEAD = D <= 128;  // FP8: the producer loads a trip's factors a trip ahead
 constexpr int CONSUMER_REGS_RAW = ((512 - PRODUCER_REGS) / NC) / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
+// setmaxnreg moves registers within the CTA's allocation at launch (what ptxas gives a thread
+// under __launch_bounds__(THREADS, 1), at most 64K / THREADS rounded down to 8, times THREADS:
+// 168 x 384 with two consumers, not the whole 64K file): an increase that the decreases do not
+// pay for waits forever (a producer at 32 with two consumers at 240 hung the kernel:
+// experiments/fp8/h100/speed10/round2_hang).
+constexpr int LAUNCH_REGS = (65536 / THREADS > 255 ? 255 : 65536 / THREADS) / 8 * 8;
+static_assert(PRODUCER_REGS + NC * CONSUMER_REGS <= (NC + 1) * LAUNCH_REGS,
+              "setmaxnreg: the consumers' increase exceeds what the producer's decrease frees");
 
 // Barrier slots in static shared memory.
 enum { BAR_Q = 0, BAR_FULL_K = 1, BAR_FULL_V = 1 + NS, BAR_EMPTY_K = 1 + 2 * NS,
@@ -243,19 +237,6 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
     wgmma_commit();
 }
 
-// 2^x on the FMA and ALU pipes instead of the MUFU (EXP_EMU: the exponentials of EXP_EMU of
-// every 8 n8 tiles of S; at d = 128 in e4m3 the MUFU's exp2 takes as long as the tensor cores'
-// GEMMs): x = j + f, j = round(x) (the 1.5 * 2^23 shift), f in [-1/2, 1/2], 2^f by a cubic
-// (relative error 1e-4; P is rounded to e4m3, 2^-4, after), j added to the exponent field;
-// x <= -127 (and -inf) gives 0.
-__device__ __forceinline__ float exp2_fma(float x) {
-    x = fmaxf(x, -127.f);
-    const float t = __fadd_rn(x, 12582912.f);
-    const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
-    const float p = fmaf(fmaf(fmaf(0.055008937f, f, 0.242211f), f, 0.6932829f), f, 1.f);
-    return __uint_as_float(__float_as_uint(p) + (__float_as_uint(t) << 23));
-}
-
 // Mask (tiles crossing the diagonal or the ragged Nk edge only), then the online softmax in
 // the log2 domain: s becomes P (unnormalised), m and l are updated, alpha = exp2(m_old - m_new)
 // is what O must be scaled by before P V is added.
@@ -276,38 +257,15 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
     }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-#if FP8_E4M3
-        // four independent chains of maxima (exact in any order), not one NT_S long: with two
-        // consumer warps an SMSP, the softmax's dependent latency is what the GEMMs wait for
-        float mq[4] = {IOSIM_NEG_INF, IOSIM_NEG_INF, IOSIM_NEG_INF, IOSIM_NEG_INF};
-#pragma unroll
-        for (int nt = 0; nt < NT_S; ++nt)
-            mq[nt % 4] = fmaxf(mq[nt % 4], fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
-        float mx = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
-#else
         float mx = IOSIM_NEG_INF;
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
             mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
-#endif
         mx = quad_max(mx);
         const float m_new = fmaxf(m[hr], mx * sl2);
         const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
         alpha[hr] = fast_exp2(m[hr] - m_use);
         m[hr] = m_new;
-#if FP8_E4M3
-        float rq[4] = {0.f, 0.f, 0.f, 0.f};  // four partial row sums (independent chains)
-#pragma unroll
-        for (int nt = 0; nt < NT_S; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float x = fmaf(s[nt * 4 + 2 * hr + e], sl2, -m_use);
-                const float pv = nt % 8 < EXP_EMU ? exp2_fma(x) : fast_exp2(x);
-                s[nt * 4 + 2 * hr + e] = pv;
-                rq[2 * (nt % 2) + e] += pv;
-            }
-        const float rs = (rq[0] + rq[1]) + (rq[2] + rq[3]);
-#else
         float rs = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
@@ -317,7 +275,6 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
                 s[nt * 4 + 2 * hr + e] = pv;
                 rs += pv;
             }
-#endif
         l[hr] = l[hr] * alpha[hr] + rs;
     }
 }
@@ -423,15 +380,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             const float sl2_q = scale * IOSIM_LOG2E * Qs[(size_t)(b * H + h) * gridDim.x + m_block];
             const float* kf = Ks + (size_t)kv_head * ((Nk + BN - 1) / BN);
             const float* vf = Vs + (size_t)kv_head * ((Nk + BN - 1) / BN);
-            // the factors of the next trip are loaded a trip ahead, so that their global-memory
-            // latency is spent in the waits on empty slots, not before each stage's TMA copies
-            // (FAC_AHEAD; at d = 256 the producer's 24 registers do not hold them: ptxas spills)
-            float k_nx = 0.f, v_nx = 1.f, v_pv = 1.f;
-            if (FAC_AHEAD && n_blocks > 0) {
-                k_nx = kf[n_first];
-                v_nx = vf[n_first];
-                v_pv = n_first > 0 ? vf[n_first - 1] : 1.f;
-            }
 #endif
             mbar_expect_tx(bar(BAR_Q), Q_BYTES);
 #pragma unroll
@@ -440,19 +388,9 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             for (int t = 0; t < n_blocks; ++t) {
                 const int s = t % NS, j = n_first + t;
                 const u32 ph = (u32)(t / NS) & 1u;
-#if FP8_E4M3
-                const float k_j = FAC_AHEAD ? k_nx : kf[j];  // K_j's, V_j's, V_{j-1}'s factors
-                const float v_j = FAC_AHEAD ? v_nx : vf[j];
-                const float v_p = FAC_AHEAD ? v_pv : (j > 0 ? vf[j - 1] : 1.f);
-                if (FAC_AHEAD && t + 1 < n_blocks) {
-                    k_nx = kf[j + 1];
-                    v_nx = vf[j + 1];
-                    v_pv = v_j;
-                }
-#endif
                 mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
 #if FP8_E4M3
-                fac_sl2[s] = sl2_q * k_j;
+                fac_sl2[s] = sl2_q * kf[j];
 #endif
                 mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
 #pragma unroll
@@ -461,8 +399,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                                 PANEL * p, j * BN, kv_head);
                 mbar_wait(bar(BAR_EMPTY_V + s), ph ^ 1u);
 #if FP8_E4M3
-                fac_v[s] = v_j;
-                fac_vr[s] = j > 0 ? v_p / v_j : 1.f;
+                fac_v[s] = vf[j];
+                fac_vr[s] = j > 0 ? vf[j - 1] / vf[j] : 1.f;
 #endif
                 mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
 #if FP8_E4M3

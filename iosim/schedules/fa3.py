@@ -49,16 +49,10 @@ from iosim.schedules.fa2 import FlashStyle
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
 FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
-# fp8 e4m3: key tiles of 128, 192 at d = 128 (V's transposed panels of 64 keys there; branch
-# fp8s10-candidate, not yet run on a GPU: experiments/fp8/speed10/run.sh)
+# fp8 e4m3: key tiles of 128, 192 at d = 128 (the kernel takes multiples of 32, V's transposed
+# panels then of 64 or 32 keys; 192 measured faster beside 128 in interleaved rounds:
+# experiments/fp8/h100/speed11)
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 192, 8, 2), 256: (128, 128, 8, 2)}
-# fa3.cu's EXP_EMU by head_dim: of every 8 n8 tiles of S, those whose exp2 runs on the FMA and ALU
-# pipes (a cubic) rather than the MUFU, where the MUFU's exponentials take as long as (d = 128) or
-# longer than (d = 64) the e4m3 GEMMs; d = 256 has half as many exponentials per GEMM flop
-FP8_EXP_EMU = {64: 2, 128: 2, 256: 0}
-# ALU/FMA operations of one such exp2 (clamp, the 1.5 * 2^23 shift and its inverse, f, the
-# cubic's three FMAs, the exponent's shift and add)
-EXP_FMA_OPS = 9
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
 # unit a consumer). Not 3 (one unit shared in turn, d = 64): measured faster than the atomics
@@ -152,20 +146,14 @@ def deterministic(p: Problem, k: KernelPlan, values: dict[str, int]) -> KernelPl
 def fp8_attention(p: Problem, k: KernelPlan) -> KernelPlan:
     """fa3.cu's FP8 entry: the e4m3 copies read where the bf16 kernel reads Q, K, V (its counts
     at 1 byte an element), O written in bf16 (2 bytes), the descale factors read (a Q factor a
-    CTA, K_j's and V_j's a trip, by the producer; counted once per CTA and tile). EXP_EMU of
-    every 8 tiles' exponentials (FP8_EXP_EMU) leave the SFU for EXP_FMA_OPS ALU operations each."""
+    CTA, K_j's and V_j's a trip, by the producer; counted once per CTA and tile)."""
     values = {n: v for n, v in k.defines.items() if n in SPECS["fa3_fwd_fp8"].defines}
-    emu = FP8_EXP_EMU.get(p.head_dim, 0)
-    values["EXP_EMU"] = emu
-    moved = k.work.tensor_flops // (4 * p.head_dim) * emu // 8  # P's exponentials (one per S element)
-    work = replace(k.work, exp_ops=k.work.exp_ops - moved,
-                   alu_flops=k.work.alu_flops + moved * EXP_FMA_OPS)
     t = k.traffic
     tq, trips = k.ctas, BlockMap.of(p, k.block_m, k.block_n).pairs * p.bh
     reads = {"Q8": t.reads["Q"], "K8": t.reads["K"], "Vt8": t.reads["V"], "Qs": tq * F32,
              "Ks": trips * F32, "Vs": trips * F32}
     writes = {n: v * (2 if n == "O" else 1) for n, v in t.writes.items()}
-    return replace(k, name="fa3_fwd_fp8", traffic=Traffic(reads, writes, t.sram), work=work,
+    return replace(k, name="fa3_fwd_fp8", traffic=Traffic(reads, writes, t.sram),
                    source=source("fa3_fwd_fp8"), defines=kernel_defines("fa3_fwd_fp8", **values))
 
 
