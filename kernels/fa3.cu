@@ -161,6 +161,14 @@ static_assert(WINDOW < 0 || IS_CAUSAL, "a sliding window (WINDOW >= 0) needs IS_
 constexpr int PRODUCER_REGS = NC == 3 ? 32 : 24;
 constexpr int CONSUMER_REGS_RAW = ((512 - PRODUCER_REGS) / NC) / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
+// setmaxnreg moves registers within the CTA's allocation at launch (what ptxas gives a thread
+// under __launch_bounds__(THREADS, 1), at most 64K / THREADS rounded down to 8, times THREADS:
+// 168 x 384 with two consumers, not the whole 64K file): an increase that the decreases do not
+// pay for waits forever (a producer at 32 with two consumers at 240 hung the kernel:
+// experiments/fp8/h100/speed10/round2_hang).
+constexpr int LAUNCH_REGS = (65536 / THREADS > 255 ? 255 : 65536 / THREADS) / 8 * 8;
+static_assert(PRODUCER_REGS + NC * CONSUMER_REGS <= (NC + 1) * LAUNCH_REGS,
+              "setmaxnreg: the consumers' increase exceeds what the producer's decrease frees");
 
 // Barrier slots in static shared memory.
 enum { BAR_Q = 0, BAR_FULL_K = 1, BAR_FULL_V = 1 + NS, BAR_EMPTY_K = 1 + 2 * NS,

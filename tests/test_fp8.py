@@ -4,6 +4,7 @@ matrix against the kernel's signs, and the rows' quantisation through validate's
 
 import io
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -188,3 +189,19 @@ def test_fp8_key_tiles_are_multiples_of_32():
         pl = plan("fa3", p, hw, Tiles(block_n=bn))
         held = all(h for src, h, _ in kernel_rules(pl) if src == "fa3.cu")
         assert held == ok, (bn, kernel_rules(pl))
+
+
+def test_fp8_d128_plans_the_measured_faster_key_tile():
+    """At d = 128 the fp8 Plan takes 128x192 tiles: beside main's 128x128 in the same interleaved
+    rounds (experiments/fp8/h100/speed11/default/variants.csv) the attention kernel's median
+    was higher at every N and causal setting, and the model ranks the two tiles the same way."""
+    hw = load("h100-sxm5-80gb")
+    df = pd.read_csv(Path(__file__).resolve().parents[1] / "experiments/fp8/h100/speed11/default/variants.csv")
+    med = df[df.status == "ok"].groupby("variant").attn_tflops.median()
+    pairs = [(v, "new" + v[4:]) for v in med.index if v.startswith("main_")]
+    assert len(pairs) == 5 and all(med[new] > med[old] for old, new in pairs), med
+    p = Problem(batch=2, heads=16, seqlen_q=8192, head_dim=128, dtype="fp8_e4m3")
+    pl = plan("fa3", p, hw)
+    assert (pl.main.block_m, pl.main.block_n) == (128, 192)
+    t = {bn: row(plan("fa3", p, hw, Tiles(block_n=bn)), hw)["time_pred_ms"] for bn in (128, 192)}
+    assert t[192] < t[128], t

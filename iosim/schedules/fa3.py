@@ -50,9 +50,10 @@ from iosim.schedules.fa2 import FlashStyle
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
 FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
-# fp8 e4m3: key tiles of 128 (the kernel also takes multiples of 32, V's transposed panels then
-# of 64 or 32 keys; 192 and 224 measured no clearly faster: experiments/fp8/h100/speed10/round1)
-FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 128, 8, 2)}
+# fp8 e4m3: key tiles of 128, 192 at d = 128 (the kernel takes multiples of 32, V's transposed
+# panels then of 64 or 32 keys; 192 measured faster beside 128 in interleaved rounds:
+# experiments/fp8/h100/speed11)
+FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 192, 8, 2), 256: (128, 128, 8, 2)}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
 # unit a consumer; d = 256: two, in the ring slot). Not 3 (one unit shared in turn, d = 64):

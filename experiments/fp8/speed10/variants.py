@@ -31,20 +31,20 @@ from iosim.core.problem import Problem  # noqa: E402
 from iosim.schedules import Tiles, plan  # noqa: E402
 
 # name: (head_dim, N, causal, block_n, extra defines of the attention kernel, main's kernels)
-# (block_n None: the Plan's). tree_d128 is main's kernel as this tree builds it (the same PTX):
-# the spread of two builds of one kernel, timed side by side.
+# (block_n None: the Plan's). main_*: main's kernel at main's 128-key tiles; new_*: this tree's
+# Plan (128x192 at d = 128; its kernel is main's, the same PTX). The candidate's variants (EXP_EMU,
+# four softmax chains) are those of commit 722ca2b (experiments/fp8/h100/speed11/candidate).
 VARIANTS = {
     "main_d128": (128, 8192, False, 128, {}, True),
-    "tree_d128": (128, 8192, False, None, {}, False),
-    "tree_d128_bn192": (128, 8192, False, 192, {}, False),
-    "tree_d128_bn224": (128, 8192, False, 224, {}, False),
-    "tree_d128_nopp": (128, 8192, False, None, {"PINGPONG": 0}, False),
-    "main_d128_causal": (128, 8192, True, 128, {}, True),
-    "tree_d128_bn192_causal": (128, 8192, True, 192, {}, False),
+    "new_d128": (128, 8192, False, None, {}, False),
+    "main_d128_4k": (128, 4096, False, 128, {}, True),
+    "new_d128_4k": (128, 4096, False, None, {}, False),
     "main_d128_16k": (128, 16384, False, 128, {}, True),
-    "tree_d128_bn192_16k": (128, 16384, False, 192, {}, False),
-    "main_d256": (256, 8192, False, 128, {}, True),
-    "main_d64": (64, 8192, False, 128, {}, True),
+    "new_d128_16k": (128, 16384, False, None, {}, False),
+    "main_d128_causal": (128, 8192, True, 128, {}, True),
+    "new_d128_causal": (128, 8192, True, None, {}, False),
+    "main_d128_causal_16k": (128, 16384, True, 128, {}, True),
+    "new_d128_causal_16k": (128, 16384, True, None, {}, False),
 }
 COLUMNS = ["variant", "round", "head_dim", "seqlen", "causal", "block_n", "defines", "kernels",
            "status", "max_rel_err", "err_bound", "time_ms", "tflops", "attn_ms", "attn_tflops",
