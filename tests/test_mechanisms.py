@@ -5,7 +5,9 @@ fails when it is removed (experiments/mutation_check/mutation_check.py lists whi
   splits the query rows and multiplies by the whole tile), not once per CTA;
 - CTAs run in waves on the SMs' slots (a tail wave costs a whole CTA's time), measured on
   shapes whose CTA count sits just above and below a multiple of the slots
-  (experiments/waves/h100/measured_waves.csv).
+  (experiments/waves/h100/measured_waves.csv);
+- standard attention's row kernels (softmax and its backward), kernel by kernel against
+  Nsight Compute (experiments/naive_kernels).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def test_tune_picks_within_5pct_of_the_measured_best():
         pick = g.time_ms.to_numpy()[min(range(len(pred)), key=pred.__getitem__)]
         ratios.append(pick / g.time_ms.min())
     assert len(ratios) == 15
-    assert sum(r <= 1.05 for r in ratios) >= 14 and max(ratios) <= 1.07, [round(r, 3) for r in ratios]
+    assert sum(r <= 1.05 for r in ratios) >= 14 and max(ratios) <= 1.07, [round(float(r), 3) for r in ratios]
 
 
 def test_small_problems_no_fit_saw():
@@ -112,3 +114,27 @@ def test_small_problems_no_fit_saw():
     t = times.set_index(["schedule", "direction"]).mape_pct
     assert len(t) == 7 and (t <= 12).all(), times.to_string()
     assert t[("fa2", "fwd")] <= 10 and t[("fa3", "fwd")] <= 10, times.to_string()
+
+
+
+NAIVE_NCU = Path(__file__).resolve().parents[1] / "experiments/naive_kernels/h100/naive_kernels.csv"
+
+
+def test_row_kernels_held_to_their_measured_durations():
+    """naive_softmax and naive_bwd_softmax, kernel by kernel, within 10% of Nsight Compute's
+    durations at the GPU's own clocks at 12 points (N = 512..16384, d = 64..256, forward and
+    backward; tools/naive_kernels.py). The three mechanisms this needs: a row's loads are its
+    one trip's, not a prologue added to it (else long rows are predicted 15-30% slow); the
+    block reduction's merges are counted (else the short rows, issue-bound in ncu, are
+    predicted 20-35% fast); the many one-row CTAs on an SM overlap their phases as a fluid
+    (`spread`; else long forward rows, DRAM-bound at 88% in ncu, are predicted 15-25% slow)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "naive_kernels", Path(__file__).resolve().parents[1] / "tools" / "naive_kernels.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    t = tool.kernel_times(str(NAIVE_NCU))
+    rows = t[t.kernel.str.contains("softmax")]
+    assert len(rows) == 12 and len(t) == 8 * 3 + 4 * 5
+    assert rows.ratio.between(0.9, 1.1).all(), rows.to_string()

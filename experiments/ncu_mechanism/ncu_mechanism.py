@@ -38,16 +38,19 @@ KERNELS = {"naive": "naive_qk|naive_softmax|naive_pv", "fa1": "fa1_init|fa1_fwd"
 KERNELS_BWD = {"fa2": "fa2_bwd", "fa1": "fa1_bwd"}
 
 
-def profile(point: tuple, direction: str = "fwd") -> pd.DataFrame:
+def profile(point: tuple, direction: str = "fwd", sections=SECTIONS, names: str = "",
+            options: tuple[str, ...] = ()) -> pd.DataFrame:
+    """One point under ncu: `sections`, kernels matching `names` (default: the schedule's main
+    kernels), more ncu `options` (e.g. --clock-control none)."""
     s, b, h, n, d, causal = point
-    names = (KERNELS if direction == "fwd" else KERNELS_BWD)[s]
+    names = names or (KERNELS if direction == "fwd" else KERNELS_BWD)[s]
     args = dict(schedule=s, hw="h100-sxm5-80gb", seed=1234, direction=direction, batch=b, heads=h,
                 kv_heads=h, seqlen_q=n, seqlen_k=n, head_dim=d, dtype="bf16", causal=causal)
     extra = [] if direction == "fwd" else [  # the backward's dQ goes through L2 atomics
         "--section", "MemoryWorkloadAnalysis",
         "--metrics", "lts__t_sectors_op_red.sum,lts__t_requests_op_red.sum,lts__t_sectors_op_atom.sum"]
-    cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base",
-           *[a for sec in SECTIONS for a in ("--section", sec)], *extra,
+    cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", *options,
+           *[a for sec in sections for a in ("--section", sec)], *extra,
            "--kernel-name", f"regex:^({names})$", sys.executable, "-m", "iosim.gpu.once",
            json.dumps(args)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)

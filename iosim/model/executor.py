@@ -25,6 +25,7 @@ from iosim.kernels import (
     hadamard_matrix,
 )
 from iosim.model import reference
+from iosim.schedules import naive as naive_plan
 from iosim.schedules.base import F32, BlockMap, blocks
 from iosim.schedules.standard import SECTOR
 
@@ -82,6 +83,10 @@ class Meter:
         self.work[self.kernel][1] += np.size(x)
         return np.exp(x)
 
+    def exps(self, n: int) -> None:
+        """n exponentials whose values the executor does not need (a reduction's rescales)."""
+        self.work[self.kernel][1] += int(n)
+
     def log(self, x: np.ndarray) -> np.ndarray:
         self.work[self.kernel][1] += np.size(x)
         return np.log(x)
@@ -132,13 +137,16 @@ def _gemm(m: Meter, name: str, A, B, a: str, b: str, C: np.ndarray, c: str, kp, 
                 m.store(c, C, (slice(i0, i0 + mi), slice(j0, j0 + nj)), out)
 
 
-def _rows(m: Meter, name: str, kp, ins: list[tuple[str, np.ndarray]], p_vis=None):
-    """Yield rows of the N×N inputs, counting one read (staged in smem) or two. With
+def _rows(m: Meter, name: str, kp, ins: list[tuple[str, np.ndarray]], merge: tuple[int, int],
+          p_vis=None):
+    """Yield rows of the N×N inputs, counting one read (staged in smem) or two, and the row's
+    block reduction (`merge`: ALU ops and exp2s of one merge, naive.ROW_MERGE). With
     `p_vis` (keys visible to row i: causal) only the part up to the diagonal is read, in whole
     16-byte vectors when the rows are 16-byte aligned (the rest of the row is masked anyway)."""
     causal_vec = p_vis is not None
     in_smem = kp.defines["ROW_IN_SMEM"]
     nk = ins[0][1].shape[1]
+    merges = naive_plan.row_merges(kp.defines["SOFTMAX_THREADS"])
     with m.launch(name):
         for i in range(ins[0][1].shape[0]):
             n = nk
@@ -150,6 +158,8 @@ def _rows(m: Meter, name: str, kp, ins: list[tuple[str, np.ndarray]], p_vis=None
             else:
                 for t, x in ins:  # second pass re-reads the row from HBM
                     m.load(t, x[i, :n], smem=False)
+            m.alu(merge[0] * merges)
+            m.exps(merge[1] * merges)
             yield i, rows
 
 
@@ -169,6 +179,7 @@ def naive(p: Problem, plan: Plan, q, k, v, do=None):
             S, P = np.empty((nq, nk)), np.empty((nq, nk))
             _gemm(m, "naive_qk", qh, kh.T, "Q", "K", S, "S", ks["naive_qk"], s)
             for i, (row,) in _rows(m, "naive_softmax", ks["naive_softmax"], [("S", S)],
+                                   naive_plan.ROW_MERGE["naive_softmax"],
                                    p_vis=p.visible_keys if p.causal else None):
                 n = p.visible_keys(i)
                 if p.causal:
@@ -286,7 +297,9 @@ def _naive_bwd(m: Meter, p: Problem, ks: dict, out: dict, b, h, qh, kh, vh, doh,
     dP, dS = np.empty((nq, nk)), np.empty((nq, nk))
     _gemm(m, f"{pre}_bwd_dv", P.T, doh, "P", "dO", dVe, "dV" + x, ks[f"{pre}_bwd_dv"])
     _gemm(m, f"{pre}_bwd_dp", doh, vh.T, "dO", "V", dP, "dP", ks[f"{pre}_bwd_dp"])
-    rows = _rows(m, f"{pre}_bwd_softmax", ks[f"{pre}_bwd_softmax"], [("P", P), ("dP", dP)])
+    # PyTorch's softmax backward (standard's): its reduction is not counted (naive.row_kernel)
+    merge = naive_plan.ROW_MERGE["naive_bwd_softmax"] if pre == "naive" else (0, 0)
+    rows = _rows(m, f"{pre}_bwd_softmax", ks[f"{pre}_bwd_softmax"], [("P", P), ("dP", dP)], merge)
     for i, (prow, dprow) in rows:
         di = (prow * dprow).sum()
         m.alu(4 * nk)  # product and sum for D_i; subtract and product for dS

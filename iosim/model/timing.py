@@ -263,7 +263,7 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
 
 SUBSET = 4096  # entries above which Trip.time computes each policy on its own entries only
 # the overlap policies, as codes of a case (Trip.time)
-POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3}
+POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4}
 
 
 @dataclass(frozen=True)
@@ -332,6 +332,10 @@ class Trip:
             # loads its issue waits for (sync_loads: decode's per-row table reads) bound the
             # trip, not added to the chain (docs/model.md: as measured)
             return _max(port, warp, latency, level, thr)
+        if policy == POLICIES["spread"]:  # one-trip CTAs, many to an SM, each started as
+            # another ends: their phases spread, so loads, compute and stores of different CTAs
+            # overlap as a fluid (a CTA still takes its own chain)
+            return _max(latency + port + warp, level, thr)
         if policy == POLICIES["lockstep"]:  # barriers inside the trip: the warps' phases cannot drift
             return pnorm([warp, level, thr], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute

@@ -65,15 +65,36 @@ def _sum_ceil8(n: int) -> int:
     return 32 * q * (q + 1) + 8 * rem * (q + 1)
 
 
+# One merge of two partial row results in a row kernel's block reduction, per thread: (ALU
+# ops, exp2s). naive_softmax merges (max, sum) pairs (sm_merge: two shuffles or shared-memory
+# reads, fmax, compare, two subtractions, a multiply and an FMA; two exp2); naive_bwd_softmax
+# adds sums (warp_sum: a shuffle and an add)
+ROW_MERGE = {"naive_softmax": (8, 2), "naive_bwd_softmax": (2, 0)}
+
+
+def row_merges(threads: int) -> int:
+    """Merges one row's block reduction does, all threads together: five shuffle steps in every
+    warp, then (more than one warp) every thread folds the warps' partials from shared memory.
+    At short rows they are as many instructions as the row's elements (experiments/
+    naive_kernels: naive_softmax issue-bound at N = 512)."""
+    warps = threads // 32
+    return threads * (5 + (warps if warps > 1 else 0))
+
+
 def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...], out: str,
                alu_per_row: int, exp_total: int, alu_total: int, read: int,
-               mask_alu: int = 0) -> KernelPlan:
+               mask_alu: int = 0, ours: bool = True) -> KernelPlan:
     """A kernel with one CTA per row of the N×N matrices: reads `ins`, writes `out`.
 
     The rows stay in SRAM when they fit, so each input row is read once (stored to and read
     back from shared memory); otherwise each input is read twice (a reduce pass, then an
     elementwise pass). `read`: elements of each input read per head (one pass); `mask_alu`:
-    the part of `alu_total` that applies the causal mask (every row has its diagonal).
+    the part of `alu_total` that applies the causal mask (every row has its diagonal). A row's
+    loads are its one trip's (`streamed`): the CTA waits for them, then reduces and writes, and
+    the CTAs resident beside it (many: one row each) overlap those phases as a fluid
+    (`spread`), as Nsight Compute shows (experiments/naive_kernels: long rows at 88-89% of the
+    DRAM peak while issuing at 53-62%). `ours`: kernels/naive.cu's; PyTorch's softmax backward
+    (standard's) keeps the reduction and phases of a generic elementwise kernel.
     """
     e, rows, nk = p.elem_bytes, p.bh * p.seqlen_q, p.seqlen_k
     row_bytes = nk * e * len(ins)
@@ -82,18 +103,23 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
     t = Traffic(reads={x: passes * p.bh * read * e for x in ins}, writes={out: rows * nk * e},
                 sram=2 * p.bh * read * e * len(ins) if in_smem else 0)
     threads = softmax_threads(nk)
+    merge_alu, merge_exp = ROW_MERGE[name] if ours else (0, 0)
+    merges = rows * row_merges(threads)
     return KernelPlan(
         name=name, grid=(p.seqlen_q, p.bh, 1), threads=threads,
         smem_bytes=row_bytes if in_smem else 0, regs_per_thread=32, block_m=1, block_n=nk,
-        traffic=t, work=Work(exp_ops=exp_total, alu_flops=alu_total + alu_per_row * rows),
+        traffic=t, work=Work(exp_ops=exp_total + merge_exp * merges,
+                             alu_flops=alu_total + alu_per_row * rows + merge_alu * merges),
         trips=uniform(passes), masked=uniform(1 if mask_alu else 0), mask_alu=mask_alu,
-        overlap="async", source=source(name),
+        overlap="spread" if ours else "async", source=source(name), streamed=ins if ours else (),
         defines=kernel_defines(name, SOFTMAX_THREADS=threads, ROW_IN_SMEM=int(in_smem),
                                **mask_defines(p), HEAD_DIM=p.head_dim),
     )
 
 
-def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
+def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles(), ours: bool = True) -> Plan:
+    """Standard attention as kernels/naive.cu runs it (`ours`), or its passes as PyTorch's
+    autograd runs them (standard.backward: the GEMMs alike, the row kernels not ours)."""
     qk, pv = gemm_tiles(QK_TILES, p, t), gemm_tiles(PV_TILES, p, t)
     # O = PV has d columns: a tile no wider than the power of two >= d (the swizzle's rows);
     # when d is not a multiple of the tile, half as wide (the ragged edge's bounds checks cost
@@ -126,7 +152,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
             gemm("naive_bwd_dp", p, nq, nk, d, qk, "dO", "V", "dP", e, 0, hw),
             # dS = P∘(dP − Σ P∘dP): 2 ops for the dot, 2 for the update, per element.
             row_kernel("naive_bwd_softmax", p, hw, ("P", "dP"), "dS", 0, 0, 4 * rows * nk,
-                       nq * nk),
+                       nq * nk, ours=ours),
             gemm("naive_bwd_dq", p, nq, d, nk, pv, "dS", "K", "dQ", e, 1, hw),
             gemm("naive_bwd_dk", p, nk, d, nq, pt, "dS", "Q", "dK" + x, e, 1, hw),
         ]

@@ -188,7 +188,7 @@ def backward(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     e, nq, nk, d = p.elem_bytes, p.seqlen_q, p.seqlen_k, p.head_dim
     nqd, nkd = p.bh * nq * d, p.batch * p.kv_heads * nk * d
     out = []
-    for k in naive.plan(p, hw, t).kernels:
+    for k in naive.plan(p, hw, t, ours=False).kernels:
         if k.name.startswith("naive_"):
             k = replace(k, name=k.name.replace("naive_", "standard_"), source=None)
         if k.name in ("standard_bwd_dq", "standard_bwd_dk"):  # bmm alone: alpha comes after
