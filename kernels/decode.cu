@@ -41,7 +41,12 @@
 //   256), BLOCK_M (packed rows: 16 or 32, BLOCK_M/16 * HEAD_DIM <= 256: the fp32 accumulators
 //   a thread holds), BLOCK_N (keys a tile, a multiple of 16*NUM_WARPS), NUM_WARPS,
 //   STAGES (cp.async ring depth), IS_CAUSAL, WINDOW, HEADS_PER_CTA, NUM_SPLITS; paged: PAGE_SIZE,
-//   PAGE_AHEAD (1 if not given); ELEM_BF16=1 or ELEM_FP16=1.
+//   PAGE_AHEAD (1 if not given); ELEM_BF16=1 or ELEM_FP16=1. The K/V loads' L2 hints, not the
+//   Plan's (kernel defaults, overridden only by A/B probes): KV_PREFETCH (256: an L2 miss fetches
+//   256 bytes from DRAM; 0, 64, 128) and KV_EVICT_FIRST (1: the streamed lines, read once, are
+//   evicted first). At batch 32 on an H100 the two together took 0.2-0.4% off the time, in the
+//   same process as the kernel without them and cuDNN (experiments/decode/h100/state11/
+//   b32_ab.csv: pf256_ef against base).
 //
 // What it does (per CTA):
 //   * GQA packing: the K/V tiles of a split are read from HBM once for all packed query heads.
@@ -73,10 +78,10 @@
 #define PAGE_AHEAD 1
 #endif
 #ifndef KV_PREFETCH
-#define KV_PREFETCH 0
+#define KV_PREFETCH 256
 #endif
 #ifndef KV_EVICT_FIRST
-#define KV_EVICT_FIRST 0
+#define KV_EVICT_FIRST 1
 #endif
 #ifndef BLOCK_M
 #error "BLOCK_M must be defined"

@@ -11,7 +11,10 @@
 #  4. seq: `iosim bench` at batch 1, KV 128k, pages none, 16, 64, 256 alone (seq_alone.csv),
 #     then each after a batch-32 point as the grid orders them (seq_after32.csv, --peers torch);
 #  5. grid (not default): the decode grid of run.sh (batch 1, 8, 32, KV 4k, 32k, 128k) with
-#     pages none, 16, 64, 256, --queued, --flush read, beside torch (bench_read.csv).
+#     pages none, 16, 64, 256, --queued, --flush read, beside torch (bench_read.csv);
+#  6. confirm (not default): experiments/decode/state_probe.py confirm (confirm_ab.csv): the
+#     Plan's kernel with its L2 hints beside the plain one and torch at batch 1 and 32.
+# Steps run in the order grid, confirm, then the others above.
 # On the GPU machine, from the repository root, with the wheels in .whl/:
 #   SUB=NAME STEPS=tests,pages,b32,seq LIMIT=260 bash experiments/decode/state.sh
 set -o pipefail
@@ -34,6 +37,18 @@ if [[ $STEPS == *tests* ]]; then
   timeout "$(cap 70)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_decode.py 2>&1 \
     | tail -15 | tee "$F/gpu_tests.log" || { echo "GPU tests failed: not timed"; exit 1; }
 fi
+if [[ $STEPS == *grid* ]]; then
+  stamp grid
+  timeout "$(cap 175)" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
+    --page-size none,16,64,256 --queued --peers torch -o "$F/bench_read.csv" 2>&1 | tail -2
+  python3 tools/decode_summary.py "$F/bench_read.csv" > "$F/summary_bench_read.txt" 2>&1
+  tail -n 60 "$F/summary_bench_read.txt"
+fi
+if [[ $STEPS == *confirm* ]]; then
+  stamp confirm
+  timeout "$(cap 45)" python3 experiments/decode/state_probe.py confirm "$F/confirm_ab.csv" 2>&1 \
+    | tee "$F/confirm_ab.log" | tail -40
+fi
 if [[ $STEPS == *pages* ]]; then
   stamp pages
   timeout "$(cap 70)" python3 experiments/decode/state_probe.py pages "$F/pages_state.csv" 2>&1 \
@@ -51,13 +66,6 @@ if [[ $STEPS == *seq* ]]; then
   stamp seq after32
   timeout "$(cap 70)" iosim bench "${BASE[@]}" --seqlen-k 131072 --batch 32,1 --page-size none,16,64 \
     --peers torch -o "$F/seq_after32.csv" 2>&1 | tail -1
-fi
-if [[ $STEPS == *grid* ]]; then
-  stamp grid
-  timeout "$(cap 200)" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
-    --page-size none,16,64,256 --queued --peers torch -o "$F/bench_read.csv" 2>&1 | tail -2
-  python3 tools/decode_summary.py "$F/bench_read.csv" > "$F/summary_bench_read.txt" 2>&1
-  tail -n 60 "$F/summary_bench_read.txt"
 fi
 stamp done
 tar czf "$DIR/${SUB:-state11}.tgz" -C "$DIR" "${SUB:-state11}"

@@ -16,6 +16,7 @@ flash backends, in three interleaved rounds, issued and queued.
 
     python3 experiments/decode/state_probe.py pages OUT.csv
     python3 experiments/decode/state_probe.py b32 OUT.csv
+    python3 experiments/decode/state_probe.py confirm OUT.csv   (the Plan's defaults, later)
 """
 
 from __future__ import annotations
@@ -164,13 +165,21 @@ def pages(out: str) -> None:
     pd.DataFrame(rows).to_csv(out, index=False)
 
 
-VARIANTS = {"base": (Tiles(), None), "pf128": (Tiles(), {"KV_PREFETCH": 128}),
-            "pf256": (Tiles(), {"KV_PREFETCH": 256}), "evict_first": (Tiles(), {"KV_EVICT_FIRST": 1}),
+# the K/V loads' L2 hints (kernels/decode.cu: KV_PREFETCH, KV_EVICT_FIRST) given explicitly, so
+# that a variant names the same kernel whatever the defaults are
+PLAIN = {"KV_PREFETCH": 0, "KV_EVICT_FIRST": 0}
+VARIANTS = {"base": (Tiles(), PLAIN), "pf128": (Tiles(), {**PLAIN, "KV_PREFETCH": 128}),
+            "pf256": (Tiles(), {**PLAIN, "KV_PREFETCH": 256}),
+            "evict_first": (Tiles(), {**PLAIN, "KV_EVICT_FIRST": 1}),
             "pf256_ef": (Tiles(), {"KV_PREFETCH": 256, "KV_EVICT_FIRST": 1}),
-            "stages2": (Tiles(stages=2), None), "splits2": (Tiles(kv_splits=2), None)}
+            "stages2": (Tiles(stages=2), PLAIN), "splits2": (Tiles(kv_splits=2), PLAIN)}
+# the second call: the kernel as the Plan runs it (its defaults: pf256_ef) beside the plain one
+CONFIRM = {"plain": (Tiles(), PLAIN), "default": (Tiles(), None),
+           "stages2": (Tiles(stages=2), None)}
 
 
-def b32(out: str) -> None:
+def b32(out: str, variants: dict = VARIANTS, shapes=((32, 4096), (32, 131072), (32, 32768)),
+        rounds: int = 3) -> None:
     torch = bench.require_gpu()
     hw = load(bench.profile_for(torch.cuda.get_device_name()))
     nvml = Nvml()
@@ -178,36 +187,36 @@ def b32(out: str) -> None:
     qd = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES, flush="read")
     bw = bench.copy_bandwidth(torch, qd)
     rows = []
-    for nk in (4096, 131072, 32768):
-        base = Problem(batch=32, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=nk, head_dim=128,
+    for b, nk in shapes:
+        base = Problem(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=nk, head_dim=128,
                        dtype="bf16", causal=False)
         q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
         ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
         bound = bench.error_bound("decode", base, same, s_max)
         fns = {}
-        for name, (tiles, extra) in VARIANTS.items():
+        for name, (tiles, extra) in variants.items():
             lz = ours(torch, hw, base, q, k, v, None, tiles, extra)
             err, ok = bench.check(torch, lz, ref, lse_ref, bound)
-            print(f"check B=32 Nk={nk} {name}: err {err:.2e} bound {bound:.2e} {'ok' if ok else 'FAILED'}",
+            print(f"check B={b} Nk={nk} {name}: err {err:.2e} bound {bound:.2e} {'ok' if ok else 'FAILED'}",
                   flush=True)
             if ok:
                 fns[name] = lz
         for peer, backend in (("torch_cudnn", "CUDNN_ATTENTION"), ("torch_flash", "FLASH_ATTENTION")):
             o = bench.sdpa(torch, q, k, v, base, backend)
             err = bench.rel_err(torch, o, ref)
-            print(f"check B=32 Nk={nk} {peer}: err {err:.2e}", flush=True)
+            print(f"check B={b} Nk={nk} {peer}: err {err:.2e}", flush=True)
             if err <= bound:
                 fns[peer] = functools.partial(bench.sdpa, torch, q, k, v, base, backend)
         del ref
-        for rnd in range(3):
+        for rnd in range(rounds):
             for name, fn in fns.items():
                 for mode, timer in (("q", qd), ("nq", nq)):
                     ms, env = timed(timer, fn, nvml)
-                    rows.append(dict(gpu=torch.cuda.get_device_name(), batch=32, seqlen_k=nk,
+                    rows.append(dict(gpu=torch.cuda.get_device_name(), batch=b, seqlen_k=nk,
                                      case=name, round=rnd, mode=mode, ms=ms,
                                      bw_over_copy=bench.kv_bytes(base) / (ms * 1e-3) / bw,
                                      copy_bw=bw, **env))
-        sub = pd.DataFrame([r for r in rows if r["seqlen_k"] == nk])
+        sub = pd.DataFrame([r for r in rows if r["seqlen_k"] == nk and r["batch"] == b])
         print(sub.pivot_table(index="case", columns=["mode", "round"], values="ms").round(4)
               .to_string(), flush=True)
         del fns, q, k, v
@@ -215,5 +224,11 @@ def b32(out: str) -> None:
     pd.DataFrame(rows).to_csv(out, index=False)
 
 
+def confirm(out: str) -> None:
+    """The Plan's kernel (its L2 hints) beside the plain one, a 2-stage ring and torch, at
+    batch 1 (32k, 128k) and 32 (32k, 128k): three interleaved rounds."""
+    b32(out, CONFIRM, ((32, 32768), (32, 131072), (1, 32768), (1, 131072)))
+
+
 if __name__ == "__main__":
-    {"pages": pages, "b32": b32}[sys.argv[1]](sys.argv[2])
+    {"pages": pages, "b32": b32, "confirm": confirm}[sys.argv[1]](sys.argv[2])
