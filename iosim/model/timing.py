@@ -105,8 +105,8 @@ def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> Kern
 
 
 # the rates a relief changes, as columns of the rate arrays (Rates.vector)
-RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "l2", "hbm", "mma_cycles",
-               "inst_cycles", "load_latency", "launch")
+RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "sm_dram", "l2", "hbm",
+               "mma_cycles", "inst_cycles", "load_latency", "launch")
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class Rates:
     sram: float
     issue: float  # warp instructions per second per SM
     port: float  # bytes per second one SM loads from (and stores to) L2
+    sm_dram: float  # ... of which from DRAM at most (Pipeline.sm_dram_bytes_per_clk; inf: none)
     l2: float
     hbm: float
     wgmma: bool  # asynchronous warpgroup MMA: no per-instruction issue or dependence cost
@@ -138,6 +139,8 @@ class Rates:
                            load_latency=self.load_latency / factor)
         if what == "launch":
             return replace(self, launch=self.launch / factor)
+        if what == "port":  # the SM's load path, whatever level its bytes come from
+            return replace(self, port=self.port * factor, sm_dram=self.sm_dram * factor)
         return replace(self, **{what: getattr(self, what) * factor})
 
     @classmethod
@@ -152,6 +155,7 @@ class Rates:
             sram=hw.smem_bytes_per_s * eff.smem / sms,
             issue=hw.issue_per_clk_per_sm * hw.clock_hz,
             port=hw.pipeline.sm_load_bytes_per_clk * hw.clock_hz,
+            sm_dram=(hw.pipeline.sm_dram_bytes_per_clk or math.inf) * hw.clock_hz,
             l2=hw.l2_bandwidth_bytes_per_s * eff.l2,
             hbm=hw.hbm_bandwidth_bytes_per_s * eff.hbm,
             wgmma=wgmma,
@@ -178,6 +182,8 @@ def _relief_factors() -> np.ndarray:
                 f[i, RATE_FIELDS.index(c)] = 0.5
         elif x == "launch":
             f[i, RATE_FIELDS.index("launch")] = 0.5
+        elif x == "port":  # Rates.relaxed: both of the SM's load rates
+            f[i, RATE_FIELDS.index("port")] = f[i, RATE_FIELDS.index("sm_dram")] = 2.0
         else:
             f[i, RATE_FIELDS.index(x)] = 2.0
     return f
@@ -597,8 +603,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
 
-    def port(rd, wr):  # through this SM's own load/store path
-        return (rd + wr) / r.port
+    def port(rd, wr):  # through this SM's own load/store path; its DRAM bytes at most at the
+        # rate the SM streams from DRAM (Rates.sm_dram)
+        return np.maximum((rd + wr) / r.port, (rd * f.dram_r + wr * f.dram_w) / r.sm_dram)
 
     def level(rd, wr, share):  # this CTA's share of L2 and DRAM
         return share * np.maximum((rd + wr) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
