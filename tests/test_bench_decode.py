@@ -14,7 +14,6 @@ import iosim.gpu.bench as gbench
 from iosim.analysis.bench import key, parse_peers
 from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
-from iosim.gpu.launch import kv_pool_bytes, paged_cache_bytes
 from iosim.schedules import Tiles, plan
 
 BW = 3.0e12  # the stand-in's copy bandwidth, bytes a second
@@ -28,33 +27,18 @@ class FakeTorch:
             pass
 
 
-class Measured(list):
-    """The Plans measured, and the size of each run's paged-cache pool (iosim.gpu.bench.kv_pool)."""
-
-    def __init__(self):
-        super().__init__()
-        self.pools: list[int] = []
-
-
 @pytest.fixture
 def gpu(monkeypatch):
     """A stand-in GPU: our kernels take OURS_MS, a checked peer PEER_MS; the forward points
     measured are recorded."""
-    measured = Measured()
+    measured = []
     monkeypatch.setattr(gbench, "require_gpu", lambda command="iosim bench": FakeTorch)
     monkeypatch.setattr(gbench, "gpu_info", lambda torch: {"gpu_name": "NVIDIA H100 80GB HBM3"})
     monkeypatch.setattr(gbench, "Timer", lambda torch, l2, lead_cycles=0, flush="write":
                         SimpleNamespace(queued=None, flush=flush))
     monkeypatch.setattr(gbench, "copy_bandwidth", lambda torch, timer: BW)
 
-    def pool(torch, problems):  # the paged caches' pool of a run: its size
-        measured.pools.append(kv_pool_bytes(problems))
-        return SimpleNamespace(nbytes=measured.pools[-1]) if measured.pools[-1] else None
-
-    monkeypatch.setattr(gbench, "kv_pool", pool)
-
-    def forward(torch, timer, pl, seed, bw, need, ncu, args, pool=None):
-        assert (pool is None) == (measured.pools[-1] == 0)  # the run's pool reaches each point
+    def forward(torch, timer, pl, seed, bw, need, ncu, args):
         measured.append(pl)
         return {"status": "ok", "time_ms": OURS_MS, "time_queued_ms": OURS_MS / 2, "hbm_floor_ms": 123.0}
 
@@ -103,35 +87,6 @@ def test_decode_grid_rows_peers_and_the_hbm_floor(gpu, tmp_path):
         # a paged row says which gather ran (today's: the table read a tile ahead)
         assert (r.page_ahead == 1) if p.page_size else pd.isna(r.page_ahead)
     assert len(gpu) == 2
-    # one pool a run, allocated before any point: the paged point's Kc and Vc
-    assert gpu.pools == [2 * paged_cache_bytes(Problem(batch=2, heads=32, kv_heads=8, seqlen_q=1,
-                                                       seqlen_k=4096, page_size=64))]
-
-
-def test_the_paged_caches_pool_holds_the_largest_point():
-    """kv_pool_bytes: K and V of the largest paged problem (its last page padded), 0 when none
-    is paged; a cache too large for a half of the pool is refused, not written past it."""
-    from iosim.gpu.launch import KvPool
-
-    ps = [Problem(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=nk, page_size=pg)
-          for b, nk, pg in [(32, 4096, 16), (1, 131072 + 1, 256), (8, 1000, None)]]
-    assert paged_cache_bytes(ps[1]) == (131072 // 256 + 1) * 256 * 8 * 128 * 2
-    assert kv_pool_bytes(ps) == 2 * max(paged_cache_bytes(ps[0]), paged_cache_bytes(ps[1]))
-    assert kv_pool_bytes(ps[2:]) == 0
-
-    class Buf:  # a uint8 buffer's numel, and the element size of a bf16 scalar
-        def numel(self):
-            return 100
-
-    class Torch:
-        bfloat16 = "bf16"
-
-        @staticmethod
-        def empty(shape, dtype):
-            return SimpleNamespace(element_size=lambda: 2)
-
-    with pytest.raises(ValueError, match="does not fit"):
-        KvPool(Buf()).view(Torch, 1, (26,), Torch.bfloat16)
 
 
 def test_resume_measures_only_new_points_and_forced_splits_are_points(gpu, tmp_path):

@@ -117,24 +117,3 @@ def test_paged_gathers_match_reference(env, ahead):
     bound = bench.error_bound("decode", p, same, s_max)
     err, ok = bench.check(torch, Launcher(pl, q, k, v), ref, lse_ref, bound)
     assert ok, f"paged, ahead={ahead} ({pl.notes}): error {err:.3g} over bound {bound:.3g}"
-
-
-def test_paged_cache_in_the_runs_pool(env):
-    """The bench's paged caches live in one pool allocated at the start of a run (KvPool):
-    Kc and Vc are its two halves, and the kernel on them matches the reference (a ragged last
-    page, several splits)."""
-    from iosim.gpu.launch import Launcher
-
-    torch, hw, bench = env
-    p = Problem(batch=2, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=5003, head_dim=128,
-                page_size=64)
-    pool = bench.kv_pool(torch, [p, p.model_copy(update={"page_size": None})])
-    pl = plan("decode", p, hw, check=True)
-    q, k, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little"))
-    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, p)
-    bound = bench.error_bound("decode", p, same, s_max)
-    run = Launcher(pl, q, k, v, pool)
-    at, half = pool.buf.data_ptr(), pool.buf.numel() // 2
-    assert (run.buf["Kc"].data_ptr(), run.buf["Vc"].data_ptr()) == (at, at + half)
-    err, ok = bench.check(torch, run, ref, lse_ref, bound)
-    assert ok, f"paged in the pool: error {err:.3g} over bound {bound:.3g}"

@@ -163,8 +163,6 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
                 supported(plan(s, p, hw, tiles_of(s, k), check=True, tuned=tuned))
     if out.exists() and out.stat().st_size and not resume:
         raise InputError(f"{out} exists (allowed: --resume to continue it, or another -o)")
-    # the paged caches' pool first, while the GPU's memory is fresh (iosim.gpu.launch.KvPool)
-    pool = bench.kv_pool(torch, problems)
     timer = bench.Timer(torch, hw.l2_bytes, flush=flush)
     bw = bench.copy_bandwidth(torch, timer)
     if queued or any(decode.takes(p) for p in problems):  # also with the launches queued
@@ -202,7 +200,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
             ncu_args = dict(schedule=s, hw=hw.name, seed=seed + n, **problem_fields(p),
                             **({"kv_splits": k} if k is not None else {}))
             r.update(bench.forward_point(torch, timer, pl, seed + n, bw, footprint_bytes(pl),
-                                         use_ncu, ncu_args, pool=pool))
+                                         use_ncu, ncu_args))
         if decode.takes(p):
             r.update(decode_columns(p, pl, r, bw))
         if pl is not None and "DQ_BULK" in pl.main.defines:  # fa3 backward: its dQ reduction

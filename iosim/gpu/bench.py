@@ -340,21 +340,11 @@ def checked_inputs(torch, schedule: str, p: Problem, seed: int, tiles: tuple[int
     return (q, k, v), (ref, lse_ref), bound, {"ref_err_same_dtype": same, "err_bound": bound}
 
 
-def kv_pool(torch, problems):
-    """The run's KvPool (iosim.gpu.launch), allocated now: Kc and Vc of its largest paged
-    problem; None when none is paged."""
-    from iosim.gpu.launch import KvPool, kv_pool_bytes
-
-    n = kv_pool_bytes(problems)
-    return KvPool(torch.empty(n, dtype=torch.uint8, device="cuda")) if n else None
-
-
 def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int,
-                  use_ncu: bool, ncu_args: dict, pool=None) -> dict:
+                  use_ncu: bool, ncu_args: dict) -> dict:
     """One forward row of our kernel `pl` (a Plan): fresh inputs, check and, if it passes, time
-    (and profile); a paged cache goes in `pool` (kv_pool) when given. A point whose inputs or
-    reference do not fit is a row saying so; a crash is a row with status `error: ...`, never
-    timed."""
+    (and profile). A point whose inputs or reference do not fit is a row saying so; a crash is
+    a row with status `error: ...`, never timed."""
     from iosim.gpu.launch import Launcher
 
     p = pl.problem
@@ -368,7 +358,7 @@ def forward_point(torch, timer: Timer, pl, seed: int, bw: float, need_bytes: int
                        f"the GPU's {have / 2**30:.1f} GiB")
         return r
     try:
-        launcher = Launcher(pl, q, k, v, pool)
+        launcher = Launcher(pl, q, k, v)
         err, ok = check(torch, launcher, ref, lse_ref, bound)
         r.update(max_rel_err=err, status="ok" if ok else "failed_check")
         if ok:

@@ -46,55 +46,21 @@ def tensor_maps(plan: Plan, buf: dict) -> dict:
             for n, (tensor, rows) in SPECS[k.name].tensor_maps.items()}
 
 
-def paged_cache_bytes(p) -> int:
-    """Bytes of one of a paged problem's caches (Kc or Vc: its pages, the last one padded)."""
-    return p.batch * -(-p.seqlen_k // p.page_size) * p.page_size * p.kv_heads * p.head_dim \
-        * p.elem_bytes
-
-
-def kv_pool_bytes(problems) -> int:
-    """A KvPool that holds Kc and Vc of each of these problems in turn (0: none is paged)."""
-    return max((2 * paged_cache_bytes(p) for p in problems if p.page_size is not None), default=0)
-
-
-@dataclass
-class KvPool:
-    """One device buffer, allocated once at the start of a run, that holds the paged K and V
-    caches of each point in turn: as a serving engine allocates its paged KV cache once, at
-    start-up. A cache allocated afresh for each point, after earlier points released tens of
-    GB, made the random-page gather (not the contiguous stream) up to 1.19x slower at batch 1
-    on an H100: the same kernel, shape and split count as a fresh process, where it is within
-    2% (experiments/decode/h100/state11/: seq_after32.csv against seq_alone.csv)."""
-
-    buf: object  # uint8 device tensor
-
-    def view(self, torch, i: int, shape: tuple, dtype):
-        """The i-th half of the pool as a contiguous tensor of `shape` and `dtype`."""
-        n = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-        half = self.buf.numel() // 2
-        if n > half:
-            raise ValueError(f"a {n}-byte cache does not fit the pool's halves of {half} bytes")
-        return self.buf[i * half:i * half + n].view(dtype).view(shape)
-
-
-def paged_cache(torch, p, k, v, pool: KvPool | None = None) -> dict:
+def paged_cache(torch, p, k, v) -> dict:
     """K and V copied into a paged cache (Problem.page_size tokens x KVH x d a page), the pages
-    in a random order, with the int32 block table that finds them: {Kc, Vc, BlockTable};
-    `pool`: Kc and Vc placed in its two halves, else allocated here."""
+    in a random order, with the int32 block table that finds them: {Kc, Vc, BlockTable}."""
     ps, nk, b = p.page_size, p.seqlen_k, p.batch
     npg = -(-nk // ps)
     perm = torch.randperm(b * npg, device=k.device)
 
-    def pages(x, i):  # (B, KVH, Nk, d) -> pages (B·NP, page, KVH, d), page j at perm[j]
+    def pages(x):  # (B, KVH, Nk, d) -> pages (B·NP, page, KVH, d), page i at perm[i]
         x = torch.nn.functional.pad(x, (0, 0, 0, npg * ps - nk))
         x = x.view(b, p.kv_heads, npg, ps, p.head_dim).permute(0, 2, 3, 1, 4)
-        shape = (b * npg, ps, p.kv_heads, p.head_dim)
-        out = pool.view(torch, i, shape, x.dtype) if pool is not None else \
-            torch.empty(shape, dtype=x.dtype, device=x.device)
-        out[perm] = x.reshape(shape)
+        out = torch.empty((b * npg, ps, p.kv_heads, p.head_dim), dtype=x.dtype, device=x.device)
+        out[perm] = x.reshape(b * npg, ps, p.kv_heads, p.head_dim)
         return out
 
-    return {"Kc": pages(k, 0), "Vc": pages(v, 1),
+    return {"Kc": pages(k), "Vc": pages(v),
             "BlockTable": perm.to(torch.int32).view(b, npg).contiguous()}
 
 
@@ -112,7 +78,6 @@ class Launcher:
     q: object
     k: object
     v: object
-    pool: KvPool | None = None  # where a paged cache goes (paged_cache)
 
     def __post_init__(self) -> None:
         import torch
@@ -124,7 +89,7 @@ class Launcher:
         names |= {t for k in self.plan.kernels for t, _ in SPECS[k.name].tensor_maps.values()
                   if t not in inputs}
         if "BlockTable" in names:  # a paged cache: K and V scattered over pages
-            inputs.update(paged_cache(torch, p, self.k, self.v, self.pool))
+            inputs.update(paged_cache(torch, p, self.k, self.v))
         splits = kv_splits(self.plan)
         self.buf = {n: inputs.get(n) if n in inputs else buffer(torch, p, n, self.q.dtype,
                                                                  self.q.device, splits)
