@@ -603,9 +603,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
 
-    def port(rd, wr):  # through this SM's own load/store path; its DRAM bytes at most at the
-        # rate the SM streams from DRAM (Rates.sm_dram)
-        return np.maximum((rd + wr) / r.port, (rd * f.dram_r + wr * f.dram_w) / r.sm_dram)
+    # loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fill what the SM keeps in
+    # flight, and its DRAM bytes then stream at most at the rate that sustains (Rates.sm_dram:
+    # Little's law over DRAM's round trip); synchronous loads keep one tile in flight a CTA and
+    # wait out their round trips (load_latency) long before that
+    piped = ((f.policy == POLICIES["async"]) & (f.stages > 1)) \
+        | (f.policy == POLICIES["warpspecialized"])
+    sm_dram = np.where(piped, r.sm_dram, np.inf)
+
+    def port(rd, wr):  # through this SM's own load/store path (its DRAM bytes: sm_dram)
+        return np.maximum((rd + wr) / r.port, (rd * f.dram_r + wr * f.dram_w) / sm_dram)
 
     def level(rd, wr, share):  # this CTA's share of L2 and DRAM
         return share * np.maximum((rd + wr) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
