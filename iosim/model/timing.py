@@ -429,14 +429,14 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
-         "l2_bytes", "dram_bytes", "need_port", "tail")
+         "l2_bytes", "dram_bytes", "need_port", "tail", "streams")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
 EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
              "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
-             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail")
+             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -453,7 +453,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
-             k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips)
+             k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)))
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -603,16 +603,19 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
 
-    # loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fill what the SM keeps in
-    # flight, and its DRAM bytes then stream at most at the rate that sustains (Rates.sm_dram:
-    # Little's law over DRAM's round trip); synchronous loads keep one tile in flight a CTA and
-    # wait out their round trips (load_latency) long before that
-    piped = ((f.policy == POLICIES["async"]) & (f.stages > 1)) \
-        | (f.policy == POLICIES["warpspecialized"])
+    # a loop that streams its operands from DRAM (KernelPlan.streamed: each byte read once, by
+    # one CTA) with its loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fills
+    # what the SM keeps in flight, and reads DRAM at most at the rate that sustains
+    # (Rates.sm_dram: Little's law over DRAM's round trip; stores wait for no round trip);
+    # synchronous loads keep one tile in flight a CTA and wait out their round trips
+    # (load_latency) long before that. Measured on such streams (decode's K/V); kernels whose
+    # DRAM bytes a trip are the L2 model's estimate of re-read tiles are left to their port
+    piped = (((f.policy == POLICIES["async"]) & (f.stages > 1))
+             | (f.policy == POLICIES["warpspecialized"])) & (f.streams > 0)
     sm_dram = np.where(piped, r.sm_dram, np.inf)
 
-    def port(rd, wr):  # through this SM's own load/store path (its DRAM bytes: sm_dram)
-        return np.maximum((rd + wr) / r.port, (rd * f.dram_r + wr * f.dram_w) / sm_dram)
+    def port(rd, wr):  # through this SM's own load/store path (its DRAM reads: sm_dram)
+        return np.maximum((rd + wr) / r.port, rd * f.dram_r / sm_dram)
 
     def level(rd, wr, share):  # this CTA's share of L2 and DRAM
         return share * np.maximum((rd + wr) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
