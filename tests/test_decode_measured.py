@@ -596,7 +596,7 @@ def test_the_bench_grids_paged_miss_is_the_runs_history_not_the_kernel():
 def test_the_k_v_l2_hints_at_batch_32_beside_cudnn():
     """The K/V loads' L2 hints (kernels/decode.cu: 256-byte prefetch, evict-first; the Plan's
     kernel since grid11) against the same kernel without them and cuDNN, in one process, three
-    interleaved rounds, launches queued ahead: the hints take 0.1-0.4% off at batch 32 (first
+    interleaved rounds, launches queued ahead: the hints take 0.2-0.4% off at batch 32 (first
     call: each alone and both), which brings the kernel to cuDNN's time within 0.05% (second
     call), and leave batch 1 as it was (16 splits; 8 splits: the SM's own stream rate)."""
     def over_cudnn(folder, name):
