@@ -41,7 +41,12 @@
 //   256), BLOCK_M (packed rows: 16 or 32, BLOCK_M/16 * HEAD_DIM <= 256: the fp32 accumulators
 //   a thread holds), BLOCK_N (keys a tile, a multiple of 16*NUM_WARPS), NUM_WARPS,
 //   STAGES (cp.async ring depth), IS_CAUSAL, WINDOW, HEADS_PER_CTA, NUM_SPLITS; paged: PAGE_SIZE,
-//   PAGE_AHEAD (1 if not given); ELEM_BF16=1 or ELEM_FP16=1.
+//   PAGE_AHEAD (1 if not given); ELEM_BF16=1 or ELEM_FP16=1. The K/V loads' L2 hints, not the
+//   Plan's (kernel defaults, overridden only by A/B probes): KV_PREFETCH (256: an L2 miss fetches
+//   256 bytes from DRAM; 0, 64, 128) and KV_EVICT_FIRST (1: the streamed lines, read once, are
+//   evicted first). At batch 32 on an H100 the two together took 0.2-0.4% off the time, in the
+//   same process as the kernel without them and cuDNN (experiments/decode/h100/state11/
+//   b32_ab.csv: pf256_ef against base).
 //
 // What it does (per CTA):
 //   * GQA packing: the K/V tiles of a split are read from HBM once for all packed query heads.
@@ -71,6 +76,12 @@
 #endif
 #ifndef PAGE_AHEAD
 #define PAGE_AHEAD 1
+#endif
+#ifndef KV_PREFETCH
+#define KV_PREFETCH 256
+#endif
+#ifndef KV_EVICT_FIRST
+#define KV_EVICT_FIRST 1
 #endif
 #ifndef BLOCK_M
 #error "BLOCK_M must be defined"
@@ -122,15 +133,47 @@ static_assert(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1");
 static_assert(4 * R * (NUM_SPLITS + 1) <= 2 * (R + 2 * NS * BN) * D,
               "the combine's weights must fit the K/V ring (fewer splits or a deeper ring)");
 
+// A K/V cache chunk's 16-byte cp.async with its L2 hints: KV_PREFETCH (64, 128, 256: the bytes
+// an L2 miss fetches from DRAM; 0: none given) and KV_EVICT_FIRST (1: the lines, read once, go
+// first when the L2 evicts).
+#if KV_PREFETCH == 0
+#define DEC_KV_PF ""
+#elif KV_PREFETCH == 64
+#define DEC_KV_PF ".L2::64B"
+#elif KV_PREFETCH == 128
+#define DEC_KV_PF ".L2::128B"
+#elif KV_PREFETCH == 256
+#define DEC_KV_PF ".L2::256B"
+#else
+#error "KV_PREFETCH must be 0, 64, 128 or 256"
+#endif
+__device__ __forceinline__ void kv_cp_async_16(u32 s_addr, const void* g, bool pred) {
+    const int n = pred ? 16 : 0;
+#if KV_EVICT_FIRST
+    unsigned long long pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint" DEC_KV_PF " [%0], [%1], 16, %2, %3;\n"
+                 :: "r"(s_addr), "l"(g), "r"(n), "l"(pol) : "memory");
+#else
+    asm volatile("cp.async.cg.shared.global" DEC_KV_PF " [%0], [%1], 16, %2;\n"
+                 :: "r"(s_addr), "l"(g), "r"(n) : "memory");
+#endif
+}
+
 // ROWS rows of D elements from g into a swizzled tile; rows >= nvalid zero-filled (cp.async
-// with src-size 0 reads nothing, so their addresses are never dereferenced).
-template <int ROWS>
+// with src-size 0 reads nothing, so their addresses are never dereferenced); KV: a K/V tile
+// (the cache's hints), else Q's rows.
+template <int ROWS, bool KV = true>
 __device__ __forceinline__ void load_rows(u32 s_addr, const elem_t* __restrict__ g, int nvalid,
                                           int tid) {
 #pragma unroll
     for (int idx = tid; idx < ROWS * DCH; idx += THREADS) {
         const int r = idx / DCH, ch = idx % DCH;
-        cp_async_16(s_addr + 2u * (u32)swz<DCH>(r, ch), g + (size_t)r * D + ch * 8, r < nvalid);
+        const u32 dst = s_addr + 2u * (u32)swz<DCH>(r, ch);
+        if constexpr (KV)
+            kv_cp_async_16(dst, g + (size_t)r * D + ch * 8, r < nvalid);
+        else
+            cp_async_16(dst, g + (size_t)r * D + ch * 8, r < nvalid);
     }
 }
 
@@ -168,8 +211,8 @@ struct PagedRows {
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
             const int r = tid / DCH + i * RSTEP;
-            cp_async_16(s_addr + 2u * (u32)swz<DCH>(r, ch), cache + (size_t)row[i] * D + ch * 8,
-                        r < nvalid);
+            kv_cp_async_16(s_addr + 2u * (u32)swz<DCH>(r, ch), cache + (size_t)row[i] * D + ch * 8,
+                           r < nvalid);
         }
     }
 };
@@ -189,7 +232,7 @@ __device__ __forceinline__ void load_rows_paged(u32 s_addr, const elem_t* __rest
         const int t = key0 + (ok ? r : 0);
         const int page = __ldg(bt + t / PAGE_SIZE);
         const elem_t* src = cache + (((size_t)page * PAGE_SIZE + t % PAGE_SIZE) * KVH + kvh) * D + ch * 8;
-        cp_async_16(s_addr + 2u * (u32)swz<DCH>(r, ch), src, ok);
+        kv_cp_async_16(s_addr + 2u * (u32)swz<DCH>(r, ch), src, ok);
     }
 }
 
@@ -268,7 +311,7 @@ __device__ __forceinline__ void decode_body(const elem_t* __restrict__ Q, const 
     if constexpr (PAGED && PAGE_AHEAD) {
         if (n > 0) pr.fetch(bt, kv0, Nk, tid);
     }
-    load_rows<R>(smem_u32(sQ), Q + q_row0 * D, M, tid);
+    load_rows<R, false>(smem_u32(sQ), Q + q_row0 * D, M, tid);
     if (n > 0) load_k(smem_u32(sK), 0);
     cp_async_commit();
 #pragma unroll

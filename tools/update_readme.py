@@ -256,7 +256,8 @@ def block_decode_pages_h100_bench() -> str:
     return tool("decode_summary.py", f"{PAGES10}/bench_read.csv")
 
 
-DECODE_VALIDATE = ["validate", f"{PAGES10}/bench_read.csv", f"{PAGES10}/window.csv",
+GRID11 = "experiments/decode/h100/grid11"
+DECODE_VALIDATE = ["validate", f"{GRID11}/bench_read.csv", f"{PAGES10}/window.csv",
                    "experiments/decode/h200/fused/bench_read.csv", "--by", "page_size"]
 
 
@@ -379,6 +380,9 @@ TOOL_BLOCKS = {
         "experiments/decode/h200/variants.csv"),
     "decode-measured-h100-bench": ("decode_summary.py", "experiments/decode/h100/bench.csv"),
     "decode-measured-h100": ("decode_summary.py", "experiments/decode/h100/decode.csv"),
+    "decode-state-h100": ("decode_state.py", "experiments/decode/h100/state11",
+                          "experiments/decode/h100/grid11"),
+    "decode-grid11-h100": ("decode_summary.py", "experiments/decode/h100/grid11/bench_read.csv"),
 }
 
 

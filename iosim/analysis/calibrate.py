@@ -311,7 +311,7 @@ def to_toml(hw: HardwareProfile, header: str) -> str:
     lines += [f"{k} = {_toml_value(v)}" for k, v in data.items() if k not in tables]
     for name, table in tables.items():
         lines += ["", f"[{name}]"] + [f"{json.dumps(str(k))} = {_toml_value(v)}"
-                                      for k, v in table.items()]
+                                      for k, v in table.items() if v is not None]  # None: unset
     return "\n".join(lines) + "\n"
 
 

@@ -73,6 +73,11 @@ class Pipeline(BaseModel):
     # bytes one SM moves between L2 and its shared memory/registers per clock: what a CTA
     # alone on its SM can pull, however much DRAM bandwidth is idle
     sm_load_bytes_per_clk: float = Field(64.0, gt=0, le=512)
+    # bytes one SM streams from DRAM per clock, however much DRAM bandwidth is idle: what the
+    # SM keeps in flight over DRAM's round trip (Little's law), shared by its CTAs; below
+    # sm_load_bytes_per_clk, whose bytes come mostly from L2, sooner. Measured, not fitted
+    # (tools/sm_dram_rate.py); None: no ceiling apart from sm_load_bytes_per_clk
+    sm_dram_bytes_per_clk: float | None = Field(None, gt=0, le=512)
     # how sharply CTAs whose loads are synchronous overlap one another's phases: the p of the
     # p-norm of chain, bandwidth share and SM throughput (large: perfectly, 1: not at all)
     sync_overlap: float = Field(4.0, ge=1, le=64)

@@ -105,8 +105,8 @@ def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> Kern
 
 
 # the rates a relief changes, as columns of the rate arrays (Rates.vector)
-RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "l2", "hbm", "mma_cycles",
-               "inst_cycles", "load_latency", "launch")
+RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "sm_dram", "l2", "hbm",
+               "mma_cycles", "inst_cycles", "load_latency", "launch")
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class Rates:
     sram: float
     issue: float  # warp instructions per second per SM
     port: float  # bytes per second one SM loads from (and stores to) L2
+    sm_dram: float  # ... of which from DRAM at most (Pipeline.sm_dram_bytes_per_clk; inf: none)
     l2: float
     hbm: float
     wgmma: bool  # asynchronous warpgroup MMA: no per-instruction issue or dependence cost
@@ -138,6 +139,8 @@ class Rates:
                            load_latency=self.load_latency / factor)
         if what == "launch":
             return replace(self, launch=self.launch / factor)
+        if what == "port":  # the SM's load path, whatever level its bytes come from
+            return replace(self, port=self.port * factor, sm_dram=self.sm_dram * factor)
         return replace(self, **{what: getattr(self, what) * factor})
 
     @classmethod
@@ -152,6 +155,7 @@ class Rates:
             sram=hw.smem_bytes_per_s * eff.smem / sms,
             issue=hw.issue_per_clk_per_sm * hw.clock_hz,
             port=hw.pipeline.sm_load_bytes_per_clk * hw.clock_hz,
+            sm_dram=(hw.pipeline.sm_dram_bytes_per_clk or math.inf) * hw.clock_hz,
             l2=hw.l2_bandwidth_bytes_per_s * eff.l2,
             hbm=hw.hbm_bandwidth_bytes_per_s * eff.hbm,
             wgmma=wgmma,
@@ -178,6 +182,8 @@ def _relief_factors() -> np.ndarray:
                 f[i, RATE_FIELDS.index(c)] = 0.5
         elif x == "launch":
             f[i, RATE_FIELDS.index("launch")] = 0.5
+        elif x == "port":  # Rates.relaxed: both of the SM's load rates
+            f[i, RATE_FIELDS.index("port")] = f[i, RATE_FIELDS.index("sm_dram")] = 2.0
         else:
             f[i, RATE_FIELDS.index(x)] = 2.0
     return f
@@ -439,14 +445,14 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
-         "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x")
+         "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
 EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
              "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
-             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail")
+             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -463,7 +469,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
-             k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips)
+             k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)))
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -614,8 +620,19 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
 
-    def port(rd, wr):  # through this SM's own load/store path
-        return (rd + wr) / r.port
+    # a loop that streams its operands from DRAM (KernelPlan.streamed: each byte read once, by
+    # one CTA) with its loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fills
+    # what the SM keeps in flight, and reads DRAM at most at the rate that sustains
+    # (Rates.sm_dram: Little's law over DRAM's round trip; stores wait for no round trip);
+    # synchronous loads keep one tile in flight a CTA and wait out their round trips
+    # (load_latency) long before that. Measured on such streams (decode's K/V); kernels whose
+    # DRAM bytes a trip are the L2 model's estimate of re-read tiles are left to their port
+    piped = (((f.policy == POLICIES["async"]) & (f.stages > 1))
+             | (f.policy == POLICIES["warpspecialized"])) & (f.streams > 0)
+    sm_dram = np.where(piped, r.sm_dram, np.inf)
+
+    def port(rd, wr):  # through this SM's own load/store path (its DRAM reads: sm_dram)
+        return np.maximum((rd + wr) / r.port, rd * f.dram_r / sm_dram)
 
     def level(rd, wr, share, x=0.0):  # this CTA's share of L2 (`x`: its extra L2 work) and DRAM
         return share * np.maximum((rd + wr + x) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)

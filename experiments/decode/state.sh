@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Decode: the paged cache's bench-vs-probe gap and batch 32 beside cuDNN, on the GPU in one
+# call, every step under `timeout` (SECONDS counts the whole script), into $DIR/$SUB/
+# (experiments/decode/GPU/SUB; SUB defaults to state11); the SM clock, power and clock-event
+# reasons every 100 ms all along (smi.csv: nvidia-smi -lms 100):
+#  1. tests: tests/test_gpu_decode.py (fresh, NaN-poisoned data);
+#  2. pages: experiments/decode/state_probe.py pages (pages_state.csv): the contiguous and
+#     paged caches at batch 1 and 8 issued and queued, cold, hot and steady, with the clocks;
+#  3. b32: experiments/decode/state_probe.py b32 (b32_ab.csv): batch 32 at 4k, 32k, 128k, the
+#     Plan's kernel, its variants, cuDNN and flash in three interleaved rounds;
+#  4. seq: `iosim bench` at batch 1, KV 128k, pages none, 16, 64, 256 alone (seq_alone.csv),
+#     then each after a batch-32 point as the grid orders them (seq_after32.csv, --peers torch);
+#  5. grid (not default): the decode grid of run.sh (batch 1, 8, 32, KV 4k, 32k, 128k) with
+#     pages none, 16, 64, 256, --queued, --flush read, beside torch (bench_read.csv);
+#  6. confirm (not default): experiments/decode/state_probe.py confirm (confirm_ab.csv): the
+#     Plan's kernel with its L2 hints beside the plain one and torch at batch 1 and 32.
+# Steps run in the order grid, confirm, then the others above.
+# On the GPU machine, from the repository root, with the wheels in .whl/:
+#   SUB=NAME STEPS=tests,pages,b32,seq LIMIT=260 bash experiments/decode/state.sh
+set -o pipefail
+. experiments/gpu_env.sh decode
+STEPS=${STEPS:-tests,pages,b32,seq}
+LIMIT=${LIMIT:-260}
+F="$DIR/${SUB:-state11}"
+mkdir -p "$F"
+left() { echo $(( LIMIT - SECONDS > 1 ? LIMIT - SECONDS : 1 )); }
+cap() { echo $(( $(left) < $1 ? $(left) : $1 )); }
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+  --format=csv -lms 100 > "$F/smi.csv" 2>&1 &
+SMI=$!
+trap 'kill $SMI 2>/dev/null' EXIT
+BASE=(--schedule decode --seqlen 1 --heads 32 --kv-heads 8 --head-dim 128 --causal false
+      --dtype bf16 --hw "$GPU" --no-progress --resume --flush read)
+stamp() { echo "== $(date -u +%T) $*"; }
+if [[ $STEPS == *tests* ]]; then
+  stamp tests
+  timeout "$(cap 70)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_decode.py 2>&1 \
+    | tail -15 | tee "$F/gpu_tests.log" || { echo "GPU tests failed: not timed"; exit 1; }
+fi
+if [[ $STEPS == *grid* ]]; then
+  stamp grid
+  timeout "$(cap 175)" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
+    --page-size none,16,64,256 --queued --peers torch -o "$F/bench_read.csv" 2>&1 | tail -2
+  python3 tools/decode_summary.py "$F/bench_read.csv" > "$F/summary_bench_read.txt" 2>&1
+  tail -n 60 "$F/summary_bench_read.txt"
+fi
+if [[ $STEPS == *confirm* ]]; then
+  stamp confirm
+  timeout "$(cap 45)" python3 experiments/decode/state_probe.py confirm "$F/confirm_ab.csv" 2>&1 \
+    | tee "$F/confirm_ab.log" | tail -40
+fi
+if [[ $STEPS == *pages* ]]; then
+  stamp pages
+  timeout "$(cap 70)" python3 experiments/decode/state_probe.py pages "$F/pages_state.csv" 2>&1 \
+    | tee "$F/pages_state.log" | tail -80
+fi
+if [[ $STEPS == *b32* ]]; then
+  stamp b32
+  timeout "$(cap 70)" python3 experiments/decode/state_probe.py b32 "$F/b32_ab.csv" 2>&1 \
+    | tee "$F/b32_ab.log" | tail -60
+fi
+if [[ $STEPS == *seq* ]]; then
+  stamp seq alone
+  timeout "$(cap 30)" iosim bench "${BASE[@]}" --seqlen-k 131072 --batch 1 --page-size none,16,64,256 \
+    --peers none -o "$F/seq_alone.csv" 2>&1 | tail -1
+  stamp seq after32
+  timeout "$(cap 70)" iosim bench "${BASE[@]}" --seqlen-k 131072 --batch 32,1 --page-size none,16,64 \
+    --peers torch -o "$F/seq_after32.csv" 2>&1 | tail -1
+fi
+stamp done
+tar czf "$DIR/${SUB:-state11}.tgz" -C "$DIR" "${SUB:-state11}"

@@ -1,0 +1,238 @@
+"""Why a paged decode step measures slower in the bench grid than in pages_probe.py, and what
+the decode kernel leaves to cuDNN at batch 32: A/B probes in one process, one GPU.
+
+`pages`: at batch 1 (KV 128k, 32k) and batch 8 (32k), the contiguous cache and pages of 16
+(two caches, each its own random page order and allocation), 64 and 256 tokens, each checked
+once (NaN-poisoned outputs, fresh data), then timed as the bench times them (iosim.gpu.bench.
+Timer, L2 flushed by a read) with the launches issued (`nq`, the bench's time_ms) and queued
+ahead (`q`, its time_queued_ms), nq again, in three GPU states: `cold` (the host idle 1 s
+first), `hot` (1.5 s of 1 GiB copies first: what the batch-32 rows before a batch-1 row leave)
+and `steady` (right after). Each timing records the SM clock, power and clock-event reasons
+NVML reported while it ran (sampled every 2 ms), and each case the host's cost of one launch.
+
+`b32`: batch 32 at KV 4k, 32k, 128k (contiguous): the Plan's kernel beside variants (the K/V
+loads' L2 prefetch size and evict-first policy, a 2-stage ring, 2 splits) and torch's cuDNN and
+flash backends, in three interleaved rounds, issued and queued.
+
+    python3 experiments/decode/state_probe.py pages OUT.csv
+    python3 experiments/decode/state_probe.py b32 OUT.csv
+    python3 experiments/decode/state_probe.py confirm OUT.csv   (the Plan's defaults, later)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import os
+import sys
+import threading
+import time
+
+import pandas as pd
+
+from iosim.core.hardware import load
+from iosim.core.problem import Problem
+from iosim.gpu import bench
+from iosim.gpu.compile import compile_kernel
+from iosim.gpu.launch import Launcher
+from iosim.schedules import Tiles, plan
+
+
+class Nvml:
+    """SM clock (MHz), power (W) and clock-event reasons of GPU 0, sampled every 2 ms."""
+
+    def __init__(self):
+        self.samples: list[tuple[float, int, int, int]] = []
+        try:
+            self.nv = ctypes.CDLL("libnvidia-ml.so.1")
+            self.nv.nvmlInit_v2()
+            self.h = ctypes.c_void_p()
+            self.nv.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(self.h))
+        except OSError:
+            self.nv = None
+            return
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        clk, mw, why = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+        reasons = getattr(self.nv, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            or self.nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        while True:
+            self.nv.nvmlDeviceGetClockInfo(self.h, 1, ctypes.byref(clk))  # NVML_CLOCK_SM
+            self.nv.nvmlDeviceGetPowerUsage(self.h, ctypes.byref(mw))
+            reasons(self.h, ctypes.byref(why))
+            self.samples.append((time.perf_counter(), clk.value, mw.value, why.value))
+            time.sleep(0.002)
+
+    def during(self, t0: float, t1: float) -> dict:
+        xs = [s for s in list(self.samples) if t0 <= s[0] <= t1]
+        if not xs:
+            return {"sm_mhz": math.nan, "power_w": math.nan, "reasons": ""}
+        why = 0
+        for s in xs:
+            why |= s[3]
+        return {"sm_mhz": sum(s[1] for s in xs) / len(xs),
+                "sm_mhz_min": min(s[1] for s in xs),
+                "power_w": sum(s[2] for s in xs) / len(xs) / 1e3, "reasons": hex(why)}
+
+
+def ours(torch, hw, base, q, k, v, ps=None, tiles=Tiles(), extra=None) -> Launcher:
+    """The Plan's kernel on `base` (pages of `ps` tokens, random order), `extra` defines on top."""
+    pl = plan("decode", base.model_copy(update={"page_size": ps}), hw, tiles)
+    lz = Launcher(pl, q, k, v)
+    if extra:
+        kp = pl.main
+        lz.kernels = [(kp, compile_kernel(kp.source, kp.name, {**kp.defines, **extra}, "bf16"))]
+    return lz
+
+
+def launch_us(torch, fn, n: int = 50) -> float:
+    """Host microseconds of one call of fn (n queued, not synchronised in between)."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
+
+
+def timed(timer, fn, nvml: Nvml) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    ms = timer(fn)
+    return ms, nvml.during(t0, time.perf_counter())
+
+
+def pages(out: str) -> None:
+    torch = bench.require_gpu()
+    hw = load(bench.profile_for(torch.cuda.get_device_name()))
+    nvml = Nvml()
+    nq = bench.Timer(torch, hw.l2_bytes, flush="read")
+    qd = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES, flush="read")
+    bw = bench.copy_bandwidth(torch, qd)
+    x = torch.empty(1 << 29, dtype=torch.float16, device="cuda")
+    y = torch.empty_like(x)
+
+    def heat(s: float) -> None:
+        t = time.perf_counter()
+        while time.perf_counter() - t < s:
+            for _ in range(20):
+                y.copy_(x)
+            torch.cuda.synchronize()
+
+    rows = []
+    for b, nk in [(1, 131072), (1, 32768), (8, 32768)]:
+        base = Problem(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=nk, head_dim=128,
+                       dtype="bf16", causal=False)
+        q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
+        ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
+        bound = bench.error_bound("decode", base, same, s_max)
+        cases = {"contiguous": ours(torch, hw, base, q, k, v), "p16a": ours(torch, hw, base, q, k, v, 16),
+                 "p16b": ours(torch, hw, base, q, k, v, 16), "p64": ours(torch, hw, base, q, k, v, 64),
+                 "p256": ours(torch, hw, base, q, k, v, 256)}
+        ok = {}
+        for name, lz in cases.items():
+            err, ok[name] = bench.check(torch, lz, ref, lse_ref, bound)
+            print(f"check B={b} Nk={nk} {name}: err {err:.2e} bound {bound:.2e} {'ok' if ok[name] else 'FAILED'}",
+                  flush=True)
+        host = {name: launch_us(torch, lz) for name, lz in cases.items()}
+        for state in ("cold", "hot", "steady"):
+            if state == "cold":
+                torch.cuda.synchronize()
+                time.sleep(1.0)
+            elif state == "hot":
+                heat(1.5)
+            for name, lz in cases.items():
+                if not ok[name]:
+                    continue
+                for i, (mode, timer) in enumerate((("nq", nq), ("q", qd), ("nq", nq))):
+                    ms, env = timed(timer, lz, nvml)
+                    rows.append(dict(gpu=torch.cuda.get_device_name(), batch=b, seqlen_k=nk,
+                                     case=name, page_size=lz.plan.problem.page_size,
+                                     splits=lz.plan.main.defines["NUM_SPLITS"], state=state,
+                                     mode=mode, rep=i, ms=ms, launch_host_us=host[name],
+                                     bw_over_copy=bench.kv_bytes(base) / (ms * 1e-3) / bw,
+                                     copy_bw=bw, t=time.perf_counter(), **env))
+            sub = pd.DataFrame([r for r in rows if r["batch"] == b and r["seqlen_k"] == nk
+                                and r["state"] == state])
+            print(sub.pivot_table(index="case", columns=["mode", "rep"], values="ms").round(4)
+                  .to_string(), "\n  SM MHz", sub.sm_mhz.min().round(0), "-",
+                  sub.sm_mhz.max().round(0), "W", sub.power_w.max().round(0),
+                  "reasons", sorted(set(sub.reasons)), flush=True)
+        del cases, q, k, v, ref
+        torch.cuda.empty_cache()
+    pd.DataFrame(rows).to_csv(out, index=False)
+
+
+# the K/V loads' L2 hints (kernels/decode.cu: KV_PREFETCH, KV_EVICT_FIRST) given explicitly, so
+# that a variant names the same kernel whatever the defaults are
+PLAIN = {"KV_PREFETCH": 0, "KV_EVICT_FIRST": 0}
+VARIANTS = {"base": (Tiles(), PLAIN), "pf128": (Tiles(), {**PLAIN, "KV_PREFETCH": 128}),
+            "pf256": (Tiles(), {**PLAIN, "KV_PREFETCH": 256}),
+            "evict_first": (Tiles(), {**PLAIN, "KV_EVICT_FIRST": 1}),
+            "pf256_ef": (Tiles(), {"KV_PREFETCH": 256, "KV_EVICT_FIRST": 1}),
+            "stages2": (Tiles(stages=2), PLAIN), "splits2": (Tiles(kv_splits=2), PLAIN)}
+# the second call: the kernel as the Plan runs it (its defaults: pf256_ef) beside the plain one
+CONFIRM = {"plain": (Tiles(), PLAIN), "default": (Tiles(), None),
+           "stages2": (Tiles(stages=2), None),
+           # at batch 1 only: 8 splits, 64 CTAs, one an SM: the SM's own DRAM stream rate
+           "plain_s8": (Tiles(kv_splits=8), PLAIN), "default_s8": (Tiles(kv_splits=8), None)}
+
+
+def b32(out: str, variants: dict = VARIANTS, shapes=((32, 4096), (32, 131072), (32, 32768)),
+        rounds: int = 3) -> None:
+    torch = bench.require_gpu()
+    hw = load(bench.profile_for(torch.cuda.get_device_name()))
+    nvml = Nvml()
+    nq = bench.Timer(torch, hw.l2_bytes, flush="read")
+    qd = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES, flush="read")
+    bw = bench.copy_bandwidth(torch, qd)
+    rows = []
+    for b, nk in shapes:
+        base = Problem(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=nk, head_dim=128,
+                       dtype="bf16", causal=False)
+        q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
+        ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
+        bound = bench.error_bound("decode", base, same, s_max)
+        fns = {}
+        for name, (tiles, extra) in variants.items():
+            if name.endswith("_s8") and b > 1:
+                continue
+            lz = ours(torch, hw, base, q, k, v, None, tiles, extra)
+            err, ok = bench.check(torch, lz, ref, lse_ref, bound)
+            print(f"check B={b} Nk={nk} {name}: err {err:.2e} bound {bound:.2e} {'ok' if ok else 'FAILED'}",
+                  flush=True)
+            if ok:
+                fns[name] = lz
+        for peer, backend in (("torch_cudnn", "CUDNN_ATTENTION"), ("torch_flash", "FLASH_ATTENTION")):
+            o = bench.sdpa(torch, q, k, v, base, backend)
+            err = bench.rel_err(torch, o, ref)
+            print(f"check B={b} Nk={nk} {peer}: err {err:.2e}", flush=True)
+            if err <= bound:
+                fns[peer] = functools.partial(bench.sdpa, torch, q, k, v, base, backend)
+        del ref
+        for rnd in range(rounds):
+            for name, fn in fns.items():
+                for mode, timer in (("q", qd), ("nq", nq)):
+                    ms, env = timed(timer, fn, nvml)
+                    rows.append(dict(gpu=torch.cuda.get_device_name(), batch=b, seqlen_k=nk,
+                                     case=name, round=rnd, mode=mode, ms=ms,
+                                     bw_over_copy=bench.kv_bytes(base) / (ms * 1e-3) / bw,
+                                     copy_bw=bw, **env))
+        sub = pd.DataFrame([r for r in rows if r["seqlen_k"] == nk and r["batch"] == b])
+        print(sub.pivot_table(index="case", columns=["mode", "round"], values="ms").round(4)
+              .to_string(), flush=True)
+        del fns, q, k, v
+        torch.cuda.empty_cache()
+    pd.DataFrame(rows).to_csv(out, index=False)
+
+
+def confirm(out: str) -> None:
+    """The Plan's kernel (its L2 hints) beside the plain one, a 2-stage ring and torch, at
+    batch 1 (32k, 128k) and 32 (32k, 128k): three interleaved rounds."""
+    b32(out, CONFIRM, ((32, 32768), (32, 131072), (1, 32768), (1, 131072)))
+
+
+if __name__ == "__main__":
+    {"pages": pages, "b32": b32, "confirm": confirm}[sys.argv[1]](sys.argv[2])
