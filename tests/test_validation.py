@@ -149,7 +149,8 @@ def test_fa3_backward_held_to_its_kernel_and_to_the_papers():
     fitted on fa1's backward, not refitted). Without those waits the model was 35% fast on
     kernels/fa3_bwd.cu (H100 and H200 grids, d = 64, 128), 49% on its deterministic mode and
     16-25% on the FA3 paper's Fig. 6; the paper's kernel (its Algorithm 3: a dQ-writer warp,
-    `ran_tiles` "bwd dq-writer") waits for its GEMM turns only."""
+    `ran_tiles` "bwd dq-writer") waits for its GEMM turns only. Held on shapes no grid measured
+    too (issue 21's ragged N, GQA, Nq != Nk, other batch/head splits)."""
     for g in GPUS:
         runs = [DATA / "fa3_bwd" / g / ("recheck" if g == "h100" else "") / "measured_bwd.csv"]
         if g == "h200":
@@ -167,6 +168,11 @@ def test_fa3_backward_held_to_its_kernel_and_to_the_papers():
         times, _ = validate([DATA / f"fa3_bwd/{g}/dqwarp/measured_bwd.csv"], hardware.load(g), by=["head_dim"])
         t = times.set_index(["schedule", "head_dim"]).mape_pct
         assert t[("fa3", 128)] <= 5 and t[("fa3", 64)] <= 10, times.to_string()
+    # shapes no grid measured, twice (experiments/fa3_bwd/new_shapes.sh: ragged N, GQA in fp16,
+    # Nq != Nk bottom-right, one CTA row a head, ragged and fp16 d = 256)
+    for run in ("new_shapes", "new_shapes/run2"):
+        times, _ = validate([DATA / f"fa3_bwd/h100/{run}/measured_new.csv"], hardware.load("h100"))
+        assert times.n.sum() == 16 and (times.mape_pct <= 10).all(), times.to_string()
 
 
 def ncu_metric(path: Path, name: str) -> float:

@@ -162,6 +162,13 @@ def block_fa3_bwd_validate() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
 
 
+def block_fa3_bwd_new_shapes() -> str:
+    """The model's fresh prediction of kernels/fa3_bwd.cu on shapes no grid measured, two runs."""
+    args = ["validate", "experiments/fa3_bwd/h100/new_shapes/measured_new.csv",
+            "experiments/fa3_bwd/h100/new_shapes/run2/measured_new.csv"]
+    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).rstrip() + "\n```"
+
+
 def block_mask_add_cost() -> str:
     """The causal mask's cost in PyTorch's unfused attention, published or measured, and the model's."""
     spec = importlib.util.spec_from_file_location("mask_add_cost", ROOT / "tools" / "mask_add_cost.py")
@@ -322,6 +329,7 @@ TOOL_BLOCKS = {
     "fa1-split-bwd": ("fa1_ratios.py", "experiments/fa1_fair/h200/measured_fa1_bwd.csv"),
     "measured-fa3-bwd": ("bwd_ratios.py", "experiments/fa3_bwd/h100/measured_bwd.csv", "fa3"),
     "measured-fa3-bwd-h200": ("bwd_ratios.py", "experiments/fa3_bwd/h200/measured_bwd.csv", "fa3"),
+    "measured-fa3-bwd-dq256-run3-h100": ("bwd_ratios.py", "experiments/fa3_bwd/h100/dq256/run3/measured_bwd.csv", "fa3"),
     "measured-fa3-bwd-h100": (
         "bwd_ratios.py",
         "experiments/fa3_bwd/h100/recheck/measured_bwd.csv",
@@ -394,7 +402,7 @@ BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
           "validate-small-queued": block_validate_small_queued,
           "papers": block_papers,
-          "fa3-bwd-validate": block_fa3_bwd_validate, "mask-add-cost": block_mask_add_cost,
+          "fa3-bwd-validate": block_fa3_bwd_validate, "fa3-bwd-new-shapes": block_fa3_bwd_new_shapes, "mask-add-cost": block_mask_add_cost,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "explain": block_explain, "tune": block_tune,
           "predict-decode": block_predict_decode,
