@@ -264,30 +264,31 @@ def _values(x: np.ndarray) -> list[float]:
     return out
 
 
-def _pow(x: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """x ** q elementwise, one exponent at a time: numpy's power with one exponent runs about
-    four times faster than with an array of them, to the same bits."""
-    vals = _values(np.asarray(q))
-    if len(vals) == 1:
-        return x ** vals[0]
-    x, q = np.broadcast_arrays(x, q)
-    out = np.empty(x.shape)
-    for v in vals:
-        at = q == v
-        out[at] = x[at] ** v
-    return out
-
-
 def pnorm(terms: Sequence, p) -> np.ndarray | float:
     """(Σ t^p)^(1/p): the max for p = inf, the sum for p = 1 (scaled by the largest term);
-    elementwise over arrays."""
+    elementwise over arrays. p is a profile's (sync_overlap): a batch holds a few values, each
+    raised to on its own entries (numpy's power with one exponent runs about four times
+    faster than with an array of them, to the same bits)."""
     top = _max(*terms)
     plain = (top <= 0) | np.isinf(p)
-    safe, q = np.where(plain, 1.0, top), np.where(plain, 1.0, p)
-    s = 0.0
-    for t in terms:
-        s = s + _pow(t / safe, q)
-    return np.where(plain, top, top * _pow(s, 1 / q))
+    safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
+
+    def norm(ts, safe, q: float):
+        s = 0.0
+        for t in ts:
+            s = s + (t / safe) ** q
+        return s ** (1 / q)
+
+    vals = _values(q)
+    if len(vals) == 1:
+        s = norm(terms, safe, vals[0])
+    else:
+        *ts, safe, q = np.broadcast_arrays(*terms, safe, q)
+        s = np.empty(q.shape)
+        for v in vals:
+            at = q == v
+            s[at] = norm([t[at] for t in ts], safe[at], v)
+    return np.where(plain, top, top * s)
 
 
 SUBSET = 4096  # entries above which Trip.time computes each policy on its own entries only
@@ -620,17 +621,17 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
-    def three(plain, masked, epi):  # (3, m) -> one array of 3m entries
-        return np.concatenate(np.broadcast_arrays(plain, masked, epi))
+    def six(plain, masked, epi):  # (2 shares, 3 trips, m) -> one array of 6m entries
+        return _rep(np.concatenate(np.broadcast_arrays(plain, masked, epi)), 2)
 
-    # three trips per row in one Trip of 3m entries: a plain loop trip, a masked one (the
-    # mask's ALU work on top) and the epilogue (the work done once per CTA); the rates and
-    # the per-row facts broadcast over the three
+    # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
+    # the epilogue (the work done once per CTA), each with the global bandwidth shared and
+    # without (below), in one Trip of 6m entries; the rates and the per-row facts broadcast
     parts = Trip.of(np.stack([f.a_flops, f.a_flops, f.o_flops]),
                     np.stack([f.a_exps, f.a_exps, f.o_exps]),
                     np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
                     np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc)
-    trips = Trip(*(np.broadcast_to(getattr(parts, x), (3, m)).ravel()
+    trips = Trip(*(np.broadcast_to(getattr(parts, x), (2, 3, m)).ravel()
                    for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under
@@ -642,6 +643,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
+    shares = np.stack([conc, np.zeros(m)])
 
     # a loop that streams its operands from DRAM (KernelPlan.streamed: each byte read once, by
     # one CTA) with its loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fills
@@ -662,18 +664,17 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
 
     rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
     lat = f.nsync * r.load_latency  # round trips the trip waits for
-    zero, loop_port = np.zeros(m), port(rd, wr)
+    loop_port, lv = port(rd, wr), level(rd, wr, shares, f.loop_x)
     # the epilogue as an asynchronous trip with no bytes of its own
-    policy, stages = three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0)
-    ports, n3, q3, lat3 = three(loop_port, loop_port, 0.0), three(n, n, n), three(q, q, q), three(lat, lat, 0.0)
-    t = np.stack([trips.time(policy, stages, ports, three(lv, lv, 0.0), n3, q3, lat3)
-                  for lv in (level(rd, wr, conc, f.loop_x), zero)]).reshape(2, 3, m)
+    t = trips.time(six(f.policy, f.policy, POLICIES["async"]), six(f.stages, f.stages, 2.0),
+                   six(loop_port, loop_port, 0.0),
+                   np.stack([lv, lv, np.zeros((2, m))], axis=1).ravel(),
+                   six(n, n, n), six(q, q, q), six(lat, lat, 0.0)).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
-    fixed = np.stack([pnorm([np.maximum(port(rd, wr), level(rd, wr, share)), epilogue[i]], q) + fill
-                      for i, share in enumerate((conc, zero))])
+    fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, shares)), epilogue], q) + fill
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
     # out across waves
