@@ -304,7 +304,10 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
 
     # the columns: a template's values repeated over its problems, or one value a problem;
     # numbers as numpy arrays (as_rows gives Python values)
-    rep = lambda vals: np.repeat(np.array(vals, dtype=object), m).tolist()  # noqa: E731
+    def rep(vals: list) -> list:
+        return vals if alone else np.repeat(np.array(vals, dtype=object), m).tolist()
+
+    alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
     fields = [problem_fields(t.plan.problem) for t in templates]
     out: dict = {"hw": rep([t.hw.name for t in templates]),
                  "schedule": rep([t.plan.schedule for t in templates])}

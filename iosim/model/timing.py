@@ -715,14 +715,15 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     top = lim.max(axis=1)
     first = lim.argmax(axis=1)
     second = np.where(np.arange(lim.shape[1]) == first[:, None], -np.inf, lim).max(axis=1)
-    lower = np.empty(relaxed.shape)
-    for j, x in enumerate(RELIEFS):
-        if x in LIMITS:  # never below half the time, nor below another unit's or level's
-            u = LIMITS.index(x)
-            others, own = np.where(first == u, np.maximum(second, 0.0), top), lim[:, u]
-        else:
-            others, own = top, top
-        lower[:, j] = _max(seconds / 2, others + launch, own / 2 + launch)
+    # a unit's or level's relief: never below half the time, nor below another unit's or
+    # level's time; the others' (port, latency, launch): never below any
+    others = np.repeat(top[:, None], len(RELIEFS), axis=1)
+    own = others.copy()
+    others[:, LIMIT_AT] = np.where(first[:, None] == np.arange(len(LIMITS)),
+                                   np.maximum(second, 0.0)[:, None], top[:, None])
+    own[:, LIMIT_AT] = lim
+    at = launch[:, None]
+    lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
     relaxed[:, LAUNCH] = lower[:, LAUNCH] = busy + launch / 2
     idle = ~need
     relaxed[idle] = lower[idle] = np.broadcast_to(seconds[:, None], lower.shape)[idle]
