@@ -564,39 +564,56 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
                  np.array([hw.launch_overhead_s for _, _, hw, _ in jobs]), periods, pidx)
 
 
+FEW = 256  # cases up to which _busy schedules every occupancy of a case in one pass
+
+
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, dict]:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
     batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array)."""
     table = b.table
     rates = b.rates[kidx] * RELIEF_FACTORS[relief]
     f = _Facts(table[kidx])
-    limits = _fluid(f, _rates_of(rates, f))
+    r = _rates_of(rates, f)
+    limits = _fluid(f, r)
+    top = _max(*(limits[u] for u in LIMITS))
 
     # the occupancies each case is scheduled at: CTAs resident on one SM overlap at least as
     # well as the same CTAs run fewer at a time (more warps never hide less latency; what more
     # CTAs cost in L2 is the DRAM estimate's): the best of the occupancies up to the one the
-    # resources allow (beyond ctas/SMs, all run): powers of two and the cap (a small kernel may
-    # fit 32 CTAs an SM: not 32 schedules)
+    # resources allow (beyond ctas/SMs, all run, the cap): the cap and the powers of two below
+    # it (a small kernel may fit 32 CTAs an SM: not 32 schedules)
     cap = np.minimum(f.occ, -(-f.ctas // f.sms)).astype(np.int64)
-    # powers of two below the cap, and the cap: (cases, bits) mask of 1 << bit, cap apart
-    bits = 1 << np.arange(int(cap.max()).bit_length())
-    tried = (bits[None, :] <= cap[:, None]) & (bits[None, :] != cap[:, None])
-    counts = tried.sum(axis=1) + 1
-    row = np.repeat(np.arange(len(kidx)), counts)  # rows: (case, occupancy)
-    # per case its powers of two in rising order, then its cap (rows of a case contiguous)
-    o = np.empty(len(row))
-    last = np.cumsum(counts) - 1
-    o[last] = cap
-    o[np.delete(np.arange(len(row)), last)] = np.broadcast_to(bits, tried.shape)[tried]
-    g = _Facts(table[kidx[row]])
-    sched = _schedule(g, _rates_of(rates[row], g), o * g.sms, b, kidx[row])
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    best = np.minimum.reduceat(sched, starts)
-    top = _max(*(limits[u] for u in LIMITS))
+    if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
+        best = _shortest(b, kidx, rates, cap, with_cap=True)
+    else:  # the cap first (the best almost always), then fewer at a time where that could
+        # do better: where the cap's time is above the fluid limits (every occupancy's floor)
+        # and above a floor of the occupancies below it: o CTAs an SM run the kernel's trips,
+        # each no shorter than a warp's dependent chain, o x SMs at a time (the most below
+        # the cap, 2^(e-1) for cap - 1 = x 2^e with x in [0.5, 1), has the lowest floor)
+        best, chain = _schedule(f, r, cap * f.sms, b, kidx)
+        fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
+        floor = f.total_trips * chain / (fewer * f.sms)
+        i = np.flatnonzero((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best))
+        if len(i):
+            best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
     # after the last CTA's loop, a chain of dependent memory round trips no other work overlaps
     # (KernelPlan.tail_round_trips: split-KV decode's fused combine)
-    tail = f.tail * _rates_of(rates, f).load_latency
+    tail = f.tail * r.load_latency
     return np.maximum(best, top) + tail, limits
+
+
+def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
+              with_cap: bool) -> np.ndarray:
+    """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
+    its cap, and at the cap `with_cap` (each case must have one)."""
+    bits = 1 << np.arange(int(cap.max()).bit_length())
+    occ = np.concatenate([np.broadcast_to(bits, (len(cap), len(bits))), cap[:, None]], axis=1)
+    tried = np.concatenate([bits[None, :] < cap[:, None], np.full((len(cap), 1), with_cap)], axis=1)
+    case = np.nonzero(tried)[0]  # rows (case, occupancy), a case's contiguous
+    g = _Facts(b.table[kidx[case]])
+    sched, _ = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case])
+    counts = tried.sum(axis=1)
+    return np.minimum.reduceat(sched, np.cumsum(counts) - counts)
 
 
 def _rep(a: np.ndarray, k: int) -> np.ndarray:
@@ -615,7 +632,8 @@ def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
     return Rates(**c, wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
 
 
-def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray) -> np.ndarray:
+def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
+              kidx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order, per
     row (row i: kernel kidx[i])."""
     ctas, m = f.ctas, len(f.ctas)
@@ -697,7 +715,12 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
                  + f.total_masked[ix] / reps * extra[ix])
         dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
         out[ix] = np.maximum(list_schedule(dc, reps, slots[ix]), reps * d_sum / slots[ix])
-    return out
+    # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
+    # chain (Trip._time's, at no bandwidth and no other CTA's work)
+    ws = f.policy == POLICIES["warpspecialized"]
+    chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
+                     trips.warp_mma[:m] + trips.warp_other[:m])
+    return out, chain
 
 
 # ------------------------------------------------------------------ predictions
