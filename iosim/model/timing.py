@@ -564,7 +564,7 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
                  np.array([hw.launch_overhead_s for _, _, hw, _ in jobs]), periods, pidx)
 
 
-FEW = 256  # cases up to which _busy schedules every occupancy of a case in one pass
+FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one pass
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, dict]:
