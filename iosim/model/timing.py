@@ -635,7 +635,8 @@ def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
               kidx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order, per
-    row (row i: kernel kidx[i])."""
+    row (row i: kernel kidx[i]); and per row what no loop trip takes less than at any
+    occupancy, a warp's dependent chain."""
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
