@@ -16,7 +16,7 @@ medians. Writes experiments/sweep_speed/cpu_ab.json:
   batch: `predict_many`, else `predict.rows`, else `row` per Plan), the best of 3, per second;
 - tune: `tune.rank("fa2", [problem])` with its compile results cached, the best of 5 (s).
 
-    python experiments/sweep_speed/cpu_ab.py --base 94797ab --base 6bb3e28 [--repeat 2]
+    python experiments/sweep_speed/cpu_ab.py --base 94797ab --base beeb679 [--repeat 2]
 """
 
 from __future__ import annotations
