@@ -107,6 +107,17 @@ def test_unplannable_points_are_reported_not_fatal():
     assert res.points == 4
 
 
+def test_a_window_backward_is_skipped_with_its_reason():
+    """fa1's shape holds its layout (what it plans from batch x heads): a problem fa1 cannot plan
+    (a sliding window backward) is skipped with the reason, as for the other schedules."""
+    res = sweep_result({"seqlen": "1024", "window": "256", "causal": "true", "direction": "both",
+                        "schedule": "fa1,fa2"})
+    assert sorted(res.rows["schedule"]) == ["fa2"]  # fa1 models no window; neither, a backward
+    assert res.skipped == {"fa1: --window: the forward pass only": 1,
+                           "fa1: fa1 does not model a sliding window": 1,
+                           "fa2: --window: the forward pass only": 1}
+
+
 def test_parallel_matches_serial():
     grid = {"seqlen": "512..8192", "head_dim": "64,128", "causal": "both", "batch": "1,4"}
     a = sweep_result(grid, workers=1).rows

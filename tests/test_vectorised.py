@@ -113,6 +113,31 @@ def test_kernel_times_of_a_batch_are_the_kernel_times_alone():
             assert kt.lower[x] <= kt.relaxed_time(x) * (1 + 1e-12), x
 
 
+def test_occupancies_tried_are_the_ones_that_can_win(monkeypatch):
+    """A large batch schedules each case at its occupancy cap and at fewer CTAs an SM only
+    where that could be faster (above the fluid limits and above the fewer's floor,
+    timing._busy): the same seconds, relief times and limiters, to the bit, as scheduling every
+    occupancy of every case, with a tenth of the rows or more never scheduled."""
+    items = plans(seed=17, n=30)
+    jobs = [(k, d, hw, pl.problem) for pl, hw in items
+            for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
+    b = timing.batch_of(jobs)
+    starts = np.cumsum([0] + [len(pl.kernels) for pl, _ in items[:-1]])
+    scheduled = []
+    schedule = timing._schedule
+    monkeypatch.setattr(timing, "_schedule", lambda f, *a: scheduled.append(len(f.ctas)) or schedule(f, *a))
+    out = {}
+    for few in (0, 10**9):  # pruned everywhere; every occupancy of every case
+        monkeypatch.setattr(timing, "FEW", few)
+        scheduled.clear()
+        out[few] = (timing.predict_batch(b, True, starts, kernel_bounds=False), sum(scheduled))
+    (pruned, rows), (every, all_rows) = out[0], out[10**9]
+    assert len(b) > 300 and rows < 0.9 * all_rows
+    assert np.array_equal(pruned.seconds, every.seconds)
+    assert np.array_equal(pruned.relaxed, every.relaxed, equal_nan=True)
+    assert pruned.group_bound == every.group_bound
+
+
 def test_limiter_is_the_exhaustive_ranking():
     """The batch predicts only the reliefs that can be a limiter; the limiters it names are the
     ones every relief's time, predicted one by one, ranks first (timing.limiter)."""
@@ -141,11 +166,12 @@ def test_dram_of_a_batch_is_the_dram_alone():
 
 def shaped(seed: int, n: int) -> list[Problem]:
     """The seeded problems, each also with other batch sizes and K/V heads (the same heads per
-    K/V head): problems of one shape (schedules.shape) but for batch x kv_heads."""
+    K/V head): problems of one shape (schedules.shape) but for batch x kv_heads, two of them
+    with the same batch x kv_heads (5 x 1 and 1 x 5: one prediction, table._distinct)."""
     out = []
     for p in problems(seed, n):
         out.append(p)
-        for b, m in ((3, 1), (1, 5), (16, 2), (7, 3)):
+        for b, m in ((3, 1), (1, 5), (16, 2), (7, 3), (5, 1)):
             out.append(p.model_copy(update={"batch": b, "kv_heads": p.kv_heads * m,
                                             "heads": p.heads * m}))
     return out
@@ -159,17 +185,20 @@ def test_a_shape_s_template_predicts_every_problem_of_it(name):
     schedule; and the grid has shapes of several problems for each schedule that scales."""
     hw = load(name)
     probs = shaped(seed=5, n=30)
-    shared = set()
+    shared, twins = set(), set()
     for s in SCHEDULES:
         temps, order, errors = table.templates(probs, hw, s)
         if any(len(t.problems) > 1 for t in temps):
             shared.add(s)
+        if any(len({table.pairs(p) for p in t.problems}) < len(t.problems) for t in temps):
+            twins.add(s)  # problems predicted once for both (table._distinct)
         rows = table.as_rows(table.columns(temps)) if temps else []
         assert len(rows) + sum(n for _, n in errors) == len(probs)
         alone = predict_rows_of([(predictable(plan(s, probs[i], hw, check=True), hw), hw) for i in order])
         for a, r in zip(alone, rows):
             same_row(a, r)
     assert shared == set(SCHEDULES) - ({"fa3"} if not hw.has_wgmma else set())
+    assert twins >= {"naive", "fa2"}
 
 
 def test_rows_name_the_exhaustive_limiter():

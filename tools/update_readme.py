@@ -93,6 +93,33 @@ def block_sweep_speed() -> str:
     return "\n".join(lines)
 
 
+def block_sweep_speed_cpu() -> str:
+    path = ROOT / "experiments" / "sweep_speed" / "cpu_ab.json"
+    if not path.exists():
+        return "(not measured yet: run `python experiments/sweep_speed/cpu_ab.py --base REV`)"
+    d = json.loads(path.read_text())
+    vs, m = d["versions"], d["machine"]
+    this = vs[-1]
+    lines = [f"On an {m['cpu']}, Python {m['python']}, {d['date']}; CPU time, medians of {d['repeat']} "
+             "alternate runs:", "",
+             "| | " + " | ".join(v["commit"] for v in vs) + " | "
+             + " | ".join(f"this / {v['commit']}" for v in vs[:-1]) + " |",
+             "| --- |" + " --- |" * (2 * len(vs) - 1)]
+    rows = [(f"sweep of {int(this['sweep_points']):,} points, `sweep_result`, one process (points per CPU s)",
+             "sweep_cpu_points_per_second", "{:,.0f}"),
+            ("the same, `iosim sweep --workers 1 -o FILE.parquet` (points per CPU s)",
+             "cli_cpu_points_per_second", "{:,.0f}"),
+            ("`predict_rows`, one problem, four schedules (CPU ms)", "predict_four_ms", "{:.2f}"),
+            (f"a batch of {int(this['batch_points']):,} schedule-problems, planned and predicted "
+             "(per CPU s)", "batch_points_per_second", "{:,.0f}"),
+            ("`tune.rank`, fa2's configurations of one problem, compiles cached (CPU s)",
+             "tune_rank_seconds", "{:.3f}")]
+    for label, key, fmt in rows:
+        lines.append(f"| {label} | " + " | ".join(fmt.format(v[key]) for v in vs) + " | "
+                     + " | ".join(f"{this[key] / v[key]:.2f}" for v in vs[:-1]) + " |")
+    return "\n".join(lines)
+
+
 def block_h100_d128() -> str:
     import pandas as pd
 
@@ -398,6 +425,7 @@ BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
+          "sweep-speed-cpu": block_sweep_speed_cpu,
           "measured": block_measured, "validate": block_validate,
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
           "validate-small-queued": block_validate_small_queued,

@@ -194,16 +194,28 @@ def _rows_of(sizes: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return t, np.repeat(np.cumsum(m) - m, per) + within // size, within % size
 
 
-def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, list]:
-    """The rows (predict's shared columns) of every problem of every template, in order, as
-    columns: lists of Python values, one entry per row (a column a row lacks, e.g. `window`,
-    holds ABSENT there). Without `limiter`, `bound` is None: the time alone (a cost function's
-    need) takes one prediction a kernel, the limiter up to one more per relief."""
-    shapes = [t.facts or _shape(t.plan, t.hw, len(t.problems) > 1) for t in templates]
-    us = [[pairs(p) for p in t.problems] for t in templates]
+@dataclass
+class _Model:
+    """The model's answers per (template, pairs) of a batch, in order: the roofline's and the
+    predicted time (summed over the Plan's kernels), DRAM bytes, the roofline's bound (a
+    ROOF index), the main kernel's busiest unit (a LIMITS index) and its share of its peak,
+    and the Plan's limiter (None without)."""
+
+    roof: np.ndarray
+    pred: np.ndarray
+    dram_r: np.ndarray
+    dram_w: np.ndarray
+    roof_bound: np.ndarray
+    busiest: np.ndarray
+    util: np.ndarray
+    bound: list
+
+
+def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool) -> _Model:
+    """The DRAM estimate and the cycle model of every template at each of its pairs `us`, in
+    one numpy pass over every (problem, kernel) and (problem, DRAM access)."""
     m = np.array([len(u) for u in us])
-    u_all = np.array([x for u in us for x in u], np.int64)
-    uf = u_all.astype(np.float64)
+    uf = np.array([x for u in us for x in u], np.float64)
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
     nk = np.array([len(sh.inten) for sh in shapes])
     k0 = np.cumsum(nk) - nk  # each template's first kernel among all templates' kernels
@@ -257,19 +269,50 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         keep = np.concatenate([[True], owner[1:] != owner[:-1]])
         return first[keep]
 
-    t_roof, t_pred = per_plan(roof_s), per_plan(pred.seconds)
-    d_r, d_w = per_plan(dram_r), per_plan(dram_w)
-    roof_at, main_at = largest(roof_s), largest(pred.seconds)
+    main_at = largest(pred.seconds)
+    return _Model(per_plan(roof_s), per_plan(pred.seconds), per_plan(dram_r), per_plan(dram_w),
+                  roof_bound[largest(roof_s)], pred.busiest[main_at], pred.util[main_at],
+                  pred.group_bound if limiter else [None] * len(starts))
+
+
+def _distinct(us: Sequence[Sequence[int]]) -> tuple[list[list[int]], np.ndarray]:
+    """Each template's distinct pairs (first seen first), and per problem its entry among
+    all of them: problems of one shape with the same pairs (batch x kv_heads: 2 x 8 and
+    1 x 16) have the same counts, so the same prediction, made once."""
+    out, back, at = [], [], 0
+    for u in us:
+        index = {x: i for i, x in enumerate(dict.fromkeys(u))}
+        out.append(list(index))
+        back += [at + index[x] for x in u]
+        at += len(index)
+    return out, np.array(back, np.int64)
+
+
+def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, list]:
+    """The rows (predict's shared columns) of every problem of every template, in order, as
+    columns: lists of Python values, one entry per row (a column a row lacks, e.g. `window`,
+    holds ABSENT there). Without `limiter`, `bound` is None: the time alone (a cost function's
+    need) takes one prediction a kernel, the limiter up to one more per relief."""
+    shapes = [t.facts or _shape(t.plan, t.hw, len(t.problems) > 1) for t in templates]
+    us = [[pairs(p) for p in t.problems] for t in templates]
+    m = np.array([len(u) for u in us])
+    u_all = np.array([x for u in us for x in u], np.int64)
+    distinct, back = _distinct(us)
+    md = _model(shapes, distinct, limiter)
+    t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
+    probs = [p for t in templates for p in t.problems]
 
     # the columns: a template's values repeated over its problems, or one value a problem;
     # numbers as numpy arrays (as_rows gives Python values)
-    rep = lambda vals: np.repeat(np.array(vals, dtype=object), m).tolist()  # noqa: E731
+    def rep(vals: list) -> list:
+        return vals if alone else np.repeat(np.array(vals, dtype=object), m).tolist()
+
+    alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
     fields = [problem_fields(t.plan.problem) for t in templates]
     out: dict = {"hw": rep([t.hw.name for t in templates]),
                  "schedule": rep([t.plan.schedule for t in templates])}
     for name in dict.fromkeys(k for f in fields for k in f):
         out[name] = rep([f.get(name, ABSENT) for f in fields])
-    probs = [p for t in templates for p in t.problems]
     out["batch"] = np.array([p.batch for p in probs], np.int64)
     out["heads"] = np.array([p.heads for p in probs], np.int64)
     out["kv_heads"] = np.array([p.kv_heads for p in probs], np.int64)
@@ -297,15 +340,15 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "intensity_flop_per_byte": np.array([(x + y) / max(r + w, 1) for x, y, r, w in zip(
             _py(tf), _py(alu), dr.tolist(), dw.tolist())]),
         "time_roofline_ms": t_roof * 1e3,
-        "bound_roofline": [ROOF[j] for j in roof_bound[roof_at]],
+        "bound_roofline": [ROOF[j] for j in md.roof_bound[back]],
         "time_pred_ms": t_pred * 1e3,
         "tflops_pred": np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(bh)) for t, bh in zip(
             templates, np.split(out["batch"] * out["heads"], np.cumsum(m)[:-1]))]) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
-        "bound": pred.group_bound if limiter else [None] * len(probs),
+        "bound": [md.bound[i] for i in back.tolist()],
         # the main kernel's busiest unit, and its share of its efficient peak
-        "busiest": [timing.LIMITS[j] for j in pred.busiest[main_at]],
-        "util_pct": 100 * pred.util[main_at],
+        "busiest": [timing.LIMITS[j] for j in md.busiest[back]],
+        "util_pct": 100 * md.util[back],
         "kernels": np.repeat([len(t.plan.kernels) for t in templates], m).astype(np.int64),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
         "hbm_footprint_bytes": foot,

@@ -91,17 +91,11 @@ class Plan:
 
     @cached_property
     def traffic(self) -> Traffic:
-        t = Traffic()
-        for k in self.kernels:
-            t = t + k.traffic
-        return t
+        return Traffic.total([k.traffic for k in self.kernels])
 
     @cached_property
     def work(self) -> Work:
-        w = Work()
-        for k in self.kernels:
-            w = w + k.work
-        return w
+        return Work.total([k.work for k in self.kernels])
 
     @property
     def block_m(self) -> int:

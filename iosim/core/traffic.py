@@ -8,7 +8,7 @@ tile stores and operand reads), as tinygrad's Estimates keeps `lds` apart from `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -47,6 +47,20 @@ class Traffic:
     def __add__(self, o: Traffic) -> Traffic:
         return Traffic(_merge(self.reads, o.reads), _merge(self.writes, o.writes), self.sram + o.sram)
 
+    @staticmethod
+    def total(parts: Sequence[Traffic]) -> Traffic:
+        """Σ parts in one pass (a Plan's kernels), the same as adding them one by one."""
+        reads: dict[str, int] = {}
+        writes: dict[str, int] = {}
+        for t in parts:
+            for n, v in t.reads.items():
+                reads[n] = reads.get(n, 0) + v
+            for n, v in t.writes.items():
+                writes[n] = writes.get(n, 0) + v
+        return Traffic(MappingProxyType({n: v for n, v in reads.items() if v}),
+                       MappingProxyType({n: v for n, v in writes.items() if v}),
+                       sum(t.sram for t in parts))
+
     @property
     def hbm_read(self) -> int:
         return sum(self.reads.values())
@@ -79,6 +93,12 @@ class Work:
 
     def scaled(self, k: int) -> Work:
         return Work(self.tensor_flops * k, self.exp_ops * k, self.alu_flops * k)
+
+    @staticmethod
+    def total(parts: Sequence[Work]) -> Work:
+        """Σ parts in one pass."""
+        return Work(sum(w.tensor_flops for w in parts), sum(w.exp_ops for w in parts),
+                    sum(w.alu_flops for w in parts))
 
 
 def reads(sram: bool = True, **tensors: int) -> Traffic:

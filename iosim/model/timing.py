@@ -255,16 +255,40 @@ def _max(*xs):
     return top
 
 
+def _values(x: np.ndarray) -> list[float]:
+    """The distinct values of an array that holds a few (a profile's exponent per case)."""
+    out, rest = [], x.ravel()
+    while len(rest):
+        out.append(float(rest[0]))
+        rest = rest[rest != rest[0]]
+    return out
+
+
 def pnorm(terms: Sequence, p) -> np.ndarray | float:
     """(Σ t^p)^(1/p): the max for p = inf, the sum for p = 1 (scaled by the largest term);
-    elementwise over arrays."""
+    elementwise over arrays. p is a profile's (sync_overlap): a batch holds a few values, each
+    raised to on its own entries (numpy's power with one exponent runs about four times
+    faster than with an array of them, to the same bits)."""
     top = _max(*terms)
     plain = (top <= 0) | np.isinf(p)
-    safe, q = np.where(plain, 1.0, top), np.where(plain, 1.0, p)
-    s = 0.0
-    for t in terms:
-        s = s + (t / safe) ** q
-    return np.where(plain, top, top * s ** (1 / q))
+    safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
+
+    def norm(ts, safe, q: float):
+        s = 0.0
+        for t in ts:
+            s = s + (t / safe) ** q
+        return s ** (1 / q)
+
+    vals = _values(q)
+    if len(vals) == 1:
+        s = norm(terms, safe, vals[0])
+    else:
+        *ts, safe, q = np.broadcast_arrays(*terms, safe, q)
+        s = np.empty(q.shape)
+        for v in vals:
+            at = q == v
+            s[at] = norm([t[at] for t in ts], safe[at], v)
+    return np.where(plain, top, top * s)
 
 
 SUBSET = 4096  # entries above which Trip.time computes each policy on its own entries only
@@ -540,39 +564,56 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
                  np.array([hw.launch_overhead_s for _, _, hw, _ in jobs]), periods, pidx)
 
 
+FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one pass
+
+
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, dict]:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
     batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array)."""
     table = b.table
     rates = b.rates[kidx] * RELIEF_FACTORS[relief]
     f = _Facts(table[kidx])
-    limits = _fluid(f, _rates_of(rates, f))
+    r = _rates_of(rates, f)
+    limits = _fluid(f, r)
+    top = _max(*(limits[u] for u in LIMITS))
 
     # the occupancies each case is scheduled at: CTAs resident on one SM overlap at least as
     # well as the same CTAs run fewer at a time (more warps never hide less latency; what more
     # CTAs cost in L2 is the DRAM estimate's): the best of the occupancies up to the one the
-    # resources allow (beyond ctas/SMs, all run): powers of two and the cap (a small kernel may
-    # fit 32 CTAs an SM: not 32 schedules)
+    # resources allow (beyond ctas/SMs, all run, the cap): the cap and the powers of two below
+    # it (a small kernel may fit 32 CTAs an SM: not 32 schedules)
     cap = np.minimum(f.occ, -(-f.ctas // f.sms)).astype(np.int64)
-    # powers of two below the cap, and the cap: (cases, bits) mask of 1 << bit, cap apart
-    bits = 1 << np.arange(int(cap.max()).bit_length())
-    tried = (bits[None, :] <= cap[:, None]) & (bits[None, :] != cap[:, None])
-    counts = tried.sum(axis=1) + 1
-    row = np.repeat(np.arange(len(kidx)), counts)  # rows: (case, occupancy)
-    # per case its powers of two in rising order, then its cap (rows of a case contiguous)
-    o = np.empty(len(row))
-    last = np.cumsum(counts) - 1
-    o[last] = cap
-    o[np.delete(np.arange(len(row)), last)] = np.broadcast_to(bits, tried.shape)[tried]
-    g = _Facts(table[kidx[row]])
-    sched = _schedule(g, _rates_of(rates[row], g), o * g.sms, b, kidx[row])
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    best = np.minimum.reduceat(sched, starts)
-    top = _max(*(limits[u] for u in LIMITS))
+    if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
+        best = _shortest(b, kidx, rates, cap, with_cap=True)
+    else:  # the cap first (the best almost always), then fewer at a time where that could
+        # do better: where the cap's time is above the fluid limits (every occupancy's floor)
+        # and above a floor of the occupancies below it: o CTAs an SM run the kernel's trips,
+        # each no shorter than a warp's dependent chain, o x SMs at a time (the most below
+        # the cap, 2^(e-1) for cap - 1 = x 2^e with x in [0.5, 1), has the lowest floor)
+        best, chain = _schedule(f, r, cap * f.sms, b, kidx)
+        fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
+        floor = f.total_trips * chain / (fewer * f.sms)
+        i = np.flatnonzero((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best))
+        if len(i):
+            best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
     # after the last CTA's loop, a chain of dependent memory round trips no other work overlaps
     # (KernelPlan.tail_round_trips: split-KV decode's fused combine)
-    tail = f.tail * _rates_of(rates, f).load_latency
+    tail = f.tail * r.load_latency
     return np.maximum(best, top) + tail, limits
+
+
+def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
+              with_cap: bool) -> np.ndarray:
+    """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
+    its cap, and at the cap `with_cap` (each case must have one)."""
+    bits = 1 << np.arange(int(cap.max()).bit_length())
+    occ = np.concatenate([np.broadcast_to(bits, (len(cap), len(bits))), cap[:, None]], axis=1)
+    tried = np.concatenate([bits[None, :] < cap[:, None], np.full((len(cap), 1), with_cap)], axis=1)
+    case = np.nonzero(tried)[0]  # rows (case, occupancy), a case's contiguous
+    g = _Facts(b.table[kidx[case]])
+    sched, _ = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case])
+    counts = tried.sum(axis=1)
+    return np.minimum.reduceat(sched, np.cumsum(counts) - counts)
 
 
 def _rep(a: np.ndarray, k: int) -> np.ndarray:
@@ -591,23 +632,25 @@ def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
     return Rates(**c, wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
 
 
-def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray) -> np.ndarray:
+def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
+              kidx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order, per
-    row (row i: kernel kidx[i])."""
+    row (row i: kernel kidx[i]); and per row what no loop trip takes less than at any
+    occupancy, a warp's dependent chain."""
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
-    def three(plain, masked, epi):  # (3, m) -> one array of 3m entries
-        return np.concatenate(np.broadcast_arrays(plain, masked, epi))
+    def six(plain, masked, epi):  # (2 shares, 3 trips, m) -> one array of 6m entries
+        return _rep(np.concatenate(np.broadcast_arrays(plain, masked, epi)), 2)
 
-    # three trips per row in one Trip of 3m entries: a plain loop trip, a masked one (the
-    # mask's ALU work on top) and the epilogue (the work done once per CTA); the rates and
-    # the per-row facts broadcast over the three
+    # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
+    # the epilogue (the work done once per CTA), each with the global bandwidth shared and
+    # without (below), in one Trip of 6m entries; the rates and the per-row facts broadcast
     parts = Trip.of(np.stack([f.a_flops, f.a_flops, f.o_flops]),
                     np.stack([f.a_exps, f.a_exps, f.o_exps]),
                     np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
                     np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc)
-    trips = Trip(*(np.broadcast_to(getattr(parts, x), (3, m)).ravel()
+    trips = Trip(*(np.broadcast_to(getattr(parts, x), (2, 3, m)).ravel()
                    for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under
@@ -619,6 +662,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
     # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
+    shares = np.stack([conc, np.zeros(m)])
 
     # a loop that streams its operands from DRAM (KernelPlan.streamed: each byte read once, by
     # one CTA) with its loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fills
@@ -639,18 +683,17 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
 
     rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
     lat = f.nsync * r.load_latency  # round trips the trip waits for
-    zero, loop_port = np.zeros(m), port(rd, wr)
+    loop_port, lv = port(rd, wr), level(rd, wr, shares, f.loop_x)
     # the epilogue as an asynchronous trip with no bytes of its own
-    policy, stages = three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0)
-    ports, n3, q3, lat3 = three(loop_port, loop_port, 0.0), three(n, n, n), three(q, q, q), three(lat, lat, 0.0)
-    t = np.stack([trips.time(policy, stages, ports, three(lv, lv, 0.0), n3, q3, lat3)
-                  for lv in (level(rd, wr, conc, f.loop_x), zero)]).reshape(2, 3, m)
+    t = trips.time(six(f.policy, f.policy, POLICIES["async"]), six(f.stages, f.stages, 2.0),
+                   six(loop_port, loop_port, 0.0),
+                   np.stack([lv, lv, np.zeros((2, m))], axis=1).ravel(),
+                   six(n, n, n), six(q, q, q), six(lat, lat, 0.0)).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
-    fixed = np.stack([pnorm([np.maximum(port(rd, wr), level(rd, wr, share)), epilogue[i]], q) + fill
-                      for i, share in enumerate((conc, zero))])
+    fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, shares)), epilogue], q) + fill
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
     # out across waves
@@ -673,7 +716,12 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch, kidx: np.ndarray
                  + f.total_masked[ix] / reps * extra[ix])
         dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
         out[ix] = np.maximum(list_schedule(dc, reps, slots[ix]), reps * d_sum / slots[ix])
-    return out
+    # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
+    # chain (Trip._time's, at no bandwidth and no other CTA's work)
+    ws = f.policy == POLICIES["warpspecialized"]
+    chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
+                     trips.warp_mma[:m] + trips.warp_other[:m])
+    return out, chain
 
 
 # ------------------------------------------------------------------ predictions
@@ -691,14 +739,15 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     top = lim.max(axis=1)
     first = lim.argmax(axis=1)
     second = np.where(np.arange(lim.shape[1]) == first[:, None], -np.inf, lim).max(axis=1)
-    lower = np.empty(relaxed.shape)
-    for j, x in enumerate(RELIEFS):
-        if x in LIMITS:  # never below half the time, nor below another unit's or level's
-            u = LIMITS.index(x)
-            others, own = np.where(first == u, np.maximum(second, 0.0), top), lim[:, u]
-        else:
-            others, own = top, top
-        lower[:, j] = _max(seconds / 2, others + launch, own / 2 + launch)
+    # a unit's or level's relief: never below half the time, nor below another unit's or
+    # level's time; the others' (port, latency, launch): never below any
+    others = np.repeat(top[:, None], len(RELIEFS), axis=1)
+    own = others.copy()
+    others[:, LIMIT_AT] = np.where(first[:, None] == np.arange(len(LIMITS)),
+                                   np.maximum(second, 0.0)[:, None], top[:, None])
+    own[:, LIMIT_AT] = lim
+    at = launch[:, None]
+    lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
     relaxed[:, LAUNCH] = lower[:, LAUNCH] = busy + launch / 2
     idle = ~need
     relaxed[idle] = lower[idle] = np.broadcast_to(seconds[:, None], lower.shape)[idle]

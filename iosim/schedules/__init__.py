@@ -40,6 +40,7 @@ def shape(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles
     layout = LAYOUTS.get(name)
     if layout is not None:
         try:
+            check_window(name, problem)  # a layout is a Plan's: of a problem it can plan
             key += (layout(problem, hw, knobs.resolve(tuned, name, problem, hw, tiles)[0]),)
         except InputError:
             return None

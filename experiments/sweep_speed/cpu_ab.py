@@ -1,0 +1,137 @@
+"""The model's own speed against earlier versions in CPU seconds, for a machine that others load.
+
+sweep_speed.py times wall clocks (start-up, worker pools, the shell): on a machine whose other
+users come and go, those move by tens of percent between runs. This script times what the
+model's work costs the processor instead (`time.process_time` in each version's own process:
+the sweep in one process, no pool), so the ratios between versions hold under load. Each
+version runs from its own `git worktree --detach` (PYTHONPATH), in fresh processes,
+alternately (one of each measurement of one version, then of the next), `--repeat` times;
+medians. Writes experiments/sweep_speed/cpu_ab.json:
+
+- sweep: the issue's grid (sweep_speed.GRID, 19,800 points), `sweep_result(grid, workers=1)`,
+  and `iosim sweep --workers 1 -o FILE.parquet` (its CLI module imported before the clock
+  starts), points per CPU second;
+- predict four: `predict_rows` of one problem, four schedules, the best of 7 rounds of 50 (ms);
+- batch: 216 problems x those four schedules planned and predicted (sweep_speed.PREDICT's
+  batch: `predict_many`, else `predict.rows`, else `row` per Plan), the best of 3, per second;
+- tune: `tune.rank("fa2", [problem])` with its compile results cached, the best of 5 (s).
+
+    python experiments/sweep_speed/cpu_ab.py --base 94797ab --base beeb679 [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep_speed import GRID, ROOT, cpu_name, grid_args, run  # noqa: E402
+
+CHILD = """
+import json, sys, tempfile, time
+import iosim
+from iosim.analysis import predict as P
+from iosim.analysis import sweep, tune
+from iosim.cli import main
+from iosim.core.hardware import load
+from iosim.schedules import plan
+grid, cli_args = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+hw = load("h100")
+four = ["naive", "fa1", "fa2", "fa3"]
+p = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128)
+problems = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
+            for n in (512, 1024, 2048, 4096, 8192, 16384) for d in (64, 128) for c in (False, True)
+            for b in (1, 4, 16) for h in (8, 32, 64)]
+rows, many = getattr(P, "rows", None), getattr(P, "predict_many", None)
+
+def batch():
+    if many:
+        return many(problems, hw, four)
+    plans = [(plan(s, q, hw, check=True), hw) for q in problems for s in four]
+    return rows(plans) if rows else [P.row(pl, h) for pl, h in plans]
+
+def cpu(f, n=1, k=1):
+    out = []
+    for _ in range(k):
+        t0 = time.process_time()
+        for _ in range(n):
+            f()
+        out.append((time.process_time() - t0) / n)
+    return min(out)
+
+t0 = time.process_time()
+points = len(sweep.sweep_result(grid, workers=1).rows)
+out = {"sweep_points": points, "sweep_cpu_points_per_second": points / (time.process_time() - t0)}
+with tempfile.TemporaryDirectory() as d:
+    t0 = time.process_time()
+    try:
+        main(["sweep", "--no-progress", "--workers", "1", "-o", d + "/sweep.parquet", *cli_args])
+    except SystemExit:
+        pass
+    out["cli_cpu_points_per_second"] = points / (time.process_time() - t0)
+P.predict_rows(p, hw, four)
+out["predict_four_ms"] = cpu(lambda: P.predict_rows(p, hw, four), 50, 7) * 1e3
+n = len(batch())
+out.update(batch_points=n, batch_points_per_second=n / cpu(batch, 1, 3))
+q = iosim.Problem(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+tune.rank("fa2", [q], hw)  # fills the compile cache
+out["tune_rank_seconds"] = cpu(lambda: tune.rank("fa2", [q], hw), 1, 5)
+print(json.dumps(out))
+"""
+
+
+def sample(tree: Path) -> dict:
+    out = run(tree, ["-c", CHILD, json.dumps(GRID), json.dumps(grid_args(GRID))]).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def commit(tree: Path) -> str:
+    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", action="append", required=True, help="an earlier version (repeatable)")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--out", default=str(Path(__file__).with_name("cpu_ab.json")))
+    args = ap.parse_args()
+    git = ["git", "-C", str(ROOT)]
+    with tempfile.TemporaryDirectory() as d:
+        trees = []
+        for i, rev in enumerate(args.base):
+            trees.append(Path(d) / f"base{i}")
+            subprocess.run([*git, "worktree", "add", "--detach", str(trees[-1]), rev], check=True,
+                           capture_output=True)
+        trees.append(ROOT)
+        try:
+            samples: dict[Path, list] = {t: [] for t in trees}
+            for _ in range(args.repeat):
+                for t in trees:
+                    samples[t].append(sample(t))
+            versions = [{"commit": commit(t), **{k: statistics.median(s[k] for s in samples[t])
+                                                 for k in samples[t][0]}} for t in trees]
+        finally:
+            for t in trees[:-1]:
+                subprocess.run([*git, "worktree", "remove", "--force", str(t)], check=False)
+    this = versions[-1]
+    result = {"grid": GRID, "versions": versions,
+              "this_over": {v["commit"]: {k: this[k] / v[k] for k in v
+                                          if k != "commit" and isinstance(v[k], float) and v[k]}
+                            for v in versions[:-1]},
+              "repeat": args.repeat,
+              "machine": {"cpu": cpu_name(), "python": sys.version.split()[0]},
+              "date": time.strftime("%Y-%m-%d")}
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    for v in versions:
+        print(v)
+
+
+if __name__ == "__main__":
+    main()
