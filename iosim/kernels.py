@@ -438,6 +438,9 @@ class KernelSpec:
     l2_weights: Callable[[Defines], Mapping[str, float]] | None = None
     # arg: (tensor, box rows: a define's name, or a number)
     tensor_maps: Mapping[str, tuple[str, str | int]] = field(default_factory=dict)
+    # a row kernel's block reduction: (ALU ops, exp2s) of one thread's merge of two partial
+    # results (iosim.schedules.naive.row_merges counts the merges); None: not a row kernel
+    row_merge: tuple[int, int] | None = None
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
 
     @property
@@ -460,11 +463,12 @@ def _gemm_smem(d: Defines, e: int) -> int:  # naive.cu: the k-tile ring, reused 
 
 
 def _naive(entry: str, args: tuple[str, ...], writes: set[str], defines: frozenset[str],
-           bwd: bool) -> KernelSpec:
+           bwd: bool, row_merge: tuple[int, int] | None = None) -> KernelSpec:
     gemm = defines is _GEMM
     return KernelSpec(entry, "naive.cu", entry.upper(), args, frozenset(writes), defines,
                       head_dims=BASE_HEAD_DIMS if bwd else None,
-                      rules=_gemm_rules if gemm else _no_rules, smem=_gemm_smem if gemm else None)
+                      rules=_gemm_rules if gemm else _no_rules, smem=_gemm_smem if gemm else None,
+                      row_merge=row_merge)
 
 
 def _fa1_fwd_smem(d: Defines, e: int) -> int:  # Q_i, K_j, V_j
@@ -567,12 +571,16 @@ def _decode_rules(d: Defines) -> list[Rule]:  # decode.cu's static_asserts
 
 _SPECS = [
     _naive("naive_qk", ("Q", "K", "S", *_DIMS, "scale"), {"S"}, _GEMM, False),
-    _naive("naive_softmax", ("S", "P", "Nq", "Nk"), {"P"}, _SOFTMAX, False),
+    # sm_merge: two shuffles (or shared-memory reads), fmax, compare, two subtractions, a
+    # multiply and an FMA; two exp2
+    _naive("naive_softmax", ("S", "P", "Nq", "Nk"), {"P"}, _SOFTMAX, False, row_merge=(8, 2)),
     _naive("naive_pv", ("P", "V", "O", *_DIMS), {"O"}, _GEMM, False),
     # naive's dP re-uses the forward's S; dKx, dVx are dK, dV themselves when kv_heads == heads
     _naive("naive_bwd_dv", ("P", "dO", "dVx", *_DIMS), {"dVx"}, _GEMM, True),
     _naive("naive_bwd_dp", ("dO", "V", "dP", *_DIMS), {"dP"}, _GEMM, True),
-    _naive("naive_bwd_softmax", ("P", "dP", "dS", "Nq", "Nk"), {"dS"}, _SOFTMAX, True),
+    # warp_sum: a shuffle and an add
+    _naive("naive_bwd_softmax", ("P", "dP", "dS", "Nq", "Nk"), {"dS"}, _SOFTMAX, True,
+           row_merge=(2, 0)),
     _naive("naive_bwd_dq", ("dS", "K", "dQ", *_DIMS, "scale"), {"dQ"}, _GEMM, True),
     _naive("naive_bwd_dk", ("dS", "Q", "dKx", *_DIMS, "scale"), {"dKx"}, _GEMM, True),
     KernelSpec("fa1_init", "fa1.cu", "FA1_INIT", ("Oacc", "L", "M", "Nq"),

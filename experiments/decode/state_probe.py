@@ -104,13 +104,18 @@ def timed(timer, fn, nvml: Nvml) -> tuple[float, dict]:
     return ms, nvml.during(t0, time.perf_counter())
 
 
-def pages(out: str) -> None:
+def _setup():
+    """torch, this GPU's profile, NVML, the issued and queued timers (after a read flush), and
+    the copy bandwidth measured now."""
     torch = bench.require_gpu()
     hw = load(bench.profile_for(torch.cuda.get_device_name()))
-    nvml = Nvml()
-    nq = bench.Timer(torch, hw.l2_bytes, flush="read")
     qd = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES, flush="read")
-    bw = bench.copy_bandwidth(torch, qd)
+    return (torch, hw, Nvml(), bench.Timer(torch, hw.l2_bytes, flush="read"), qd,
+            bench.copy_bandwidth(torch, qd))
+
+
+def pages(out: str) -> None:
+    torch, hw, nvml, nq, qd, bw = _setup()
     x = torch.empty(1 << 29, dtype=torch.float16, device="cuda")
     y = torch.empty_like(x)
 
@@ -182,12 +187,7 @@ CONFIRM = {"plain": (Tiles(), PLAIN), "default": (Tiles(), None),
 
 def b32(out: str, variants: dict = VARIANTS, shapes=((32, 4096), (32, 131072), (32, 32768)),
         rounds: int = 3) -> None:
-    torch = bench.require_gpu()
-    hw = load(bench.profile_for(torch.cuda.get_device_name()))
-    nvml = Nvml()
-    nq = bench.Timer(torch, hw.l2_bytes, flush="read")
-    qd = bench.Timer(torch, hw.l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES, flush="read")
-    bw = bench.copy_bandwidth(torch, qd)
+    torch, hw, nvml, nq, qd, bw = _setup()
     rows = []
     for b, nk in shapes:
         base = Problem(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=nk, head_dim=128,

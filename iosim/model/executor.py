@@ -140,7 +140,7 @@ def _gemm(m: Meter, name: str, A, B, a: str, b: str, C: np.ndarray, c: str, kp, 
 def _rows(m: Meter, name: str, kp, ins: list[tuple[str, np.ndarray]], merge: tuple[int, int],
           p_vis=None):
     """Yield rows of the N×N inputs, counting one read (staged in smem) or two, and the row's
-    block reduction (`merge`: ALU ops and exp2s of one merge, naive.ROW_MERGE). With
+    block reduction (`merge`: ALU ops and exp2s of one merge, its KernelSpec's row_merge). With
     `p_vis` (keys visible to row i: causal) only the part up to the diagonal is read, in whole
     16-byte vectors when the rows are 16-byte aligned (the rest of the row is masked anyway)."""
     causal_vec = p_vis is not None
@@ -179,7 +179,7 @@ def naive(p: Problem, plan: Plan, q, k, v, do=None):
             S, P = np.empty((nq, nk)), np.empty((nq, nk))
             _gemm(m, "naive_qk", qh, kh.T, "Q", "K", S, "S", ks["naive_qk"], s)
             for i, (row,) in _rows(m, "naive_softmax", ks["naive_softmax"], [("S", S)],
-                                   naive_plan.ROW_MERGE["naive_softmax"],
+                                   SPECS["naive_softmax"].row_merge,
                                    p_vis=p.visible_keys if p.causal else None):
                 n = p.visible_keys(i)
                 if p.causal:
@@ -298,7 +298,7 @@ def _naive_bwd(m: Meter, p: Problem, ks: dict, out: dict, b, h, qh, kh, vh, doh,
     _gemm(m, f"{pre}_bwd_dv", P.T, doh, "P", "dO", dVe, "dV" + x, ks[f"{pre}_bwd_dv"])
     _gemm(m, f"{pre}_bwd_dp", doh, vh.T, "dO", "V", dP, "dP", ks[f"{pre}_bwd_dp"])
     # PyTorch's softmax backward (standard's): its reduction is not counted (naive.row_kernel)
-    merge = naive_plan.ROW_MERGE["naive_bwd_softmax"] if pre == "naive" else (0, 0)
+    merge = SPECS["naive_bwd_softmax"].row_merge if pre == "naive" else (0, 0)
     rows = _rows(m, f"{pre}_bwd_softmax", ks[f"{pre}_bwd_softmax"], [("P", P), ("dP", dP)], merge)
     for i, (prow, dprow) in rows:
         di = (prow * dprow).sum()

@@ -14,7 +14,7 @@ from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
-from iosim.kernels import kernel_defines, source
+from iosim.kernels import SPECS, kernel_defines, source
 from iosim.schedules.base import Tiles, causal_valid, gemm, gqa_reduce, mask_defines, pow2_at_least, uniform
 
 # (block_m, block_n, block_k, stages, warps) by head_dim bucket, fastest found on H100/H200.
@@ -65,13 +65,6 @@ def _sum_ceil8(n: int) -> int:
     return 32 * q * (q + 1) + 8 * rem * (q + 1)
 
 
-# One merge of two partial row results in a row kernel's block reduction, per thread: (ALU
-# ops, exp2s). naive_softmax merges (max, sum) pairs (sm_merge: two shuffles or shared-memory
-# reads, fmax, compare, two subtractions, a multiply and an FMA; two exp2); naive_bwd_softmax
-# adds sums (warp_sum: a shuffle and an add)
-ROW_MERGE = {"naive_softmax": (8, 2), "naive_bwd_softmax": (2, 0)}
-
-
 def row_merges(threads: int) -> int:
     """Merges one row's block reduction does, all threads together: five shuffle steps in every
     warp, then (more than one warp) every thread folds the warps' partials from shared memory.
@@ -103,7 +96,7 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
     t = Traffic(reads={x: passes * p.bh * read * e for x in ins}, writes={out: rows * nk * e},
                 sram=2 * p.bh * read * e * len(ins) if in_smem else 0)
     threads = softmax_threads(nk)
-    merge_alu, merge_exp = ROW_MERGE[name] if ours else (0, 0)
+    merge_alu, merge_exp = SPECS[name].row_merge if ours else (0, 0)
     merges = rows * row_merges(threads)
     return KernelPlan(
         name=name, grid=(p.seqlen_q, p.bh, 1), threads=threads,
