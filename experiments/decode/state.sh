@@ -12,9 +12,12 @@
 #     then each after a batch-32 point as the grid orders them (seq_after32.csv, --peers torch);
 #  5. grid (not default): the decode grid of run.sh (batch 1, 8, 32, KV 4k, 32k, 128k) with
 #     pages none, 16, 64, 256, --queued, --flush read, beside torch (bench_read.csv);
+#  7. alloc (not default): experiments/decode/state_probe.py alloc (alloc.csv): batch 1 paged at
+#     128k on a cache of its own, inside larger allocations, spread over a 16 GiB pool, and
+#     before/after a batch-32 paged point (its docstring).
 #  6. confirm (not default): experiments/decode/state_probe.py confirm (confirm_ab.csv): the
 #     Plan's kernel with its L2 hints beside the plain one and torch at batch 1 and 32.
-# Steps run in the order grid, confirm, then the others above.
+# Steps run in the order alloc, grid, confirm, then the others above.
 # On the GPU machine, from the repository root, with the wheels in .whl/:
 #   SUB=NAME STEPS=tests,pages,b32,seq LIMIT=260 bash experiments/decode/state.sh
 set -o pipefail
@@ -25,7 +28,7 @@ F="$DIR/${SUB:-state11}"
 mkdir -p "$F"
 left() { echo $(( LIMIT - SECONDS > 1 ? LIMIT - SECONDS : 1 )); }
 cap() { echo $(( $(left) < $1 ? $(left) : $1 )); }
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,temperature.memory,clocks_event_reasons.active \
   --format=csv -lms 100 > "$F/smi.csv" 2>&1 &
 SMI=$!
 trap 'kill $SMI 2>/dev/null' EXIT
@@ -36,6 +39,17 @@ if [[ $STEPS == *tests* ]]; then
   stamp tests
   timeout "$(cap 70)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_decode.py 2>&1 \
     | tail -15 | tee "$F/gpu_tests.log" || { echo "GPU tests failed: not timed"; exit 1; }
+fi
+if [[ $STEPS == *alloc* ]]; then
+  stamp alloc
+  timeout "$(cap 150)" python3 experiments/decode/state_probe.py alloc "$F/alloc.csv" 2>&1 \
+    | tee "$F/alloc.log" | tail -60
+  # Nsight Compute on the same step on a cache of its own, at the start of a 16 GiB allocation
+  # and spread over it (each checked, launched once after its check's launch): ncu_alloc.txt
+  timeout "$(cap 120)" ncu --clock-control none --cache-control all --set detailed \
+    --kernel-name regex:decode_paged_fwd --launch-skip 0 --launch-count 6 \
+    python3 experiments/decode/state_probe.py alloc_ncu - > "$F/ncu_alloc.txt" 2>&1
+  tail -5 "$F/ncu_alloc.txt"
 fi
 if [[ $STEPS == *grid* ]]; then
   stamp grid

@@ -17,6 +17,17 @@ flash backends, in three interleaved rounds, issued and queued.
     python3 experiments/decode/state_probe.py pages OUT.csv
     python3 experiments/decode/state_probe.py b32 OUT.csv
     python3 experiments/decode/state_probe.py confirm OUT.csv   (the Plan's defaults, later)
+    python3 experiments/decode/state_probe.py alloc OUT.csv
+
+`alloc`: batch 1, KV 128k, 16- and 64-token pages: is the batch-1 paged step slower after a
+batch-32 point because of the GPU's state or because of where its cache lies? The same kernel
+on one cache allocated on its own (`own`), on caches placed at the start of one larger
+allocation (`in_<GiB>`: as the bench's pool of grid11 and torch's caching allocator after a
+batch-32 point place it), with its pages scattered over a 16 GiB pool (`spread16`, as a
+serving engine's pool scatters them), the contiguous cache at the start of a 16 GiB allocation
+(`contig_in16`), and `own` again after a batch-32 paged point ran (`own_after32`, allocated
+before it) and allocated after it (`own_new_after32`). Each checked (NaN-poisoned outputs),
+then timed issued and queued, in two rounds.
 """
 
 from __future__ import annotations
@@ -234,5 +245,125 @@ def confirm(out: str) -> None:
     b32(out, CONFIRM, ((32, 32768), (32, 131072), (1, 32768), (1, 131072)))
 
 
+GiB = 1 << 30
+
+
+def placed(torch, p, k, v, pool_bytes: int, spread: bool) -> dict:
+    """Kc, Vc and BlockTable as launch.paged_cache makes them, but each cache in its own
+    `pool_bytes` allocation: the pages at its start in a random order, or (`spread`) at random
+    pages of the whole allocation."""
+    ps, b = p.page_size, p.batch
+    npg = -(-p.seqlen_k // ps)
+    page_shape = (ps, p.kv_heads, p.head_dim)
+    pool_pages = pool_bytes // (ps * p.kv_heads * p.head_dim * k.element_size())
+    idx = (torch.randperm(pool_pages, device=k.device)[:b * npg] if spread
+           else torch.randperm(b * npg, device=k.device))
+
+    def pages(x):
+        x = torch.nn.functional.pad(x, (0, 0, 0, npg * ps - p.seqlen_k))
+        x = x.view(b, p.kv_heads, npg, ps, p.head_dim).permute(0, 2, 3, 1, 4)
+        out = torch.empty(pool_bytes, dtype=torch.uint8, device=k.device)
+        out = out.view(k.dtype).view(pool_pages, *page_shape)
+        out[idx] = x.reshape(b * npg, *page_shape)
+        return out
+
+    return {"Kc": pages(k), "Vc": pages(v),
+            "BlockTable": idx.to(torch.int32).view(b, npg).contiguous()}
+
+
+def alloc(out: str) -> None:
+    torch, hw, nvml, nq, qd, bw = _setup()
+    rows = []
+    base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
+                   dtype="bf16", causal=False)
+    q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
+    bound = bench.error_bound("decode", base, same, s_max)
+
+    def measure(name: str, lz, rnd: int) -> None:
+        err, ok = bench.check(torch, lz, ref, lse_ref, bound)
+        print(f"check {name} round {rnd}: err {err:.2e} bound {bound:.2e} {'ok' if ok else 'FAILED'}",
+              flush=True)
+        if not ok:
+            rows.append(dict(case=name, round=rnd, status="FAILED", err=err))
+            return
+        for mode, timer in (("nq", nq), ("q", qd)):
+            ms, env = timed(timer, lz, nvml)
+            rows.append(dict(gpu=torch.cuda.get_device_name(), case=name, round=rnd,
+                             page_size=lz.plan.problem.page_size, mode=mode, ms=ms, err=err,
+                             status="ok", bw_over_copy=bench.kv_bytes(base) / (ms * 1e-3) / bw,
+                             copy_bw=bw, t=time.perf_counter(), **env))
+        print(f"  {name}: " + ", ".join(f"{r['mode']} {r['ms']:.4f}" for r in rows[-2:]), flush=True)
+
+    def case(name: str, ps, pool_gib: float = 0, spread: bool = False, rnd: int = 0) -> None:
+        lz = ours(torch, hw, base, q, k, v, ps)
+        if pool_gib and ps is None:  # the contiguous cache at the start of a larger allocation
+            for n, x in (("K", k), ("V", v)):
+                buf = torch.empty(int(pool_gib * GiB), dtype=torch.uint8, device="cuda")
+                lz.buf[n] = buf[:x.numel() * x.element_size()].view(x.dtype).view(x.shape)
+                lz.buf[n].copy_(x)
+        elif pool_gib:
+            lz.buf.update(placed(torch, lz.plan.problem, k, v, int(pool_gib * GiB), spread))
+        measure(name, lz, rnd)
+        del lz
+        torch.cuda.empty_cache()
+
+    for rnd in range(2):
+        for ps in (16, 64):
+            case(f"own_p{ps}", ps, rnd=rnd)
+            for gib in (1, 4, 16, 32):
+                case(f"in{gib}_p{ps}", ps, gib, rnd=rnd)
+            case(f"spread16_p{ps}", ps, 16, True, rnd=rnd)
+            case(f"own_p{ps}_again", ps, rnd=rnd)
+        case("contig_own", None, rnd=rnd)
+        case("contig_in16", None, 16, rnd=rnd)
+    # the GPU's state: a cache allocated before a batch-32 paged point, timed after it
+    before = ours(torch, hw, base, q, k, v, 16)
+    measure("own_p16_before32", before, 0)
+    b32p = Problem(**{**base.model_dump(), "batch": 32})
+    q32, k32, v32 = bench.inputs(torch, b32p, seed=int.from_bytes(os.urandom(4), "little"))
+    ref32, lse32, same32, smax32 = bench.reference(torch, q32, k32, v32, b32p)
+    big = ours(torch, hw, b32p, q32, k32, v32, 16)
+    err, ok = bench.check(torch, big, ref32, lse32, bench.error_bound("decode", b32p, same32, smax32))
+    print(f"check b32_p16: err {err:.2e} {'ok' if ok else 'FAILED'}", flush=True)
+    for mode, timer in (("nq", nq), ("q", qd)) if ok else ():
+        ms, env = timed(timer, big, nvml)
+        rows.append(dict(gpu=torch.cuda.get_device_name(), case="b32_p16", round=0, page_size=16,
+                         mode=mode, ms=ms, err=err, status="ok", t=time.perf_counter(), **env))
+    del big, q32, k32, v32, ref32, lse32
+    torch.cuda.empty_cache()
+    measure("own_p16_after32", before, 0)
+    del before
+    case("own_new_after32_p16", 16)
+    df = pd.DataFrame(rows)
+    df.to_csv(out, index=False)
+    ok = df[df.status == "ok"]
+    print(ok.pivot_table(index="case", columns=["mode", "round"], values="ms", sort=False)
+          .round(4).to_string(), flush=True)
+
+
+def alloc_ncu(_out: str) -> None:
+    """For Nsight Compute: the 16-token paged step on a cache of its own, then on one at the
+    start of a 16 GiB allocation and one spread over it, each checked and launched once."""
+    torch, hw, *_ = _setup()
+    base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
+                   dtype="bf16", causal=False)
+    q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
+    bound = bench.error_bound("decode", base, same, s_max)
+    for name, gib, spread in (("own", 0, False), ("in16", 16, False), ("spread16", 16, True)):
+        lz = ours(torch, hw, base, q, k, v, 16)
+        if gib:
+            lz.buf.update(placed(torch, lz.plan.problem, k, v, gib * GiB, spread))
+        err, ok = bench.check(torch, lz, ref, lse_ref, bound)
+        print(f"check {name}: err {err:.2e} {'ok' if ok else 'FAILED'}", flush=True)
+        if ok:
+            lz()
+            torch.cuda.synchronize()
+        del lz
+        torch.cuda.empty_cache()
+
+
 if __name__ == "__main__":
-    {"pages": pages, "b32": b32, "confirm": confirm}[sys.argv[1]](sys.argv[2])
+    {"pages": pages, "b32": b32, "confirm": confirm, "alloc": alloc,
+     "alloc_ncu": alloc_ncu}[sys.argv[1]](sys.argv[2])
