@@ -18,6 +18,7 @@ flash backends, in three interleaved rounds, issued and queued.
     python3 experiments/decode/state_probe.py b32 OUT.csv
     python3 experiments/decode/state_probe.py confirm OUT.csv   (the Plan's defaults, later)
     python3 experiments/decode/state_probe.py alloc OUT.csv
+    python3 experiments/decode/state_probe.py alloc_ab OUT.csv
 
 `alloc`: batch 1, KV 128k, 16- and 64-token pages: is the batch-1 paged step slower after a
 batch-32 point because of the GPU's state or because of where its cache lies? The same kernel
@@ -342,6 +343,55 @@ def alloc(out: str) -> None:
           .round(4).to_string(), flush=True)
 
 
+# `alloc_ab`: what holds a paged step's gathers to the contiguous cache's time where its pages
+# lie far apart: the Plan's kernel (16 splits at batch 1, 3 stages) beside more splits (more
+# CTAs, more gathers in flight an SM) and deeper rings (more tiles in flight a CTA)
+AB = {"default": Tiles(), "s32": Tiles(kv_splits=32), "s64": Tiles(kv_splits=64),
+      "st4": Tiles(stages=4), "st6": Tiles(stages=6), "s32_st4": Tiles(kv_splits=32, stages=4)}
+
+
+def alloc_ab(out: str, rounds: int = 2) -> None:
+    """Batch 1, KV 128k: each AB variant on the contiguous cache, on 16-token pages in a cache of
+    their own and spread over a 16 GiB pool (one pool all variants read), and 64-token pages
+    spread; each checked, then timed issued and queued in interleaved rounds."""
+    torch, hw, nvml, nq, qd, bw = _setup()
+    base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
+                   dtype="bf16", causal=False)
+    q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
+    bound = bench.error_bound("decode", base, same, s_max)
+    fns, rows = {}, []
+    for where, ps in (("contig", None), ("own_p16", 16), ("spread16_p16", 16),
+                      ("spread16_p64", 64)):
+        pool = None
+        for name, tiles in AB.items():
+            lz = ours(torch, hw, base, q, k, v, ps, tiles)
+            if where.startswith("spread"):
+                pool = pool or placed(torch, lz.plan.problem, k, v, 16 * GiB, True)
+                lz.buf.update(pool)
+            err, ok = bench.check(torch, lz, ref, lse_ref, bound)
+            print(f"check {where} {name}: err {err:.2e} bound {bound:.2e} {'ok' if ok else 'FAILED'}",
+                  flush=True)
+            if ok:
+                fns[where, name] = lz
+            else:
+                rows.append(dict(where=where, case=name, status="FAILED", err=err))
+    for rnd in range(rounds):
+        for (where, name), lz in fns.items():
+            for mode, timer in (("q", qd), ("nq", nq)):
+                ms, env = timed(timer, lz, nvml)
+                rows.append(dict(gpu=torch.cuda.get_device_name(), where=where, case=name,
+                                 splits=lz.plan.main.defines["NUM_SPLITS"],
+                                 stages=lz.plan.main.defines["STAGES"], round=rnd, mode=mode,
+                                 ms=ms, status="ok", copy_bw=bw,
+                                 bw_over_copy=bench.kv_bytes(base) / (ms * 1e-3) / bw, **env))
+    df = pd.DataFrame(rows)
+    df.to_csv(out, index=False)
+    ok = df[df.status == "ok"]
+    print(ok.pivot_table(index=["where", "case"], columns=["mode", "round"], values="ms", sort=False)
+          .round(4).to_string(), flush=True)
+
+
 def alloc_ncu(_out: str) -> None:
     """For Nsight Compute: the 16-token paged step on a cache of its own, then on one at the
     start of a 16 GiB allocation and one spread over it, each checked and launched once."""
@@ -366,4 +416,4 @@ def alloc_ncu(_out: str) -> None:
 
 if __name__ == "__main__":
     {"pages": pages, "b32": b32, "confirm": confirm, "alloc": alloc,
-     "alloc_ncu": alloc_ncu}[sys.argv[1]](sys.argv[2])
+     "alloc_ncu": alloc_ncu, "alloc_ab": alloc_ab}[sys.argv[1]](sys.argv[2])
