@@ -351,45 +351,50 @@ AB = {"default": Tiles(), "s32": Tiles(kv_splits=32), "s64": Tiles(kv_splits=64)
 
 
 def alloc_ab(out: str, rounds: int = 2) -> None:
-    """Batch 1, KV 128k: each AB variant on the contiguous cache, on 16-token pages in a cache of
-    their own and spread over a 16 GiB pool (one pool all variants read), and 64-token pages
-    spread; each checked, then timed issued and queued in interleaved rounds."""
+    """Batch 1, KV 128k: each AB variant on each placement of the cache (PLACES, in turn), each
+    checked, then timed issued and queued in interleaved rounds within the placement."""
     torch, hw, nvml, nq, qd, bw = _setup()
     base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
                    dtype="bf16", causal=False)
     q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
     ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
     bound = bench.error_bound("decode", base, same, s_max)
-    fns, rows = {}, []
-    for where, ps in (("contig", None), ("own_p16", 16), ("spread16_p16", 16),
-                      ("spread16_p64", 64)):
-        pool = None
+    rows = []
+    for where in os.environ.get("PLACES", "contig,own_p16,spread16_p16,spread16_p64").split(","):
+        # contig | own_pP | spreadG_pP (pages over a G GiB pool a tensor) | fillG_pP / fillG_contig
+        # (the cache allocated after G GiB of other allocations, kept while it runs)
+        ps = None if where.endswith("contig") else int(where.rsplit("_p", 1)[1])
+        gib = int("".join(c for c in where.split("_")[0] if c.isdigit()) or 0)
+        filler = torch.empty(gib * GiB, dtype=torch.uint8, device="cuda") \
+            if where.startswith("fill") else None
+        pool, fns = None, {}
         for name, tiles in AB.items():
             lz = ours(torch, hw, base, q, k, v, ps, tiles)
             if where.startswith("spread"):
-                pool = pool or placed(torch, lz.plan.problem, k, v, 16 * GiB, True)
+                pool = pool or placed(torch, lz.plan.problem, k, v, gib * GiB, True)
                 lz.buf.update(pool)
             err, ok = bench.check(torch, lz, ref, lse_ref, bound)
             print(f"check {where} {name}: err {err:.2e} bound {bound:.2e} {'ok' if ok else 'FAILED'}",
                   flush=True)
             if ok:
-                fns[where, name] = lz
+                fns[name] = lz
             else:
                 rows.append(dict(where=where, case=name, status="FAILED", err=err))
-    for rnd in range(rounds):
-        for (where, name), lz in fns.items():
-            for mode, timer in (("q", qd), ("nq", nq)):
-                ms, env = timed(timer, lz, nvml)
-                rows.append(dict(gpu=torch.cuda.get_device_name(), where=where, case=name,
-                                 splits=lz.plan.main.defines["NUM_SPLITS"],
-                                 stages=lz.plan.main.defines["STAGES"], round=rnd, mode=mode,
-                                 ms=ms, status="ok", copy_bw=bw,
-                                 bw_over_copy=bench.kv_bytes(base) / (ms * 1e-3) / bw, **env))
-    df = pd.DataFrame(rows)
-    df.to_csv(out, index=False)
-    ok = df[df.status == "ok"]
-    print(ok.pivot_table(index=["where", "case"], columns=["mode", "round"], values="ms", sort=False)
-          .round(4).to_string(), flush=True)
+        for rnd in range(rounds):
+            for name, lz in fns.items():
+                for mode, timer in (("q", qd), ("nq", nq)):
+                    ms, env = timed(timer, lz, nvml)
+                    rows.append(dict(gpu=torch.cuda.get_device_name(), where=where, case=name,
+                                     splits=lz.plan.main.defines["NUM_SPLITS"],
+                                     stages=lz.plan.main.defines["STAGES"], round=rnd, mode=mode,
+                                     ms=ms, status="ok", copy_bw=bw,
+                                     bw_over_copy=bench.kv_bytes(base) / (ms * 1e-3) / bw, **env))
+        sub = pd.DataFrame([r for r in rows if r["where"] == where and r["status"] == "ok"])
+        print(sub.pivot_table(index="case", columns=["mode", "round"], values="ms", sort=False)
+              .round(4).to_string(), flush=True)
+        del fns, pool, filler, lz
+        torch.cuda.empty_cache()
+    pd.DataFrame(rows).to_csv(out, index=False)
 
 
 def alloc_ncu(_out: str) -> None:
