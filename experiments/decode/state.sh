@@ -12,6 +12,8 @@
 #     then each after a batch-32 point as the grid orders them (seq_after32.csv, --peers torch);
 #  5. grid (not default): the decode grid of run.sh (batch 1, 8, 32, KV 4k, 32k, 128k) with
 #     pages none, 16, 64, 256, --queued, --flush read, beside torch (bench_read.csv);
+#  9. after32ab (not default): state_probe.py after32_ab (after32_ab.csv): the AB variants at
+#     batch 1, contiguous and paged, timed fresh, then after a batch-32 paged point.
 #  8. allocab (not default): state_probe.py alloc_ab (alloc_ab.csv): the same step's kernel with
 #     more splits or stages beside the Plan's, on the contiguous cache, pages of its own and
 #     pages spread over a 16 GiB pool.
@@ -20,7 +22,7 @@
 #     before/after a batch-32 paged point (its docstring).
 #  6. confirm (not default): experiments/decode/state_probe.py confirm (confirm_ab.csv): the
 #     Plan's kernel with its L2 hints beside the plain one and torch at batch 1 and 32.
-# Steps run in the order allocab, alloc, grid, confirm, then the others above.
+# Steps run in the order after32ab, allocab, alloc, grid, confirm, then the others above.
 # On the GPU machine, from the repository root, with the wheels in .whl/:
 #   SUB=NAME STEPS=tests,pages,b32,seq LIMIT=260 bash experiments/decode/state.sh
 set -o pipefail
@@ -42,6 +44,11 @@ if [[ $STEPS == *tests* ]]; then
   stamp tests
   timeout "$(cap 70)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_decode.py 2>&1 \
     | tail -15 | tee "$F/gpu_tests.log" || { echo "GPU tests failed: not timed"; exit 1; }
+fi
+if [[ $STEPS == *after32ab* ]]; then
+  stamp after32ab
+  timeout "$(cap 150)" python3 experiments/decode/state_probe.py after32_ab "$F/after32_ab.csv" 2>&1 \
+    | tee "$F/after32_ab.log" | tail -40
 fi
 if [[ $STEPS == *allocab* ]]; then
   stamp allocab

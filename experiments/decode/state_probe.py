@@ -397,6 +397,55 @@ def alloc_ab(out: str, rounds: int = 2) -> None:
     pd.DataFrame(rows).to_csv(out, index=False)
 
 
+def after32_ab(out: str, rounds: int = 3) -> None:
+    """Batch 1, KV 128k: the AB variants on the contiguous cache and on 16- and 64-token pages of
+    their own, one round timed fresh, then a batch-32 paged point (16-token pages, checked and
+    timed as the bench does: the grid's order), then `rounds` rounds after it, interleaved."""
+    torch, hw, nvml, nq, qd, bw = _setup()
+    base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
+                   dtype="bf16", causal=False)
+    q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
+    bound = bench.error_bound("decode", base, same, s_max)
+    fns, rows = {}, []
+    for where, ps in (("contig", None), ("own_p16", 16), ("own_p64", 64)):
+        for name, tiles in AB.items():
+            lz = ours(torch, hw, base, q, k, v, ps, tiles)
+            err, ok = bench.check(torch, lz, ref, lse_ref, bound)
+            print(f"check {where} {name}: err {err:.2e} {'ok' if ok else 'FAILED'}", flush=True)
+            if ok:
+                fns[where, name] = lz
+
+    def time_all(state: str, rnd: int) -> None:
+        for (where, name), lz in fns.items():
+            for mode, timer in (("q", qd), ("nq", nq)):
+                ms, env = timed(timer, lz, nvml)
+                rows.append(dict(gpu=torch.cuda.get_device_name(), state=state, where=where,
+                                 case=name, splits=lz.plan.main.defines["NUM_SPLITS"],
+                                 stages=lz.plan.main.defines["STAGES"], round=rnd, mode=mode,
+                                 ms=ms, copy_bw=bw, t=time.perf_counter(),
+                                 bw_over_copy=bench.kv_bytes(base) / (ms * 1e-3) / bw, **env))
+
+    time_all("fresh", 0)
+    b32p = Problem(**{**base.model_dump(), "batch": 32})
+    q32, k32, v32 = bench.inputs(torch, b32p, seed=int.from_bytes(os.urandom(4), "little"))
+    ref32, lse32, same32, smax32 = bench.reference(torch, q32, k32, v32, b32p)
+    big = ours(torch, hw, b32p, q32, k32, v32, 16)
+    err, ok = bench.check(torch, big, ref32, lse32, bench.error_bound("decode", b32p, same32, smax32))
+    print(f"check b32_p16: err {err:.2e} {'ok' if ok else 'FAILED'}", flush=True)
+    if ok:
+        for timer in (nq, qd):
+            print(f"  b32_p16 {timer(big):.4f} ms", flush=True)
+    del big, q32, k32, v32, ref32, lse32
+    torch.cuda.empty_cache()
+    for rnd in range(rounds):
+        time_all("after32", rnd)
+    df = pd.DataFrame(rows)
+    df.to_csv(out, index=False)
+    print(df.pivot_table(index=["where", "case"], columns=["state", "round", "mode"], values="ms",
+                         sort=False).round(4).to_string(), flush=True)
+
+
 def alloc_ncu(_out: str) -> None:
     """For Nsight Compute: the 16-token paged step on a cache of its own, then on one at the
     start of a 16 GiB allocation and one spread over it, each checked and launched once."""
@@ -421,4 +470,5 @@ def alloc_ncu(_out: str) -> None:
 
 if __name__ == "__main__":
     {"pages": pages, "b32": b32, "confirm": confirm, "alloc": alloc,
-     "alloc_ncu": alloc_ncu, "alloc_ab": alloc_ab}[sys.argv[1]](sys.argv[2])
+     "alloc_ncu": alloc_ncu, "alloc_ab": alloc_ab,
+     "after32_ab": after32_ab}[sys.argv[1]](sys.argv[2])
