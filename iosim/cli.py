@@ -468,6 +468,10 @@ def bench_cmd(
         "--queued", help="also time every row with its launches queued ahead of the start "
         "event (time_queued_ms: the host's launch cost left out, as a CUDA graph would; "
         "decode rows always are)")] = False,
+    settle: Annotated[float, typer.Option(
+        metavar="SECONDS", help="idle the GPU this long before each point: right after a heavy "
+        "point (a batch-32 paged decode step), the next one can run up to 1.2x slower for "
+        "a second or more (experiments/decode/h100/after32ab12)")] = 0.0,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
     from iosim.analysis import bench
@@ -477,6 +481,8 @@ def bench_cmd(
     scheds = parse_choice(schedule, real, "schedule", both=real[:4])
     if flush not in ("write", "read"):
         raise InputError(f"--flush {flush}: not a flush (allowed: write, read)")
+    if not 0 <= settle <= 600:
+        raise InputError(f"--settle {settle:g}: not a pause (allowed: 0 to 600 seconds)")
     peer_groups = bench.parse_peers(peers)
     if "flex" in peer_groups and direction is not Dir.fwd:
         raise InputError("--peers flex: FlexAttention is timed forward only (allowed with it: --direction fwd)")
@@ -517,7 +523,8 @@ def bench_cmd(
     profile = hardware.load(hw) if hw else None
     df = bench.run(problems, scheds, peer_groups, out, profile, resume, ncu,
                    progress=progress, tiles=knob_tiles(block_m, block_n, warps, stages),
-                   tuned=tuned_tiles(tiles_file), kv_splits=splits, flush=flush, queued=queued)
+                   tuned=tuned_tiles(tiles_file), kv_splits=splits, flush=flush, queued=queued,
+                   settle_s=settle)
     ok = df[df.status == "ok"] if "status" in df else df
     typer.echo(f"{len(df)} rows in {out}; {len(ok)} ok, {len(df) - len(ok)} not ok")
 

@@ -218,3 +218,23 @@ def test_a_bench_file_names_each_column_once():
     cols = file_columns(["hw", "schedule", "fp8_scaling", "time_pred_ms"], ["seed", "time_queued_ms"])
     assert len(cols) == len(set(cols)) and set(KEY_EXTRA) <= set(cols)
     assert cols[:4] == ["hw", "schedule", "fp8_scaling", "time_pred_ms"]
+
+
+def test_settle_idles_the_gpu_before_each_point_and_says_so(gpu, tmp_path, monkeypatch):
+    """--settle: the GPU idles that long before every point (synchronised first, so the idle
+    starts when the point before has finished), and each row records it."""
+    import iosim.analysis.bench as abench
+
+    events = []
+    monkeypatch.setattr(FakeTorch.cuda, "synchronize", lambda: events.append("sync"), raising=False)
+    monkeypatch.setattr(abench.time, "sleep", lambda s: events.append(s))
+    out = tmp_path / "s.csv"
+    code, _, err = cli(*GRID, "--settle", "1.5", "-o", out)
+    assert code == 0, err
+    df = pd.read_csv(out)
+    assert (df.settle_s == 1.5).all() and len(gpu) == len(df) == 2
+    assert events == ["sync", 1.5] * len(df)
+    events.clear()
+    code, _, err = cli(*GRID, "-o", tmp_path / "t.csv")
+    assert code == 0 and events == [] and (pd.read_csv(tmp_path / "t.csv").settle_s == 0).all()
+    bad(*GRID, "--settle", "-1", "-o", tmp_path / "u.csv", needle="allowed: 0 to 600 seconds")

@@ -12,6 +12,9 @@
 #     then each after a batch-32 point as the grid orders them (seq_after32.csv, --peers torch);
 #  5. grid (not default): the decode grid of run.sh (batch 1, 8, 32, KV 4k, 32k, 128k) with
 #     pages none, 16, 64, 256, --queued, --flush read, beside torch (bench_read.csv);
+# 10. settleseq (not default): the seq after32 run with --settle 0, 1 and 3 seconds
+#     (seq_after32_settleZ.csv). SETTLE (default 0) is every other step's --settle, GRID_CAP
+#     the grid step's time limit (default 175 s).
 #  9. after32ab (not default): state_probe.py after32_ab (after32_ab.csv): the AB variants at
 #     batch 1, contiguous and paged, timed fresh, then after a batch-32 paged point.
 #  8. allocab (not default): state_probe.py alloc_ab (alloc_ab.csv): the same step's kernel with
@@ -22,7 +25,7 @@
 #     before/after a batch-32 paged point (its docstring).
 #  6. confirm (not default): experiments/decode/state_probe.py confirm (confirm_ab.csv): the
 #     Plan's kernel with its L2 hints beside the plain one and torch at batch 1 and 32.
-# Steps run in the order after32ab, allocab, alloc, grid, confirm, then the others above.
+# Steps run in the order settleseq, after32ab, allocab, alloc, grid, confirm, then the others above.
 # On the GPU machine, from the repository root, with the wheels in .whl/:
 #   SUB=NAME STEPS=tests,pages,b32,seq LIMIT=260 bash experiments/decode/state.sh
 set -o pipefail
@@ -38,12 +41,19 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
 SMI=$!
 trap 'kill $SMI 2>/dev/null' EXIT
 BASE=(--schedule decode --seqlen 1 --heads 32 --kv-heads 8 --head-dim 128 --causal false
-      --dtype bf16 --hw "$GPU" --no-progress --resume --flush read)
+      --dtype bf16 --hw "$GPU" --no-progress --resume --flush read --settle "${SETTLE:-0}")
 stamp() { echo "== $(date -u +%T) $*"; }
 if [[ $STEPS == *tests* ]]; then
   stamp tests
   timeout "$(cap 70)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_decode.py 2>&1 \
     | tail -15 | tee "$F/gpu_tests.log" || { echo "GPU tests failed: not timed"; exit 1; }
+fi
+if [[ $STEPS == *settleseq* ]]; then
+  for z in 0 1 3; do
+    stamp "seq after32, --settle $z"
+    timeout "$(cap 70)" iosim bench "${BASE[@]}" --settle $z --seqlen-k 131072 --batch 32,1 \
+      --page-size none,16,64 -o "$F/seq_after32_settle$z.csv" 2>&1 | tail -1
+  done
 fi
 if [[ $STEPS == *after32ab* ]]; then
   stamp after32ab
@@ -68,7 +78,7 @@ if [[ $STEPS == *alloc,* || $STEPS == *alloc ]]; then
 fi
 if [[ $STEPS == *grid* ]]; then
   stamp grid
-  timeout "$(cap 175)" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
+  timeout "$(cap "${GRID_CAP:-175}")" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
     --page-size none,16,64,256 --queued --peers torch -o "$F/bench_read.csv" 2>&1 | tail -2
   python3 tools/decode_summary.py "$F/bench_read.csv" > "$F/summary_bench_read.txt" 2>&1
   tail -n 60 "$F/summary_bench_read.txt"

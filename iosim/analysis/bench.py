@@ -33,6 +33,7 @@ backends are the peers of the bf16 problems in the same run (`--dtype fp8_e4m3,b
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -133,13 +134,14 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
         hw: HardwareProfile | None, resume: bool, use_ncu: bool, seed: int | None = None,
         progress: bool | None = None, tiles: Tiles = Tiles(),
         tuned: TunedTiles | None = None, kv_splits: list[int | None] = (None,),
-        flush: str = "write", queued: bool = False) -> pd.DataFrame:
+        flush: str = "write", queued: bool = False, settle_s: float = 0.0) -> pd.DataFrame:
     """Bench every point; `peers`: the peer groups (parse_peers); `seed` None draws fresh
     inputs each run (each row records its seed); `tiles`: the knobs (iosim.schedules.knobs)
     for every schedule's kernels; `tuned`: a tiles file's entries; `kv_splits`: decode's split
     counts, each a point of its own (None: the Plan's); `flush`: how the L2 is flushed before
     each repetition (iosim.gpu.bench.Timer.flush), recorded in each row; `queued`: every row
-    also timed with its launches queued ahead (`time_queued_ms`; decode rows always are)."""
+    also timed with its launches queued ahead (`time_queued_ms`; decode rows always are);
+    `settle_s`: the GPU idles this long before each point (recorded in each row as settle_s)."""
     from iosim.gpu import bench
     from iosim.kernels import supported
 
@@ -183,7 +185,10 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
         r: dict = {"hw": hw.name, "schedule": s, **problem_fields(p), "kv_splits": k}
         if key(r) in done:
             continue
-        r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n, flush=flush)
+        r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n, flush=flush, settle_s=settle_s)
+        if settle_s:  # what the point before left (a heavy point's slow phase) decays first
+            torch.cuda.synchronize()
+            time.sleep(settle_s)
         peer = s in bench.PEERS or s == bench.FLEX
         pl = None if peer else plan(s, p, hw, tiles_of(s, k), check=True, tuned=tuned)
         if pl is not None:

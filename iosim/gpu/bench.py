@@ -41,8 +41,9 @@ EXTRA_COLUMNS = ["seed", "err_bound", "ref_err_same_dtype", "hbm_floor_ms", "flo
                  # a Plan of several kernels (fp8: quantisation, then attention): the attention
                  # kernel alone (what the FA3 paper times), and the others'
                  "attn_ms", "attn_tflops", "other_kernels_ms",
-                 # how the L2 was flushed before each repetition (Timer.flush)
-                 "flush"]
+                 # how the L2 was flushed before each repetition (Timer.flush), and the idle
+                 # seconds before the point (bench --settle)
+                 "flush", "settle_s"]
 ROUNDING = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp8_e4m3": 2.0**-8}
 ERR_MULTIPLE = 3.0
 MATH_MAX_BYTES = 24 * 2**30  # torch's math backend materialises S and P: skip it beyond this
