@@ -12,7 +12,7 @@
 #     then each after a batch-32 point as the grid orders them (seq_after32.csv, --peers torch);
 #  5. grid (not default): the decode grid of run.sh (batch 1, 8, 32, KV 4k, 32k, 128k) with
 #     pages none, 16, 64, 256, --queued, --flush read, beside torch (bench_read.csv);
-# 10. settleseq (not default): the seq after32 run with --settle 0, 1 and 3 seconds
+# 10. settles (not default): the seq after32 run with --settle 0, 1 and 3 seconds
 #     (seq_after32_settleZ.csv). SETTLE (default 0) is every other step's --settle, GRID_CAP
 #     the grid step's time limit (default 175 s).
 #  9. after32ab (not default): state_probe.py after32_ab (after32_ab.csv): the AB variants at
@@ -25,7 +25,7 @@
 #     before/after a batch-32 paged point (its docstring).
 #  6. confirm (not default): experiments/decode/state_probe.py confirm (confirm_ab.csv): the
 #     Plan's kernel with its L2 hints beside the plain one and torch at batch 1 and 32.
-# Steps run in the order settleseq, after32ab, allocab, alloc, grid, confirm, then the others above.
+# Steps run in the order settles, after32ab, allocab, alloc, grid, confirm, then the others above.
 # On the GPU machine, from the repository root, with the wheels in .whl/:
 #   SUB=NAME STEPS=tests,pages,b32,seq LIMIT=260 bash experiments/decode/state.sh
 set -o pipefail
@@ -48,7 +48,7 @@ if [[ $STEPS == *tests* ]]; then
   timeout "$(cap 70)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_decode.py 2>&1 \
     | tail -15 | tee "$F/gpu_tests.log" || { echo "GPU tests failed: not timed"; exit 1; }
 fi
-if [[ $STEPS == *settleseq* ]]; then
+if [[ $STEPS == *settles* ]]; then
   for z in 0 1 3; do
     stamp "seq after32, --settle $z"
     timeout "$(cap 70)" iosim bench "${BASE[@]}" --settle $z --seqlen-k 131072 --batch 32,1 \
