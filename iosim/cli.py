@@ -469,8 +469,8 @@ def bench_cmd(
         "event (time_queued_ms: the host's launch cost left out, as a CUDA graph would; "
         "decode rows always are)")] = False,
     settle: Annotated[float, typer.Option(
-        metavar="SECONDS", help="idle the GPU this long before each point (recorded as "
-        "settle_s): right after a heavy point (a batch-32 paged decode step) the next kernels "
+        metavar="SECONDS", help="idle the GPU this long before each problem's rows "
+        "(recorded as settle_s): right after a heavy point (a batch-32 paged decode step) the next kernels "
         "have run up to 1.17x slower for over a second (experiments/decode/h100/after32ab12)")] = 0.0,
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""

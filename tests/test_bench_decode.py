@@ -221,19 +221,20 @@ def test_a_bench_file_names_each_column_once():
 
 
 def test_settle_idles_the_gpu_before_each_point_and_says_so(gpu, tmp_path, monkeypatch):
-    """--settle: the GPU idles that long before every point (synchronised first, so the idle
-    starts when the point before has finished), and each row records it."""
+    """--settle: the GPU idles that long before every problem's rows (synchronised first, so
+    the idle starts when the problem before has finished; not between a problem's own rows),
+    and each row records it."""
     import iosim.analysis.bench as abench
 
     events = []
     monkeypatch.setattr(FakeTorch.cuda, "synchronize", lambda: events.append("sync"), raising=False)
     monkeypatch.setattr(abench.time, "sleep", lambda s: events.append(s))
     out = tmp_path / "s.csv"
-    code, _, err = cli(*GRID, "--settle", "1.5", "-o", out)
+    code, _, err = cli(*GRID, "--settle", "1.5", "--peers", "torch", "-o", out)
     assert code == 0, err
     df = pd.read_csv(out)
-    assert (df.settle_s == 1.5).all() and len(gpu) == len(df) == 2
-    assert events == ["sync", 1.5] * len(df)
+    assert (df.settle_s == 1.5).all() and len(gpu) == 2 and len(df) == 2 * (1 + len(gbench.PEERS))
+    assert events == ["sync", 1.5] * 2  # two problems (contiguous and paged), one idle each
     events.clear()
     code, _, err = cli(*GRID, "-o", tmp_path / "t.csv")
     assert code == 0 and events == [] and (pd.read_csv(tmp_path / "t.csv").settle_s == 0).all()

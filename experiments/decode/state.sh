@@ -12,6 +12,8 @@
 #     then each after a batch-32 point as the grid orders them (seq_after32.csv, --peers torch);
 #  5. grid (not default): the decode grid of run.sh (batch 1, 8, 32, KV 4k, 32k, 128k) with
 #     pages none, 16, 64, 256, --queued, --flush read, beside torch (bench_read.csv);
+# 11. gridab (not default, instead of grid): the grid with --settle 0, then --settle SETTLE
+#     (default 2), each in its own process (bench_settleZ.csv, summary_settleZ.txt).
 # 10. settles (not default): the seq after32 run with --settle 0, 1 and 3 seconds
 #     (seq_after32_settleZ.csv). SETTLE (default 0) is every other step's --settle, GRID_CAP
 #     the grid step's time limit (default 175 s).
@@ -76,7 +78,15 @@ if [[ $STEPS == *alloc,* || $STEPS == *alloc ]]; then
     python3 experiments/decode/state_probe.py alloc_ncu - > "$F/ncu_alloc.txt" 2>&1
   tail -5 "$F/ncu_alloc.txt"
 fi
-if [[ $STEPS == *grid* ]]; then
+if [[ $STEPS == *gridab* ]]; then  # the grid with no idle, then with SETTLE s before each problem
+  for z in 0 "${SETTLE:-2}"; do
+    stamp "grid, --settle $z"
+    timeout "$(cap "${GRID_CAP:-175}")" iosim bench "${BASE[@]}" --settle "$z" --seqlen-k 4096,32768,131072 \
+      --batch 1,8,32 --page-size none,16,64,256 --queued --peers torch -o "$F/bench_settle$z.csv" 2>&1 | tail -2
+    python3 tools/decode_summary.py "$F/bench_settle$z.csv" > "$F/summary_settle$z.txt" 2>&1
+    tail -n 32 "$F/summary_settle$z.txt"
+  done
+elif [[ $STEPS == *grid* ]]; then
   stamp grid
   timeout "$(cap "${GRID_CAP:-175}")" iosim bench "${BASE[@]}" --seqlen-k 4096,32768,131072 --batch 1,8,32 \
     --page-size none,16,64,256 --queued --peers torch -o "$F/bench_read.csv" 2>&1 | tail -2

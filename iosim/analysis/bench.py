@@ -141,7 +141,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
     counts, each a point of its own (None: the Plan's); `flush`: how the L2 is flushed before
     each repetition (iosim.gpu.bench.Timer.flush), recorded in each row; `queued`: every row
     also timed with its launches queued ahead (`time_queued_ms`; decode rows always are);
-    `settle_s`: the GPU idles this long before each point (recorded in each row as settle_s)."""
+    `settle_s`: the GPU idles this long before each problem's rows (recorded in each row)."""
     from iosim.gpu import bench
     from iosim.kernels import supported
 
@@ -181,14 +181,16 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
         bar = tqdm(todo, disable=None if progress is None else not progress, desc="bench", unit="pt")
     except ImportError:
         bar = todo
+    last = None
     for n, (s, p, k) in enumerate(bar):
         r: dict = {"hw": hw.name, "schedule": s, **problem_fields(p), "kv_splits": k}
         if key(r) in done:
             continue
         r.update(info, copy_bw_bytes_per_s=bw, seed=seed + n, flush=flush, settle_s=settle_s)
-        if settle_s:  # what the point before left (a heavy point's slow phase) decays first
-            torch.cuda.synchronize()
+        if settle_s and p is not last:  # a problem's first row: what the problem before left
+            torch.cuda.synchronize()  # (a heavy one's slow phase) decays first
             time.sleep(settle_s)
+        last = p
         peer = s in bench.PEERS or s == bench.FLEX
         pl = None if peer else plan(s, p, hw, tiles_of(s, k), check=True, tuned=tuned)
         if pl is not None:
