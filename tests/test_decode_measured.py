@@ -653,3 +653,57 @@ def test_the_sm_dram_ceiling_binds_pipelined_loads_only():
     assert ms("decode", p, H100) == pytest.approx(ms("decode", p, without(H100)), rel=1e-12)
     fa1 = Problem(batch=2, heads=16, seqlen_q=4096, seqlen_k=4096, head_dim=64)
     assert ms("fa1", fa1, H100) == pytest.approx(ms("fa1", fa1, without(H100)), rel=1e-12)
+
+
+ALLOC12, ALLOCAB12, AFTER32AB12, GRIDAB12 = (CSV.parent / n for n in
+                                             ("alloc12", "allocab12", "after32ab12", "gridab12"))
+
+
+def paged_over_contiguous(path: Path) -> pd.Series:
+    """A decode grid's paged rows: queued time over the contiguous row of the same shape."""
+    g = pd.read_csv(path)
+    g = g[(g.schedule == "decode") & (g.status == "ok")]
+    flat = g[g.page_size.isna()].set_index(["batch", "seqlen_k"]).time_queued_ms
+    paged = g[g.page_size.notna()].set_index(["batch", "seqlen_k", "page_size"]).time_queued_ms
+    return paged / flat.reindex(paged.index.droplevel(2)).values
+
+
+def test_the_paged_miss_is_a_slow_phase_that_an_idle_before_each_problem_removes():
+    """The batch-1 paged miss of the grids is a slow phase of the GPU after a heavy point, not the
+    pages: in one call (gridab12) the grid without an idle has batch 1 at 128k 18-22% behind
+    the contiguous cache, and with 2 s idle before each problem every paged point of every
+    batch, context and page size is within 4% (queued); right after a batch-32 paged point the
+    contiguous cache too ran 17% slow, and a round later was back (after32ab12); pages spread
+    over a 16 GiB pool ran within 3% of the contiguous cache on a fresh machine (allocab12),
+    and on another the same cache measured fast and slow in turn (alloc12)."""
+    r0 = paged_over_contiguous(GRIDAB12 / "bench_settle0.csv")
+    r2 = paged_over_contiguous(GRIDAB12 / "bench_settle2.csv")
+    assert len(r0) == len(r2) == 27
+    assert r0.loc[(1, 131072)].between(1.15, 1.25).all()
+    assert r2.max() <= 1.04 and (pd.read_csv(GRIDAB12 / "bench_settle2.csv").settle_s == 2).all()
+    a = pd.read_csv(AFTER32AB12 / "after32_ab.csv")
+    a = a[(a["mode"] == "q") & (a["where"] == "contig") & (a.case == "default")]
+    fresh = a[a.state == "fresh"].ms.iloc[0]
+    after = a[a.state == "after32"].sort_values("round").ms.to_numpy()
+    assert after[0] > 1.15 * fresh and abs(after[1:] / fresh - 1).max() < 0.01
+    b = pd.read_csv(ALLOCAB12 / "alloc_ab.csv")
+    med = b[(b["mode"] == "q") & (b.case == "default")].groupby("where").ms.median()
+    assert med["spread16_p16"] / med["contig"] < 1.03
+    c = pd.read_csv(ALLOC12 / "alloc.csv")
+    own = c[(c.case == "own_p16") & (c["mode"] == "nq")].ms
+    assert own.min() < 0.19 and own.max() > 0.21  # one cache, fast then slow
+
+
+def test_decode_targets_in_the_grid_with_the_idle():
+    """Issue 25's targets in gridab12 (--settle 2, H100): decode at or ahead of the best torch
+    backend at every contiguous point issued (queued: within 0.3%), its KV bandwidth at least
+    85% of the copy bandwidth at KV >= 32k (queued), pages within 10% of the contiguous cache."""
+    g = pd.read_csv(GRIDAB12 / "bench_settle2.csv")
+    ok = g[(g.status == "ok") & g.page_size.isna()]
+    keys = ["batch", "seqlen_k"]
+    ours = ok[ok.schedule == "decode"].set_index(keys)
+    torch = ok[ok.schedule.str.startswith("torch_")].groupby(keys)
+    assert (torch.time_ms.min() / ours.time_ms >= 1.0).all()
+    assert (torch.time_queued_ms.min() / ours.time_queued_ms >= 0.997).all()
+    assert (ours[ours.index.get_level_values("seqlen_k") >= 32768].floor_ratio_queued >= 0.85).all()
+    assert paged_over_contiguous(GRIDAB12 / "bench_settle2.csv").max() <= 1.10

@@ -6,7 +6,14 @@ bench` sequences), from a folder of its files:
   seq_alone.csv, seq_after32.csv: `iosim bench` at batch 1, 128k keys, each page size over the
     contiguous cache of the same file, alone in a process and after batch-32 points;
   b32_ab.csv, confirm_ab.csv: each kernel variant's time over cuDNN's in the same process
-    (medians of three interleaved rounds), issued and queued.
+    (medians of three interleaved rounds), issued and queued;
+  alloc.csv: batch 1, 128k, each cache placement's time (ms) per round, issued and queued;
+  alloc_ab.csv: per placement, each variant's queued time (median of the rounds) over the
+    Plan's kernel on the contiguous cache;
+  after32_ab.csv: each variant's queued time (ms) fresh, then in each round after a batch-32
+    paged point;
+  bench_settle*.csv: the decode grid (`iosim bench`) with each --settle, the paged rows' queued
+    time over the contiguous one of the same file.
 Usage: python tools/decode_state.py experiments/decode/h100/state11 [OTHER_FOLDER ...]"""
 
 from __future__ import annotations
@@ -54,6 +61,46 @@ def ab(d: Path, name: str) -> list[str]:
             fmt(med.div(med.torch_cudnn, axis=0).drop(columns="torch_cudnn").T)]
 
 
+def alloc(d: Path) -> list[str]:
+    a = pd.read_csv(d / "alloc.csv")
+    a = a[a.status == "ok"]
+    return [f"{d.name}/alloc.csv: batch 1, 128k, ms by placement, round and launch mode",
+            fmt(a.pivot_table(index="case", columns=["round", "mode"], values="ms", sort=False))]
+
+
+def alloc_ab(d: Path) -> list[str]:
+    a = pd.read_csv(d / "alloc_ab.csv")
+    a = a[(a.status == "ok") & (a["mode"] == "q")]
+    med = a.groupby(["where", "case"], sort=False).ms.median().unstack("case")
+    flat = med.loc["contig", "default"]
+    return [f"{d.name}/alloc_ab.csv: batch 1, 128k, queued, over the Plan's kernel on the "
+            f"contiguous cache ({flat:.4f} ms)", fmt(med[list(dict.fromkeys(a.case))] / flat)]
+
+
+def after32(d: Path) -> list[str]:
+    a = pd.read_csv(d / "after32_ab.csv")
+    a = a[a["mode"] == "q"]
+    return [f"{d.name}/after32_ab.csv: batch 1, 128k, queued ms, fresh then after a batch-32 "
+            "paged point", fmt(a.pivot_table(index=["where", "case"], columns=["state", "round"],
+                                             values="ms", sort=False))]
+
+
+def settles(d: Path) -> list[str]:
+    cols = {}
+    for f in sorted(d.glob("bench_settle*.csv")):
+        g = pd.read_csv(f)
+        g = g[(g.schedule == "decode") & (g.status == "ok")]
+        keys = ["batch", "seqlen_k"]
+        flat = g[g.page_size.isna()].set_index(keys).time_queued_ms
+        paged = g[g.page_size.notna()].set_index(keys + ["page_size"]).time_queued_ms
+        cols[f"settle {g.settle_s.iloc[0]:g} s"] = paged / flat.reindex(paged.index.droplevel(2)).values
+    t = pd.DataFrame(cols)
+    t.index = t.index.set_levels(t.index.levels[2].astype(int), level=2)
+    worst = ", ".join(f"{c}: {t[c].max():.3f}" for c in t)
+    return [f"{d.name}/bench_settle*.csv: the grid, paged over contiguous (queued) with each idle "
+            f"before a problem; worst {worst}", fmt(t.unstack("page_size"))]
+
+
 def report(*folders: str) -> str:
     out = []
     for f in map(Path, folders):
@@ -64,6 +111,10 @@ def report(*folders: str) -> str:
         for name in ("b32_ab.csv", "confirm_ab.csv"):
             if (f / name).is_file():
                 out += ab(f, name)
+        for name, show in (("alloc.csv", alloc), ("alloc_ab.csv", alloc_ab),
+                           ("after32_ab.csv", after32), ("bench_settle0.csv", settles)):
+            if (f / name).is_file():
+                out += show(f)
     return "\n".join(out)
 
 

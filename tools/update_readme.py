@@ -290,8 +290,8 @@ def block_decode_pages_h100_bench() -> str:
     return tool("decode_summary.py", f"{PAGES10}/bench_read.csv")
 
 
-GRID11 = "experiments/decode/h100/grid11"
-DECODE_VALIDATE = ["validate", f"{GRID11}/bench_read.csv", f"{PAGES10}/window.csv",
+GRID12 = "experiments/decode/h100/gridab12"
+DECODE_VALIDATE = ["validate", f"{GRID12}/bench_settle2.csv", f"{PAGES10}/window.csv",
                    "experiments/decode/h200/fused/bench_read.csv", "--by", "page_size"]
 
 
@@ -418,6 +418,10 @@ TOOL_BLOCKS = {
     "decode-state-h100": ("decode_state.py", "experiments/decode/h100/state11",
                           "experiments/decode/h100/grid11"),
     "decode-grid11-h100": ("decode_summary.py", "experiments/decode/h100/grid11/bench_read.csv"),
+    "decode-state12-h100": ("decode_state.py", "experiments/decode/h100/alloc12",
+                            "experiments/decode/h100/allocab12", "experiments/decode/h100/after32ab12",
+                            "experiments/decode/h100/gridab12"),
+    "decode-grid12-h100": ("decode_summary.py", "experiments/decode/h100/gridab12/bench_settle2.csv"),
 }
 
 
