@@ -1,7 +1,7 @@
 """fa3's fp8 forward, attention kernel alone: speed variants (compile-time defines, tiles) beside
 the Plan's kernel, each checked, then timed in interleaved rounds (issue 24, session 12).
 
-    python3 experiments/fp8/speed12/variants.py OUT.csv [--rounds R] [--budget S] [NAME ...]
+    python3 experiments/fp8/speed12/variants.py OUT.csv [--set SET] [--rounds R] [--budget S] [NAME ...]
     python3 experiments/fp8/speed12/variants.py --summary OUT.csv
 
 A variant is the Plan of `iosim bench --schedule fa3 --dtype fp8_e4m3` (block scaling, batch
@@ -34,16 +34,31 @@ from iosim.schedules import Tiles, plan  # noqa: E402
 KINDS = {
     "base": ({}, {}),
     "lazy": ({}, {"LAZY_RESCALE": 1}),
+    "eager": ({}, {"LAZY_RESCALE": 0}),
     "after": ({}, {"RESCALE_AFTER": 1}),
     "s3": ({"stages": 3}, {}),
     "lazy_after": ({}, {"LAZY_RESCALE": 1, "RESCALE_AFTER": 1}),
     "bn224_after": ({"block_n": 224}, {"RESCALE_AFTER": 1}),
+    # three consumer warpgroups of 64 query rows, no ping-pong (as the Plan's d = 64 tile)
+    "m192_n96": ({"block_m": 192, "block_n": 96, "warps": 12}, {}),
+    "m192_n64": ({"block_m": 192, "block_n": 64, "warps": 12}, {}),
+    "m192_n96_lazy": ({"block_m": 192, "block_n": 96, "warps": 12}, {"LAZY_RESCALE": 1}),
 }
 SEQLENS = (4096, 8192, 16384)
-# what each head_dim tries (d = 256 first: the smaller gap to its target)
-TRIED = {256: ("base", "lazy", "after", "s3", "lazy_after"), 128: ("base", "lazy", "after", "bn224_after")}
-VARIANTS = {f"{kind}_d{d}_{n // 1024}k": (d, n, kind)
-            for d, kinds in TRIED.items() for n in SEQLENS for kind in kinds}
+# what each head_dim tries, by set (d = 256 first: the smaller gap to its target). round1 ran
+# at commit b540944, whose Plan had no lazy rescale ("base" there is "eager" here); round2: the
+# Plan's lazy rescale at d = 256 beside the kernel before it, tiles of three warpgroups at d = 128
+SETS = {"round1": {256: ("base", "lazy", "after", "s3", "lazy_after"),
+                   128: ("base", "lazy", "after", "bn224_after")},
+        "round2": {256: ("base", "eager"), 128: ("base", "m192_n96", "m192_n64", "m192_n96_lazy")}}
+
+
+def variants(name: str) -> dict[str, tuple[int, int, str]]:
+    return {f"{kind}_d{d}_{n // 1024}k": (d, n, kind)
+            for d, kinds in SETS[name].items() for n in SEQLENS for kind in kinds}
+
+
+VARIANTS = {**variants("round1"), **variants("round2")}
 COLUMNS = ["variant", "kind", "round", "head_dim", "seqlen", "block_n", "stages", "defines",
            "status", "max_rel_err", "err_bound", "attn_ms", "attn_tflops", "gpu_name"]
 
@@ -84,6 +99,7 @@ def prepare(torch, bench, hw, name: str, seed: int):
 
 
 def main(out: str, names: list[str], rounds: int, budget: float) -> None:
+    """Check every variant of `names`, then time the checked ones in interleaved rounds."""
     from iosim.gpu import bench
 
     torch = bench.require_gpu("variants.py")
@@ -94,7 +110,7 @@ def main(out: str, names: list[str], rounds: int, budget: float) -> None:
         w = csv.DictWriter(f, COLUMNS)
         w.writeheader()
         ready = []
-        for i, name in enumerate(names or list(VARIANTS)):
+        for i, name in enumerate(names):
             launcher, r = prepare(torch, bench, hw, name, 1000 + i)
             print(f"check {name:22s} {r['status']:12s} err {r.get('max_rel_err', float('nan')):.3g}"
                   f" / bound {r.get('err_bound', float('nan')):.3g}", flush=True)
@@ -134,7 +150,7 @@ def summary(path: str) -> str:
 
 
 def cli(argv: list[str]) -> None:
-    args, opts = [], {"--rounds": "5", "--budget": "0.25"}
+    args, opts = [], {"--rounds": "5", "--budget": "0.25", "--set": "round2"}
     it = iter(argv)
     for a in it:
         if a in opts:
@@ -145,10 +161,10 @@ def cli(argv: list[str]) -> None:
         print(summary(args[1]))
         return
     unknown = [n for n in args[1:] if n not in VARIANTS]
-    if not args or unknown:
-        sys.exit(f"error: usage: variants.py OUT.csv [--rounds R] [--budget S] [NAME ...]; "
-                 f"unknown {unknown}; known: {', '.join(VARIANTS)}")
-    main(args[0], args[1:], int(opts["--rounds"]), float(opts["--budget"]))
+    if not args or unknown or opts["--set"] not in SETS:
+        sys.exit(f"error: usage: variants.py OUT.csv [--set {'|'.join(SETS)}] [--rounds R] "
+                 f"[--budget S] [NAME ...]; unknown {unknown or opts['--set']}; known: {', '.join(VARIANTS)}")
+    main(args[0], args[1:] or list(variants(opts["--set"])), int(opts["--rounds"]), float(opts["--budget"]))
 
 
 if __name__ == "__main__":
