@@ -12,8 +12,8 @@ so and is never timed. Then R rounds, each timing every checked variant's attent
 (bench's timer: L2 flushed before each repetition, median of the repetitions; the quantisation
 kernel ran at the check and is not timed), in the table's order in odd rounds and reversed in
 even ones, so that drift (clocks, temperature) and position fall on every variant alike.
---summary: per variant the median TFLOP/s over the rounds, the spread (max - min, percent of the
-median), and against the base of its shape the median of the per-round ratios and the rounds won.
+--summary: tools/fp8_rounds.py's table (per variant the median TFLOP/s, the spread, the median
+per-round ratio to the base of its shape and the rounds won).
 """
 
 from __future__ import annotations
@@ -130,23 +130,10 @@ def main(out: str, names: list[str], rounds: int, budget: float) -> None:
 
 
 def summary(path: str) -> str:
-    import pandas as pd
+    sys.path.insert(0, str(ROOT / "tools"))
+    from fp8_rounds import report
 
-    df = pd.read_csv(path, dtype={"defines": str}).fillna({"defines": ""})
-    ok = df[df.status == "ok"].copy()
-    ok["shape"] = ok.head_dim.astype(str) + "/" + ok.seqlen.astype(str)
-    base = ok[ok.kind == "base"].set_index(["shape", "round"]).attn_tflops
-    ok["ratio"] = [t / base.get((s, r), float("nan")) for t, s, r in zip(ok.attn_tflops, ok["shape"], ok["round"])]
-    g = ok.groupby("variant", sort=False)
-    out = g[["head_dim", "seqlen", "block_n", "stages", "defines"]].first()
-    out["attn"] = g.attn_tflops.median()
-    out["spread %"] = (g.attn_tflops.max() - g.attn_tflops.min()) / out.attn * 100
-    out["rounds"] = g.size()
-    out["/ base"] = g.ratio.median()
-    out["won"] = g.ratio.apply(lambda x: int((x > 1).sum()))
-    bad = df[df.status != "ok"][["variant", "status"]]
-    text = out.round(3).to_string()
-    return text + ("" if bad.empty else "\nnot timed:\n" + bad.to_string(index=False))
+    return report(path)
 
 
 def cli(argv: list[str]) -> None:
