@@ -100,23 +100,18 @@
 #ifndef WINDOW
 #error "WINDOW must be defined (-1: no sliding window)"
 #endif
-// Speed variants of the FP8 entry (issue 24), 0 by default:
-//   RESCALE_AFTER=1: O is rescaled at the end of a trip, once P_{j-1} V_{j-1} has completed,
-//     instead of just before P_j V_j is issued (inside the ping-pong turn); FA3's order for e4m3
-//     at d <= 128. V_j's rescale ratio then comes with K_j's stage (one register kept).
-//   LAZY_RESCALE=1: the running max m moves only when a row's new max passes it by more than
-//     LAZY_THR (log2 units), so P <= 2^LAZY_THR (e4m3 holds up to 448) and in most trips O is
-//     left alone (a warp-uniform skip); V_j's factor enters P as 2^lr (lr = log2(s_v(j) /
-//     s_v max) <= 0, folded into the exponent's offset), so O stays in units of the largest V
-//     factor of the CTA's tiles, and the row sum takes P's own values back (ir = 2^-lr).
-#ifndef RESCALE_AFTER
-#define RESCALE_AFTER 0
-#endif
+// LAZY_RESCALE=1 (FP8 only; 0 when not defined; the Plan sets it at d = 256, where it measured
+//   faster: experiments/fp8/h100/speed12): the running max m moves only when a row's new max
+//   passes it by more than LAZY_THR (log2 units), so P <= 2^LAZY_THR (e4m3 holds up to 448) and
+//   in most trips O is left alone (a warp-uniform skip); V_j's factor enters P as 2^lr
+//   (lr = log2(s_v(j) / s_v max) <= 0, folded into the exponent's offset), so O stays in units
+//   of the largest V factor of the CTA's tiles, and the row sum takes P's own values back
+//   (ir = 2^-lr).
 #ifndef LAZY_RESCALE
 #define LAZY_RESCALE 0
 #endif
-#if (RESCALE_AFTER || LAZY_RESCALE) && !FP8_E4M3
-#error "RESCALE_AFTER and LAZY_RESCALE are fa3_fwd_fp8's (FP8_E4M3=1)"
+#if LAZY_RESCALE && !FP8_E4M3
+#error "LAZY_RESCALE is fa3_fwd_fp8's (FP8_E4M3=1)"
 #endif
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
@@ -362,11 +357,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // per stage: scale * log2(e) * Q's factor * K_j's (K stage), V_{j-1}'s factor / V_j's and
     // V_j's (V stage); written by the producer before the stage's expect_tx arrival
     __shared__ float fac_sl2[NS], fac_vr[NS], fac_v[NS];
-    // per K stage (written with fac_sl2): RESCALE_AFTER: V_{j-1}'s factor / V_j's; LAZY_RESCALE:
-    // log2(s_v(j) / s_v max) and its inverse power, and the largest V factor of the CTA's tiles
-#if RESCALE_AFTER
-    __shared__ float fac_kvr[NS];
-#endif
+    // LAZY_RESCALE: per K stage (written with fac_sl2) log2(s_v(j) / s_v max) and its inverse
+    // power, and the largest V factor of the CTA's tiles
 #if LAZY_RESCALE
     __shared__ float fac_lr[NS], fac_ir[NS];
     __shared__ float fac_vmax;
@@ -443,9 +435,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
 #if FP8_E4M3
                 fac_sl2[s] = sl2_q * kf[j];
-#if RESCALE_AFTER
-                fac_kvr[s] = j > 0 ? vf[j - 1] / vf[j] : 1.f;
-#endif
 #if LAZY_RESCALE
                 fac_lr[s] = __log2f(vf[j] / vmax);
                 fac_ir[s] = vmax / vf[j];
@@ -495,16 +484,13 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     float sacc[NT_S * 4];
     u32 pa[KP][4];
     // What comes with K_j's stage (read after its full barrier, before the stage is released):
-    // the softmax scale; RESCALE_AFTER: V_j's rescale ratio; LAZY_RESCALE: V_j's lr and ir
+    // the softmax scale; LAZY_RESCALE: V_j's lr and ir
     struct KFac {
-        float sl2, vr, lr, ir;
+        float sl2, lr, ir;
     };
 #if FP8_E4M3
     auto kfac_of = [&](int slot) {
-        KFac f{fac_sl2[slot], 1.f, 0.f, 1.f};
-#if RESCALE_AFTER && !LAZY_RESCALE
-        f.vr = fac_kvr[slot];
-#endif
+        KFac f{fac_sl2[slot], 0.f, 1.f};
 #if LAZY_RESCALE
         f.lr = fac_lr[slot];
         f.ir = fac_ir[slot];
@@ -520,7 +506,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     };
 #else
     const float sl2_all = scale * IOSIM_LOG2E;
-    auto kfac_of = [&](int) { return KFac{sl2_all, 1.f, 0.f, 1.f}; };
+    auto kfac_of = [&](int) { return KFac{sl2_all, 0.f, 1.f}; };
 #endif
     // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
     const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
@@ -549,7 +535,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         release(BAR_EMPTY_K);
         softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, kf.sl2, kf.lr,
                 kf.ir);
-        pack_p(sacc, pa);  // (RESCALE_AFTER: O is still 0, no rescale)
+        pack_p(sacc, pa);
 
         for (int j = 1; j < n_blocks; ++j) {
             const int s = j % NS, sp = (j - 1) % NS;
@@ -559,10 +545,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
 #if FP8_E4M3
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
-            if (!RESCALE_AFTER) {
-                v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
-                rescale(o, alpha);
-            }
+            v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+            rescale(o, alpha);
 #else
             rescale(o, alpha);
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
@@ -578,20 +562,13 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             fence_regs<NT_O * 4>(o);
             release(BAR_EMPTY_V + sp);
             pack_p(sacc, pa);
-            if (RESCALE_AFTER) {  // O, through P_{j-1} V_{j-1}, to m_j's and V_j's units
-                alpha[0] *= kf.vr;
-                alpha[1] *= kf.vr;
-                rescale(o, alpha);
-            }
         }
 
         const int j = n_blocks - 1, s = j % NS;
 #if FP8_E4M3
         mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
-        if (!RESCALE_AFTER) {
-            v_units(s);
-            rescale(o, alpha);
-        }
+        v_units(s);
+        rescale(o, alpha);
         turn_wait(c);
 #else
         rescale(o, alpha);

@@ -35,10 +35,7 @@ KINDS = {
     "base": ({}, {}),
     "lazy": ({}, {"LAZY_RESCALE": 1}),
     "eager": ({}, {"LAZY_RESCALE": 0}),
-    "after": ({}, {"RESCALE_AFTER": 1}),
     "s3": ({"stages": 3}, {}),
-    "lazy_after": ({}, {"LAZY_RESCALE": 1, "RESCALE_AFTER": 1}),
-    "bn224_after": ({"block_n": 224}, {"RESCALE_AFTER": 1}),
     # three consumer warpgroups of 64 query rows, no ping-pong (as the Plan's d = 64 tile)
     "m192_n96": ({"block_m": 192, "block_n": 96, "warps": 12}, {}),
     "m192_n64": ({"block_m": 192, "block_n": 64, "warps": 12}, {}),
@@ -46,11 +43,12 @@ KINDS = {
 }
 SEQLENS = (4096, 8192, 16384)
 # what each head_dim tries, by set (d = 256 first: the smaller gap to its target). round1 ran
-# at commit b540944, whose Plan had no lazy rescale ("base" there is "eager" here); round2: the
-# Plan's lazy rescale at d = 256 beside the kernel before it, tiles of three warpgroups at d = 128
-SETS = {"round1": {256: ("base", "lazy", "after", "s3", "lazy_after"),
-                   128: ("base", "lazy", "after", "bn224_after")},
-        "round2": {256: ("base", "eager"), 128: ("base", "m192_n96", "m192_n64", "m192_n96_lazy")}}
+# at commit b540944 with that commit's variants.py and fa3.cu, whose Plan had no lazy rescale
+# ("base" there is "eager" here) and whose kernel also took RESCALE_AFTER (O rescaled once
+# P_{j-1}V_{j-1} has completed; kinds after, lazy_after, bn224_after: 224-key tiles with it),
+# since removed; round2: the Plan's lazy rescale at d = 256 beside the kernel before it, tiles
+# of three warpgroups at d = 128
+SETS = {"round2": {256: ("base", "eager"), 128: ("base", "m192_n96", "m192_n64", "m192_n96_lazy")}}
 
 
 def variants(name: str) -> dict[str, tuple[int, int, str]]:
@@ -58,7 +56,7 @@ def variants(name: str) -> dict[str, tuple[int, int, str]]:
             for d, kinds in SETS[name].items() for n in SEQLENS for kind in kinds}
 
 
-VARIANTS = {**variants("round1"), **variants("round2")}
+VARIANTS = variants("round2")
 COLUMNS = ["variant", "kind", "round", "head_dim", "seqlen", "block_n", "stages", "defines",
            "status", "max_rel_err", "err_bound", "attn_ms", "attn_tflops", "gpu_name"]
 
