@@ -43,7 +43,7 @@ KINDS = {
 }
 SEQLENS = (4096, 8192, 16384)
 # what each head_dim tries, by set (d = 256 first: the smaller gap to its target). round1 ran
-# at commit b540944 with that commit's variants.py and fa3.cu, whose Plan had no lazy rescale
+# at commit 64549a1 (b540944 before a rebase) with that commit's variants.py and fa3.cu, whose Plan had no lazy rescale
 # ("base" there is "eager" here) and whose kernel also took RESCALE_AFTER (O rescaled once
 # P_{j-1}V_{j-1} has completed; kinds after, lazy_after, bn224_after: 224-key tiles with it),
 # since removed; round2: the Plan's lazy rescale at d = 256 beside the kernel before it, tiles
