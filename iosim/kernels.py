@@ -644,7 +644,7 @@ _SPECS = [
     KernelSpec("fa3_fwd_fp8", "fa3.cu", "FP8_E4M3",
                ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale", "Qs", "Ks", "Vs"),
                frozenset({"O", "LSE"}),
-               _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "WINDOW"},
+               _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "WINDOW", "LAZY_RESCALE"},
                checks=("MODEL_KV_READERS",), head_dims=(64, 128, 256),
                dtypes=("fp8_e4m3",),
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem,

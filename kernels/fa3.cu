@@ -100,6 +100,19 @@
 #ifndef WINDOW
 #error "WINDOW must be defined (-1: no sliding window)"
 #endif
+// LAZY_RESCALE=1 (FP8 only; 0 when not defined; the Plan sets it at d = 256, where it measured
+//   faster: experiments/fp8/h100/speed12): the running max m moves only when a row's new max
+//   passes it by more than LAZY_THR (log2 units), so P <= 2^LAZY_THR (e4m3 holds up to 448) and
+//   in most trips O is left alone (a warp-uniform skip); V_j's factor enters P as 2^lr
+//   (lr = log2(s_v(j) / s_v max) <= 0, folded into the exponent's offset), so O stays in units
+//   of the largest V factor of the CTA's tiles, and the row sum takes P's own values back
+//   (ir = 2^-lr).
+#ifndef LAZY_RESCALE
+#define LAZY_RESCALE 0
+#endif
+#if LAZY_RESCALE && !FP8_E4M3
+#error "LAZY_RESCALE is fa3_fwd_fp8's (FP8_E4M3=1)"
+#endif
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
 #endif
@@ -239,10 +252,14 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
 
 // Mask (tiles crossing the diagonal or the ragged Nk edge only), then the online softmax in
 // the log2 domain: s becomes P (unnormalised), m and l are updated, alpha = exp2(m_old - m_new)
-// is what O must be scaled by before P V is added.
+// is what O must be scaled by before P V is added. LAZY_RESCALE (above): lr, ir of V_j.
+#if LAZY_RESCALE
+constexpr float LAZY_THR = 8.f;
+#endif
 __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], float (&l)[2],
                                         float (&alpha)[2], int n0, int r0, int lane, int Nk,
-                                        bool need_mask, int diag, float sl2) {
+                                        bool need_mask, int diag, float sl2, float lr = 0.f,
+                                        float ir = 1.f) {
     if (need_mask) {
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
@@ -262,24 +279,36 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
         for (int nt = 0; nt < NT_S; ++nt)
             mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
         mx = quad_max(mx);
+#if LAZY_RESCALE
+        const float m_new = mx * sl2 > m[hr] + LAZY_THR ? mx * sl2 : m[hr];
+        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
+        alpha[hr] = m_new == m[hr] ? 1.f : fast_exp2(m[hr] - m_use);
+        const float off = m_use - lr;
+#else
         const float m_new = fmaxf(m[hr], mx * sl2);
         const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
         alpha[hr] = fast_exp2(m[hr] - m_use);
+        const float off = m_use;
+#endif
         m[hr] = m_new;
         float rs = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -m_use));
+                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -off));
                 s[nt * 4 + 2 * hr + e] = pv;
                 rs += pv;
             }
-        l[hr] = l[hr] * alpha[hr] + rs;
+        l[hr] = l[hr] * alpha[hr] + (LAZY_RESCALE ? rs * ir : rs);
     }
 }
 
 __device__ __forceinline__ void rescale(float (&o)[NT_O * 4], const float (&alpha)[2]) {
+#if LAZY_RESCALE
+    // a warp's rows all kept their max: nothing to do (the branch is warp-uniform)
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#endif
 #pragma unroll
     for (int nt = 0; nt < NT_O; ++nt)
 #pragma unroll
@@ -328,6 +357,12 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // per stage: scale * log2(e) * Q's factor * K_j's (K stage), V_{j-1}'s factor / V_j's and
     // V_j's (V stage); written by the producer before the stage's expect_tx arrival
     __shared__ float fac_sl2[NS], fac_vr[NS], fac_v[NS];
+    // LAZY_RESCALE: per K stage (written with fac_sl2) log2(s_v(j) / s_v max) and its inverse
+    // power, and the largest V factor of the CTA's tiles
+#if LAZY_RESCALE
+    __shared__ float fac_lr[NS], fac_ir[NS];
+    __shared__ float fac_vmax;
+#endif
 #endif
 
     // Tiles start at the first 1024-byte boundary (the swizzle pattern repeats every 8 rows
@@ -370,6 +405,15 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     if (wg == 0) {
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<PRODUCER_REGS>();
+#if FP8_E4M3 && LAZY_RESCALE
+        float vmax = 0.f;  // the largest V factor of the tiles this CTA visits (warp 0)
+        if (threadIdx.x < 32) {
+            const float* vf = Vs + (size_t)(b * KVH + h / (H / KVH)) * ((Nk + BN - 1) / BN);
+            for (int j = n_first + (int)threadIdx.x; j < n_last; j += 32) vmax = fmaxf(vmax, vf[j]);
+            vmax = warp_max(vmax);
+            if (threadIdx.x == 0) fac_vmax = vmax;
+        }
+#endif
         if (threadIdx.x == 0) {
             tma_prefetch(&tmQ);
             tma_prefetch(&tmK);
@@ -391,6 +435,10 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
 #if FP8_E4M3
                 fac_sl2[s] = sl2_q * kf[j];
+#if LAZY_RESCALE
+                fac_lr[s] = __log2f(vf[j] / vmax);
+                fac_ir[s] = vmax / vf[j];
+#endif
 #endif
                 mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
 #pragma unroll
@@ -435,17 +483,30 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     float alpha[2];
     float sacc[NT_S * 4];
     u32 pa[KP][4];
+    // What comes with K_j's stage (read after its full barrier, before the stage is released):
+    // the softmax scale; LAZY_RESCALE: V_j's lr and ir
+    struct KFac {
+        float sl2, lr, ir;
+    };
 #if FP8_E4M3
-    // K_j's softmax scale (read after its full barrier, before the stage is released) and V_j's
-    // rescale ratio, which the producer put beside the tiles (fac_*: no registers kept here)
-    auto sl2_of = [&](int slot) { return fac_sl2[slot]; };
+    auto kfac_of = [&](int slot) {
+        KFac f{fac_sl2[slot], 0.f, 1.f};
+#if LAZY_RESCALE
+        f.lr = fac_lr[slot];
+        f.ir = fac_ir[slot];
+#endif
+        return f;
+    };
+    // O from V_{j-1}'s units to V_j's (V_j's stage, after its full barrier), which the producer
+    // put beside the tile (no register kept here); LAZY_RESCALE: O stays in the largest's units
     auto v_units = [&](int slot) {
+        if (LAZY_RESCALE) return;
         alpha[0] *= fac_vr[slot];
         alpha[1] *= fac_vr[slot];
     };
 #else
     const float sl2_all = scale * IOSIM_LOG2E;
-    auto sl2_of = [&](int) { return sl2_all; };
+    auto kfac_of = [&](int) { return KFac{sl2_all, 0.f, 1.f}; };
 #endif
     // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
     const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
@@ -466,20 +527,21 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         if (c == 1) turn_pass(c);
         turn_wait(c);
         mbar_wait(bar(BAR_FULL_K), 0);
-        float sl2 = sl2_of(0);
+        KFac kf = kfac_of(0);
         issue_qk(sacc, q_rows, sK);
         turn_pass(c);
         wgmma_wait<0>();
         fence_regs<NT_S * 4>(sacc);
         release(BAR_EMPTY_K);
-        softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, sl2);
+        softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, kf.sl2, kf.lr,
+                kf.ir);
         pack_p(sacc, pa);
 
         for (int j = 1; j < n_blocks; ++j) {
             const int s = j % NS, sp = (j - 1) % NS;
             turn_wait(c);
             mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
-            sl2 = sl2_of(s);
+            kf = kfac_of(s);
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
 #if FP8_E4M3
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
@@ -495,7 +557,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             fence_regs<NT_S * 4>(sacc);
             release(BAR_EMPTY_K + s);
             softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
-                    diag, sl2);
+                    diag, kf.sl2, kf.lr, kf.ir);
             wgmma_wait<0>();
             fence_regs<NT_O * 4>(o);
             release(BAR_EMPTY_V + sp);
@@ -526,8 +588,13 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // half of a bf16 O tile); LSE = m*ln2 + log(l).
     {
         elem_t* Og = O + q_base * D;
-        // O is in units of the last V tile's factor (its stage is never refilled)
+        // O is in units of the last V tile's factor (its stage is never refilled); LAZY_RESCALE:
+        // of the largest
+#if LAZY_RESCALE
+        const float sv_last = n_blocks > 0 ? fac_vmax : 1.f;
+#else
         const float sv_last = n_blocks > 0 ? fac_v[(n_blocks - 1) % NS] : 1.f;
+#endif
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const float l = quad_sum(l_i[hr]);

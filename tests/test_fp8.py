@@ -205,3 +205,48 @@ def test_fp8_d128_plans_the_measured_faster_key_tile():
     assert (pl.main.block_m, pl.main.block_n) == (128, 192)
     t = {bn: row(plan("fa3", p, hw, Tiles(block_n=bn)), hw)["time_pred_ms"] for bn in (128, 192)}
     assert t[192] < t[128], t
+
+
+def test_fp8_d256_plans_the_measured_faster_lazy_rescale():
+    """At d = 256 the fp8 Plan takes fa3.cu's lazy rescale: beside the kernel without it, in the
+    same interleaved rounds, the attention kernel's median per-round ratio was above 1 at
+    N = 4096, 8192 and 16384, in two calls (experiments/fp8/h100/speed12/round1, where the Plan
+    had no lazy rescale, and round2, where it had); at d = 128 it was not, and the Plan leaves it
+    off there. The model counts O's rescale on each row's first trip only (d multiplies a row a
+    trip otherwise), two operations a row a trip for the test and the row sum, the V factors read
+    twice; and it ranks the two kernels the same way."""
+    runs = Path(__file__).resolve().parents[1] / "experiments/fp8/h100/speed12"
+
+    def ratios(run: str, lazy: str, eager: str):  # median per-round ratio, by (d, N)
+        df = pd.read_csv(runs / run / "variants.csv")
+        ok = df[df.status == "ok"].set_index(["head_dim", "seqlen", "round"])
+        return (ok[ok.kind == lazy].attn_tflops / ok[ok.kind == eager].attn_tflops).groupby(level=[0, 1]).median()
+
+    first, second = ratios("round1", "lazy", "base"), ratios("round2", "base", "eager")
+    assert len(first) == 6 and (first[256] > 1).all() and not (first[128] > 1).all(), first
+    assert (second[256] > 1).all() and second.count() == 3, second
+    for d, n in ((256, 4096), (256, 16384)):
+        p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d, dtype="fp8_e4m3")
+        pl, off = plan("fa3", p, H100), plan("fa3", p, H100, Tiles(lazy_rescale=False))
+        assert (pl.main.defines["LAZY_RESCALE"], off.main.defines["LAZY_RESCALE"]) == (1, 0)
+        sr = n * (n // pl.main.block_n) * p.bh  # query rows times key tiles
+        saved = (sr - n * p.bh) * d - 2 * sr
+        assert off.main.work.alu_flops - pl.main.work.alu_flops == saved > 0
+        assert pl.main.traffic.reads["Vs"] == 2 * off.main.traffic.reads["Vs"]
+        assert row(pl, H100)["time_pred_ms"] < row(off, H100)["time_pred_ms"]
+    for d in (64, 128):
+        assert plan("fa3", fp8(head_dim=d), H100).main.defines["LAZY_RESCALE"] == 0
+
+
+def test_rows_record_and_replay_the_lazy_rescale():
+    """A bench row of fa3's fp8 forward records whether its kernel rescaled lazily; a row without
+    the column was measured before the lazy rescale existed (False); other rows: None (the
+    Plan's own)."""
+    from iosim.core.rows import RAN_COLUMNS, measured_lazy_rescale
+
+    r = dict(schedule="fa3", direction="fwd", dtype="fp8_e4m3")
+    assert measured_lazy_rescale(r) is False and measured_lazy_rescale(r | {"lazy_rescale": 1.0}) is True
+    assert measured_lazy_rescale(r | {"dtype": "bf16"}) is None
+    assert measured_lazy_rescale(r | {"direction": "bwd"}) is None
+    assert measured_lazy_rescale(r | {"schedule": "fa2"}) is None
+    assert "lazy_rescale" in RAN_COLUMNS

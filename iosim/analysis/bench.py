@@ -212,6 +212,8 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
             r.update(decode_columns(p, pl, r, bw))
         if pl is not None and "DQ_BULK" in pl.main.defines:  # fa3 backward: its dQ reduction
             r["dq_bulk"] = pl.main.defines["DQ_BULK"]  # (measured_dq_bulk)
+        if pl is not None and "LAZY_RESCALE" in pl.main.defines:  # fa3 fp8 forward's rescale
+            r["lazy_rescale"] = pl.main.defines["LAZY_RESCALE"]  # (measured_lazy_rescale)
         append(out, r, columns)
         torch.cuda.empty_cache()
     return pd.read_csv(out)

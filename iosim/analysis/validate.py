@@ -111,7 +111,7 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
     ours = ours.assign(**{c: ours[c].map(point_key) for c in points})
     align = ["causal_align"] if "causal_align" in ours.columns else []
     ran = ["kernels"] if "kernels" in ours.columns else []
-    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", "page_ahead", "dq_bulk", *quant, *tiles,
+    keys = ours[[*PROBLEM_COLUMNS, "split_rows", "split_cols", *RAN_COLUMNS, *quant, *tiles,
                  *points, *align, *ran]]
     rows = []
     for r in keys.drop_duplicates().itertuples(index=False):
@@ -127,7 +127,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
                     split_cols=None if pd.isna(r.split_cols) else int(r.split_cols),
                     kv_splits=int(given["kv_splits"]) if "kv_splits" in given else None,
                     page_ahead=None if pd.isna(r.page_ahead) else bool(r.page_ahead),
-                    dq_bulk=None if pd.isna(r.dq_bulk) else int(r.dq_bulk))
+                    dq_bulk=None if pd.isna(r.dq_bulk) else int(r.dq_bulk),
+                    lazy_rescale=None if pd.isna(r.lazy_rescale) else bool(r.lazy_rescale))
         pred = (_predict_fwd_bwd(r.schedule, fields, prof, r) if r.direction == FWD_BWD else
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
         if r.schedule == "decode" and ran and pd.notna(r.kernels):  # the combine's own launch

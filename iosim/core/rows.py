@@ -167,9 +167,22 @@ def measured_dq_bulk(r) -> int | None:
     return 0 if v is None else int(float(v))
 
 
+def measured_lazy_rescale(r) -> bool | None:
+    """Whether a measured fa3 fp8 forward row's kernel ran the lazy rescale (its
+    `lazy_rescale`, which the bench records: fa3.cu LAZY_RESCALE); a row without one was
+    measured before it: False. None (the Plan's own) for every other schedule, direction and
+    dtype. `r`: a named tuple, a pandas Series or a dict."""
+    if _cell(r, "schedule") != "fa3" or _cell(r, "direction") != "fwd" \
+            or _cell(r, "dtype") != "fp8_e4m3":
+        return None
+    v = _cell(r, "lazy_rescale")
+    return False if v is None else bool(float(v))
+
+
 # which kernel a measured row ran where the Plan has changed since (None: the Plan's own): a
 # join key of validate's, so that rows of two kernels of one problem meet their own predictions
-RAN_COLUMNS = {"page_ahead": measured_page_ahead, "dq_bulk": measured_dq_bulk}
+RAN_COLUMNS = {"page_ahead": measured_page_ahead, "dq_bulk": measured_dq_bulk,
+               "lazy_rescale": measured_lazy_rescale}
 
 
 def ran_columns(df: pd.DataFrame) -> dict[str, list]:
@@ -332,5 +345,5 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     return df
 
 
-__all__ = ["RAN_COLUMNS", "ran_columns", "measured_dq_bulk", "measured_page_ahead", "QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
+__all__ = ["RAN_COLUMNS", "ran_columns", "measured_dq_bulk", "measured_lazy_rescale", "measured_page_ahead", "QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
            "normalize", "read_rows", "require_columns"]

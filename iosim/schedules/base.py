@@ -53,6 +53,9 @@ class Tiles:
     # reduce-adds, ...; None: the Plan's). Not a tuning knob: it replays a measured row's kernel
     # (`measured_dq_bulk`).
     dq_bulk: int | None = None
+    # fa3's fp8 forward with the lazy rescale (fa3.cu LAZY_RESCALE; None: the Plan's, by
+    # head_dim). Not a tuning knob: it replays a measured row's kernel (`measured_lazy_rescale`).
+    lazy_rescale: bool | None = None
 
 
 def blocks(n: int, b: int) -> np.ndarray:

@@ -33,7 +33,9 @@ tile of rows per head at the attention kernel's tiles (or per tensor), V written
 (Vt8: 8-bit wgmma takes B K-major only, so the transpose is done here, in the pass that
 quantises V anyway: it costs only its shared-memory staging), Q and K optionally rotated by a
 random-sign Hadamard transform; then `fa3_fwd_fp8` reads Q8, K8, Vt8 and the factors and writes
-bf16 O. fp8_scaling `given`: the inputs arrive in e4m3, the Plan is the attention kernel alone.
+bf16 O; at d = 256 with the lazy rescale (fa3.cu LAZY_RESCALE: O rescaled only where a row's max
+jumps by more than 2^8; FP8_LAZY_RESCALE). fp8_scaling `given`: the inputs arrive in e4m3, the
+Plan is the attention kernel alone.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import DQ_WRITER, FA3_BWD_STATIC_SMEM, SPECS, fa3_bwd_consumers, kernel_defines, source
 from iosim.schedules.base import F32, BlockMap, Tiles, uniform
-from iosim.schedules.fa2 import FlashStyle
+from iosim.schedules.fa2 import FlashStyle, bucket
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
 FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
@@ -54,6 +56,11 @@ FWD_TILES = {64: (192, 128, 12, 2), 128: (128, 128, 8, 2), 256: (128, 80, 8, 2)}
 # panels then of 64 or 32 keys; 192 measured faster beside 128 in interleaved rounds:
 # experiments/fp8/h100/speed11)
 FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 192, 8, 2), 256: (128, 128, 8, 2)}
+# fp8 e4m3: fa3.cu's lazy rescale (LAZY_RESCALE: a stale running max within 2^8, so O is
+# rescaled only where a row's max jumps) by head_dim: at d = 256, where O's rescale is 2
+# multiplies per S element, measured faster at N = 4096, 8192, 16384 in interleaved rounds
+# (experiments/fp8/h100/speed12/round1); at d = 128 not (0.99 at each N)
+FP8_LAZY_RESCALE = {64: 0, 128: 0, 256: 1}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
 # unit a consumer; d = 256: two, in the ring slot). Not 3 (one unit shared in turn, d = 64):
@@ -108,7 +115,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=0)
         k = replace(k, threads=threads, regs_per_thread=budget(threads),
                     defines=kernel_defines(k.name, **values))
-        ks.append(fp8_attention(p, k) if fp8 else k)
+        ks.append(fp8_attention(p, k, t.lazy_rescale) if fp8 else k)
     if fp8 and p.fp8_scaling is not Fp8Scaling.given:
         ks[:0] = quant_kernels(p, ks[0].block_m, ks[0].block_n)
     return replace(pl, kernels=tuple(ks))
@@ -147,17 +154,29 @@ def deterministic(p: Problem, k: KernelPlan, values: dict[str, int]) -> KernelPl
                    defines=kernel_defines("fa3_bwd_det", **values))
 
 
-def fp8_attention(p: Problem, k: KernelPlan) -> KernelPlan:
+def fp8_attention(p: Problem, k: KernelPlan, lazy: bool | None = None) -> KernelPlan:
     """fa3.cu's FP8 entry: the e4m3 copies read where the bf16 kernel reads Q, K, V (its counts
     at 1 byte an element), O written in bf16 (2 bytes), the descale factors read (a Q factor a
-    CTA, K_j's and V_j's a trip, by the producer; counted once per CTA and tile)."""
+    CTA, K_j's and V_j's a trip, by the producer; counted once per CTA and tile). `lazy`: the
+    lazy rescale (None: FP8_LAZY_RESCALE's): O is rescaled on a row's first trip only (its max
+    then moves from -inf; later jumps past 2^8 are taken to be rare, as on random inputs), each
+    trip tests alpha and scales the row sum back (2 a row); the producer's warp reads the V
+    factors once more for their largest."""
+    d = k.defines["HEAD_DIM"]
+    lazy = bucket(FP8_LAZY_RESCALE, d) if lazy is None else int(lazy)
     values = {n: v for n, v in k.defines.items() if n in SPECS["fa3_fwd_fp8"].defines}
+    values["LAZY_RESCALE"] = lazy
     t = k.traffic
-    tq, trips = k.ctas, BlockMap.of(p, k.block_m, k.block_n).pairs * p.bh
+    bm = BlockMap.of(p, k.block_m, k.block_n)
+    tq, trips = k.ctas, bm.pairs * p.bh
     reads = {"Q8": t.reads["Q"], "K8": t.reads["K"], "Vt8": t.reads["V"], "Qs": tq * F32,
-             "Ks": trips * F32, "Vs": trips * F32}
+             "Ks": trips * F32, "Vs": trips * (1 + lazy) * F32}
     writes = {n: v * (2 if n == "O" else 1) for n, v in t.writes.items()}
-    return replace(k, name="fa3_fwd_fp8", traffic=Traffic(reads, writes, t.sram),
+    work = k.work
+    if lazy:  # the per-trip rescale of O (d a row a trip, fa2_fwd) left to each row's first
+        sr = bm.sum_r() * p.bh
+        work = replace(work, alu_flops=work.alu_flops - (sr - p.seqlen_q * p.bh) * d + 2 * sr)
+    return replace(k, name="fa3_fwd_fp8", traffic=Traffic(reads, writes, t.sram), work=work,
                    source=source("fa3_fwd_fp8"), defines=kernel_defines("fa3_fwd_fp8", **values))
 
 
