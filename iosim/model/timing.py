@@ -237,7 +237,7 @@ def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
     (read, write) bytes streamed by the loop trips (whole kernel), two-level counts."""
     size = sizes(p, kernel_splits(k))
     fixed_r = sum(v for n, v in k.traffic.reads.items() if v <= size[n] and n not in k.streamed)
-    fixed_w = sum(v for n, v in k.traffic.writes.items() if v <= size[n])
+    fixed_w = sum(v for n, v in k.traffic.writes.items() if v <= size[n] and n not in k.streamed)
     return fixed_r, fixed_w, k.traffic.hbm_read - fixed_r, k.traffic.hbm_write - fixed_w
 
 
