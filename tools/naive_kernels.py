@@ -2,21 +2,25 @@
 beside the model's, per point (experiments/naive_kernels).
 
     python tools/naive_kernels.py experiments/naive_kernels/h100/naive_kernels.csv
+    python tools/naive_kernels.py --inst experiments/naive_kernels/h100/naive_kernels.csv
 
 One line per kernel: its measured and predicted time, the model's error, and what ncu saw it
-use (DRAM throughput and issue-slot activity, percent of peak).
+use (DRAM throughput and issue-slot activity, percent of peak). --inst: the GEMMs' instructions
+beyond the model's own count (iosim.kernels GEMM_INST_STAGED), fitted from ncu's inst_executed.
 """
 
 from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pandas as pd
 
 from iosim.core.hardware import load
 from iosim.core.problem import Problem
 from iosim.model import memory, timing
 from iosim.schedules import plan
+from iosim.schedules.base import Tiles
 
 POINT = ["direction", "batch", "heads", "seqlen", "head_dim", "causal"]
 METRICS = {"gpu__time_duration.sum": "ncu_ns",
@@ -47,6 +51,35 @@ def kernel_times(path: str, hw: str = "h100") -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def gemm_inst(path: str, hw: str = "h100") -> tuple[np.ndarray, pd.DataFrame]:
+    """Least squares of Nsight Compute's inst_executed per CTA of naive's GEMMs, less the model's
+    own count without the loop's extra (mma.sync, ldmatrix/cp.async per 512 shared-memory bytes,
+    element operations), on (512-byte chunks a CTA's trips stage, elements of its C tile):
+    (coefficients, one row per kernel with the fit's relative error)."""
+    d = pd.read_csv(path)
+    d = d[d.metric == "inst_executed"]
+    profile = load(hw)
+    rows = []
+    for key, g in d.groupby(POINT):
+        direction, b, h, n, hd, causal = key
+        p = Problem(batch=b, heads=h, seqlen_q=n, head_dim=hd, causal=causal, direction=direction)
+        for k in plan("naive", p, profile, Tiles()).kernels:
+            if k.name not in set(g["Kernel Name"]) or "BLOCK_K" not in k.defines:
+                continue
+            w, x = k.work, k.defines
+            mma, other = timing.instructions(w.tensor_flops, w.alu_flops + w.exp_ops,
+                                             k.traffic.sram, profile, False)
+            ncu = g.loc[g["Kernel Name"] == k.name, "value"].iloc[0]
+            staged = (x["BLOCK_M"] + x["BLOCK_N"]) * x["BLOCK_K"] * p.elem_bytes / 512
+            rows.append({"point": key, "kernel": k.name, "extra": (ncu - mma - other) / k.ctas,
+                         "staged": staged * float(k.trips.mean()),
+                         "c_elems": x["BLOCK_M"] * x["BLOCK_N"]})
+    t = pd.DataFrame(rows)
+    a = t[["staged", "c_elems"]].to_numpy(float)
+    coef = np.linalg.lstsq(a, t.extra.to_numpy(float), rcond=None)[0]
+    return coef, t.assign(fit_err=a @ coef / t.extra - 1)
+
+
 def report(path: str) -> str:
     t = kernel_times(path)
     t["err_pct"] = 100 * (t.ratio - 1)
@@ -58,6 +91,13 @@ def report(path: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python tools/naive_kernels.py NAIVE_KERNELS.csv")
-    print(report(sys.argv[1]))
+    args = sys.argv[1:]
+    if len(args) not in (1, 2) or (len(args) == 2 and args[0] != "--inst"):
+        sys.exit("usage: python tools/naive_kernels.py [--inst] NAIVE_KERNELS.csv")
+    if args[0] == "--inst":
+        coef, t = gemm_inst(args[1])
+        print(f"warp instructions beyond the model's count: {coef[0]:.1f} per 512 bytes a CTA's "
+              f"loop stages, {coef[1]:.3f} per element of its C tile; the fit's error per kernel "
+              f"(percent): {', '.join(f'{100 * e:+.0f}' for e in t.fit_err)}")
+    else:
+        print(report(args[0]))

@@ -516,9 +516,11 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
         # an A row block serves the CTAs along x, a B column block every grid[0]-th CTA
         reuse={a: 1, b: len(cn)},
         overlap="async", source=source(name), defines=defines,
-        # k in one chunk: no loop for the C tile's stores to follow; the CTA loads, multiplies
-        # and stores in its one trip, and the CTAs beside it overlap those phases
-        streamed=(a, b, c) if chunks == 1 else (),
+        # A and B go through the k loop's ring, never a prologue; with k in one chunk there is
+        # no loop for the C tile's stores to follow: the CTA loads, multiplies and stores in its
+        # one trip, and the CTAs beside it overlap those phases
+        streamed=(a, b, c) if chunks == 1 else (a, b),
+        loop_issue=SPECS[name].loop_issue(defines, e) if SPECS[name].loop_issue else 0.0,
     )
 
 

@@ -87,7 +87,8 @@ def cublas(name: str, like: KernelPlan, simt: bool = False) -> KernelPlan:
         w, once = like.work, like.once
         like = replace(like, work=Work(alu_flops=w.tensor_flops // 2 + w.alu_flops),
                        once=once, overlap="async", inst_per_op=SGEMM_INST_PER_OP)
-    return replace(like, name=name, source=None, defines={})
+    # naive.cu's loop instructions (its KernelSpec's loop_issue) are not cuBLAS's code
+    return replace(like, name=name, source=None, defines={}, loop_issue=0.0)
 
 
 def _mask_add(name: str, p: Problem, s_in: str, s_out: str, mask: str, eb: int) -> KernelPlan:
