@@ -472,8 +472,8 @@ def _gemm_smem(d: Defines, e: int) -> int:  # naive.cu: the k-tile ring, reused 
 # each) as warp instructions per 512 bytes a loop trip stages (one warp's 16-byte copies) plus
 # some per element of the C tile (the epilogue's packing and copy-out); the loop's are counted,
 # the epilogue's are not: they issue while the SM's other CTA runs its loop (the kernel keeps two
-# resident for that), and counted they predict the few-trip GEMMs (naive_qk, naive_bwd_dp)
-# 12-51% slow.  python tools/naive_kernels.py --inst experiments/naive_kernels/h100/naive_kernels.csv
+# resident for that; counted, the few-trip GEMMs naive_qk and naive_bwd_dp come out slower than
+# ncu measures them):  python tools/naive_kernels.py experiments/naive_kernels/h100/naive_kernels.csv --inst
 GEMM_INST_STAGED = 28.9
 
 

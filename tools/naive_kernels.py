@@ -2,10 +2,10 @@
 beside the model's, per point (experiments/naive_kernels).
 
     python tools/naive_kernels.py experiments/naive_kernels/h100/naive_kernels.csv
-    python tools/naive_kernels.py --inst experiments/naive_kernels/h100/naive_kernels.csv
+    python tools/naive_kernels.py experiments/naive_kernels/h100/naive_kernels.csv --inst
 
 One line per kernel: its measured and predicted time, the model's error, and what ncu saw it
-use (DRAM throughput and issue-slot activity, percent of peak). --inst: the GEMMs' instructions
+use (DRAM throughput, issue-slot and tensor-pipe activity, percent of peak). --inst: the GEMMs' instructions
 beyond the model's own count (iosim.kernels GEMM_INST_STAGED), fitted from ncu's inst_executed.
 """
 
@@ -25,7 +25,8 @@ from iosim.schedules.base import Tiles
 POINT = ["direction", "batch", "heads", "seqlen", "head_dim", "causal"]
 METRICS = {"gpu__time_duration.sum": "ncu_ns",
            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
-           "sm__issue_active.avg.pct_of_peak_sustained_elapsed": "issue_pct"}
+           "sm__issue_active.avg.pct_of_peak_sustained_elapsed": "issue_pct",
+           "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": "tensor_pct"}
 
 
 def kernel_times(path: str, hw: str = "h100") -> pd.DataFrame:
@@ -47,7 +48,7 @@ def kernel_times(path: str, hw: str = "h100") -> pd.DataFrame:
             out.append(dict(zip(POINT, key)) | {
                 "kernel": k.name, "ncu_ms": r.ncu_ns * 1e-6, "model_ms": t.seconds * 1e3,
                 "ratio": t.seconds * 1e9 / r.ncu_ns, "dram_pct": r.dram_pct,
-                "issue_pct": r.issue_pct})
+                "issue_pct": r.issue_pct, "tensor_pct": r.tensor_pct})
     return pd.DataFrame(out)
 
 
@@ -80,24 +81,29 @@ def gemm_inst(path: str, hw: str = "h100") -> tuple[np.ndarray, pd.DataFrame]:
     return coef, t.assign(fit_err=a @ coef / t.extra - 1)
 
 
-def report(path: str) -> str:
+def inst_report(path: str) -> str:
+    coef, t = gemm_inst(path)
+    return (f"naive's GEMMs, Nsight Compute's inst_executed per CTA beyond the model's own count, "
+            f"least squares over {len(t)} kernels: {coef[0]:.1f} warp instructions per 512 bytes "
+            f"a CTA's loop stages, {coef[1]:.3f} per element of its C tile; the fit's error per "
+            f"kernel (percent): {', '.join(f'{100 * e:+.0f}' for e in t.fit_err)}")
+
+
+def report(path: str, *flags: str) -> str:
+    if flags == ("--inst",):
+        return inst_report(path)
     t = kernel_times(path)
     t["err_pct"] = 100 * (t.ratio - 1)
-    cols = [*POINT, "kernel", "ncu_ms", "model_ms", "err_pct", "dram_pct", "issue_pct"]
+    cols = [*POINT, "kernel", "ncu_ms", "model_ms", "err_pct", "dram_pct", "issue_pct", "tensor_pct"]
     return ("each kernel's duration (ncu, --clock-control none) and the model's, the model's "
-            "error (percent); ncu's DRAM throughput and issue activity (percent of peak):\n"
+            "error (percent); ncu's DRAM throughput, issue activity and tensor pipe activity "
+            "(percent of peak):\n"
             + t[cols].round({"ncu_ms": 3, "model_ms": 3, "err_pct": 1, "dram_pct": 0,
-                             "issue_pct": 0}).to_string(index=False))
+                             "issue_pct": 0, "tensor_pct": 0}).to_string(index=False))
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if len(args) not in (1, 2) or (len(args) == 2 and args[0] != "--inst"):
-        sys.exit("usage: python tools/naive_kernels.py [--inst] NAIVE_KERNELS.csv")
-    if args[0] == "--inst":
-        coef, t = gemm_inst(args[1])
-        print(f"warp instructions beyond the model's count: {coef[0]:.1f} per 512 bytes a CTA's "
-              f"loop stages, {coef[1]:.3f} per element of its C tile; the fit's error per kernel "
-              f"(percent): {', '.join(f'{100 * e:+.0f}' for e in t.fit_err)}")
-    else:
-        print(report(args[0]))
+    if not 1 <= len(args) <= 2 or args[1:] not in ([], ["--inst"]):
+        sys.exit("usage: python tools/naive_kernels.py NAIVE_KERNELS.csv [--inst]")
+    print(report(*args))
