@@ -441,6 +441,9 @@ class KernelSpec:
     # a row kernel's block reduction: (ALU ops, exp2s) of one thread's merge of two partial
     # results (iosim.schedules.naive.row_merges counts the merges); None: not a row kernel
     row_merge: tuple[int, int] | None = None
+    # warp instructions a CTA's loop trip issues besides its MMAs and counted work, from
+    # (defines, element bytes); None: none beyond the counts
+    loop_issue: Callable[[Defines, int], float] | None = None
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
 
     @property
@@ -462,13 +465,29 @@ def _gemm_smem(d: Defines, e: int) -> int:  # naive.cu: the k-tile ring, reused 
     return max(d["STAGES"] * (d["BLOCK_M"] + d["BLOCK_N"]) * d["BLOCK_K"], d["BLOCK_M"] * d["BLOCK_N"]) * e
 
 
+# naive.cu's GEMMs issue far more than their MMAs, ldmatrix and cp.async: every 16-byte copy
+# into the ring computes its swizzled address, bounds and predicate, and every ldmatrix its
+# address. Nsight Compute's inst_executed of the backward's GEMMs (16 kernels, 4 points of
+# experiments/naive_kernels) less the model's own count, per CTA, fit (least squares, within 17%
+# each) as warp instructions per 512 bytes a loop trip stages (one warp's 16-byte copies) plus
+# some per element of the C tile (the epilogue's packing and copy-out); the loop's are counted,
+# the epilogue's are not: they issue while the SM's other CTA runs its loop (the kernel keeps two
+# resident for that; counted, the few-trip GEMMs naive_qk and naive_bwd_dp come out slower than
+# ncu measures them):  python tools/naive_kernels.py experiments/naive_kernels/h100/naive_kernels.csv --inst
+GEMM_INST_STAGED = 28.9
+
+
+def _gemm_issue(d: Defines, e: int) -> float:
+    return GEMM_INST_STAGED * (d["BLOCK_M"] + d["BLOCK_N"]) * d["BLOCK_K"] * e / 512
+
+
 def _naive(entry: str, args: tuple[str, ...], writes: set[str], defines: frozenset[str],
            bwd: bool, row_merge: tuple[int, int] | None = None) -> KernelSpec:
     gemm = defines is _GEMM
     return KernelSpec(entry, "naive.cu", entry.upper(), args, frozenset(writes), defines,
                       head_dims=BASE_HEAD_DIMS if bwd else None,
                       rules=_gemm_rules if gemm else _no_rules, smem=_gemm_smem if gemm else None,
-                      row_merge=row_merge)
+                      row_merge=row_merge, loop_issue=_gemm_issue if gemm else None)
 
 
 def _fa1_fwd_smem(d: Defines, e: int) -> int:  # Q_i, K_j, V_j

@@ -65,6 +65,10 @@ class KernelPlan:
     # (PyTorch's non-vectorised elementwise kernel: a thread's elements one after another, each
     # loaded after the last one's store), each a synchronous load's latency in the timing model
     round_trips: int = 0
+    # warp instructions one CTA's loop trip issues beyond those its work implies, from its
+    # KernelSpec's loop_issue (naive's GEMMs: the address arithmetic of the copies into the
+    # ring and of the ldmatrix), in the issue and dispatch terms of the timing model
+    loop_issue: float = 0.0
 
     @property
     def ctas(self) -> int:

@@ -214,6 +214,7 @@ def _fluid(f: _Facts, r: Rates) -> dict[str, np.ndarray]:
     """Seconds each unit and level needs for the whole kernel at its efficient rate, per case."""
     sms = f.sms
     mma, other = _instructions(f.flops, f.alu + f.exps, f.sram, f.wg, f.inst_per_op)
+    other = other + f.x_trip * f.total_trips  # beyond the work (KernelPlan.loop_issue)
     return {"tensor": f.flops / (r.tensor * sms), "sfu": f.exps / (r.sfu * sms),
             "alu": f.alu / (r.alu * sms), "sram": f.sram / (r.sram * sms),
             "issue": (mma + other) / (r.issue * sms),
@@ -237,7 +238,7 @@ def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
     (read, write) bytes streamed by the loop trips (whole kernel), two-level counts."""
     size = sizes(p, kernel_splits(k))
     fixed_r = sum(v for n, v in k.traffic.reads.items() if v <= size[n] and n not in k.streamed)
-    fixed_w = sum(v for n, v in k.traffic.writes.items() if v <= size[n])
+    fixed_w = sum(v for n, v in k.traffic.writes.items() if v <= size[n] and n not in k.streamed)
     return fixed_r, fixed_w, k.traffic.hbm_read - fixed_r, k.traffic.hbm_write - fixed_w
 
 
@@ -312,9 +313,10 @@ class Trip:
     dispatch: np.ndarray  # mma.sync: tensor time and the other instructions' issue, added
 
     @classmethod
-    def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc) -> Trip:
+    def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0) -> Trip:
         wg = r.wgmma
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
+        other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
         return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu, sram=sram / r.sram,
                    issue=(mma + other) / r.issue,
                    dispatch=np.where(wg, 0.0, flops / r.tensor + other * r.inst_cycles / r.issue),
@@ -469,14 +471,15 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
-         "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams")
+         "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
 EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
              "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
-             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams")
+             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams",
+             "x_trip")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -493,7 +496,8 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
-             k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)))
+             k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
+             k.loop_issue)
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -649,7 +653,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     parts = Trip.of(np.stack([f.a_flops, f.a_flops, f.o_flops]),
                     np.stack([f.a_exps, f.a_exps, f.o_exps]),
                     np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
-                    np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc)
+                    np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc,
+                    np.stack([f.x_trip, f.x_trip, np.zeros(m)]))
     trips = Trip(*(np.broadcast_to(getattr(parts, x), (2, 3, m)).ravel()
                    for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax

@@ -501,7 +501,8 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     epilogue = Work(alu_flops=epilogue_alu * M * N)  # once per CTA, on its C tile
     work = Work(tensor_flops=2 * M * N * K) + epilogue
     bh = p.bh
-    trips = uniform(-(-K // t.block_k))
+    chunks = -(-K // t.block_k)
+    trips = uniform(chunks)
     defines = kernel_defines(name, BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
                              NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,
                              **mask_defines(p))
@@ -515,6 +516,11 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
         # an A row block serves the CTAs along x, a B column block every grid[0]-th CTA
         reuse={a: 1, b: len(cn)},
         overlap="async", source=source(name), defines=defines,
+        # A and B go through the k loop's ring, never a prologue; with k in one chunk there is
+        # no loop for the C tile's stores to follow: the CTA loads, multiplies and stores in its
+        # one trip, and the CTAs beside it overlap those phases
+        streamed=(a, b, c) if chunks == 1 else (a, b),
+        loop_issue=SPECS[name].loop_issue(defines, e) if SPECS[name].loop_issue else 0.0,
     )
 
 

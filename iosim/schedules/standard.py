@@ -87,7 +87,9 @@ def cublas(name: str, like: KernelPlan, simt: bool = False) -> KernelPlan:
         w, once = like.work, like.once
         like = replace(like, work=Work(alu_flops=w.tensor_flops // 2 + w.alu_flops),
                        once=once, overlap="async", inst_per_op=SGEMM_INST_PER_OP)
-    return replace(like, name=name, source=None, defines={})
+    # naive.cu's loop (its KernelSpec's loop_issue, its operands and one-chunk C streamed
+    # through the trips, as Nsight Compute shows naive.cu's) is not cuBLAS's code
+    return replace(like, name=name, source=None, defines={}, loop_issue=0.0, streamed=())
 
 
 def _mask_add(name: str, p: Problem, s_in: str, s_out: str, mask: str, eb: int) -> KernelPlan:
@@ -189,8 +191,9 @@ def backward(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     nqd, nkd = p.bh * nq * d, p.batch * p.kv_heads * nk * d
     out = []
     for k in naive.plan(p, hw, t, ours=False).kernels:
-        if k.name.startswith("naive_"):
-            k = replace(k, name=k.name.replace("naive_", "standard_"), source=None)
+        if k.name.startswith("naive_"):  # cuBLAS's GEMMs: not naive.cu's loop (cublas())
+            k = replace(k, name=k.name.replace("naive_", "standard_"), source=None,
+                        **({"loop_issue": 0.0, "streamed": ()} if "BLOCK_K" in k.defines else {}))
         if k.name in ("standard_bwd_dq", "standard_bwd_dk"):  # bmm alone: alpha comes after
             k = replace(k, work=Work(tensor_flops=k.work.tensor_flops), once=Work())
         out.append(k)
