@@ -350,6 +350,14 @@ def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu's static_asserts
             (not d["FP8_E4M3"] or bn % 32 == 0, "--block-n a multiple of 32 with fp8")]
 
 
+def _fa3_fwd_apart(d: Defines) -> bool:
+    """fa3.cu: two or more consumer warpgroups without PINGPONG's named barriers (three at
+    d = 64) drift apart, so the softmax phases of their warps on a sub-partition overlap (Nsight
+    Compute at d = 64: warps stalled on the full MUFU queue and not selected, where the
+    ping-pong kernels show almost none: experiments/fa3_ncu)."""
+    return not d["PINGPONG"] and d["NUM_WARPS"] // 4 > 1
+
+
 def _fa3_bwd_rules(d: Defines) -> list[Rule]:  # fa3_bwd.cu's static_asserts
     bm, bn, w, st, dd = d["BLOCK_M"], d["BLOCK_N"], d["NUM_WARPS"], d["STAGES"], d["HEAD_DIM"]
     split = fa3_bwd_split_d(d)
@@ -444,6 +452,11 @@ class KernelSpec:
     # warp instructions a CTA's loop trip issues besides its MMAs and counted work, from
     # (defines, element bytes); None: none beyond the counts
     loop_issue: Callable[[Defines, int], float] | None = None
+    # warp-specialised: whether consumer warps of one SM sub-partition run their softmax at the
+    # same time (no turns at the tensor cores), so one warp's FP32 work issues while another's
+    # exp2 holds the MUFU; None: never (one consumer warp's softmax at a time, its exp2 and
+    # FP32 instructions one dependent chain)
+    softmax_apart: Callable[[Defines], bool] | None = None
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
 
     @property
@@ -640,6 +653,7 @@ _SPECS = [
                _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "FP8_E4M3", "WINDOW"},
                checks=("MODEL_KV_READERS",), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem, kv_readers=lambda d: max(1, d["NUM_WARPS"] // 4),
+               softmax_apart=_fa3_fwd_apart,
                tensor_maps={"TmQ": ("Q", "BLOCK_M"), "TmK": ("K", "BLOCK_N"),
                             "TmV": ("V", "BLOCK_N")}),
     # FA3's backward: fa2_bwd.cu's preprocessing and conversion around the wgmma main kernel
@@ -668,6 +682,7 @@ _SPECS = [
                dtypes=("fp8_e4m3",),
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem,
                kv_readers=lambda d: max(1, d["NUM_WARPS"] // 4),
+               softmax_apart=_fa3_fwd_apart,
                tensor_maps={"TmQ": ("Q8", "BLOCK_M"), "TmK": ("K8", "BLOCK_N"),
                             "TmV": ("Vt8", "HEAD_DIM")}),
     # kernels/fp8_quant.cu: bf16 Q, K, V to e4m3 (per-tensor scaling: fp8_amax first)

@@ -351,6 +351,7 @@ TOOL_BLOCKS = {
     "paper-kernels": ("paper_kernels.py", "experiments/papers/published.csv"),
     "naive-kernels": ("naive_kernels.py", "experiments/naive_kernels/h100/naive_kernels.csv"),
     "naive-gemm-inst": ("naive_kernels.py", "experiments/naive_kernels/h100/naive_kernels.csv", "--inst"),
+    "fa3-ncu": ("fa3_ncu.py", "experiments/fa3_ncu/h100/fa3_ncu.csv"),
     "ncu-bound": ("ncu_summary.py", "experiments/ncu_mechanism/h100/ncu_mechanism.csv"),
     "ncu-bound-bwd": ("ncu_summary.py", "experiments/ncu_mechanism/h100/ncu_mechanism_bwd.csv"),
     "measured-bwd": ("bwd_ratios.py", "experiments/bwd_grid/h100/measured_bwd.csv"),

@@ -35,6 +35,11 @@ class KernelPlan:
     # describes the launch: the timing model sees causal imbalance and tail waves without an
     # array as long as the grid.
     trips: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.ones(1, np.int64))
+    # The same trips in whole tiles, for a kernel that computes a ragged tile in full (fa3.cu:
+    # TMA zero-fills the rows and keys past the end, and every consumer warpgroup runs its whole
+    # tile on them): the timing model's CTA durations take these, each trip a whole tile's
+    # work; None: `trips`
+    tile_trips: np.ndarray | None = field(repr=False, compare=False, default=None)
     # For each tensor a kernel reads (or writes) more than once: how far apart in launch order
     # two CTAs that touch the same tile are (1: neighbours, e.g. the query blocks of one head
     # sharing K/V; 0: the same CTA comes back to it, e.g. FA1's O at every outer step). Tells

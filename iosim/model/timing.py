@@ -311,9 +311,10 @@ class Trip:
     warp_other: np.ndarray
     groups: np.ndarray  # consumer warpgroups that take turns at the tensor cores (wgmma)
     dispatch: np.ndarray  # mma.sync: tensor time and the other instructions' issue, added
+    apart: np.ndarray  # wgmma: 1 where consumer warps' softmax phases overlap (no turns)
 
     @classmethod
-    def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0) -> Trip:
+    def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0) -> Trip:
         wg = r.wgmma
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
@@ -322,7 +323,8 @@ class Trip:
                    dispatch=np.where(wg, 0.0, flops / r.tensor + other * r.inst_cycles / r.issue),
                    warp_mma=mma / warps * r.mma_cycles * cyc,
                    warp_other=other / warps * r.inst_cycles * cyc,
-                   groups=np.where(wg, np.maximum(1.0, warps / 4), 1.0))
+                   groups=np.where(wg, np.maximum(1.0, warps / 4), 1.0),
+                   apart=np.where(wg, apart, 0.0) + np.zeros_like(flops))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -352,8 +354,14 @@ class Trip:
             # its softmax; the softmax (MUFU and FP32 work, one dependent chain in each warp)
             # and the asynchronous wgmma overlap no better than synchronous phases; the
             # results it waits for with nothing else to issue (`latency`: FA3's backward,
-            # iosim.kernels) lengthen its chain
-            soft = pnorm([self.tensor, self.sfu + self.alu], sync_overlap)
+            # iosim.kernels) lengthen its chain. One consumer warp's softmax at a time on a
+            # sub-partition (turns): its exp2 and FP32 instructions are one dependent chain and
+            # add; consumer warps whose softmax phases overlap (`apart`, no turns): one warp's
+            # FP32 work issues while another's exp2 holds the MUFU, the two combine as the
+            # other unsynchronised phases do
+            pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
+                             self.sfu + self.alu)
+            soft = pnorm([self.tensor, pipes], sync_overlap)
             thr = n * _max(soft, self.sram, self.issue, port)
             return _max(port, self.tensor / self.groups + self.warp_other + latency, level, thr)
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
@@ -384,6 +392,13 @@ def l2_extra(k: KernelPlan) -> float:
     t = k.traffic
     return sum((w - 1.0) * (t.reads.get(n, 0) + t.writes.get(n, 0))
                for n, w in spec.l2_weights(k.defines).items())
+
+
+def softmax_apart(k: KernelPlan) -> bool:
+    """Whether the kernel's consumer warps run their softmax phases at the same time
+    (iosim.kernels: its spec's `softmax_apart`; False without one)."""
+    spec = SPECS.get(k.name)
+    return bool(spec is not None and spec.softmax_apart and spec.softmax_apart(k.defines))
 
 
 def sync_loads(k: KernelPlan) -> int:
@@ -471,7 +486,7 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
-         "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip")
+         "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
@@ -479,13 +494,16 @@ EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask
              "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams",
-             "x_trip")
+             "x_trip", "apart", "pad")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     """(EXTENSIVE counts, INTENSIVE facts, the period's (trips, masked trips) or None when every
     CTA is alike) of one kernel: what facts_table makes its facts of, besides its DRAM bytes."""
-    one, masked, period, uniform, sum_one, sum_masked = _period(k.trips, k.masked)
+    trips = k.trips if k.tile_trips is None else k.tile_trips
+    one, masked, period, uniform, sum_one, sum_masked = _period(trips, k.masked)
+    # whole tiles per tile of work (KernelPlan.tile_trips: ragged tiles computed in full)
+    pad = 1.0 if trips is k.trips else sum_one / max(_period(k.trips, k.masked)[4], 1e-300)
     w, once, t = k.work, k.once, k.traffic
     wg = k.overlap == "warpspecialized"
     warps = max(1, k.threads // 32 - (4 if wg else 0))  # wgmma: less the producer warpgroup
@@ -497,7 +515,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
-             k.loop_issue)
+             k.loop_issue, float(softmax_apart(k)), pad)
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -510,7 +528,9 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     ctas = e["ctas"]
     reps = np.floor_divide(ctas, s["period"])
     total_trips, total_masked = s["sum_one"] * reps, s["sum_masked"] * reps
-    steps = np.where(total_trips > 0, total_trips, 1.0)
+    # the loop's work and bytes are spread over its tiles of work: trips less the padding of
+    # ragged tiles computed in full (each trip then a whole tile's work)
+    steps = np.where(total_trips > 0, total_trips / s["pad"], 1.0)
     two_r, two_w = e["two_r"], e["two_w"]
     cols = {
         **s, **e, "reps": reps, "total_trips": total_trips, "total_masked": total_masked,
@@ -654,13 +674,17 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.stack([f.a_exps, f.a_exps, f.o_exps]),
                     np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
                     np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc,
-                    np.stack([f.x_trip, f.x_trip, np.zeros(m)]))
+                    np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart)
     trips = Trip(*(np.broadcast_to(getattr(parts, x), (2, 3, m)).ravel()
                    for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
-    # have no other warpgroup's work to hide under
+    # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
+    # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
+    # (exp2 and FP32) of all of them, one after the other
+    turn = trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m]
+    in_step = trips.tensor[:m] + trips.sfu[:m] + trips.alu[:m]
     fill = np.where(f.policy == POLICIES["warpspecialized"],
-                    trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m], 0.0)
+                    np.where(trips.apart[:m] > 0, np.maximum(turn, in_step), turn), 0.0)
     q = f.q
 
     # Durations of one CTA when `conc` CTAs run at once: with the global bandwidth split

@@ -42,12 +42,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import DQ_WRITER, FA3_BWD_STATIC_SMEM, SPECS, fa3_bwd_consumers, kernel_defines, source
-from iosim.schedules.base import F32, BlockMap, Tiles, uniform
+from iosim.schedules.base import F32, BlockMap, Tiles, uniform, uniform_float
 from iosim.schedules.fa2 import FlashStyle, bucket
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
@@ -114,11 +116,21 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         values = {n: v for n, v in k.defines.items() if n in SPECS[k.name].defines}
         values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=0)
         k = replace(k, threads=threads, regs_per_thread=budget(threads),
-                    defines=kernel_defines(k.name, **values))
+                    defines=kernel_defines(k.name, **values), tile_trips=whole_tiles(p, k))
         ks.append(fp8_attention(p, k, t.lazy_rescale) if fp8 else k)
     if fp8 and p.fp8_scaling is not Fp8Scaling.given:
         ks[:0] = quant_kernels(p, ks[0].block_m, ks[0].block_n)
     return replace(pl, kernels=tuple(ks))
+
+
+def whole_tiles(p: Problem, k: KernelPlan) -> np.ndarray:
+    """fa3.cu's trips in whole tiles (KernelPlan.tile_trips): a query tile's key tiles, each in
+    full, the ragged last query tile's and the ragged last key tile included (TMA zero-fills
+    what lies past the end; the warpgroups compute on it)."""
+    bm = BlockMap.of(p, k.block_m, k.block_n)
+    if len(k.trips) == 1:  # every CTA alike (or so many that the ragged one is noise)
+        return uniform_float(float(bm.tn if not p.causal else bm.row_visits().max()))
+    return bm.row_visits()[::-1].astype(np.float64)
 
 
 def dq_reduction(p: Problem, hw: HardwareProfile, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
