@@ -2,7 +2,8 @@
 
     python experiments/mutation_check/mutation_check.py   (writes experiments/mutation_check/mutation_check.json)
     python experiments/mutation_check/mutation_check.py WORDS   (only the mutations whose name
-        contains WORDS, and the baseline; printed, the JSON file left as it is)
+        contains WORDS, or one of several phrases separated by "|", and the baseline; printed,
+        the JSON file left as it is)
 
 Each mutation below (the ones that once left every test green) is applied to a copy of the
 package in a temporary directory, and the accuracy and invariant tests run against it, less the
@@ -140,8 +141,9 @@ def main() -> None:
         print(r, flush=True)
         return r
 
-    words = " ".join(sys.argv[1:])
-    chosen = [m for i, m in enumerate(MUTATIONS) if i == 0 or words in m[0]]
+    words = " ".join(sys.argv[1:])  # phrases separated by "|": a mutation named by any of them
+    chosen = [m for i, m in enumerate(MUTATIONS)
+              if i == 0 or any(w.strip() in m[0] for w in words.split("|"))]
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(one, chosen))
     if not words:
