@@ -126,22 +126,16 @@ class _Shape:
 def _fit(v0: list, v1: list | None, u0: int, u1: int) -> tuple[list, list]:
     """(a, b) with v = a + b·u through (u0, v0) and (u1, v1), whole numbers, elementwise;
     without v1, b = v0 / u0 (a count proportional to u). Unscalable otherwise."""
-    a, b = [], []
     if v1 is None:
-        for v in v0:
-            q, r = divmod(v, u0)
-            if r:
-                raise Unscalable
-            a.append(0)
-            b.append(q)
-        return a, b
-    for x, y in zip(v0, v1):
-        q, r = divmod(y - x, u1 - u0)
-        if r:
+        qr = [divmod(v, u0) for v in v0]
+        if any(r for _, r in qr):
             raise Unscalable
-        a.append(x - q * u0)
-        b.append(q)
-    return a, b
+        return [0] * len(qr), [q for q, _ in qr]
+    du = u1 - u0
+    qr = [divmod(y - x, du) for x, y in zip(v0, v1)]
+    if any(r for _, r in qr):
+        raise Unscalable
+    return [x - q * u0 for x, (q, _) in zip(v0, qr)], [q for q, _ in qr]
 
 
 def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | None = None) -> _Shape:
