@@ -425,8 +425,10 @@ def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
     total = dc.sum(axis=1, keepdims=True)
     residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
     before = np.cumsum(dc, axis=1) - dc + (reps - 1) * total
-    index = (reps - 1) * dc.shape[1] + np.arange(dc.shape[1])
-    start = np.where(index < slots, 0.0, np.maximum(0.0, before / slots - residual))
+    # CTA c of the last period, (reps - 1) x period + c in launch order, finds a slot free:
+    # whole numbers, exact in float64
+    free = np.arange(dc.shape[1]) < slots - (reps - 1) * dc.shape[1]
+    start = np.where(free, 0.0, np.maximum(0.0, before / slots - residual))
     finish = (start + dc).max(axis=1)
     return float(finish[0]) if one else finish
 
@@ -681,7 +683,14 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     conc = np.minimum(ctas, slots)
 
     def six(plain, masked, epi):  # (2 shares, 3 trips, m) -> one array of 6m entries
-        return _rep(np.concatenate(np.broadcast_arrays(plain, masked, epi)), 2)
+        out = np.empty((2, 3, m))
+        out[:, 0], out[:, 1], out[:, 2] = plain, masked, epi
+        return out.ravel()
+
+    def both(x):  # a (3 trips, m) or (m,) array for both shares, as six's
+        out = np.empty((2, 3, m))
+        out[:] = x
+        return out.ravel()
 
     # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
     # the epilogue (the work done once per CTA), each with the global bandwidth shared and
@@ -691,8 +700,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
                     np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc,
                     np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart)
-    trips = Trip(*(np.broadcast_to(getattr(parts, x), (2, 3, m)).ravel()
-                   for x in Trip.__dataclass_fields__))
+    trips = Trip(*(both(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
@@ -732,7 +740,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # the epilogue as an asynchronous trip with no bytes of its own
     t = trips.time(six(f.policy, f.policy, POLICIES["async"]), six(f.stages, f.stages, 2.0),
                    six(loop_port, loop_port, 0.0),
-                   np.stack([lv, lv, np.zeros((2, m))], axis=1).ravel(),
+                   six(lv, lv, 0.0),
                    six(n, n, n), six(q, q, q), six(lat, lat, 0.0)).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
