@@ -334,14 +334,14 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "intensity_flop_per_byte": np.array([(x + y) / max(r + w, 1) for x, y, r, w in zip(
             _py(tf), _py(alu), dr.tolist(), dw.tolist())]),
         "time_roofline_ms": t_roof * 1e3,
-        "bound_roofline": [ROOF[j] for j in md.roof_bound[back]],
+        "bound_roofline": [ROOF[j] for j in md.roof_bound[back].tolist()],
         "time_pred_ms": t_pred * 1e3,
         "tflops_pred": np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(bh)) for t, bh in zip(
             templates, np.split(out["batch"] * out["heads"], np.cumsum(m)[:-1]))]) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
         "bound": [md.bound[i] for i in back.tolist()],
         # the main kernel's busiest unit, and its share of its efficient peak
-        "busiest": [timing.LIMITS[j] for j in md.busiest[back]],
+        "busiest": [timing.LIMITS[j] for j in md.busiest[back].tolist()],
         "util_pct": 100 * md.util[back],
         "kernels": np.repeat([len(t.plan.kernels) for t in templates], m).astype(np.int64),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
