@@ -127,15 +127,14 @@ def _fit(v0: list, v1: list | None, u0: int, u1: int) -> tuple[list, list]:
     """(a, b) with v = a + b·u through (u0, v0) and (u1, v1), whole numbers, elementwise;
     without v1, b = v0 / u0 (a count proportional to u). Unscalable otherwise."""
     if v1 is None:
-        qr = [divmod(v, u0) for v in v0]
-        if any(r for _, r in qr):
+        q, r = zip(*[divmod(v, u0) for v in v0])
+        if any(r):
             raise Unscalable
-        return [0] * len(qr), [q for q, _ in qr]
-    du = u1 - u0
-    qr = [divmod(y - x, du) for x, y in zip(v0, v1)]
-    if any(r for _, r in qr):
+        return [0] * len(q), list(q)
+    q, r = zip(*[divmod(y - x, u1 - u0) for x, y in zip(v0, v1)])
+    if any(r):
         raise Unscalable
-    return [x - q * u0 for x, (q, _) in zip(v0, qr)], [q for q, _ in qr]
+    return [x - b * u0 for x, b in zip(v0, q)], list(q)
 
 
 def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | None = None) -> _Shape:
