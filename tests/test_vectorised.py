@@ -262,3 +262,46 @@ def test_paged_decode_waits_predict_alike_in_a_batch_and_alone(ahead):
         alone = timing.kernel_time(*job)
         assert kt.seconds == pytest.approx(alone.seconds, rel=FLOAT_TOL)
         assert kt.bound == alone.bound
+
+
+def test_period_stacks_hold_each_kernel_s_period():
+    """Batch.stacks, the unequal CTA periods stacked once by length for every _schedule pass:
+    each kernel's row of its length's stack is its own (trips, masked trips), and kernels whose
+    CTAs are alike have none (length 0)."""
+    items = plans(seed=21, n=20)
+    jobs = [(k, d, hw, pl.problem) for pl, hw in items
+            for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
+    b = timing.batch_of(jobs)
+    lengths, row, stacks = b.stacks
+    assert len(b.periods) > 10 and len(stacks) > 2  # several periods of several lengths
+    for i in range(len(b)):
+        pid = int(b.pidx[i])
+        if pid < 0:
+            assert lengths[0] == 0
+            continue
+        one, masked = b.periods[pid]
+        size = int(lengths[pid + 1])
+        assert size == len(one) > 1
+        assert np.array_equal(stacks[size][0][row[pid + 1]], np.asarray(one, np.float64))
+        assert np.array_equal(stacks[size][1][row[pid + 1]], np.asarray(masked, np.float64))
+
+
+def test_list_schedule_is_its_formula():
+    """list_schedule on seeded random periods, launch counts and slots against its formula
+    written out (CTA c of the last period, (reps - 1) x period + c in launch order, starts at
+    once while a slot is free): the same bits."""
+    rng = np.random.default_rng(4)
+    for size in (1, 3, 64, 129):
+        dc = rng.uniform(1e-7, 1e-5, (200, size))
+        reps = rng.integers(1, 9, 200).astype(np.float64)
+        slots = rng.integers(1, 3 * size * 8, 200).astype(np.float64)
+        total = dc.sum(axis=1, keepdims=True)
+        residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
+        before = np.cumsum(dc, axis=1) - dc + (reps[:, None] - 1) * total
+        index = (reps[:, None] - 1) * size + np.arange(size)
+        start = np.where(index < slots[:, None], 0.0,
+                         np.maximum(0.0, before / slots[:, None] - residual))
+        want = (start + dc).max(axis=1)
+        assert np.array_equal(timing.list_schedule(dc, reps, slots), want)
+        assert timing.list_schedule(dc[0], reps[0], slots[0]) == want[0]
+        assert (want > dc.max(axis=1)).any() and (want == dc.max(axis=1)).any()  # both regimes

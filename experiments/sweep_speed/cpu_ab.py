@@ -14,6 +14,7 @@ medians. Writes experiments/sweep_speed/cpu_ab.json:
 - predict four: `predict_rows` of one problem, four schedules, the best of 7 rounds of 50 (ms);
 - batch: 216 problems x those four schedules planned and predicted (sweep_speed.PREDICT's
   batch: `predict_many`, else `predict.rows`, else `row` per Plan), the best of 3, per second;
+  and, where `predict_many` takes `limiter=False`, the same batch's times alone (no `bound`);
 - tune: `tune.rank("fa2", [problem])` with its compile results cached, the best of 5 (s).
 
     python experiments/sweep_speed/cpu_ab.py --base 94797ab --base beeb679 [--repeat 2]
@@ -79,6 +80,11 @@ P.predict_rows(p, hw, four)
 out["predict_four_ms"] = cpu(lambda: P.predict_rows(p, hw, four), 50, 7) * 1e3
 n = len(batch())
 out.update(batch_points=n, batch_points_per_second=n / cpu(batch, 1, 3))
+try:  # the time alone (no limiter), a cost function's need, where predict_many offers it
+    many(problems, hw, four, limiter=False)
+    out["batch_time_only_points_per_second"] = n / cpu(lambda: many(problems, hw, four, limiter=False), 1, 3)
+except TypeError:
+    pass
 q = iosim.Problem(batch=4, heads=16, seqlen_q=4096, head_dim=128)
 tune.rank("fa2", [q], hw)  # fills the compile cache
 out["tune_rank_seconds"] = cpu(lambda: tune.rank("fa2", [q], hw), 1, 5)

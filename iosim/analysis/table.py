@@ -126,22 +126,15 @@ class _Shape:
 def _fit(v0: list, v1: list | None, u0: int, u1: int) -> tuple[list, list]:
     """(a, b) with v = a + b·u through (u0, v0) and (u1, v1), whole numbers, elementwise;
     without v1, b = v0 / u0 (a count proportional to u). Unscalable otherwise."""
-    a, b = [], []
     if v1 is None:
-        for v in v0:
-            q, r = divmod(v, u0)
-            if r:
-                raise Unscalable
-            a.append(0)
-            b.append(q)
-        return a, b
-    for x, y in zip(v0, v1):
-        q, r = divmod(y - x, u1 - u0)
-        if r:
+        q, r = zip(*[divmod(v, u0) for v in v0])
+        if any(r):
             raise Unscalable
-        a.append(x - q * u0)
-        b.append(q)
-    return a, b
+        return [0] * len(q), list(q)
+    q, r = zip(*[divmod(y - x, u1 - u0) for x, y in zip(v0, v1)])
+    if any(r):
+        raise Unscalable
+    return [x - b * u0 for x, b in zip(v0, q)], list(q)
 
 
 def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | None = None) -> _Shape:
@@ -340,14 +333,14 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "intensity_flop_per_byte": np.array([(x + y) / max(r + w, 1) for x, y, r, w in zip(
             _py(tf), _py(alu), dr.tolist(), dw.tolist())]),
         "time_roofline_ms": t_roof * 1e3,
-        "bound_roofline": [ROOF[j] for j in md.roof_bound[back]],
+        "bound_roofline": [ROOF[j] for j in md.roof_bound[back].tolist()],
         "time_pred_ms": t_pred * 1e3,
         "tflops_pred": np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(bh)) for t, bh in zip(
             templates, np.split(out["batch"] * out["heads"], np.cumsum(m)[:-1]))]) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
         "bound": [md.bound[i] for i in back.tolist()],
         # the main kernel's busiest unit, and its share of its efficient peak
-        "busiest": [timing.LIMITS[j] for j in md.busiest[back]],
+        "busiest": [timing.LIMITS[j] for j in md.busiest[back].tolist()],
         "util_pct": 100 * md.util[back],
         "kernels": np.repeat([len(t.plan.kernels) for t in templates], m).astype(np.int64),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so

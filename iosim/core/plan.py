@@ -114,7 +114,7 @@ class Plan:
     def block_n(self) -> int:
         return self.main.block_n
 
-    @property
+    @cached_property
     def main(self) -> KernelPlan:
         """The kernel whose tiles name the schedule (the attention kernel; naive: the QK^T GEMM)."""
         return max(self.kernels, key=lambda k: k.work.tensor_flops)

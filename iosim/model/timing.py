@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -424,8 +425,10 @@ def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
     total = dc.sum(axis=1, keepdims=True)
     residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
     before = np.cumsum(dc, axis=1) - dc + (reps - 1) * total
-    index = (reps - 1) * dc.shape[1] + np.arange(dc.shape[1])
-    start = np.where(index < slots, 0.0, np.maximum(0.0, before / slots - residual))
+    # CTA c of the last period, (reps - 1) x period + c in launch order, finds a slot free:
+    # whole numbers, exact in float64
+    free = np.arange(dc.shape[1]) < slots - (reps - 1) * dc.shape[1]
+    start = np.where(free, 0.0, np.maximum(0.0, before / slots - residual))
     finish = (start + dc).max(axis=1)
     return float(finish[0]) if one else finish
 
@@ -571,6 +574,21 @@ class Batch:
     def __len__(self) -> int:
         return len(self.table)
 
+    @cached_property
+    def stacks(self) -> tuple[np.ndarray, np.ndarray, dict]:
+        """The periods by length, stacked once for every _schedule pass over the batch: per
+        period (`pidx`'s entry + 1; 0: none) its length and its row in its length's stack, and
+        per length its (trips, masked trips) rows as float64."""
+        length = np.array([0] + [len(pr[0]) for pr in self.periods], np.int64)
+        row = np.zeros(len(length), np.int64)
+        out = {}
+        for size in (x for x in _present(length) if x > 0):
+            ids = np.flatnonzero(length == size)
+            row[ids] = np.arange(len(ids))
+            out[int(size)] = tuple(np.stack([self.periods[k - 1][j] for k in ids]).astype(np.float64)
+                                   for j in (0, 1))
+        return length, row, out
+
 
 def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) -> Batch:
     """The Batch of these kernels, each with its DRAM bytes, profile and problem."""
@@ -665,7 +683,14 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     conc = np.minimum(ctas, slots)
 
     def six(plain, masked, epi):  # (2 shares, 3 trips, m) -> one array of 6m entries
-        return _rep(np.concatenate(np.broadcast_arrays(plain, masked, epi)), 2)
+        out = np.empty((2, 3, m))
+        out[:, 0], out[:, 1], out[:, 2] = plain, masked, epi
+        return out.ravel()
+
+    def both(x):  # a (3 trips, m) or (m,) array for both shares, as six's
+        out = np.empty((2, 3, m))
+        out[:] = x
+        return out.ravel()
 
     # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
     # the epilogue (the work done once per CTA), each with the global bandwidth shared and
@@ -675,8 +700,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
                     np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc,
                     np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart)
-    trips = Trip(*(np.broadcast_to(getattr(parts, x), (2, 3, m)).ravel()
-                   for x in Trip.__dataclass_fields__))
+    trips = Trip(*(both(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
@@ -716,7 +740,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # the epilogue as an asynchronous trip with no bytes of its own
     t = trips.time(six(f.policy, f.policy, POLICIES["async"]), six(f.stages, f.stages, 2.0),
                    six(loop_port, loop_port, 0.0),
-                   np.stack([lv, lv, np.zeros((2, m))], axis=1).ravel(),
+                   six(lv, lv, 0.0),
                    six(n, n, n), six(q, q, q), six(lat, lat, 0.0)).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
@@ -731,15 +755,13 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     out = np.where(ctas <= slots, d, np.maximum(-(-ctas // slots) * d_c, ctas * d / slots))
     # unequal CTAs: durations of one period summed with the shared bandwidth, one by one
     # without (rows grouped by kernel period length)
-    periods = b.periods
-    pid = b.pidx[kidx]
-    length = np.array([0] + [len(pr[0]) for pr in periods])[pid + 1]
+    lengths, row, stacks = b.stacks
+    pid = b.pidx[kidx] + 1
+    length = lengths[pid]
     for size in (x for x in _present(length) if x > 0):
         ix = np.nonzero(length == size)[0]
-        ps = _present(pid[ix])
-        at = np.searchsorted(ps, pid[ix])
-        one = np.stack([periods[k][0] for k in ps]).astype(np.float64)[at]
-        msk = np.stack([periods[k][1] for k in ps]).astype(np.float64)[at]
+        at = row[pid[ix]]
+        one, msk = stacks[int(size)][0][at], stacks[int(size)][1][at]
         reps = f.reps[ix]
         d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
                  + f.total_masked[ix] / reps * extra[ix])
@@ -898,25 +920,21 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         if len(starts):
             want |= (sums <= sums[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN))[grp]
         predict(want)
-    else:  # groups' limiters alone (best_relief's search, batched): round by round, each
-        # group's most promising relief not yet predicted, while its lower bound could still
-        # beat the best found
+    else:  # groups' limiters alone (best_relief's search, batched, in two rounds): each
+        # group's most promising relief; then, at once, every other whose lower bound could
+        # still beat the best found (best_relief's rounds would predict no other, and what they
+        # leave out could not be the shortest, nor within _chosen's 1e-8 of it)
         best = np.add.reduceat(relaxed[:, LAUNCH], starts)  # exact already
-        done = np.zeros(sums.shape, bool)
-        done[:, LAUNCH] = True
-        while True:
-            left = np.where(done, np.inf, sums)
-            pick = left.argmin(axis=1)
-            live = left[np.arange(len(sums)), pick] <= best * (1 + MARGIN)
-            if not live.any():
-                break
-            g = np.flatnonzero(live)
-            done[g, pick[g]] = True
-            want = np.zeros(sums.shape, bool)
-            want[g, pick[g]] = True
-            predict(want[grp])
-            found = np.add.reduceat(relaxed[np.arange(n), pick[grp]], starts)
-            best = np.where(live, np.minimum(best, found), best)
+        left = sums.copy()
+        left[:, LAUNCH] = np.inf
+        g = np.arange(len(sums))
+        pick = left.argmin(axis=1)
+        first = np.zeros(sums.shape, bool)
+        first[g, pick] = left[g, pick] <= best * (1 + MARGIN)
+        predict(first[grp])
+        found = np.add.reduceat(relaxed[np.arange(n), pick[grp]], starts)
+        best = np.where(first[g, pick], np.minimum(best, found), best)
+        predict(((left <= best[:, None] * (1 + MARGIN)) & ~first)[grp])
     out.relaxed, out.lower = relaxed, lower
     out.bound = _chosen(relaxed) if kernel_bounds else None
     if len(starts):  # NaN where one kernel's is unknown

@@ -1,0 +1,112 @@
+"""Where the model's time goes: cpu_ab.py's two prediction benchmarks cut into their stages.
+
+In this tree's process, CPU time (`time.process_time`), each stage the best of `--rounds`
+rounds (a stage alone, its inputs made before the clock starts). Writes
+experiments/sweep_speed/stages.json:
+
+- batch: cpu_ab.py's 216 problems x (naive, fa1, fa2, fa3), `predict_many`: the problems'
+  shape keys (`schedules.shape`), the templates' Plans (`plan(..., check=True)`, one per shape),
+  their counts as a + b x pairs (`table._shape` of fresh Plans, less the Plans), the DRAM
+  estimate and cycle model of every (template, pairs) without the limiter and the limiter's
+  search on top (`table._model`), the other columns (`table.columns` less the model) and the
+  output (`table.as_frame`); the whole call, and the rest of it (the stages' sum taken off);
+- one: cpu_ab.py's `predict_rows` of one problem, four schedules, cut alike (the Plans, their
+  counts, the model with every relief in one pass, the other columns, the rows as dicts:
+  `table.as_rows`), and the whole call.
+
+    python experiments/sweep_speed/stages.py [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import iosim
+from iosim.analysis import predict as P
+from iosim.analysis import table
+from iosim.core.hardware import load
+from iosim.schedules import plan, shape
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep_speed import cpu_name  # noqa: E402
+
+FOUR = ["naive", "fa1", "fa2", "fa3"]
+
+
+def best(f, rounds: int, n: int = 1) -> float:
+    """The least CPU seconds of `rounds` rounds of n calls, per call."""
+    out = []
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for _ in range(n):
+            f()
+        out.append((time.process_time() - t0) / n)
+    return min(out)
+
+
+def cut(problems: list, rounds: int, n: int) -> dict:
+    """The stages of predicting `problems` x FOUR on an H100 (ms per call)."""
+    hw = load("h100")
+    temps = [t for s in FOUR for t in table.templates(problems, hw, s)[0]]
+    shapes = [t.facts or table._shape(t.plan, hw, len(t.problems) > 1) for t in temps]
+    for t, sh in zip(temps, shapes):
+        t.facts = sh
+    distinct, _ = table._distinct([[table.pairs(p) for p in t.problems] for t in temps])
+    cols = table.columns(temps)
+
+    def planned():
+        return [table.predictable(plan(t.plan.schedule, t.problems[0], hw, check=True), hw)
+                for t in temps]
+
+    def counted():
+        return [table._shape(pl, hw, len(t.problems) > 1) for pl, t in zip(planned(), temps)]
+
+    if len(problems) == 1:
+        whole = best(lambda: P.predict_rows(problems[0], hw, FOUR), rounds, n)
+    else:
+        whole = best(lambda: P.predict_many(problems, hw, FOUR), rounds, n)
+    s = {"keys": best(lambda: [shape(x, p, hw) for x in FOUR for p in problems], rounds, n),
+         "plans": best(planned, rounds, n),
+         "plans_and_counts": best(counted, rounds, n),
+         "model_time_alone": best(lambda: table._model(shapes, distinct, False), rounds, n),
+         "model": best(lambda: table._model(shapes, distinct, True), rounds, n),
+         "columns": best(lambda: table.columns(temps), rounds, n),
+         # predict_many's frame; predict_rows' dicts
+         "output": best(lambda: table.as_rows(cols) if len(problems) == 1 else table.as_frame(cols),
+                        rounds, n)}
+    ms = {"whole": whole * 1e3, "shape_keys": s["keys"] * 1e3, "plans": s["plans"] * 1e3,
+          "counts": (s["plans_and_counts"] - s["plans"]) * 1e3,
+          "model_time_alone": s["model_time_alone"] * 1e3,
+          "limiter_search": (s["model"] - s["model_time_alone"]) * 1e3,
+          "other_columns": (s["columns"] - s["model"]) * 1e3, "output": s["output"] * 1e3}
+    # the rest of the whole call: grouping the problems by shape, the rows put back in order,
+    # (one) the ratios to naive; and what the stages' best rounds leave out
+    ms["rest"] = ms["whole"] - sum(v for k, v in ms.items() if k != "whole")
+    return {"templates": len(temps), "rows": len(next(iter(cols.values()))),
+            "kernel_rows": sum(len(u) * len(sh.inten) for u, sh in zip(distinct, shapes)),
+            "ms": ms}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--out", default=str(Path(__file__).with_name("stages.json")))
+    args = ap.parse_args()
+    problems = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
+                for n in (512, 1024, 2048, 4096, 8192, 16384) for d in (64, 128)
+                for c in (False, True) for b in (1, 4, 16) for h in (8, 32, 64)]  # cpu_ab.py's
+    one = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128)
+    P.predict_many(problems, load("h100"), FOUR)  # imports and caches warm
+    out = {"batch": cut(problems, args.rounds, 1), "one": cut([one], args.rounds, 20),
+           "rounds": args.rounds, "machine": {"cpu": cpu_name(), "python": sys.version.split()[0]},
+           "date": time.strftime("%Y-%m-%d")}
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
