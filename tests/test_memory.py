@@ -96,16 +96,18 @@ def test_shared_tiles_hit_when_launched_close():
 @given(problems, st.sampled_from(sorted(PROFILES)), st.sampled_from(["naive", "fa1", "fa2", "fa3"]),
        st.sampled_from([1.5, 2, 4]))
 def test_more_sms_never_more_dram_reads(p, hw_name, s, factor):
-    """More CTAs at once only turn re-reads by other CTAs into hits (see iosim/model/memory.py)."""
+    """More CTAs at once only turn re-reads by other CTAs into hits (see iosim/model/memory.py):
+    the same Plan on a GPU with more SMs. (A Plan made for the larger GPU may take another
+    layout, e.g. fa1 splitting a head's keys over two CTAs, each of which reads all of Q and
+    O: more reads for more parallelism, a different schedule.)"""
     hw = PROFILES[hw_name]
     big = hw.with_changes(sm_count=int(hw.sm_count * factor))
     try:
         pl = plan(s, p, hw)
-        a, b = memory.estimate(pl, hw), memory.estimate(plan(s, p, big), big)
+        a, b = memory.estimate(pl, hw), memory.estimate(pl, big)
     except InputError:
         return
     if memory.same_cta_rereads(pl):
-        assert memory.same_cta_rereads(plan(s, p, big))
         return
     assert sum(d.read for d in b) <= sum(d.read for d in a) + len(a)
 
