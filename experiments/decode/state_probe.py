@@ -249,6 +249,16 @@ def confirm(out: str) -> None:
 GiB = 1 << 30
 
 
+def batch1(torch):
+    """The batch-1 decode step at 128k keys (32/8 heads, d = 128, bf16): the problem, fresh
+    inputs, their reference O and LSE, and the error bound."""
+    base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
+                   dtype="bf16", causal=False)
+    q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
+    return base, q, k, v, ref, lse_ref, bench.error_bound("decode", base, same, s_max)
+
+
 def placed(torch, p, k, v, pool_bytes: int, spread: bool) -> dict:
     """Kc, Vc and BlockTable as launch.paged_cache makes them, but each cache in its own
     `pool_bytes` allocation: the pages at its start in a random order, or (`spread`) at random
@@ -275,11 +285,7 @@ def placed(torch, p, k, v, pool_bytes: int, spread: bool) -> dict:
 def alloc(out: str) -> None:
     torch, hw, nvml, nq, qd, bw = _setup()
     rows = []
-    base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
-                   dtype="bf16", causal=False)
-    q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
-    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
-    bound = bench.error_bound("decode", base, same, s_max)
+    base, q, k, v, ref, lse_ref, bound = batch1(torch)
 
     def measure(name: str, lz, rnd: int) -> None:
         err, ok = bench.check(torch, lz, ref, lse_ref, bound)
@@ -354,11 +360,7 @@ def alloc_ab(out: str, rounds: int = 2) -> None:
     """Batch 1, KV 128k: each AB variant on each placement of the cache (PLACES, in turn), each
     checked, then timed issued and queued in interleaved rounds within the placement."""
     torch, hw, nvml, nq, qd, bw = _setup()
-    base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
-                   dtype="bf16", causal=False)
-    q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
-    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
-    bound = bench.error_bound("decode", base, same, s_max)
+    base, q, k, v, ref, lse_ref, bound = batch1(torch)
     rows = []
     for where in os.environ.get("PLACES", "contig,own_p16,spread16_p16,spread16_p64").split(","):
         # contig | own_pP | spreadG_pP (pages over a G GiB pool a tensor) | fillG_pP / fillG_contig
@@ -402,11 +404,7 @@ def after32_ab(out: str, rounds: int = 3) -> None:
     their own, one round timed fresh, then a batch-32 paged point (16-token pages, checked and
     timed as the bench does: the grid's order), then `rounds` rounds after it, interleaved."""
     torch, hw, nvml, nq, qd, bw = _setup()
-    base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
-                   dtype="bf16", causal=False)
-    q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
-    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
-    bound = bench.error_bound("decode", base, same, s_max)
+    base, q, k, v, ref, lse_ref, bound = batch1(torch)
     fns, rows = {}, []
     for where, ps in (("contig", None), ("own_p16", 16), ("own_p64", 64)):
         for name, tiles in AB.items():
@@ -450,11 +448,7 @@ def alloc_ncu(_out: str) -> None:
     """For Nsight Compute: the 16-token paged step on a cache of its own, then on one at the
     start of a 16 GiB allocation and one spread over it, each checked and launched once."""
     torch, hw, *_ = _setup()
-    base = Problem(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072, head_dim=128,
-                   dtype="bf16", causal=False)
-    q, k, v = bench.inputs(torch, base, seed=int.from_bytes(os.urandom(4), "little"))
-    ref, lse_ref, same, s_max = bench.reference(torch, q, k, v, base)
-    bound = bench.error_bound("decode", base, same, s_max)
+    base, q, k, v, ref, lse_ref, bound = batch1(torch)
     for name, gib, spread in (("own", 0, False), ("in16", 16, False), ("spread16", 16, True)):
         lz = ours(torch, hw, base, q, k, v, 16)
         if gib:
