@@ -149,9 +149,10 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              trips=uniform(1), source=source("fa1_init"),
                              defines=kernel_defines("fa1_init", **aux)))
         ks.append(KernelPlan("fa1_fwd", (-(-tm // qb), p.heads, p.batch), 32 * t.warps, smem,
-                             REGS, t.block_m, t.block_n, **fa1_fwd(p, bm, qb).launch(bh),
+                             REGS, t.block_m, t.block_n,
+                             **fa1_fwd(p, bm, qb, SPECS[main].kv_readers(defines)).launch(bh),
                              trips=bm.split_pairs(qb), masked=bm.split_diag(qb),
-                             reuse=GQA_REUSE, overlap="none", source=source(main),
+                             reuse=GQA_REUSE, overlap="drift", source=source(main),
                              defines=defines))
     else:
         n = p.seqlen_q * p.head_dim
