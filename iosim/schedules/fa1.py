@@ -8,7 +8,9 @@ entirely above the diagonal are skipped. One CTA per (query-row split, head, bat
 FlashAttention-1 library did when batch·heads could not fill the GPU, a head's query blocks are
 split in runs of SPLIT_ROWS rows (`base.split_blocks`: the fewest splits that fill the GPU's
 CTA slots, waves within 95% of the best); each split runs the loops over its own rows and
-re-reads the K/V blocks they see.
+re-reads the K/V blocks they see. Each warp owns 16 query rows and reads all of K_j and V_j
+from shared memory at every inner step (SPECS kv_readers); with no CTA barrier inside the outer
+step the warps drift apart (timing policy `drift`, docs/model.md).
 
 Backward (kernels/fa1.cu, FA1_BWD): Algorithm 4's loop order (K/V outer, Q inner); dK_j and
 dV_j live in fp32 registers for a whole outer step, so the tiles are the register file's
