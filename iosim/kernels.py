@@ -619,8 +619,9 @@ _SPECS = [
                frozenset({"Oacc", "L", "M"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
     KernelSpec("fa1_fwd", "fa1.cu", "FA1_FWD",
                ("Q", "K", "V", "Oacc", "O", "L", "M", *_DIMS, "scale"),
-               frozenset({"Oacc", "O", "L", "M"}), _TILE | {"SPLIT_ROWS"}, head_dim_pad=pad_ceil_64,
-               rules=_fa1_fwd_rules, smem=_fa1_fwd_smem),
+               frozenset({"Oacc", "O", "L", "M"}), _TILE | {"SPLIT_ROWS"}, checks=("MODEL_KV_READERS",),
+               head_dim_pad=pad_ceil_64, rules=_fa1_fwd_rules, smem=_fa1_fwd_smem,
+               kv_readers=lambda d: d["NUM_WARPS"]),  # each warp's S and P̃V read all of K_j, V_j
     KernelSpec("fa1_bwd_init", "fa1.cu", "FA1_BWD_INIT", ("dQacc", "Nq"), frozenset({"dQacc"}),
                frozenset({"HEAD_DIM", "BLOCK_M"})),
     KernelSpec("fa1_bwd", "fa1.cu", "FA1_BWD",

@@ -118,6 +118,9 @@ static_assert(DG % 8 == 0 && DG <= D, "HEAD_DIM must be a multiple of 8, at most
 static_assert(D == (DG + 63) / 64 * 64, "HEAD_DIM_PAD: HEAD_DIM rounded up to 64 (iosim/kernels.py)");
 // a split owns whole query blocks (the Plan's counts and the executor assume it)
 static_assert(SPLIT_ROWS > 0 && SPLIT_ROWS % BR == 0, "SPLIT_ROWS must be a multiple of BLOCK_M");
+#ifdef MODEL_KV_READERS
+static_assert(MODEL_KV_READERS == NW, "iosim/kernels.py kv_readers: every warp reads K_j, V_j");
+#endif
 constexpr int QB = SPLIT_ROWS / BR;  // query blocks per split
 constexpr bool EARLY_O = MI * (DK / 2 + BC / 2) <= 128;  // Oacc_i + S_ij fp32 registers
 }  // namespace fa1

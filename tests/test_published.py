@@ -27,15 +27,19 @@ TABLE = Path(__file__).resolve().parents[1] / "experiments" / "papers" / "publis
 # with d = 128, 20.4), Fig. 9's FP8 panels at d = 64 and 128 (FP8 17.4 over its 36 rows) and
 # Table 2's FlashAttention-3 (3.8%).
 MAPE_AT_COMMIT = {
-    ("a100-sxm4-80gb", "fa1", "fwd+bwd", "FA1", "fp16"): 31.5,
+    # fa1's forward with its warps drifting (timing policy `drift`) and every warp reading K_j,
+    # V_j (issue 23): H100 (FA2) 20.2 -> 18.2; A100 FA1 31.5 -> 32.6, (FA2) 18.7 -> 19.6: the
+    # datasheet A100 profile (uncalibrated) predicts these rows fast already, and the drift
+    # shortens fa1's forward steps below DRAM saturation
+    ("a100-sxm4-80gb", "fa1", "fwd+bwd", "FA1", "fp16"): 32.6,
     # fa1's backward splits a head's key blocks across CTAs as the FlashAttention-1 library did
     # (dQ by atomics; issue 22): fa1 fwd+bwd (FA2) A100 36.0 -> 18.7, H100 101.8 -> 20.2
-    ("a100-sxm4-80gb", "fa1", "fwd+bwd", "FA2", "fp16"): 18.7,
+    ("a100-sxm4-80gb", "fa1", "fwd+bwd", "FA2", "fp16"): 19.6,
     # the FA2 rows predicted with the FA2 library's tiles (ran_tiles; issue 22): A100 10.5 ->
     # 3.9 (d = 128: 21.4 -> 1.0), H100 fwd+bwd 5.4 -> 3.9; FA3's FA2 bars 6.3 -> 6.6 (d = 128
     # 9.0 -> 3.2, d = 256 at the library's 64x64: 5.6 -> 15.6)
     ("a100-sxm4-80gb", "fa2", "fwd+bwd", "FA2", "fp16"): 3.9,
-    ("h100-sxm5-80gb", "fa1", "fwd+bwd", "FA2", "fp16"): 20.2,
+    ("h100-sxm5-80gb", "fa1", "fwd+bwd", "FA2", "fp16"): 18.2,
     ("h100-sxm5-80gb", "fa2", "bwd", "FA3", "fp16"): 4.3,
     ("h100-sxm5-80gb", "fa2", "fwd", "FA3", "fp16"): 6.6,
     ("h100-sxm5-80gb", "fa2", "fwd+bwd", "FA2", "fp16"): 3.9,

@@ -52,7 +52,7 @@ class KernelPlan:
     mask_alu: int = 0
     once: Work = Work()  # part of `work` each CTA does once, after its loop (e.g. O = acc/ℓ)
     stages: int = 1  # SRAM pipeline depth for the streamed operand
-    overlap: str = "none"  # timing policy: "none" | "async" | "lockstep" | "warpspecialized" | "spread"
+    overlap: str = "none"  # timing policy: "none" | "drift" | "async" | "lockstep" | "warpspecialized" | "spread"
     source: str | None = None  # kernels/<source> when a real CUDA kernel exists
     defines: dict[str, int] = field(default_factory=dict)  # compile-time parameters
     # warp instructions per 32 counted element operations where the kernel's own mix is known

@@ -345,19 +345,24 @@ def fa1_fwd(p: Problem, plan: Plan, q, k, v):
     rows, cols = _spans(nq, kp.block_m), _spans(p.seqlen_k, kp.block_n)
     last_j = [int(np.flatnonzero(bm.visit[i]).max(initial=-1)) for i in range(len(rows))]
     qb = kp.defines["SPLIT_ROWS"] // kp.block_m  # query blocks per CTA (the kernel's split)
+    # reads of K_j and V_j from shared memory a step (the kernel's spec: every warp; fa1_paper's
+    # loops, which no kernel runs: once)
+    spec = SPECS.get(kp.name)
+    readers = spec.kv_readers(kp.defines) if spec is not None and spec.kv_readers else 1
     splits = [range(i0, min(i0 + qb, len(rows))) for i0 in range(0, len(rows), qb)]
     assert len(splits) == kp.grid[0], (len(splits), kp.grid)
     with m.launch(kp.name):
         for b in range(p.batch):
             for h in range(p.heads):
                 for split in splits:  # one CTA: Algorithm 1's loops over this split's rows
-                    _fa1_split(m, p, bm, split, rows, cols, last_j, q, k, v, Oacc, O, L, M, b, h)
+                    _fa1_split(m, p, bm, split, rows, cols, last_j, q, k, v, Oacc, O, L, M, b, h,
+                               readers)
     with np.errstate(divide="ignore"):  # ℓ = 0: a row that sees no key, LSE = -inf
         return {"O": O, "LSE": M + np.log(L)}, m
 
 
 def _fa1_split(m: Meter, p: Problem, bm: BlockMap, split: range, rows, cols, last_j, q, k, v,
-               Oacc, O, L, M, b: int, h: int) -> None:
+               Oacc, O, L, M, b: int, h: int, readers: int) -> None:
     s, g, d = p.scale, p.group, p.head_dim
     for i in split:  # blocks that see no key (bottom-right): O = 0
         r0, r = rows[i]
@@ -377,7 +382,7 @@ def _fa1_split(m: Meter, p: Problem, bm: BlockMap, split: range, rows, cols, las
             Oi = m.load("Oacc", Oacc[rs], smem=False)
             li = m.load("L", L[rs], smem=False)
             mi = m.load("M", M[rs], smem=False)
-            S = m.mma(Qi, Kj.T, True, True) * s
+            S = m.mma(Qi, Kj.T, True, True, readers) * s
             m.alu(S.size)
             if bm.diag[i, j]:
                 S[_mask(p, r0, r, c0, c)] = -np.inf
@@ -395,7 +400,7 @@ def _fa1_split(m: Meter, p: Problem, bm: BlockMap, split: range, rows, cols, las
             bb = m.exp(mt - mnu)
             lnew = a * li + bb * lt
             m.alu(6 * r)  # m_new, two subtracts, ℓ_new (3)
-            PV = m.mma(Pt, Vj, False, True)
+            PV = m.mma(Pt, Vj, False, True, readers)
             with np.errstate(divide="ignore"):
                 inv = np.where(lnew > 0, 1.0 / lnew, 0.0)
             alpha, beta = a * li * inv, bb * inv

@@ -295,7 +295,12 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
 
 SUBSET = 4096  # entries above which Trip.time computes each policy on its own entries only
 # the overlap policies, as codes of a case (Trip.time)
-POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4}
+POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4, "drift": 5}
+# `drift`: how much better than synchronous phases (sync_overlap) the bandwidth share and the
+# SM's throughput of drifting warps overlap: the exponent's multiple (1: `none`, as if the
+# warps ran in step; inf: perfectly, the larger of the two). Set, not fitted: between the two
+# limits, neither of which the measured one-wave fa1 forward points follow (docs/model.md)
+DRIFT_OVERLAP = 2.0
 
 
 @dataclass(frozen=True)
@@ -379,6 +384,13 @@ class Trip:
             return _max(latency + port + warp, level, thr)
         if policy == POLICIES["lockstep"]:  # barriers inside the trip: the warps' phases cannot drift
             return pnorm([warp, level, thr], sync_overlap)
+        if policy == POLICIES["drift"]:  # warps with no CTA barrier in the trip (FA1's
+            # forward) drift apart: while one warp waits for its loads or runs its chain, others
+            # use the SM's pipes and others the memory system, so the CTA's bandwidth share and
+            # the SM's throughput overlap each other better than synchronous phases do
+            # (DRIFT_OVERLAP x the exponent), and the pair combines with the chain as `none`'s
+            busy = pnorm([level, thr], DRIFT_OVERLAP * sync_overlap)
+            return pnorm([latency + port + warp, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
         return pnorm([latency + port + warp, level, thr], sync_overlap)
 

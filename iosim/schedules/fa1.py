@@ -8,7 +8,9 @@ entirely above the diagonal are skipped. One CTA per (query-row split, head, bat
 FlashAttention-1 library did when batch·heads could not fill the GPU, a head's query blocks are
 split in runs of SPLIT_ROWS rows (`base.split_blocks`: the fewest splits that fill the GPU's
 CTA slots, waves within 95% of the best); each split runs the loops over its own rows and
-re-reads the K/V blocks they see.
+re-reads the K/V blocks they see. Each warp owns 16 query rows and reads all of K_j and V_j
+from shared memory at every inner step (SPECS kv_readers); with no CTA barrier inside the outer
+step the warps drift apart (timing policy `drift`, docs/model.md).
 
 Backward (kernels/fa1.cu, FA1_BWD): Algorithm 4's loop order (K/V outer, Q inner); dK_j and
 dV_j live in fp32 registers for a whole outer step, so the tiles are the register file's
@@ -149,9 +151,10 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              trips=uniform(1), source=source("fa1_init"),
                              defines=kernel_defines("fa1_init", **aux)))
         ks.append(KernelPlan("fa1_fwd", (-(-tm // qb), p.heads, p.batch), 32 * t.warps, smem,
-                             REGS, t.block_m, t.block_n, **fa1_fwd(p, bm, qb).launch(bh),
+                             REGS, t.block_m, t.block_n,
+                             **fa1_fwd(p, bm, qb, SPECS[main].kv_readers(defines)).launch(bh),
                              trips=bm.split_pairs(qb), masked=bm.split_diag(qb),
-                             reuse=GQA_REUSE, overlap="none", source=source(main),
+                             reuse=GQA_REUSE, overlap="drift", source=source(main),
                              defines=defines))
     else:
         n = p.seqlen_q * p.head_dim

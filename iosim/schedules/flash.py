@@ -36,10 +36,12 @@ def kv_rows_loaded(bm: BlockMap) -> int:
     return bm.kv_rows_loaded()
 
 
-def fa1_fwd(p: Problem, bm: BlockMap, qb: int) -> Counts:
+def fa1_fwd(p: Problem, bm: BlockMap, qb: int, readers: int = 1) -> Counts:
     """Algorithm 1: K/V outer, Q inner; O (fp32 Oacc), ℓ and m round-trip HBM every step.
     The query blocks are split in runs of `qb` (one CTA each), each running the loops over its
-    own blocks: every split loads the K/V blocks its rows see; the per-pair terms are the same."""
+    own blocks: every split loads the K/V blocks its rows see; the per-pair terms are the same.
+    `readers`: how many times each K_j and V_j tile is read from shared memory at every inner
+    step, once by each warp that splits Q_i's rows (kernels/fa1.cu: every warp)."""
     d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
     kv, sr, sc, rc = bm.kv_rows_loaded(qb), bm.sum_r(), bm.sum_c(), bm.sum_rc()
     t = Traffic(
@@ -51,8 +53,9 @@ def fa1_fwd(p: Problem, bm: BlockMap, qb: int) -> Counts:
         writes={"Oacc": (sr - bm.rows_visited()) * d * F32,
                 "O": nq * d * e,
                 "L": sr * F32, "M": sr * F32},
-        # smem: K_j, V_j and Q_i stored; Q_i, K_j read by S = QKᵀ, V_j by P̃V.
-        sram=2 * kv * d * e + 2 * sr * d * e + 2 * sc * d * e,
+        # smem: K_j, V_j and Q_i stored; Q_i read by S = QKᵀ, each warp its own rows; K_j
+        # read by S = QKᵀ and V_j by P̃V, whole, by each of the `readers`.
+        sram=2 * kv * d * e + 2 * sr * d * e + 2 * readers * sc * d * e,
     )
     mask = bm.sum_rc_diag()
     w = Work(
