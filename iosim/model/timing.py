@@ -298,8 +298,9 @@ SUBSET = 4096  # entries above which Trip.time computes each policy on its own e
 POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4, "drift": 5}
 # `drift`: how much better than synchronous phases (sync_overlap) the bandwidth share and the
 # SM's throughput of drifting warps overlap: the exponent's multiple (1: `none`, as if the
-# warps ran in step; inf: perfectly, the larger of the two). Set, not fitted: between the two
-# limits, neither of which the measured one-wave fa1 forward points follow (docs/model.md)
+# warps ran in step; inf: perfectly, the larger of the two). Not fitted by calibrate: chosen
+# between the two limits, neither of which the measured one-wave fa1 forward points follow,
+# by trying 1.5, 2, 3, 4 and inf on the committed fa1 forward rows (docs/model.md)
 DRIFT_OVERLAP = 2.0
 
 
