@@ -1,8 +1,9 @@
 """What binds our kernels: Nsight Compute's speed-of-light, pipe, issue and stall sections.
 
 On the GPU machine (after `. experiments/gpu_env.sh ncu_mechanism`):
-    python3 experiments/ncu_mechanism/ncu_mechanism.py OUT.csv [fwd|bwd]
-runs every point below (POINTS forward, POINTS_BWD backward) once under `ncu --page raw` with the sections that say what binds a
+    python3 experiments/ncu_mechanism/ncu_mechanism.py OUT.csv [fwd|bwd|bwd_wave]
+runs every point below (POINTS forward, POINTS_BWD backward, POINTS_BWD_WAVE fa1's one-wave
+backward) once under `ncu --page raw` with the sections that say what binds a
 kernel (SpeedOfLight, ComputeWorkloadAnalysis, InstructionStats, SchedulerStats,
 WarpStateStats, Occupancy, LaunchStats) and writes one long table: point, kernel, metric,
 value. docs/model.md cites what this table shows; tools/ncu_summary.py
@@ -34,6 +35,10 @@ POINTS = [
 POINTS_BWD = [("fa2", 2, 32, 8192, 64, False), ("fa2", 2, 16, 8192, 128, False),
               ("fa1", 4, 32, 4096, 64, False), ("fa1", 4, 16, 2048, 128, False),
               ("fa1", 4, 8, 4096, 256, False)]
+# fa1's backward at about one wave of CTAs, one a head (dQacc read and written back every step,
+# DRAM near its share), where the model over-predicts (session 12: tools/trip_terms.py)
+POINTS_BWD_WAVE = [("fa1", 8, 16, 2048, 128, False), ("fa1", 16, 8, 1024, 256, False),
+                   ("fa1", 8, 16, 2048, 128, True)]
 KERNELS = {"naive": "naive_qk|naive_softmax|naive_pv", "fa1": "fa1_init|fa1_fwd", "fa2": "fa2_fwd"}
 KERNELS_BWD = {"fa2": "fa2_bwd", "fa1": "fa1_bwd"}
 
@@ -66,10 +71,12 @@ def profile(point: tuple, direction: str = "fwd", sections=SECTIONS, names: str 
 
 
 def main(path: str, direction: str = "fwd") -> None:
+    """`direction`: fwd (POINTS), bwd (POINTS_BWD) or bwd_wave (POINTS_BWD_WAVE)."""
     frames = []
-    for pt in POINTS if direction == "fwd" else POINTS_BWD:
+    points = {"fwd": POINTS, "bwd": POINTS_BWD, "bwd_wave": POINTS_BWD_WAVE}[direction]
+    for pt in points:
         try:
-            frames.append(profile(pt, direction))
+            frames.append(profile(pt, direction.removesuffix("_wave")))
             print("ok", pt, flush=True)
         except Exception as e:  # one failing point keeps the others
             print("FAILED", pt, str(e)[:300], flush=True)
@@ -77,4 +84,4 @@ def main(path: str, direction: str = "fwd") -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *sys.argv[2:3])  # OUT.csv [fwd|bwd]
+    main(sys.argv[1], *sys.argv[2:3])  # OUT.csv [fwd|bwd|bwd_wave]
