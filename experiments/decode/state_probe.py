@@ -259,6 +259,18 @@ def batch1(torch):
     return base, q, k, v, ref, lse_ref, bench.error_bound("decode", base, same, s_max)
 
 
+def batch32_paged(torch, hw, base: Problem):
+    """The heavy point the grid puts before a batch-1 one: `base` at batch 32 on 16-token pages,
+    fresh inputs, checked once (NaN-poisoned outputs): (launcher, error, passed)."""
+    b32p = Problem(**{**base.model_dump(), "batch": 32})
+    q, k, v = bench.inputs(torch, b32p, seed=int.from_bytes(os.urandom(4), "little"))
+    ref, lse, same, s_max = bench.reference(torch, q, k, v, b32p)
+    big = ours(torch, hw, b32p, q, k, v, 16)
+    err, ok = bench.check(torch, big, ref, lse, bench.error_bound("decode", b32p, same, s_max))
+    print(f"check b32_p16: err {err:.2e} {'ok' if ok else 'FAILED'}", flush=True)
+    return big, err, ok
+
+
 def placed(torch, p, k, v, pool_bytes: int, spread: bool) -> dict:
     """Kc, Vc and BlockTable as launch.paged_cache makes them, but each cache in its own
     `pool_bytes` allocation: the pages at its start in a random order, or (`spread`) at random
@@ -327,17 +339,12 @@ def alloc(out: str) -> None:
     # the GPU's state: a cache allocated before a batch-32 paged point, timed after it
     before = ours(torch, hw, base, q, k, v, 16)
     measure("own_p16_before32", before, 0)
-    b32p = Problem(**{**base.model_dump(), "batch": 32})
-    q32, k32, v32 = bench.inputs(torch, b32p, seed=int.from_bytes(os.urandom(4), "little"))
-    ref32, lse32, same32, smax32 = bench.reference(torch, q32, k32, v32, b32p)
-    big = ours(torch, hw, b32p, q32, k32, v32, 16)
-    err, ok = bench.check(torch, big, ref32, lse32, bench.error_bound("decode", b32p, same32, smax32))
-    print(f"check b32_p16: err {err:.2e} {'ok' if ok else 'FAILED'}", flush=True)
+    big, err, ok = batch32_paged(torch, hw, base)
     for mode, timer in (("nq", nq), ("q", qd)) if ok else ():
         ms, env = timed(timer, big, nvml)
         rows.append(dict(gpu=torch.cuda.get_device_name(), case="b32_p16", round=0, page_size=16,
                          mode=mode, ms=ms, err=err, status="ok", t=time.perf_counter(), **env))
-    del big, q32, k32, v32, ref32, lse32
+    del big
     torch.cuda.empty_cache()
     measure("own_p16_after32", before, 0)
     del before
@@ -425,16 +432,11 @@ def after32_ab(out: str, rounds: int = 3) -> None:
                                  bw_over_copy=bench.kv_bytes(base) / (ms * 1e-3) / bw, **env))
 
     time_all("fresh", 0)
-    b32p = Problem(**{**base.model_dump(), "batch": 32})
-    q32, k32, v32 = bench.inputs(torch, b32p, seed=int.from_bytes(os.urandom(4), "little"))
-    ref32, lse32, same32, smax32 = bench.reference(torch, q32, k32, v32, b32p)
-    big = ours(torch, hw, b32p, q32, k32, v32, 16)
-    err, ok = bench.check(torch, big, ref32, lse32, bench.error_bound("decode", b32p, same32, smax32))
-    print(f"check b32_p16: err {err:.2e} {'ok' if ok else 'FAILED'}", flush=True)
+    big, err, ok = batch32_paged(torch, hw, base)
     if ok:
         for timer in (nq, qd):
             print(f"  b32_p16 {timer(big):.4f} ms", flush=True)
-    del big, q32, k32, v32, ref32, lse32
+    del big
     torch.cuda.empty_cache()
     for rnd in range(rounds):
         time_all("after32", rnd)
