@@ -458,6 +458,10 @@ class KernelSpec:
     # FP32 instructions one dependent chain)
     softmax_apart: Callable[[Defines], bool] | None = None
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
+    # the tensors its loads write into shared memory by cp.async (or TMA): they reach the banks
+    # through the L1's fill path, not the shared-memory data pipe (the timing model's
+    # shared-memory term leaves their bytes out; Nsight Compute's data-pipe wavefronts do too)
+    smem_fills: frozenset[str] = frozenset()
 
     @property
     def function(self) -> str:
@@ -466,6 +470,7 @@ class KernelSpec:
 
 
 _MASK = frozenset({"HEAD_DIM", "IS_CAUSAL", "CAUSAL_BOTTOM_RIGHT"})
+_QKV = frozenset({"Q", "K", "V"})  # fa2.cu's cp.async copies into shared memory
 _GEMM = _MASK | {"BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "NUM_WARPS"}
 _SOFTMAX = _MASK | {"SOFTMAX_THREADS", "ROW_IN_SMEM"}
 _TILE = frozenset({"HEAD_DIM", "HEAD_DIM_PAD", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "IS_CAUSAL",
@@ -500,7 +505,8 @@ def _naive(entry: str, args: tuple[str, ...], writes: set[str], defines: frozens
     return KernelSpec(entry, "naive.cu", entry.upper(), args, frozenset(writes), defines,
                       head_dims=BASE_HEAD_DIMS if bwd else None,
                       rules=_gemm_rules if gemm else _no_rules, smem=_gemm_smem if gemm else None,
-                      row_merge=row_merge, loop_issue=_gemm_issue if gemm else None)
+                      row_merge=row_merge, loop_issue=_gemm_issue if gemm else None,
+                      smem_fills=frozenset(args[:2]) if gemm else frozenset())  # A, B: cp.async
 
 
 def _fa1_fwd_smem(d: Defines, e: int) -> int:  # Q_i, K_j, V_j
@@ -636,7 +642,7 @@ _SPECS = [
     KernelSpec("fa2_fwd", "fa2.cu", None, ("Q", "K", "V", "O", "LSE", *_DIMS, "scale"),
                frozenset({"O", "LSE"}), _TILE | {"STAGES", "WINDOW"}, checks=("MODEL_KV_READERS",),
                head_dim_pad=pad_pow2_64, rules=_fa2_fwd_rules, smem=_fa2_fwd_smem,
-               kv_readers=lambda d: max(1, d["NUM_WARPS"])),
+               kv_readers=lambda d: max(1, d["NUM_WARPS"]), smem_fills=_QKV),
     KernelSpec("fa2_bwd_pre", "fa2_bwd.cu", "FA2_BWD_PRE", ("O", "dO", "D", "dQacc", "Nq", "H"),
                frozenset({"D", "dQacc"}), frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}),
                head_dims=BASE_HEAD_DIMS),

@@ -217,7 +217,7 @@ def _fluid(f: _Facts, r: Rates) -> dict[str, np.ndarray]:
     mma, other = _instructions(f.flops, f.alu + f.exps, f.sram, f.wg, f.inst_per_op)
     other = other + f.x_trip * f.total_trips  # beyond the work (KernelPlan.loop_issue)
     return {"tensor": f.flops / (r.tensor * sms), "sfu": f.exps / (r.sfu * sms),
-            "alu": f.alu / (r.alu * sms), "sram": f.sram / (r.sram * sms),
+            "alu": f.alu / (r.alu * sms), "sram": (f.sram - f.fill) / (r.sram * sms),
             "issue": (mma + other) / (r.issue * sms),
             "l2": f.l2_bytes / r.l2, "hbm": f.dram_bytes / r.hbm}
 
@@ -321,11 +321,16 @@ class Trip:
     apart: np.ndarray  # wgmma: 1 where consumer warps' softmax phases overlap (no turns)
 
     @classmethod
-    def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0) -> Trip:
+    def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
+           fill=0.0) -> Trip:
+        """`sram`: shared-memory bytes (one instruction per LDS_BYTES); `fill`: those of them
+        that asynchronous copies write, which the shared-memory pipe does not carry
+        (smem_fill)."""
         wg = r.wgmma
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
-        return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu, sram=sram / r.sram,
+        return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
+                   sram=(sram - fill) / r.sram,
                    issue=(mma + other) / r.issue,
                    dispatch=np.where(wg, 0.0, flops / r.tensor + other * r.inst_cycles / r.issue),
                    warp_mma=mma / warps * r.mma_cycles * cyc,
@@ -406,6 +411,18 @@ def l2_extra(k: KernelPlan) -> float:
     t = k.traffic
     return sum((w - 1.0) * (t.reads.get(n, 0) + t.writes.get(n, 0))
                for n, w in spec.l2_weights(k.defines).items())
+
+
+def smem_fill(k: KernelPlan) -> float:
+    """Shared-memory bytes the kernel's asynchronous copies write (iosim.kernels: its spec's
+    `smem_fills`, the tensors cp.async or TMA loads into shared memory; their two-level reads):
+    they reach the banks through the L1's fill path, not the data pipe that ldmatrix and
+    st.shared take a wavefront (128 bytes) a cycle, so the shared-memory term leaves them out
+    (their instructions are still issued)."""
+    spec = SPECS.get(k.name)
+    if spec is None or not spec.smem_fills:
+        return 0.0
+    return float(sum(k.traffic.reads.get(n, 0) for n in spec.smem_fills))
 
 
 def softmax_apart(k: KernelPlan) -> bool:
@@ -502,12 +519,13 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
-         "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart")
+         "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
+         "fill", "a_fill")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
 EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
-             "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra")
+             "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra", "fill")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams",
              "x_trip", "apart", "pad")
@@ -526,7 +544,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     fixed_r, fixed_w, loop_r, loop_w = _split(k, p) if p is not None else (0, 0, 0, 0)
     ext = (k.ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
            once.alu_flops, k.mask_alu, t.sram, t.hbm_read, t.hbm_write, fixed_r, fixed_w,
-           loop_r, loop_w, l2_extra(k))
+           loop_r, loop_w, l2_extra(k), smem_fill(k))
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
@@ -553,6 +571,7 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
         "steps": steps, "a_flops": (e["flops"] - e["o_flops"]) / steps,
         "a_exps": (e["exps"] - e["o_exps"]) / steps,
         "a_alu": (e["alu"] - e["o_alu"] - e["mask_alu"]) / steps, "a_sram": e["sram"] / steps,
+        "a_fill": e["fill"] / steps,
         "o_flops": e["o_flops"] / ctas, "o_exps": e["o_exps"] / ctas, "o_alu": e["o_alu"] / ctas,
         # ALU ops of a masked trip
         "mask": np.where(total_masked > 0, e["mask_alu"] / np.where(total_masked > 0, total_masked, 1), 0.0),
@@ -712,7 +731,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.stack([f.a_exps, f.a_exps, f.o_exps]),
                     np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
                     np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc,
-                    np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart)
+                    np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart,
+                    np.stack([f.a_fill, f.a_fill, np.zeros(m)]))
     trips = Trip(*(both(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
@@ -760,6 +780,11 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
     fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, shares)), epilogue], q) + fill
+    # a CTA that holds its SM alone (its shared memory admits one CTA an SM) waits, before its
+    # first trip, for its cp.async ring's first stage: a round trip and that stage's bytes
+    # through its port, with no other CTA's trips on the SM to fill the wait
+    ring = (f.policy == POLICIES["async"]) & (f.stages > 1) & (f.total_trips > 0) & (f.occ == 1)
+    fixed = fixed + np.where(ring, r.load_latency + port(f.loop_r / f.steps, 0.0), 0.0)
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
     # out across waves
