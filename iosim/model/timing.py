@@ -413,16 +413,22 @@ def l2_extra(k: KernelPlan) -> float:
                for n, w in spec.l2_weights(k.defines).items())
 
 
+# a warp's cp.async (16 bytes a thread, 512 a warp) takes one 128-byte wavefront of the
+# shared-memory data pipe; its bytes reach the banks through the L1's fill path
+FILL_WAVEFRONT = 128 / 512
+
+
 def smem_fill(k: KernelPlan) -> float:
-    """Shared-memory bytes the kernel's asynchronous copies write (iosim.kernels: its spec's
-    `smem_fills`, the tensors cp.async or TMA loads into shared memory; their two-level reads):
-    they reach the banks through the L1's fill path, not the data pipe that ldmatrix and
-    st.shared take a wavefront (128 bytes) a cycle, so the shared-memory term leaves them out
-    (their instructions are still issued)."""
+    """Shared-memory bytes of the kernel's asynchronous copies (iosim.kernels: its spec's
+    `smem_fills`, the tensors cp.async loads into shared memory; their two-level reads) that the
+    data pipe does not carry: ldmatrix and st.shared take a wavefront (128 bytes) a cycle, a
+    warp's cp.async one wavefront for its 512 bytes, written through the L1's fill path
+    (Nsight Compute's shared-memory wavefronts: tests/test_mechanisms.py); their instructions
+    are issued all the same."""
     spec = SPECS.get(k.name)
     if spec is None or not spec.smem_fills:
         return 0.0
-    return float(sum(k.traffic.reads.get(n, 0) for n in spec.smem_fills))
+    return (1 - FILL_WAVEFRONT) * float(sum(k.traffic.reads.get(n, 0) for n in spec.smem_fills))
 
 
 def softmax_apart(k: KernelPlan) -> bool:
