@@ -627,7 +627,11 @@ _SPECS = [
                ("Q", "K", "V", "Oacc", "O", "L", "M", *_DIMS, "scale"),
                frozenset({"Oacc", "O", "L", "M"}), _TILE | {"SPLIT_ROWS"}, checks=("MODEL_KV_READERS",),
                head_dim_pad=pad_ceil_64, rules=_fa1_fwd_rules, smem=_fa1_fwd_smem,
-               kv_readers=lambda d: d["NUM_WARPS"]),  # each warp's S and P̃V read all of K_j, V_j
+               # each warp's S and P̃V read all of K_j, V_j. Its Q, K, V copies are cp.async
+               # too, but smem_fills is left empty: ncu's wavefronts are within 3% either way
+               # (experiments/fwd_ncu), and with them the small fa1 forwards, whose miss lies
+               # elsewhere, move from 8.6% to 9.0% (validate-small-queued; branch acc13)
+               kv_readers=lambda d: d["NUM_WARPS"]),
     KernelSpec("fa1_bwd_init", "fa1.cu", "FA1_BWD_INIT", ("dQacc", "Nq"), frozenset({"dQacc"}),
                frozenset({"HEAD_DIM", "BLOCK_M"})),
     KernelSpec("fa1_bwd", "fa1.cu", "FA1_BWD",
