@@ -9,6 +9,11 @@
         Nsight Compute (--clock-control none) on the same configurations at N = 2048 (the shared
         pipe, issue, tensor pipe, stalls), then on standard attention's backward at four small
         committed points of experiments/small_new (each kernel's duration and instructions)
+    python3 experiments/acc13_probe/probe.py ncu_small OUT.csv
+        small13's call: the same per-kernel metrics at small committed points of
+        experiments/small_new beyond naive backward at d = 128: naive forward and backward at
+        d = 64, naive forward at d = 128, fa2 and fa3 forward (each kernel's duration against
+        its CTAs' busy time on their SMs: the launch and the kernel's edges)
     python3 experiments/acc13_probe/probe.py once JSON     (ncu's target: one run of one point)
 """
 
@@ -137,5 +142,23 @@ def run_ncu(out: str) -> None:
         print("ok", pt, flush=True)
 
 
+# (schedule, direction, kernels, points (b, h, n, d)), most telling first
+SMALL13 = [("naive", "bwd", "naive_bwd_[a-z]+", [(1, 1, 256, 64), (1, 4, 1024, 64)]),
+           ("naive", "fwd", "naive_[a-z]+", [(1, 1, 256, 64), (1, 1, 1024, 128), (1, 16, 512, 64)]),
+           ("fa2", "fwd", "fa2_fwd", [(1, 1, 256, 64), (1, 16, 1024, 128)]),
+           ("fa3", "fwd", "fa3_fwd", [(1, 1, 256, 64), (1, 16, 1024, 128)])]
+
+
+def run_ncu_small(out: str) -> None:
+    frames = []
+    for s, direction, names, points in SMALL13:
+        for b, h, n, d in points:
+            pt = dict(s=s, b=b, h=h, n=n, d=d, dir=direction)
+            frames.append(ncu(pt, names, NAIVE_METRICS))
+            pd.concat(frames).to_csv(out, index=False)
+            print("ok", pt, flush=True)
+
+
 if __name__ == "__main__":
-    {"time": time_fa2, "ncu": run_ncu, "once": once}[sys.argv[1]](sys.argv[2])
+    {"time": time_fa2, "ncu": run_ncu, "ncu_small": run_ncu_small,
+     "once": once}[sys.argv[1]](sys.argv[2])
