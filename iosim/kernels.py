@@ -347,7 +347,8 @@ def _fa3_fwd_rules(d: Defines) -> list[Rule]:  # fa3.cu's static_asserts
     return [(bm % 64 == 0 and bm <= 192, "--block-m 64, 128 or 192 (one warpgroup per 64 rows)"),
             (w == bm // 16, f"--warps {bm // 16} (block_m / 16: four per warpgroup)"),
             (bn <= 256, "--block-n at most 256"),
-            (not d["FP8_E4M3"] or bn % 32 == 0, "--block-n a multiple of 32 with fp8")]
+            (not d["FP8_E4M3"] or bn % 32 == 0, "--block-n a multiple of 32 with fp8"),
+            (not d.get("PERSISTENT") or not d["IS_CAUSAL"], "a persistent grid without --causal")]
 
 
 def _fa3_fwd_apart(d: Defines) -> bool:
@@ -685,10 +686,12 @@ _SPECS = [
     # fa3.cu with FP8_E4M3=1: e4m3 Q8, K8 (128-byte swizzled panels; 64-byte at d = 64) and
     # Vt8 (panels of 128 keys; 64 or 32 where BLOCK_N is no multiple of 128), per-tile descale
     # factors, bf16 O
+    # PERSISTENT: grid (CTAs, 1, 1), each CTA its tiles round-robin (B: the batch, their count)
     KernelSpec("fa3_fwd_fp8", "fa3.cu", "FP8_E4M3",
-               ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale", "Qs", "Ks", "Vs"),
+               ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale", "Qs", "Ks", "Vs", "B"),
                frozenset({"O", "LSE"}),
-               _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "WINDOW", "LAZY_RESCALE"},
+               _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "WINDOW", "LAZY_RESCALE",
+                                       "PERSISTENT"},
                checks=("MODEL_KV_READERS",), head_dims=(64, 128, 256),
                dtypes=("fp8_e4m3",),
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem,

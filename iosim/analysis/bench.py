@@ -214,6 +214,7 @@ def run(problems: Iterable[Problem], schedules: list[str], peers: list[str], out
             r["dq_bulk"] = pl.main.defines["DQ_BULK"]  # (measured_dq_bulk)
         if pl is not None and "LAZY_RESCALE" in pl.main.defines:  # fa3 fp8 forward's rescale
             r["lazy_rescale"] = pl.main.defines["LAZY_RESCALE"]  # (measured_lazy_rescale)
+            r["persistent"] = pl.main.defines["PERSISTENT"]  # (measured_persistent)
         append(out, r, columns)
         torch.cuda.empty_cache()
     return pd.read_csv(out)

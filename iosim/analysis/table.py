@@ -236,7 +236,7 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
         [x for sh in shapes for x in sh.kin], np.int64)[a]
     acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None]
     dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], gather(a, "reuse"),
-                                        gather(a, "write").astype(bool), ext[:, EXT["ctas"]],
+                                        gather(a, "write").astype(bool), ext[:, EXT["units"]],
                                         slots, l2)
     b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
                      peaks[:, ROOF.index("launch")], periods, np.array(pid, np.int64)[k])

@@ -128,7 +128,8 @@ def repredict(measured: pd.DataFrame, hw: HardwareProfile | None = None) -> pd.D
                     kv_splits=int(given["kv_splits"]) if "kv_splits" in given else None,
                     page_ahead=None if pd.isna(r.page_ahead) else bool(r.page_ahead),
                     dq_bulk=None if pd.isna(r.dq_bulk) else int(r.dq_bulk),
-                    lazy_rescale=None if pd.isna(r.lazy_rescale) else bool(r.lazy_rescale))
+                    lazy_rescale=None if pd.isna(r.lazy_rescale) else bool(r.lazy_rescale),
+                    persistent=None if pd.isna(r.persistent) else bool(r.persistent))
         pred = (_predict_fwd_bwd(r.schedule, fields, prof, r) if r.direction == FWD_BWD else
                 _predict(r.schedule, Problem(**fields, direction=r.direction), prof, t))
         if r.schedule == "decode" and ran and pd.notna(r.kernels):  # the combine's own launch

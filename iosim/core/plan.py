@@ -74,10 +74,19 @@ class KernelPlan:
     # KernelSpec's loop_issue (naive's GEMMs: the address arithmetic of the copies into the
     # ring and of the ldmatrix), in the issue and dispatch terms of the timing model
     loop_issue: float = 0.0
+    # units of work in launch order where each CTA runs several (fa3.cu PERSISTENT: the tiles
+    # of the one-tile grid, handed to grid[0] CTAs round-robin); 0: one a CTA. The L2 model
+    # (iosim.model.memory) counts `reuse` and the bytes a unit brings in these
+    tiles: int = 0
 
     @property
     def ctas(self) -> int:
         return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def units(self) -> int:
+        """Units of work in launch order: `tiles`, else the CTAs."""
+        return self.tiles or self.ctas
 
 
 def ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:

@@ -179,10 +179,21 @@ def measured_lazy_rescale(r) -> bool | None:
     return False if v is None else bool(float(v))
 
 
+def measured_persistent(r) -> bool | None:
+    """Whether a measured fa3 fp8 forward row's kernel ran on a persistent grid (its
+    `persistent`, which the bench records: fa3.cu PERSISTENT); a row without one was measured
+    before it: False. None (the Plan's own) for every other schedule, direction and dtype."""
+    if _cell(r, "schedule") != "fa3" or _cell(r, "direction") != "fwd" \
+            or _cell(r, "dtype") != "fp8_e4m3":
+        return None
+    v = _cell(r, "persistent")
+    return False if v is None else bool(float(v))
+
+
 # which kernel a measured row ran where the Plan has changed since (None: the Plan's own): a
 # join key of validate's, so that rows of two kernels of one problem meet their own predictions
 RAN_COLUMNS = {"page_ahead": measured_page_ahead, "dq_bulk": measured_dq_bulk,
-               "lazy_rescale": measured_lazy_rescale}
+               "lazy_rescale": measured_lazy_rescale, "persistent": measured_persistent}
 
 
 def ran_columns(df: pd.DataFrame) -> dict[str, list]:
@@ -345,5 +356,5 @@ def read_rows(path: str | Path, required: Sequence[str] = PROBLEM_COLUMNS) -> pd
     return df
 
 
-__all__ = ["RAN_COLUMNS", "ran_columns", "measured_dq_bulk", "measured_lazy_rescale", "measured_page_ahead", "QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
+__all__ = ["RAN_COLUMNS", "ran_columns", "measured_dq_bulk", "measured_lazy_rescale", "measured_page_ahead", "measured_persistent", "QUANT_COLUMNS", "DET_COLUMNS", "OPTION_COLUMNS", "POINT_COLUMNS", "point_key", "option_fields", "quant_fields", "COUNT_COLUMNS", "FWD_BWD", "MEASURED_COLUMNS", "PREDICTION_COLUMNS", "problem_fields", "MEASURED_NEEDS", "PREDICTED_NEEDS", "PROBLEM_COLUMNS",
            "normalize", "read_rows", "require_columns"]

@@ -36,7 +36,7 @@ FLEX_RECOMPILES = 256  # shapes one run may compile it for (dynamo's default fal
 EXTRA_COLUMNS = ["seed", "err_bound", "ref_err_same_dtype", "hbm_floor_ms", "floor_ratio", "cublas_ms",
                  # decode (iosim.analysis.bench): the K/V bytes, the split count run and forced,
                  # the time with the launches queued ahead and its fraction of the HBM floor
-                 "kv_bytes", "splits", "kv_splits", "page_ahead", "dq_bulk", "lazy_rescale", "time_queued_ms", "floor_ratio_queued",
+                 "kv_bytes", "splits", "kv_splits", "page_ahead", "dq_bulk", "lazy_rescale", "persistent", "time_queued_ms", "floor_ratio_queued",
                  "copy_bw_bytes_per_s", "sm_clock_mhz", "mem_clock_mhz", "driver", "ncu_kernels",
                  # a Plan of several kernels (fp8: quantisation, then attention): the attention
                  # kernel alone (what the FA3 paper times), and the others'

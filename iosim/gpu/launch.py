@@ -67,7 +67,7 @@ def paged_cache(torch, p, k, v) -> dict:
 def scalars(p) -> dict:
     """The scalar arguments of every entry (int32 sizes, float32 softmax scale)."""
     return {"Nq": np.int32(p.seqlen_q), "Nk": np.int32(p.seqlen_k), "H": np.int32(p.heads),
-            "KVH": np.int32(p.kv_heads), "scale": np.float32(p.scale)}
+            "KVH": np.int32(p.kv_heads), "scale": np.float32(p.scale), "B": np.int32(p.batch)}
 
 
 @dataclass

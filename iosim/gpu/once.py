@@ -17,9 +17,9 @@ def main(arg: str) -> None:
     torch = require_gpu()
     hw, s, seed = load(a.pop("hw")), a.pop("schedule"), a.pop("seed")
     # decode's forced split count, fa3 backward's dQ reduction (DQ_BULK), fa3 fp8's lazy
-    # rescale, if any
+    # rescale and persistent grid, if any
     tiles = Tiles(kv_splits=a.pop("kv_splits", None), dq_bulk=a.pop("dq_bulk", None),
-                  lazy_rescale=a.pop("lazy_rescale", None))
+                  lazy_rescale=a.pop("lazy_rescale", None), persistent=a.pop("persistent", None))
     p = Problem(**a)
     q, k, v = inputs(torch, p, seed)
     if p.direction is Direction.bwd:  # the forward runs first, then the backward's kernels

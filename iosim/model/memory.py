@@ -2,7 +2,8 @@
 and dram__bytes_write.sum report), from a Plan's two-level counts.
 
 The specification is docs/model.md, "DRAM". In short, per kernel, starting from a cold L2:
-compulsory reads once; a re-read of a tile loaded Δ CTAs earlier (`KernelPlan.reuse`) hits
+compulsory reads once; a re-read of a tile loaded Δ CTAs earlier (`KernelPlan.reuse`; a
+persistent grid's CTAs run several tiles each: Δ counts tiles, KernelPlan.units) hits
 when both ran in the same wave or the bytes loaded in between fit in the usable L2
 (`l2_bytes` x `efficiency.l2_capacity`), else with probability L2 / those bytes; writes reach
 DRAM less the dirty lines the L2 still holds at the end. Reads never fall below the compulsory
@@ -83,7 +84,7 @@ def _dram(jobs: list[tuple[KernelPlan, HardwareProfile, dict[str, int]]]) -> lis
                 size.append(sz[n])
                 reuse.append(k.reuse.get(n, 0))
                 write.append(is_write)
-        ctas.append(k.ctas)
+        ctas.append(k.units)  # a persistent grid's tiles: what `reuse` counts
         slots.append(ctas_per_sm(k, hw) * hw.sm_count)
         l2s.append(hw.l2_bytes * hw.efficiency.l2_capacity)
     read, written = dram_arrays(np.array(kin, np.int64), np.array(count, np.float64),

@@ -23,7 +23,8 @@ ALL = [s for s in SCHEDULES if s != "decode"]
 
 
 # the schedules whose Plans also choose something from batch x heads: that choice (`layout`)
-LAYOUTS = {"fa1": fa1.layout, "decode": decode.shape_layout, "standard": standard.layout}
+LAYOUTS = {"fa1": fa1.layout, "decode": decode.shape_layout, "standard": standard.layout,
+           "fa3": fa3.layout}
 # the schedules whose counts are affine, not proportional, in batch x kv_heads: the papers'
 # PyTorch baseline builds its causal mask once (Nq x Nk), whatever the batch and heads
 AFFINE = {"standard"}

@@ -56,6 +56,9 @@ class Tiles:
     # fa3's fp8 forward with the lazy rescale (fa3.cu LAZY_RESCALE; None: the Plan's, by
     # head_dim). Not a tuning knob: it replays a measured row's kernel (`measured_lazy_rescale`).
     lazy_rescale: bool | None = None
+    # fa3's fp8 forward on a persistent grid (fa3.cu PERSISTENT; None: the Plan's, by head_dim,
+    # non-causal). Not a tuning knob: it replays a measured row's kernel (`measured_persistent`).
+    persistent: bool | None = None
 
 
 def blocks(n: int, b: int) -> np.ndarray:

@@ -45,7 +45,7 @@ from dataclasses import replace
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.plan import KernelPlan, Plan
+from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
 from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import DQ_WRITER, FA3_BWD_STATIC_SMEM, SPECS, fa3_bwd_consumers, kernel_defines, source
@@ -63,6 +63,10 @@ FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 192, 8, 2), 256: (128, 128, 8
 # multiplies per S element, measured faster at N = 4096, 8192, 16384 in interleaved rounds
 # (experiments/fp8/h100/speed12/round1); at d = 128 not (0.99 at each N)
 FP8_LAZY_RESCALE = {64: 0, 128: 0, 256: 1}
+# fp8 e4m3, non-causal: fa3.cu's persistent grid (PERSISTENT: a CTA per resident slot, each
+# taking tiles round-robin; the next tile's Q and K/V load under this one's last trip and
+# epilogue) by head_dim (experiments/fp8/h100/speed13)
+FP8_PERSISTENT = {64: 1, 128: 1, 256: 1}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
 # unit a consumer; d = 256: two, in the ring slot). Not 3 (one unit shared in turn, d = 64):
@@ -117,10 +121,17 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=0)
         k = replace(k, threads=threads, regs_per_thread=budget(threads),
                     defines=kernel_defines(k.name, **values), tile_trips=whole_tiles(p, k))
-        ks.append(fp8_attention(p, k, t.lazy_rescale) if fp8 else k)
+        ks.append(fp8_attention(p, k, t.lazy_rescale, t.persistent, hw) if fp8 else k)
     if fp8 and p.fp8_scaling is not Fp8Scaling.given:
         ks[:0] = quant_kernels(p, ks[0].block_m, ks[0].block_n)
     return replace(pl, kernels=tuple(ks))
+
+
+def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple[int, ...]:
+    """What of fa3's Plan depends on batch x heads besides the counts that grow with it: the
+    persistent fp8 forward's grid (fp8_persistent: as many CTAs as the GPU holds, at most the
+    tiles, each its share of them), so each (batch, heads) is its own shape; () otherwise."""
+    return (p.batch, p.heads) if fp8_persistent(p, t.persistent) else ()
 
 
 def whole_tiles(p: Problem, k: KernelPlan) -> np.ndarray:
@@ -166,18 +177,21 @@ def deterministic(p: Problem, k: KernelPlan, values: dict[str, int]) -> KernelPl
                    defines=kernel_defines("fa3_bwd_det", **values))
 
 
-def fp8_attention(p: Problem, k: KernelPlan, lazy: bool | None = None) -> KernelPlan:
+def fp8_attention(p: Problem, k: KernelPlan, lazy: bool | None = None,
+                  persistent: bool | None = None, hw: HardwareProfile | None = None) -> KernelPlan:
     """fa3.cu's FP8 entry: the e4m3 copies read where the bf16 kernel reads Q, K, V (its counts
     at 1 byte an element), O written in bf16 (2 bytes), the descale factors read (a Q factor a
     CTA, K_j's and V_j's a trip, by the producer; counted once per CTA and tile). `lazy`: the
     lazy rescale (None: FP8_LAZY_RESCALE's): O is rescaled on a row's first trip only (its max
     then moves from -inf; later jumps past 2^8 are taken to be rare, as on random inputs), each
     trip tests alpha and scales the row sum back (2 a row); the producer's warp reads the V
-    factors once more for their largest."""
+    factors once more for their largest. `persistent` (None: FP8_PERSISTENT's, non-causal
+    only; needs `hw`): persistent_grid."""
     d = k.defines["HEAD_DIM"]
     lazy = bucket(FP8_LAZY_RESCALE, d) if lazy is None else int(lazy)
+    persistent = fp8_persistent(p, persistent)
     values = {n: v for n, v in k.defines.items() if n in SPECS["fa3_fwd_fp8"].defines}
-    values["LAZY_RESCALE"] = lazy
+    values.update(LAZY_RESCALE=lazy, PERSISTENT=int(persistent))
     t = k.traffic
     bm = BlockMap.of(p, k.block_m, k.block_n)
     tq, trips = k.ctas, bm.pairs * p.bh
@@ -188,8 +202,48 @@ def fp8_attention(p: Problem, k: KernelPlan, lazy: bool | None = None) -> Kernel
     if lazy:  # the per-trip rescale of O (d a row a trip, fa2_fwd) left to each row's first
         sr = bm.sum_r() * p.bh
         work = replace(work, alu_flops=work.alu_flops - (sr - p.seqlen_q * p.bh) * d + 2 * sr)
-    return replace(k, name="fa3_fwd_fp8", traffic=Traffic(reads, writes, t.sram), work=work,
-                   source=source("fa3_fwd_fp8"), defines=kernel_defines("fa3_fwd_fp8", **values))
+    k = replace(k, name="fa3_fwd_fp8", traffic=Traffic(reads, writes, t.sram), work=work,
+                source=source("fa3_fwd_fp8"), defines=kernel_defines("fa3_fwd_fp8", **values))
+    return persistent_grid(k, hw) if persistent else k
+
+
+def fp8_persistent(p: Problem, persistent: bool | None = None) -> bool:
+    """Whether fa3's Plan for `p` runs the fp8 forward on a persistent grid: `persistent` as
+    given (a measured row's), else FP8_PERSISTENT's by head_dim, non-causal only. Its CTAs do
+    not grow with batch x heads (schedules.shape: such a Plan is a shape of its own)."""
+    if p.dtype is not Dtype.fp8_e4m3 or p.direction is not Direction.fwd:
+        return False
+    if persistent is not None:
+        return bool(persistent)
+    return not p.causal and p.head_dim <= max(FP8_PERSISTENT) and bool(bucket(FP8_PERSISTENT, p.head_dim))
+
+
+def persistent_grid(k: KernelPlan, hw: HardwareProfile | None) -> KernelPlan:
+    """fa3.cu PERSISTENT: grid (G, 1, 1), G = the resident CTAs of the whole GPU (at most the
+    tiles); CTA c runs tiles c, c + G, ... of the launch order the one-tile grid has (query
+    tile fastest, then head, then batch), so each CTA's trips (and masked trips, whole tiles)
+    are the sum of its tiles'. Its tiles' Q and O go through the loop (`streamed`): the producer
+    loads a tile's Q while the tile before runs, and O is stored as the next tile starts, so
+    neither is a once-per-CTA phase; the pipeline fills once per CTA. The L2 model counts
+    tiles (KernelPlan.tiles): G of them run at once, in the one-tile grid's order."""
+    if hw is None:
+        raise InputError("fa3's persistent fp8 kernel needs the hardware profile (its SM count)")
+    n_tiles, tq = k.ctas, k.grid[0]
+    g = min(n_tiles, hw.sm_count * ctas_per_sm(k, hw))
+    x = np.arange(n_tiles) % tq  # each tile's CTA along x in the one-tile grid
+
+    def per_cta(a: np.ndarray | None) -> np.ndarray | None:
+        if a is None:
+            return None
+        a = np.asarray(a)
+        vals = a[x] if len(a) == tq else np.full(n_tiles, a[0])
+        out = np.bincount(np.arange(n_tiles) % g, weights=vals.astype(np.float64), minlength=g)
+        out = out.astype(a.dtype) if np.issubdtype(a.dtype, np.integer) else out
+        return out[:1] if np.all(out == out[0]) else out
+
+    return replace(k, grid=(g, 1, 1), trips=per_cta(k.trips), tile_trips=per_cta(k.tile_trips),
+                   masked=per_cta(k.masked), streamed=(*k.streamed, "Q8", "Qs", "O", "LSE"),
+                   tiles=n_tiles)
 
 
 def quant_counts(p: Problem, bm: int, bn: int, per_tensor_pass: bool | None) -> tuple[Traffic, Work]:

@@ -41,9 +41,10 @@ def option(name: str) -> str:
 
 def check_values(t: Tiles) -> None:
     """Each given knob is a positive whole number; block sizes multiples of 16 (the MMA tile).
-    (`page_ahead`, `dq_bulk` and `lazy_rescale` replay a measured row's kernel: not knobs.)"""
+    (`page_ahead`, `dq_bulk`, `lazy_rescale` and `persistent` replay a measured row's kernel:
+    not knobs.)"""
     for name, v in given(t).items():
-        if name in ("page_ahead", "dq_bulk", "lazy_rescale"):
+        if name in ("page_ahead", "dq_bulk", "lazy_rescale", "persistent"):
             continue
         if v < 1:
             raise InputError(f"{option(name)} {v}: must be at least 1")
