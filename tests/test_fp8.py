@@ -253,3 +253,51 @@ def test_rows_record_and_replay_the_lazy_rescale():
     assert measured_lazy_rescale(r | {"direction": "bwd"}) is None
     assert measured_lazy_rescale(r | {"schedule": "fa2"}) is None
     assert "lazy_rescale" in RAN_COLUMNS
+
+
+def test_fp8_non_causal_plans_the_persistent_grid():
+    """fa3.cu PERSISTENT: grid (G, 1, 1), G = the resident CTAs (at most the tiles), CTA c
+    running tiles c, c + G, ...: its trips are the sum of its tiles', all tiles' trips kept;
+    causal problems and Tiles(persistent=False) keep the one-tile grid."""
+    for d, n in ((64, 4096), (128, 8192), (256, 4096)):
+        p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d, dtype="fp8_e4m3")
+        pl, one = plan("fa3", p, H100), plan("fa3", p, H100, Tiles(persistent=False))
+        k, k1 = pl.main, one.main
+        assert (k.defines["PERSISTENT"], k1.defines["PERSISTENT"]) == (1, 0)
+        assert k1.grid == (-(-n // k.block_m), p.heads, p.batch) and k1.tiles == 0
+        assert k.grid == (min(k1.ctas, H100.sm_count), 1, 1) and k.tiles == k1.ctas > k.grid[0]
+
+        def total(k, a):
+            return float(np.sum(a) * k.ctas / len(a))
+
+        assert total(k, k.tile_trips) == pytest.approx(total(k1, k1.tile_trips))
+        assert total(k, k.trips) == pytest.approx(total(k1, k1.trips))
+        assert k.traffic == k1.traffic and k.work == k1.work
+        assert {"Q8", "O"} <= set(k.streamed) and not k1.streamed
+        causal = plan("fa3", p.model_copy(update={"causal": True}), H100).main
+        assert causal.defines["PERSISTENT"] == 0 and causal.grid[1:] == (p.heads, p.batch)
+    with pytest.raises(InputError, match="persistent grid without --causal"):
+        plan("fa3", p.model_copy(update={"causal": True}), H100, Tiles(persistent=True), check=True)
+
+
+def test_rows_record_and_replay_the_persistent_grid():
+    from iosim.core.rows import RAN_COLUMNS, measured_persistent
+
+    r = {"schedule": "fa3", "direction": "fwd", "dtype": "fp8_e4m3"}
+    assert measured_persistent(r) is False and measured_persistent(r | {"persistent": 1.0}) is True
+    assert measured_persistent(r | {"dtype": "bf16"}) is None
+    assert measured_persistent(r | {"schedule": "fa2"}) is None
+    assert "persistent" in RAN_COLUMNS
+
+
+def test_persistent_plans_are_their_own_shape():
+    """The persistent grid's CTAs do not grow with batch x heads: predict's batch of problems
+    (one template a shape) gives each problem the row it gets planned alone. (12 heads: 132
+    CTAs are a whole number per (batch, K/V head) pair, so only fa3.layout keeps a template of
+    the first problem from scaling them.)"""
+    from iosim.analysis.predict import predict_many
+
+    ps = [Problem(batch=b, heads=12, seqlen_q=4096, head_dim=128, dtype="fp8_e4m3") for b in (1, 2, 4)]
+    got = predict_many(ps, H100, ["fa3"]).time_pred_ms.tolist()
+    alone = [row(plan("fa3", p, H100), H100)["time_pred_ms"] for p in ps]
+    assert got == pytest.approx(alone, rel=1e-9)

@@ -74,3 +74,26 @@ def test_outlier_inputs_fp8_kernels_agree_with_their_emulation(env):
         if name != "bf16 fa3":  # each fp8 kernel within 2x of its emulation's RMSE, above bf16
             assert r[name] <= 2 * r[f"{name} (emulated)"], r
             assert r["bf16 fa3"] < r[name], r
+
+
+# the persistent grid (non-causal, fa3.cu PERSISTENT) with more tiles than CTAs, so that a CTA
+# runs several: ragged N (the last tile of each head masked), GQA, at each head_dim (d = 256:
+# the lazy rescale, whose largest V factor changes from tile to tile)
+PERSISTENT_CASES = [(4, 8, 2, 2000, 1900, 256), (3, 6, 3, 3000, 2900, 128), (2, 8, 4, 2500, 2500, 64)]
+
+
+@pytest.mark.parametrize("case", PERSISTENT_CASES)
+def test_fp8_persistent_grid_runs_several_tiles_a_cta(env, case):
+    from iosim.gpu.launch import Launcher
+
+    torch, hw, bench = env
+    b, h, kvh, nq, nk, d = case
+    p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d, dtype="fp8_e4m3")
+    pl = plan("fa3", p, hw)
+    k = pl.main
+    assert k.defines["PERSISTENT"] == 1 and k.grid[1:] == (1, 1) and k.tiles > k.grid[0], (k.grid, k.tiles)
+    q, kk, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little") >> 1)
+    ref, lse, same, s_max = bench.reference(torch, q, kk, v, p, (k.block_m, k.block_n))
+    bound = bench.error_bound("fa3", p, same, s_max)
+    err, ok = bench.check(torch, Launcher(pl, q, kk, v), ref, lse, bound)
+    assert ok, f"persistent fp8 {case}: error {err:.3g} over bound {bound:.3g} (emulated {same:.3g})"

@@ -145,3 +145,22 @@ def test_block_map_closed_forms_match_the_matrices(nq, nk, causal, bm, bn, botto
     assert b.pairs == int(visit.sum()) and b.kv_rows_loaded() == int(c[visit.any(0)].sum())
     assert b.rows_visited() == int(r[visit.any(1)].sum())
     assert b.diag_pairs() == int(diag.sum()) and (b.r == r).all() and (b.c == c).all()
+
+
+def test_persistent_grid_moves_the_dram_bytes_of_its_tiles():
+    """fa3's persistent fp8 forward (KernelPlan.tiles): its 132 CTAs run the one-tile grid's
+    tiles in the same order, 132 at a time, so the L2 sees what it sees with one tile a CTA;
+    counting a CTA's bytes (all its tiles') as one unit would push the re-read K/V out of L2."""
+    from iosim.analysis.predict import row
+    from iosim.schedules import Tiles
+
+    hw = PROFILES["h100-sxm5-80gb"]
+    for d in (128, 256):
+        p = Problem(batch=4, heads=2048 // d, seqlen_q=4096, head_dim=d, dtype=Dtype.fp8_e4m3)
+        pl, one = plan("fa3", p, hw), plan("fa3", p, hw, Tiles(persistent=False))
+        assert pl.main.tiles == one.main.ctas > pl.main.ctas
+        assert memory.estimate(pl, hw) == memory.estimate(one, hw)
+        r, r1 = row(pl, hw), row(one, hw)  # the batched path (iosim.analysis.table)
+        assert (r["dram_read_bytes"], r["dram_write_bytes"]) == (r1["dram_read_bytes"], r1["dram_write_bytes"])
+        k8 = pl.main.traffic.reads["K8"]  # re-read by every query tile of a head
+        assert memory.estimate(pl, hw)[-1].read < 0.25 * k8

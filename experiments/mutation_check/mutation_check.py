@@ -115,6 +115,12 @@ MUTATIONS = [
       "    return max(times, key=lambda t: t.seconds).busiest",
       "out.group_bound = [LIMITS[busiest[a + int(np.argmax(out.seconds[a:e]))]]\n"
       "                           for a, e in zip(starts, np.append(starts[1:], n))]")),
+    ("fa3 fp8 persistent grid: the L2 model counts CTAs, not tiles", "iosim/model/memory.py",
+     "ctas.append(k.units)", "ctas.append(k.ctas)"),
+    ("fa3 fp8 persistent grid: the batched L2 model counts CTAs, not tiles", "iosim/analysis/table.py",
+     'ext[:, EXT["units"]],', 'ext[:, EXT["ctas"]],'),
+    ("fa3 fp8 persistent grid: each CTA's Q and O in a once-per-CTA phase", "iosim/schedules/fa3.py",
+     'streamed=(*k.streamed, "Q8", "Qs", "O", "LSE"),', "streamed=k.streamed,"),
 ]
 
 
