@@ -132,6 +132,11 @@
 #if PERSISTENT && IS_CAUSAL
 #error "PERSISTENT is non-causal only (tiles of unequal length, handed out round-robin, would leave SMs idle; and its factor warp spills there)"
 #endif
+// FP8: who writes each stage's descale factors: the copying thread, or (FACTOR_WARP: with the
+// lazy rescale, whose scan of the V factors would hold Q's copy back, and with PERSISTENT,
+// whose copying loop over tiles leaves its 24 registers none for them) the producer's warp 1.
+// Measured: warp 1 at d = 128 without either, 2% slower (experiments/fp8/h100/speed13/round1).
+#define FACTOR_WARP (FP8_E4M3 && (LAZY_RESCALE || PERSISTENT))
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
 #endif
@@ -447,8 +452,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         mbar_init(bar(BAR_Q), 1);
         mbar_init(bar(BAR_EMPTY_Q), 4 * NC);  // one arrival per consumer warp
         for (int s = 0; s < NS; ++s) {
-            mbar_init(bar(BAR_FULL_K + s), 1 + FP8_E4M3);  // FP8: the factors' warp arrives too
-            mbar_init(bar(BAR_FULL_V + s), 1 + FP8_E4M3);
+            mbar_init(bar(BAR_FULL_K + s), 1 + FACTOR_WARP);  // the factors' warp arrives too
+            mbar_init(bar(BAR_FULL_V + s), 1 + FACTOR_WARP);
             mbar_init(bar(BAR_EMPTY_K + s), 4 * NC);  // one arrival per consumer warp
             mbar_init(bar(BAR_EMPTY_V + s), 4 * NC);
         }
@@ -458,8 +463,9 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
     if (wg == 0) {
         // ------------------------------------------------------------ producer: thread 0
-        // issues the copies; FP8: warp 1 writes each stage's descale factors and arrives on
-        // its full barriers too (two programs of a few registers each: the producer keeps 24)
+        // issues the copies and (FP8) writes each stage's descale factors before its
+        // expect_tx arrival; FACTOR_WARP: warp 1 writes them and arrives on the full barriers
+        // too (two programs of a few registers each: the producer keeps 24)
         setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             const Sched S = sched();
@@ -472,6 +478,10 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             for (int t = S.t_first; t < S.n_tiles; t += grid_step(S), ++it) {
                 const TileOf T = tile_of(t, S.tq);
                 const int kv_head = T.b * KVH + T.h / (H / KVH);
+#if FP8_E4M3 && !FACTOR_WARP
+                const float sl2_q = scale * IOSIM_LOG2E * Qs[(size_t)(T.b * H + T.h) * S.tq + T.m_block];
+                const int kv_off = kv_head * ((Nk + BN - 1) / BN);
+#endif
                 // Q of this tile once the consumers' last S GEMM of the one before has read it
                 mbar_wait(bar(BAR_EMPTY_Q), ((u32)it & 1u) ^ 1u);
                 mbar_expect_tx(bar(BAR_Q), Q_BYTES);
@@ -483,12 +493,19 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                     const int s = g % NS;
                     const u32 ph = (u32)(g / NS) & 1u;
                     mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
+#if FP8_E4M3 && !FACTOR_WARP
+                    fac_sl2[s] = sl2_q * Ks[kv_off + j];
+#endif
                     mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
 #pragma unroll
                     for (int p = 0; p < PANELS; ++p)
                         tma_load_3d(sK + s * KV_BYTES + p * KV_PANEL, &tmK, bar(BAR_FULL_K + s),
                                     PANEL * p, j * BN, kv_head);
                     mbar_wait(bar(BAR_EMPTY_V + s), ph ^ 1u);
+#if FP8_E4M3 && !FACTOR_WARP
+                    fac_v[s] = Vs[kv_off + j];
+                    fac_vr[s] = j > T.n_first ? Vs[kv_off + j - 1] / Vs[kv_off + j] : 1.f;
+#endif
                     mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
 #if FP8_E4M3
 #pragma unroll
@@ -505,7 +522,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 if (!PERSISTENT) break;  // one tile (the compiler keeps its values unlooped)
             }
         }
-#if FP8_E4M3
+#if FACTOR_WARP
         if (threadIdx.x / 32 == 1) {
             const int lane = threadIdx.x % 32;
             const Sched S = sched();

@@ -258,10 +258,12 @@ def test_rows_record_and_replay_the_lazy_rescale():
 def test_fp8_non_causal_plans_the_persistent_grid():
     """fa3.cu PERSISTENT: grid (G, 1, 1), G = the resident CTAs (at most the tiles), CTA c
     running tiles c, c + G, ...: its trips are the sum of its tiles', all tiles' trips kept;
+    the Plan's at d = 256 (FP8_PERSISTENT: measured faster there, slower at d = 64, 128);
     causal problems and Tiles(persistent=False) keep the one-tile grid."""
     for d, n in ((64, 4096), (128, 8192), (256, 4096)):
         p = Problem(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d, dtype="fp8_e4m3")
-        pl, one = plan("fa3", p, H100), plan("fa3", p, H100, Tiles(persistent=False))
+        pl, one = plan("fa3", p, H100, Tiles(persistent=True)), plan("fa3", p, H100, Tiles(persistent=False))
+        assert plan("fa3", p, H100).main.defines["PERSISTENT"] == int(d == 256)
         k, k1 = pl.main, one.main
         assert (k.defines["PERSISTENT"], k1.defines["PERSISTENT"]) == (1, 0)
         assert k1.grid == (-(-n // k.block_m), p.heads, p.batch) and k1.tiles == 0
@@ -292,12 +294,12 @@ def test_rows_record_and_replay_the_persistent_grid():
 
 def test_persistent_plans_are_their_own_shape():
     """The persistent grid's CTAs do not grow with batch x heads: predict's batch of problems
-    (one template a shape) gives each problem the row it gets planned alone. (12 heads: 132
+    (one template a shape) gives each problem the row it gets planned alone. (12 heads, d = 256, the persistent grid: 132
     CTAs are a whole number per (batch, K/V head) pair, so only fa3.layout keeps a template of
     the first problem from scaling them.)"""
     from iosim.analysis.predict import predict_many
 
-    ps = [Problem(batch=b, heads=12, seqlen_q=4096, head_dim=128, dtype="fp8_e4m3") for b in (1, 2, 4)]
+    ps = [Problem(batch=b, heads=12, seqlen_q=4096, head_dim=256, dtype="fp8_e4m3") for b in (1, 2, 4)]
     got = predict_many(ps, H100, ["fa3"]).time_pred_ms.tolist()
     alone = [row(plan("fa3", p, H100), H100)["time_pred_ms"] for p in ps]
     assert got == pytest.approx(alone, rel=1e-9)

@@ -12,7 +12,7 @@ import pytest
 
 from iosim.core.hardware import load
 from iosim.core.problem import Problem
-from iosim.schedules import plan
+from iosim.schedules import Tiles, plan
 
 pytestmark = pytest.mark.gpu
 
@@ -89,7 +89,7 @@ def test_fp8_persistent_grid_runs_several_tiles_a_cta(env, case):
     torch, hw, bench = env
     b, h, kvh, nq, nk, d = case
     p = Problem(batch=b, heads=h, kv_heads=kvh, seqlen_q=nq, seqlen_k=nk, head_dim=d, dtype="fp8_e4m3")
-    pl = plan("fa3", p, hw)
+    pl = plan("fa3", p, hw, Tiles(persistent=True))  # (the Plan's at d = 256)
     k = pl.main
     assert k.defines["PERSISTENT"] == 1 and k.grid[1:] == (1, 1) and k.tiles > k.grid[0], (k.grid, k.tiles)
     q, kk, v = bench.inputs(torch, p, seed=int.from_bytes(os.urandom(4), "little") >> 1)

@@ -157,7 +157,7 @@ def test_persistent_grid_moves_the_dram_bytes_of_its_tiles():
     hw = PROFILES["h100-sxm5-80gb"]
     for d in (128, 256):
         p = Problem(batch=4, heads=2048 // d, seqlen_q=4096, head_dim=d, dtype=Dtype.fp8_e4m3)
-        pl, one = plan("fa3", p, hw), plan("fa3", p, hw, Tiles(persistent=False))
+        pl, one = plan("fa3", p, hw, Tiles(persistent=True)), plan("fa3", p, hw, Tiles(persistent=False))
         assert pl.main.tiles == one.main.ctas > pl.main.ctas
         assert memory.estimate(pl, hw) == memory.estimate(one, hw)
         r, r1 = row(pl, hw), row(one, hw)  # the batched path (iosim.analysis.table)

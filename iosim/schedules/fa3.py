@@ -65,8 +65,9 @@ FWD_TILES_FP8 = {64: (192, 128, 12, 2), 128: (128, 192, 8, 2), 256: (128, 128, 8
 FP8_LAZY_RESCALE = {64: 0, 128: 0, 256: 1}
 # fp8 e4m3, non-causal: fa3.cu's persistent grid (PERSISTENT: a CTA per resident slot, each
 # taking tiles round-robin; the next tile's Q and K/V load under this one's last trip and
-# epilogue) by head_dim (experiments/fp8/h100/speed13)
-FP8_PERSISTENT = {64: 1, 128: 1, 256: 1}
+# epilogue) by head_dim: beside the session-12 kernel in interleaved rounds, faster at d = 256
+# (N = 4096, 8192; even at 16384), slower at d = 128 and d = 64 (experiments/fp8/h100/speed13/round1)
+FP8_PERSISTENT = {64: 0, 128: 0, 256: 1}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
 # unit a consumer; d = 256: two, in the ring slot). Not 3 (one unit shared in turn, d = 64):

@@ -27,7 +27,7 @@ for step in ${STEPS//,/ }; do
   variants) [ $ok = 1 ] || continue
             cp experiments/fp8/speed13/fa3_s12.cu kernels/fa3_s12.cu
             timeout "${VLIMIT:-200}" python3 experiments/fp8/speed13/variants.py "$D/variants.csv" \
-              --set "${SET:-round1}" --rounds "${ROUNDS:-6}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log"
+              --set "${SET:-round2}" --rounds "${ROUNDS:-6}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log"
             rm -f kernels/fa3_s12.cu ;;
   grid) [ $ok = 1 ] || continue
         OUT=$OUT STEPS=grid GRID_DTYPE=fp8_e4m3,bf16 GRID_D="${GRID_D:-256,128,64}" GRID_CAUSAL=false \
