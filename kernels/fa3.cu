@@ -43,9 +43,7 @@
 //   * Warp specialisation: warpgroup 0 is the producer: one thread issues TMA copies
 //     (cp.async.bulk.tensor) of Q once and of K_j, V_j into a STAGES-deep ring, each completing
 //     on a "full" mbarrier with its byte count; consumers free a slot by arriving on its "empty"
-//     mbarrier. FP8: the producer's warp 1 writes each stage's descale factors and arrives on
-//     the stage's full barrier too (count 2), so that Q's copy is issued before the factors
-//     are read. setmaxnreg hands the producer's registers to the consumers.
+//     mbarrier. setmaxnreg hands the producer's registers to the consumers.
 //   * Consumer warpgroups of 64 query rows each run S = Q K_j^T with wgmma m64nBLOCK_Nk16 (Q and
 //     K from shared memory through descriptors) and O += P V_j with wgmma m64nHEAD_DIMk16 (P from
 //     registers: the S accumulators are in the mma.sync layout per warp, so fa2's online softmax
@@ -116,13 +114,18 @@
 #if LAZY_RESCALE && !FP8_E4M3
 #error "LAZY_RESCALE is fa3_fwd_fp8's (FP8_E4M3=1)"
 #endif
-// PERSISTENT=1 (FP8 only; 0 when not defined): grid (G, 1, 1), G = the SMs' resident CTAs at
-//   most; CTA x runs tiles x, x + G, ... of the linear order (query tile fastest, reversed;
-//   then head, then batch: the B argument gives the count). The producer loads a tile's Q once
-//   the consumers' last S GEMM of the tile before has read Q (an "empty" mbarrier), and its
-//   K/V trips continue the ring, so the next tile's loads run under this one's last softmax,
-//   P V and epilogue (O is stored from registers). Without it, a CTA a tile and the copies
-//   of a CTA's first tiles wait for nothing but the launch.
+// PERSISTENT=1 (FP8 non-causal only; 0 when not defined): grid (G, 1, 1), G = the SMs'
+//   resident CTAs at most; CTA x runs tiles x, x + G, ... of the one-tile grid's order (query
+//   tile fastest, reversed; then head, then batch: the B argument gives the count). The
+//   producer's thread 0 loads a tile's Q once the consumers' last S GEMM of the tile before
+//   has read Q (an "empty" mbarrier) and continues the K/V ring across tiles, so the next
+//   tile's loads run under this one's last softmax, P V and epilogue (O is stored from
+//   registers); its warp 1 writes each stage's descale factors (and scans the tile's V factors
+//   for the lazy rescale, while Q's copy is under way) and arrives on the stage's full barrier
+//   too (count 2): one thread doing both spills at 24 registers. A body of its own (below):
+//   PERSISTENT=0 compiles to the session-12 kernel's SASS, instruction for instruction.
+//   Measured (experiments/fp8/h100/speed13): faster at d = 256 (N = 4096, 8192), slower at
+//   d = 64 and 128; the Plan takes it at d = 256 (iosim/schedules/fa3.py FP8_PERSISTENT).
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
@@ -132,11 +135,6 @@
 #if PERSISTENT && IS_CAUSAL
 #error "PERSISTENT is non-causal only (tiles of unequal length, handed out round-robin, would leave SMs idle; and its factor warp spills there)"
 #endif
-// FP8: who writes each stage's descale factors: the copying thread, or (FACTOR_WARP: with the
-// lazy rescale, whose scan of the V factors would hold Q's copy back, and with PERSISTENT,
-// whose copying loop over tiles leaves its 24 registers none for them) the producer's warp 1.
-// Measured: warp 1 at d = 128 without either, 2% slower (experiments/fp8/h100/speed13/round1).
-#define FACTOR_WARP (FP8_E4M3 && (LAZY_RESCALE || PERSISTENT))
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
 #endif
@@ -193,8 +191,8 @@ static_assert(NS >= 1, "STAGES must be >= 1");
 static_assert(FP8_E4M3 || SW == 128, "16-bit rows are 128-byte panels (the epilogue stages O in them)");
 static_assert(WINDOW < 0 || IS_CAUSAL, "a sliding window (WINDOW >= 0) needs IS_CAUSAL");
 
-// Registers per thread after setmaxnreg: the producer keeps a few (PERSISTENT: 32, for its
-// loop over tiles), the consumers share the rest of the CTA's allocation at launch.
+// Registers per thread after setmaxnreg: the producer keeps a few, the consumers share the rest
+// of the CTA's allocation at launch.
 // setmaxnreg moves registers within that allocation (what ptxas gives a thread under
 // __launch_bounds__(THREADS, 1), at most 64K / THREADS rounded down to 8, times THREADS:
 // 168 x 384 with two consumers, not the whole 64K file): an increase that the decreases do not
@@ -209,7 +207,7 @@ static_assert(PRODUCER_REGS + NC * CONSUMER_REGS <= (NC + 1) * LAUNCH_REGS,
 
 // Barrier slots in static shared memory.
 enum { BAR_Q = 0, BAR_FULL_K = 1, BAR_FULL_V = 1 + NS, BAR_EMPTY_K = 1 + 2 * NS,
-       BAR_EMPTY_V = 1 + 3 * NS, BAR_EMPTY_Q = 1 + 4 * NS, N_BARS = 2 + 4 * NS };
+       BAR_EMPTY_V = 1 + 3 * NS, BAR_EMPTY_Q = 1 + 4 * NS, N_BARS = 1 + 4 * NS + PERSISTENT };
 // Named barriers (0 is __syncthreads): one per consumer warpgroup for its epilogue, and, with
 // PINGPONG, one per warpgroup that it waits on before issuing its GEMMs.
 constexpr int NB_EPILOGUE = 1;           // + consumer index
@@ -373,10 +371,11 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         const __grid_constant__ TmaDesc tmV, elem_t* __restrict__ O, float* __restrict__ LSE,
         int Nq, int Nk, int H, int KVH, float scale) {
 #endif
+#if PERSISTENT
+    // ================================================================ the persistent grid
     using namespace fa3;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ __align__(8) u64 bars[N_BARS];
-#if FP8_E4M3
     // per stage: scale * log2(e) * Q's factor * K_j's (K stage), V_{j-1}'s factor / V_j's and
     // the units of O after P_j V_j: V_j's factor (LAZY_RESCALE: the tile's largest) (V stage);
     // written by the producer's factor warp before its arrival on the stage's full barrier
@@ -385,7 +384,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // power
 #if LAZY_RESCALE
     __shared__ float fac_lr[NS], fac_ir[NS];
-#endif
 #endif
 
     // Tiles start at the first 1024-byte boundary (the swizzle pattern repeats every 8 rows
@@ -398,31 +396,22 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     auto bar = [&](int i) { return bar0 + 8u * (u32)i; };
 
     // The CTA's tiles: linear index t over (query tile, head, batch), query tile fastest and
-    // reversed (t = 0 is a head's last query tile: the longest causal CTA first). One tile a
-    // CTA (grid (tq, H, B)), or PERSISTENT: grid (G, 1, 1), CTA x takes t = x, x + G, ...
-    // (computed in each role, after setmaxnreg: values live across it cost the producer spills)
+    // reversed (t = 0 is a head's last query tile), as the one-tile grid's CTAs; grid (G, 1, 1),
+    // CTA x takes t = x, x + G, ... (computed in each role, after setmaxnreg: values live across
+    // it cost the producer spills)
     struct Sched {
-        int tq, n_tiles, t_first, t_step;
+        int tq, n_tiles, t_first;
     };
-    // PERSISTENT's step, the grid size, read where it is added (volatile: a value kept in a
-    // register across the producer's loops is one that its 24 registers spill)
-    auto grid_step = [&](const Sched& S) {
-#if PERSISTENT
+    // the step, the grid size, read where it is added (volatile: a value kept in a register
+    // across the producer's loops is one that its 24 registers spill)
+    auto grid_step = [&](const Sched&) {
         u32 n;
         asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
         return (int)n;
-#else
-        return S.t_step;
-#endif
     };
     auto sched = [&]() {
-#if PERSISTENT
         const int tq = (Nq + BM - 1) / BM;
-        return Sched{tq, tq * H * B, (int)blockIdx.x, 0};  // step: grid_step()
-#else
-        const int n = (int)(gridDim.x * gridDim.y * gridDim.z);
-        return Sched{(int)gridDim.x, n, (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)), n};
-#endif
+        return Sched{tq, tq * H * B, (int)blockIdx.x};
     };
     const int diag = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // row i sees keys j <= i + diag
     // a tile's query block, head, batch and key tiles: trip t runs key tile n_first + t (tiles
@@ -452,8 +441,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         mbar_init(bar(BAR_Q), 1);
         mbar_init(bar(BAR_EMPTY_Q), 4 * NC);  // one arrival per consumer warp
         for (int s = 0; s < NS; ++s) {
-            mbar_init(bar(BAR_FULL_K + s), 1 + FACTOR_WARP);  // the factors' warp arrives too
-            mbar_init(bar(BAR_FULL_V + s), 1 + FACTOR_WARP);
+            mbar_init(bar(BAR_FULL_K + s), 2);  // the copies' bytes and the factors' warp
+            mbar_init(bar(BAR_FULL_V + s), 2);
             mbar_init(bar(BAR_EMPTY_K + s), 4 * NC);  // one arrival per consumer warp
             mbar_init(bar(BAR_EMPTY_V + s), 4 * NC);
         }
@@ -463,9 +452,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
     if (wg == 0) {
         // ------------------------------------------------------------ producer: thread 0
-        // issues the copies and (FP8) writes each stage's descale factors before its
-        // expect_tx arrival; FACTOR_WARP: warp 1 writes them and arrives on the full barriers
-        // too (two programs of a few registers each: the producer keeps 24)
+        // issues the copies; warp 1 writes each stage's descale factors and arrives on its
+        // full barriers too (two programs of a few registers each: the producer keeps 24)
         setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             const Sched S = sched();
@@ -478,10 +466,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             for (int t = S.t_first; t < S.n_tiles; t += grid_step(S), ++it) {
                 const TileOf T = tile_of(t, S.tq);
                 const int kv_head = T.b * KVH + T.h / (H / KVH);
-#if FP8_E4M3 && !FACTOR_WARP
-                const float sl2_q = scale * IOSIM_LOG2E * Qs[(size_t)(T.b * H + T.h) * S.tq + T.m_block];
-                const int kv_off = kv_head * ((Nk + BN - 1) / BN);
-#endif
                 // Q of this tile once the consumers' last S GEMM of the one before has read it
                 mbar_wait(bar(BAR_EMPTY_Q), ((u32)it & 1u) ^ 1u);
                 mbar_expect_tx(bar(BAR_Q), Q_BYTES);
@@ -493,36 +477,20 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                     const int s = g % NS;
                     const u32 ph = (u32)(g / NS) & 1u;
                     mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
-#if FP8_E4M3 && !FACTOR_WARP
-                    fac_sl2[s] = sl2_q * Ks[kv_off + j];
-#endif
                     mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
 #pragma unroll
                     for (int p = 0; p < PANELS; ++p)
                         tma_load_3d(sK + s * KV_BYTES + p * KV_PANEL, &tmK, bar(BAR_FULL_K + s),
                                     PANEL * p, j * BN, kv_head);
                     mbar_wait(bar(BAR_EMPTY_V + s), ph ^ 1u);
-#if FP8_E4M3 && !FACTOR_WARP
-                    fac_v[s] = Vs[kv_off + j];
-                    fac_vr[s] = j > T.n_first ? Vs[kv_off + j - 1] / Vs[kv_off + j] : 1.f;
-#endif
                     mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
-#if FP8_E4M3
 #pragma unroll
                     for (int p = 0; p < BN / VT_KEYS; ++p)  // Vt: VT_KEYS keys x d rows a panel
                         tma_load_3d(sV + s * KV_BYTES + p * VT_PANEL, &tmV, bar(BAR_FULL_V + s),
                                     j * BN + VT_KEYS * p, 0, kv_head);
-#else
-#pragma unroll
-                    for (int p = 0; p < PANELS; ++p)
-                        tma_load_3d(sV + s * KV_BYTES + p * KV_PANEL, &tmV, bar(BAR_FULL_V + s),
-                                    64 * p, j * BN, kv_head);
-#endif
                 }
-                if (!PERSISTENT) break;  // one tile (the compiler keeps its values unlooped)
             }
         }
-#if FACTOR_WARP
         if (threadIdx.x / 32 == 1) {
             const int lane = threadIdx.x % 32;
             const Sched S = sched();
@@ -568,10 +536,8 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 }
                 g %= 2 * NS;
                 __syncwarp();
-                if (!PERSISTENT) break;
             }
         }
-#endif
         return;
     }
 
@@ -585,6 +551,266 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
     float o[NT_O * 4];
     float m_i[2], l_i[2];
+    float alpha[2];
+    float sacc[NT_S * 4];
+    u32 pa[KP][4];
+    // What comes with K_j's stage (read after its full barrier, before the stage is released):
+    // the softmax scale; LAZY_RESCALE: V_j's lr and ir
+    struct KFac {
+        float sl2, lr, ir;
+    };
+    auto kfac_of = [&](int slot) {
+        KFac f{fac_sl2[slot], 0.f, 1.f};
+#if LAZY_RESCALE
+        f.lr = fac_lr[slot];
+        f.ir = fac_ir[slot];
+#endif
+        return f;
+    };
+    // O from V_{j-1}'s units to V_j's (V_j's stage, after its full barrier), which the producer
+    // put beside the tile (no register kept here); LAZY_RESCALE: O stays in the largest's units
+    auto v_units = [&](int slot) {
+        if (LAZY_RESCALE) return;
+        alpha[0] *= fac_vr[slot];
+        alpha[1] *= fac_vr[slot];
+    };
+    auto release = [&](int slot) {  // this warp is done with a K, V or Q stage
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar(slot));
+    };
+
+    const Sched S = sched();
+    // trips consumed before this tile modulo 2 NS (ring stage and phase: g0 + j) and the
+    // tile count's parity (Q's phase, fac_vmax's slot), in one register (the consumers at
+    // d = 256 have none to spare)
+    int pos = 0;
+#pragma unroll 1
+    for (int t = S.t_first; t < S.n_tiles; t += grid_step(S)) {
+        const int g0 = pos % (2 * NS), it = pos / (2 * NS);
+        const TileOf T = tile_of(t, S.tq);
+        const int m0 = T.m0, n_blocks = T.n_blocks, kv0 = T.kv0;
+        // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
+        const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
+        auto need_mask = [&](int n0) {
+            return (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + diag)
+                   || (WINDOW >= 0 && n0 < m0 + BM - 1 + diag - WINDOW);
+        };
+#pragma unroll
+        for (int i = 0; i < NT_O * 4; ++i) o[i] = 0.f;
+        m_i[0] = m_i[1] = IOSIM_NEG_INF;
+        l_i[0] = l_i[1] = 0.f;
+        float sv_last = 1.f;  // the units O is kept in: read before its V stage is freed
+
+        mbar_wait(bar(BAR_Q), (u32)it & 1u);
+        if (n_blocks == 0) release(BAR_EMPTY_Q);
+        if (n_blocks > 0) {
+            // Intra-warpgroup overlap (FA3 Sec. 3.2): S_j = Q K_j^T is issued together with
+            // O += P_{j-1} V_{j-1}; the softmax of S_j runs while P_{j-1} V_{j-1} may still be on
+            // the tensor cores. First warpgroup's turn first: the second hands it over.
+            if (c == 1) turn_pass(c);
+            turn_wait(c);
+            const int s0 = g0 % NS;
+            mbar_wait(bar(BAR_FULL_K + s0), (u32)(g0 / NS) & 1u);
+            KFac kf = kfac_of(s0);
+            issue_qk(sacc, q_rows, sK + (u32)(s0 * KV_BYTES));
+            turn_pass(c);
+            wgmma_wait<0>();
+            fence_regs<NT_S * 4>(sacc);
+            release(BAR_EMPTY_K + s0);
+            if (n_blocks == 1) release(BAR_EMPTY_Q);  // the tile's last Q read
+            softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, kf.sl2, kf.lr,
+                    kf.ir);
+            pack_p(sacc, pa);
+
+            for (int j = 1; j < n_blocks; ++j) {
+                const int g = g0 + j;
+                const int s = g % NS, sp = (g - 1) % NS;
+                turn_wait(c);
+                mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
+                kf = kfac_of(s);
+                issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
+                mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
+                v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+                rescale(o, alpha);
+                issue_pv(o, pa, sV + (u32)(sp * KV_BYTES));
+                turn_pass(c);
+                wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+                fence_regs<NT_S * 4>(sacc);
+                release(BAR_EMPTY_K + s);
+                if (j == n_blocks - 1) release(BAR_EMPTY_Q);
+                softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
+                        diag, kf.sl2, kf.lr, kf.ir);
+                wgmma_wait<0>();
+                fence_regs<NT_O * 4>(o);
+                release(BAR_EMPTY_V + sp);
+                pack_p(sacc, pa);
+            }
+
+            const int g = g0 + n_blocks - 1, s = g % NS;
+            mbar_wait(bar(BAR_FULL_V + s), (u32)(g / NS) & 1u);
+            v_units(s);
+            rescale(o, alpha);
+            turn_wait(c);
+            issue_pv(o, pa, sV + (u32)(s * KV_BYTES));
+            if (c == 0) turn_pass(c);  // the second warpgroup's last turn is never waited for
+            // O is in units of the last V tile's factor (LAZY_RESCALE: of the largest of the
+            // tile), which comes with its stage (refilled once released)
+            sv_last = fac_v[s];
+            wgmma_wait<0>();
+            fence_regs<NT_O * 4>(o);
+            release(BAR_EMPTY_V + s);
+        }
+        pos = (g0 + n_blocks) % (2 * NS) + 2 * NS * (it ^ 1);
+
+        const size_t q_base = ((size_t)T.b * H + T.h) * (size_t)Nq;
+        // ---- epilogue: O = acc * sv_last / l, stored from registers; LSE = m*ln2 + log(l)
+        elem_t* Og = O + q_base * D;
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const float l = quad_sum(l_i[hr]);
+            const float inv = l > 0.f ? __frcp_rn(l) * sv_last : 0.f;  // (a division spills at d = 256)
+            const int row = r0 + hr * 8;
+            if (row >= Nq) continue;
+            if ((lane & 3) == 0)
+                LSE[q_base + row] = l > 0.f ? (m_i[hr] * IOSIM_LN2 + __logf(l)) : IOSIM_NEG_INF;
+#pragma unroll
+            for (int nt = 0; nt < NT_O; ++nt)
+                *reinterpret_cast<u32*>(Og + (size_t)row * D + nt * 8 + 2 * (lane & 3)) =
+                    pack2_elem(o[nt * 4 + 2 * hr] * inv, o[nt * 4 + 2 * hr + 1] * inv);
+        }
+    }
+#else
+    // ================================================================ one tile a CTA
+    using namespace fa3;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    __shared__ __align__(8) u64 bars[N_BARS];
+#if FP8_E4M3
+    // per stage: scale * log2(e) * Q's factor * K_j's (K stage), V_{j-1}'s factor / V_j's and
+    // V_j's (V stage); written by the producer before the stage's expect_tx arrival
+    __shared__ float fac_sl2[NS], fac_vr[NS], fac_v[NS];
+    // LAZY_RESCALE: per K stage (written with fac_sl2) log2(s_v(j) / s_v max) and its inverse
+    // power, and the largest V factor of the CTA's tiles
+#if LAZY_RESCALE
+    __shared__ float fac_lr[NS], fac_ir[NS];
+    __shared__ float fac_vmax;
+#endif
+#endif
+
+    // Tiles start at the first 1024-byte boundary (the swizzle pattern repeats every 8 rows
+    // of 128 bytes; descriptors and TMA agree on it only from such a boundary).
+    const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const u32 sQ = base;
+    const u32 sK = sQ + Q_BYTES;
+    const u32 sV = sK + NS * KV_BYTES;
+    const u32 bar0 = smem_u32(bars);
+    auto bar = [&](int i) { return bar0 + 8u * (u32)i; };
+
+    const int m_block = gridDim.x - 1 - blockIdx.x;
+    const int h = blockIdx.y;
+    const int b = blockIdx.z;
+    const int m0 = m_block * BM;
+    const int diag = CAUSAL_BOTTOM_RIGHT ? Nk - Nq : 0;  // row i sees keys j <= i + diag
+    int n_end = Nk;
+    if (IS_CAUSAL) n_end = max(0, min(Nk, m0 + BM + diag));
+    const int n_last = (n_end + BN - 1) / BN;
+    // sliding window: loop trip t runs key tile n_first + t (tiles before the first row's window
+    // are skipped); stages and phases count trips
+    const int n_first = WINDOW >= 0 ? min(max(0, m0 + diag - WINDOW) / BN, n_last) : 0;
+    const int n_blocks = n_last - n_first;
+    const int kv0 = n_first * BN;
+
+    const int wg = threadIdx.x / 128;  // 0: producer, 1..NC: consumers
+
+    if (threadIdx.x == 0) {
+        mbar_init(bar(BAR_Q), 1);
+        for (int s = 0; s < NS; ++s) {
+            mbar_init(bar(BAR_FULL_K + s), 1);
+            mbar_init(bar(BAR_FULL_V + s), 1);
+            mbar_init(bar(BAR_EMPTY_K + s), 4 * NC);  // one arrival per consumer warp
+            mbar_init(bar(BAR_EMPTY_V + s), 4 * NC);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ------------------------------------------------------------ producer
+        setmaxnreg_dec<PRODUCER_REGS>();
+#if FP8_E4M3 && LAZY_RESCALE
+        float vmax = 0.f;  // the largest V factor of the tiles this CTA visits (warp 0)
+        if (threadIdx.x < 32) {
+            const float* vf = Vs + (size_t)(b * KVH + h / (H / KVH)) * ((Nk + BN - 1) / BN);
+            for (int j = n_first + (int)threadIdx.x; j < n_last; j += 32) vmax = fmaxf(vmax, vf[j]);
+            vmax = warp_max(vmax);
+            if (threadIdx.x == 0) fac_vmax = vmax;
+        }
+#endif
+        if (threadIdx.x == 0) {
+            tma_prefetch(&tmQ);
+            tma_prefetch(&tmK);
+            tma_prefetch(&tmV);
+            const int q_head = b * H + h;
+            const int kv_head = b * KVH + h / (H / KVH);
+#if FP8_E4M3
+            const float sl2_q = scale * IOSIM_LOG2E * Qs[(size_t)(b * H + h) * gridDim.x + m_block];
+            const float* kf = Ks + (size_t)kv_head * ((Nk + BN - 1) / BN);
+            const float* vf = Vs + (size_t)kv_head * ((Nk + BN - 1) / BN);
+#endif
+            mbar_expect_tx(bar(BAR_Q), Q_BYTES);
+#pragma unroll
+            for (int p = 0; p < PANELS; ++p)
+                tma_load_3d(sQ + p * Q_PANEL, &tmQ, bar(BAR_Q), PANEL * p, m0, q_head);
+            for (int t = 0; t < n_blocks; ++t) {
+                const int s = t % NS, j = n_first + t;
+                const u32 ph = (u32)(t / NS) & 1u;
+                mbar_wait(bar(BAR_EMPTY_K + s), ph ^ 1u);
+#if FP8_E4M3
+                fac_sl2[s] = sl2_q * kf[j];
+#if LAZY_RESCALE
+                fac_lr[s] = __log2f(vf[j] / vmax);
+                fac_ir[s] = vmax / vf[j];
+#endif
+#endif
+                mbar_expect_tx(bar(BAR_FULL_K + s), KV_BYTES);
+#pragma unroll
+                for (int p = 0; p < PANELS; ++p)
+                    tma_load_3d(sK + s * KV_BYTES + p * KV_PANEL, &tmK, bar(BAR_FULL_K + s),
+                                PANEL * p, j * BN, kv_head);
+                mbar_wait(bar(BAR_EMPTY_V + s), ph ^ 1u);
+#if FP8_E4M3
+                fac_v[s] = vf[j];
+                fac_vr[s] = j > 0 ? vf[j - 1] / vf[j] : 1.f;
+#endif
+                mbar_expect_tx(bar(BAR_FULL_V + s), KV_BYTES);
+#if FP8_E4M3
+#pragma unroll
+                for (int p = 0; p < BN / VT_KEYS; ++p)  // Vt: VT_KEYS keys x d rows a panel
+                    tma_load_3d(sV + s * KV_BYTES + p * VT_PANEL, &tmV, bar(BAR_FULL_V + s),
+                                j * BN + VT_KEYS * p, 0, kv_head);
+#else
+#pragma unroll
+                for (int p = 0; p < PANELS; ++p)
+                    tma_load_3d(sV + s * KV_BYTES + p * KV_PANEL, &tmV, bar(BAR_FULL_V + s), 64 * p,
+                                j * BN, kv_head);
+#endif
+            }
+        }
+        return;
+    }
+
+    // ---------------------------------------------------------------- consumers
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1;               // consumer index: query rows m0 + 64c ...
+    const int tid = threadIdx.x % 128;  // thread in the warpgroup
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const u32 q_rows = sQ + (u32)(c * 64 * SW);  // this warpgroup's 64 rows in each Q panel
+
+    float o[NT_O * 4];
+#pragma unroll
+    for (int i = 0; i < NT_O * 4; ++i) o[i] = 0.f;
+    float m_i[2] = {IOSIM_NEG_INF, IOSIM_NEG_INF};
+    float l_i[2] = {0.f, 0.f};
     float alpha[2];
     float sacc[NT_S * 4];
     u32 pa[KP][4];
@@ -613,165 +839,142 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     const float sl2_all = scale * IOSIM_LOG2E;
     auto kfac_of = [&](int) { return KFac{sl2_all, 0.f, 1.f}; };
 #endif
-    auto release = [&](int slot) {  // this warp is done with a K, V or Q stage
+    // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
+    const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
+    auto need_mask = [&](int n0) {
+        return (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + diag)
+               || (WINDOW >= 0 && n0 < m0 + BM - 1 + diag - WINDOW);
+    };
+    auto release = [&](int slot) {  // this warp is done with a K or V stage
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(slot));
     };
 
-    const Sched S = sched();
-    // trips consumed before this tile modulo 2 NS (ring stage and phase: g0 + j) and the
-    // tile count's parity (Q's phase, fac_vmax's slot), in one register (the consumers at
-    // d = 256 have none to spare)
-    int pos = 0;
-#pragma unroll 1
-    for (int t = S.t_first; t < S.n_tiles; t += grid_step(S)) {
-        const int g0 = pos % (2 * NS), it = pos / (2 * NS);
-        const TileOf T = tile_of(t, S.tq);
-        const int m0 = T.m0, n_blocks = T.n_blocks, kv0 = T.kv0;
-        // Rows of this thread's accumulators: r0 and r0 + 8 (the mma.sync m16n8 layout per warp).
-        const int r0 = m0 + c * 64 + warp * 16 + (lane >> 2);
-        auto need_mask = [&](int n0) {
-            return (n0 + BN > Nk) || (IS_CAUSAL && n0 + BN - 1 > m0 + diag)
-                   || (WINDOW >= 0 && n0 < m0 + BM - 1 + diag - WINDOW);
-        };
-#pragma unroll
-        for (int i = 0; i < NT_O * 4; ++i) o[i] = 0.f;
-        m_i[0] = m_i[1] = IOSIM_NEG_INF;
-        l_i[0] = l_i[1] = 0.f;
-        float sv_last = 1.f;  // (FP8) the units O is kept in: read before its V stage is freed
+    mbar_wait(bar(BAR_Q), 0);
+    if (n_blocks > 0) {
+        // Intra-warpgroup overlap (FA3 Sec. 3.2): S_j = Q K_j^T is issued together with
+        // O += P_{j-1} V_{j-1}; the softmax of S_j runs while P_{j-1} V_{j-1} may still be on
+        // the tensor cores. First warpgroup's turn first: the second hands it over.
+        if (c == 1) turn_pass(c);
+        turn_wait(c);
+        mbar_wait(bar(BAR_FULL_K), 0);
+        KFac kf = kfac_of(0);
+        issue_qk(sacc, q_rows, sK);
+        turn_pass(c);
+        wgmma_wait<0>();
+        fence_regs<NT_S * 4>(sacc);
+        release(BAR_EMPTY_K);
+        softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, kf.sl2, kf.lr,
+                kf.ir);
+        pack_p(sacc, pa);
 
-        mbar_wait(bar(BAR_Q), (u32)it & 1u);
-        if (PERSISTENT && n_blocks == 0) release(BAR_EMPTY_Q);
-        if (n_blocks > 0) {
-            // Intra-warpgroup overlap (FA3 Sec. 3.2): S_j = Q K_j^T is issued together with
-            // O += P_{j-1} V_{j-1}; the softmax of S_j runs while P_{j-1} V_{j-1} may still be on
-            // the tensor cores. First warpgroup's turn first: the second hands it over.
-            if (c == 1) turn_pass(c);
+        for (int j = 1; j < n_blocks; ++j) {
+            const int s = j % NS, sp = (j - 1) % NS;
             turn_wait(c);
-            const int s0 = g0 % NS;
-            mbar_wait(bar(BAR_FULL_K + s0), (u32)(g0 / NS) & 1u);
-            KFac kf = kfac_of(s0);
-            issue_qk(sacc, q_rows, sK + (u32)(s0 * KV_BYTES));
+            mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
+            kf = kfac_of(s);
+            issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
+#if FP8_E4M3
+            mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
+            v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+            rescale(o, alpha);
+#else
+            rescale(o, alpha);
+            mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
+#endif
+            issue_pv(o, pa, sV + (u32)(sp * KV_BYTES));
             turn_pass(c);
-            wgmma_wait<0>();
+            wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
             fence_regs<NT_S * 4>(sacc);
-            release(BAR_EMPTY_K + s0);
-            if (PERSISTENT && n_blocks == 1) release(BAR_EMPTY_Q);  // the tile's last Q read
-            softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, kf.sl2, kf.lr,
-                    kf.ir);
-            pack_p(sacc, pa);
-
-            for (int j = 1; j < n_blocks; ++j) {
-                const int g = g0 + j;
-                const int s = g % NS, sp = (g - 1) % NS;
-                turn_wait(c);
-                mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
-                kf = kfac_of(s);
-                issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
-#if FP8_E4M3
-                mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
-                v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
-                rescale(o, alpha);
-#else
-                rescale(o, alpha);
-                mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
-#endif
-                issue_pv(o, pa, sV + (u32)(sp * KV_BYTES));
-                turn_pass(c);
-                wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
-                fence_regs<NT_S * 4>(sacc);
-                release(BAR_EMPTY_K + s);
-                if (PERSISTENT && j == n_blocks - 1) release(BAR_EMPTY_Q);
-                softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
-                        diag, kf.sl2, kf.lr, kf.ir);
-                wgmma_wait<0>();
-                fence_regs<NT_O * 4>(o);
-                release(BAR_EMPTY_V + sp);
-                pack_p(sacc, pa);
-            }
-
-            const int g = g0 + n_blocks - 1, s = g % NS;
-#if FP8_E4M3
-            mbar_wait(bar(BAR_FULL_V + s), (u32)(g / NS) & 1u);
-            v_units(s);
-            rescale(o, alpha);
-            turn_wait(c);
-#else
-            rescale(o, alpha);
-            turn_wait(c);
-            mbar_wait(bar(BAR_FULL_V + s), (u32)(g / NS) & 1u);
-#endif
-            issue_pv(o, pa, sV + (u32)(s * KV_BYTES));
-            if (c == 0) turn_pass(c);  // the second warpgroup's last turn is never waited for
-#if FP8_E4M3
-            // O is in units of the last V tile's factor (LAZY_RESCALE: of the largest of the
-            // tile), which comes with its stage (PERSISTENT: refilled once released)
-            sv_last = fac_v[s];
-#endif
+            release(BAR_EMPTY_K + s);
+            softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
+                    diag, kf.sl2, kf.lr, kf.ir);
             wgmma_wait<0>();
             fence_regs<NT_O * 4>(o);
-            release(BAR_EMPTY_V + s);
+            release(BAR_EMPTY_V + sp);
+            pack_p(sacc, pa);
         }
-        pos = (g0 + n_blocks) % (2 * NS) + 2 * NS * (it ^ 1);
 
-        const size_t q_base = ((size_t)T.b * H + T.h) * (size_t)Nq;
+        const int j = n_blocks - 1, s = j % NS;
 #if FP8_E4M3
-        // ---- epilogue (FP8): O = acc * sv_last / l, stored from registers (its Q rows hold only
-        // half of a bf16 O tile); LSE = m*ln2 + log(l).
-        {
-            elem_t* Og = O + q_base * D;
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                const float l = quad_sum(l_i[hr]);
-                const float inv = l > 0.f ? __frcp_rn(l) * sv_last : 0.f;  // (a division spills at d = 256)
-                const int row = r0 + hr * 8;
-                if (row >= Nq) continue;
-                if ((lane & 3) == 0)
-                    LSE[q_base + row] = l > 0.f ? (m_i[hr] * IOSIM_LN2 + __logf(l)) : IOSIM_NEG_INF;
-#pragma unroll
-                for (int nt = 0; nt < NT_O; ++nt)
-                    *reinterpret_cast<u32*>(Og + (size_t)row * D + nt * 8 + 2 * (lane & 3)) =
-                        pack2_elem(o[nt * 4 + 2 * hr] * inv, o[nt * 4 + 2 * hr + 1] * inv);
-            }
-            if (!PERSISTENT) break;
-            continue;
-        }
+        mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
+        v_units(s);
+        rescale(o, alpha);
+        turn_wait(c);
+#else
+        rescale(o, alpha);
+        turn_wait(c);
+        mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
 #endif
-        // ---- epilogue: O /= l, LSE = m*ln2 + log(l); O staged through this warpgroup's own Q rows
-        // (all its wgmmas that read them have completed) for 16-byte row stores. (One tile a
-        // CTA: PERSISTENT is FP8's.)
-        named_bar_sync(NB_EPILOGUE + c, 128);
-        const int lrow0 = c * 64 + warp * 16 + (lane >> 2);  // row within the CTA's tile
-        unsigned char* smem_gen = smem_raw + (sQ - smem_u32(smem_raw));
+        issue_pv(o, pa, sV + (u32)(s * KV_BYTES));
+        if (c == 0) turn_pass(c);  // the second warpgroup's last turn is never waited for
+        wgmma_wait<0>();
+        fence_regs<NT_O * 4>(o);
+        release(BAR_EMPTY_V + s);
+    }
+
+    const size_t q_base = ((size_t)b * H + h) * (size_t)Nq;
+#if FP8_E4M3
+    // ---- epilogue (FP8): O = acc * s_v(last) / l, stored from registers (its Q rows hold only
+    // half of a bf16 O tile); LSE = m*ln2 + log(l).
+    {
+        elem_t* Og = O + q_base * D;
+        // O is in units of the last V tile's factor (its stage is never refilled); LAZY_RESCALE:
+        // of the largest
+#if LAZY_RESCALE
+        const float sv_last = n_blocks > 0 ? fac_vmax : 1.f;
+#else
+        const float sv_last = n_blocks > 0 ? fac_v[(n_blocks - 1) % NS] : 1.f;
+#endif
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const float l = quad_sum(l_i[hr]);
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            const int lrow = lrow0 + hr * 8;
-            const int row = m0 + lrow;
-            if ((lane & 3) == 0 && row < Nq)
+            const float inv = l > 0.f ? __frcp_rn(l) * sv_last : 0.f;  // (a division spills at d = 256)
+            const int row = r0 + hr * 8;
+            if (row >= Nq) continue;
+            if ((lane & 3) == 0)
                 LSE[q_base + row] = l > 0.f ? (m_i[hr] * IOSIM_LN2 + __logf(l)) : IOSIM_NEG_INF;
 #pragma unroll
-            for (int nt = 0; nt < NT_O; ++nt) {
-                const u32 v = pack2_elem(o[nt * 4 + 2 * hr] * inv, o[nt * 4 + 2 * hr + 1] * inv);
-                const int off = (nt / 8) * Q_PANEL + lrow * 128 + (((nt % 8) ^ (lrow & 7)) << 4) +
-                                4 * (lane & 3);
-                *reinterpret_cast<u32*>(smem_gen + off) = v;
-            }
+            for (int nt = 0; nt < NT_O; ++nt)
+                *reinterpret_cast<u32*>(Og + (size_t)row * D + nt * 8 + 2 * (lane & 3)) =
+                    pack2_elem(o[nt * 4 + 2 * hr] * inv, o[nt * 4 + 2 * hr + 1] * inv);
         }
-        named_bar_sync(NB_EPILOGUE + c, 128);
-        elem_t* Og = O + q_base * D;
-        constexpr int CH = D / 8;  // 16-byte chunks per row
-#pragma unroll
-        for (int i = 0; i < 64 * CH / 128; ++i) {
-            const int idx = tid + i * 128;
-            const int lrow = c * 64 + idx / CH;
-            const int ch = idx % CH;
-            const int row = m0 + lrow;
-            if (row < Nq)
-                *reinterpret_cast<uint4*>(Og + (size_t)row * D + ch * 8) = *reinterpret_cast<const uint4*>(
-                    smem_gen + (ch / 8) * Q_PANEL + lrow * 128 + (((ch % 8) ^ (lrow & 7)) << 4));
-        }
-        if (!PERSISTENT) break;
+        return;
     }
+#endif
+    // ---- epilogue: O /= l, LSE = m*ln2 + log(l); O staged through this warpgroup's own Q rows
+    // (all its wgmmas that read them have completed) for 16-byte row stores.
+    named_bar_sync(NB_EPILOGUE + c, 128);
+    const int lrow0 = c * 64 + warp * 16 + (lane >> 2);  // row within the CTA's tile
+    unsigned char* smem_gen = smem_raw + (sQ - smem_u32(smem_raw));
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const float l = quad_sum(l_i[hr]);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const int lrow = lrow0 + hr * 8;
+        const int row = m0 + lrow;
+        if ((lane & 3) == 0 && row < Nq)
+            LSE[q_base + row] = l > 0.f ? (m_i[hr] * IOSIM_LN2 + __logf(l)) : IOSIM_NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < NT_O; ++nt) {
+            const u32 v = pack2_elem(o[nt * 4 + 2 * hr] * inv, o[nt * 4 + 2 * hr + 1] * inv);
+            const int off = (nt / 8) * Q_PANEL + lrow * 128 + (((nt % 8) ^ (lrow & 7)) << 4) +
+                            4 * (lane & 3);
+            *reinterpret_cast<u32*>(smem_gen + off) = v;
+        }
+    }
+    named_bar_sync(NB_EPILOGUE + c, 128);
+    elem_t* Og = O + q_base * D;
+    constexpr int CH = D / 8;  // 16-byte chunks per row
+#pragma unroll
+    for (int i = 0; i < 64 * CH / 128; ++i) {
+        const int idx = tid + i * 128;
+        const int lrow = c * 64 + idx / CH;
+        const int ch = idx % CH;
+        const int row = m0 + lrow;
+        if (row < Nq)
+            *reinterpret_cast<uint4*>(Og + (size_t)row * D + ch * 8) = *reinterpret_cast<const uint4*>(
+                smem_gen + (ch / 8) * Q_PANEL + lrow * 128 + (((ch % 8) ^ (lrow & 7)) << 4));
+    }
+#endif
 }
