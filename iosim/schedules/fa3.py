@@ -34,7 +34,9 @@ tile of rows per head at the attention kernel's tiles (or per tensor), V written
 quantises V anyway: it costs only its shared-memory staging), Q and K optionally rotated by a
 random-sign Hadamard transform; then `fa3_fwd_fp8` reads Q8, K8, Vt8 and the factors and writes
 bf16 O; at d = 256 with the lazy rescale (fa3.cu LAZY_RESCALE: O rescaled only where a row's max
-jumps by more than 2^8; FP8_LAZY_RESCALE). fp8_scaling `given`: the inputs arrive in e4m3, the
+jumps by more than 2^8; FP8_LAZY_RESCALE) and, non-causal, on a persistent grid (fa3.cu
+PERSISTENT: as many CTAs as the GPU holds, each taking tiles round-robin; FP8_PERSISTENT,
+persistent_grid). fp8_scaling `given`: the inputs arrive in e4m3, the
 Plan is the attention kernel alone.
 """
 
