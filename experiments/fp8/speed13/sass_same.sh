@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Which kernels the speed13 timings stand for: this tree's kernels/fa3.cu at PERSISTENT=0 beside
 # the session-12 kernel (fa3_s12.cu, main's at 2bbaea6: the `s12` variants) and at PERSISTENT=1
-# beside 2f6bf3c's fa3.cu (e58de19 before the rebase onto cf21fb6; kernels/ unchanged by it) (round2's `base` at d = 256 and `pers`), each pair built with nvcc at
+# beside f6e1806's fa3.cu (e58de19 before the rebase onto f80ab87; kernels/ unchanged by it) (round2's `base` at d = 256 and `pers`), each pair built with nvcc at
 # the Plan's fp8 tiles (and bf16, causal fp8 for PERSISTENT=0), their SASS compared (cuobjdump,
 # instruction words stripped). Runs here, no GPU:
 #   CUOBJDUMP=/path/to/cuobjdump bash experiments/fp8/speed13/sass_same.sh | tee experiments/fp8/speed13/sass_same.log
 set -eo pipefail
 CUOBJDUMP=${CUOBJDUMP:-cuobjdump}
 T=$(mktemp -d)
-git show 2f6bf3c:kernels/fa3.cu > "$T/fa3_2f6bf3c.cu"
+git show f6e1806:kernels/fa3.cu > "$T/fa3_f6e1806.cu"
 cp experiments/fp8/speed13/fa3_s12.cu "$T/fa3_s12.cu"
 build() {  # SRC D BN LAZY PERSIST CAUSAL FP8 OUT
   local bm=128 w=8 pp=1
@@ -27,7 +27,7 @@ compare() {  # NAME REF D BN LAZY PERSIST CAUSAL FP8
 for cfg in "256 128 1" "128 192 0" "64 128 0"; do
   set -- $cfg
   compare "fp8 d=$1 PERSISTENT=0 vs fa3_s12.cu" "$T/fa3_s12.cu" "$1" "$2" "$3" 0 0 1
-  compare "fp8 d=$1 PERSISTENT=1 vs 2f6bf3c" "$T/fa3_2f6bf3c.cu" "$1" "$2" "$3" 1 0 1
+  compare "fp8 d=$1 PERSISTENT=1 vs f6e1806" "$T/fa3_f6e1806.cu" "$1" "$2" "$3" 1 0 1
   compare "fp8 causal d=$1 vs fa3_s12.cu" "$T/fa3_s12.cu" "$1" 128 "$3" 0 1 1
 done
 compare "bf16 d=128 vs fa3_s12.cu" "$T/fa3_s12.cu" 128 128 0 0 0 0

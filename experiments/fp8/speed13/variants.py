@@ -10,8 +10,8 @@ A variant is the Plan of `iosim bench --schedule fa3 --dtype fp8_e4m3` (block sc
 as it is (this tree's: the persistent grid at d = 256). `s12`: the one-tile grid and kernels/fa3_s12.cu
 (run.sh copies it there from this folder: the kernel the session-12 rows ran, whose copying
 thread writes the factors, its warp scanning the V factors before Q's copy); `onetile`: this tree's kernel on the
-one-tile grid (at 736daeb and 2f6bf3c, d27f240 and e58de19 before the rebase onto cf21fb6, the factors from the producer's warp 1, Q's copy before the
-lazy V factors' scan; since 2c27cc5 the one-tile grid compiles to `s12`'s SASS: sass_same.sh);
+one-tile grid (at 370a0f2 and f6e1806, d27f240 and e58de19 before the rebase onto f80ab87, the factors from the producer's warp 1, Q's copy before the
+lazy V factors' scan; since 0a9e07f the one-tile grid compiles to `s12`'s SASS: sass_same.sh);
 `pers`: the persistent grid; `lazy`: the Plan's grid with LAZY_RESCALE=1 (d = 128). Each variant: fresh random inputs,
 O and LSE NaN-poisoned, checked against the float32 reference with bench's bound
 (iosim.gpu.bench.check); one that fails is a row saying so and is never timed. Then R rounds,
@@ -45,7 +45,7 @@ KINDS = {
     "lazy": (None, None, {"LAZY_RESCALE": 1}),
 }
 SEQLENS = (4096, 8192, 16384)
-# round1 ran at commit 736daeb (d27f240 before the rebase onto cf21fb6), whose Plan took the persistent grid at every head_dim (its
+# round1 ran at commit 370a0f2 (d27f240 before the rebase onto f80ab87), whose Plan took the persistent grid at every head_dim (its
 # `base` is `pers` here; its `onetile` at d = 128 had the factors' warp, since confined to
 # LAZY_RESCALE and PERSISTENT); round2: the Plan's persistent grid at d = 256 only, the one-tile
 # grid with the copying thread's factors at d = 128 and 64 beside the persistent one again,
