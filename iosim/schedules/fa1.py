@@ -176,8 +176,13 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              stages=t.stages, reuse={n: splits for n in GQA_REUSE},
                              # barriers split each trip into phases, as fa2_bwd's, and
                              # O_i, dQacc_i come into registers within the step
-                             # (synchronous loads): the "none" policy, not "lockstep"
-                             overlap="none", source=source(main), defines=defines))
+                             # (synchronous loads), from L2: the step before prefetched them
+                             # (and Q_i, dO_i through the ring), so DRAM works for the next
+                             # step while the warps wait (the "prefetch" policy)
+                             overlap="prefetch", source=source(main), defines=defines,
+                             # the SASS's instructions beyond the counts (iosim.kernels)
+                             loop_issue=SPECS[main].loop_issue(defines, p.elem_bytes),
+                             loop_shadow=SPECS[main].loop_shadow(defines, p.elem_bytes)))
         tr, w = dq_convert(p, scaled=False)
         ks.append(KernelPlan("fa1_bwd_convert", (bm.tm, p.heads, p.batch), AUX_THREADS, 0, 32,
                              t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
