@@ -292,7 +292,7 @@ def _fa1_bwd_sync_loads(d: Defines) -> int:
 FA1_TRIP_INT = 218.4
 FA1_COPY_INT = 7.93
 FA1_KSTEP_INT = 18.1
-FA1_MMA_INT = 0.39
+FA1_MMA_INT = 0.385
 
 
 def fa1_bwd_trip_terms(d: Defines) -> dict[str, float]:

@@ -5,6 +5,8 @@ its inner loop (one (query block, key block) step) issues, by class, against the
 where Nsight Compute measured the kernel, ncu's inst_executed per warp and trip.
 
     python tools/fa1_sass.py [OUT.csv]     (needs nvcc and nvdisasm: PATH, or NVDISASM=path)
+    python tools/fa1_sass.py --fit experiments/fa1_sass/sass_trip.csv    (iosim.kernels' FA1_*)
+    python tools/fa1_sass.py --dram experiments/ncu_mechanism/h100/sass13/ncu_sass13.csv
 
 The trip's path: the smallest loop that holds every HMMA is the inner loop; loops nested in it
 run their trip counts (phase 1's k loop DK/16/P1_UNROLL times, the dQ passes NT3/NT3P times,
@@ -233,17 +235,47 @@ def fit(t: pd.DataFrame) -> dict[str, float]:
             "shadow_err": b @ [kstep, mma] / t.shadow - 1}
 
 
+def dram(path: str) -> pd.DataFrame:
+    """Nsight Compute's DRAM and L2 bytes of fa1_bwd (experiments/ncu_mechanism/h100/sass13)
+    beside the Plan's two-level counts and the model's DRAM estimate, GB."""
+    from iosim.model import memory
+
+    m, hw, rows = pd.read_csv(path), preferred("h100-sxm5-80gb"), []
+    for (b, h, n, d, causal), g in m.groupby(["batch", "heads", "seqlen", "head_dim", "causal"]):
+        v = g.set_index("metric").value
+        pl = plan("fa1", Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=bool(causal),
+                                 direction="bwd"), hw)
+        i = [k.name for k in pl.kernels].index("fa1_bwd")
+        k, est = pl.kernels[i], memory.estimate(pl, hw)[i]
+        sector = 32
+        rows.append({"batch": b, "heads": h, "seqlen": n, "head_dim": d, "causal": causal,
+                     "two_level_read": k.traffic.hbm_read / 1e9,
+                     "l2_read_ncu": v["lts__t_sectors_srcunit_tex_op_read.sum"] * sector / 1e9,
+                     "l2_read_hit_ncu": v["lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"] * sector / 1e9,
+                     "dram_read_model": est.read / 1e9, "dram_read_ncu": v["dram__bytes_read.sum"] / 1e9,
+                     "two_level_write": k.traffic.hbm_write / 1e9,
+                     "dram_write_model": est.write / 1e9, "dram_write_ncu": v["dram__bytes_write.sum"] / 1e9,
+                     "dram_pct_ncu": v["dram__throughput.avg.pct_of_peak_sustained_elapsed"],
+                     "l2_pct_ncu": v["lts__throughput.avg.pct_of_peak_sustained_elapsed"]})
+    return pd.DataFrame(rows)
+
+
 def main(args: list[str]) -> str:
+    if args[:1] == ["--dram"] and len(args) == 2:
+        pd.set_option("display.width", 250)
+        return ("fa1_bwd's bytes, GB: the Plan's two-level reads, Nsight Compute's L2 reads from the "
+                "SMs and their hits, the model's DRAM reads and ncu's; the same for writes; ncu's "
+                "DRAM and L2 throughput (percent of peak):\n" + dram(args[1]).round(2).to_string(index=False))
     if args[:1] == ["--fit"] and len(args) == 2:
         t = pd.read_csv(args[1])
         f = fit(t)
         return (f"least squares over the {len(t)} builds of {args[1]}: "
-                + ", ".join(f"{k} = {f[k]:.2f}" for k in list(f)[:4])
+                + ", ".join(f"{k} = {f[k]:.3f}" for k in list(f)[:4])
                 + "; the fit's error per build (percent), on the chain: "
                 + ", ".join(f"{100 * e:+.0f}" for e in f["beyond_err"])
                 + "; in the MMAs' shadow: " + ", ".join(f"{100 * e:+.0f}" for e in f["shadow_err"]))
     if len(args) > 1:
-        sys.exit("usage: python tools/fa1_sass.py [OUT.csv] | --fit SASS_TRIP.csv")
+        sys.exit("usage: python tools/fa1_sass.py [OUT.csv] | --fit SASS_TRIP.csv | --dram NCU_SASS13.csv")
     t = table()
     if args:
         t.round(3).to_csv(args[0], index=False)
