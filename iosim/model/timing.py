@@ -389,20 +389,16 @@ class Trip:
             return _max(latency + port + warp, level, thr)
         if policy == POLICIES["lockstep"]:  # barriers inside the trip: the warps' phases cannot drift
             return pnorm([warp, level, thr], sync_overlap)
-        if policy == POLICIES["drift"]:  # warps with no CTA barrier in the trip (FA1's
-            # forward) drift apart: while one warp waits for its loads or runs its chain, others
-            # use the SM's pipes and others the memory system, so the CTA's bandwidth share and
-            # the SM's throughput overlap each other better than synchronous phases do
-            # (DRIFT_OVERLAP x the exponent), and the pair combines with the chain as `none`'s
-            busy = pnorm([level, thr], DRIFT_OVERLAP * sync_overlap)
-            return pnorm([latency + port + warp, busy], sync_overlap)
-        if policy == POLICIES["prefetch"]:  # synchronous loads whose lines the step before
-            # brought into L2 (FA1's backward: the next step's O_i and dQacc_i prefetched, Q_i
-            # and dO_i in a cp.async ring): the warps still wait their round trips, bytes and
-            # instructions (the chain), but DRAM fills L2 for the next step while they do, so
-            # the CTA's bandwidth share and the SM's throughput overlap each other as drifting
-            # warps' do (DRIFT_OVERLAP x the exponent; not fitted anew), the pair combining
-            # with the chain as `none`'s
+        if policy in (POLICIES["drift"], POLICIES["prefetch"]):  # `drift`: warps with no CTA
+            # barrier in the trip (FA1's forward) drift apart: while one warp waits for its loads
+            # or runs its chain, others use the SM's pipes and others the memory system;
+            # `prefetch`: synchronous loads whose lines the step before brought into L2 (FA1's
+            # backward: the next step's O_i and dQacc_i prefetched, Q_i and dO_i in a cp.async
+            # ring), so DRAM fills L2 for the next step while the warps wait their round trips,
+            # bytes and instructions. Either way the CTA's bandwidth share and the SM's
+            # throughput overlap each other better than synchronous phases do (DRIFT_OVERLAP x
+            # the exponent; for `prefetch` not fitted anew), and the pair combines with the
+            # chain as `none`'s
             busy = pnorm([level, thr], DRIFT_OVERLAP * sync_overlap)
             return pnorm([latency + port + warp, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute

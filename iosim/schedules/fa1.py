@@ -23,7 +23,11 @@ once each) and adds its dQ_i contributions into dQacc with fp32 atomics (DQ_ATOM
 (one CTA per head), dQacc_i is read-modify-written as before; a deterministic backward
 (Problem.deterministic) is always planned so. The HBM bytes are the same either
 way (the model counts an atomic add as a read and a write, as fa2_bwd's); the grid, the trips
-per CTA, the L2 reuse distance of K/V (GQA) and the loads a step waits for are not.
+per CTA, the L2 reuse distance of K/V (GQA) and the loads a step waits for are not. Timing:
+the step prefetches the next step's O_i and dQacc_i into L2 (and Q_i, dO_i through the ring), so
+DRAM overlaps the warps' chain (timing policy `prefetch`); its SASS issues integer, address,
+global, barrier and branch instructions the counts have no term for (the spec's `loop_issue`
+and `loop_shadow`, iosim.kernels FA1_*, from tools/fa1_sass.py).
 """
 
 from __future__ import annotations
