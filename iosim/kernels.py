@@ -301,11 +301,12 @@ def fa1_bwd_trip_terms(d: Defines) -> dict[str, float]:
     (`unpack`), phase 1's k steps (`ksteps`), MMAs of the unrolled products (`mma_unrolled`)."""
     nw, bm, bn, dp, dg = d["NUM_WARPS"], d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM_PAD"], d["HEAD_DIM"]
     threads, atomic = 32 * nw, d["DQ_ATOMIC"]
-    w2k, w3q = min(nw, max(1, bn // 32)), min(nw, bm // 32)
-    nt3 = dp // (nw // w3q) // 8
+    # (tiles below 32 rows, e.g. tune's candidates: not the kernel's, model only)
+    w2k, w3q = max(1, min(nw, bn // 32)), max(1, min(nw, bm // 32))
+    nt3 = dp // max(1, nw // w3q) // 8
     lines = -(-dg * 2 // 128) + (0 if atomic else -(-dg * 4 // 128))  # a row of O, of dQacc
     copies = 2 * bm * dp // 8 + 2 * bm + bm * dg // 8 + bm * lines  # Q, dO; ℓ, m; O; prefetch
-    mma = (2 * (bn // w2k // 16) * (dp // (nw // w2k) // 8) * (bm // 16)  # dV, dK
+    mma = (2 * (bn // w2k // 16) * (dp // max(1, nw // w2k) // 8) * (bm // 16)  # dV, dK
            + (bm // w3q // 16) * nt3 * (bn // 16) * dg / dp)  # dQ, its passes over HEAD_DIM
     return {"copies": copies / threads, "dq": bm * dg / 2 * (1 if atomic else 2) / threads,
             "unpack": 2 * bm * dg / threads, "ksteps": 2 * -(-dg // 16), "mma_unrolled": mma}
