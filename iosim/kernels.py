@@ -273,6 +273,55 @@ def _fa1_bwd_sync_loads(d: Defines) -> int:
     return 1 + nt3 // (2 if nt3 % 4 else 4)
 
 
+# fa1.cu's backward issues about twice the instructions its counts imply (Nsight Compute's
+# inst_executed at one wave, experiments/ncu_mechanism/h100/wave12: 1.9-2.4x): its inner loop's
+# SASS (experiments/fa1_sass/sass_trip.csv, made by tools/fa1_sass.py) holds integer, address,
+# global memory, barrier and branch instructions the counts have no term for, per warp and trip
+# (least squares over 15 builds, head_dim 32-256, dQ read-modified-written or reduced, each
+# within 20%: python tools/fa1_sass.py --fit experiments/fa1_sass/sass_trip.csv):
+# - between the products, on the warps' chain (KernelPlan.loop_issue): FA1_TRIP_INT a trip (loop
+#   control, the three barriers, branches, the softmax's and dS's index and mask arithmetic),
+#   FA1_COPY_INT a 16-byte copy, load or L2 prefetch (Q_i, dO_i, ℓ_i, m_i cp.async; O_i into
+#   registers; the next step's O_i, dQacc_i lines), the instruction with its address, bounds and
+#   predicate; one a dQacc_i fragment load, store or reduction (immediate offsets: the
+#   instruction alone); one a bf16 element of O_i, dO_i widened for D_i;
+# - inside the products, between the warp's dependent MMAs (KernelPlan.loop_shadow: issue slots
+#   only, the MMA chain's cycles hold them): FA1_KSTEP_INT a k step of phase 1's Sᵀ and dPᵀ
+#   (unrolled twice only, for registers: the swizzled ldmatrix addresses are recomputed every
+#   16 columns) and FA1_MMA_INT an MMA of the unrolled dV, dK and dQ.
+FA1_TRIP_INT = 218.4
+FA1_COPY_INT = 7.93
+FA1_KSTEP_INT = 18.1
+FA1_MMA_INT = 0.385
+
+
+def fa1_bwd_trip_terms(d: Defines) -> dict[str, float]:
+    """Per warp and trip of fa1.cu's fa1_bwd (its fa1b constexprs): 16-byte copies, loads and
+    prefetches (`copies`), dQacc fragment accesses (`dq`), bf16 elements widened for D_i
+    (`unpack`), phase 1's k steps (`ksteps`), MMAs of the unrolled products (`mma_unrolled`)."""
+    nw, bm, bn, dp, dg = d["NUM_WARPS"], d["BLOCK_M"], d["BLOCK_N"], d["HEAD_DIM_PAD"], d["HEAD_DIM"]
+    threads, atomic = 32 * nw, d["DQ_ATOMIC"]
+    # (tiles below 32 rows, e.g. tune's candidates: not the kernel's, model only)
+    w2k, w3q = max(1, min(nw, bn // 32)), max(1, min(nw, bm // 32))
+    nt3 = dp // max(1, nw // w3q) // 8
+    lines = -(-dg * 2 // 128) + (0 if atomic else -(-dg * 4 // 128))  # a row of O, of dQacc
+    copies = 2 * bm * dp // 8 + 2 * bm + bm * dg // 8 + bm * lines  # Q, dO; ℓ, m; O; prefetch
+    mma = (2 * (bn // w2k // 16) * (dp // max(1, nw // w2k) // 8) * (bm // 16)  # dV, dK
+           + (bm // w3q // 16) * nt3 * (bn // 16) * dg / dp)  # dQ, its passes over HEAD_DIM
+    return {"copies": copies / threads, "dq": bm * dg / 2 * (1 if atomic else 2) / threads,
+            "unpack": 2 * bm * dg / threads, "ksteps": 2 * -(-dg // 16), "mma_unrolled": mma}
+
+
+def _fa1_bwd_issue(d: Defines, e: int) -> float:
+    t = fa1_bwd_trip_terms(d)
+    return d["NUM_WARPS"] * (FA1_TRIP_INT + FA1_COPY_INT * t["copies"] + t["dq"] + t["unpack"])
+
+
+def _fa1_bwd_shadow(d: Defines, e: int) -> float:
+    t = fa1_bwd_trip_terms(d)
+    return d["NUM_WARPS"] * (FA1_KSTEP_INT * t["ksteps"] + FA1_MMA_INT * t["mma_unrolled"])
+
+
 def model_defines(entry: str, d: Defines) -> dict[str, int]:
     """The MODEL_* facts the model assumed for this kernel, passed as defines so that the kernel
     static_asserts them (the spec's `checks`)."""
@@ -453,6 +502,9 @@ class KernelSpec:
     # warp instructions a CTA's loop trip issues besides its MMAs and counted work, from
     # (defines, element bytes); None: none beyond the counts
     loop_issue: Callable[[Defines, int], float] | None = None
+    # ... of which a trip issues between dependent MMAs, in their shadow (the address arithmetic
+    # of an MMA loop): issue slots only, not the warps' chain; None: none
+    loop_shadow: Callable[[Defines, int], float] | None = None
     # warp-specialised: whether consumer warps of one SM sub-partition run their softmax at the
     # same time (no turns at the tensor cores), so one warp's FP32 work issues while another's
     # exp2 holds the MUFU; None: never (one consumer warp's softmax at a time, its exp2 and
@@ -640,7 +692,8 @@ _SPECS = [
                frozenset({"dQacc", "dKx", "dVx"}), _TILE | {"STAGES", "SPLIT_COLS", "DQ_ATOMIC"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dim_pad=pad_ceil_64,
                rules=_fa1_bwd_rules, smem=_fa1_bwd_smem, bwd_readers=_fa1_bwd_readers,
-               sync_loads=_fa1_bwd_sync_loads),
+               sync_loads=_fa1_bwd_sync_loads, loop_issue=_fa1_bwd_issue,
+               loop_shadow=_fa1_bwd_shadow),
     KernelSpec("fa1_bwd_convert", "fa1.cu", "FA1_BWD_CONVERT", ("dQacc", "dQ", "Nq"),
                frozenset({"dQ"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
     # every warp ldmatrix-reads all of K_j and V_j

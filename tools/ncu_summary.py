@@ -88,9 +88,12 @@ def agreement(path: str, hw_name: str = "h100") -> pd.DataFrame:
         k = pl.kernels[i]
         kt = timing.predict(pl, hw, memory.estimate(pl, hw))[i]
         ncu = max(busy, key=busy.get)
-        # warp instructions executed against the model's count (mma + other, iosim.timing)
+        # warp instructions executed against the model's count (mma + other, iosim.timing, and
+        # what the kernel's loop issues beyond them: KernelPlan.loop_issue, loop_shadow a trip)
         mma, other = timing.instructions(k.work.tensor_flops, k.work.alu_flops + k.work.exp_ops,
-                                         k.traffic.sram, hw, k.overlap == "warpspecialized")
+                                         k.traffic.sram, hw, k.overlap == "warpspecialized",
+                                         k.inst_per_op)
+        other += (k.loop_issue + k.loop_shadow) * float(k.trips.sum()) * k.ctas / len(k.trips)
         inst = m.get("smsp__inst_executed.sum", float("nan")) / (mma + other) if mma + other else float("nan")
         rows.append({"schedule": s, "N": n, "d": d, "causal": c, "kernel": name, "ncu_busiest": ncu,
                      "ncu_pct": busy[ncu], "model_busiest": kt.busiest,

@@ -52,7 +52,7 @@ class KernelPlan:
     mask_alu: int = 0
     once: Work = Work()  # part of `work` each CTA does once, after its loop (e.g. O = acc/ℓ)
     stages: int = 1  # SRAM pipeline depth for the streamed operand
-    overlap: str = "none"  # timing policy: "none" | "drift" | "async" | "lockstep" | "warpspecialized" | "spread"
+    overlap: str = "none"  # timing policy: "none" | "drift" | "prefetch" | "async" | "lockstep" | "warpspecialized" | "spread"
     source: str | None = None  # kernels/<source> when a real CUDA kernel exists
     defines: dict[str, int] = field(default_factory=dict)  # compile-time parameters
     # warp instructions per 32 counted element operations where the kernel's own mix is known
@@ -78,6 +78,9 @@ class KernelPlan:
     # of the one-tile grid, handed to grid[0] CTAs round-robin); 0: one a CTA. The L2 model
     # (iosim.model.memory) counts `reuse` and the bytes a unit brings in these
     tiles: int = 0
+    # ... and those it issues between dependent MMAs, in their shadow (KernelSpec's loop_shadow:
+    # fa1_bwd's ldmatrix address arithmetic): in the issue and dispatch terms only
+    loop_shadow: float = 0.0
 
     @property
     def ctas(self) -> int:

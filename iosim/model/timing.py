@@ -215,7 +215,8 @@ def _fluid(f: _Facts, r: Rates) -> dict[str, np.ndarray]:
     """Seconds each unit and level needs for the whole kernel at its efficient rate, per case."""
     sms = f.sms
     mma, other = _instructions(f.flops, f.alu + f.exps, f.sram, f.wg, f.inst_per_op)
-    other = other + f.x_trip * f.total_trips  # beyond the work (KernelPlan.loop_issue)
+    # beyond the work (KernelPlan.loop_issue, loop_shadow)
+    other = other + (f.x_trip + f.x_shadow) * f.total_trips
     return {"tensor": f.flops / (r.tensor * sms), "sfu": f.exps / (r.sfu * sms),
             "alu": f.alu / (r.alu * sms), "sram": (f.sram - f.fill) / (r.sram * sms),
             "issue": (mma + other) / (r.issue * sms),
@@ -295,7 +296,8 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
 
 SUBSET = 4096  # entries above which Trip.time computes each policy on its own entries only
 # the overlap policies, as codes of a case (Trip.time)
-POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4, "drift": 5}
+POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4, "drift": 5,
+            "prefetch": 6}
 # `drift`: how much better than synchronous phases (sync_overlap) the bandwidth share and the
 # SM's throughput of drifting warps overlap: the exponent's multiple (1: `none`, as if the
 # warps ran in step; inf: perfectly, the larger of the two). Not fitted by calibrate: chosen
@@ -322,17 +324,19 @@ class Trip:
 
     @classmethod
     def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
-           fill=0.0) -> Trip:
+           fill=0.0, shadow=0.0) -> Trip:
         """`sram`: shared-memory bytes (one instruction per LDS_BYTES); `fill`: those of them
         that asynchronous copies write, which the shared-memory pipe does not carry
-        (smem_fill)."""
+        (smem_fill); `shadow`: instructions issued in the MMAs' shadow (loop_shadow): issue
+        slots, no chain."""
         wg = r.wgmma
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
+        issued = other + shadow
         return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
                    sram=(sram - fill) / r.sram,
-                   issue=(mma + other) / r.issue,
-                   dispatch=np.where(wg, 0.0, flops / r.tensor + other * r.inst_cycles / r.issue),
+                   issue=(mma + issued) / r.issue,
+                   dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
                    warp_mma=mma / warps * r.mma_cycles * cyc,
                    warp_other=other / warps * r.inst_cycles * cyc,
                    groups=np.where(wg, np.maximum(1.0, warps / 4), 1.0),
@@ -390,11 +394,16 @@ class Trip:
             return _max(latency + port + warp, level, thr)
         if policy == POLICIES["lockstep"]:  # barriers inside the trip: the warps' phases cannot drift
             return pnorm([warp, level, thr], sync_overlap)
-        if policy == POLICIES["drift"]:  # warps with no CTA barrier in the trip (FA1's
-            # forward) drift apart: while one warp waits for its loads or runs its chain, others
-            # use the SM's pipes and others the memory system, so the CTA's bandwidth share and
-            # the SM's throughput overlap each other better than synchronous phases do
-            # (DRIFT_OVERLAP x the exponent), and the pair combines with the chain as `none`'s
+        if policy in (POLICIES["drift"], POLICIES["prefetch"]):  # `drift`: warps with no CTA
+            # barrier in the trip (FA1's forward) drift apart: while one warp waits for its loads
+            # or runs its chain, others use the SM's pipes and others the memory system;
+            # `prefetch`: synchronous loads whose lines the step before brought into L2 (FA1's
+            # backward: the next step's O_i and dQacc_i prefetched, Q_i and dO_i in a cp.async
+            # ring), so DRAM fills L2 for the next step while the warps wait their round trips,
+            # bytes and instructions. Either way the CTA's bandwidth share and the SM's
+            # throughput overlap each other better than synchronous phases do (DRIFT_OVERLAP x
+            # the exponent; for `prefetch` not fitted anew), and the pair combines with the
+            # chain as `none`'s
             busy = pnorm([level, thr], DRIFT_OVERLAP * sync_overlap)
             return pnorm([latency + port + warp, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
@@ -526,7 +535,7 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
-         "fill", "a_fill")
+         "fill", "a_fill", "x_shadow")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
@@ -534,7 +543,7 @@ EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask
              "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra", "fill", "units")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams",
-             "x_trip", "apart", "pad")
+             "x_trip", "apart", "pad", "x_shadow")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -555,7 +564,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
-             k.loop_issue, float(softmax_apart(k)), pad)
+             k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow)
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -738,7 +747,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
                     np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc,
                     np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart,
-                    np.stack([f.a_fill, f.a_fill, np.zeros(m)]))
+                    np.stack([f.a_fill, f.a_fill, np.zeros(m)]),
+                    np.stack([f.x_shadow, f.x_shadow, np.zeros(m)]))
     trips = Trip(*(both(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)

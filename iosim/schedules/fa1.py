@@ -23,7 +23,11 @@ once each) and adds its dQ_i contributions into dQacc with fp32 atomics (DQ_ATOM
 (one CTA per head), dQacc_i is read-modify-written as before; a deterministic backward
 (Problem.deterministic) is always planned so. The HBM bytes are the same either
 way (the model counts an atomic add as a read and a write, as fa2_bwd's); the grid, the trips
-per CTA, the L2 reuse distance of K/V (GQA) and the loads a step waits for are not.
+per CTA, the L2 reuse distance of K/V (GQA) and the loads a step waits for are not. Timing:
+the step prefetches the next step's O_i and dQacc_i into L2 (and Q_i, dO_i through the ring), so
+DRAM overlaps the warps' chain (timing policy `prefetch`); its SASS issues integer, address,
+global, barrier and branch instructions the counts have no term for (the spec's `loop_issue`
+and `loop_shadow`, iosim.kernels FA1_*, from tools/fa1_sass.py).
 """
 
 from __future__ import annotations
@@ -176,8 +180,13 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
                              stages=t.stages, reuse={n: splits for n in GQA_REUSE},
                              # barriers split each trip into phases, as fa2_bwd's, and
                              # O_i, dQacc_i come into registers within the step
-                             # (synchronous loads): the "none" policy, not "lockstep"
-                             overlap="none", source=source(main), defines=defines))
+                             # (synchronous loads), from L2: the step before prefetched them
+                             # (and Q_i, dO_i through the ring), so DRAM works for the next
+                             # step while the warps wait (the "prefetch" policy)
+                             overlap="prefetch", source=source(main), defines=defines,
+                             # the SASS's instructions beyond the counts (iosim.kernels)
+                             loop_issue=SPECS[main].loop_issue(defines, p.elem_bytes),
+                             loop_shadow=SPECS[main].loop_shadow(defines, p.elem_bytes)))
         tr, w = dq_convert(p, scaled=False)
         ks.append(KernelPlan("fa1_bwd_convert", (bm.tm, p.heads, p.batch), AUX_THREADS, 0, 32,
                              t.block_m, p.head_dim, tr.scaled(bh), w.scaled(bh),
