@@ -18,7 +18,7 @@ from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
 from iosim.kernels import kv_splits
 from iosim.model import memory, timing
-from iosim.schedules import SCHEDULES, plan
+from iosim.schedules import SCHEDULES, plan, shape, shapes
 
 HW = ("h100", "a100")
 FLOAT_TOL = 1e-9
@@ -199,6 +199,22 @@ def test_a_shape_s_template_predicts_every_problem_of_it(name):
             same_row(a, r)
     assert shared == set(SCHEDULES) - ({"fa3"} if not hw.has_wgmma else set())
     assert twins >= {"naive", "fa2"}
+
+
+@pytest.mark.parametrize("name", HW)
+def test_shapes_of_a_grid_are_each_problem_s_shape(name):
+    """schedules.shapes (the layout asked once per shape and what it reads of batch x heads)
+    gives every problem of a seeded grid, for every schedule, what shape() gives it alone;
+    and fa1's grid holds several layouts of one shape (the memo is exercised)."""
+    hw = load(name)
+    probs = shaped(seed=21, n=30) + [p.model_copy(update={"batch": b, "heads": p.heads * m,
+                                                          "kv_heads": p.kv_heads * m})
+                                     for p in problems(22, 8) for b in (1, 2, 8, 64, 512)
+                                     for m in (1, 3, 16)]
+    for s in SCHEDULES:
+        assert shapes(s, probs, hw) == [shape(s, p, hw) for p in probs], s
+    keys = [k for k in shapes("fa1", probs, hw) if k is not None]
+    assert len(set(keys)) > len({k[:-1] for k in keys})  # layouts that split one shape
 
 
 def test_rows_name_the_exhaustive_limiter():
