@@ -19,6 +19,7 @@ from iosim.core.problem import Problem
 from iosim.kernels import kv_splits
 from iosim.model import memory, timing
 from iosim.schedules import SCHEDULES, plan, shape, shapes
+from iosim.schedules.base import BlockMap
 
 HW = ("h100", "a100")
 FLOAT_TOL = 1e-9
@@ -328,6 +329,23 @@ def test_period_stacks_hold_each_kernel_s_period():
         assert size == len(one) > 1
         assert np.array_equal(stacks[size][0][row[pid + 1]], np.asarray(one, np.float64))
         assert np.array_equal(stacks[size][1][row[pid + 1]], np.asarray(masked, np.float64))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_plan_planned_again_launches_the_same_period_arrays(causal):
+    """fa2's and fa3's CTAs, launched last query block first: planning the problem again gives
+    the same trip arrays (the objects, read-only), so timing remembers their period instead of
+    working it out anew; the arrays are the block map's, reversed."""
+    hw = load("h100")
+    p = Problem(batch=2, heads=8, seqlen_q=3000, head_dim=128, causal=causal)
+    for s in ("fa2", "fa3"):
+        a, b = plan(s, p, hw).main, plan(s, p, hw).main
+        for x in ("trips", "masked", "tile_trips"):
+            if getattr(a, x) is not None:
+                assert getattr(a, x) is getattr(b, x), (s, x)
+                assert not getattr(a, x).flags.writeable
+    bm = plan("fa2", p, hw).main
+    assert np.array_equal(bm.trips[::-1], BlockMap.of(p, bm.block_m, bm.block_n).row_tiles())
 
 
 def test_list_schedule_is_its_formula():

@@ -123,7 +123,9 @@ def block_sweep_speed_cpu() -> str:
             ("the same large grid, times alone (per CPU s)", "large_time_only_points_per_second",
              "{:,.0f}"),
             ("`tune.rank`, fa2's configurations of one problem, compiles cached (CPU s)",
-             "tune_rank_seconds", "{:.3f}")]
+             "tune_rank_seconds", "{:.3f}"),
+            ("`iosim predict` in a shell, the whole process (CPU s)", "predict_shell_cpu_seconds",
+             "{:.3f}")]
     for label, key, fmt in rows:
         if key not in this:
             continue

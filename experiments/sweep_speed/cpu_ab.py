@@ -23,7 +23,11 @@ medians. Writes experiments/sweep_speed/cpu_ab.json:
   limiter and without (`limiter=False`, `bound` empty), schedule-problems (rows) per CPU
   second, the best of 3 (the large grid: of 2). Each call plans its templates afresh (no cache
   outlives a call but the schedules' own, of a shape's tiles and block maps);
-- tune: `tune.rank("fa2", [problem])` with its compile results cached, the best of 5 (s).
+- tune: `tune.rank("fa2", [problem])` with its compile results cached, the best of 5 (s);
+- predict in a shell: `iosim predict` (the console script's code, `python -c "from iosim.cli
+  import main; main()" predict`), the CPU seconds (user + system) of the whole process,
+  interpreter start included, the least of 3; each tree's modules compiled to bytecode first
+  (`python -m compileall iosim`, as pip does when it installs a package).
 
     python experiments/sweep_speed/cpu_ab.py --base 94797ab --base beeb679 [--repeat 2]
 """
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -114,9 +119,20 @@ print(json.dumps(out))
 """
 
 
+def shell_cpu(tree: Path, args: list[str]) -> float:
+    """CPU seconds (user + system) of one `python ARGS` process from `tree`: its start, imports
+    and work, what its wall time is on an idle machine (one thread)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run(tree, args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def sample(tree: Path) -> dict:
     out = run(tree, ["-c", CHILD, json.dumps(GRID), json.dumps(grid_args(GRID))]).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    predict = ["-c", "from iosim.cli import main; main()", "predict"]
+    return {**json.loads(out.strip().splitlines()[-1]),
+            "predict_shell_cpu_seconds": min(shell_cpu(tree, predict) for _ in range(3))}
 
 
 def commit(tree: Path) -> str:
@@ -138,6 +154,8 @@ def main() -> None:
             subprocess.run([*git, "worktree", "add", "--detach", str(trees[-1]), rev], check=True,
                            capture_output=True)
         trees.append(ROOT)
+        for t in trees:  # bytecode, as an installed package has it (sweep_speed.py's docstring)
+            run(t, ["-m", "compileall", "-q", "iosim"])
         try:
             samples: dict[Path, list] = {t: [] for t in trees}
             for _ in range(args.repeat):

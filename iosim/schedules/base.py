@@ -464,6 +464,17 @@ def _block_map(nq: int, nk: int, causal: bool, offset: int, bm: int, bn: int) ->
     return BlockMap(nq, nk, bm, bn, causal, offset)
 
 
+def last_first(bm: BlockMap | WindowMap, name: str, dtype=None) -> np.ndarray:
+    """The map's per-query-block array `name` in launch order, the last query block first (a
+    causal grid's longest CTAs first), as `dtype`; a BlockMap's is made once, the same array at
+    every call (timing remembers a kernel's CTA period by its arrays)."""
+    def make():
+        out = getattr(bm, name)()[::-1]
+        return _frozen(out if dtype is None else out.astype(dtype))
+    return bm._once(("last_first", name, dtype), make) if isinstance(bm, BlockMap) else make()
+
+
+@lru_cache(maxsize=1024)
 def uniform_float(value: float) -> np.ndarray:
     """Trip counts (in full tiles) of a kernel whose CTAs all run `value` tiles."""
     return _frozen(np.array([value], dtype=np.float64))
