@@ -773,9 +773,14 @@ def bare_flags(argv: list[str]) -> list[str]:
     return out
 
 
-def command():
+def command(argv: list[str] = ()):
     """The click command of `app`, its help without typer's type labels (`<int>`, `<bool>`,
-    `<list[Path]>`) or braces round arguments: an option shows its METAVAR, a flag nothing."""
+    `<list[Path]>`) or braces round arguments: an option shows its METAVAR, a flag nothing.
+    Where `argv` starts with the name of one of app's commands, the group holds that command
+    alone: typer reads the signature of every command it builds (most of `iosim predict`'s
+    time after the imports), and the others cannot run."""
+    import copy
+
     import typer.main
 
     def plain(cmd) -> None:
@@ -804,7 +809,12 @@ def command():
                 label = p.metavar or "|".join(map(str, choices)) or p.name.upper()
                 p.display_type_rich = lambda ctx, label=label: label
 
-    cmd = typer.main.get_command(app)
+    one = [c for c in app.registered_commands if argv and c.name == argv[0]]
+    group = app
+    if one:  # the same group (its callback, options and help) with one command
+        group = copy.copy(app)
+        group.registered_commands, group.registered_groups = one, []
+    cmd = typer.main.get_command(group)
     plain(cmd)
     return cmd
 
@@ -819,7 +829,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = bare_flags(list(sys.argv[1:] if argv is None else argv))
     try:
-        rv = command()(args=args, prog_name="iosim", standalone_mode=False)
+        rv = command(args)(args=args, prog_name="iosim", standalone_mode=False)
     except InputError as e:
         bad(str(e))
     except ValidationError as e:

@@ -56,6 +56,21 @@ def test_cli_predict_imports_only_what_it_needs():
     assert "fa2" in out and "pred ms" in out  # it printed the table
 
 
+def test_cli_builds_only_the_command_it_runs(capsys):
+    from iosim.cli import app, command
+
+    assert list(command(["predict", "--seqlen", "1024"]).commands) == ["predict"]
+    every = command([]).commands  # no command named: all of them, for the help and errors
+    assert {c.name for c in app.registered_commands} | {"hw"} == set(every)
+    assert list(command(["hw", "list"]).commands) == list(every)  # a group: built whole
+    with pytest.raises(SystemExit) as e:
+        main(["predict", "--help"])
+    assert e.value.code == 0 and "--seqlen" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["predct"])  # a misspelt command is still said so, by the whole group
+    assert e.value.code == 2 and "predict" in capsys.readouterr().err
+
+
 def test_stream_writes_what_the_in_memory_sweep_computes(tmp_path):
     want = sw.sweep_result(GRID, workers=1).rows.sort_values(KEY).reset_index(drop=True)
     # a column no row fills (fa1's backward split in a forward sweep): None or NaN, both empty

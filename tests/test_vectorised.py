@@ -18,7 +18,8 @@ from iosim.core.hardware import InputError, load
 from iosim.core.problem import Problem
 from iosim.kernels import kv_splits
 from iosim.model import memory, timing
-from iosim.schedules import SCHEDULES, plan
+from iosim.schedules import SCHEDULES, plan, shape, shapes
+from iosim.schedules.base import BlockMap
 
 HW = ("h100", "a100")
 FLOAT_TOL = 1e-9
@@ -201,6 +202,22 @@ def test_a_shape_s_template_predicts_every_problem_of_it(name):
     assert twins >= {"naive", "fa2"}
 
 
+@pytest.mark.parametrize("name", HW)
+def test_shapes_of_a_grid_are_each_problem_s_shape(name):
+    """schedules.shapes (the layout asked once per shape and what it reads of batch x heads)
+    gives every problem of a seeded grid, for every schedule, what shape() gives it alone;
+    and fa1's grid holds several layouts of one shape (the memo is exercised)."""
+    hw = load(name)
+    probs = shaped(seed=21, n=30) + [p.model_copy(update={"batch": b, "heads": p.heads * m,
+                                                          "kv_heads": p.kv_heads * m})
+                                     for p in problems(22, 8) for b in (1, 2, 8, 64, 512)
+                                     for m in (1, 3, 16)]
+    for s in SCHEDULES:
+        assert shapes(s, probs, hw) == [shape(s, p, hw) for p in probs], s
+    keys = [k for k in shapes("fa1", probs, hw) if k is not None]
+    assert len(set(keys)) > len({k[:-1] for k in keys})  # layouts that split one shape
+
+
 def test_rows_name_the_exhaustive_limiter():
     """predict.rows searches only the groups' limiters (the most promising relief first, then
     those whose lower bound could beat it); its `bound` is the Plan limiter that predicting
@@ -210,6 +227,34 @@ def test_rows_name_the_exhaustive_limiter():
     full = timing.predict_plans([(pl, hw, memory.estimate(pl, hw)) for pl, hw in items])
     assert [r["bound"] for r in rows(items)] == [kts.bound for kts in full]
     assert len({kts.bound for kts in full}) >= 4  # several limiters, not one
+
+
+def test_group_search_rules_reliefs_out_on_the_longest_kernel():
+    """The groups' search predicts the other reliefs on each group's longest kernel first: some
+    are then ruled out with the group's other kernels left unpredicted, and the groups'
+    limiters are still those of every relief of every kernel (timing.predict_plans)."""
+    items = plans(seed=17, n=40)
+    jobs, starts = [], []
+    for pl, hw in items:
+        starts.append(len(jobs))
+        jobs += [(k, d, hw, pl.problem) for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
+    b = timing.batch_of(jobs)
+    pr = timing.predict_batch(b, True, np.array(starts), kernel_bounds=False)
+    full = timing.predict_plans([(pl, hw, memory.estimate(pl, hw)) for pl, hw in items])
+    assert pr.group_bound == [kts.bound for kts in full]
+    ends = starts[1:] + [len(jobs)]
+    ruled_out = 0
+    for g0, g1 in zip(starts, ends):
+        if g1 - g0 < 2:
+            continue
+        top = g0 + int(np.argmax(pr.seconds[g0:g1]))
+        others = np.delete(pr.relaxed[g0:g1], top - g0, axis=0)
+        # predicted on the longest kernel (shorter than its time: not a rate it never uses;
+        # not the launch's, known without a prediction), on none of the others
+        shorter = pr.relaxed[top] < pr.seconds[top]
+        shorter[timing.LAUNCH] = False
+        ruled_out += int((shorter & np.isnan(others).all(axis=0)).sum())
+    assert ruled_out > 0
 
 
 def test_predict_many_is_predict_of_each_problem():
@@ -284,6 +329,23 @@ def test_period_stacks_hold_each_kernel_s_period():
         assert size == len(one) > 1
         assert np.array_equal(stacks[size][0][row[pid + 1]], np.asarray(one, np.float64))
         assert np.array_equal(stacks[size][1][row[pid + 1]], np.asarray(masked, np.float64))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_plan_planned_again_launches_the_same_period_arrays(causal):
+    """fa2's and fa3's CTAs, launched last query block first: planning the problem again gives
+    the same trip arrays (the objects, read-only), so timing remembers their period instead of
+    working it out anew; the arrays are the block map's, reversed."""
+    hw = load("h100")
+    p = Problem(batch=2, heads=8, seqlen_q=3000, head_dim=128, causal=causal)
+    for s in ("fa2", "fa3"):
+        a, b = plan(s, p, hw).main, plan(s, p, hw).main
+        for x in ("trips", "masked", "tile_trips"):
+            if getattr(a, x) is not None:
+                assert getattr(a, x) is getattr(b, x), (s, x)
+                assert not getattr(a, x).flags.writeable
+    bm = plan("fa2", p, hw).main
+    assert np.array_equal(bm.trips[::-1], BlockMap.of(p, bm.block_m, bm.block_n).row_tiles())
 
 
 def test_list_schedule_is_its_formula():

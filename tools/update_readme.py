@@ -114,8 +114,18 @@ def block_sweep_speed_cpu() -> str:
              "(per CPU s)", "batch_points_per_second", "{:,.0f}"),
             ("the same batch, times alone (`predict_many(..., limiter=False)`, per CPU s)",
              "batch_time_only_points_per_second", "{:,.0f}"),
+            (f"a grid of {int(this.get('grid_points', 0)):,} schedule-problems (1,920 problems), "
+             "`predict_many` (per CPU s)", "grid_points_per_second", "{:,.0f}"),
+            ("the same grid, times alone (per CPU s)", "grid_time_only_points_per_second", "{:,.0f}"),
+            (f"a large grid of {int(this.get('large_points', 0)):,} schedule-problems (21,120 "
+             "problems), `predict_many` (per CPU s)", "large_points_per_second",
+             "{:,.0f}"),
+            ("the same large grid, times alone (per CPU s)", "large_time_only_points_per_second",
+             "{:,.0f}"),
             ("`tune.rank`, fa2's configurations of one problem, compiles cached (CPU s)",
-             "tune_rank_seconds", "{:.3f}")]
+             "tune_rank_seconds", "{:.3f}"),
+            ("`iosim predict` in a shell, the whole process (CPU s)", "predict_shell_cpu_seconds",
+             "{:.3f}")]
     for label, key, fmt in rows:
         if key not in this:
             continue

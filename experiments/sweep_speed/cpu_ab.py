@@ -15,7 +15,19 @@ medians. Writes experiments/sweep_speed/cpu_ab.json:
 - batch: 216 problems x those four schedules planned and predicted (sweep_speed.PREDICT's
   batch: `predict_many`, else `predict.rows`, else `row` per Plan), the best of 3, per second;
   and, where `predict_many` takes `limiter=False`, the same batch's times alone (no `bound`);
-- tune: `tune.rank("fa2", [problem])` with its compile results cached, the best of 5 (s).
+- grids, where the version has `predict_many`: `predict_many(problems, hw, four)` of sweep_speed's
+  grid of 1,920 problems (N 256..32768, d 64/128/256, causal both, batch 1..128, heads 8..128:
+  7,680 schedule-problems) and of a large grid of 21,120 (N 256..131072, d 64/128/256, causal
+  both, batch 1..1024 in powers of two, heads 4..128 in steps of 4: 84,480 schedule-problems,
+  more problems to a shape's template), each with the
+  limiter and without (`limiter=False`, `bound` empty), schedule-problems (rows) per CPU
+  second, the best of 3 (the large grid: of 2). Each call plans its templates afresh (no cache
+  outlives a call but the schedules' own, of a shape's tiles and block maps);
+- tune: `tune.rank("fa2", [problem])` with its compile results cached, the best of 5 (s);
+- predict in a shell: `iosim predict` (the console script's code, `python -c "from iosim.cli
+  import main; main()" predict`), the CPU seconds (user + system) of the whole process,
+  interpreter start included, the least of 3; each tree's modules compiled to bytecode first
+  (`python -m compileall iosim`, as pip does when it installs a package).
 
     python experiments/sweep_speed/cpu_ab.py --base 94797ab --base beeb679 [--repeat 2]
 """
@@ -24,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -85,6 +98,20 @@ try:  # the time alone (no limiter), a cost function's need, where predict_many 
     out["batch_time_only_points_per_second"] = n / cpu(lambda: many(problems, hw, four, limiter=False), 1, 3)
 except TypeError:
     pass
+grids = {"grid": [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
+                  for n in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768) for d in (64, 128, 256)
+                  for c in (False, True) for b in (1, 2, 4, 8, 16, 32, 64, 128)
+                  for h in (8, 16, 32, 64, 128)],
+         "large": [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
+                   for n in (256 * 2**i for i in range(10)) for d in (64, 128, 256)
+                   for c in (False, True) for b in (2**i for i in range(11))
+                   for h in range(4, 129, 4)]}
+for name, probs in grids.items() if many else ():
+    k = 3 if name == "grid" else 2
+    g = len(many(probs, hw, four))
+    out[f"{name}_points"] = g
+    out[f"{name}_points_per_second"] = g / cpu(lambda: many(probs, hw, four), 1, k)
+    out[f"{name}_time_only_points_per_second"] = g / cpu(lambda: many(probs, hw, four, limiter=False), 1, k)
 q = iosim.Problem(batch=4, heads=16, seqlen_q=4096, head_dim=128)
 tune.rank("fa2", [q], hw)  # fills the compile cache
 out["tune_rank_seconds"] = cpu(lambda: tune.rank("fa2", [q], hw), 1, 5)
@@ -92,9 +119,20 @@ print(json.dumps(out))
 """
 
 
+def shell_cpu(tree: Path, args: list[str]) -> float:
+    """CPU seconds (user + system) of one `python ARGS` process from `tree`: its start, imports
+    and work, what its wall time is on an idle machine (one thread)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run(tree, args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def sample(tree: Path) -> dict:
     out = run(tree, ["-c", CHILD, json.dumps(GRID), json.dumps(grid_args(GRID))]).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    predict = ["-c", "from iosim.cli import main; main()", "predict"]
+    return {**json.loads(out.strip().splitlines()[-1]),
+            "predict_shell_cpu_seconds": min(shell_cpu(tree, predict) for _ in range(3))}
 
 
 def commit(tree: Path) -> str:
@@ -116,6 +154,8 @@ def main() -> None:
             subprocess.run([*git, "worktree", "add", "--detach", str(trees[-1]), rev], check=True,
                            capture_output=True)
         trees.append(ROOT)
+        for t in trees:  # bytecode, as an installed package has it (sweep_speed.py's docstring)
+            run(t, ["-m", "compileall", "-q", "iosim"])
         try:
             samples: dict[Path, list] = {t: [] for t in trees}
             for _ in range(args.repeat):

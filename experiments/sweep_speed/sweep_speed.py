@@ -3,7 +3,10 @@
 Writes experiments/sweep_speed/sweep_speed.json. The previous version is checked out with
 `git worktree add --detach` at `--base` (default: where this branch left main, i.e. the commit
 before this change) and each version runs from its own tree (PYTHONPATH), in fresh processes,
-alternately (one of each measurement of one version, then of the other), on this machine:
+alternately (one of each measurement of one version, then of the other), on this machine,
+each tree's modules compiled to bytecode first (`python -m compileall iosim`, as pip does when
+it installs a package: where PYTHONDONTWRITEBYTECODE is set, every start below would otherwise
+compile iosim's sources, which no installed copy does):
 
 - import: `python -X importtime -c "from iosim.cli import main"` (the CLI module's cumulative
   import time) and the modules of note it loads;
@@ -252,6 +255,8 @@ def summarize(tree: Path, samples: list[dict], large: dict) -> dict:
 def compare(old: Path, new: Path, repeat: int) -> tuple[dict, dict]:
     """Both versions, alternately (a machine whose load drifts weighs on both alike)."""
     samples: dict[Path, list] = {old: [], new: []}
+    for tree in (old, new):  # bytecode, as an installed package has it (module docstring)
+        run(tree, ["-m", "compileall", "-q", "iosim"])
     for _ in range(repeat):
         for tree in (old, new):
             samples[tree].append(sample(tree))

@@ -27,7 +27,7 @@ from iosim.core.rows import problem_fields
 from iosim.kernels import kv_splits
 from iosim.model import memory, timing
 from iosim.model.backing import backing, tensor_bytes
-from iosim.schedules import AFFINE, Tiles, plan, shape
+from iosim.schedules import AFFINE, Tiles, plan, shapes
 from iosim.schedules.knobs import TunedTiles
 
 if TYPE_CHECKING:
@@ -404,8 +404,7 @@ def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,
     that cannot be planned). A template whose counts are not whole per pair (none is known)
     gives way to one Plan per problem."""
     groups: dict = {}
-    for i, p in enumerate(problems):
-        key = shape(schedule, p, hw, tiles, tuned)
+    for i, key in enumerate(shapes(schedule, problems, hw, tiles, tuned)):
         groups.setdefault(("alone", i) if key is None else key, []).append(i)
     out, order, errors = [], [], []
     for idx in groups.values():

@@ -974,10 +974,12 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         if len(starts):
             want |= (sums <= sums[:, LAUNCH:LAUNCH + 1] * (1 + MARGIN))[grp]
         predict(want)
-    else:  # groups' limiters alone (best_relief's search, batched, in two rounds): each
-        # group's most promising relief; then, at once, every other whose lower bound could
-        # still beat the best found (best_relief's rounds would predict no other, and what they
-        # leave out could not be the shortest, nor within _chosen's 1e-8 of it)
+    else:  # groups' limiters alone (best_relief's search, batched, in rounds): each group's
+        # most promising relief; then every other whose lower bound could still beat the best
+        # found (best_relief's rounds would predict no other, and what they leave out could
+        # not be the shortest, nor within _chosen's 1e-8 of it), on each group's longest
+        # kernel first: its time in place of its lower bound rules more of them out before
+        # the group's other kernels are predicted
         best = np.add.reduceat(relaxed[:, LAUNCH], starts)  # exact already
         left = sums.copy()
         left[:, LAUNCH] = np.inf
@@ -988,12 +990,30 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         predict(first[grp])
         found = np.add.reduceat(relaxed[np.arange(n), pick[grp]], starts)
         best = np.where(first[g, pick], np.minimum(best, found), best)
-        predict(((left <= best[:, None] * (1 + MARGIN)) & ~first)[grp])
+        rest = (left <= best[:, None] * (1 + MARGIN)) & ~first
+        seconds = busy + launch
+        longest = np.zeros(n, bool)
+        longest[_first_max(seconds, starts)] = True
+        predict(rest[grp] & longest[:, None])
+        # the groups' times known so far (NaN: a kernel's unknown), and lower bounds on all
+        known = np.add.reduceat(relaxed, starts, axis=0)
+        best = np.minimum(best, np.where(np.isnan(known), np.inf, known).min(axis=1))
+        bound = np.add.reduceat(np.where(np.isnan(relaxed), lower, relaxed), starts, axis=0)
+        predict((rest & (bound <= best[:, None] * (1 + MARGIN)))[grp])
     out.relaxed, out.lower = relaxed, lower
     out.bound = _chosen(relaxed) if kernel_bounds else None
     if len(starts):  # NaN where one kernel's is unknown
         out.group_bound = _chosen(np.add.reduceat(relaxed, starts, axis=0))
     return out
+
+
+def _first_max(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per group of contiguous entries (`starts`), the index of its largest entry (the first
+    of equals)."""
+    sizes = np.diff(np.append(starts, len(x)))
+    hit = np.flatnonzero(x == np.repeat(np.maximum.reduceat(x, starts), sizes))
+    owner = np.repeat(np.arange(len(starts)), sizes)[hit]
+    return hit[np.concatenate([[True], owner[1:] != owner[:-1]])]
 
 
 def predict_many(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]],

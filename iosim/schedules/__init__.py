@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from iosim.core.hardware import HardwareProfile, InputError
@@ -25,6 +26,9 @@ ALL = [s for s in SCHEDULES if s != "decode"]
 # the schedules whose Plans also choose something from batch x heads: that choice (`layout`)
 LAYOUTS = {"fa1": fa1.layout, "decode": decode.shape_layout, "standard": standard.layout,
            "fa3": fa3.layout}
+# what a LAYOUTS function reads of a problem besides its shape_key (the rest: batch, heads
+# and kv_heads whole): fa1 splits by the CTAs of batch x heads alone
+LAYOUT_INPUT = {"fa1": lambda p: p.bh}
 # the schedules whose counts are affine, not proportional, in batch x kv_heads: the papers'
 # PyTorch baseline builds its causal mask once (Nq x Nk), whatever the batch and heads
 AFFINE = {"standard"}
@@ -46,6 +50,26 @@ def shape(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles
         except InputError:
             return None
     return key
+
+
+def shapes(name: str, problems: Sequence[Problem], hw: HardwareProfile, tiles: Tiles = Tiles(),
+           tuned: knobs.TunedTiles | None = None) -> list[tuple | None]:
+    """shape() of each problem, the layout asked once per shape and LAYOUT_INPUT (a grid of
+    batch and head counts asks fa1's layout of every one)."""
+    if name not in LAYOUTS:
+        return [None if p.seqlens_k is not None else p.shape_key() for p in problems]
+    reads = LAYOUT_INPUT.get(name, lambda p: (p.batch, p.heads, p.kv_heads))
+    seen: dict = {}
+    out = []
+    for p in problems:
+        if p.seqlens_k is not None:
+            out.append(None)
+            continue
+        key = (p.shape_key(), reads(p))
+        if key not in seen:
+            seen[key] = shape(name, p, hw, tiles, tuned)
+        out.append(seen[key])
+    return out
 
 
 def defaults_for(problem: Problem) -> list[str]:
@@ -75,4 +99,4 @@ def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(
     return pl
 
 
-__all__ = ["AFFINE", "ALL", "SCHEDULES", "Tiles", "defaults_for", "plan", "shape"]
+__all__ = ["AFFINE", "ALL", "SCHEDULES", "Tiles", "defaults_for", "plan", "shape", "shapes"]

@@ -464,6 +464,17 @@ def _block_map(nq: int, nk: int, causal: bool, offset: int, bm: int, bn: int) ->
     return BlockMap(nq, nk, bm, bn, causal, offset)
 
 
+def last_first(bm: BlockMap | WindowMap, name: str, dtype=None) -> np.ndarray:
+    """The map's per-query-block array `name` in launch order, the last query block first (a
+    causal grid's longest CTAs first), as `dtype`; a BlockMap's is made once, the same array at
+    every call (timing remembers a kernel's CTA period by its arrays)."""
+    def make():
+        out = getattr(bm, name)()[::-1]
+        return _frozen(out if dtype is None else out.astype(dtype))
+    return bm._once(("last_first", name, dtype), make) if isinstance(bm, BlockMap) else make()
+
+
+@lru_cache(maxsize=1024)
 def uniform_float(value: float) -> np.ndarray:
     """Trip counts (in full tiles) of a kernel whose CTAs all run `value` tiles."""
     return _frozen(np.array([value], dtype=np.float64))
@@ -578,7 +589,7 @@ def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
     The backward splits key blocks instead (`hi`: the query blocks each key block visits, and
     `outer="count"`: a split's outer steps are its key blocks that some query block visits;
     the forward's, "max", are the K/V blocks its last query block visits)."""
-    counts = sorted({-(-tm // qb) for qb in range(1, tm + 1)})
+    counts = _even_counts(tm)
     if hi is None or (hi == hi[0]).all():
         def eff(s: int) -> float:
             w = bh * s / slots
@@ -593,13 +604,20 @@ def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
     return -(-tm // int(s))
 
 
+@lru_cache(maxsize=1024)
+def _even_counts(tm: int) -> tuple[int, ...]:
+    """The split counts that even splits of tm blocks produce, ceil(tm / qb), rising (a head's
+    blocks are the same for every batch and head count a sweep asks about)."""
+    return tuple(sorted({-(-tm // qb) for qb in range(1, tm + 1)}))
+
+
 @lru_cache(maxsize=4096)
 def _split_work(tm: int, hi_key: tuple[str, bytes], outer: str) -> tuple[np.ndarray, ...]:
     """Per split count of a head's tm blocks (those even splits produce, rising): the count,
     the longest split's work and the mean split's, in trips, and the splits (what the makespan
     takes from the blocks, whatever batch x heads)."""
     hi = np.frombuffer(hi_key[1], hi_key[0])
-    counts = sorted({-(-tm // qb) for qb in range(1, tm + 1)})
+    counts = _even_counts(tm)
     longest, mean, n = [], [], []
     for s in counts:
         starts = np.arange(0, tm, -(-tm // s))

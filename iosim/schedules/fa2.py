@@ -21,6 +21,7 @@ from iosim.schedules.base import (
     check_head_dim,
     check_smem,
     gqa_reduce,
+    last_first,
     mask_defines,
     uniform,
     window_defines,
@@ -102,7 +103,7 @@ class FlashStyle:
                                  **fa2_fwd(p, bm, spec.kv_readers(defines)).launch(bh),
                                  # query blocks launch last-first: under causal
                                  # masking the longest CTAs start first
-                                 trips=bm.row_tiles()[::-1], masked=bm.row_diag()[::-1],
+                                 trips=last_first(bm, "row_tiles"), masked=last_first(bm, "row_diag"),
                                  stages=t.stages,
                                  reuse={"K": 1, "V": 1},  # the next query block's CTA
                                  overlap=self.overlap, source=source(fwd_entry),

@@ -51,7 +51,7 @@ from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
 from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import DQ_WRITER, FA3_BWD_STATIC_SMEM, SPECS, fa3_bwd_consumers, kernel_defines, source
-from iosim.schedules.base import F32, BlockMap, Tiles, uniform, uniform_float
+from iosim.schedules.base import F32, BlockMap, Tiles, last_first, uniform, uniform_float
 from iosim.schedules.fa2 import FlashStyle, bucket
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
@@ -144,7 +144,7 @@ def whole_tiles(p: Problem, k: KernelPlan) -> np.ndarray:
     bm = BlockMap.of(p, k.block_m, k.block_n)
     if len(k.trips) == 1:  # every CTA alike (or so many that the ragged one is noise)
         return uniform_float(float(bm.tn if not p.causal else bm.row_visits().max()))
-    return bm.row_visits()[::-1].astype(np.float64)
+    return last_first(bm, "row_visits", np.float64)
 
 
 def dq_reduction(p: Problem, hw: HardwareProfile, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
