@@ -182,3 +182,15 @@ def test_chunks_end_where_a_shape_does(monkeypatch):
         seen |= shapes
         sizes.append(len(chunk))
     assert all(n >= 7 for n in sizes[:-1]) and set(sizes[:-1]) == {8} and len(sizes) > 3
+
+
+def test_a_sweep_s_default_pool_takes_the_cores_it_may_run_on(monkeypatch):
+    """Under taskset or a cgroup cpuset a process may run on fewer cores than the machine has:
+    the default pool takes those, not os.cpu_count() (16 workers on 2 allowed cores thrash)."""
+    from iosim.analysis import sweep
+
+    monkeypatch.setattr(sweep.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(sweep.os, "cpu_count", lambda: 16)
+    assert sweep._workers(None, sweep.PARALLEL_POINTS) == 2
+    assert sweep._workers(None, sweep.PARALLEL_POINTS - 1) == 1
+    assert sweep._workers(3, sweep.PARALLEL_POINTS) == 3

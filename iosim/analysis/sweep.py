@@ -534,9 +534,17 @@ def problem_key(p: Problem) -> tuple:
     return tuple(problem_fields(p).values())
 
 
+def usable_cpus() -> int:
+    """The cores this process may run on (taskset, cgroup cpusets), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def _workers(workers: int | None, expected: int) -> int:
     if workers is None:
-        return (os.cpu_count() or 1) if expected >= PARALLEL_POINTS else 1
+        return usable_cpus() if expected >= PARALLEL_POINTS else 1
     return max(1, workers)
 
 
