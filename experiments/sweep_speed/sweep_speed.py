@@ -31,6 +31,13 @@ compile iosim's sources, which no installed copy does):
   previous one would take many minutes), wall seconds, rows and peak memory.
 
     python experiments/sweep_speed/sweep_speed.py [--repeat 3] [--base REV]
+    python experiments/sweep_speed/sweep_speed.py --base-tree DIR --commit REV   (where this
+        tree is no git checkout, e.g. the GPU machine's copy: DIR holds the previous version,
+        `git archive REV iosim hwprofiles kernels | tar -x -C DIR`, DIR/.commit its commit; REV
+        names this tree; experiments/sweep_speed/device.sh)
+
+Under `taskset -c 0,1` the sweeps' worker pools take the two cores they may run on
+(`iosim.analysis.sweep.usable_cpus`), and `machine.cpus` says two.
 """
 
 from __future__ import annotations
@@ -215,14 +222,23 @@ def sample(tree: Path) -> dict:
             "tune": last_json(tree, TUNE), "tune_shell": tune_seconds(tree)}
 
 
+COMMITS: dict[Path, str] = {}  # trees that are no git checkouts (--base-tree, --commit)
+
+
+def commit_of(tree: Path) -> str:
+    if tree in COMMITS:
+        return COMMITS[tree]
+    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def summarize(tree: Path, samples: list[dict], large: dict) -> dict:
     med = statistics.median
     rows = samples[0]["api"]["rows"]
     api_s = med(x["api"]["seconds"] for x in samples)
     cli_s = med(x["cli"]["seconds"] for x in samples)
     return {
-        "commit": subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
-                                 capture_output=True, text=True, check=True).stdout.strip(),
+        "commit": commit_of(tree),
         "cli_import_seconds": med(x["import"] for x in samples),
         "predict_shell_seconds": med(x["predict"] for x in samples),
         "predict_shell_seconds_all": [round(x["predict"], 3) for x in samples],
@@ -274,28 +290,46 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--base", default=None, help="the previous version (default: merge-base with main)")
+    ap.add_argument("--base-tree", default=None, help="the previous version, already extracted")
+    ap.add_argument("--commit", default=None, help="this tree's commit, where it is no git checkout")
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".json")))
     args = ap.parse_args()
+    if args.commit:
+        COMMITS[ROOT] = args.commit
+    if args.base_tree:
+        old_tree = Path(args.base_tree).resolve()
+        COMMITS[old_tree] = (old_tree / ".commit").read_text().strip()
+        previous, this = compare(old_tree, ROOT, args.repeat)
+    else:
+        previous, this = compare_with_base(args.base, args.repeat)
+    write(args.out, previous, this)
+
+
+def compare_with_base(base: str | None, repeat: int) -> tuple[dict, dict]:
     git = ["git", "-C", str(ROOT)]
-    base = args.base or subprocess.run([*git, "merge-base", "HEAD", "main"], capture_output=True,
-                                       text=True, check=True).stdout.strip()
+    base = base or subprocess.run([*git, "merge-base", "HEAD", "main"], capture_output=True,
+                                  text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory() as d:
         old_tree = Path(d) / "previous"
         subprocess.run([*git, "worktree", "add", "--detach", str(old_tree), base], check=True,
                        capture_output=True)
         try:
-            previous, this = compare(old_tree, ROOT, args.repeat)
+            previous, this = compare(old_tree, ROOT, repeat)
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(old_tree)], check=False)
+    return previous, this
+
+
+def write(out: str, previous: dict, this: dict) -> None:
     ratio = {k: this[k] / previous[k] for k in this
              if isinstance(this[k], float) and isinstance(previous.get(k), float) and previous[k]}
     result = {"grid": GRID, "large_grid": LARGE, "million_grid": MILLION,
               "million_points": points(MILLION), "previous": previous, "this": this,
               "this_over_previous": ratio,
-              "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
+              "machine": {"cpu": cpu_name(), "cpus": len(os.sched_getaffinity(0)), "python": platform.python_version(),
                           "platform": platform.platform()},
               "date": time.strftime("%Y-%m-%d")}
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    Path(out).write_text(json.dumps(result, indent=1) + "\n")
     for name, v in (("previous", previous), ("this", this)):
         print(f"{name} {v['commit']}: import {v['cli_import_seconds']:.3f} s, predict "
               f"{v['predict_shell_seconds']:.2f} s, sweep {v['sweep_rows']} rows "

@@ -1,0 +1,13 @@
+#!/bin/bash
+# sweep_speed.py on the GPU machine's CPU, pinned to two cores (taskset): an idle machine,
+# where this repository's 2-core machine is shared and its wall clocks move by tens of percent.
+# Here, before the call (the previous version, extracted; the GPU machine's copy has no .git):
+#   rm -rf .base13 && mkdir .base13 && git archive 94797ab iosim hwprofiles kernels pyproject.toml \
+#     | tar -x -C .base13 && echo 94797ab > .base13/.commit
+# then, with carry [".whl", ".base13"]:   OUT=$OUT COMMIT=$(git rev-parse --short HEAD) bash experiments/sweep_speed/device.sh
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --user .whl/*.whl || exit 1
+mkdir -p "$OUT"
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name --format=csv,noheader; lscpu | grep -m1 'Model name'; } > "$OUT/machine.txt"
+timeout 560 taskset -c 0,1 python3 experiments/sweep_speed/sweep_speed.py --repeat 3 \
+  --base-tree .base13 --commit "$COMMIT" --out "$OUT/sweep_speed.json" 2>&1 | tee "$OUT/sweep_speed.log"
