@@ -6,7 +6,11 @@
 #     | tar -x -C .base13 && echo 94797ab > .base13/.commit
 # then, with carry [".whl", ".base13"]:   OUT=$OUT COMMIT=$(git rev-parse --short HEAD) bash experiments/sweep_speed/device.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --user .whl/*.whl || exit 1
+# the carried wheels (pydantic is not in the image) on every interpreter's path: sweep_speed.py
+# sets PYTHONPATH to each version's tree, so a .pth file in site-packages names them
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+python3 -c "import site; print(site.getsitepackages()[0])" | xargs -I{} sh -c 'echo /tmp/site > {}/iosim_wheels.pth' || exit 1
+python3 -c "import pydantic; print('pydantic', pydantic.VERSION)" || exit 1
 mkdir -p "$OUT"
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name --format=csv,noheader; lscpu | grep -m1 'Model name'; } > "$OUT/machine.txt"
 timeout 560 taskset -c 0,1 python3 experiments/sweep_speed/sweep_speed.py --repeat 3 \
