@@ -4,6 +4,9 @@
     python experiments/mutation_check/mutation_check.py WORDS   (only the mutations whose name
         contains WORDS, or one of several phrases separated by "|", and the baseline; printed,
         the JSON file left as it is)
+    options before WORDS: --jobs N (mutations at a time, default 2), --first (stop each run at
+        its first failing test: `by` names one killer, not all; for a many-core machine's
+        10-minute limit), --out FILE (write the JSON there instead)
 
 Each mutation below (the ones that once left every test green) is applied to a copy of the
 package in a temporary directory, and the accuracy and invariant tests run against it, less the
@@ -16,6 +19,7 @@ Not part of CI (the tests it runs are).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,8 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTS = ["tests/test_calibrate.py", "tests/test_validation.py", "tests/test_timing.py",
-         "tests/test_memory.py", "tests/test_mechanisms.py", "tests/test_bound.py",
+# the mechanism tests first: with --first, most runs stop within them
+TESTS = ["tests/test_mechanisms.py", "tests/test_timing.py", "tests/test_bound.py",
+         "tests/test_memory.py", "tests/test_calibrate.py", "tests/test_validation.py",
          "tests/test_published.py"]
 SNAPSHOT = "tests/test_validation.py::test_readme_generated_blocks_are_current"
 # (name, file, old, new): each `old` must occur exactly once; `old` and `new` may be tuples of
@@ -133,7 +138,13 @@ MUTATIONS = [
 ]
 
 
-def run(name: str, rel: str, old: str, new: str) -> dict:
+def extra_paths() -> list[str]:
+    # where the caller's PYTHONPATH holds packages (the GPU machine's carried wheels), not this tree
+    return [q for q in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if q and Path(q).resolve() != ROOT]
+
+
+def run(name: str, rel: str, old: str, new: str, first: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         dst = Path(tmp) / "repo"
         shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".git", "*.pyc", "__pycache__",
@@ -148,9 +159,11 @@ def run(name: str, rel: str, old: str, new: str) -> dict:
         f.write_text(text)
         t = time.time()
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "--hypothesis-seed=0", "--deselect", SNAPSHOT, *TESTS], cwd=dst,
+                            "--hypothesis-seed=0", *(["-x"] if first else []), "--deselect", SNAPSHOT,
+                            *TESTS], cwd=dst,
                            capture_output=True, text=True,
-                           env={"PYTHONPATH": str(dst), "PATH": "/usr/bin:/bin"})
+                           env={"PYTHONPATH": os.pathsep.join([str(dst), *extra_paths()]),
+                                "PATH": "/usr/bin:/bin"})
         failed = [ln.split(" - ")[0].split(" ")[1] + ": " + ln.split(" - ", 1)[-1][:120]
                   for ln in r.stdout.splitlines() if ln.startswith("FAILED")]
         return {"mutation": name, "killed": r.returncode != 0, "by": failed,
@@ -158,20 +171,32 @@ def run(name: str, rel: str, old: str, new: str) -> dict:
 
 
 def main() -> None:
-    # one pytest process per mutation, two at a time (each single-threaded): half the wall time
-    # on a 2-core machine; each result printed as it comes
+    args = sys.argv[1:]
+    jobs, first, out = 2, False, None
+    while args and args[0].startswith("--"):
+        opt = args.pop(0)
+        if opt == "--first":
+            first = True
+        elif opt in ("--jobs", "--out") and args:
+            val = args.pop(0)
+            jobs, out = (int(val), out) if opt == "--jobs" else (jobs, Path(val))
+        else:
+            sys.exit(f"error: unknown option {opt}; allowed: --jobs N, --first, --out FILE")
+
+    # one pytest process per mutation, `jobs` at a time (each single-threaded); each result
+    # printed as it comes
     def one(m):
-        r = run(*m)
+        r = run(*m, first=first)
         print(r, flush=True)
         return r
 
-    words = " ".join(sys.argv[1:])  # phrases separated by "|": a mutation named by any of them
+    words = " ".join(args)  # phrases separated by "|": a mutation named by any of them
     chosen = [m for i, m in enumerate(MUTATIONS)
               if i == 0 or any(w.strip() in m[0] for w in words.split("|"))]
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, chosen))
-    if not words:
-        (Path(__file__).with_name("mutation_check.json")).write_text(json.dumps(results, indent=1) + "\n")
+    if out or not words:
+        (out or Path(__file__).with_name("mutation_check.json")).write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":
