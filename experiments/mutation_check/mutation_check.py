@@ -181,7 +181,8 @@ def main() -> None:
             val = args.pop(0)
             jobs, out = (int(val), out) if opt == "--jobs" else (jobs, Path(val))
         else:
-            sys.exit(f"error: unknown option {opt}; allowed: --jobs N, --first, --out FILE")
+            print(f"error: unknown option {opt}; allowed: --jobs N, --first, --out FILE", file=sys.stderr)
+            sys.exit(2)
 
     # one pytest process per mutation, `jobs` at a time (each single-threaded); each result
     # printed as it comes
