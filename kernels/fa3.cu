@@ -129,6 +129,22 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
+// EXP2_POLY=k (FP8 only; 0 when not defined; 0..8): k of every 8 of a thread's S elements per
+//   row (by column: n8 tile nt % 4, element e, (nt % 4) * 2 + e < k) take exp2 on the FMA and
+//   ALU pipes (exp2_poly below) instead of the MUFU (ex2.approx): at d = 128 one exp2 per S
+//   element costs the MUFU (16 a clock an SM) as much time as the element's 4d e4m3 flops cost
+//   the tensor cores (8192 a clock an SM), so softmax and GEMMs can only overlap perfectly;
+//   moving a share of the exp2 off the MUFU leaves it headroom. Tiles that need a mask keep the
+//   MUFU for all (exp2_poly clamps its input, so a masked -inf would not give 0).
+#ifndef EXP2_POLY
+#define EXP2_POLY 0
+#endif
+#if EXP2_POLY && !FP8_E4M3
+#error "EXP2_POLY is fa3_fwd_fp8's (FP8_E4M3=1: P is rounded to e4m3, 3 mantissa bits)"
+#endif
+#if EXP2_POLY < 0 || EXP2_POLY > 8
+#error "EXP2_POLY must be 0..8 (eighths of the S elements)"
+#endif
 #if PERSISTENT && !FP8_E4M3
 #error "PERSISTENT is fa3_fwd_fp8's (FP8_E4M3=1: its epilogue leaves Q's shared memory alone)"
 #endif
@@ -278,6 +294,34 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
 #if LAZY_RESCALE
 constexpr float LAZY_THR = 8.f;
 #endif
+// 2^x without the MUFU (EXP2_POLY): x = j + f, j = round(x) (adding 1.5 * 2^23 leaves j in the
+// low mantissa bits), f in [-0.5, 0.5]; 2^f by a cubic (relative error 1.0e-4 at most, far under
+// e4m3's 2^-4 rounding of P), and j added to its exponent field. x is clamped at -125 so the
+// exponent stays >= 1 (2^-125 where the MUFU gives a denormal or 0: only unmasked tiles use it,
+// where x >= -125 is lost in P's e4m3 rounding and in l, which holds a 1).
+__device__ __forceinline__ float exp2_poly(float x) {
+    x = fmaxf(x, -125.f);
+    const float t = __fadd_rn(x, 12582912.f);
+    const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
+    const float p = fmaf(fmaf(fmaf(0.05500882f, f, 0.24221078f), f, 0.69328290f), f, 1.f);
+    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+// P of one row half (hr): exp2 of the scaled, offset S of its elements; POLY of every 8 by
+// exp2_poly. Returns their sum.
+template <int POLY>
+__device__ __forceinline__ float exp_row(float (&s)[NT_S * 4], int hr, float sl2, float off) {
+    float rs = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const float x = fmaf(s[nt * 4 + 2 * hr + e], sl2, -off);
+            const float pv = ((nt % 4) * 2 + e < POLY) ? exp2_poly(x) : fast_exp2(x);
+            s[nt * 4 + 2 * hr + e] = pv;
+            rs += pv;
+        }
+    return rs;
+}
 __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], float (&l)[2],
                                         float (&alpha)[2], int n0, int r0, int lane, int Nk,
                                         bool need_mask, int diag, float sl2, float lr = 0.f,
@@ -313,15 +357,8 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
         const float off = m_use;
 #endif
         m[hr] = m_new;
-        float rs = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < NT_S; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -off));
-                s[nt * 4 + 2 * hr + e] = pv;
-                rs += pv;
-            }
+        const float rs = EXP2_POLY && !need_mask ? exp_row<EXP2_POLY>(s, hr, sl2, off)
+                                                 : exp_row<0>(s, hr, sl2, off);
         l[hr] = l[hr] * alpha[hr] + (LAZY_RESCALE ? rs * ir : rs);
     }
 }

@@ -1,0 +1,74 @@
+"""fa3's fp8 forward, attention kernel alone (issue 24, session 14): the Plan's kernel beside
+variants of tile, grid and EXP2_POLY (fa3.cu: a share of the exp2 on the FMA/ALU pipes), each
+checked on fresh NaN-poisoned data, then timed in interleaved rounds. The machinery (check,
+rounds, CSV columns, --summary) is experiments/fp8/speed13/variants.py's; only the variants
+differ.
+
+    python3 experiments/fp8/speed14/variants.py OUT.csv [--set SET] [--rounds R] [--budget S] [NAME ...]
+    python3 experiments/fp8/speed14/variants.py --summary OUT.csv
+
+Kinds: `base` the Plan as it is in this tree; `old` the Plan of session 13 (EXP2_POLY=0, and the
+tiles and grid FWD_TILES_FP8 / FP8_PERSISTENT had then); `pers` / `onetile` the Plan on the
+persistent / one-tile grid; `bnN` key tiles of N rows; `polyK` EXP2_POLY=K.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+spec = importlib.util.spec_from_file_location("v13", HERE.parent / "speed13" / "variants.py")
+v13 = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(v13)
+
+from iosim.schedules import Tiles, plan  # noqa: E402
+
+# kind: (Tiles fields over the Plan's, attention-kernel defines over the Plan's)
+OLD_TILES = {64: 128, 128: 192, 256: 128}  # session 13's key tiles (FWD_TILES_FP8)
+OLD_PERSISTENT = {64: False, 128: False, 256: True}
+KINDS = {
+    "base": ({}, {}),
+    "old": (None, {"EXP2_POLY": 0}),  # None: session 13's tiles and grid by head_dim
+    "pers": ({"persistent": True}, {}),
+    "onetile": ({"persistent": False}, {}),
+    "bn224": ({"block_n": 224}, {}),
+    "bn224_poly2": ({"block_n": 224}, {"EXP2_POLY": 2}),
+    "bn224_poly4": ({"block_n": 224}, {"EXP2_POLY": 4}),
+    **{f"poly{k}": ({}, {"EXP2_POLY": k}) for k in (1, 2, 3, 4, 6)},
+    **{f"pers_poly{k}": ({"persistent": True}, {"EXP2_POLY": k}) for k in (2, 4)},
+}
+SEQLENS = (4096, 8192, 16384)
+# r1: session 14's first call (the Plan of session 13 as `base`)
+SETS = {"r1": {128: ("base", "pers", "bn224", "poly2", "poly3"), 256: ("base", "poly2"),
+               64: ("base", "poly2")}}
+
+
+def variants(name: str) -> dict[str, tuple[int, int, str]]:
+    return {f"{kind}_d{d}_{n // 1024}k": (d, n, kind)
+            for d, kinds in SETS[name].items() for n in SEQLENS for kind in kinds}
+
+
+def variant_plan(hw, d: int, n: int, kind: str):
+    tiles, extra = KINDS[kind]
+    t = Tiles(block_n=OLD_TILES[d], persistent=OLD_PERSISTENT[d]) if tiles is None else Tiles(**tiles)
+    pl = plan("fa3", v13.problem(d, n), hw, t)
+
+    def change(k):
+        return replace(k, defines={**k.defines, **extra}) if k is pl.main else k
+
+    return replace(pl, kernels=tuple(change(k) for k in pl.kernels))
+
+
+# speed13's machinery with these variants
+v13.KINDS = {k: (None, None, e) for k, (_, e) in KINDS.items()}  # its `defines` column
+v13.SETS, v13.SEQLENS, v13.variant_plan, v13.variants = SETS, SEQLENS, variant_plan, variants
+v13.VARIANTS = {k: v for s in SETS for k, v in variants(s).items()}
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--set" not in args and args[:1] != ["--summary"]:
+        args += ["--set", "r1"]
+    v13.cli(args)
