@@ -306,22 +306,44 @@ __device__ __forceinline__ float exp2_poly(float x) {
     const float p = fmaf(fmaf(fmaf(0.05500882f, f, 0.24221078f), f, 0.69328290f), f, 1.f);
     return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
 }
-// P of one row half (hr): exp2 of the scaled, offset S of its elements; POLY of every 8 by
-// exp2_poly. Returns their sum.
+#if FP8_E4M3
+// FP8's softmax keeps NACC independent partial maxima and sums per row half and runs both row
+// halves in one pass: a row half's 2 * NT_S elements folded into one running max and one
+// running sum are two chains of NT_S (and 2 * NT_S) dependent FMNMX / FADD, whose latency
+// the warp otherwise waits out each trip (Nsight Compute, experiments/fp8/h100/speed14/r1:
+// "wait" the largest stall at d = 128, the tensor and MUFU pipes each under half busy).
+constexpr int NACC = 4;
+static_assert(NT_S % NACC == 0, "FP8: BLOCK_N / 8 must be a multiple of NACC");
+// P of both row halves: exp2 of the scaled, offset S; POLY of every 8 elements by exp2_poly.
+// rs: the sums of each row half's P.
 template <int POLY>
-__device__ __forceinline__ float exp_row(float (&s)[NT_S * 4], int hr, float sl2, float off) {
-    float rs = 0.f;
+__device__ __forceinline__ void exps(float (&s)[NT_S * 4], float sl2, const float (&off)[2],
+                                     float (&rs)[2]) {
+    float part[2][NACC];
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+        for (int a = 0; a < NACC; ++a) part[hr][a] = 0.f;
 #pragma unroll
     for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const float x = fmaf(s[nt * 4 + 2 * hr + e], sl2, -off);
+        for (int r = 0; r < 4; ++r) {
+            const int hr = r >> 1, e = r & 1;
+            const float x = fmaf(s[nt * 4 + r], sl2, -off[hr]);
             const float pv = ((nt % 4) * 2 + e < POLY) ? exp2_poly(x) : fast_exp2(x);
-            s[nt * 4 + 2 * hr + e] = pv;
-            rs += pv;
+            s[nt * 4 + r] = pv;
+            part[hr][nt % NACC] += pv;
         }
-    return rs;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        float t = part[hr][0];
+#pragma unroll
+        for (int a = 1; a < NACC; ++a) t += part[hr][a];
+        rs[hr] = t;
+    }
 }
+#endif
+
 __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], float (&l)[2],
                                         float (&alpha)[2], int n0, int r0, int lane, int Nk,
                                         bool need_mask, int diag, float sl2, float lr = 0.f,
@@ -338,6 +360,52 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
                     s[nt * 4 + r] = IOSIM_NEG_INF;
             }
     }
+#if FP8_E4M3
+    float mx[2];
+    {
+        float part[2][NACC];
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+            for (int a = 0; a < NACC; ++a) part[hr][a] = IOSIM_NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr)
+                part[hr][nt % NACC] = fmaxf(part[hr][nt % NACC],
+                                            fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float t = part[hr][0];
+#pragma unroll
+            for (int a = 1; a < NACC; ++a) t = fmaxf(t, part[hr][a]);
+            mx[hr] = quad_max(t);
+        }
+    }
+    float off[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+#if LAZY_RESCALE
+        const float m_new = mx[hr] * sl2 > m[hr] + LAZY_THR ? mx[hr] * sl2 : m[hr];
+        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
+        alpha[hr] = m_new == m[hr] ? 1.f : fast_exp2(m[hr] - m_use);
+        off[hr] = m_use - lr;
+#else
+        const float m_new = fmaxf(m[hr], mx[hr] * sl2);
+        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
+        alpha[hr] = fast_exp2(m[hr] - m_use);
+        off[hr] = m_use;
+#endif
+        m[hr] = m_new;
+    }
+    float rs[2];
+    if (EXP2_POLY && !need_mask)
+        exps<EXP2_POLY>(s, sl2, off, rs);
+    else
+        exps<0>(s, sl2, off, rs);
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * alpha[hr] + (LAZY_RESCALE ? rs[hr] * ir : rs[hr]);
+#else
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float mx = IOSIM_NEG_INF;
@@ -345,22 +413,22 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
         for (int nt = 0; nt < NT_S; ++nt)
             mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
         mx = quad_max(mx);
-#if LAZY_RESCALE
-        const float m_new = mx * sl2 > m[hr] + LAZY_THR ? mx * sl2 : m[hr];
-        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
-        alpha[hr] = m_new == m[hr] ? 1.f : fast_exp2(m[hr] - m_use);
-        const float off = m_use - lr;
-#else
         const float m_new = fmaxf(m[hr], mx * sl2);
         const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
         alpha[hr] = fast_exp2(m[hr] - m_use);
-        const float off = m_use;
-#endif
         m[hr] = m_new;
-        const float rs = EXP2_POLY && !need_mask ? exp_row<EXP2_POLY>(s, hr, sl2, off)
-                                                 : exp_row<0>(s, hr, sl2, off);
-        l[hr] = l[hr] * alpha[hr] + (LAZY_RESCALE ? rs * ir : rs);
+        float rs = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -m_use));
+                s[nt * 4 + 2 * hr + e] = pv;
+                rs += pv;
+            }
+        l[hr] = l[hr] * alpha[hr] + rs;
     }
+#endif
 }
 
 __device__ __forceinline__ void rescale(float (&o)[NT_O * 4], const float (&alpha)[2]) {

@@ -5,11 +5,12 @@
 # Steps, in the order given, each under its own timeout (results in $OUT/<gpu>/, committed in
 # experiments/fp8/<gpu>/speed14/<call>/):
 #   ncu:      experiments/fp8/speed14/ncu14.py over NCU_VARIANTS (default: the d = 128 kernel at
-#             N = 8192 on the one-tile grid, on the persistent grid, and with EXP2_POLY=4) ->
+#             N = 8192 on the one-tile grid and on the persistent grid) ->
 #             ncu14.csv, ncu14.log (its --summary)
 #   tests:    the fp8 GPU tests (tests/test_gpu_fp8.py) -> gpu_tests.log; a timeout (rc 124) reads
 #             as a hang and stops the run; a failure stops the variants and the grid
-#   variants: experiments/fp8/speed14/variants.py --set SET (each variant checked on fresh
+#   variants: experiments/fp8/speed14/variants.py --set SET (fa3_s13.cu, session 13's kernel, copied
+#             into kernels/ for the `old` variants; each variant checked on fresh
 #             NaN-poisoned data, then ROUNDS interleaved rounds) -> variants.csv, variants.log
 #   grid:     `iosim bench --schedule fa3 --dtype fp8_e4m3,bf16 --peers torch` over N = 4096..16384,
 #             GRID_D, non-causal (experiments/fp8/speed10/run.sh), then `iosim validate --by
@@ -21,14 +22,16 @@ ok=1
 for step in ${STEPS//,/ }; do
   case $step in
   ncu) timeout "${NLIMIT:-170}" python3 experiments/fp8/speed14/ncu14.py "$D/ncu14.csv" \
-         ${NCU_VARIANTS:-base_d128_8k pers_d128_8k poly4_d128_8k} 2>&1 | tee "$D/ncu14.log" ;;
+         ${NCU_VARIANTS:-base_d128_8k pers_d128_8k} 2>&1 | tee "$D/ncu14.log" ;;
   tests) timeout "${TLIMIT:-75}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_fp8.py 2>&1 | tail -15 | tee "$D/gpu_tests.log"
          rc=${PIPESTATUS[0]}
          [ "$rc" = 124 ] && { echo "GPU tests timed out (a hang?): nothing else runs"; exit 1; }
          [ "$rc" = 0 ] || { ok=0; echo "GPU tests failed (rc $rc): nothing is timed"; } ;;
   variants) [ $ok = 1 ] || continue
+            cp experiments/fp8/speed14/fa3_s13.cu kernels/fa3_s13.cu  # the `old` variants' source
             timeout "${VLIMIT:-150}" python3 experiments/fp8/speed14/variants.py "$D/variants.csv" \
-              --set "${SET:-r1}" --rounds "${ROUNDS:-4}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log" ;;
+              --set "${SET:-r1}" --rounds "${ROUNDS:-4}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log"
+            rm -f kernels/fa3_s13.cu ;;
   grid) [ $ok = 1 ] || continue
         OUT=$OUT STEPS=grid GRID_DTYPE=fp8_e4m3,bf16 GRID_D="${GRID_D:-256,128,64}" GRID_CAUSAL=false \
           PEERS="--peers torch" BENCH_LIMIT="${BENCH_LIMIT:-200}" bash experiments/fp8/speed10/run.sh ;;

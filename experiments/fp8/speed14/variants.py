@@ -7,9 +7,11 @@ differ.
     python3 experiments/fp8/speed14/variants.py OUT.csv [--set SET] [--rounds R] [--budget S] [NAME ...]
     python3 experiments/fp8/speed14/variants.py --summary OUT.csv
 
-Kinds: `base` the Plan as it is in this tree; `old` the Plan of session 13 (EXP2_POLY=0, and the
-tiles and grid FWD_TILES_FP8 / FP8_PERSISTENT had then); `pers` / `onetile` the Plan on the
-persistent / one-tile grid; `bnN` key tiles of N rows; `polyK` EXP2_POLY=K.
+Kinds: `base` the Plan as it is in this tree; `old` session 13's kernel (fa3_s13.cu, main's
+kernels/fa3.cu at 8eded77) at the tiles and grid its Plan took (FWD_TILES_FP8, FP8_PERSISTENT,
+FP8_LAZY_RESCALE then); `pers` / `onetile` the Plan on the persistent / one-tile grid; `bnN` key
+tiles of N rows; `polyK` EXP2_POLY=K; `lazy` LAZY_RESCALE=1. Round r1 ran at commit bebbcd1
+(fa3.cu with EXP2_POLY, the softmax of session 13: `base` there is session 13's kernel).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ OLD_TILES = {64: 128, 128: 192, 256: 128}  # session 13's key tiles (FWD_TILES_F
 OLD_PERSISTENT = {64: False, 128: False, 256: True}
 KINDS = {
     "base": ({}, {}),
-    "old": (None, {"EXP2_POLY": 0}),  # None: session 13's tiles and grid by head_dim
+    "old": (None, {}),  # None: session 13's tiles and grid by head_dim, and its fa3.cu
+    "lazy": ({}, {"LAZY_RESCALE": 1}),
     "pers": ({"persistent": True}, {}),
     "onetile": ({"persistent": False}, {}),
     "bn224": ({"block_n": 224}, {}),
@@ -42,8 +45,14 @@ KINDS = {
 }
 SEQLENS = (4096, 8192, 16384)
 # r1: session 14's first call (the Plan of session 13 as `base`)
+# r2: the second call (`base`: this tree's Plan, the ILP softmax; `old`: session 13's kernel)
 SETS = {"r1": {128: ("base", "pers", "bn224", "poly2", "poly3"), 256: ("base", "poly2"),
-               64: ("base", "poly2")}}
+               64: ("base", "poly2")},
+        "r2": {128: ("old", "base", "lazy", "bn224", "poly1", "pers"), 256: ("old", "base"),
+               64: ("old", "base")}}
+# `old`'s source: main's kernels/fa3.cu at 8eded77 (session 13's), committed here as fa3_s13.cu
+# and copied into kernels/ by run.sh
+OLD_SOURCE = "fa3_s13.cu"
 
 
 def variants(name: str) -> dict[str, tuple[int, int, str]]:
@@ -56,8 +65,10 @@ def variant_plan(hw, d: int, n: int, kind: str):
     t = Tiles(block_n=OLD_TILES[d], persistent=OLD_PERSISTENT[d]) if tiles is None else Tiles(**tiles)
     pl = plan("fa3", v13.problem(d, n), hw, t)
 
+    src = OLD_SOURCE if kind == "old" else pl.main.source
+
     def change(k):
-        return replace(k, defines={**k.defines, **extra}) if k is pl.main else k
+        return replace(k, defines={**k.defines, **extra}, source=src) if k is pl.main else k
 
     return replace(pl, kernels=tuple(change(k) for k in pl.kernels))
 
