@@ -129,21 +129,15 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
-// EXP2_POLY=k (FP8 only; 0 when not defined; 0..8): k of every 8 of a thread's S elements per
-//   row (by column: n8 tile nt % 4, element e, (nt % 4) * 2 + e < k) take exp2 on the FMA and
-//   ALU pipes (exp2_poly below) instead of the MUFU (ex2.approx): at d = 128 one exp2 per S
-//   element costs the MUFU (16 a clock an SM) as much time as the element's 4d e4m3 flops cost
-//   the tensor cores (8192 a clock an SM), so softmax and GEMMs can only overlap perfectly;
-//   moving a share of the exp2 off the MUFU leaves it headroom. Tiles that need a mask keep the
-//   MUFU for all (exp2_poly clamps its input, so a masked -inf would not give 0).
-#ifndef EXP2_POLY
-#define EXP2_POLY 0
+// EARLY_RESCALE (FP8; when not defined 1 at d = 64, 128, 0 at d = 256, where the persistent
+//   kernel spills with it): each trip waits for V_{j-1}'s stage and rescales O before its turn
+//   at the tensor cores rather than between its two GEMMs, so a warpgroup's turn holds only the
+//   GEMMs' issue (the other waits out the rescale otherwise).
+#ifndef EARLY_RESCALE
+#define EARLY_RESCALE (FP8_E4M3 && HEAD_DIM < 256)
 #endif
-#if EXP2_POLY && !FP8_E4M3
-#error "EXP2_POLY is fa3_fwd_fp8's (FP8_E4M3=1: P is rounded to e4m3, 3 mantissa bits)"
-#endif
-#if EXP2_POLY < 0 || EXP2_POLY > 8
-#error "EXP2_POLY must be 0..8 (eighths of the S elements)"
+#if EARLY_RESCALE && !FP8_E4M3
+#error "EARLY_RESCALE is fa3_fwd_fp8's (FP8_E4M3=1)"
 #endif
 #if PERSISTENT && !FP8_E4M3
 #error "PERSISTENT is fa3_fwd_fp8's (FP8_E4M3=1: its epilogue leaves Q's shared memory alone)"
@@ -294,18 +288,6 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
 #if LAZY_RESCALE
 constexpr float LAZY_THR = 8.f;
 #endif
-// 2^x without the MUFU (EXP2_POLY): x = j + f, j = round(x) (adding 1.5 * 2^23 leaves j in the
-// low mantissa bits), f in [-0.5, 0.5]; 2^f by a cubic (relative error 1.0e-4 at most, far under
-// e4m3's 2^-4 rounding of P), and j added to its exponent field. x is clamped at -125 so the
-// exponent stays >= 1 (2^-125 where the MUFU gives a denormal or 0: only unmasked tiles use it,
-// where x >= -125 is lost in P's e4m3 rounding and in l, which holds a 1).
-__device__ __forceinline__ float exp2_poly(float x) {
-    x = fmaxf(x, -125.f);
-    const float t = __fadd_rn(x, 12582912.f);
-    const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
-    const float p = fmaf(fmaf(fmaf(0.05500882f, f, 0.24221078f), f, 0.69328290f), f, 1.f);
-    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
 #if FP8_E4M3
 // FP8's softmax keeps NACC independent partial maxima and sums per row half and runs both row
 // halves in one pass: a row half's 2 * NT_S elements folded into one running max and one
@@ -314,25 +296,18 @@ __device__ __forceinline__ float exp2_poly(float x) {
 // "wait" the largest stall at d = 128, the tensor and MUFU pipes each under half busy).
 constexpr int NACC = 4;
 static_assert(NT_S % NACC == 0, "FP8: BLOCK_N / 8 must be a multiple of NACC");
-// P of both row halves: exp2 of the scaled, offset S; POLY of every 8 elements by exp2_poly.
-// rs: the sums of each row half's P.
-template <int POLY>
+// P of both row halves: exp2 of the scaled, offset S; rs: the sums of each row half's P.
 __device__ __forceinline__ void exps(float (&s)[NT_S * 4], float sl2, const float (&off)[2],
                                      float (&rs)[2]) {
-    float part[2][NACC];
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr)
-#pragma unroll
-        for (int a = 0; a < NACC; ++a) part[hr][a] = 0.f;
+    float part[2][NACC];  // n8 tiles a, a + NACC, ...: the first element of them starts it
 #pragma unroll
     for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             const int hr = r >> 1, e = r & 1;
-            const float x = fmaf(s[nt * 4 + r], sl2, -off[hr]);
-            const float pv = ((nt % 4) * 2 + e < POLY) ? exp2_poly(x) : fast_exp2(x);
+            const float pv = fast_exp2(fmaf(s[nt * 4 + r], sl2, -off[hr]));
             s[nt * 4 + r] = pv;
-            part[hr][nt % NACC] += pv;
+            part[hr][nt % NACC] = (nt < NACC && e == 0) ? pv : part[hr][nt % NACC] + pv;
         }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
@@ -363,17 +338,14 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
 #if FP8_E4M3
     float mx[2];
     {
-        float part[2][NACC];
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr)
-#pragma unroll
-            for (int a = 0; a < NACC; ++a) part[hr][a] = IOSIM_NEG_INF;
+        float part[2][NACC];  // n8 tiles a, a + NACC, ...: the first of them starts it
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
-            for (int hr = 0; hr < 2; ++hr)
-                part[hr][nt % NACC] = fmaxf(part[hr][nt % NACC],
-                                            fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+            for (int hr = 0; hr < 2; ++hr) {
+                const float v = fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]);
+                part[hr][nt % NACC] = nt < NACC ? v : fmaxf(part[hr][nt % NACC], v);
+            }
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             float t = part[hr][0];
@@ -399,10 +371,7 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
         m[hr] = m_new;
     }
     float rs[2];
-    if (EXP2_POLY && !need_mask)
-        exps<EXP2_POLY>(s, sl2, off, rs);
-    else
-        exps<0>(s, sl2, off, rs);
+    exps(s, sl2, off, rs);
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * alpha[hr] + (LAZY_RESCALE ? rs[hr] * ir : rs[hr]);
 #else
@@ -730,13 +699,20 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             for (int j = 1; j < n_blocks; ++j) {
                 const int g = g0 + j;
                 const int s = g % NS, sp = (g - 1) % NS;
+                if (EARLY_RESCALE) {
+                    mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
+                    v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+                    rescale(o, alpha);
+                }
                 turn_wait(c);
                 mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
                 kf = kfac_of(s);
                 issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
-                mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
-                v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
-                rescale(o, alpha);
+                if (!EARLY_RESCALE) {
+                    mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
+                    v_units(sp);
+                    rescale(o, alpha);
+                }
                 issue_pv(o, pa, sV + (u32)(sp * KV_BYTES));
                 turn_pass(c);
                 wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
@@ -975,15 +951,20 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
         for (int j = 1; j < n_blocks; ++j) {
             const int s = j % NS, sp = (j - 1) % NS;
+#if EARLY_RESCALE
+            mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
+            v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+            rescale(o, alpha);
+#endif
             turn_wait(c);
             mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
             kf = kfac_of(s);
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
-#if FP8_E4M3
+#if FP8_E4M3 && !EARLY_RESCALE
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
             v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
             rescale(o, alpha);
-#else
+#elif !FP8_E4M3
             rescale(o, alpha);
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
 #endif

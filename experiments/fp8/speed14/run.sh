@@ -15,25 +15,30 @@
 #   grid:     `iosim bench --schedule fa3 --dtype fp8_e4m3,bf16 --peers torch` over N = 4096..16384,
 #             GRID_D, non-causal (experiments/fp8/speed10/run.sh), then `iosim validate --by
 #             dtype` -> measured_fp8.csv, validate.log
+# END (epoch seconds): no step runs past it (each step's limit is cut to what is left).
 set -o pipefail
 . experiments/gpu_env.sh fp8/speed14
 D=$DIR
 ok=1
+lim() {  # a step's limit: $1, or less where END leaves less
+  local left=$(( ${END:-9999999999} - $(date +%s) ))
+  echo $(( left < $1 ? (left > 1 ? left : 1) : $1 ))
+}
 for step in ${STEPS//,/ }; do
   case $step in
-  ncu) timeout "${NLIMIT:-170}" python3 experiments/fp8/speed14/ncu14.py "$D/ncu14.csv" \
+  ncu) timeout "$(lim ${NLIMIT:-170})" python3 experiments/fp8/speed14/ncu14.py "$D/ncu14.csv" \
          ${NCU_VARIANTS:-base_d128_8k pers_d128_8k} 2>&1 | tee "$D/ncu14.log" ;;
-  tests) timeout "${TLIMIT:-75}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_fp8.py 2>&1 | tail -15 | tee "$D/gpu_tests.log"
+  tests) timeout "$(lim ${TLIMIT:-75})" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_fp8.py 2>&1 | tail -15 | tee "$D/gpu_tests.log"
          rc=${PIPESTATUS[0]}
          [ "$rc" = 124 ] && { echo "GPU tests timed out (a hang?): nothing else runs"; exit 1; }
          [ "$rc" = 0 ] || { ok=0; echo "GPU tests failed (rc $rc): nothing is timed"; } ;;
   variants) [ $ok = 1 ] || continue
             cp experiments/fp8/speed14/fa3_s13.cu kernels/fa3_s13.cu  # the `old` variants' source
-            timeout "${VLIMIT:-150}" python3 experiments/fp8/speed14/variants.py "$D/variants.csv" \
+            timeout "$(lim ${VLIMIT:-150})" python3 experiments/fp8/speed14/variants.py "$D/variants.csv" \
               --set "${SET:-r1}" --rounds "${ROUNDS:-4}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log"
             rm -f kernels/fa3_s13.cu ;;
   grid) [ $ok = 1 ] || continue
         OUT=$OUT STEPS=grid GRID_DTYPE=fp8_e4m3,bf16 GRID_D="${GRID_D:-256,128,64}" GRID_CAUSAL=false \
-          PEERS="--peers torch" BENCH_LIMIT="${BENCH_LIMIT:-200}" bash experiments/fp8/speed10/run.sh ;;
+          PEERS="--peers torch" BENCH_LIMIT="${BENCH_LIMIT:-200}" END="$END" bash experiments/fp8/speed10/run.sh ;;
   esac
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Whether this tree's kernels/fa3.cu with EXP2_POLY=0 (not defined) compiles to main's fa3.cu at
+# Whether this tree's kernels/fa3.cu compiles to main's fa3.cu at
 # 8eded77 (before session 14), instruction for instruction: the fp8 forward at the Plan's tiles
 # of session 13 (one-tile and persistent grids, causal) and bf16 at d = 64, 128, 256; each pair
 # built with nvcc, SASS compared (cuobjdump, instruction words stripped). Runs here, no GPU:
