@@ -133,6 +133,16 @@
 //   kernel spills with it): each trip waits for V_{j-1}'s stage and rescales O before its turn
 //   at the tensor cores rather than between its two GEMMs, so a warpgroup's turn holds only the
 //   GEMMs' issue (the other waits out the rescale otherwise).
+// DESC_INC (FP8 only; 0 when not defined): each GEMM builds the shared-memory descriptor of its
+//   tiles once and adds each k step's offset to its address field (no carry: shared addresses
+//   are < 2^18 bytes, the field holds address >> 4 in 14 bits), not one whole descriptor a k step
+//   (mask, shift, or): fewer uniform instructions inside a warpgroup's turn.
+#ifndef DESC_INC
+#define DESC_INC 0
+#endif
+#if DESC_INC && !FP8_E4M3
+#error "DESC_INC is fa3_fwd_fp8's (FP8_E4M3=1)"
+#endif
 #ifndef EARLY_RESCALE
 #define EARLY_RESCALE (FP8_E4M3 && HEAD_DIM < 256)
 #endif
@@ -247,11 +257,28 @@ template <int N>
 using Mma = typename MmaOf<FP8_E4M3 != 0, N>::type;
 constexpr int KP = BN / KSTEP;  // k steps of P V (registers of P: KP x 4)
 
+#if DESC_INC
+// A descriptor moved on by `bytes` (its low word: the address field, which never carries)
+__device__ __forceinline__ u64 desc_add(u64 d, u32 bytes) {
+    return (d & 0xFFFFFFFF00000000ull) | (u32)((u32)d + (bytes >> 4));
+}
+#endif
+
 // Issue S = Q K^T for one K stage (64 x BN per warpgroup; each k step walks 32 bytes within an
 // SW-byte panel row, then the next panel). Fences first: the softmax rewrote `s`.
 __device__ __forceinline__ void issue_qk(float (&s)[NT_S * 4], u32 q_rows, u32 k_tile) {
     fence_regs<NT_S * 4>(s);
     wgmma_fence();
+#if DESC_INC
+    const u64 da0 = sw_desc<SW>(q_rows, 16), db0 = sw_desc<SW>(k_tile, 16);
+#pragma unroll
+    for (int kk = 0; kk < D / KSTEP; ++kk) {
+        const u32 off = (u32)((kk % KPP) * 32);
+        const u64 da = desc_add(da0, (u32)((kk / KPP) * Q_PANEL) + off);
+        const u64 db = desc_add(db0, (u32)((kk / KPP) * KV_PANEL) + off);
+        Mma<BN>::ss(s, da, db, kk > 0);
+    }
+#else
 #pragma unroll
     for (int kk = 0; kk < D / KSTEP; ++kk) {
         const u32 off = (u32)((kk % KPP) * 32);
@@ -259,6 +286,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[NT_S * 4], u32 q_rows, u32 k
         const u64 db = sw_desc<SW>(k_tile + (u32)((kk / KPP) * KV_PANEL) + off, 16);
         Mma<BN>::ss(s, da, db, kk > 0);
     }
+#endif
     wgmma_commit();
 }
 
@@ -271,7 +299,10 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < KP; ++kk) {
-#if FP8_E4M3
+#if FP8_E4M3 && DESC_INC
+        constexpr int SPP = VT_KEYS / 32;  // k steps per Vt panel row
+        const u64 db = desc_add(sw_desc<VT_KEYS>(v_tile, 16), (u32)((kk / SPP) * VT_PANEL + (kk % SPP) * 32));
+#elif FP8_E4M3
         constexpr int SPP = VT_KEYS / 32;  // k steps per Vt panel row
         const u64 db = sw_desc<VT_KEYS>(v_tile + (u32)((kk / SPP) * VT_PANEL + (kk % SPP) * 32), 16);
 #else

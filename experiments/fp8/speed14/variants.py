@@ -11,7 +11,7 @@ Kinds: `base` the Plan as it is in this tree; `old` session 13's kernel (fa3_s13
 kernels/fa3.cu at 8eded77) at the tiles and grid its Plan took (FWD_TILES_FP8, FP8_PERSISTENT,
 FP8_LAZY_RESCALE then); `pers` / `onetile` the Plan on the persistent / one-tile grid; `bnN` key
 tiles of N rows; `polyK` EXP2_POLY=K (r1: fa3.cu's exp2 of K of every 8 S elements as a cubic
-on the FMA/ALU pipes); `lazy` LAZY_RESCALE=1; `st3` a 3-stage K/V ring; `noearly` EARLY_RESCALE=0 (O rescaled between
+on the FMA/ALU pipes); `lazy` LAZY_RESCALE=1; `st3` a 3-stage K/V ring; `desc` DESC_INC=1; `noearly` EARLY_RESCALE=0 (O rescaled between
 the two GEMMs, in the warpgroup's turn, as in session 13). Round r1 ran at commit bebbcd1
 (fa3.cu with EXP2_POLY, the softmax of session 13: `base` there is session 13's kernel).
 """
@@ -44,6 +44,7 @@ KINDS = {
     "bn224_poly4": ({"block_n": 224}, {"EXP2_POLY": 4}),
     "noearly": ({}, {"EARLY_RESCALE": 0}),
     "st3": ({"stages": 3}, {}),
+    "desc": ({}, {"DESC_INC": 1}),
     # r1 only (fa3.cu at bebbcd1 had EXP2_POLY; removed after r1 measured it slower everywhere)
     **{f"poly{k}": ({}, {"EXP2_POLY": k}) for k in (2, 3)},
 }
@@ -52,7 +53,7 @@ SEQLENS = (4096, 8192, 16384)
 # r2: the second call (`base`: this tree's Plan, the ILP softmax; `old`: session 13's kernel)
 SETS = {"r1": {128: ("base", "pers", "bn224", "poly2", "poly3"), 256: ("base", "poly2"),
                64: ("base", "poly2")},
-        "r2": {128: ("old", "base", "noearly", "pers", "st3"), 256: ("old", "base", "st3"),
+        "r2": {128: ("old", "base", "noearly", "st3", "desc"), 256: ("old", "base", "st3", "desc"),
                64: ("old", "base", "noearly")}}
 # `old`'s source: main's kernels/fa3.cu at 8eded77 (session 13's), committed here as fa3_s13.cu
 # and copied into kernels/ by run.sh
