@@ -129,26 +129,6 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
-// EARLY_RESCALE (FP8; when not defined 1 at d = 64, 128, 0 at d = 256, where the persistent
-//   kernel spills with it): each trip waits for V_{j-1}'s stage and rescales O before its turn
-//   at the tensor cores rather than between its two GEMMs, so a warpgroup's turn holds only the
-//   GEMMs' issue (the other waits out the rescale otherwise).
-// DESC_INC (FP8 only; 0 when not defined): each GEMM builds the shared-memory descriptor of its
-//   tiles once and adds each k step's offset to its address field (no carry: shared addresses
-//   are < 2^18 bytes, the field holds address >> 4 in 14 bits), not one whole descriptor a k step
-//   (mask, shift, or): fewer uniform instructions inside a warpgroup's turn.
-#ifndef DESC_INC
-#define DESC_INC 0
-#endif
-#if DESC_INC && !FP8_E4M3
-#error "DESC_INC is fa3_fwd_fp8's (FP8_E4M3=1)"
-#endif
-#ifndef EARLY_RESCALE
-#define EARLY_RESCALE (FP8_E4M3 && HEAD_DIM < 256)
-#endif
-#if EARLY_RESCALE && !FP8_E4M3
-#error "EARLY_RESCALE is fa3_fwd_fp8's (FP8_E4M3=1)"
-#endif
 #if PERSISTENT && !FP8_E4M3
 #error "PERSISTENT is fa3_fwd_fp8's (FP8_E4M3=1: its epilogue leaves Q's shared memory alone)"
 #endif
@@ -257,28 +237,11 @@ template <int N>
 using Mma = typename MmaOf<FP8_E4M3 != 0, N>::type;
 constexpr int KP = BN / KSTEP;  // k steps of P V (registers of P: KP x 4)
 
-#if DESC_INC
-// A descriptor moved on by `bytes` (its low word: the address field, which never carries)
-__device__ __forceinline__ u64 desc_add(u64 d, u32 bytes) {
-    return (d & 0xFFFFFFFF00000000ull) | (u32)((u32)d + (bytes >> 4));
-}
-#endif
-
 // Issue S = Q K^T for one K stage (64 x BN per warpgroup; each k step walks 32 bytes within an
 // SW-byte panel row, then the next panel). Fences first: the softmax rewrote `s`.
 __device__ __forceinline__ void issue_qk(float (&s)[NT_S * 4], u32 q_rows, u32 k_tile) {
     fence_regs<NT_S * 4>(s);
     wgmma_fence();
-#if DESC_INC
-    const u64 da0 = sw_desc<SW>(q_rows, 16), db0 = sw_desc<SW>(k_tile, 16);
-#pragma unroll
-    for (int kk = 0; kk < D / KSTEP; ++kk) {
-        const u32 off = (u32)((kk % KPP) * 32);
-        const u64 da = desc_add(da0, (u32)((kk / KPP) * Q_PANEL) + off);
-        const u64 db = desc_add(db0, (u32)((kk / KPP) * KV_PANEL) + off);
-        Mma<BN>::ss(s, da, db, kk > 0);
-    }
-#else
 #pragma unroll
     for (int kk = 0; kk < D / KSTEP; ++kk) {
         const u32 off = (u32)((kk % KPP) * 32);
@@ -286,7 +249,6 @@ __device__ __forceinline__ void issue_qk(float (&s)[NT_S * 4], u32 q_rows, u32 k
         const u64 db = sw_desc<SW>(k_tile + (u32)((kk / KPP) * KV_PANEL) + off, 16);
         Mma<BN>::ss(s, da, db, kk > 0);
     }
-#endif
     wgmma_commit();
 }
 
@@ -299,10 +261,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < KP; ++kk) {
-#if FP8_E4M3 && DESC_INC
-        constexpr int SPP = VT_KEYS / 32;  // k steps per Vt panel row
-        const u64 db = desc_add(sw_desc<VT_KEYS>(v_tile, 16), (u32)((kk / SPP) * VT_PANEL + (kk % SPP) * 32));
-#elif FP8_E4M3
+#if FP8_E4M3
         constexpr int SPP = VT_KEYS / 32;  // k steps per Vt panel row
         const u64 db = sw_desc<VT_KEYS>(v_tile + (u32)((kk / SPP) * VT_PANEL + (kk % SPP) * 32), 16);
 #else
@@ -319,37 +278,6 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
 #if LAZY_RESCALE
 constexpr float LAZY_THR = 8.f;
 #endif
-#if FP8_E4M3
-// FP8's softmax keeps NACC independent partial maxima and sums per row half and runs both row
-// halves in one pass: a row half's 2 * NT_S elements folded into one running max and one
-// running sum are two chains of NT_S (and 2 * NT_S) dependent FMNMX / FADD, whose latency
-// the warp otherwise waits out each trip (Nsight Compute, experiments/fp8/h100/speed14/r1:
-// "wait" the largest stall at d = 128, the tensor and MUFU pipes each under half busy).
-constexpr int NACC = 4;
-static_assert(NT_S % NACC == 0, "FP8: BLOCK_N / 8 must be a multiple of NACC");
-// P of both row halves: exp2 of the scaled, offset S; rs: the sums of each row half's P.
-__device__ __forceinline__ void exps(float (&s)[NT_S * 4], float sl2, const float (&off)[2],
-                                     float (&rs)[2]) {
-    float part[2][NACC];  // n8 tiles a, a + NACC, ...: the first element of them starts it
-#pragma unroll
-    for (int nt = 0; nt < NT_S; ++nt)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int hr = r >> 1, e = r & 1;
-            const float pv = fast_exp2(fmaf(s[nt * 4 + r], sl2, -off[hr]));
-            s[nt * 4 + r] = pv;
-            part[hr][nt % NACC] = (nt < NACC && e == 0) ? pv : part[hr][nt % NACC] + pv;
-        }
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        float t = part[hr][0];
-#pragma unroll
-        for (int a = 1; a < NACC; ++a) t += part[hr][a];
-        rs[hr] = t;
-    }
-}
-#endif
-
 __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], float (&l)[2],
                                         float (&alpha)[2], int n0, int r0, int lane, int Nk,
                                         bool need_mask, int diag, float sl2, float lr = 0.f,
@@ -366,46 +294,6 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
                     s[nt * 4 + r] = IOSIM_NEG_INF;
             }
     }
-#if FP8_E4M3
-    float mx[2];
-    {
-        float part[2][NACC];  // n8 tiles a, a + NACC, ...: the first of them starts it
-#pragma unroll
-        for (int nt = 0; nt < NT_S; ++nt)
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                const float v = fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]);
-                part[hr][nt % NACC] = nt < NACC ? v : fmaxf(part[hr][nt % NACC], v);
-            }
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            float t = part[hr][0];
-#pragma unroll
-            for (int a = 1; a < NACC; ++a) t = fmaxf(t, part[hr][a]);
-            mx[hr] = quad_max(t);
-        }
-    }
-    float off[2];
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-#if LAZY_RESCALE
-        const float m_new = mx[hr] * sl2 > m[hr] + LAZY_THR ? mx[hr] * sl2 : m[hr];
-        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
-        alpha[hr] = m_new == m[hr] ? 1.f : fast_exp2(m[hr] - m_use);
-        off[hr] = m_use - lr;
-#else
-        const float m_new = fmaxf(m[hr], mx[hr] * sl2);
-        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
-        alpha[hr] = fast_exp2(m[hr] - m_use);
-        off[hr] = m_use;
-#endif
-        m[hr] = m_new;
-    }
-    float rs[2];
-    exps(s, sl2, off, rs);
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * alpha[hr] + (LAZY_RESCALE ? rs[hr] * ir : rs[hr]);
-#else
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float mx = IOSIM_NEG_INF;
@@ -413,22 +301,29 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
         for (int nt = 0; nt < NT_S; ++nt)
             mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
         mx = quad_max(mx);
+#if LAZY_RESCALE
+        const float m_new = mx * sl2 > m[hr] + LAZY_THR ? mx * sl2 : m[hr];
+        const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
+        alpha[hr] = m_new == m[hr] ? 1.f : fast_exp2(m[hr] - m_use);
+        const float off = m_use - lr;
+#else
         const float m_new = fmaxf(m[hr], mx * sl2);
         const float m_use = (m_new == IOSIM_NEG_INF) ? 0.f : m_new;
         alpha[hr] = fast_exp2(m[hr] - m_use);
+        const float off = m_use;
+#endif
         m[hr] = m_new;
         float rs = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -m_use));
+                const float pv = fast_exp2(fmaf(s[nt * 4 + 2 * hr + e], sl2, -off));
                 s[nt * 4 + 2 * hr + e] = pv;
                 rs += pv;
             }
-        l[hr] = l[hr] * alpha[hr] + rs;
+        l[hr] = l[hr] * alpha[hr] + (LAZY_RESCALE ? rs * ir : rs);
     }
-#endif
 }
 
 __device__ __forceinline__ void rescale(float (&o)[NT_O * 4], const float (&alpha)[2]) {
@@ -730,20 +625,13 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             for (int j = 1; j < n_blocks; ++j) {
                 const int g = g0 + j;
                 const int s = g % NS, sp = (g - 1) % NS;
-                if (EARLY_RESCALE) {
-                    mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
-                    v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
-                    rescale(o, alpha);
-                }
                 turn_wait(c);
                 mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
                 kf = kfac_of(s);
                 issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
-                if (!EARLY_RESCALE) {
-                    mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
-                    v_units(sp);
-                    rescale(o, alpha);
-                }
+                mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
+                v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+                rescale(o, alpha);
                 issue_pv(o, pa, sV + (u32)(sp * KV_BYTES));
                 turn_pass(c);
                 wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
@@ -982,20 +870,15 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
         for (int j = 1; j < n_blocks; ++j) {
             const int s = j % NS, sp = (j - 1) % NS;
-#if EARLY_RESCALE
-            mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
-            v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
-            rescale(o, alpha);
-#endif
             turn_wait(c);
             mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
             kf = kfac_of(s);
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
-#if FP8_E4M3 && !EARLY_RESCALE
+#if FP8_E4M3
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
             v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
             rescale(o, alpha);
-#elif !FP8_E4M3
+#else
             rescale(o, alpha);
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
 #endif

@@ -37,8 +37,8 @@ METRICS = ["sm__inst_executed_pipe_tensor_op_gmma.sum", "sm__inst_executed_pipe_
            "smsp__cycles_active.avg", "smsp__issue_active.avg.pct_of_peak_sustained_active"]
 KERNELS = "regex:^(fa3_fwd_fp8|fp8_quant)$"
 # what --summary prints (a metric name, or its start for the stall reasons)
-SHOW = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg",
-        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+SHOW = ["gpu__time_duration.sum", "gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
         "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
         "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
         "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active",
@@ -109,9 +109,12 @@ def summary(path: str) -> str:
     keep = df.metric.isin(SHOW) | (df.metric.str.startswith(STALLS) & df.metric.str.endswith("_per_issue_active.ratio"))
     t = df[keep].pivot_table(index="metric", columns="variant", values="value", aggfunc="first", sort=False)
     t.index = [i.replace(STALLS, "stall ").replace("_per_issue_active.ratio", "") for i in t.index]
+    t = t[(t != 0).any(axis=1)]  # stall reasons that never occurred left out
     quant = pd.read_csv(path).query("`Kernel Name` == 'fp8_quant' and metric == 'gpu__time_duration.sum'")
     q = quant.groupby("variant").value.first()
-    return t.round(3).to_string() + "\nfp8_quant gpu__time_duration.sum (ns):\n" + q.to_string()
+    fmt = lambda x: f"{x:.4g}"  # noqa: E731
+    return (t.to_string(float_format=fmt) + "\nfp8_quant (quantisation, V transposed) gpu__time_duration.sum:\n"
+            + q.to_string(float_format=fmt))
 
 
 def main(path: str, names: list[str]) -> None:

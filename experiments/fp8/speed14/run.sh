@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# fa3's fp8 forward speed (issue 24, session 14: what binds at d = 128; EXP2_POLY). On the GPU
-# machine, from the repo root, wheels in .whl/:
+# fa3's fp8 forward speed (issue 24, session 14: what binds at d = 128, and kernel variants). Call
+# r1 ran at commit bebbcd1, r2 at b753c47 (commands: experiments/README.md); their kernel switches
+# are gone from kernels/fa3.cu since (variants.py says which). On the GPU machine, from the repo
+# root, wheels in .whl/:
 #   OUT=$OUT STEPS=ncu,variants[,tests,grid] SET=r1 bash experiments/fp8/speed14/run.sh
 # Steps, in the order given, each under its own timeout (results in $OUT/<gpu>/, committed in
 # experiments/fp8/<gpu>/speed14/<call>/):

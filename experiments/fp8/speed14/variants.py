@@ -12,8 +12,11 @@ kernels/fa3.cu at 8eded77) at the tiles and grid its Plan took (FWD_TILES_FP8, F
 FP8_LAZY_RESCALE then); `pers` / `onetile` the Plan on the persistent / one-tile grid; `bnN` key
 tiles of N rows; `polyK` EXP2_POLY=K (r1: fa3.cu's exp2 of K of every 8 S elements as a cubic
 on the FMA/ALU pipes); `lazy` LAZY_RESCALE=1; `st3` a 3-stage K/V ring; `desc` DESC_INC=1; `noearly` EARLY_RESCALE=0 (O rescaled between
-the two GEMMs, in the warpgroup's turn, as in session 13). Round r1 ran at commit bebbcd1
-(fa3.cu with EXP2_POLY, the softmax of session 13: `base` there is session 13's kernel).
+the two GEMMs, in the warpgroup's turn, as in session 13); `desc` DESC_INC=1. Round r1 ran at
+commit bebbcd1 (fa3.cu with EXP2_POLY, the softmax of session 13: `base` there is session 13's
+kernel), r2 at b753c47 (fa3.cu with the partial-chain softmax, EARLY_RESCALE and DESC_INC). After
+r2 kernels/fa3.cu is session 13's file again: in this tree `base` is `old`, and the switches
+EXP2_POLY, EARLY_RESCALE and DESC_INC are defines the kernel ignores (rerun a set at its commit).
 """
 
 from __future__ import annotations
