@@ -260,6 +260,15 @@ def tool(script: str, data: str, *args: str) -> str:
     return f"```\n$ python tools/{script} {line}\n" + module.report(str(ROOT / data), *paths).rstrip() + "\n```"
 
 
+def block_fp8_ncu14() -> str:
+    path = "experiments/fp8/speed14/ncu14.py"
+    data = "experiments/fp8/h100/speed14/r1/ncu14.csv"
+    spec = importlib.util.spec_from_file_location("ncu14", ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return f"```\n$ python {path} --summary {data}\n" + module.summary(str(ROOT / data)) + "\n```"
+
+
 def block_fa3_bwd_prefetch() -> str:
     path = "experiments/fa3_bwd/h200/prefetch"
     spec = importlib.util.spec_from_file_location("ab", ROOT / path / "ab.py")
@@ -429,6 +438,9 @@ TOOL_BLOCKS = {
     "fp8-speed13-round1": ("fp8_rounds.py", "experiments/fp8/h100/speed13/round1/variants.csv"),
     "fp8-speed13-round2": ("fp8_rounds.py", "experiments/fp8/h100/speed13/round2/variants.csv"),
     "measured-fp8-h100-speed13": ("fp8_summary.py", "experiments/fp8/h100/speed13/round2/measured_fp8.csv"),
+    "fp8-speed14-r1": ("fp8_rounds.py", "experiments/fp8/h100/speed14/r1/variants.csv"),
+    "fp8-speed14-r2": ("fp8_rounds.py", "experiments/fp8/h100/speed14/r2/variants.csv"),
+    "measured-fp8-h100-speed14": ("fp8_summary.py", "experiments/fp8/h100/speed14/r2/measured_fp8.csv"),
     "fa3-bwd-stalls": ("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv"),
     "measured-fp8": ("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv"),
     "fa3-dq-reduce": ("fa3_dq.py", "experiments/fa3_bwd/h100/dq/dq_reduce.csv"),
@@ -450,7 +462,7 @@ TOOL_BLOCKS = {
 
 
 BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
-          "fa3-bwd-prefetch": block_fa3_bwd_prefetch,
+          "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fp8-ncu14-d128": block_fp8_ncu14,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "sweep-speed-cpu": block_sweep_speed_cpu,
