@@ -163,7 +163,8 @@ def run(name: str, rel: str, old: str, new: str, first: bool = False) -> dict:
                             *TESTS], cwd=dst,
                            capture_output=True, text=True,
                            env={"PYTHONPATH": os.pathsep.join([str(dst), *extra_paths()]),
-                                "PATH": "/usr/bin:/bin"})
+                                "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+                                "OPENBLAS_NUM_THREADS": "1"})  # one core a run: --jobs runs at a time
         failed = [ln.split(" - ")[0].split(" ")[1] + ": " + ln.split(" - ", 1)[-1][:120]
                   for ln in r.stdout.splitlines() if ln.startswith("FAILED")]
         return {"mutation": name, "killed": r.returncode != 0, "by": failed,
