@@ -159,7 +159,7 @@ def run(name: str, rel: str, old: str, new: str, first: bool = False) -> dict:
         f.write_text(text)
         t = time.time()
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "--hypothesis-seed=0", *(["-x"] if first else []), "--deselect", SNAPSHOT,
+                            "--hypothesis-seed=0", "-m", "not gpu", *(["-x"] if first else []), "--deselect", SNAPSHOT,
                             *TESTS], cwd=dst,
                            capture_output=True, text=True,
                            env={"PYTHONPATH": os.pathsep.join([str(dst), *extra_paths()]),
