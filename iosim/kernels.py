@@ -744,7 +744,7 @@ _SPECS = [
                ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale", "Qs", "Ks", "Vs", "B"),
                frozenset({"O", "LSE"}),
                _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "WINDOW", "LAZY_RESCALE",
-                                       "PERSISTENT", "SOFTMAX_TURN"},
+                                       "PERSISTENT"},
                checks=("MODEL_KV_READERS",), head_dims=(64, 128, 256),
                dtypes=("fp8_e4m3",),
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem,

@@ -135,18 +135,6 @@
 #if PERSISTENT && IS_CAUSAL
 #error "PERSISTENT is non-causal only (tiles of unequal length, handed out round-robin, would leave SMs idle; and its factor warp spills there)"
 #endif
-// SOFTMAX_TURN=1 (FP8, one-tile grid, PINGPONG only; 0 when not defined): the two consumer
-//   warpgroups also take turns at the softmax (two more named barriers), so one warpgroup's exp2s
-//   never share the SMSPs' MUFU and issue slots with the other's: with the GEMM turns alone their
-//   softmaxes overlapped (issue 24, session 14: tensor and MUFU pipes each busy under half the
-//   time, their shares summing to about one), and the exp2 of a tile is as much MUFU time as its
-//   two GEMMs are tensor time at d = 128.
-#ifndef SOFTMAX_TURN
-#define SOFTMAX_TURN 0
-#endif
-#if SOFTMAX_TURN && (!FP8_E4M3 || !PINGPONG || PERSISTENT)
-#error "SOFTMAX_TURN is fa3_fwd_fp8's one-tile grid with PINGPONG=1"
-#endif
 #if defined(HEAD_DIM_PAD) && HEAD_DIM_PAD != HEAD_DIM
 #error "fa3.cu keeps rows unpadded: HEAD_DIM_PAD must equal HEAD_DIM (64, 128 or 256)"
 #endif
@@ -234,19 +222,6 @@ __device__ __forceinline__ void turn_wait(int c) {
 }
 __device__ __forceinline__ void turn_pass(int c) {
     if (PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(NB_TURN + (c ^ 1)) : "memory");
-}
-
-// SOFTMAX_TURN: turns at the softmax too (barriers NB_SMX + c), the first warpgroup's first.
-// A warpgroup hands its softmax turn over once a wgmma has read what the softmax wrote: right
-// after issuing the next S GEMM (which overwrites S, so every exp2 of P is done) or, after the
-// last softmax, the last P V GEMM. (A barrier orders memory only: ptxas moves register
-// arithmetic past a bar.arrive, not past the wgmma that needs its result.)
-constexpr int NB_SMX = NB_TURN + 2;  // + consumer index
-__device__ __forceinline__ void smx_wait(int c) {
-    if (SOFTMAX_TURN) named_bar_sync(NB_SMX + c, 256);
-}
-__device__ __forceinline__ void smx_pass(int c) {
-    if (SOFTMAX_TURN) asm volatile("bar.arrive %0, 256;\n" ::"r"(NB_SMX + (c ^ 1)) : "memory");
 }
 
 // The wgmma of the input type: m64nNk16 (bf16/fp16) or m64nNk32 (e4m3).
@@ -889,8 +864,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         wgmma_wait<0>();
         fence_regs<NT_S * 4>(sacc);
         release(BAR_EMPTY_K);
-        if (c == 1) smx_pass(c);  // the first softmax turn is the first warpgroup's
-        smx_wait(c);
         softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, kf.sl2, kf.lr,
                 kf.ir);
         pack_p(sacc, pa);
@@ -901,7 +874,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
             kf = kfac_of(s);
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
-            smx_pass(c);  // softmax j - 1 is done: S_j overwrites it
 #if FP8_E4M3
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
             v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
@@ -915,7 +887,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
             fence_regs<NT_S * 4>(sacc);
             release(BAR_EMPTY_K + s);
-            smx_wait(c);
             softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
                     diag, kf.sl2, kf.lr, kf.ir);
             wgmma_wait<0>();
@@ -937,7 +908,6 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 #endif
         issue_pv(o, pa, sV + (u32)(s * KV_BYTES));
         if (c == 0) turn_pass(c);  // the second warpgroup's last turn is never waited for
-        if (c == 0) smx_pass(c);   // nor its last softmax turn
         wgmma_wait<0>();
         fence_regs<NT_O * 4>(o);
         release(BAR_EMPTY_V + s);

@@ -70,10 +70,6 @@ FP8_LAZY_RESCALE = {64: 0, 128: 0, 256: 1}
 # epilogue) by head_dim: beside the session-12 kernel in interleaved rounds, faster at d = 256
 # (N = 4096, 8192; even at 16384), slower at d = 128 and d = 64 (experiments/fp8/h100/speed13/round1)
 FP8_PERSISTENT = {64: 0, 128: 0, 256: 1}
-# fp8 e4m3, non-causal, one-tile grid with ping-pong: fa3.cu's softmax turns (SOFTMAX_TURN: the two consumer
-# warpgroups also take turns at the softmax, so their exp2s never share the MUFU) by head_dim
-# (experiments/fp8/h100/speed14b: timed beside the kernel without them in interleaved rounds)
-FP8_SOFTMAX_TURN = {64: 0, 128: 0, 256: 0}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
 # unit a consumer; d = 256: two, in the ring slot). Not 3 (one unit shared in turn, d = 64):
@@ -199,8 +195,6 @@ def fp8_attention(p: Problem, k: KernelPlan, lazy: bool | None = None,
     persistent = fp8_persistent(p, persistent)
     values = {n: v for n, v in k.defines.items() if n in SPECS["fa3_fwd_fp8"].defines}
     values.update(LAZY_RESCALE=lazy, PERSISTENT=int(persistent))
-    values["SOFTMAX_TURN"] = int(bool(bucket(FP8_SOFTMAX_TURN, d)) and not persistent
-                                 and not p.causal and values.get("PINGPONG") == 1)
     t = k.traffic
     bm = BlockMap.of(p, k.block_m, k.block_n)
     tq, trips = k.ctas, bm.pairs * p.bh
