@@ -19,9 +19,9 @@
 #   variants: speed14b/variants.py --set SET (ROUNDS interleaved rounds, each variant checked
 #             first on fresh NaN-poisoned data) -> variants.csv, variants.log
 #   flip:     if `smx` was faster than `base` in every round at every N at d = 128, the Plan
-#             takes it there (iosim/schedules/fa3.py FP8_SOFTMAX_TURN at commit 96bfce3, edited in
+#             takes it there (iosim/schedules/fa3.py FP8_SOFTMAX_TURN at commit d6741b5 (96bfce3 before the rebase onto 78778b5), edited in
 #             place: commit the same edit) and the steps after run on it; else they are skipped
-#             (c2: not faster; SOFTMAX_TURN and FP8_SOFTMAX_TURN are gone since: run c2 at 96bfce3)
+#             (c2: not faster; SOFTMAX_TURN and FP8_SOFTMAX_TURN are gone since: run c2 at d6741b5)
 #   tests:    the fp8 GPU tests (tests/test_gpu_fp8.py) -> gpu_tests.log
 #   grid:     `iosim bench --schedule fa3 --dtype fp8_e4m3,bf16 --head-dim 128 --peers torch` over
 #             N = 4096..16384, non-causal, then `iosim validate --by dtype,head_dim` -> grid.tgz

@@ -10,7 +10,7 @@ Kinds (over speed14/variants.py's): `smx` the Plan with SOFTMAX_TURN=1 (d = 128:
 grid with ping-pong); `smx_st3` the same with a three-stage K/V ring; at d = 256 (whose Plan is
 the persistent grid, where SOFTMAX_TURN is refused) `onetile` the Plan on the one-tile grid and
 `smx1t` that with SOFTMAX_TURN=1. Set r1: d = 128 (base, smx, smx_st3) and d = 256 (base, onetile,
-smx1t) at N = 4096, 8192, 16384. Call c2 ran r1 at commit 96bfce3, whose fa3.cu had SOFTMAX_TURN;
+smx1t) at N = 4096, 8192, 16384. Call c2 ran r1 at commit d6741b5 (96bfce3 before the rebase onto 78778b5), whose fa3.cu had SOFTMAX_TURN;
 it measured slower everywhere and kernels/fa3.cu is main's again, which ignores the define: rerun
 the set at that commit.
 """
