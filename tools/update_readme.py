@@ -269,6 +269,24 @@ def block_fp8_ncu14() -> str:
     return f"```\n$ python {path} --summary {data}\n" + module.summary(str(ROOT / data)) + "\n```"
 
 
+def block_fp8_clocks14b() -> str:
+    path = "experiments/fp8/speed14b/clocks.py"
+    data = "experiments/fp8/h100/speed14b/c1/clocks.csv"
+    spec = importlib.util.spec_from_file_location("clocks14b", ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return f"```\n$ python {path} --summary {data}\n" + module.summary(str(ROOT / data)) + "\n```"
+
+
+def block_fp8_stalls14b() -> str:
+    path = "experiments/fp8/speed14b/src_stalls.py"
+    data = "experiments/fp8/h100/speed14b/c2/ncu.tgz:./src_base_d128_8k.csv"
+    spec = importlib.util.spec_from_file_location("src_stalls", ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return f"```\n$ python {path} {data} --top 12\n" + module.report(str(ROOT / data), 12) + "\n```"
+
+
 def block_fa3_bwd_prefetch() -> str:
     path = "experiments/fa3_bwd/h200/prefetch"
     spec = importlib.util.spec_from_file_location("ab", ROOT / path / "ab.py")
@@ -441,6 +459,7 @@ TOOL_BLOCKS = {
     "fp8-speed14-r1": ("fp8_rounds.py", "experiments/fp8/h100/speed14/r1/variants.csv"),
     "fp8-speed14-r2": ("fp8_rounds.py", "experiments/fp8/h100/speed14/r2/variants.csv"),
     "measured-fp8-h100-speed14": ("fp8_summary.py", "experiments/fp8/h100/speed14/r2/measured_fp8.csv"),
+    "fp8-speed14b-c2": ("fp8_rounds.py", "experiments/fp8/h100/speed14b/c2/variants.csv"),
     "fa3-bwd-stalls": ("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv"),
     "measured-fp8": ("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv"),
     "fa3-dq-reduce": ("fa3_dq.py", "experiments/fa3_bwd/h100/dq/dq_reduce.csv"),
@@ -463,6 +482,7 @@ TOOL_BLOCKS = {
 
 BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fp8-ncu14-d128": block_fp8_ncu14,
+          "fp8-clocks14b": block_fp8_clocks14b, "fp8-stalls14b": block_fp8_stalls14b,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "sweep-speed-cpu": block_sweep_speed_cpu,
