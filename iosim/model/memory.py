@@ -40,8 +40,15 @@ def _sizes(p: Problem, splits: int) -> dict[str, int]:
     return tensor_sizes(p, splits)
 
 
-# the share of the usable L2 that keeps a CTA's prefetched lines until its next trip loads them
-PREFETCH_L2_SHARE = 0.5
+# the share of the usable L2 (l2_bytes x efficiency.l2_capacity) that the bytes moved between
+# a prefetch and its load may fill before the prefetched lines are evicted: measured, the least
+# squares fit to Nsight Compute's DRAM reads of fa1's backward at eight points where the
+# resident CTAs move 11-30 MB meanwhile (`python tools/fa1_sass.py --share
+# experiments/ncu_mechanism/h100/sass13/ncu_sass13.csv
+# experiments/ncu_mechanism/h100/prefetch14/ncu_prefetch14.csv`): about 16 MB of an H100's
+# 50 MB, which ncu finds whether the bytes grow by head_dim or by resident CTAs
+PREFETCH_L2_SHARE = 0.435
+
 
 @dataclass(frozen=True)
 class Dram:
