@@ -6,8 +6,11 @@ compulsory reads once; a re-read of a tile loaded Δ CTAs earlier (`KernelPlan.r
 persistent grid's CTAs run several tiles each: Δ counts tiles, KernelPlan.units) hits
 when both ran in the same wave or the bytes loaded in between fit in the usable L2
 (`l2_bytes` x `efficiency.l2_capacity`), else with probability L2 / those bytes; writes reach
-DRAM less the dirty lines the L2 still holds at the end. Reads never fall below the compulsory
-bytes; neither reads nor writes exceed the two-level count.
+DRAM less the dirty lines the L2 still holds at the end. A kernel that prefetches a tensor's
+lines into L2 a trip before loading them (its KernelSpec's `prefetch`: FA1's backward) reads
+again those the L2 evicted meanwhile (`refetched`). Reads never fall below the compulsory bytes;
+neither reads nor writes exceed the two-level count, but for the prefetched lines (read twice
+at most).
 """
 
 from __future__ import annotations
