@@ -312,6 +312,16 @@ def fa1_bwd_trip_terms(d: Defines) -> dict[str, float]:
             "unpack": 2 * bm * dg / threads, "ksteps": 2 * -(-dg // 16), "mma_unrolled": mma}
 
 
+def _fa1_bwd_prefetch(d: Defines, e: int) -> tuple[frozenset[str], int]:
+    """fa1.cu's prefetch_rows: the next trip's O_i and, unsplit (DQ_ATOMIC = 0), dQacc_i lines,
+    a trip ahead of their plain loads; in between the CTA's trip moves Q_i, dO_i (the cp.async
+    ring), O_i (elements), ℓ_i, m_i (fp32) and dQacc_i (fp32, read and written; with atomics,
+    reduced once)."""
+    bm, dg, atomic = d["BLOCK_M"], d["HEAD_DIM"], d["DQ_ATOMIC"]
+    tensors = frozenset({"O"} if atomic else {"O", "dQacc"})
+    return tensors, bm * dg * (3 * e + (4 if atomic else 8)) + 2 * 4 * bm
+
+
 def _fa1_bwd_issue(d: Defines, e: int) -> float:
     t = fa1_bwd_trip_terms(d)
     return d["NUM_WARPS"] * (FA1_TRIP_INT + FA1_COPY_INT * t["copies"] + t["dq"] + t["unpack"])
@@ -515,6 +525,11 @@ class KernelSpec:
     # through the L1's fill path, not the shared-memory data pipe (the timing model's
     # shared-memory term leaves their bytes out; Nsight Compute's data-pipe wavefronts do too)
     smem_fills: frozenset[str] = frozenset()
+    # lines it prefetches into L2 (prefetch.global.L2) one loop trip before it loads them:
+    # (defines, element bytes) -> (those tensors, the bytes one CTA's trip moves through the L2
+    # between the prefetch and the load); the L2 model (iosim.model.memory) reads a line the
+    # L2 evicted meanwhile twice from DRAM; None: no prefetch
+    prefetch: Callable[[Defines, int], tuple[frozenset[str], int]] | None = None
 
     @property
     def function(self) -> str:
@@ -693,7 +708,7 @@ _SPECS = [
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dim_pad=pad_ceil_64,
                rules=_fa1_bwd_rules, smem=_fa1_bwd_smem, bwd_readers=_fa1_bwd_readers,
                sync_loads=_fa1_bwd_sync_loads, loop_issue=_fa1_bwd_issue,
-               loop_shadow=_fa1_bwd_shadow),
+               loop_shadow=_fa1_bwd_shadow, prefetch=_fa1_bwd_prefetch),
     KernelSpec("fa1_bwd_convert", "fa1.cu", "FA1_BWD_CONVERT", ("dQacc", "dQ", "Nq"),
                frozenset({"dQ"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
     # every warp ldmatrix-reads all of K_j and V_j

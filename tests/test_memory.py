@@ -42,8 +42,11 @@ def test_dram_between_compulsory_and_two_level(p, hw_name, s, l2_scale):
     dram = memory.estimate(pl, hw)
     read, write = sum(d.read for d in dram), sum(d.write for d in dram)
     t = pl.traffic
-    # never above the papers' two-level count (within rounding of one byte per kernel)
-    assert read <= t.hbm_read + len(dram)
+    # never above the papers' two-level count (within rounding of one byte per kernel), but for
+    # lines prefetched into L2 and evicted before their load: read twice at most
+    again = sum(k.traffic.reads.get(n, 0) for k in pl.kernels
+                for n in memory.prefetch_ahead(k, p.elem_bytes))
+    assert read <= t.hbm_read + again + len(dram)
     assert write <= t.hbm_write + len(dram)
     assert all(d.read >= 0 and d.write >= 0 for d in dram)
     # never below the compulsory reads: Q, K and V (fp8: their bf16 originals at 2 bytes, which

@@ -7,6 +7,7 @@ where Nsight Compute measured the kernel, ncu's inst_executed per warp and trip.
     python tools/fa1_sass.py [OUT.csv]     (needs nvcc and nvdisasm: PATH, or NVDISASM=path)
     python tools/fa1_sass.py --fit experiments/fa1_sass/sass_trip.csv    (iosim.kernels' FA1_*)
     python tools/fa1_sass.py --dram experiments/ncu_mechanism/h100/sass13/ncu_sass13.csv
+    python tools/fa1_sass.py --share NCU.csv [NCU.csv ...]    (iosim.model.memory's PREFETCH_L2_SHARE)
 
 The trip's path: the smallest loop that holds every HMMA is the inner loop; loops nested in it
 run their trip counts (phase 1's k loop DK/16/P1_UNROLL times, the dQ passes NT3/NT3P times,
@@ -36,7 +37,7 @@ from iosim.core.problem import Problem
 from iosim.gpu.compile import define_options, kernels_dir, nvcc_arch_options
 from iosim.kernels import fa1_bwd_trip_terms
 from iosim.model import timing
-from iosim.schedules import plan
+from iosim.schedules import Tiles, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 NCU = ROOT / "experiments/ncu_mechanism/h100/wave12/ncu_fa1_bwd_wave.csv"
@@ -236,18 +237,23 @@ def fit(t: pd.DataFrame) -> dict[str, float]:
 
 
 def dram(path: str) -> pd.DataFrame:
-    """Nsight Compute's DRAM and L2 bytes of fa1_bwd (experiments/ncu_mechanism/h100/sass13)
-    beside the Plan's two-level counts and the model's DRAM estimate, GB."""
+    """Nsight Compute's DRAM and L2 bytes of fa1_bwd (experiments/ncu_mechanism/h100/sass13,
+    prefetch14: one CTA a head, as every point ran) beside the Plan's two-level counts and the
+    model's DRAM estimate, GB; the MB that the resident CTAs move between a prefetch and its
+    load (memory.refetched's), and the DRAM reads above the two-level ones, percent."""
     from iosim.model import memory
+    from iosim.model.occupancy import ctas_per_sm
 
     m, hw, rows = pd.read_csv(path), preferred("h100-sxm5-80gb"), []
     for (b, h, n, d, causal), g in m.groupby(["batch", "heads", "seqlen", "head_dim", "causal"]):
         v = g.set_index("metric").value
         pl = plan("fa1", Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=bool(causal),
-                                 direction="bwd"), hw)
+                                 direction="bwd"), hw, Tiles(split_cols=n))
         i = [k.name for k in pl.kernels].index("fa1_bwd")
         k, est = pl.kernels[i], memory.estimate(pl, hw)[i]
         sector = 32
+        ahead = max(memory.prefetch_ahead(k, 2).values())
+        moved = ahead * min(k.ctas, ctas_per_sm(k, hw) * hw.sm_count) / 1e6
         rows.append({"batch": b, "heads": h, "seqlen": n, "head_dim": d, "causal": causal,
                      "two_level_read": k.traffic.hbm_read / 1e9,
                      "l2_read_ncu": v["lts__t_sectors_srcunit_tex_op_read.sum"] * sector / 1e9,
@@ -256,11 +262,56 @@ def dram(path: str) -> pd.DataFrame:
                      "two_level_write": k.traffic.hbm_write / 1e9,
                      "dram_write_model": est.write / 1e9, "dram_write_ncu": v["dram__bytes_write.sum"] / 1e9,
                      "dram_pct_ncu": v["dram__throughput.avg.pct_of_peak_sustained_elapsed"],
-                     "l2_pct_ncu": v["lts__throughput.avg.pct_of_peak_sustained_elapsed"]})
+                     "l2_pct_ncu": v["lts__throughput.avg.pct_of_peak_sustained_elapsed"],
+                     "moved_MB": moved,
+                     "over_2level_model_pct": 100 * (est.read / k.traffic.hbm_read - 1),
+                     "over_2level_ncu_pct": 100 * (v["dram__bytes_read.sum"] / k.traffic.hbm_read - 1)})
     return pd.DataFrame(rows)
 
 
+SHARES = np.round(np.arange(0.2, 0.8, 0.005), 3)  # the grid the share is chosen on
+
+
+def evicted(paths: list[str]) -> pd.DataFrame:
+    """Per point of the ncu files: the MB that the resident CTAs move between a prefetch and
+    its load (memory.refetched's), and the share of the prefetched bytes that DRAM read again
+    (ncu's DRAM reads above the two-level reads, over the prefetched tensors' reads)."""
+    from iosim.model import memory
+    from iosim.model.occupancy import ctas_per_sm
+
+    hw, rows = preferred("h100-sxm5-80gb"), []
+    for path in paths:
+        m = pd.read_csv(path)
+        for (b, h, n, d, causal), g in m.groupby(["batch", "heads", "seqlen", "head_dim", "causal"]):
+            v = g.set_index("metric").value
+            k = plan("fa1", Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=bool(causal),
+                                    direction="bwd"), hw, Tiles(split_cols=n)).main
+            pre = memory.prefetch_ahead(k, 2)
+            moved = max(pre.values()) * min(k.ctas, ctas_per_sm(k, hw) * hw.sm_count)
+            again = v["dram__bytes_read.sum"] - k.traffic.hbm_read
+            rows.append({"batch": b, "heads": h, "seqlen": n, "head_dim": d, "moved_MB": moved / 1e6,
+                         "evicted_ncu": again / sum(k.traffic.reads[t] for t in pre)})
+    return pd.DataFrame(rows)
+
+
+def share(paths: list[str]) -> tuple[float, pd.DataFrame]:
+    """The PREFETCH_L2_SHARE (on SHARES) whose memory.refetched fits ncu's evicted shares best
+    (least squares), and the points with the model's at it."""
+    hw = preferred("h100-sxm5-80gb")
+    t = evicted(paths)
+    l2 = hw.l2_bytes * hw.efficiency.l2_capacity
+    model = lambda s: np.clip(1 - s * l2 / (t.moved_MB.to_numpy() * 1e6), 0, 1)  # noqa: E731
+    best = float(min(SHARES, key=lambda s: float(((model(s) - t.evicted_ncu) ** 2).sum())))
+    return best, t.assign(evicted_model=model(best))
+
+
 def main(args: list[str]) -> str:
+    if args[:1] == ["--share"] and len(args) > 1:
+        s, t = share(args[1:])
+        return (f"PREFETCH_L2_SHARE by least squares over {len(t)} points: {s:.3f}; per point the "
+                "MB the resident CTAs move between a prefetch and its load, the share of the "
+                "prefetched bytes DRAM read again (ncu) and the model's at that share:\n"
+                + t.round(3).to_string(index=False))
     if args[:1] == ["--dram"] and len(args) == 2:
         pd.set_option("display.width", 250)
         return ("fa1_bwd's bytes, GB: the Plan's two-level reads, Nsight Compute's L2 reads from the "
@@ -275,7 +326,8 @@ def main(args: list[str]) -> str:
                 + ", ".join(f"{100 * e:+.0f}" for e in f["beyond_err"])
                 + "; in the MMAs' shadow: " + ", ".join(f"{100 * e:+.0f}" for e in f["shadow_err"]))
     if len(args) > 1:
-        sys.exit("usage: python tools/fa1_sass.py [OUT.csv] | --fit SASS_TRIP.csv | --dram NCU_SASS13.csv")
+        sys.exit("usage: python tools/fa1_sass.py [OUT.csv] | --fit SASS_TRIP.csv | --dram NCU_SASS13.csv"
+                 " | --share NCU.csv [NCU.csv ...]")
     t = table()
     if args:
         t.round(3).to_csv(args[0], index=False)

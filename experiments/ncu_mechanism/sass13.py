@@ -47,10 +47,11 @@ def known(names: list[str]) -> list[str]:
     return [m for m in names if m.startswith("sass__") or m.split(".")[0] in bases]
 
 
-def profile(point: tuple, metrics: list[str], outdir: Path) -> list[dict]:
+def profile(point: tuple, metrics: list[str], outdir: Path, **extra) -> list[dict]:
+    """`extra`: more of iosim.gpu.once's arguments (prefetch14.py: split_cols)."""
     b, h, n, d, causal = point
     args = dict(schedule="fa1", hw="h100-sxm5-80gb", seed=1234, direction="bwd", batch=b, heads=h,
-                kv_heads=h, seqlen_q=n, seqlen_k=n, head_dim=d, dtype="bf16", causal=causal)
+                kv_heads=h, seqlen_q=n, seqlen_k=n, head_dim=d, dtype="bf16", causal=causal, **extra)
     cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--print-metric-instances",
            "details", "--metrics", ",".join(metrics), "--kernel-name", "regex:^fa1_bwd$",
            sys.executable, "-m", "iosim.gpu.once", json.dumps(args)]

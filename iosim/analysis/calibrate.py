@@ -276,11 +276,18 @@ def transfer_name(target: HardwareProfile) -> str:
     return f"{target.name.removesuffix('.calibrated')}.calibrated"
 
 
+# measured on each GPU, not a trait of the architecture: a transfer keeps the target's own
+# (its datasheet profile's, from its measured copy bandwidth). The H100's HBM3 sustains 0.90
+# of its datasheet rate, the H200's HBM3e 0.87 (experiments/fwd_grid, experiments/bwd_grid)
+OWN = ("efficiency.hbm",)
+
+
 def transfer(fitted: HardwareProfile, target: HardwareProfile, source_file: str) -> HardwareProfile:
     """`target`'s datasheet numbers with `fitted`'s free parameters, not refitted: how the
-    calibration of one GPU predicts another of the same architecture."""
+    calibration of one GPU predicts another of the same architecture; what is measured on each
+    GPU (OWN) stays the target's."""
     data = target.model_dump()
-    for f in PARAMS:
+    for f in (x for x in PARAMS if x not in OWN):
         table, _, key = f.rpartition(".")
         if table:
             data[table][key] = get(fitted, f)
@@ -288,7 +295,9 @@ def transfer(fitted: HardwareProfile, target: HardwareProfile, source_file: str)
             data[key] = get(fitted, f)
     data["name"] = transfer_name(target)
     data["provenance"] = dict(fitted.provenance, transferred_from=f"{fitted.name} ({source_file}), "
-                              f"not refitted on {target.name}")
+                              f"not refitted on {target.name}",
+                              kept=", ".join(f"{f}={get(target, f):.4g} ({target.name}'s own)"
+                                             for f in OWN))
     data["sources"] = dict(data["sources"], **_fitted_sources(f"{fitted.name}'s fit ({source_file})"))
     return HardwareProfile.model_validate(data)
 

@@ -78,13 +78,15 @@ class _Raw:
     inten: list
     periods: list
     reuse: list
+    ahead: list  # per access: memory.prefetch_ahead's bytes (0: not prefetched)
 
 
 def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     p = pl.problem
     size = memory.sizes(p, kv_splits(pl))
-    r = _Raw([], [], [], [], [], [], [], [])
+    r = _Raw([], [], [], [], [], [], [], [], [])
     for i, k in enumerate(pl.kernels):
+        pre = memory.prefetch_ahead(k, p.elem_bytes)
         e, inten, per = timing.kernel_raw(k, hw, p)
         r.ext.append(list(e))
         r.inten.append(inten)
@@ -95,6 +97,7 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
                 r.names.append((k.name, n, is_write))
                 r.kin.append(i)
                 r.reuse.append(k.reuse.get(n, 0))
+                r.ahead.append(0 if is_write else pre.get(n, 0))
     t, w = pl.traffic, pl.work
     r.counts = [t.hbm_read, t.hbm_write, t.sram, w.tensor_flops, w.exp_ops, w.alu_flops,
                 sum(tensor_bytes(pl).values())]
@@ -116,6 +119,7 @@ class _Shape:
     acc_a: list  # per access: [count, size]
     acc_b: list
     reuse: list
+    ahead: list
     write: list
     slots: list  # per kernel: resident CTA slots
     peaks: list  # datasheet rates (ROOF; launch: the overhead)
@@ -161,7 +165,7 @@ def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | Non
         [a[i:i + ne] for i in range(0, e, ne)], [b[i:i + ne] for i in range(0, e, ne)],
         r.inten, [timing._rates(k, hw, p) for k in pl.kernels], r.periods, r.kin,
         [a[i:i + 2] for i in range(e, c, 2)], [b[i:i + 2] for i in range(e, c, 2)],
-        r.reuse, [n[2] for n in r.names],
+        r.reuse, r.ahead, [n[2] for n in r.names],
         [ctas_per_sm(k, hw) * hw.sm_count for k in pl.kernels],
         [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
         hw.l2_bytes * hw.efficiency.l2_capacity, (a[c:], b[c:]))
@@ -237,7 +241,7 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None]
     dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], gather(a, "reuse"),
                                         gather(a, "write").astype(bool), ext[:, EXT["units"]],
-                                        slots, l2)
+                                        slots, l2, gather(a, "ahead"))
     b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
                      peaks[:, ROOF.index("launch")], periods, np.array(pid, np.int64)[k])
     nks = np.repeat(nk, m)

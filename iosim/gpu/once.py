@@ -19,6 +19,7 @@ def main(arg: str) -> None:
     # decode's forced split count, fa3 backward's dQ reduction (DQ_BULK), fa3 fp8's lazy
     # rescale and persistent grid, if any
     tiles = Tiles(kv_splits=a.pop("kv_splits", None), dq_bulk=a.pop("dq_bulk", None),
+                  split_cols=a.pop("split_cols", None),  # fa1 backward's key rows a CTA
                   lazy_rescale=a.pop("lazy_rescale", None), persistent=a.pop("persistent", None))
     p = Problem(**a)
     q, k, v = inputs(torch, p, seed)

@@ -556,7 +556,9 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                             if fa1:  # O_i from registers, dO_i read again from shared memory
                                 m.smem(dOi)
                                 Di = (dOi * Oi).sum(1)
-                                m.alu(2 * Oi.size + r)  # and scale·D_i per row
+                                # one FMA an element (fa1.cu's D_i; an FMA is one op), and
+                                # scale·D_i per row
+                                m.alu(Oi.size + r)
                             dS = P * (dP - Di[:, None])
                             m.alu(2 * S.size)
                             if fa1:  # stored scaled (the FMA dP·scale − scale·D_i): dK, dQ unscaled
@@ -571,7 +573,8 @@ def flash_bwd(p: Problem, plan: Plan, q, k, v, o, do, lse, fa1: bool):
                             # read-modify-written, or added by fp32 atomics (FA1 split, FA2,
                             # FA3): counted alike, a read and a write
                             acc = m.load("dQacc", dQacc[rs], smem=False) + dq
-                            m.alu(dq.size)
+                            if not fa1:
+                                m.alu(dq.size)
                             m.store("dQacc", dQacc, rs, acc)
                         if not fa1:
                             dK = s * dK

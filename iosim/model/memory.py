@@ -6,8 +6,11 @@ compulsory reads once; a re-read of a tile loaded Δ CTAs earlier (`KernelPlan.r
 persistent grid's CTAs run several tiles each: Δ counts tiles, KernelPlan.units) hits
 when both ran in the same wave or the bytes loaded in between fit in the usable L2
 (`l2_bytes` x `efficiency.l2_capacity`), else with probability L2 / those bytes; writes reach
-DRAM less the dirty lines the L2 still holds at the end. Reads never fall below the compulsory
-bytes; neither reads nor writes exceed the two-level count.
+DRAM less the dirty lines the L2 still holds at the end. A kernel that prefetches a tensor's
+lines into L2 a trip before loading them (its KernelSpec's `prefetch`: FA1's backward) reads
+again those the L2 evicted meanwhile (`refetched`). Reads never fall below the compulsory bytes;
+neither reads nor writes exceed the two-level count, but for the prefetched lines (read twice
+at most).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Problem
-from iosim.kernels import kv_splits, tensor_sizes
+from iosim.kernels import SPECS, kv_splits, tensor_sizes
 from iosim.model.occupancy import ctas_per_sm
 
 
@@ -38,6 +41,16 @@ def sizes(p: Problem, splits: int = 1) -> dict[str, int]:
 @lru_cache(maxsize=4096)
 def _sizes(p: Problem, splits: int) -> dict[str, int]:
     return tensor_sizes(p, splits)
+
+
+# the share of the usable L2 (l2_bytes x efficiency.l2_capacity) that the bytes moved between
+# a prefetch and its load may fill before the prefetched lines are evicted: measured, the least
+# squares fit to Nsight Compute's DRAM reads of fa1's backward at eight points where the
+# resident CTAs move 11-30 MB meanwhile (`python tools/fa1_sass.py --share
+# experiments/ncu_mechanism/h100/sass13/ncu_sass13.csv
+# experiments/ncu_mechanism/h100/prefetch14/ncu_prefetch14.csv`): about 16 MB of an H100's
+# 50 MB, which ncu finds whether the bytes grow by head_dim or by resident CTAs
+PREFETCH_L2_SHARE = 0.435
 
 
 @dataclass(frozen=True)
@@ -67,16 +80,27 @@ def same_cta_rereads(plan: Plan) -> bool:
                for k in plan.kernels for n, v in k.traffic.reads.items())
 
 
-def kernel_dram(k: KernelPlan, hw: HardwareProfile, size: dict[str, int]) -> Dram:
+def kernel_dram(k: KernelPlan, hw: HardwareProfile, size: dict[str, int], elem: int) -> Dram:
     """DRAM bytes of one kernel, starting from a cold L2 (see the module docstring)."""
-    return _dram([(k, hw, size)])[0]
+    return _dram([(k, hw, size, elem)])[0]
 
 
-def _dram(jobs: list[tuple[KernelPlan, HardwareProfile, dict[str, int]]]) -> list[Dram]:
+def prefetch_ahead(k: KernelPlan, elem: int) -> dict[str, int]:
+    """Tensor -> the bytes one CTA's loop trip moves through the L2 between prefetching that
+    tensor's lines and loading them (iosim.kernels: its spec's `prefetch`); {} without."""
+    spec = SPECS.get(k.name)
+    if spec is None or spec.prefetch is None:
+        return {}
+    tensors, trip = spec.prefetch(k.defines, elem)
+    return dict.fromkeys(tensors, trip)
+
+
+def _dram(jobs: list[tuple[KernelPlan, HardwareProfile, dict[str, int], int]]) -> list[Dram]:
     """kernel_dram of many kernels: one numpy pass over every (kernel, tensor) access."""
-    kin, count, size, reuse, write = [], [], [], [], []
+    kin, count, size, reuse, write, ahead = [], [], [], [], [], []
     ctas, slots, l2s = [], [], []
-    for i, (k, hw, sz) in enumerate(jobs):
+    for i, (k, hw, sz, elem) in enumerate(jobs):
+        pre = prefetch_ahead(k, elem)
         for is_write, tensors in ((0, k.traffic.reads), (1, k.traffic.writes)):
             for n, v in tensors.items():
                 kin.append(i)
@@ -84,20 +108,34 @@ def _dram(jobs: list[tuple[KernelPlan, HardwareProfile, dict[str, int]]]) -> lis
                 size.append(sz[n])
                 reuse.append(k.reuse.get(n, 0))
                 write.append(is_write)
+                ahead.append(0 if is_write else pre.get(n, 0))
         ctas.append(k.units)  # a persistent grid's tiles: what `reuse` counts
         slots.append(ctas_per_sm(k, hw) * hw.sm_count)
         l2s.append(hw.l2_bytes * hw.efficiency.l2_capacity)
     read, written = dram_arrays(np.array(kin, np.int64), np.array(count, np.float64),
                                 np.array(size, np.float64), np.array(reuse, np.float64),
                                 np.array(write, bool), np.array(ctas, np.float64),
-                                np.array(slots, np.float64), np.array(l2s, np.float64))
+                                np.array(slots, np.float64), np.array(l2s, np.float64),
+                                np.array(ahead, np.float64))
     return [Dram(int(r), int(x)) for r, x in zip(read, written)]
 
 
-def dram_arrays(kin, count, size, reuse, write, ctas, slots, l2) -> tuple[np.ndarray, np.ndarray]:
+def refetched(count, ahead, resident, l2):
+    """Bytes of prefetched lines read again from DRAM: a read of `count` bytes whose lines a CTA
+    prefetched into L2 one trip before loading them, while each of the `resident` CTAs moved
+    `ahead` bytes through the L2 (0: not prefetched), finds a line still there with probability
+    PREFETCH_L2_SHARE x l2 / (resident x ahead), capped at 1; elementwise."""
+    moved = ahead * resident
+    kept = np.minimum(1.0, PREFETCH_L2_SHARE * l2 / np.maximum(moved, 1))
+    return np.where(ahead > 0, count * (1 - kept), 0.0)
+
+
+def dram_arrays(kin, count, size, reuse, write, ctas, slots, l2, ahead=None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """(read, written) DRAM bytes, rounded to whole bytes, of kernels whose accesses are given
     as arrays: access i of kernel kin[i] moves count[i] two-level bytes of a tensor of size[i]
-    bytes that CTAs `reuse[i]` apart touch again, a write where write[i]; per kernel its CTAs,
+    bytes that CTAs `reuse[i]` apart touch again, a write where write[i], and whose lines were
+    prefetched a trip ahead (`ahead[i]` bytes a CTA's trip, `refetched`); per kernel its CTAs,
     resident CTA slots and usable L2 bytes."""
     nk = len(ctas)
     wr = write
@@ -107,7 +145,8 @@ def dram_arrays(kin, count, size, reuse, write, ctas, slots, l2) -> tuple[np.nda
     # the bytes of the repeated accesses that miss the L2
     hit = hit_fraction(reuse, per_cta[kin], w[kin], l2[kin])
     missed = np.where(count > distinct, (count - distinct) * (1 - hit), 0.0)
-    read = np.bincount(kin[~wr], (distinct + missed)[~wr], nk)
+    again = 0.0 if ahead is None else refetched(count, ahead, w[kin], l2[kin])
+    read = np.bincount(kin[~wr], (distinct + missed + again)[~wr], nk)
     written = np.bincount(kin[wr], distinct[wr], nk)
     retained = np.where(written > 0, l2 * written / np.where(written > 0, written + read, 1), 0.0)
     write_b = written - np.minimum(written, retained) + np.bincount(kin[wr], missed[wr], nk)
@@ -124,7 +163,7 @@ def estimate_many(items: list[tuple[Plan, HardwareProfile]]) -> list[list[Dram]]
     jobs = []
     for pl, hw in items:
         size = sizes(pl.problem, kv_splits(pl))
-        jobs += [(k, hw, size) for k in pl.kernels]
+        jobs += [(k, hw, size, pl.problem.elem_bytes) for k in pl.kernels]
     out, at = _dram(jobs), 0
     per_plan = []
     for pl, _ in items:

@@ -133,10 +133,13 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> C
         + (rd.p_smem + rd.p_back + 1 + 2 * rd.pds_kv + rd.ds_dq) * rc * e,
     )
     # per pair: S, dV, dP, dK, dQ products; P = exp(S·scale − stat) (FA1 also ·1/ℓ);
-    # dS = P∘(dP − D) (2); dQ add (FA1 also forms D: 2·r·d, and per row 1/ℓ and scale·D: its
-    # dS is stored scaled, dP·scale − scale·D in the one FMA, so dK and dQ need no scaling).
+    # dS = P∘(dP − D) (2); dQ add (FA2/FA3). FA1 forms D: one FMA an element (an FMA is one
+    # op), and per row 1/ℓ and scale·D: its dS is stored scaled, dP·scale − scale·D in the one
+    # FMA, so dK and dQ need no scaling; its dQ add is none on the SM: the dQ product
+    # accumulates into the loaded dQacc_i fragments (kernels/fa1.cu), or fp32 atomics add it
+    # in L2. Its SASS (experiments/fa1_sass: FP32 instructions a trip) has no more.
     per_rc = 5 if fa1 else 4
-    per_rd = 3 if fa1 else 1
+    per_rd = 1
     mask = bm.sum_rc_diag()
     once = Work() if fa1 else Work(alu_flops=kv * d)  # FA2/FA3: dK *= scale per key block
     w = Work(
