@@ -139,6 +139,8 @@
 //   experiments/fp8/speed14c/depbar_check.py counts the exponentials between the P V issue and
 //   its wait: 0). At the next trip's top, the loop's back edge keeps the softmax above it (all
 //   of them). P is then packed there, from the softmax's fp32 P left in the S registers.
+//   Measured (experiments/fp8/h100/speed14c/c1): faster at d = 128 in every round, slower at
+//   d = 64 and 256; the Plan takes it at d = 128 (iosim/schedules/fa3.py FP8_PV_WAIT_TOP).
 #ifndef PV_WAIT_TOP
 #define PV_WAIT_TOP 0
 #endif

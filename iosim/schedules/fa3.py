@@ -72,8 +72,10 @@ FP8_LAZY_RESCALE = {64: 0, 128: 0, 256: 1}
 FP8_PERSISTENT = {64: 0, 128: 0, 256: 1}
 # fp8 e4m3: fa3.cu's PV_WAIT_TOP (the wait for P_{j-1} V_{j-1} at the next trip's top, so the
 # softmax of S_j runs under that GEMM: ptxas hoists it above the softmax otherwise,
-# experiments/fp8/speed14c/sass_same.log) by head_dim
-FP8_PV_WAIT_TOP = {64: 1, 128: 1, 256: 1}
+# experiments/fp8/speed14c/sass_same.log) by head_dim: beside main's kernel in interleaved
+# rounds, faster in every round at every N at d = 128, slower at d = 64 and 256
+# (experiments/fp8/h100/speed14c/c1). The timing model does not tell the two orders apart.
+FP8_PV_WAIT_TOP = {64: 0, 128: 1, 256: 0}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
 # unit a consumer; d = 256: two, in the ring slot). Not 3 (one unit shared in turn, d = 64):

@@ -1,10 +1,10 @@
 """Where fa3.cu's FP8 main loop waits for P_{j-1} V_{j-1} (issue 24, session 14, third
-engineer): in the SASS of a cubin, the loop body (from its `WARPGROUP.DEPBAR.LE gsb0, 0x1`, the
-wait for S_j, to the loop's backward branch) and, in it, how many MUFU.EX2 (the softmax's
-exponentials) come before and after `WARPGROUP.DEPBAR.LE gsb0, 0x0` (the wait for the P V
-group), counted from the P V issue (the QGMMA that commits it, A from registers) onward, round
-the loop's back edge where the wait sits at the next trip's top; also the P packings (F2FP
-... E4M3) and other waits (DEPBAR) on that way.
+engineer): in the SASS of a cubin, the loop body (from the backward branch's target to the
+branch, the loop holding `WARPGROUP.DEPBAR.LE gsb0, 0x1`, the wait for S_j) and in it, from
+the P V issue (the QGMMA that commits it, A from registers) to `WARPGROUP.DEPBAR.LE gsb0, 0x0`
+(the wait for the P V group), going round the back edge where the wait sits at the next trip's
+top: how many MUFU.EX2 (the softmax's exponentials), P packings (F2FP ... E4M3) and other waits
+(DEPBAR) lie on that way.
 
     python3 experiments/fp8/speed14c/depbar_check.py KERNEL.cubin [--want-after-ex2 N]
 

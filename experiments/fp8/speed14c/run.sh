@@ -6,11 +6,12 @@
 # Steps, in the order given, each under its own timeout (results in $OUT/<gpu>/, committed in
 # experiments/fp8/<gpu>/speed14c/<call>/):
 #   tests:    the fp8 GPU tests (tests/test_gpu_fp8.py: fresh NaN-poisoned data; the Plan of
-#             this tree, PV_WAIT_TOP=1 at every d) -> gpu_tests.log; if they fail nothing is timed
+#             the tree: call c1 ran at commit 92b385a, whose Plan took PV_WAIT_TOP=1 at every d;
+#             since, at d = 128 only) -> gpu_tests.log; if they fail nothing is timed
 #   variants: speed14c/variants.py --set c1 (base, top at d = 128, 64, 256, N = 4096, 8192,
 #             16384; each checked first on fresh NaN-poisoned data, then ROUNDS interleaved
 #             rounds) -> variants.csv, variants.log
-#   grid:     `iosim bench --schedule fa3 --dtype fp8_e4m3` (the Plan: PV_WAIT_TOP=1) at
+#   grid:     `iosim bench --schedule fa3 --dtype fp8_e4m3` (the Plan; c1: PV_WAIT_TOP=1) at
 #             d = 64, 128, 256, N = 4096..16384, non-causal, then `iosim validate --by
 #             dtype,head_dim` -> measured_fp8.csv, validate.log
 # END (epoch seconds): no step runs past it.
