@@ -2,11 +2,11 @@
 # fa3's fp8 forward with the P V wait at the next trip's top (fa3.cu PV_WAIT_TOP=1; issue 24,
 # session 14, third engineer) beside main's kernel (PV_WAIT_TOP=0). On the GPU machine, from
 # the repo root, wheels in .whl/ (one call):
-#   OUT=$OUT STEPS=tests,variants,grid END=<start + 285> bash experiments/fp8/speed14c/run.sh
+#   OUT=$OUT STEPS=tests,variants,grid END=<start + 280> bash experiments/fp8/speed14c/run.sh
 # Steps, in the order given, each under its own timeout (results in $OUT/<gpu>/, committed in
 # experiments/fp8/<gpu>/speed14c/<call>/):
 #   tests:    the fp8 GPU tests (tests/test_gpu_fp8.py: fresh NaN-poisoned data; the Plan of
-#             the tree: call c1 ran at commit 92b385a, whose Plan took PV_WAIT_TOP=1 at every d;
+#             the tree: call c1 ran at commit 6bdc4dd (92b385a before the rebase onto 0181f63), whose Plan took PV_WAIT_TOP=1 at every d;
 #             since, at d = 128 only) -> gpu_tests.log; if they fail nothing is timed
 #   variants: speed14c/variants.py --set c1 (base, top at d = 128, 64, 256, N = 4096, 8192,
 #             16384; each checked first on fresh NaN-poisoned data, then ROUNDS interleaved
