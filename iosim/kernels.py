@@ -755,11 +755,12 @@ _SPECS = [
     # Vt8 (panels of 128 keys; 64 or 32 where BLOCK_N is no multiple of 128), per-tile descale
     # factors, bf16 O
     # PERSISTENT: grid (CTAs, 1, 1), each CTA its tiles round-robin (B: the batch, their count)
+    # PV_WAIT_TOP: the wait for P_{j-1} V_{j-1} at the next trip's top (after the softmax of S_j)
     KernelSpec("fa3_fwd_fp8", "fa3.cu", "FP8_E4M3",
                ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale", "Qs", "Ks", "Vs", "B"),
                frozenset({"O", "LSE"}),
                _GEMM - {"BLOCK_K"} | {"HEAD_DIM_PAD", "PINGPONG", "WINDOW", "LAZY_RESCALE",
-                                       "PERSISTENT"},
+                                       "PERSISTENT", "PV_WAIT_TOP"},
                checks=("MODEL_KV_READERS",), head_dims=(64, 128, 256),
                dtypes=("fp8_e4m3",),
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem,

@@ -129,6 +129,24 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
+// PV_WAIT_TOP=1 (FP8 only; 0 when not defined): the wait for P_{j-1} V_{j-1} (and V_{j-1}'s
+//   release and P_j's packing) at the top of the next trip instead of after the softmax of S_j.
+//   Both orders are the same in PTX, but ptxas's scheduler puts a wgmma wait first in its basic
+//   block as soon as anything after it depends on it (P's packing writes the registers the
+//   in-flight P V reads; ptxas also reuses two of them as row-sum temporaries): after the
+//   softmax, that hoists the wait to the softmax's top (its block starts after the mask's
+//   branch), so the softmax never ran under the P V GEMM (FA3 Sec. 3.2's overlap lost:
+//   experiments/fp8/speed14c/depbar_check.py counts the exponentials between the P V issue and
+//   its wait: 0). At the next trip's top, the loop's back edge keeps the softmax above it (all
+//   of them). P is then packed there, from the softmax's fp32 P left in the S registers.
+//   Measured (experiments/fp8/h100/speed14c/c1): faster at d = 128 in every round, slower at
+//   d = 64 and 256; the Plan takes it at d = 128 (iosim/schedules/fa3.py FP8_PV_WAIT_TOP).
+#ifndef PV_WAIT_TOP
+#define PV_WAIT_TOP 0
+#endif
+#if PV_WAIT_TOP && !FP8_E4M3
+#error "PV_WAIT_TOP is fa3_fwd_fp8's (FP8_E4M3=1)"
+#endif
 #if PERSISTENT && !FP8_E4M3
 #error "PERSISTENT is fa3_fwd_fp8's (FP8_E4M3=1: its epilogue leaves Q's shared memory alone)"
 #endif
@@ -578,6 +596,16 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(slot));
     };
+    // PV_WAIT_TOP, at trip j's top (j = n_blocks: before the last P V): P_{j-2} V_{j-2} done
+    // (none in flight at j = 1), its V stage `sv` freed, P_{j-1} packed (predicated, no branch:
+    // a branch ahead of the wait lets ptxas hoist it again)
+    auto pv_top = [&](int j, int sv) {
+        wgmma_wait<0>();
+        fence_regs<NT_O * 4>(o);
+        __syncwarp();
+        if (lane == 0 && j > 1) mbar_arrive(bar(BAR_EMPTY_V + sv));
+        pack_p(sacc, pa);
+    };
 
     const Sched S = sched();
     // trips consumed before this tile modulo 2 NS (ring stage and phase: g0 + j) and the
@@ -620,11 +648,12 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             if (n_blocks == 1) release(BAR_EMPTY_Q);  // the tile's last Q read
             softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, kf.sl2, kf.lr,
                     kf.ir);
-            pack_p(sacc, pa);
+            if (!PV_WAIT_TOP) pack_p(sacc, pa);
 
             for (int j = 1; j < n_blocks; ++j) {
                 const int g = g0 + j;
                 const int s = g % NS, sp = (g - 1) % NS;
+                if (PV_WAIT_TOP) pv_top(j, (g - 2) % NS);
                 turn_wait(c);
                 mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
                 kf = kfac_of(s);
@@ -640,6 +669,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
                 if (j == n_blocks - 1) release(BAR_EMPTY_Q);
                 softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
                         diag, kf.sl2, kf.lr, kf.ir);
+                if (PV_WAIT_TOP) continue;
                 wgmma_wait<0>();
                 fence_regs<NT_O * 4>(o);
                 release(BAR_EMPTY_V + sp);
@@ -647,6 +677,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             }
 
             const int g = g0 + n_blocks - 1, s = g % NS;
+            if (PV_WAIT_TOP) pv_top(n_blocks, (g - 1) % NS);
             mbar_wait(bar(BAR_FULL_V + s), (u32)(g / NS) & 1u);
             v_units(s);
             rescale(o, alpha);
@@ -849,6 +880,16 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         __syncwarp();
         if (lane == 0) mbar_arrive(bar(slot));
     };
+    // PV_WAIT_TOP (FP8), at trip j's top (j = n_blocks: before the last P V): P_{j-2} V_{j-2}
+    // done (none in flight at j = 1), its V stage `sv` freed, P_{j-1} packed (predicated, no
+    // branch: a branch ahead of the wait lets ptxas hoist it again)
+    auto pv_top = [&](int j, int sv) {
+        wgmma_wait<0>();
+        fence_regs<NT_O * 4>(o);
+        __syncwarp();
+        if (lane == 0 && j > 1) mbar_arrive(bar(BAR_EMPTY_V + sv));
+        pack_p(sacc, pa);
+    };
 
     mbar_wait(bar(BAR_Q), 0);
     if (n_blocks > 0) {
@@ -866,10 +907,11 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         release(BAR_EMPTY_K);
         softmax(sacc, m_i, l_i, alpha, kv0, r0, lane, Nk, need_mask(kv0), diag, kf.sl2, kf.lr,
                 kf.ir);
-        pack_p(sacc, pa);
+        if (!PV_WAIT_TOP) pack_p(sacc, pa);
 
         for (int j = 1; j < n_blocks; ++j) {
             const int s = j % NS, sp = (j - 1) % NS;
+            if (PV_WAIT_TOP) pv_top(j, (j - 2) % NS);
             turn_wait(c);
             mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
             kf = kfac_of(s);
@@ -889,6 +931,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             release(BAR_EMPTY_K + s);
             softmax(sacc, m_i, l_i, alpha, kv0 + j * BN, r0, lane, Nk, need_mask(kv0 + j * BN),
                     diag, kf.sl2, kf.lr, kf.ir);
+            if (PV_WAIT_TOP) continue;
             wgmma_wait<0>();
             fence_regs<NT_O * 4>(o);
             release(BAR_EMPTY_V + sp);
@@ -896,6 +939,7 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         }
 
         const int j = n_blocks - 1, s = j % NS;
+        if (PV_WAIT_TOP) pv_top(n_blocks, (j - 1) % NS);
 #if FP8_E4M3
         mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
         v_units(s);

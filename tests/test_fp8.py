@@ -241,6 +241,27 @@ def test_fp8_d256_plans_the_measured_faster_lazy_rescale():
         assert plan("fa3", fp8(head_dim=d), H100).main.defines["LAZY_RESCALE"] == 0
 
 
+def test_fp8_plans_the_measured_pv_wait_top():
+    """fa3.cu's PV_WAIT_TOP (the wait for P_{j-1} V_{j-1} at the next trip's top, after the
+    softmax of S_j, where ptxas cannot hoist it): the Plan takes it at the head_dims where,
+    beside main's kernel in the same interleaved rounds (experiments/fp8/h100/speed14c/c1), the
+    attention kernel was faster in every round at every N (d = 128), and not where it was not
+    (d = 64, 256); a causal Plan and bf16's carry their head_dim's setting and no define."""
+    from iosim.schedules.fa3 import FP8_PV_WAIT_TOP
+
+    df = pd.read_csv(Path(__file__).resolve().parents[1] / "experiments/fp8/h100/speed14c/c1/variants.csv")
+    ok = df[df.status == "ok"].set_index(["head_dim", "seqlen", "round"])
+    ratio = ok[ok.kind == "top"].attn_tflops / ok[ok.kind == "base"].attn_tflops
+    assert ratio.groupby(level=[0, 1]).size().eq(5).all() and len(ratio) == 45, ratio
+    won = (ratio > 1).groupby(level=0).all()
+    assert won.to_dict() == {d: bool(v) for d, v in FP8_PV_WAIT_TOP.items()} == {64: False, 128: True, 256: False}
+    for d in (64, 128, 256):
+        for causal in (False, True):
+            pl = plan("fa3", fp8(head_dim=d, causal=causal), H100)
+            assert pl.main.defines["PV_WAIT_TOP"] == FP8_PV_WAIT_TOP[d]
+        assert "PV_WAIT_TOP" not in plan("fa3", fp8(head_dim=d, dtype="bf16"), H100).main.defines
+
+
 def test_rows_record_and_replay_the_lazy_rescale():
     """A bench row of fa3's fp8 forward records whether its kernel rescaled lazily; a row without
     the column was measured before the lazy rescale existed (False); other rows: None (the

@@ -460,6 +460,7 @@ TOOL_BLOCKS = {
     "fp8-speed14-r2": ("fp8_rounds.py", "experiments/fp8/h100/speed14/r2/variants.csv"),
     "measured-fp8-h100-speed14": ("fp8_summary.py", "experiments/fp8/h100/speed14/r2/measured_fp8.csv"),
     "fp8-speed14b-c2": ("fp8_rounds.py", "experiments/fp8/h100/speed14b/c2/variants.csv"),
+    "fp8-speed14c-c1": ("fp8_rounds.py", "experiments/fp8/h100/speed14c/c1/variants.csv"),
     "fa3-bwd-stalls": ("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv"),
     "measured-fp8": ("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv"),
     "fa3-dq-reduce": ("fa3_dq.py", "experiments/fa3_bwd/h100/dq/dq_reduce.csv"),

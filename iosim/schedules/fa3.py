@@ -70,6 +70,12 @@ FP8_LAZY_RESCALE = {64: 0, 128: 0, 256: 1}
 # epilogue) by head_dim: beside the session-12 kernel in interleaved rounds, faster at d = 256
 # (N = 4096, 8192; even at 16384), slower at d = 128 and d = 64 (experiments/fp8/h100/speed13/round1)
 FP8_PERSISTENT = {64: 0, 128: 0, 256: 1}
+# fp8 e4m3: fa3.cu's PV_WAIT_TOP (the wait for P_{j-1} V_{j-1} at the next trip's top, so the
+# softmax of S_j runs under that GEMM: ptxas hoists it above the softmax otherwise,
+# experiments/fp8/speed14c/sass_same.log) by head_dim: beside main's kernel in interleaved
+# rounds, faster in every round at every N at d = 128, slower at d = 64 and 256
+# (experiments/fp8/h100/speed14c/c1). The timing model does not tell the two orders apart.
+FP8_PV_WAIT_TOP = {64: 0, 128: 1, 256: 0}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
 # unit a consumer; d = 256: two, in the ring slot). Not 3 (one unit shared in turn, d = 64):
@@ -194,7 +200,7 @@ def fp8_attention(p: Problem, k: KernelPlan, lazy: bool | None = None,
     lazy = bucket(FP8_LAZY_RESCALE, d) if lazy is None else int(lazy)
     persistent = fp8_persistent(p, persistent)
     values = {n: v for n, v in k.defines.items() if n in SPECS["fa3_fwd_fp8"].defines}
-    values.update(LAZY_RESCALE=lazy, PERSISTENT=int(persistent))
+    values.update(LAZY_RESCALE=lazy, PERSISTENT=int(persistent), PV_WAIT_TOP=bucket(FP8_PV_WAIT_TOP, d))
     t = k.traffic
     bm = BlockMap.of(p, k.block_m, k.block_n)
     tq, trips = k.ctas, bm.pairs * p.bh
