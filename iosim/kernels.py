@@ -520,6 +520,9 @@ class KernelSpec:
     # exp2 holds the MUFU; None: never (one consumer warp's softmax at a time, its exp2 and
     # FP32 instructions one dependent chain)
     softmax_apart: Callable[[Defines], bool] | None = None
+    # wgmma consumers: whether a warpgroup's softmax runs under its own previous P·V GEMM (the
+    # wait for it placed after the softmax in the SASS)
+    softmax_under_pv: Callable[[Defines], bool] | None = None
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
     # the tensors its loads write into shared memory by cp.async (or TMA): they reach the banks
     # through the L1's fill path, not the shared-memory data pipe (the timing model's
@@ -766,6 +769,7 @@ _SPECS = [
                archs=frozenset({"sm_90a"}), rules=_fa3_fwd_rules, smem=_fa3_fwd_smem,
                kv_readers=lambda d: max(1, d["NUM_WARPS"] // 4),
                softmax_apart=_fa3_fwd_apart,
+               softmax_under_pv=lambda d: bool(d["PV_WAIT_TOP"]),
                tensor_maps={"TmQ": ("Q8", "BLOCK_M"), "TmK": ("K8", "BLOCK_N"),
                             "TmV": ("Vt8", "HEAD_DIM")}),
     # kernels/fp8_quant.cu: bf16 Q, K, V to e4m3 (per-tensor scaling: fp8_amax first)

@@ -133,6 +133,8 @@ MUTATIONS = [
      "ctas.append(k.units)", "ctas.append(k.ctas)"),
     ("fa3 fp8 persistent grid: the batched L2 model counts CTAs, not tiles", "iosim/analysis/table.py",
      'ext[:, EXT["units"]],', 'ext[:, EXT["ctas"]],'),
+    ("fa3 fp8: the softmax under its own P·V overlaps no better (PV_WAIT_TOP ignored)",
+     "iosim/model/timing.py", "PV_OVERLAP = 1.2", "PV_OVERLAP = 1.0"),
     ("fa3 fp8 persistent grid: each CTA's Q and O in a once-per-CTA phase", "iosim/schedules/fa3.py",
      'streamed=(*k.streamed, "Q8", "Qs", "O", "LSE"),', "streamed=k.streamed,"),
     ("fa1 backward: prefetched lines never evicted before their load (no DRAM re-read)",

@@ -304,6 +304,13 @@ POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread"
 # between the two limits, neither of which the measured one-wave fa1 forward points follow,
 # by trying 1.5, 2, 3, 4 and inf on the committed fa1 forward rows (docs/model.md)
 DRIFT_OVERLAP = 2.0
+# `under_pv`: how much better a warpgroup's softmax overlaps the tensor cores' work when it
+# also runs under its own previous P·V GEMM than under the other warpgroups' GEMMs alone (the
+# exponent's multiple, as DRIFT_OVERLAP). Chosen, not fitted by calibrate: the value whose
+# predicted speed-up of fa3.cu's FP8 kernel with PV_WAIT_TOP over without it matches the
+# measured rounds' (experiments/fp8/h100/speed14c/c1/variants.csv, d = 128: 1.04-1.06 measured,
+# 1.05 predicted; 1.15 gives 1.04, 1.25 gives 1.06; tools/pv_overlap.py)
+PV_OVERLAP = 1.2
 
 
 @dataclass(frozen=True)
@@ -321,10 +328,11 @@ class Trip:
     groups: np.ndarray  # consumer warpgroups that take turns at the tensor cores (wgmma)
     dispatch: np.ndarray  # mma.sync: tensor time and the other instructions' issue, added
     apart: np.ndarray  # wgmma: 1 where consumer warps' softmax phases overlap (no turns)
+    under_pv: np.ndarray  # wgmma: 1 where a warpgroup's softmax runs under its own P·V GEMM
 
     @classmethod
     def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
-           fill=0.0, shadow=0.0) -> Trip:
+           fill=0.0, shadow=0.0, under_pv=0.0) -> Trip:
         """`sram`: shared-memory bytes (one instruction per LDS_BYTES); `fill`: those of them
         that asynchronous copies write, which the shared-memory pipe does not carry
         (smem_fill); `shadow`: instructions issued in the MMAs' shadow (loop_shadow): issue
@@ -340,7 +348,8 @@ class Trip:
                    warp_mma=mma / warps * r.mma_cycles * cyc,
                    warp_other=other / warps * r.inst_cycles * cyc,
                    groups=np.where(wg, np.maximum(1.0, warps / 4), 1.0),
-                   apart=np.where(wg, apart, 0.0) + np.zeros_like(flops))
+                   apart=np.where(wg, apart, 0.0) + np.zeros_like(flops),
+                   under_pv=np.where(wg, under_pv, 0.0) + np.zeros_like(flops))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -377,7 +386,9 @@ class Trip:
             # other unsynchronised phases do
             pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
                              self.sfu + self.alu)
-            soft = pnorm([self.tensor, pipes], sync_overlap)
+            # a warpgroup's softmax under its own previous P·V (`under_pv`) as well as under the
+            # other warpgroups' GEMMs: the two overlap as drifting phases do (DRIFT_OVERLAP)
+            soft = pnorm([self.tensor, pipes], np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap)
             thr = n * _max(soft, self.sram, self.issue, port)
             return _max(port, self.tensor / self.groups + self.warp_other + latency, level, thr)
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
@@ -438,6 +449,13 @@ def smem_fill(k: KernelPlan) -> float:
     if spec is None or not spec.smem_fills:
         return 0.0
     return (1 - FILL_WAVEFRONT) * float(sum(k.traffic.reads.get(n, 0) for n in spec.smem_fills))
+
+
+def softmax_under_pv(k: KernelPlan) -> bool:
+    """Whether a warpgroup's softmax runs while its own previous P·V GEMM is in flight
+    (iosim.kernels: its spec's `softmax_under_pv`; False without one)."""
+    spec = SPECS.get(k.name)
+    return bool(spec is not None and spec.softmax_under_pv and spec.softmax_under_pv(k.defines))
 
 
 def softmax_apart(k: KernelPlan) -> bool:
@@ -535,7 +553,7 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
-         "fill", "a_fill", "x_shadow")
+         "fill", "a_fill", "x_shadow", "under_pv")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
@@ -543,7 +561,7 @@ EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask
              "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra", "fill", "units")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams",
-             "x_trip", "apart", "pad", "x_shadow")
+             "x_trip", "apart", "pad", "x_shadow", "under_pv")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -564,7 +582,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
-             k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow)
+             k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)))
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -748,7 +766,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc,
                     np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart,
                     np.stack([f.a_fill, f.a_fill, np.zeros(m)]),
-                    np.stack([f.x_shadow, f.x_shadow, np.zeros(m)]))
+                    np.stack([f.x_shadow, f.x_shadow, np.zeros(m)]), f.under_pv)
     trips = Trip(*(both(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
