@@ -52,6 +52,8 @@ done
       iosim validate $files --hw "$hw" | sed -n '/mape_pct/,/^$/p' | awk '{print $2, $3, $6, $8}'
     done
   done
+  echo "## FA3 backward: ncu tensor pipe busy against the FLOPs at the peak rate (python experiments/refit14/tensor_busy.py)"
+  python experiments/refit14/tensor_busy.py
 } > "$S"
 rm -rf "$T"
 cat "$S"
