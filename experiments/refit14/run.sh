@@ -4,7 +4,8 @@
 # and (through the transfer) the H200 rows with --hw:
 #   before:  the profile shipped before the refit (git show 8eded77:hwprofiles/...), today's model
 #   shipped: hwprofiles/h100-sxm5-80gb.calibrated.toml (the docs' calibrate command: queued waves,
-#            FA3 backward rows of its current kernels) and its H200 transfer
+#            FA3 backward rows of the Plan's kernels, dqwarp/ and the deterministic mode) and its
+#            H200 transfer
 #   queued:  the same data without FA3 backward rows (pipeline.wgmma_wait_cycles not fitted: the
 #            turn waits fall back to load_latency_cycles)
 #   issued:  the docs' data with experiments/waves/h100/measured_waves.csv (issued times)
@@ -15,7 +16,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 T=$(mktemp -d); S=experiments/refit14/summary.txt
 base="experiments/fwd_grid/h100/measured.csv experiments/bwd_grid/h100/measured_bwd.csv"
-fa3="experiments/fa3_bwd/h100/recheck/measured_bwd.csv experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv"
+fa3="experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv experiments/fa3_bwd/h100/dq256/run2/measured_det.csv"
 queued=experiments/waves/h100/flush10/measured_waves_rq.csv
 fit() { mkdir -p "$T/$name"
         iosim calibrate $base "$@" --hw h100-sxm5-80gb --ncu experiments/ncu_mechanism/h100/ncu_mechanism.csv \
@@ -24,7 +25,7 @@ fit() { mkdir -p "$T/$name"
 summary="experiments/fwd_grid/h100/measured.csv experiments/new_shapes/h100/measured_new.csv experiments/fwd_ncu/h100/measured_ncu.csv experiments/fa3/h100/measured_fa3.csv experiments/bwd_grid/h100/measured_bwd.csv"
 h200="experiments/fwd_grid/h200/measured.csv experiments/fwd_ncu/h200/measured_ncu.csv experiments/fa3/h200/measured_fa3.csv experiments/bwd_grid/h200/measured_bwd.csv"
 small="experiments/small_new/h100/flush10/measured_small_rq1.csv $queued"
-fa3all="$fa3 experiments/fa3_bwd/h100/d256/measured_bwd.csv experiments/fa3_bwd/h100/dq256/run2/measured_bwd.csv experiments/fa3_bwd/h100/dq256/run2/measured_det.csv"
+fa3all="experiments/fa3_bwd/h100/recheck/measured_bwd.csv $fa3 experiments/fa3_bwd/h100/d256/measured_bwd.csv experiments/fa3_bwd/h100/dq256/run2/measured_bwd.csv"
 mkdir -p "$T/before"
 for g in h100-sxm5-80gb h200-sxm-141gb; do
   git show "8eded77:hwprofiles/$g.calibrated.toml" > "$T/before/$g.calibrated.toml"
