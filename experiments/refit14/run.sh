@@ -2,7 +2,7 @@
 # The refit of session 14 (issue 23; CPU only, no GPU): the shipped H100 profile and the fits
 # beside it, each written to a temp folder with its H200 transfer, each held to the H100 rows
 # and (through the transfer) the H200 rows with --hw:
-#   before:  the profile shipped before the refit (git show 8eded77:hwprofiles/...), today's model
+#   before:  the profile shipped before the refit (git show 0181f63:hwprofiles/..., main at fa1b14's merge), today's model
 #   shipped: hwprofiles/h100-sxm5-80gb.calibrated.toml (the docs' calibrate command: queued waves,
 #            FA3 backward rows of the Plan's kernels, dqwarp/ and the deterministic mode) and its
 #            H200 transfer
@@ -28,7 +28,7 @@ small="experiments/small_new/h100/flush10/measured_small_rq1.csv $queued"
 fa3all="experiments/fa3_bwd/h100/recheck/measured_bwd.csv $fa3 experiments/fa3_bwd/h100/d256/measured_bwd.csv experiments/fa3_bwd/h100/dq256/run2/measured_bwd.csv"
 mkdir -p "$T/before"
 for g in h100-sxm5-80gb h200-sxm-141gb; do
-  git show "8eded77:hwprofiles/$g.calibrated.toml" > "$T/before/$g.calibrated.toml"
+  git show "0181f63:hwprofiles/$g.calibrated.toml" > "$T/before/$g.calibrated.toml"
 done
 {
   echo "# $(git rev-parse --short HEAD), $(date -u +%F); MAPE / worst percent per schedule and direction (iosim validate --hw PROFILE)"
