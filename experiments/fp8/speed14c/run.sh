@@ -11,6 +11,8 @@
 #   variants: speed14c/variants.py --set c1 (base, top at d = 128, 64, 256, N = 4096, 8192,
 #             16384; each checked first on fresh NaN-poisoned data, then ROUNDS interleaved
 #             rounds) -> variants.csv, variants.log
+#   (call c2, STEPS=tests,grid, at the merge of fa3bwd14 into main, 26d5a44: the Plan with
+#   PV_WAIT_TOP=1 at d = 128 only, so every grid row runs its own Plan's kernel)
 #   grid:     `iosim bench --schedule fa3 --dtype fp8_e4m3` (the Plan; c1: PV_WAIT_TOP=1) at
 #             d = 64, 128, 256, N = 4096..16384, non-causal, then `iosim validate --by
 #             dtype,head_dim` -> measured_fp8.csv, validate.log
