@@ -185,6 +185,12 @@ def block_validate_small_queued() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
 
 
+def block_fp8_validate_c3() -> str:
+    """FA3's fp8 bench grid with every row on its Plan's kernel (session 14, c3), by d."""
+    args = ["validate", "experiments/fp8/h100/speed14c/c3/measured_fp8.csv", "--by", "dtype,head_dim"]
+    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
+
+
 def block_papers() -> str:
     """The model against the papers' published numbers, one group per figure."""
     args = ["validate", "experiments/papers/published.csv", "--by", "paper,figure"]
@@ -369,7 +375,7 @@ def block_tune() -> str:
 
     from iosim.analysis.tune import format_verified
 
-    path = ROOT / "experiments" / "tune_fa2" / "h100" / "tune_fa2.csv"
+    path = ROOT / "experiments" / "tune_fa2" / "h100" / "run14" / "tune_fa2.csv"  # the latest run
     if not path.exists():
         return "(not measured yet: run `bash experiments/tune_fa2/run.sh` on an H100)"
     return "```\n" + format_verified(pd.read_csv(path)) + "\n```"
@@ -465,6 +471,7 @@ TOOL_BLOCKS = {
     "fp8-speed14-r1": ("fp8_rounds.py", "experiments/fp8/h100/speed14/r1/variants.csv"),
     "fp8-speed14-r2": ("fp8_rounds.py", "experiments/fp8/h100/speed14/r2/variants.csv"),
     "measured-fp8-h100-speed14": ("fp8_summary.py", "experiments/fp8/h100/speed14/r2/measured_fp8.csv"),
+    "measured-fp8-h100-speed14c-c3": ("fp8_summary.py", "experiments/fp8/h100/speed14c/c3/measured_fp8.csv"),
     "fp8-speed14b-c2": ("fp8_rounds.py", "experiments/fp8/h100/speed14b/c2/variants.csv"),
     "fp8-speed14c-c1": ("fp8_rounds.py", "experiments/fp8/h100/speed14c/c1/variants.csv"),
     "fa3-bwd-stalls": ("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv"),
@@ -496,7 +503,7 @@ BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "measured": block_measured, "validate": block_validate,
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
           "validate-small-queued": block_validate_small_queued,
-          "papers": block_papers,
+          "papers": block_papers, "fp8-validate-speed14c-c3": block_fp8_validate_c3,
           "fa3-bwd-validate": block_fa3_bwd_validate, "fa3-bwd-new-shapes": block_fa3_bwd_new_shapes, "mask-add-cost": block_mask_add_cost,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "explain": block_explain, "tune": block_tune,
