@@ -266,22 +266,20 @@ def tool(script: str, data: str, *args: str) -> str:
     return f"```\n$ python tools/{script} {line}\n" + module.report(str(ROOT / data), *paths).rstrip() + "\n```"
 
 
-def block_fp8_ncu14() -> str:
-    path = "experiments/fp8/speed14/ncu14.py"
-    data = "experiments/fp8/h100/speed14/r1/ncu14.csv"
-    spec = importlib.util.spec_from_file_location("ncu14", ROOT / path)
+def experiment_summary(path: str, data: str) -> str:
+    """An experiments/ script's `summary` of a committed file, with its command line."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return f"```\n$ python {path} --summary {data}\n" + module.summary(str(ROOT / data)) + "\n```"
+
+
+def block_fp8_ncu14() -> str:
+    return experiment_summary("experiments/fp8/speed14/ncu14.py", "experiments/fp8/h100/speed14/r1/ncu14.csv")
 
 
 def block_fp8_clocks14b() -> str:
-    path = "experiments/fp8/speed14b/clocks.py"
-    data = "experiments/fp8/h100/speed14b/c1/clocks.csv"
-    spec = importlib.util.spec_from_file_location("clocks14b", ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return f"```\n$ python {path} --summary {data}\n" + module.summary(str(ROOT / data)) + "\n```"
+    return experiment_summary("experiments/fp8/speed14b/clocks.py", "experiments/fp8/h100/speed14b/c1/clocks.csv")
 
 
 def block_fp8_stalls14b() -> str:
@@ -384,10 +382,12 @@ def block_tune_rerank() -> str:
     spec = importlib.util.spec_from_file_location("tune_rerank", ROOT / "tools" / "tune_rerank.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    f = "experiments/tune_fa2/h100/tune_fa2.csv"
-    ok, n, rho, picks = mod.evaluate(pd.read_csv(ROOT / f), load("h100"))
-    return (f"```\n$ python tools/tune_rerank.py {f}\ntoday's pick within 5% of the measured best in "
-            f"{ok} of {n} problems, median rho {rho:.2f}\n" + "\n".join(picks) + "\n```")
+    out = []
+    for f in ("experiments/tune_fa2/h100/run14/tune_fa2.csv", "experiments/tune_fa2/h100/tune_fa2.csv"):
+        ok, n, rho, picks = mod.evaluate(pd.read_csv(ROOT / f), load("h100"))
+        out.append(f"$ python tools/tune_rerank.py {f}\ntoday's pick within 5% of the measured best in "
+                   f"{ok} of {n} problems, median rho {rho:.2f}\n" + "\n".join(picks))
+    return "```\n" + "\n\n".join(out) + "\n```"
 
 
 # the blocks that are a tools/ script's report on committed files: name -> (script, data, args)
