@@ -277,8 +277,8 @@ def transfer_name(target: HardwareProfile) -> str:
 
 
 # measured on each GPU, not a trait of the architecture: a transfer keeps the target's own
-# (its datasheet profile's, from its measured copy bandwidth). The H100's HBM3 sustains 0.90
-# of its datasheet rate, the H200's HBM3e 0.87 (experiments/fwd_grid, experiments/bwd_grid)
+# (its datasheet profile's, from its measured copy bandwidth: hwprofiles/, whose sources say
+# which rows set it)
 OWN = ("efficiency.hbm",)
 
 

@@ -387,7 +387,7 @@ class Trip:
             pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
                              self.sfu + self.alu)
             # a warpgroup's softmax under its own previous P·V (`under_pv`) as well as under the
-            # other warpgroups' GEMMs: the two overlap as drifting phases do (DRIFT_OVERLAP)
+            # other warpgroups' GEMMs overlaps the tensor cores' work better (PV_OVERLAP)
             soft = pnorm([self.tensor, pipes], np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap)
             thr = n * _max(soft, self.sram, self.issue, port)
             return _max(port, self.tensor / self.groups + self.warp_other + latency, level, thr)
@@ -451,18 +451,23 @@ def smem_fill(k: KernelPlan) -> float:
     return (1 - FILL_WAVEFRONT) * float(sum(k.traffic.reads.get(n, 0) for n in spec.smem_fills))
 
 
+def _spec_says(k: KernelPlan, fact: str) -> bool:
+    """A yes/no fact of the kernel's KernelSpec at its defines (False without a spec or fact)."""
+    spec = SPECS.get(k.name)
+    rule = getattr(spec, fact, None)
+    return bool(rule is not None and rule(k.defines))
+
+
 def softmax_under_pv(k: KernelPlan) -> bool:
     """Whether a warpgroup's softmax runs while its own previous P·V GEMM is in flight
-    (iosim.kernels: its spec's `softmax_under_pv`; False without one)."""
-    spec = SPECS.get(k.name)
-    return bool(spec is not None and spec.softmax_under_pv and spec.softmax_under_pv(k.defines))
+    (iosim.kernels: its spec's `softmax_under_pv`)."""
+    return _spec_says(k, "softmax_under_pv")
 
 
 def softmax_apart(k: KernelPlan) -> bool:
     """Whether the kernel's consumer warps run their softmax phases at the same time
-    (iosim.kernels: its spec's `softmax_apart`; False without one)."""
-    spec = SPECS.get(k.name)
-    return bool(spec is not None and spec.softmax_apart and spec.softmax_apart(k.defines))
+    (iosim.kernels: its spec's `softmax_apart`)."""
+    return _spec_says(k, "softmax_apart")
 
 
 def sync_loads(k: KernelPlan) -> int:

@@ -74,7 +74,7 @@ FP8_PERSISTENT = {64: 0, 128: 0, 256: 1}
 # softmax of S_j runs under that GEMM: ptxas hoists it above the softmax otherwise,
 # experiments/fp8/speed14c/sass_same.log) by head_dim: beside main's kernel in interleaved
 # rounds, faster in every round at every N at d = 128, slower at d = 64 and 256
-# (experiments/fp8/h100/speed14c/c1). The timing model does not tell the two orders apart.
+# (experiments/fp8/h100/speed14c/c1). The timing model: KernelSpec.softmax_under_pv, PV_OVERLAP.
 FP8_PV_WAIT_TOP = {64: 0, 128: 1, 256: 0}
 BWD_TILES = {64: (128, 128, 8, 2), 128: (64, 128, 8, 2), 256: (64, 64, 8, 2)}
 # fa3_bwd.cu's dQ warp modes the Plan takes, the first whose staging fits: DQ_BULK 2 (a staged
