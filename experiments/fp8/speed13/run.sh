@@ -25,6 +25,7 @@ for step in ${STEPS//,/ }; do
          [ "$rc" = 124 ] && { echo "GPU tests timed out (a hang?): nothing else runs"; exit 1; }
          [ "$rc" = 0 ] || { ok=0; echo "GPU tests failed (rc $rc): nothing is timed"; } ;;
   variants) [ $ok = 1 ] || continue
+            [ -f experiments/fp8/speed13/fa3_s12.cu ] || { echo "error: experiments/fp8/speed13/fa3_s12.cu is missing: before the call, git show 2bbaea6:kernels/fa3.cu > experiments/fp8/speed13/fa3_s12.cu, and carry it (the GPU machine has no git history)" >&2; exit 2; }
             cp experiments/fp8/speed13/fa3_s12.cu kernels/fa3_s12.cu
             timeout "${VLIMIT:-200}" python3 experiments/fp8/speed13/variants.py "$D/variants.csv" \
               --set "${SET:-round2}" --rounds "${ROUNDS:-6}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log"

@@ -9,7 +9,7 @@ set -eo pipefail
 CUOBJDUMP=${CUOBJDUMP:-cuobjdump}
 T=$(mktemp -d)
 git show f6e1806:kernels/fa3.cu > "$T/fa3_f6e1806.cu"
-cp experiments/fp8/speed13/fa3_s12.cu "$T/fa3_s12.cu"
+git show 2bbaea6:kernels/fa3.cu > "$T/fa3_s12.cu"  # the session-12 kernel
 build() {  # SRC D BN LAZY PERSIST CAUSAL FP8 OUT
   local bm=128 w=8 pp=1
   [ "$2" = 64 ] && { bm=192; w=12; pp=0; }

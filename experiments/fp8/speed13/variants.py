@@ -1,5 +1,5 @@
 """fa3's fp8 forward, attention kernel alone: the persistent grid (issue 24, session 13) beside
-the session-12 kernel (main's kernels/fa3.cu at 2bbaea6, copied as fa3_s12.cu) and beside this
+the session-12 kernel (main's kernels/fa3.cu at 2bbaea6, as fa3_s12.cu beside this file: `git show 2bbaea6:kernels/fa3.cu > experiments/fp8/speed13/fa3_s12.cu`, not committed) and beside this
 tree's kernel on the one-tile grid, each checked, then timed in interleaved rounds.
 
     python3 experiments/fp8/speed13/variants.py OUT.csv [--set SET] [--rounds R] [--budget S] [NAME ...]

@@ -11,8 +11,10 @@
 #             ncu14.csv, ncu14.log (its --summary)
 #   tests:    the fp8 GPU tests (tests/test_gpu_fp8.py) -> gpu_tests.log; a timeout (rc 124) reads
 #             as a hang and stops the run; a failure stops the variants and the grid
-#   variants: experiments/fp8/speed14/variants.py --set SET (fa3_s13.cu, session 13's kernel, copied
-#             into kernels/ for the `old` variants; each variant checked on fresh
+#   variants: experiments/fp8/speed14/variants.py --set SET (fa3_s13.cu, session 13's kernel:
+#             `git show 8eded77:kernels/fa3.cu > experiments/fp8/speed14/fa3_s13.cu` before the
+#             call, not committed (git-ignored; the call's carry), copied into kernels/ for the
+#             `old` variants; each variant checked on fresh
 #             NaN-poisoned data, then ROUNDS interleaved rounds) -> variants.csv, variants.log
 #   grid:     `iosim bench --schedule fa3 --dtype fp8_e4m3,bf16 --peers torch` over N = 4096..16384,
 #             GRID_D, non-causal (experiments/fp8/speed10/run.sh), then `iosim validate --by
@@ -35,6 +37,7 @@ for step in ${STEPS//,/ }; do
          [ "$rc" = 124 ] && { echo "GPU tests timed out (a hang?): nothing else runs"; exit 1; }
          [ "$rc" = 0 ] || { ok=0; echo "GPU tests failed (rc $rc): nothing is timed"; } ;;
   variants) [ $ok = 1 ] || continue
+            [ -f experiments/fp8/speed14/fa3_s13.cu ] || { echo "error: experiments/fp8/speed14/fa3_s13.cu is missing: before the call, git show 8eded77:kernels/fa3.cu > experiments/fp8/speed14/fa3_s13.cu, and carry it (the GPU machine has no git history)" >&2; exit 2; }
             cp experiments/fp8/speed14/fa3_s13.cu kernels/fa3_s13.cu  # the `old` variants' source
             timeout "$(lim ${VLIMIT:-150})" python3 experiments/fp8/speed14/variants.py "$D/variants.csv" \
               --set "${SET:-r1}" --rounds "${ROUNDS:-4}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log"

@@ -2,7 +2,7 @@
 # Whether this tree's kernels/fa3.cu compiles to main's fa3.cu at 8eded77 (before session 14),
 # instruction for instruction. sass_same.log is its run at commit b753c47 (round r2's `base`
 # kernel: bf16 unchanged, fp8 changed); after r2 kernels/fa3.cu went back to 8eded77's file byte
-# for byte (`cmp kernels/fa3.cu experiments/fp8/speed14/fa3_s13.cu`). Builds: the fp8 forward at the Plan's tiles
+# for byte (`git show 8eded77:kernels/fa3.cu | cmp - <(git show 0f3957d:kernels/fa3.cu)`: fp8d14's merge, before fp8f14's PV_WAIT_TOP). Builds: the fp8 forward at the Plan's tiles
 # of session 13 (one-tile and persistent grids, causal) and bf16 at d = 64, 128, 256; each pair
 # built with nvcc, SASS compared (cuobjdump, instruction words stripped). Runs here, no GPU:
 #   CUOBJDUMP=/path/to/cuobjdump bash experiments/fp8/speed14/sass_same.sh | tee experiments/fp8/speed14/sass_same.log

@@ -58,7 +58,8 @@ SETS = {"r1": {128: ("base", "pers", "bn224", "poly2", "poly3"), 256: ("base", "
                64: ("base", "poly2")},
         "r2": {128: ("old", "base", "noearly", "st3", "desc"), 256: ("old", "base", "st3", "desc"),
                64: ("old", "base", "noearly")}}
-# `old`'s source: main's kernels/fa3.cu at 8eded77 (session 13's), committed here as fa3_s13.cu
+# `old`'s source: main's kernels/fa3.cu at 8eded77 (session 13's), as fa3_s13.cu beside this
+# file (`git show 8eded77:kernels/fa3.cu > experiments/fp8/speed14/fa3_s13.cu`; not committed)
 # and copied into kernels/ by run.sh
 OLD_SOURCE = "fa3_s13.cu"
 
