@@ -3,7 +3,7 @@
 # 24, session 15) beside the Plan's kernel, then the bench grid with its peers. On the GPU
 # machine, from the repo root, wheels in .whl/ (one call a set of steps):
 #   OUT=$OUT STEPS=variants END=<start + 330> bash experiments/fp8/speed15/run.sh      (call c1)
-#   OUT=$OUT STEPS=tests,grid,causal END=<start + 380> bash experiments/fp8/speed15/run.sh (call c2)
+#   OUT=$OUT STEPS=tests,grid,causal,tiles END=<start + 390> bash experiments/fp8/speed15/run.sh (call c2)
 # Steps, in the order given, each under its own timeout (results in $OUT/<gpu>/, committed in
 # experiments/fp8/<gpu>/speed15/<call>/):
 #   tests:    the fp8 GPU tests (tests/test_gpu_fp8.py: fresh NaN-poisoned data, this tree's
@@ -14,6 +14,7 @@
 #             64, N = 4096..16384, non-causal, then `iosim validate --by dtype,head_dim`
 #             -> measured.csv, validate.log
 #   causal:   the same at d = 128, causal, appended to measured.csv (validated again)
+#   tiles:    speed15/variants.py --set c2 (d = 128, key tiles of 192 and 224) -> tiles.csv, tiles.log
 # END (epoch seconds): no step runs past it.
 set -o pipefail
 . experiments/gpu_env.sh fp8/speed15
@@ -39,6 +40,9 @@ for step in ${STEPS//,/ }; do
               --set c1 --rounds "${ROUNDS:-5}" $VARIANTS 2>&1 | grep -v Warning | tee "$D/variants.log" ;;
   grid) [ $ok = 1 ] || continue
         grid --head-dim 128,256,64 --causal false ;;
+  tiles) [ $ok = 1 ] || continue
+         timeout "$(lim ${TILES_LIMIT:-120})" python3 experiments/fp8/speed15/variants.py "$D/tiles.csv" \
+           --set c2 --rounds "${ROUNDS:-5}" 2>&1 | grep -v Warning | tee "$D/tiles.log" ;;
   causal) [ $ok = 1 ] || continue
           BENCH_LIMIT=${CAUSAL_LIMIT:-90} grid --head-dim 128 --causal true ;;
   esac

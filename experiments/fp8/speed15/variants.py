@@ -12,7 +12,9 @@ rescale): `base` the Plan; `rtop` RESCALE_TOP=1 (O's rescale after the P V wait,
 turn); `w0` KV_WAIT_FIRST=1 (only the first consumer warpgroup waits on the K/V stages, before
 its turn); `rtop_w0` both; `top_rtop_w0` (d = 256) both with PV_WAIT_TOP=1. Set c1: d = 128
 base, rtop, w0, rtop_w0; d = 256 base, top_rtop_w0 (its other mixes spill:
-experiments/fp8/speed15/sass_same.log); N = 4096, 8192, 16384.
+experiments/fp8/speed15/sass_same.log); N = 4096, 8192, 16384. Set c2 (after call c1 found
+every c1 variant slower): d = 128 base beside `bn224`, FA3's key tile for row-major V (224: 0
+spills with PV_WAIT_TOP=1), last in call c2 after the grid.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ v13 = v14.v13
 
 KINDS = {"base": ({}, {}), "rtop": ({}, {"RESCALE_TOP": 1}), "w0": ({}, {"KV_WAIT_FIRST": 1}),
          "rtop_w0": ({}, {"RESCALE_TOP": 1, "KV_WAIT_FIRST": 1}),
-         "top_rtop_w0": ({}, {"PV_WAIT_TOP": 1, "RESCALE_TOP": 1, "KV_WAIT_FIRST": 1})}
-SETS = {"c1": {128: ("base", "rtop", "w0", "rtop_w0"), 256: ("base", "top_rtop_w0")}}
+         "top_rtop_w0": ({}, {"PV_WAIT_TOP": 1, "RESCALE_TOP": 1, "KV_WAIT_FIRST": 1}),
+         "bn224": ({"block_n": 224}, {})}
+SETS = {"c1": {128: ("base", "rtop", "w0", "rtop_w0"), 256: ("base", "top_rtop_w0")},
+        "c2": {128: ("base", "bn224")}}
 
 
 def variants(name: str) -> dict[str, tuple[int, int, str]]:
