@@ -157,6 +157,10 @@
 //   the second runs after the first's turn (the named barriers order them), so the stage has
 //   landed: FA3's `if (!UseSchedulerBarrier || warp_group_idx == 0) consumer_wait(...)`. One
 //   mbarrier poll less in each turn.
+//   Measured (experiments/fp8/h100/speed15/c1, beside the Plan's kernel in interleaved rounds):
+//   each, and both together, slower at d = 128 and 256 at every N; the Plan takes neither (in
+//   the turn the rescale runs while S_j's GEMM holds the tensor cores; at the top it sits on the
+//   warpgroup's own path).
 #ifndef RESCALE_TOP
 #define RESCALE_TOP 0
 #endif
