@@ -147,6 +147,32 @@
 #if PV_WAIT_TOP && !FP8_E4M3
 #error "PV_WAIT_TOP is fa3_fwd_fp8's (FP8_E4M3=1)"
 #endif
+// RESCALE_TOP=1 (needs PV_WAIT_TOP; 0 when not defined): O is rescaled (alpha of S_{j-1}, V_{j-1}'s
+//   units: its stage's full barrier is waited for there) in pv_top, right after the wait for
+//   P_{j-2} V_{j-2}, before the warpgroup's turn, not between its two GEMMs: the turn holds only
+//   the GEMMs' issue. FA3's order at every FP8 head dim with row-major V (hopper/
+//   mainloop_fwd_sm90_tma_gmma_ws.hpp, RescaleOBeforeGemm false: rescale_o after the P V wait).
+// KV_WAIT_FIRST=1 (needs PINGPONG; 0 when not defined): only the first consumer warpgroup waits on
+//   K_j's (and, unless RESCALE_TOP, V_{j-1}'s) full barrier in the loop, K's before its turn;
+//   the second runs after the first's turn (the named barriers order them), so the stage has
+//   landed: FA3's `if (!UseSchedulerBarrier || warp_group_idx == 0) consumer_wait(...)`. One
+//   mbarrier poll less in each turn.
+//   Measured (experiments/fp8/h100/speed15/c1, beside the Plan's kernel in interleaved rounds):
+//   each, and both together, slower at d = 128 and 256 at every N; the Plan takes neither (in
+//   the turn the rescale runs while S_j's GEMM holds the tensor cores; at the top it sits on the
+//   warpgroup's own path).
+#ifndef RESCALE_TOP
+#define RESCALE_TOP 0
+#endif
+#ifndef KV_WAIT_FIRST
+#define KV_WAIT_FIRST 0
+#endif
+#if RESCALE_TOP && !PV_WAIT_TOP
+#error "RESCALE_TOP needs PV_WAIT_TOP=1 (O's rescale follows the P V wait at the trip's top)"
+#endif
+#if KV_WAIT_FIRST && !(PINGPONG && FP8_E4M3)
+#error "KV_WAIT_FIRST needs PINGPONG=1 and FP8_E4M3=1 (the turns order the second warpgroup after the first's wait)"
+#endif
 #if PERSISTENT && !FP8_E4M3
 #error "PERSISTENT is fa3_fwd_fp8's (FP8_E4M3=1: its epilogue leaves Q's shared memory alone)"
 #endif
@@ -599,12 +625,17 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // PV_WAIT_TOP, at trip j's top (j = n_blocks: before the last P V): P_{j-2} V_{j-2} done
     // (none in flight at j = 1), its V stage `sv` freed, P_{j-1} packed (predicated, no branch:
     // a branch ahead of the wait lets ptxas hoist it again)
-    auto pv_top = [&](int j, int sv) {
+    auto pv_top = [&](int j, int sv, int gp) {  // gp: the ring trip of the P V issued next
         wgmma_wait<0>();
         fence_regs<NT_O * 4>(o);
         __syncwarp();
         if (lane == 0 && j > 1) mbar_arrive(bar(BAR_EMPTY_V + sv));
         pack_p(sacc, pa);
+#if RESCALE_TOP  // O to V_{j-1}'s units and by S_{j-1}'s alpha, outside the turn
+        mbar_wait(bar(BAR_FULL_V + gp % NS), (u32)(gp / NS) & 1u);
+        v_units(gp % NS);
+        rescale(o, alpha);
+#endif
     };
 
     const Sched S = sched();
@@ -653,14 +684,18 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             for (int j = 1; j < n_blocks; ++j) {
                 const int g = g0 + j;
                 const int s = g % NS, sp = (g - 1) % NS;
-                if (PV_WAIT_TOP) pv_top(j, (g - 2) % NS);
+                if (PV_WAIT_TOP) pv_top(j, (g - 2) % NS, g - 1);
+                if (KV_WAIT_FIRST && c == 0) mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
                 turn_wait(c);
-                mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
+                if (!KV_WAIT_FIRST) mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
                 kf = kfac_of(s);
                 issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
-                mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
-                v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
-                rescale(o, alpha);
+                if (!RESCALE_TOP) {
+                    if (!KV_WAIT_FIRST || c == 0)
+                        mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
+                    v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+                    rescale(o, alpha);
+                }
                 issue_pv(o, pa, sV + (u32)(sp * KV_BYTES));
                 turn_pass(c);
                 wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
@@ -677,10 +712,12 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             }
 
             const int g = g0 + n_blocks - 1, s = g % NS;
-            if (PV_WAIT_TOP) pv_top(n_blocks, (g - 1) % NS);
-            mbar_wait(bar(BAR_FULL_V + s), (u32)(g / NS) & 1u);
-            v_units(s);
-            rescale(o, alpha);
+            if (PV_WAIT_TOP) pv_top(n_blocks, (g - 1) % NS, g);
+            if (!RESCALE_TOP) {
+                mbar_wait(bar(BAR_FULL_V + s), (u32)(g / NS) & 1u);
+                v_units(s);
+                rescale(o, alpha);
+            }
             turn_wait(c);
             issue_pv(o, pa, sV + (u32)(s * KV_BYTES));
             if (c == 0) turn_pass(c);  // the second warpgroup's last turn is never waited for
@@ -883,12 +920,17 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // PV_WAIT_TOP (FP8), at trip j's top (j = n_blocks: before the last P V): P_{j-2} V_{j-2}
     // done (none in flight at j = 1), its V stage `sv` freed, P_{j-1} packed (predicated, no
     // branch: a branch ahead of the wait lets ptxas hoist it again)
-    auto pv_top = [&](int j, int sv) {
+    auto pv_top = [&](int j, int sv, int gp) {  // gp: the ring trip of the P V issued next
         wgmma_wait<0>();
         fence_regs<NT_O * 4>(o);
         __syncwarp();
         if (lane == 0 && j > 1) mbar_arrive(bar(BAR_EMPTY_V + sv));
         pack_p(sacc, pa);
+#if RESCALE_TOP  // O to V_{j-1}'s units and by S_{j-1}'s alpha, outside the turn
+        mbar_wait(bar(BAR_FULL_V + gp % NS), (u32)(gp / NS) & 1u);
+        v_units(gp % NS);
+        rescale(o, alpha);
+#endif
     };
 
     mbar_wait(bar(BAR_Q), 0);
@@ -911,15 +953,19 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
         for (int j = 1; j < n_blocks; ++j) {
             const int s = j % NS, sp = (j - 1) % NS;
-            if (PV_WAIT_TOP) pv_top(j, (j - 2) % NS);
+            if (PV_WAIT_TOP) pv_top(j, (j - 2) % NS, j - 1);
+            if (KV_WAIT_FIRST && c == 0) mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
             turn_wait(c);
-            mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
+            if (!KV_WAIT_FIRST) mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
             kf = kfac_of(s);
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
 #if FP8_E4M3
-            mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
-            v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
-            rescale(o, alpha);
+            if (!RESCALE_TOP) {
+                if (!KV_WAIT_FIRST || c == 0)
+                    mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
+                v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+                rescale(o, alpha);
+            }
 #else
             rescale(o, alpha);
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
@@ -939,11 +985,13 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         }
 
         const int j = n_blocks - 1, s = j % NS;
-        if (PV_WAIT_TOP) pv_top(n_blocks, (j - 1) % NS);
+        if (PV_WAIT_TOP) pv_top(n_blocks, (j - 1) % NS, j);
 #if FP8_E4M3
-        mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
-        v_units(s);
-        rescale(o, alpha);
+        if (!RESCALE_TOP) {
+            mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
+            v_units(s);
+            rescale(o, alpha);
+        }
         turn_wait(c);
 #else
         rescale(o, alpha);

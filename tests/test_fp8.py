@@ -262,6 +262,33 @@ def test_fp8_plans_the_measured_pv_wait_top():
         assert "PV_WAIT_TOP" not in plan("fa3", fp8(head_dim=d, dtype="bf16"), H100).main.defines
 
 
+def test_fp8_plan_leaves_fa3s_orders_off():
+    """FA3's O rescale after the P V wait (fa3.cu RESCALE_TOP), its first-warpgroup-only K/V
+    waits (KV_WAIT_FIRST) and its 224-key tile at d = 128: beside the Plan's kernel in the same
+    interleaved rounds (experiments/fp8/h100/speed15/c1, c2) each was slower in most rounds at
+    every head_dim and N it ran, so the Plan takes none of them: the kernel's defaults stay 0 and
+    the Plan sets neither define and keeps 192-key tiles at d = 128."""
+    runs = Path(__file__).resolve().parents[1] / "experiments/fp8/h100/speed15"
+    kinds = set()
+    for f in ("c1/variants.csv", "c2/tiles.csv"):  # each call's own base
+        ok = pd.read_csv(runs / f).query("status == 'ok'")
+        kinds |= set(ok.kind)
+        for _, shape in ok.groupby(["head_dim", "seqlen"]):
+            base = shape[shape.kind == "base"].set_index("round").attn_tflops
+            for kind, g in shape[shape.kind != "base"].groupby("kind"):
+                ratio = g.set_index("round").attn_tflops / base
+                assert len(ratio) == 5 and (ratio < 1).sum() >= 3, (f, kind, ratio)
+    assert kinds == {"base", "rtop", "w0", "rtop_w0", "top_rtop_w0", "bn224"}
+    src = kernel_path("fa3.cu").read_text()
+    for name in ("RESCALE_TOP", "KV_WAIT_FIRST"):
+        assert re.search(rf"#ifndef {name}\n#define {name} 0\n", src), name
+    for d in (64, 128, 256):
+        for causal in (False, True):
+            k = plan("fa3", fp8(head_dim=d, causal=causal), H100).main
+            assert not {"RESCALE_TOP", "KV_WAIT_FIRST"} & set(k.defines), k.defines
+    assert plan("fa3", fp8(head_dim=128), H100).main.block_n == 192
+
+
 def test_rows_record_and_replay_the_lazy_rescale():
     """A bench row of fa3's fp8 forward records whether its kernel rescaled lazily; a row without
     the column was measured before the lazy rescale existed (False); other rows: None (the

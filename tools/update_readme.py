@@ -185,10 +185,15 @@ def block_validate_small_queued() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
 
 
+def block_fp8_validate(path: str) -> str:
+    """An fp8 bench grid against the model by dtype and d (its first table)."""
+    args = ["validate", path, "--by", "dtype,head_dim"]
+    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
+
+
 def block_fp8_validate_c3() -> str:
     """FA3's fp8 bench grid with every row on its Plan's kernel (session 14, c3), by d."""
-    args = ["validate", "experiments/fp8/h100/speed14c/c3/measured_fp8.csv", "--by", "dtype,head_dim"]
-    return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).split("\n\n")[0] + "\n```"
+    return block_fp8_validate("experiments/fp8/h100/speed14c/c3/measured_fp8.csv")
 
 
 def block_papers() -> str:
@@ -468,6 +473,9 @@ TOOL_BLOCKS = {
     "measured-fp8-h100-speed14c-c3": ("fp8_summary.py", "experiments/fp8/h100/speed14c/c3/measured_fp8.csv"),
     "fp8-speed14b-c2": ("fp8_rounds.py", "experiments/fp8/h100/speed14b/c2/variants.csv"),
     "fp8-speed14c-c1": ("fp8_rounds.py", "experiments/fp8/h100/speed14c/c1/variants.csv"),
+    "fp8-speed15-c1": ("fp8_rounds.py", "experiments/fp8/h100/speed15/c1/variants.csv"),
+    "fp8-speed15-c2-tiles": ("fp8_rounds.py", "experiments/fp8/h100/speed15/c2/tiles.csv"),
+    "measured-fp8-h100-speed15-c2": ("fp8_summary.py", "experiments/fp8/h100/speed15/c2/measured.csv"),
     "fa3-bwd-stalls": ("ncu_stall_sites.py", "experiments/fa3_bwd/h100/ncu_source_d128.csv"),
     "measured-fp8": ("fp8_summary.py", "experiments/fp8/h200/measured_fp8.csv"),
     "fa3-dq-reduce": ("fa3_dq.py", "experiments/fa3_bwd/h100/dq/dq_reduce.csv"),
@@ -498,6 +506,7 @@ BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "validate-waves": block_validate_waves, "validate-small": block_validate_small,
           "validate-small-queued": block_validate_small_queued,
           "papers": block_papers, "fp8-validate-speed14c-c3": block_fp8_validate_c3,
+          "fp8-validate-speed15-c2": partial(block_fp8_validate, "experiments/fp8/h100/speed15/c2/measured.csv"),
           "fa3-bwd-validate": block_fa3_bwd_validate, "fa3-bwd-new-shapes": block_fa3_bwd_new_shapes, "mask-add-cost": block_mask_add_cost,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
           "explain": block_explain, "tune": block_tune,

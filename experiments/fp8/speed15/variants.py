@@ -1,0 +1,54 @@
+"""fa3's fp8 forward, attention kernel alone (issue 24, session 15): the Plan's kernel beside
+two of FA3's orders (hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp; README.md beside this file),
+each checked first on fresh NaN-poisoned data, then timed in interleaved rounds. The machinery
+(check, rounds, CSV columns, --summary) is experiments/fp8/speed13/variants.py's, the Plans
+experiments/fp8/speed14/'s.
+
+    python3 experiments/fp8/speed15/variants.py OUT.csv [--set SET] [--rounds R] [--budget S] [NAME ...]
+    python3 experiments/fp8/speed15/variants.py --summary OUT.csv
+
+Kinds (defines over the Plan's; d = 128: PV_WAIT_TOP=1, d = 256: the persistent grid, lazy
+rescale): `base` the Plan; `rtop` RESCALE_TOP=1 (O's rescale after the P V wait, before the
+turn); `w0` KV_WAIT_FIRST=1 (only the first consumer warpgroup waits on the K/V stages, before
+its turn); `rtop_w0` both; `top_rtop_w0` (d = 256) both with PV_WAIT_TOP=1. Set c1: d = 128
+base, rtop, w0, rtop_w0; d = 256 base, top_rtop_w0 (its other mixes spill:
+experiments/fp8/speed15/sass_same.log); N = 4096, 8192, 16384. Set c2 (after call c1 found
+every c1 variant slower): d = 128 base beside `bn224`, FA3's key tile for row-major V (224: 0
+spills with PV_WAIT_TOP=1), last in call c2 after the grid.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+spec = importlib.util.spec_from_file_location("v14", HERE.parent / "speed14" / "variants.py")
+v14 = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(v14)
+v13 = v14.v13
+
+KINDS = {"base": ({}, {}), "rtop": ({}, {"RESCALE_TOP": 1}), "w0": ({}, {"KV_WAIT_FIRST": 1}),
+         "rtop_w0": ({}, {"RESCALE_TOP": 1, "KV_WAIT_FIRST": 1}),
+         "top_rtop_w0": ({}, {"PV_WAIT_TOP": 1, "RESCALE_TOP": 1, "KV_WAIT_FIRST": 1}),
+         "bn224": ({"block_n": 224}, {})}
+SETS = {"c1": {128: ("base", "rtop", "w0", "rtop_w0"), 256: ("base", "top_rtop_w0")},
+        "c2": {128: ("base", "bn224")}}
+
+
+def variants(name: str) -> dict[str, tuple[int, int, str]]:
+    return {f"{kind}_d{d}_{n // 1024}k": (d, n, kind)
+            for d, kinds in SETS[name].items() for n in v14.SEQLENS for kind in kinds}
+
+
+v14.KINDS = KINDS  # speed14's variant_plan reads its module's KINDS
+v13.KINDS = {k: (None, None, e) for k, (_, e) in KINDS.items()}  # the `defines` column
+v13.SETS, v13.variants = SETS, variants
+v13.VARIANTS = {k: v for s in SETS for k, v in variants(s).items()}
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--set" not in args and args[:1] != ["--summary"]:
+        args += ["--set", "c1"]
+    v13.cli(args)
