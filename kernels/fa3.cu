@@ -185,7 +185,10 @@
 //   first element's register (pack_p reads it there). The row sum adds the pairs as f16x2 within
 //   the tile and in fp32 once per tile (EXP2_H2_F32SUM=1: each pair's halves in fp32).
 //   EXP2_H2_MUFU=1: the pairs through ex2.approx.f16x2 instead (two MUFU.EX2.F16 on sm_90:
-//   experiments/fp8/speed15h/mufu_sass.txt). Measured: experiments/fp8/speed15h/README.md.
+//   experiments/fp8/speed15h/mufu_sass.txt, and no more results a clock: mufu_rate.py).
+//   Measured (experiments/fp8/h100/speed15h/c1, beside the Plan's kernel in interleaved
+//   rounds): slower at d = 64 and 128 at every N, at d = 256 (one-tile grid: on the persistent
+//   one ptxas serialises the wgmmas, C7511) faster at N = 16384 only; the Plan takes none.
 #ifndef EXP2_H2
 #define EXP2_H2 0
 #endif
