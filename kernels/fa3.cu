@@ -51,6 +51,8 @@
 //   * Intra-warpgroup overlap (FA3 Sec. 3.2): S_j = Q K_j^T is issued together with
 //     O += P_{j-1} V_{j-1}, and the softmax of S_j runs while the latter may still be on the
 //     tensor cores (two wgmma commit groups; O is rescaled just before its GEMM is issued).
+//     FA3's FP8 orders (O rescaled after the P V wait, K/V waited for by the first warpgroup
+//     only) measured slower here: experiments/fp8/speed15/README.md (fa3.cu at 4b5851f).
 //   * Ping-pong (FA3 Sec. 3.1, PINGPONG=1): named barriers give the two consumer warpgroups
 //     turns at issuing their GEMMs, so one's softmax runs under the other's GEMMs.
 //   * Shared tiles are 64-column panels of 128-byte rows, 16-byte chunks XOR-swizzled by
@@ -146,66 +148,6 @@
 #endif
 #if PV_WAIT_TOP && !FP8_E4M3
 #error "PV_WAIT_TOP is fa3_fwd_fp8's (FP8_E4M3=1)"
-#endif
-// RESCALE_TOP=1 (needs PV_WAIT_TOP; 0 when not defined): O is rescaled (alpha of S_{j-1}, V_{j-1}'s
-//   units: its stage's full barrier is waited for there) in pv_top, right after the wait for
-//   P_{j-2} V_{j-2}, before the warpgroup's turn, not between its two GEMMs: the turn holds only
-//   the GEMMs' issue. FA3's order at every FP8 head dim with row-major V (hopper/
-//   mainloop_fwd_sm90_tma_gmma_ws.hpp, RescaleOBeforeGemm false: rescale_o after the P V wait).
-// KV_WAIT_FIRST=1 (needs PINGPONG; 0 when not defined): only the first consumer warpgroup waits on
-//   K_j's (and, unless RESCALE_TOP, V_{j-1}'s) full barrier in the loop, K's before its turn;
-//   the second runs after the first's turn (the named barriers order them), so the stage has
-//   landed: FA3's `if (!UseSchedulerBarrier || warp_group_idx == 0) consumer_wait(...)`. One
-//   mbarrier poll less in each turn.
-//   Measured (experiments/fp8/h100/speed15/c1, beside the Plan's kernel in interleaved rounds):
-//   each, and both together, slower at d = 128 and 256 at every N; the Plan takes neither (in
-//   the turn the rescale runs while S_j's GEMM holds the tensor cores; at the top it sits on the
-//   warpgroup's own path).
-#ifndef RESCALE_TOP
-#define RESCALE_TOP 0
-#endif
-#ifndef KV_WAIT_FIRST
-#define KV_WAIT_FIRST 0
-#endif
-#if RESCALE_TOP && !PV_WAIT_TOP
-#error "RESCALE_TOP needs PV_WAIT_TOP=1 (O's rescale follows the P V wait at the trip's top)"
-#endif
-#if KV_WAIT_FIRST && !(PINGPONG && FP8_E4M3)
-#error "KV_WAIT_FIRST needs PINGPONG=1 and FP8_E4M3=1 (the turns order the second warpgroup after the first's wait)"
-#endif
-// EXP2_H2=K (FP8 only; 0 when not defined; 0..4): in every 4 n8 tiles of S, K tiles' pairs of
-//   elements (the two columns of a row that P's e4m3x2 conversion takes together) get exp2 as
-//   two halves of one f16x2 register, off the MUFU: at d = 128 with 128 x 192 tiles one exp2 per
-//   S element costs the MUFU (16 a clock an SM) exactly as many clocks as the element's 4d e4m3
-//   flops cost the tensor cores (8192 a clock an SM), so each warpgroup's softmax takes at least
-//   as long as the other's GEMMs. The scaled, offset exponent is computed in fp32 (the FFMA of
-//   the MUFU path), packed to f16x2 (one F2FP), raised by exp2_h2 (a quadratic on HFMA2, the
-//   power of two from the exponent bits; below 2^-14.5: 0, so masked -inf gives 0) and converted
-//   to e4m3x2 straight from f16x2 (one F2FP, as the fp32 pair's); the pair's f16x2 stays in the
-//   first element's register (pack_p reads it there). The row sum adds the pairs as f16x2 within
-//   the tile and in fp32 once per tile (EXP2_H2_F32SUM=1: each pair's halves in fp32).
-//   EXP2_H2_MUFU=1: the pairs through ex2.approx.f16x2 instead (two MUFU.EX2.F16 on sm_90:
-//   experiments/fp8/speed15h/mufu_sass.txt, and no more results a clock: mufu_rate.py).
-//   Measured (experiments/fp8/h100/speed15h/c1, beside the Plan's kernel in interleaved
-//   rounds): slower at d = 64 and 128 at every N, at d = 256 (one-tile grid: on the persistent
-//   one ptxas serialises the wgmmas, C7511) faster at N = 16384 only; the Plan takes none.
-#ifndef EXP2_H2
-#define EXP2_H2 0
-#endif
-#ifndef EXP2_H2_F32SUM
-#define EXP2_H2_F32SUM 0
-#endif
-#ifndef EXP2_H2_MUFU
-#define EXP2_H2_MUFU 0
-#endif
-#if EXP2_H2 && !FP8_E4M3
-#error "EXP2_H2 is fa3_fwd_fp8's (FP8_E4M3=1: P is rounded to e4m3, 3 mantissa bits)"
-#endif
-#if EXP2_H2 < 0 || EXP2_H2 > 4
-#error "EXP2_H2 must be 0..4 (n8 tiles of every 4)"
-#endif
-#if (EXP2_H2_F32SUM || EXP2_H2_MUFU) && !EXP2_H2
-#error "EXP2_H2_F32SUM and EXP2_H2_MUFU need EXP2_H2 >= 1"
 #endif
 #if PERSISTENT && !FP8_E4M3
 #error "PERSISTENT is fa3_fwd_fp8's (FP8_E4M3=1: its epilogue leaves Q's shared memory alone)"
@@ -353,43 +295,10 @@ __device__ __forceinline__ void issue_pv(float (&o)[NT_O * 4], const u32 (&pa)[K
 // Mask (tiles crossing the diagonal or the ragged Nk edge only), then the online softmax in
 // the log2 domain: s becomes P (unnormalised), m and l are updated, alpha = exp2(m_old - m_new)
 // is what O must be scaled by before P V is added. LAZY_RESCALE (above): lr, ir of V_j.
+// Every exp2 on the MUFU: part of them as an f16x2 polynomial off it measured slower
+// (experiments/fp8/speed15h/README.md, fa3.cu at 40e79ec).
 #if LAZY_RESCALE
 constexpr float LAZY_THR = 8.f;
-#endif
-#if EXP2_H2
-// 2^x0, 2^x1 as the low and high half of one f16x2 (x <= 8; EXP2_H2 above): x = k + f with
-// k = round(x) (x clamped at -15; adding 1039 leaves k + 15 in the low mantissa bits of t),
-// f in [-0.5, 0.5]; 2^f = 1 + 0.703 f + 0.2394 f^2 (relative error 2.5e-3 at most in f16,
-// far under e4m3's 2^-4 rounding of P), times 2^k made from t's bits ((k + 15) << 10 in each
-// half: 0 for k = -15, so -inf and x < -14.5 give 0).
-__device__ __forceinline__ u32 exp2_h2(float x0, float x1) {
-    u32 x, y;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(x) : "f"(x1), "f"(x0));
-#if EXP2_H2_MUFU
-    asm("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
-#else
-    u32 t, f, p;
-    asm("max.f16x2 %0, %0, %1;" : "+r"(x) : "r"(0xCB80CB80u));             // -15
-    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(t) : "r"(x), "r"(0x640F640Fu));  // + 1039
-    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(f) : "r"(t), "r"(0x640F640Fu));  // k
-    asm("sub.rn.f16x2 %0, %1, %0;" : "+r"(f) : "r"(x));                    // f = x - k
-    asm("fma.rn.f16x2 %0, %1, %2, %3;"  // 0.2394 f + 0.703
-        : "=r"(p) : "r"(f), "r"(0x33A933A9u), "r"(0x39A039A0u));
-    asm("fma.rn.f16x2 %0, %0, %1, %2;" : "+r"(p) : "r"(f), "r"(0x3C003C00u));  // (.) f + 1
-    const u32 sc = (t << 10) & 0x7C007C00u;
-    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(y) : "r"(p), "r"(sc));
-#endif
-    return y;
-}
-// the row sum of one f16x2 (its halves in fp32)
-__device__ __forceinline__ float sum_h2(u32 h) {
-    unsigned short lo, hi;
-    asm("mov.b32 {%0, %1}, %2;" : "=h"(lo), "=h"(hi) : "r"(h));
-    float a, b;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(a) : "h"(lo));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(b) : "h"(hi));
-    return a + b;
-}
 #endif
 __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], float (&l)[2],
                                         float (&alpha)[2], int n0, int r0, int lane, int Nk,
@@ -427,32 +336,6 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
 #endif
         m[hr] = m_new;
         float rs = 0.f;
-#if EXP2_H2
-        u32 hs = 0u;  // f16x2 sum of this tile's packed pairs
-#pragma unroll
-        for (int nt = 0; nt < NT_S; ++nt) {
-            float* q = s + nt * 4 + 2 * hr;
-            if (nt % 4 < EXP2_H2) {  // the pair as one f16x2, left in q[0]
-                // (q[1] keeps its exponent: an S register left unwritten here makes ptxas
-                // serialise the wgmmas, warning C7511)
-                q[1] = fmaf(q[1], sl2, -off);
-                const u32 ph = exp2_h2(fmaf(q[0], sl2, -off), q[1]);
-                q[0] = __uint_as_float(ph);
-                if (EXP2_H2_F32SUM)
-                    rs += sum_h2(ph);
-                else
-                    asm("add.rn.f16x2 %0, %0, %1;" : "+r"(hs) : "r"(ph));
-                continue;
-            }
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float pv = fast_exp2(fmaf(q[e], sl2, -off));
-                q[e] = pv;
-                rs += pv;
-            }
-        }
-        if (!EXP2_H2_F32SUM) rs += sum_h2(hs);
-#else
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
@@ -461,7 +344,6 @@ __device__ __forceinline__ void softmax(float (&s)[NT_S * 4], float (&m)[2], flo
                 s[nt * 4 + 2 * hr + e] = pv;
                 rs += pv;
             }
-#endif
         l[hr] = l[hr] * alpha[hr] + (LAZY_RESCALE ? rs * ir : rs);
     }
 }
@@ -484,23 +366,7 @@ __device__ __forceinline__ void rescale(float (&o)[NT_O * 4], const float (&alph
 __device__ __forceinline__ void pack_p(const float (&s)[NT_S * 4], u32 (&pa)[KP][4]) {
 #pragma unroll
     for (int kk = 0; kk < KP; ++kk) {
-#if FP8_E4M3 && EXP2_H2
-        const float* b = s + 16 * kk;
-        // the e4m3x2 of tile t (of this k step's 4) and row half hr: from the f16x2 in its
-        // first register (t < EXP2_H2) or from the fp32 pair
-        auto e4m3x2 = [&](int t, int hr) {
-            unsigned short v;
-            const float* q = b + 4 * t + 2 * hr;
-            if (t < EXP2_H2)
-                asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(v) : "r"(__float_as_uint(q[0])));
-            else
-                asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(v) : "f"(q[1]), "f"(q[0]));
-            return (u32)v;
-        };
-#pragma unroll
-        for (int i = 0; i < 4; ++i)  // tiles 2 (i >> 1) and 2 (i >> 1) + 1, row half (i & 1)
-            pa[kk][i] = e4m3x2(2 * (i >> 1), i & 1) | (e4m3x2(2 * (i >> 1) + 1, i & 1) << 16);
-#elif FP8_E4M3
+#if FP8_E4M3
         const float* b = s + 16 * kk;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -737,17 +603,12 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // PV_WAIT_TOP, at trip j's top (j = n_blocks: before the last P V): P_{j-2} V_{j-2} done
     // (none in flight at j = 1), its V stage `sv` freed, P_{j-1} packed (predicated, no branch:
     // a branch ahead of the wait lets ptxas hoist it again)
-    auto pv_top = [&](int j, int sv, int gp) {  // gp: the ring trip of the P V issued next
+    auto pv_top = [&](int j, int sv) {
         wgmma_wait<0>();
         fence_regs<NT_O * 4>(o);
         __syncwarp();
         if (lane == 0 && j > 1) mbar_arrive(bar(BAR_EMPTY_V + sv));
         pack_p(sacc, pa);
-#if RESCALE_TOP  // O to V_{j-1}'s units and by S_{j-1}'s alpha, outside the turn
-        mbar_wait(bar(BAR_FULL_V + gp % NS), (u32)(gp / NS) & 1u);
-        v_units(gp % NS);
-        rescale(o, alpha);
-#endif
     };
 
     const Sched S = sched();
@@ -796,18 +657,14 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             for (int j = 1; j < n_blocks; ++j) {
                 const int g = g0 + j;
                 const int s = g % NS, sp = (g - 1) % NS;
-                if (PV_WAIT_TOP) pv_top(j, (g - 2) % NS, g - 1);
-                if (KV_WAIT_FIRST && c == 0) mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
+                if (PV_WAIT_TOP) pv_top(j, (g - 2) % NS);
                 turn_wait(c);
-                if (!KV_WAIT_FIRST) mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
+                mbar_wait(bar(BAR_FULL_K + s), (u32)(g / NS) & 1u);
                 kf = kfac_of(s);
                 issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
-                if (!RESCALE_TOP) {
-                    if (!KV_WAIT_FIRST || c == 0)
-                        mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
-                    v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
-                    rescale(o, alpha);
-                }
+                mbar_wait(bar(BAR_FULL_V + sp), (u32)((g - 1) / NS) & 1u);
+                v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+                rescale(o, alpha);
                 issue_pv(o, pa, sV + (u32)(sp * KV_BYTES));
                 turn_pass(c);
                 wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
@@ -824,12 +681,10 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
             }
 
             const int g = g0 + n_blocks - 1, s = g % NS;
-            if (PV_WAIT_TOP) pv_top(n_blocks, (g - 1) % NS, g);
-            if (!RESCALE_TOP) {
-                mbar_wait(bar(BAR_FULL_V + s), (u32)(g / NS) & 1u);
-                v_units(s);
-                rescale(o, alpha);
-            }
+            if (PV_WAIT_TOP) pv_top(n_blocks, (g - 1) % NS);
+            mbar_wait(bar(BAR_FULL_V + s), (u32)(g / NS) & 1u);
+            v_units(s);
+            rescale(o, alpha);
             turn_wait(c);
             issue_pv(o, pa, sV + (u32)(s * KV_BYTES));
             if (c == 0) turn_pass(c);  // the second warpgroup's last turn is never waited for
@@ -1032,17 +887,12 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
     // PV_WAIT_TOP (FP8), at trip j's top (j = n_blocks: before the last P V): P_{j-2} V_{j-2}
     // done (none in flight at j = 1), its V stage `sv` freed, P_{j-1} packed (predicated, no
     // branch: a branch ahead of the wait lets ptxas hoist it again)
-    auto pv_top = [&](int j, int sv, int gp) {  // gp: the ring trip of the P V issued next
+    auto pv_top = [&](int j, int sv) {
         wgmma_wait<0>();
         fence_regs<NT_O * 4>(o);
         __syncwarp();
         if (lane == 0 && j > 1) mbar_arrive(bar(BAR_EMPTY_V + sv));
         pack_p(sacc, pa);
-#if RESCALE_TOP  // O to V_{j-1}'s units and by S_{j-1}'s alpha, outside the turn
-        mbar_wait(bar(BAR_FULL_V + gp % NS), (u32)(gp / NS) & 1u);
-        v_units(gp % NS);
-        rescale(o, alpha);
-#endif
     };
 
     mbar_wait(bar(BAR_Q), 0);
@@ -1065,19 +915,15 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
 
         for (int j = 1; j < n_blocks; ++j) {
             const int s = j % NS, sp = (j - 1) % NS;
-            if (PV_WAIT_TOP) pv_top(j, (j - 2) % NS, j - 1);
-            if (KV_WAIT_FIRST && c == 0) mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
+            if (PV_WAIT_TOP) pv_top(j, (j - 2) % NS);
             turn_wait(c);
-            if (!KV_WAIT_FIRST) mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
+            mbar_wait(bar(BAR_FULL_K + s), (u32)(j / NS) & 1u);
             kf = kfac_of(s);
             issue_qk(sacc, q_rows, sK + (u32)(s * KV_BYTES));
 #if FP8_E4M3
-            if (!RESCALE_TOP) {
-                if (!KV_WAIT_FIRST || c == 0)
-                    mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
-                v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
-                rescale(o, alpha);
-            }
+            mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
+            v_units(sp);  // O from V_{j-2}'s units to V_{j-1}'s
+            rescale(o, alpha);
 #else
             rescale(o, alpha);
             mbar_wait(bar(BAR_FULL_V + sp), (u32)((j - 1) / NS) & 1u);
@@ -1097,13 +943,11 @@ fa3_fwd(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK
         }
 
         const int j = n_blocks - 1, s = j % NS;
-        if (PV_WAIT_TOP) pv_top(n_blocks, (j - 1) % NS, j);
+        if (PV_WAIT_TOP) pv_top(n_blocks, (j - 1) % NS);
 #if FP8_E4M3
-        if (!RESCALE_TOP) {
-            mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
-            v_units(s);
-            rescale(o, alpha);
-        }
+        mbar_wait(bar(BAR_FULL_V + s), (u32)(j / NS) & 1u);
+        v_units(s);
+        rescale(o, alpha);
         turn_wait(c);
 #else
         rescale(o, alpha);

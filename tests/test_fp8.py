@@ -262,12 +262,28 @@ def test_fp8_plans_the_measured_pv_wait_top():
         assert "PV_WAIT_TOP" not in plan("fa3", fp8(head_dim=d, dtype="bf16"), H100).main.defines
 
 
+def plans_set_none_of(names: set[str]) -> None:
+    """No fa3 Plan (fp8 at every head_dim, causal or not, either grid; bf16) sets any of `names`,
+    and kernels/fa3.cu reads none of them (switches measured slower live only in the commit an
+    experiment ran, which its scripts take from git)."""
+    for d in (64, 128, 256):
+        for causal in (False, True):
+            grids = (None,) if causal else (None, False, True)  # PERSISTENT: non-causal fp8 only
+            builds = [(fp8(head_dim=d, causal=causal), Tiles(persistent=g)) for g in grids]
+            builds.append((fp8(head_dim=d, causal=causal, dtype="bf16"), Tiles()))
+            for p, tiles in builds:
+                k = plan("fa3", p, H100, tiles).main
+                assert not names & set(k.defines), (p, tiles, k.defines)
+    src = kernel_path("fa3.cu").read_text()
+    assert not [n for n in names if re.search(rf"\b{n}\b", src)], names
+
+
 def test_fp8_plan_leaves_fa3s_orders_off():
-    """FA3's O rescale after the P V wait (fa3.cu RESCALE_TOP), its first-warpgroup-only K/V
-    waits (KV_WAIT_FIRST) and its 224-key tile at d = 128: beside the Plan's kernel in the same
-    interleaved rounds (experiments/fp8/h100/speed15/c1, c2) each was slower in most rounds at
-    every head_dim and N it ran, so the Plan takes none of them: the kernel's defaults stay 0 and
-    the Plan sets neither define and keeps 192-key tiles at d = 128."""
+    """FA3's O rescale after the P V wait (RESCALE_TOP), its first-warpgroup-only K/V waits
+    (KV_WAIT_FIRST), both switches of fa3.cu at 4b5851f, and its 224-key tile at d = 128: beside
+    the Plan's kernel in the same interleaved rounds (experiments/fp8/h100/speed15/c1, c2) each
+    was slower in most rounds at every head_dim and N it ran, so the Plan takes none of them: no
+    Plan sets either define, kernels/fa3.cu has neither, and d = 128 keeps 192-key tiles."""
     runs = Path(__file__).resolve().parents[1] / "experiments/fp8/h100/speed15"
     kinds = set()
     for f in ("c1/variants.csv", "c2/tiles.csv"):  # each call's own base
@@ -279,25 +295,19 @@ def test_fp8_plan_leaves_fa3s_orders_off():
                 ratio = g.set_index("round").attn_tflops / base
                 assert len(ratio) == 5 and (ratio < 1).sum() >= 3, (f, kind, ratio)
     assert kinds == {"base", "rtop", "w0", "rtop_w0", "top_rtop_w0", "bn224"}
-    src = kernel_path("fa3.cu").read_text()
-    for name in ("RESCALE_TOP", "KV_WAIT_FIRST"):
-        assert re.search(rf"#ifndef {name}\n#define {name} 0\n", src), name
-    for d in (64, 128, 256):
-        for causal in (False, True):
-            k = plan("fa3", fp8(head_dim=d, causal=causal), H100).main
-            assert not {"RESCALE_TOP", "KV_WAIT_FIRST"} & set(k.defines), k.defines
+    plans_set_none_of({"RESCALE_TOP", "KV_WAIT_FIRST"})
     assert plan("fa3", fp8(head_dim=128), H100).main.block_n == 192
 
 
 def test_fp8_plan_leaves_exp2_h2_off():
-    """The exponential off the MUFU (fa3.cu EXP2_H2, issue 24, session 15): the H100's MUFU
-    gives a packed half exponential no more results a clock than the fp32 one (two MUFU.EX2.F16
-    a pair; experiments/fp8/h100/speed15h/c1/mufu.csv), and the f16x2 polynomial beside the
-    MUFU runs more exponentials a clock than the MUFU alone; yet in the kernel every EXP2_H2
-    variant was slower than the Plan's kernel in most of the 5 interleaved rounds at d = 64 and
+    """The exponential off the MUFU (EXP2_H2 of fa3.cu at 40e79ec, issue 24, session 15): the
+    H100's MUFU gives a packed half exponential no more results a clock than the fp32 one (two
+    MUFU.EX2.F16 a pair; experiments/fp8/h100/speed15h/c1/mufu.csv), and the f16x2 polynomial
+    beside the MUFU runs more exponentials a clock than the MUFU alone; yet in the kernel every
+    EXP2_H2 variant was slower than the Plan's kernel in most of the 5 interleaved rounds at d = 64 and
     128 at every N, and none won at every N at d = 256 (variants.csv), with its RMSE within 1%
-    of the Plan's kernel's on the same inputs (accuracy.csv). So the Plan sets no EXP2_H2 and
-    the kernel's default is 0."""
+    of the Plan's kernel's on the same inputs (accuracy.csv). So no Plan sets EXP2_H2 or its
+    options, and kernels/fa3.cu has none of them."""
     runs = Path(__file__).resolve().parents[1] / "experiments/fp8/h100/speed15h/c1"
     rate = pd.read_csv(runs / "mufu.csv").set_index("name").results_per_clk_sm
     assert 15 < rate["ex2.approx.ftz.f32"] < 17  # 16 a clock an SM: 4 per sub-partition
@@ -325,10 +335,7 @@ def test_fp8_plan_leaves_exp2_h2_off():
         assert len(r) == 6 if kind != "h1o" else len(r) == 3
         assert ((r > 0.99) & (r < 1.01)).all(), (kind, r)
     assert (acc[acc.what == "check"].status == "ok").all()
-    assert re.search(r"#ifndef EXP2_H2\n#define EXP2_H2 0\n", kernel_path("fa3.cu").read_text())
-    for d in (64, 128, 256):
-        for causal in (False, True):
-            assert "EXP2_H2" not in plan("fa3", fp8(head_dim=d, causal=causal), H100).main.defines
+    plans_set_none_of({"EXP2_H2", "EXP2_H2_F32SUM", "EXP2_H2_MUFU"})
 
 
 def test_rows_record_and_replay_the_lazy_rescale():

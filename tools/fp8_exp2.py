@@ -1,4 +1,4 @@
-"""The exponential off the MUFU in fa3's fp8 forward (kernels/fa3.cu EXP2_H2; issue 24), from
+"""The exponential off the MUFU in fa3's fp8 forward (fa3.cu's EXP2_H2 at 40e79ec; issue 24), from
 committed files of experiments/fp8/speed15h:
 - mufu.csv (mufu_rate.py): results per clock per SM of each form of the exponential and of the
   conversions around P, and each against ex2.approx.ftz.f32 (fa3.cu's fast_exp2);

@@ -6,6 +6,8 @@ them the FMULs (O's rescale: 64 at d = 128, plus alpha's units) and the mbarrier
 
     python3 experiments/fp8/speed15/turn_check.py KERNEL.cubin
 
+(sass_same.sh builds the cubins from fa3.cu at 4b5851f, where RESCALE_TOP and KV_WAIT_FIRST are.)
+
 Needs cuobjdump and nvdisasm on PATH (or CUOBJDUMP=...).
 """
 

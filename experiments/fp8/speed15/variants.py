@@ -15,12 +15,17 @@ base, rtop, w0, rtop_w0; d = 256 base, top_rtop_w0 (its other mixes spill:
 experiments/fp8/speed15/sass_same.log); N = 4096, 8192, 16384. Set c2 (after call c1 found
 every c1 variant slower): d = 128 base beside `bn224`, FA3's key tile for row-major V (224: 0
 spills with PV_WAIT_TOP=1), last in call c2 after the grid.
+
+Every kind runs fa3.cu at 4b5851f (SOURCE: the file both calls ran; the switches are no longer
+in kernels/fa3.cu), as kernels/fa3_s15.cu: `git show 4b5851f:kernels/fa3.cu >
+experiments/fp8/speed15/fa3_s15.cu` before the call (not committed), copied by run.sh.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,7 +47,18 @@ def variants(name: str) -> dict[str, tuple[int, int, str]]:
             for d, kinds in SETS[name].items() for n in v14.SEQLENS for kind in kinds}
 
 
+SOURCE = "fa3_s15.cu"  # kernels/fa3.cu at 4b5851f
+
+
+def variant_plan(hw, d: int, n: int, kind: str):
+    """speed14's Plan of the kind, its attention kernel built from SOURCE."""
+    pl = v14.variant_plan(hw, d, n, kind)
+    return replace(pl, kernels=tuple(replace(k, source=SOURCE) if k is pl.main else k
+                                     for k in pl.kernels))
+
+
 v14.KINDS = KINDS  # speed14's variant_plan reads its module's KINDS
+v13.variant_plan = variant_plan
 v13.KINDS = {k: (None, None, e) for k, (_, e) in KINDS.items()}  # the `defines` column
 v13.SETS, v13.variants = SETS, variants
 v13.VARIANTS = {k: v for s in SETS for k, v in variants(s).items()}

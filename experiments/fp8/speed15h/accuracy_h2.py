@@ -1,6 +1,6 @@
 """EXP2_H2's accuracy beside the Plan's kernel (issue 24, session 15): on the same inputs, each
 kind of variants.py through `iosim.gpu.launch.Launcher` with the Plan's kernel defines plus the
-kind's.
+kind's, built from variants.py's SOURCE (fa3.cu at 40e79ec, copied into kernels/ by run.sh).
   rmse rows: RMSE against float64 attention on the FA3 paper's outlier inputs
     (experiments/fp8/accuracy.py's inputs, reference and RMSE; block scaling), per head_dim,
     causal and kind; ragged N (a masked edge tile) at every head_dim.
@@ -48,8 +48,8 @@ def kind_plan(hw, p: Problem, kind: str):
     from iosim.schedules import Tiles
 
     pl = plan("fa3", p, hw, Tiles(**tiles))
-    return replace(pl, kernels=tuple(replace(k, defines={**k.defines, **extra}) if k is pl.main else k
-                                     for k in pl.kernels))
+    return replace(pl, kernels=tuple(replace(k, defines={**k.defines, **extra}, source=V.SOURCE)
+                                     if k is pl.main else k for k in pl.kernels))
 
 
 def rmse_rows(torch, hw, kinds, seed, gpu):

@@ -47,7 +47,7 @@ __device__ __forceinline__ unsigned short e4m3_f32(float hi, float lo) {
     asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(y) : "f"(hi), "f"(lo));
     return y;
 }
-// fa3.cu's exp2_h2 (EXP2_H2): 2^x of two halves, x <= 8, on the FMA/ALU pipes
+// fa3.cu's exp2_h2 (EXP2_H2, at 40e79ec): 2^x of two halves, x <= 8, on the FMA/ALU pipes
 __device__ __forceinline__ u32 poly_h2(u32 xb) {
     const __half2 x = __hmax2(*reinterpret_cast<const __half2*>(&xb), __float2half2_rn(-15.f));
     const __half2 t = __hadd2(x, __float2half2_rn(1039.f));

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Whether this tree's kernels/fa3.cu with EXP2_H2=0 (the default) compiles to main's fa3.cu at
+# Whether fa3.cu at 40e79ec (the kernel call c1 ran, from git: EXP2_H2 is no longer in
+# kernels/fa3.cu) with EXP2_H2=0 (the default) compiles to main's fa3.cu at
 # 734a4eb (before it), instruction for instruction, at the Plan's configurations (fp8 d = 128
 # PV_WAIT_TOP, causal; d = 256 lazy rescale, persistent and one-tile; d = 64; bf16 d = 64, 128,
 # 256); then each EXP2_H2 variant of variants.py / accuracy_h2.py: ptxas's spill line, whether it
@@ -10,6 +11,8 @@ set -eo pipefail
 CUOBJDUMP=${CUOBJDUMP:-cuobjdump}
 T=$(mktemp -d)
 git show 734a4eb:kernels/fa3.cu > "$T/fa3_734a4eb.cu"
+A="$T/fa3_40e79ec.cu"
+git show 40e79ec:kernels/fa3.cu > "$A"
 build() {  # SRC D BN LAZY PERSIST CAUSAL FP8 OUT [extra]
   local bm=128 w=8 pp=1
   [ "$2" = 64 ] && { bm=192; w=12; pp=0; }
@@ -20,12 +23,12 @@ build() {  # SRC D BN LAZY PERSIST CAUSAL FP8 OUT [extra]
 }
 sass() { "$CUOBJDUMP" -sass "$1" | grep -E '^\s+/\*[0-9a-f]{4}\*/' | sed -E 's/\/\* 0x[0-9a-f]+ \*\///'; }
 compare() {  # NAME D BN LAZY PERSIST CAUSAL FP8 [extra]
-  build kernels/fa3.cu "$2" "$3" "$4" "$5" "$6" "$7" "$T/a.cubin" "${8:-}" > /dev/null
+  build "$A" "$2" "$3" "$4" "$5" "$6" "$7" "$T/a.cubin" "${8:-}" > /dev/null
   build "$T/fa3_734a4eb.cu" "$2" "$3" "$4" "$5" "$6" "$7" "$T/b.cubin" "${8:-}" > /dev/null
   echo "$1: $(diff <(sass "$T/a.cubin") <(sass "$T/b.cubin") | grep -c '^[<>]' || true) differing of $(sass "$T/a.cubin" | wc -l) instructions"
 }
 variant() {  # NAME D BN LAZY PERSIST CAUSAL EXTRA
-  local sp; sp=$(build kernels/fa3.cu "$2" "$3" "$4" "$5" "$6" 1 "$T/c.cubin" "$7")
+  local sp; sp=$(build "$A" "$2" "$3" "$4" "$5" "$6" 1 "$T/c.cubin" "$7")
   echo "$1 ($sp): $(sass "$T/c.cubin" | wc -l) instructions; $(sass "$T/c.cubin" | awk '{print $2}' \
     | grep -E '^(MUFU.EX2|HFMA2|HADD2|HMUL2|HMNMX2|F2FP)' | sort | uniq -c | awk '{printf "%s %s, ", $2, $1}')"
 }

@@ -1,5 +1,5 @@
 """fa3's fp8 forward, attention kernel alone (issue 24, session 15): the Plan's kernel beside
-EXP2_H2 (kernels/fa3.cu: pairs of S elements through a packed-half exponential, off the MUFU),
+EXP2_H2 (fa3.cu at 40e79ec: pairs of S elements through a packed-half exponential, off the MUFU),
 each checked first on fresh NaN-poisoned data, then timed in interleaved rounds. The machinery
 (check, rounds, CSV columns, --summary) is experiments/fp8/speed13/variants.py's, the Plans
 experiments/fp8/speed14/'s.
@@ -16,12 +16,17 @@ persistent grid every EXP2_H2 makes ptxas serialise the wgmmas, warning C7511;
 sass_same.log). Set c1: d = 128 base, h1, h2, h2s; d = 64 base, h1, h2; d = 256 base, h1o;
 N = 4096, 8192, 16384. Set c1m: c1 with hm2 at d = 128 (run.sh takes it only where
 mufu_rate.py measured ex2.approx.f16x2 faster per result than ex2.approx.ftz.f32).
+
+Every kind runs fa3.cu at 40e79ec (SOURCE: the file call c1 ran; EXP2_H2 is no longer in
+kernels/fa3.cu), as kernels/fa3_s15h.cu: `git show 40e79ec:kernels/fa3.cu >
+experiments/fp8/speed15h/fa3_s15h.cu` before the call (not committed), copied by run.sh.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,7 +49,18 @@ def variants(name: str) -> dict[str, tuple[int, int, str]]:
             for d, kinds in SETS[name].items() for n in v14.SEQLENS for kind in kinds}
 
 
+SOURCE = "fa3_s15h.cu"  # kernels/fa3.cu at 40e79ec
+
+
+def variant_plan(hw, d: int, n: int, kind: str):
+    """speed14's Plan of the kind, its attention kernel built from SOURCE."""
+    pl = v14.variant_plan(hw, d, n, kind)
+    return replace(pl, kernels=tuple(replace(k, source=SOURCE) if k is pl.main else k
+                                     for k in pl.kernels))
+
+
 v14.KINDS = KINDS  # speed14's variant_plan reads its module's KINDS
+v13.variant_plan = variant_plan
 v13.KINDS = {k: (None, None, e) for k, (_, e) in KINDS.items()}  # the `defines` column
 v13.SETS, v13.variants = SETS, variants
 v13.VARIANTS = {k: v for s in SETS for k, v in variants(s).items()}
