@@ -218,18 +218,30 @@ DQ_WARP = (2, 3)  # fa3_bwd.cu's DQ_BULK modes in which a dQ warp adds the consu
 
 
 def _fa3_bwd_waits(d: Defines) -> int:
-    """Round trips one step of an fa3_bwd.cu consumer waits for with nothing else to issue (the
-    timing model's `pipeline.load_latency_cycles` each, added to the warpgroup's chain): the
-    completion of its two GEMM turns (wgmma.wait_group after Sᵀ, dPᵀ and after dV, dK, dQ:
-    unlike the forward's, no GEMM of the next step is issued before the wait), the release of
-    its own dQ reduction (the vector atomics' registers, which the load/store unit takes
-    toward L2: Nsight Compute's largest stall site, about one round trip a step in
-    experiments/fa3_bwd/h100/ncu_source_d128.csv; DQ_BULK 1: its staging buffer's read-out)
-    unless a dQ warp adds the staged dQ (DQ_BULK 2, 3: DQ_WARP; the FA3 paper's dQ-writer warp,
-    DQ_WRITER: the atomics' stall sites gone in
+    """Memory round trips one step of an fa3_bwd.cu consumer waits for with nothing else to
+    issue (the timing model's `pipeline.load_latency_cycles` each, added to the warpgroup's
+    chain): the release of its own dQ reduction (the vector atomics' registers, which the
+    load/store unit takes toward L2: Nsight Compute's largest stall site, about one round trip
+    a step in experiments/fa3_bwd/h100/ncu_source_d128.csv; DQ_BULK 1: its staging buffer's
+    read-out) unless a dQ warp adds the staged dQ (DQ_BULK 2, 3: DQ_WARP; the FA3 paper's
+    dQ-writer warp, DQ_WRITER: the atomics' stall sites gone in
     experiments/fa3_bwd/h100/speed10/run2/ncu_source_d128.csv), and, DETERMINISTIC, its turn's
-    flag in global memory (polled until the key block before it released it)."""
-    return 2 + (0 if d.get(DQ_WRITER) or d.get("DQ_BULK") in DQ_WARP else 1) + (1 if d.get("DETERMINISTIC") else 0)
+    flag in global memory (polled until the key block before it released it). Its two GEMM
+    turns' waits are not memory round trips: _fa3_bwd_turn_waits."""
+    return (0 if d.get(DQ_WRITER) or d.get("DQ_BULK") in DQ_WARP else 1) + (1 if d.get("DETERMINISTIC") else 0)
+
+
+def _fa3_bwd_turn_waits(d: Defines) -> int:
+    """GEMM turns one step of an fa3_bwd.cu consumer waits out with nothing else to issue (the
+    timing model's `pipeline.wgmma_wait_cycles` each, added to the warpgroup's chain): two,
+    wgmma.wait_group after Sᵀ, dPᵀ and after dV, dK, dQ (unlike the forward's, no GEMM of the
+    next step is issued before the wait), each followed by what hands the tensor cores on (the
+    turn's named barrier; after turn A the stats' barrier, the dSᵀ stores and their proxy
+    fence, Nsight Compute's WARPGROUP.DEPBAR, BAR and FENCE.VIEW.ASYNC sites in
+    experiments/fa3_bwd/h100/speed10/run2/ncu_source_d128.csv). A wait on the tensor pipe and
+    the SM's barriers, not on L2 or DRAM: a round trip's cycles (fitted to the other kernels'
+    synchronous loads) do not price it."""
+    return 2
 
 
 # The L2's work per byte of fa3_bwd.cu's dQ reduction, on the Plan's count of dQacc (read and
@@ -501,6 +513,9 @@ class KernelSpec:
     # consumes, or, warp-specialised, the asynchronous results a consumer waits for with nothing
     # else to issue (the timing model's `pipeline.load_latency_cycles` each); None: none
     sync_loads: Callable[[Defines], int] | None = None
+    # warp-specialised: the waits a consumer step spends on its own wgmma groups and the turns'
+    # hand-over, with nothing else to issue (`pipeline.wgmma_wait_cycles` each); None: none
+    turn_waits: Callable[[Defines], int] | None = None
     # the L2's work per byte of a tensor's traffic where it is not that of a plain byte (the
     # timing model's L2 share and limit; bytes, IO and the SM's port unchanged): tensor -> weight
     l2_weights: Callable[[Defines], Mapping[str, float]] | None = None
@@ -748,6 +763,7 @@ _SPECS = [
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                bwd_readers=_fa3_bwd_readers, sync_loads=_fa3_bwd_waits,
+               turn_waits=_fa3_bwd_turn_waits,
                l2_weights=_fa3_bwd_l2_weights,
                # TmdQ: dQacc (fp32) in boxes of 32 columns x 64 rows, a dQ unit's (DQ_BULK 2, 3
                # reduce into it; the other variants take it unused)

@@ -240,8 +240,14 @@ def block_validate_summary() -> str:
     return "```\n$ iosim validate " + " \\\n    ".join(files) + "\n" + table + "\n```"
 
 
+# the small problems and waves with their launches queued (issued, the same point differs by up
+# to twice between runs: the timing-spread block), and FA3's backward as its kernels run today
+# (the Plan's: the atomics at d = 64, the dQ warp at d = 128, the deterministic mode; their
+# GEMM-turn waits: pipeline.wgmma_wait_cycles)
 CALIBRATE_DATA = ["experiments/fwd_grid/h100/measured.csv", "experiments/bwd_grid/h100/measured_bwd.csv",
-                  "experiments/waves/h100/measured_waves.csv"]
+                  "experiments/waves/h100/flush10/measured_waves_rq.csv",
+                  "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv",
+                  "experiments/fa3_bwd/h100/dq256/run2/measured_det.csv"]
 # held out: every N >= 8192 and the small problems with 1 and 4 heads (issue 23)
 CALIBRATE_HOLDOUT = 'seqlen_q>=8192 or heads<=4'
 

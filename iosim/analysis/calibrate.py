@@ -44,9 +44,11 @@ from iosim.core.problem import Problem
 from iosim.core.rows import (
     MEASURED_NEEDS,
     gpu_ms,
+    measured_dq_bulk,
     measured_ok,
     measured_split_cols,
     measured_split_rows,
+    option_fields,
     read_rows,
 )
 from iosim.core.where import select
@@ -65,6 +67,9 @@ PARAMS = {
     "pipeline.sm_load_bytes_per_clk": (16.0, 256.0),
     "pipeline.sync_overlap": (1.0, 32.0),
     "pipeline.load_latency_cycles": (0.0, 4000.0),  # an L2/DRAM round trip: hundreds of cycles
+    # a wgmma consumer's wait at a GEMM turn (its group's drain, the barrier hand-over): at most
+    # a few GEMMs' worth of cycles; fitted only with rows of a kernel that has such waits
+    "pipeline.wgmma_wait_cycles": (0.0, 4000.0),
     "launch_overhead_s": (0.0, 1e-5),  # a launch and its drain: microseconds
 }
 
@@ -126,6 +131,8 @@ def get(hw: HardwareProfile, field: str) -> float:
     obj: object = hw
     for part in field.split("."):
         obj = getattr(obj, part)
+    if obj is None and field == "pipeline.wgmma_wait_cycles":  # none of its own yet
+        return hw.pipeline.turn_wait_cycles
     return float(obj)
 
 
@@ -138,22 +145,25 @@ class Point:
     time_ms: float
     schedule: str
     wgmma: bool
+    turns: bool  # a kernel whose consumers wait at GEMM turns (timing.turn_waits)
 
 
 def measured_plan(r, hw: HardwareProfile):
     """The Plan a measured row ran: its problem, and where the row names them (rows of
     `iosim tune --verify` or a bench with tile options: warps given) its tiles and the
     registers nvcc gave the kernel; else the schedule's own tiles. fa1 forward: the query-row
-    split it ran (`measured_split_rows`); fa1 backward: its key-block split (`measured_split_cols`)."""
+    split it ran (`measured_split_rows`); fa1 backward: its key-block split (`measured_split_cols`);
+    fa3 backward: its dQ reduction (`measured_dq_bulk`: the atomics where the row predates the
+    dQ warp) and its deterministic mode (`option_fields`), as `iosim validate` predicts them."""
     p = Problem(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
                 seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=bool(r.causal),
-                direction=r.direction)
+                direction=r.direction, **option_fields(r))
     warps, split, cols = getattr(r, "warps", None), measured_split_rows(r), measured_split_cols(r)
+    ran = Tiles(split_rows=split, split_cols=cols, dq_bulk=measured_dq_bulk(r))
     if warps is None or pd.isna(warps):
-        return plan(r.schedule, p, hw, Tiles(split_rows=split, split_cols=cols))
-    t = Tiles(block_m=int(r.block_m), block_n=int(r.block_n), warps=int(warps),
-              stages=int(r.stages) if not pd.isna(getattr(r, "stages", float("nan"))) else None,
-              split_rows=split, split_cols=cols)
+        return plan(r.schedule, p, hw, ran)
+    t = replace(ran, block_m=int(r.block_m), block_n=int(r.block_n), warps=int(warps),
+                stages=int(r.stages) if not pd.isna(getattr(r, "stages", float("nan"))) else None)
     pl = plan(r.schedule, p, hw, t)
     regs = getattr(r, "registers", None)
     if regs is not None and not pd.isna(regs):
@@ -168,7 +178,8 @@ def points(rows: pd.DataFrame, hw: HardwareProfile) -> list[Point]:
     for r, ms in zip(rows.itertuples(index=False), gpu_ms(rows)):  # queued where timed so
         pl = measured_plan(r, hw)
         out.append(Point(pl, memory.estimate(pl, hw), float(ms), r.schedule,
-                         any(k.overlap == "warpspecialized" for k in pl.kernels)))
+                         any(k.overlap == "warpspecialized" for k in pl.kernels),
+                         any(timing.turn_waits(k) > 0 for k in pl.kernels)))
     return out
 
 
@@ -223,7 +234,8 @@ def fit(measured: pd.DataFrame, hw: HardwareProfile, holdout_where: str | None =
     hw = hw.with_changes(**fixed) if fixed else hw
     train, test = points(train_rows, hw), points(test_rows, hw)
     fields = [f for f in PARAMS if f not in fixed
-              and (f != "efficiency.tensor_wgmma" or any(p.wgmma for p in train))]
+              and (f != "efficiency.tensor_wgmma" or any(p.wgmma for p in train))
+              and (f != "pipeline.wgmma_wait_cycles" or any(p.turns for p in train))]
     lo = np.array([PARAMS[f][0] for f in fields])
     hi = np.array([PARAMS[f][1] for f in fields])
     x0 = np.clip([get(hw, f) for f in fields], lo, hi)

@@ -84,6 +84,16 @@ class Pipeline(BaseModel):
     # cycles a CTA whose loads are synchronous (no cp.async pipeline) waits each trip for its
     # tiles to arrive from L2/DRAM before its warps compute: one memory round trip
     load_latency_cycles: float = Field(0.0, ge=0, le=10000)
+    # cycles a warp-specialised consumer warpgroup waits at each of its GEMM turns with nothing
+    # else to issue (iosim.kernels KernelSpec.turn_waits: wgmma.wait_group, then the turn's
+    # barrier hand-over and proxy fence): the tensor pipe's and the SM's barriers' latency, not
+    # a memory round trip. None: load_latency_cycles (profiles fitted before it had its own)
+    wgmma_wait_cycles: float | None = Field(None, ge=0, le=10000)
+
+    @property
+    def turn_wait_cycles(self) -> float:
+        """wgmma_wait_cycles, or load_latency_cycles where the profile has none of its own."""
+        return self.load_latency_cycles if self.wgmma_wait_cycles is None else self.wgmma_wait_cycles
 
 
 class HardwareProfile(BaseModel):

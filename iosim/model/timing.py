@@ -107,7 +107,7 @@ def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> Kern
 
 # the rates a relief changes, as columns of the rate arrays (Rates.vector)
 RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "sm_dram", "l2", "hbm",
-               "mma_cycles", "inst_cycles", "load_latency", "launch")
+               "mma_cycles", "inst_cycles", "load_latency", "turn_wait", "launch")
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,7 @@ class Rates:
     mma_cycles: float  # a lone warp's cycles per mma.sync (its dependent chain)
     inst_cycles: float  # ... and per other instruction
     load_latency: float  # seconds a synchronous global load's round trip takes
+    turn_wait: float  # seconds a wgmma consumer waits at a GEMM turn (Pipeline.wgmma_wait_cycles)
     launch: float  # seconds a launch costs
 
     def relaxed(self, what: str, factor: float = 2.0) -> Rates:
@@ -137,7 +138,8 @@ class Rates:
         if what == "latency":
             return replace(self, mma_cycles=self.mma_cycles / factor,
                            inst_cycles=self.inst_cycles / factor,
-                           load_latency=self.load_latency / factor)
+                           load_latency=self.load_latency / factor,
+                           turn_wait=self.turn_wait / factor)
         if what == "launch":
             return replace(self, launch=self.launch / factor)
         if what == "port":  # the SM's load path, whatever level its bytes come from
@@ -164,6 +166,7 @@ class Rates:
             mma_cycles=hw.pipeline.mma_sync_cycles,
             inst_cycles=hw.pipeline.inst_cycles,
             load_latency=hw.pipeline.load_latency_cycles / hw.clock_hz,
+            turn_wait=hw.pipeline.turn_wait_cycles / hw.clock_hz,
             launch=hw.launch_overhead_s,
         )
 
@@ -179,7 +182,7 @@ def _relief_factors() -> np.ndarray:
     f = np.ones((1 + len(RELIEFS), len(RATE_FIELDS)))
     for i, x in enumerate(RELIEFS, 1):
         if x == "latency":
-            for c in ("mma_cycles", "inst_cycles", "load_latency"):
+            for c in ("mma_cycles", "inst_cycles", "load_latency", "turn_wait"):
                 f[i, RATE_FIELDS.index(c)] = 0.5
         elif x == "launch":
             f[i, RATE_FIELDS.index("launch")] = 0.5
@@ -478,6 +481,13 @@ def sync_loads(k: KernelPlan) -> int:
     return spec.sync_loads(k.defines) if spec is not None and spec.sync_loads else k.round_trips
 
 
+def turn_waits(k: KernelPlan) -> int:
+    """GEMM turns a warp-specialised consumer's trip waits out with nothing else to issue
+    (iosim.kernels: its spec's `turn_waits`; 0 without one)."""
+    spec = SPECS.get(k.name)
+    return spec.turn_waits(k.defines) if spec is not None and spec.turn_waits else 0
+
+
 def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
     """Latest finish of CTAs with durations `dc` (one period, launched `reps` times over) on
     `slots` slots, in launch order, each on the first slot to free: CTA c starts at once
@@ -556,7 +566,7 @@ def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
 FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "total_masked", "steps",
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
-         "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
+         "policy", "stages", "q", "nsync", "nturn", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
          "fill", "a_fill", "x_shadow", "under_pv")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
@@ -565,7 +575,7 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
 EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
              "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra", "fill", "units")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
-             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams",
+             "warps", "policy", "stages", "q", "nsync", "nturn", "cyc", "inst_per_op", "tail", "streams",
              "x_trip", "apart", "pad", "x_shadow", "under_pv")
 
 
@@ -585,7 +595,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
            loop_r, loop_w, l2_extra(k), smem_fill(k), k.units)
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
-             hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
+             hw.pipeline.sync_overlap, sync_loads(k), turn_waits(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
              k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)))
     return ext, inten, (None if uniform else (one, masked))
@@ -807,7 +817,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         return share * np.maximum((rd + wr + x) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
 
     rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
-    lat = f.nsync * r.load_latency  # round trips the trip waits for
+    # round trips the trip waits for, and a wgmma consumer's waits at its GEMM turns
+    lat = f.nsync * r.load_latency + f.nturn * r.turn_wait
     loop_port, lv = port(rd, wr), level(rd, wr, shares, f.loop_x)
     # the epilogue as an asynchronous trip with no bytes of its own
     t = trips.time(six(f.policy, f.policy, POLICIES["async"]), six(f.stages, f.stages, 2.0),
