@@ -241,13 +241,15 @@ def block_validate_summary() -> str:
 
 
 # the small problems and waves with their launches queued (issued, the same point differs by up
-# to twice between runs: the timing-spread block), and FA3's backward as its kernels run today
+# to twice between runs: the timing-spread block), FA3's backward as its kernels run today
 # (the Plan's: the atomics at d = 64, the dQ warp at d = 128, the deterministic mode; their
-# GEMM-turn waits: pipeline.wgmma_wait_cycles)
+# GEMM-turn waits: pipeline.wgmma_wait_cycles), and FA3's forward grid (the wgmma rate: 24 rows
+# below N = 8192 beside the waves' 12)
 CALIBRATE_DATA = ["experiments/fwd_grid/h100/measured.csv", "experiments/bwd_grid/h100/measured_bwd.csv",
                   "experiments/waves/h100/flush10/measured_waves_rq.csv",
                   "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv",
-                  "experiments/fa3_bwd/h100/dq256/run2/measured_det.csv"]
+                  "experiments/fa3_bwd/h100/dq256/run2/measured_det.csv",
+                  "experiments/fa3/h100/measured_fa3.csv"]
 # held out: every N >= 8192 and the small problems with 1 and 4 heads (issue 23)
 CALIBRATE_HOLDOUT = 'seqlen_q>=8192 or heads<=4'
 

@@ -12,7 +12,11 @@ datasheet. What can be measured directly is measured, not fitted:
   the tensor pipe's saturated mma.sync rate (tensor FLOPs per elapsed cycle over the pipe's
   busy share, median over the mma.sync kernels), and `pipeline.inst_per_op`, the warp
   instructions per 32 counted element operations (Nsight Compute's executed instructions less
-  the mma and ldmatrix ones, median over the softmax-carrying kernels).
+  the mma and ldmatrix ones, median over the softmax-carrying kernels);
+- kept from the profile, measured on decode rows where they bind: the rate one SM streams
+  from DRAM (`pipeline.sm_dram_bytes_per_clk`, tools/sm_dram_rate.py) and a DRAM round trip
+  (`pipeline.load_latency_cycles`, tools/round_trip.py); the round trip to lines the L2 holds
+  (`pipeline.l2_latency_cycles`) is fitted where the rows have such waits.
 The rest is fitted to time, each bounded to what is physically possible: a lone warp's cycles
 per mma.sync, the cycles each other instruction holds its scheduler (alone or beside other
 warps' mma.sync), the SM's L2 load path and how well CTAs with
@@ -66,7 +70,11 @@ PARAMS = {
     "pipeline.inst_per_op": (1.0, 8.0),
     "pipeline.sm_load_bytes_per_clk": (16.0, 256.0),
     "pipeline.sync_overlap": (1.0, 32.0),
-    "pipeline.load_latency_cycles": (0.0, 4000.0),  # an L2/DRAM round trip: hundreds of cycles
+    # a synchronous wait on lines the L2 holds (fa1's backward's prefetched O_i and dQacc_i,
+    # fa3's backward's dQ atomics): hundreds of cycles; fitted only with rows of a kernel that
+    # has such waits. A DRAM round trip (pipeline.load_latency_cycles) is measured, not
+    # fitted: tools/round_trip.py, the profile's own value
+    "pipeline.l2_latency_cycles": (0.0, 4000.0),
     # a wgmma consumer's wait at a GEMM turn (its group's drain, the barrier hand-over): at most
     # a few GEMMs' worth of cycles; fitted only with rows of a kernel that has such waits
     "pipeline.wgmma_wait_cycles": (0.0, 4000.0),
@@ -127,12 +135,26 @@ def copy_efficiency(measured: pd.DataFrame, hw: HardwareProfile) -> dict[str, fl
     return {"efficiency.hbm": min(1.0, bw / hw.hbm_bandwidth_bytes_per_s)}
 
 
+# measured, not fitted, and kept from the profile calibrated (tools/sm_dram_rate.py,
+# tools/round_trip.py: decode rows where what they stand for binds)
+PROFILE_MEASURED = ("pipeline.sm_dram_bytes_per_clk", "pipeline.load_latency_cycles")
+
+
+def get_or_none(hw: HardwareProfile, field: str) -> object:
+    obj: object = hw
+    for part in field.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 def get(hw: HardwareProfile, field: str) -> float:
     obj: object = hw
     for part in field.split("."):
         obj = getattr(obj, part)
     if obj is None and field == "pipeline.wgmma_wait_cycles":  # none of its own yet
         return hw.pipeline.turn_wait_cycles
+    if obj is None and field == "pipeline.l2_latency_cycles":
+        return hw.pipeline.l2_trip_cycles
     return float(obj)
 
 
@@ -146,6 +168,7 @@ class Point:
     schedule: str
     wgmma: bool
     turns: bool  # a kernel whose consumers wait at GEMM turns (timing.turn_waits)
+    l2_trips: bool  # a kernel whose synchronous round trips go to L2 (timing.sync_in_l2)
 
 
 def measured_plan(r, hw: HardwareProfile):
@@ -179,7 +202,8 @@ def points(rows: pd.DataFrame, hw: HardwareProfile) -> list[Point]:
         pl = measured_plan(r, hw)
         out.append(Point(pl, memory.estimate(pl, hw), float(ms), r.schedule,
                          any(k.overlap == "warpspecialized" for k in pl.kernels),
-                         any(timing.turn_waits(k) > 0 for k in pl.kernels)))
+                         any(timing.turn_waits(k) > 0 for k in pl.kernels),
+                         any(timing.sync_in_l2(k) and timing.sync_loads(k) > 0 for k in pl.kernels)))
     return out
 
 
@@ -235,7 +259,8 @@ def fit(measured: pd.DataFrame, hw: HardwareProfile, holdout_where: str | None =
     train, test = points(train_rows, hw), points(test_rows, hw)
     fields = [f for f in PARAMS if f not in fixed
               and (f != "efficiency.tensor_wgmma" or any(p.wgmma for p in train))
-              and (f != "pipeline.wgmma_wait_cycles" or any(p.turns for p in train))]
+              and (f != "pipeline.wgmma_wait_cycles" or any(p.turns for p in train))
+              and (f != "pipeline.l2_latency_cycles" or any(p.l2_trips for p in train))]
     lo = np.array([PARAMS[f][0] for f in fields])
     hi = np.array([PARAMS[f][1] for f in fields])
     x0 = np.clip([get(hw, f) for f in fields], lo, hi)
@@ -279,7 +304,9 @@ def provenance(f: Fit, measured: pd.DataFrame, paths: Sequence[Path], holdout: s
             # the model lacks (issue 23)
             "fitted_within": ", ".join(f"{p}={get(f.profile, p):.4g} in [{PARAMS[p][0]:g}, {PARAMS[p][1]:g}]"
                                        for p in f.fields),
-            "measured": ", ".join(f"{k}={v:.4g}" for k, v in f.measured.items()),
+            "measured": ", ".join([f"{k}={v:.4g}" for k, v in f.measured.items()]
+                                  + [f"{k}={get(f.profile, k):.4g} (the profile's own: its [sources] pipeline)"
+                                     for k in PROFILE_MEASURED if get_or_none(f.profile, k) is not None]),
             "train_error": _compact(f.train), "holdout_error": _compact(f.holdout),
             "rms_log_residual": f"{f.rms_log:.4f}"}
 
