@@ -576,10 +576,12 @@ def test_fa3_backward_waits_at_its_gemm_turns_not_for_memory():
     GEMMs are not slower than the forward's (register A, transposed B, 64-wide tiles); the rest
     of the time its consumers wait at their GEMM turns (wgmma.wait_group, the turn's barrier
     and the dSᵀ stores' proxy fence: ncu's WARPGROUP.DEPBAR, BAR and FENCE sites), which are
-    not memory round trips: priced at `pipeline.load_latency_cycles` (fitted to the other
-    kernels' synchronous loads, which the small problems pull down) one wgmma efficiency could
+    not memory round trips: priced as the L2 round trips its other waits take
+    (`pipeline.l2_latency_cycles`, fitted to fa1's backward as well) one wgmma efficiency could
     not hold the forward and the backward (experiments/refit13). With the waits' own cycles
-    (`pipeline.wgmma_wait_cycles`, timing.turn_waits) the calibrated profile holds both."""
+    (`pipeline.wgmma_wait_cycles`, timing.turn_waits) the calibrated profile holds both; tied to
+    the L2 round trip the backward is predicted 3% and 5% fast on average (d = 64, 128; 5% and
+    more while the round trip was one fitted latency, 1063 cycles, the turn waits 1361)."""
     import re
 
     from iosim.analysis.validate import validate
@@ -603,10 +605,12 @@ def test_fa3_backward_waits_at_its_gemm_turns_not_for_memory():
     bwd, _ = validate(runs, H100, by=["head_dim"])
     bwd = bwd[bwd.schedule == "fa3"]
     assert len(bwd) == 2 and (bwd.mape_pct <= 5).all(), bwd.to_string()
-    # the same waits priced as memory round trips: the backward predicted 5% and more too fast
+    # the same waits priced as L2 round trips: the backward predicted 3% and more too fast,
+    # 4 points and more faster than with its own cycles
     pipe = H100.pipeline
     assert "pipeline.wgmma_wait_cycles" in H100.provenance["fitted"]
-    trips = H100.with_changes(**{"pipeline.wgmma_wait_cycles": pipe.load_latency_cycles})
+    trips = H100.with_changes(**{"pipeline.wgmma_wait_cycles": pipe.l2_trip_cycles})
     tied, _ = validate(runs, trips, by=["head_dim"])
     tied = tied[tied.schedule == "fa3"]
-    assert (tied.mean_err_pct < -5).all(), tied.to_string()
+    gap = bwd.set_index("head_dim").mean_err_pct - tied.set_index("head_dim").mean_err_pct
+    assert (tied.mean_err_pct < -2.5).all() and (gap > 4).all(), tied.to_string()
