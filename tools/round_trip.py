@@ -13,6 +13,7 @@ Usage: python tools/round_trip.py experiments/decode/h200/fused/bench_read.csv [
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -49,20 +50,31 @@ def round_trips(path: str, hw_name: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def report(path: str, hw: str = "h200-sxm-141gb") -> str:
+    """The rows and their median, as main prints them (empty rows: a line saying so)."""
+    df = round_trips(path, hw)
+    if df.empty:
+        return (f"{path}: no paged decode row of the earlier gather at one CTA an SM, >= "
+                f"{MIN_TRIPS} trips a CTA and floor ratio <= {MAX_FLOOR}")
+    return (df.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+            + f"\nmedian: {df.round_trip_cycles.median():.0f} cycles a round trip at "
+              f"{load(hw).clock_hz / 1e6:.0f} MHz ({len(df)} rows)")
+
+
 def main(argv: list[str]) -> None:
     if not argv or argv[0].startswith("-"):
         print("error: give a decode bench file (iosim bench --schedule decode, paged rows of the "
               "earlier gather), e.g. experiments/decode/h200/fused/bench_read.csv", file=sys.stderr)
         raise SystemExit(2)
     hw = argv[argv.index("--hw") + 1] if "--hw" in argv else "h200-sxm-141gb"
-    df = round_trips(argv[0], hw)
-    if df.empty:
-        print(f"error: {argv[0]}: no paged decode row of the earlier gather at one CTA an SM, "
-              f">= {MIN_TRIPS} trips a CTA and floor ratio <= {MAX_FLOOR}", file=sys.stderr)
+    if not Path(argv[0]).is_file():
+        print(f"error: {argv[0]}: no such file (a decode bench file, e.g. "
+              "experiments/decode/h200/fused/bench_read.csv)", file=sys.stderr)
         raise SystemExit(2)
-    print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    print(f"median: {df.round_trip_cycles.median():.0f} cycles a round trip at "
-          f"{load(hw).clock_hz / 1e6:.0f} MHz ({len(df)} rows)")
+    if round_trips(argv[0], hw).empty:
+        print(f"error: {report(argv[0], hw)}", file=sys.stderr)
+        raise SystemExit(2)
+    print(report(argv[0], hw))
 
 
 if __name__ == "__main__":

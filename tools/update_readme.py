@@ -520,6 +520,7 @@ BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "fp8-validate-speed15-c2": partial(block_fp8_validate, "experiments/fp8/h100/speed15/c2/measured.csv"),
           "fa3-bwd-validate": block_fa3_bwd_validate, "fa3-bwd-new-shapes": block_fa3_bwd_new_shapes, "mask-add-cost": block_mask_add_cost,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
+          "round-trip": lambda: tool("round_trip.py", "experiments/decode/h200/fused/bench_read.csv"),
           "explain": block_explain, "tune": block_tune,
           "predict-decode": block_predict_decode,
           "decode-flush-h100": block_decode_flush_h100, "decode-fused-h100": block_decode_fused_h100,
