@@ -525,7 +525,8 @@ class KernelSpec:
     bwd_readers: Callable[[Defines], Readers] | None = None
     # memory round trips a trip waits for: plain (not cp.async) global loads that the same trip
     # consumes, or, warp-specialised, the asynchronous results a consumer waits for with nothing
-    # else to issue (the timing model's `pipeline.load_latency_cycles` each); None: none
+    # else to issue (a round trip each: `sync_in_l2` says to which level; a fraction: one
+    # wait shared by several trips); None: none
     sync_loads: Callable[[Defines], float] | None = None
     # whether those round trips are to lines the L2 holds (the step before prefetched them, the
     # kernel's own atomics and flags: `pipeline.l2_latency_cycles` each), not first reads from
