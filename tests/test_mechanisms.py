@@ -213,11 +213,12 @@ def test_one_chunk_gemm_stores_its_tile_in_its_trip():
     co-resident CTAs overlap them with their loads (DRAM writes and L2 reads, different
     levels), as ncu's 76-79% DRAM throughput at N >= 8192 shows. Added after the trip, as an
     epilogue with its own bandwidth share, they were predicted 35-41% slow there; in the trip,
-    all five within 30% (N = 512..16384; 20% with the profile before session 14's refit, whose
-    higher sync_overlap overlapped naive_qk's long streams more: 20-26% slow at N >= 8192 now)."""
+    all five within 25% (N = 512..16384; 20% with the profile before session 15's refit, whose
+    higher sync_overlap, 1.86 against 1.77, overlapped naive_qk's long streams more: 12-23%
+    slow at N >= 8192 now; 30% with session 14's reverted refit, 1.71)."""
     t = naive_gemm_times()
     one = t[t.trips == 1]
-    assert len(one) == 5 and one.ratio.between(0.8, 1.3).all(), one.to_string()
+    assert len(one) == 5 and one.ratio.between(0.8, 1.25).all(), one.to_string()
     assert (one[one.seqlen >= 8192].dram_pct >= 75).all()
 
 
@@ -233,8 +234,9 @@ def test_fa3_forward_held_to_nsight_compute():
     overlap (else d = 64 at long N is predicted 28% slow, bf16 and fp8), they start in step
     (the first trip unhidden: else 512-key CTAs at d = 64 are predicted 13% fast), and a
     ragged tile is computed in full (else d = 256 at N = 512, 80-key tiles, is 8% fast). Held
-    within 10% (6% with the profile before session 14's refit; with it the d = 64 points are
-    6-9% slow: its lower sync_overlap adds the three warpgroups' softmax phases more)."""
+    within 9% (6% with the profile before session 15's refit; with it the d = 64 points are
+    4-8% slow: its lower sync_overlap, 1.77 against 1.86, adds the three warpgroups' softmax
+    phases more; 10% with session 14's reverted refit)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -252,7 +254,7 @@ def test_fa3_forward_held_to_nsight_compute():
         assert (r.mio > 0.5) if apart else (r.mio < 0.1), r
     held = t[(t.head_dim == 64) | (t.seqlen == 512)]
     assert len(held) == 6
-    assert (held.err_pct.abs() < 10).all(), held.to_string()
+    assert (held.err_pct.abs() < 9).all(), held.to_string()
 
 
 FWD_NCU = Path(__file__).resolve().parents[1] / "experiments/fwd_ncu/h100/measured_ncu.csv"
@@ -277,9 +279,10 @@ def test_fa1_forward_drifting_warps_below_dram_saturation():
     time stays near the warps' own (Nsight Compute at 64 CTAs, d = 128: warps wait on
     shared-memory and math dependencies, hardly on global loads) until the DRAM saturates. With
     the bandwidth share combined as a synchronous phase (`none`) these points were up to 20%
-    slow (d = 128, 64-96 CTAs); held here within 15% each and 7% on average (10% and 5% with
-    the profile fitted before session 14's refit: its lower sync_overlap, 1.71 against 1.86,
-    combines the phases more nearly additively, and the points at 80-128 CTAs run 9-14% slow)."""
+    slow (d = 128, 64-96 CTAs); held here within 12% each and 5% on average (4.3%; 10% each
+    with the profile fitted before session 15's refit: its lower sync_overlap, 1.77 against
+    1.86, combines the phases more nearly additively, and two points run 10.7 and 11.5% slow;
+    15% and 7% with session 14's reverted refit)."""
     from iosim.analysis.accuracy import join
     from iosim.analysis.validate import repredict
     from iosim.core.rows import MEASURED_NEEDS, read_rows
@@ -296,7 +299,7 @@ def test_fa1_forward_drifting_warps_below_dram_saturation():
     j = join(repredict(m), m)
     err = (j.time_pred_ms / j.time_ms - 1).abs()
     assert len(err) >= 20  # shapes measured in two files join once
-    assert err.max() < 0.15 and err.mean() < 0.07, j.assign(err=err)[
+    assert err.max() < 0.12 and err.mean() < 0.05, j.assign(err=err)[
         ["batch", "heads", "kv_heads", "seqlen_q", "head_dim", "causal", "err"]].to_string()
 
 
@@ -500,7 +503,8 @@ def test_fa1_backward_prefetched_lines_evicted_before_their_load_are_read_twice(
     heads and d = 192 at 128 alike) and 47-54% at 29-30 MB; the share is their least-squares fit,
     and with it the model's DRAM reads are 87-96% of ncu's at every point (without: 71-72% at
     29-30 MB). The H100's d = 256 rows with 128 or more heads are then within 6% (were 6-9%
-    fast) with the profile before session 14's refit, within 8% with it (4.4-7.4%)."""
+    fast) with the profile before session 15's refit, within 7% with it (3.7-6.8%; 8% with
+    session 14's reverted refit)."""
     from iosim.analysis.accuracy import join
     from iosim.analysis.validate import preferred, repredict
     from iosim.core.rows import MEASURED_NEEDS, read_rows
@@ -521,7 +525,7 @@ def test_fa1_backward_prefetched_lines_evicted_before_their_load_are_read_twice(
     assert len(m) == 4
     j = join(repredict(m, hw), m)
     err = j.time_pred_ms / j.time_ms - 1
-    assert err.abs().max() < 0.08, err.round(3).tolist()
+    assert err.abs().max() < 0.07, err.round(3).tolist()
 
 
 def test_fa1_backward_fp32_work_as_its_sass_issues_it():
