@@ -217,19 +217,35 @@ DQ_WRITER = "DQ_WRITER"
 DQ_WARP = (2, 3)  # fa3_bwd.cu's DQ_BULK modes in which a dQ warp adds the consumers' staged dQ
 
 
+def _always(d: Defines) -> bool:
+    return True
+
+
 def _fa3_bwd_waits(d: Defines) -> int:
-    """Round trips one step of an fa3_bwd.cu consumer waits for with nothing else to issue (the
-    timing model's `pipeline.load_latency_cycles` each, added to the warpgroup's chain): the
-    completion of its two GEMM turns (wgmma.wait_group after Sᵀ, dPᵀ and after dV, dK, dQ:
-    unlike the forward's, no GEMM of the next step is issued before the wait), the release of
-    its own dQ reduction (the vector atomics' registers, which the load/store unit takes
-    toward L2: Nsight Compute's largest stall site, about one round trip a step in
-    experiments/fa3_bwd/h100/ncu_source_d128.csv; DQ_BULK 1: its staging buffer's read-out)
-    unless a dQ warp adds the staged dQ (DQ_BULK 2, 3: DQ_WARP; the FA3 paper's dQ-writer warp,
-    DQ_WRITER: the atomics' stall sites gone in
+    """Memory round trips one step of an fa3_bwd.cu consumer waits for with nothing else to
+    issue (L2 round trips, the timing model's `pipeline.l2_latency_cycles` each, added to the
+    warpgroup's chain): the release of its own dQ reduction (the vector atomics' registers, which the
+    load/store unit takes toward L2: Nsight Compute's largest stall site, about one round trip
+    a step in experiments/fa3_bwd/h100/ncu_source_d128.csv; DQ_BULK 1: its staging buffer's
+    read-out) unless a dQ warp adds the staged dQ (DQ_BULK 2, 3: DQ_WARP; the FA3 paper's
+    dQ-writer warp, DQ_WRITER: the atomics' stall sites gone in
     experiments/fa3_bwd/h100/speed10/run2/ncu_source_d128.csv), and, DETERMINISTIC, its turn's
-    flag in global memory (polled until the key block before it released it)."""
-    return 2 + (0 if d.get(DQ_WRITER) or d.get("DQ_BULK") in DQ_WARP else 1) + (1 if d.get("DETERMINISTIC") else 0)
+    flag in global memory (polled until the key block before it released it). Its two GEMM
+    turns' waits are not memory round trips: _fa3_bwd_turn_waits."""
+    return (0 if d.get(DQ_WRITER) or d.get("DQ_BULK") in DQ_WARP else 1) + (1 if d.get("DETERMINISTIC") else 0)
+
+
+def _fa3_bwd_turn_waits(d: Defines) -> int:
+    """GEMM turns one step of an fa3_bwd.cu consumer waits out with nothing else to issue (the
+    timing model's `pipeline.wgmma_wait_cycles` each, added to the warpgroup's chain): two,
+    wgmma.wait_group after Sᵀ, dPᵀ and after dV, dK, dQ (unlike the forward's, no GEMM of the
+    next step is issued before the wait), each followed by what hands the tensor cores on (the
+    turn's named barrier; after turn A the stats' barrier, the dSᵀ stores and their proxy
+    fence, Nsight Compute's WARPGROUP.DEPBAR, BAR and FENCE.VIEW.ASYNC sites in
+    experiments/fa3_bwd/h100/speed10/run2/ncu_source_d128.csv). A wait on the tensor pipe and
+    the SM's barriers, not on L2 or DRAM: a round trip's cycles (fitted to the other kernels'
+    synchronous loads) do not price it."""
+    return 2
 
 
 # The L2's work per byte of fa3_bwd.cu's dQ reduction, on the Plan's count of dQacc (read and
@@ -349,6 +365,16 @@ def model_defines(entry: str, d: Defines) -> dict[str, int]:
 
 def _no_rules(d: Defines) -> list[Rule]:
     return []
+
+
+def _fa1_fwd_kv_wait(d: Defines) -> float:
+    """fa1.cu's forward loads K_j, V_j through one cp.async stage and waits for them
+    (cp_async_wait<0>, then the CTA's barrier) before its inner loop over the split's QB =
+    SPLIT_ROWS / BLOCK_M query blocks, one trip each: a round trip per outer step that nothing
+    on the SM fills (one CTA an SM), 1 / QB of one a trip. Large problems run unsplit (QB = Nq /
+    BLOCK_M: the wait amortised); small ones split the rows to fill the GPU (QB = 1: a round
+    trip every trip)."""
+    return 1.0 / max(1, d["SPLIT_ROWS"] // d["BLOCK_M"])
 
 
 def _fa1_fwd_rules(d: Defines) -> list[Rule]:  # fa1.cu fa1_fwd's static_asserts
@@ -499,8 +525,16 @@ class KernelSpec:
     bwd_readers: Callable[[Defines], Readers] | None = None
     # memory round trips a trip waits for: plain (not cp.async) global loads that the same trip
     # consumes, or, warp-specialised, the asynchronous results a consumer waits for with nothing
-    # else to issue (the timing model's `pipeline.load_latency_cycles` each); None: none
-    sync_loads: Callable[[Defines], int] | None = None
+    # else to issue (a round trip each: `sync_in_l2` says to which level; a fraction: one
+    # wait shared by several trips); None: none
+    sync_loads: Callable[[Defines], float] | None = None
+    # whether those round trips are to lines the L2 holds (the step before prefetched them, the
+    # kernel's own atomics and flags: `pipeline.l2_latency_cycles` each), not first reads from
+    # DRAM (`pipeline.load_latency_cycles`); None: DRAM
+    sync_in_l2: Callable[[Defines], bool] | None = None
+    # warp-specialised: the waits a consumer step spends on its own wgmma groups and the turns'
+    # hand-over, with nothing else to issue (`pipeline.wgmma_wait_cycles` each); None: none
+    turn_waits: Callable[[Defines], int] | None = None
     # the L2's work per byte of a tensor's traffic where it is not that of a plain byte (the
     # timing model's L2 share and limit; bytes, IO and the SM's port unchanged): tensor -> weight
     l2_weights: Callable[[Defines], Mapping[str, float]] | None = None
@@ -702,7 +736,7 @@ _SPECS = [
                # too, but smem_fills is left empty: ncu's wavefronts are within 3% either way
                # (experiments/fwd_ncu), and with them the small fa1 forwards, whose miss lies
                # elsewhere, move from 8.6% to 9.0% (validate-small-queued; branch acc13)
-               kv_readers=lambda d: d["NUM_WARPS"]),
+               kv_readers=lambda d: d["NUM_WARPS"], sync_loads=_fa1_fwd_kv_wait),
     KernelSpec("fa1_bwd_init", "fa1.cu", "FA1_BWD_INIT", ("dQacc", "Nq"), frozenset({"dQacc"}),
                frozenset({"HEAD_DIM", "BLOCK_M"})),
     KernelSpec("fa1_bwd", "fa1.cu", "FA1_BWD",
@@ -710,7 +744,8 @@ _SPECS = [
                frozenset({"dQacc", "dKx", "dVx"}), _TILE | {"STAGES", "SPLIT_COLS", "DQ_ATOMIC"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dim_pad=pad_ceil_64,
                rules=_fa1_bwd_rules, smem=_fa1_bwd_smem, bwd_readers=_fa1_bwd_readers,
-               sync_loads=_fa1_bwd_sync_loads, loop_issue=_fa1_bwd_issue,
+               # O_i and dQacc_i: prefetched into L2 by the step before (`prefetch`)
+               sync_loads=_fa1_bwd_sync_loads, sync_in_l2=_always, loop_issue=_fa1_bwd_issue,
                loop_shadow=_fa1_bwd_shadow, prefetch=_fa1_bwd_prefetch),
     KernelSpec("fa1_bwd_convert", "fa1.cu", "FA1_BWD_CONVERT", ("dQacc", "dQ", "Nq"),
                frozenset({"dQ"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
@@ -747,7 +782,9 @@ _SPECS = [
                _GEMM - {"BLOCK_K"} | {"PINGPONG", "DETERMINISTIC", "DQ_BULK"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
-               bwd_readers=_fa3_bwd_readers, sync_loads=_fa3_bwd_waits,
+               # its dQ atomics' release and its turn's flag: L2 round trips
+               bwd_readers=_fa3_bwd_readers, sync_loads=_fa3_bwd_waits, sync_in_l2=_always,
+               turn_waits=_fa3_bwd_turn_waits,
                l2_weights=_fa3_bwd_l2_weights,
                # TmdQ: dQacc (fp32) in boxes of 32 columns x 64 rows, a dQ unit's (DQ_BULK 2, 3
                # reduce into it; the other variants take it unused)

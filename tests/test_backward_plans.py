@@ -193,21 +193,24 @@ def test_fa1_deterministic_backward_is_planned_unsplit():
 
 
 def test_fa3_backward_waits_and_the_papers_dq_writer_variant():
-    """Each fa3_bwd consumer step waits for its two GEMM turns and its own dQ reduction (the
-    deterministic mode also for its turn's flag): the round trips the timing model charges a
-    trip (timing.sync_loads). The FA3 paper's dQ-writer warp (Tiles.dq_writer) takes the dQ
-    wait away; no kernel here has it, so it is refused for a run and backed as published."""
+    """Each fa3_bwd consumer step waits for its own dQ reduction (the deterministic mode also
+    for its turn's flag): the memory round trips the timing model charges a trip
+    (timing.sync_loads); and for its two GEMM turns, which are no memory round trips
+    (timing.turn_waits, `pipeline.wgmma_wait_cycles` each). The FA3 paper's dQ-writer warp
+    (Tiles.dq_writer) takes the dQ wait away; no kernel here has it, so it is refused for a run
+    and backed as published."""
     from iosim.model.backing import PUBLISHED, backing
-    from iosim.model.timing import sync_loads
+    from iosim.model.timing import sync_loads, turn_waits
 
     p = Problem(batch=1, heads=16, seqlen_q=4096, head_dim=128, dtype="bf16", direction="bwd")
     main = {k.name: k for k in plan("fa3", p, H100, Tiles(dq_bulk=0)).kernels}  # atomics
-    assert sync_loads(main["fa3_bwd"]) == 3
+    assert sync_loads(main["fa3_bwd"]) == 1 and turn_waits(main["fa3_bwd"]) == 2
     det = {k.name: k for k in plan("fa3", p.model_copy(update={"deterministic": True}), H100).kernels}
-    assert sync_loads(det["fa3_bwd_det"]) == 4
+    assert sync_loads(det["fa3_bwd_det"]) == 2 and turn_waits(det["fa3_bwd_det"]) == 2
     paper = plan("fa3", p, H100, Tiles(dq_writer=True))
     k = next(k for k in paper.kernels if k.name == "fa3_bwd")
-    assert sync_loads(k) == 2 and k.defines["DQ_WRITER"] == 1
+    assert sync_loads(k) == 0 and turn_waits(k) == 2 and k.defines["DQ_WRITER"] == 1
+    assert all(turn_waits(k) == 0 for k in plan("fa2", p, H100).kernels)
     assert (k.traffic, k.work, k.grid) == (main["fa3_bwd"].traffic, main["fa3_bwd"].work, main["fa3_bwd"].grid)
     with pytest.raises(InputError, match="dQ-writer"):
         supported(paper)
@@ -220,17 +223,17 @@ def test_fa3_backward_dq_warp_spares_the_consumers_their_dq_wait():
     their GEMM turns only, as the paper's dQ-writer. A measured row replays the reduction it ran
     (`dq_bulk`; none recorded: vector atomics), the same counts either way."""
     from iosim.core.rows import measured_dq_bulk
-    from iosim.model.timing import sync_loads
+    from iosim.model.timing import sync_loads, turn_waits
 
     p = Problem(batch=1, heads=16, seqlen_q=4096, head_dim=128, dtype="bf16", direction="bwd")
     main = next(k for k in plan("fa3", p, H100).kernels if k.name == "fa3_bwd")
-    assert main.defines["DQ_BULK"] == 2 and sync_loads(main) == 2
+    assert main.defines["DQ_BULK"] == 2 and sync_loads(main) == 0 and turn_waits(main) == 2
     atomics = next(k for k in plan("fa3", p, H100, Tiles(dq_bulk=0)).kernels if k.name == "fa3_bwd")
-    assert atomics.defines["DQ_BULK"] == 0 and sync_loads(atomics) == 3
+    assert atomics.defines["DQ_BULK"] == 0 and sync_loads(atomics) == 1
     assert (atomics.traffic, atomics.work) == (main.traffic, main.work)
     d64 = next(k for k in plan("fa3", p.model_copy(update={"head_dim": 64}), H100).kernels
                if k.name == "fa3_bwd")
-    assert d64.defines["DQ_BULK"] == 0 and sync_loads(d64) == 3  # two staged units do not fit
+    assert d64.defines["DQ_BULK"] == 0 and sync_loads(d64) == 1  # two staged units do not fit
     row = {"schedule": "fa3", "direction": "bwd", "head_dim": 128}
     assert measured_dq_bulk(row) == 0 and measured_dq_bulk(row | {"dq_bulk": 2.0}) == 2
     assert measured_dq_bulk(row | {"direction": "fwd"}) is None

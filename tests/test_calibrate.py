@@ -192,6 +192,31 @@ def test_rows_with_tiles_are_planned_with_those_tiles(base):
     assert len({(p.plan.main.block_n, p.plan.main.defines["NUM_WARPS"]) for p in pts}) > 3
 
 
+def test_fa3_backward_rows_are_planned_with_the_kernel_they_ran(base):
+    """An fa3 backward row is fitted to the kernel it ran, as `iosim validate` predicts it: a row
+    without `dq_bulk` predates the dQ warp (vector atomics, DQ_BULK 0, one more memory wait a
+    step), a row with one ran that reduction, a deterministic row the deterministic entry. (The
+    session-13 refit fitted the Plan's dQ warp to rows that ran the atomics, 15% slower at
+    d = 128, and pulled the wgmma efficiency down with them.)"""
+    from iosim.model.timing import sync_loads
+
+    files = [DATA / "fa3_bwd/h100/recheck/measured_bwd.csv", DATA / "fa3_bwd/h100/dqwarp/measured_bwd.csv",
+             DATA / "fa3_bwd/h100/dq256/run2/measured_det.csv"]
+    seen = set()
+    for f in files:
+        t = rows(f)
+        t = t[(t.schedule == "fa3") & (t.status == "ok")]
+        for r, pt in zip(t.itertuples(), points(t, base)):
+            k = next(k for k in pt.plan.kernels if k.name in ("fa3_bwd", "fa3_bwd_det"))
+            det = str(getattr(r, "deterministic", "")) == "True"
+            ran = 0 if pd.isna(getattr(r, "dq_bulk", float("nan"))) else int(r.dq_bulk)
+            assert k.name == ("fa3_bwd_det" if det else "fa3_bwd"), (f, k.name)
+            if not det:
+                assert k.defines["DQ_BULK"] == ran and sync_loads(k) == (0 if ran == 2 else 1), (f, r)
+            seen.add((k.name, k.defines["DQ_BULK"]))
+    assert {("fa3_bwd", 0), ("fa3_bwd", 2), ("fa3_bwd_det", 0)} <= seen, seen
+
+
 @pytest.mark.parametrize("name", ["h100", "h200"])
 def test_no_shipped_parameter_sits_on_a_bound(name):
     """Every fitted parameter of the shipped calibration lies inside its bounds by at least 1%

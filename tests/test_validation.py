@@ -144,9 +144,9 @@ def test_fair_fa1_backward_is_within_reach_of_fa2_and_predicted():
 
 def test_fa3_backward_held_to_its_kernel_and_to_the_papers():
     """FA3's backward (issues 21, 22): each consumer step waits, with nothing else to issue,
-    for its two GEMM turns and its own dQ reduction (and, deterministic, its turn's flag), one
-    `pipeline.load_latency_cycles` each (iosim.kernels `_fa3_bwd_waits`; the profile's value,
-    fitted on fa1's backward, not refitted). Without those waits the model was 35% fast on
+    for its two GEMM turns (`pipeline.wgmma_wait_cycles` each, iosim.kernels
+    `_fa3_bwd_turn_waits`) and its own dQ reduction (and, deterministic, its turn's flag), one
+    L2 round trip each (`pipeline.l2_latency_cycles`, `_fa3_bwd_waits`). Without those waits the model was 35% fast on
     kernels/fa3_bwd.cu (H100 and H200 grids, d = 64, 128), 49% on its deterministic mode and
     16-25% on the FA3 paper's Fig. 6; the paper's kernel (its Algorithm 3: a dQ-writer warp,
     `ran_tiles` "bwd dq-writer") waits for its GEMM turns only. Held on shapes no grid measured

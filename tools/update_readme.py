@@ -240,8 +240,16 @@ def block_validate_summary() -> str:
     return "```\n$ iosim validate " + " \\\n    ".join(files) + "\n" + table + "\n```"
 
 
+# the small problems and waves with their launches queued (issued, the same point differs by up
+# to twice between runs: the timing-spread block), FA3's backward as its kernels run today
+# (the Plan's: the atomics at d = 64, the dQ warp at d = 128, the deterministic mode; their
+# GEMM-turn waits: pipeline.wgmma_wait_cycles), and FA3's forward grid (the wgmma rate: 24 rows
+# below N = 8192 beside the waves' 12)
 CALIBRATE_DATA = ["experiments/fwd_grid/h100/measured.csv", "experiments/bwd_grid/h100/measured_bwd.csv",
-                  "experiments/waves/h100/measured_waves.csv"]
+                  "experiments/waves/h100/flush10/measured_waves_rq.csv",
+                  "experiments/fa3_bwd/h100/dqwarp/measured_bwd.csv",
+                  "experiments/fa3_bwd/h100/dq256/run2/measured_det.csv",
+                  "experiments/fa3/h100/measured_fa3.csv"]
 # held out: every N >= 8192 and the small problems with 1 and 4 heads (issue 23)
 CALIBRATE_HOLDOUT = 'seqlen_q>=8192 or heads<=4'
 
@@ -512,6 +520,7 @@ BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "fp8-validate-speed15-c2": partial(block_fp8_validate, "experiments/fp8/h100/speed15/c2/measured.csv"),
           "fa3-bwd-validate": block_fa3_bwd_validate, "fa3-bwd-new-shapes": block_fa3_bwd_new_shapes, "mask-add-cost": block_mask_add_cost,
           "validate-summary": block_validate_summary, "calibrate": block_calibrate,
+          "round-trip": lambda: tool("round_trip.py", "experiments/decode/h200/fused/bench_read.csv"),
           "explain": block_explain, "tune": block_tune,
           "predict-decode": block_predict_decode,
           "decode-flush-h100": block_decode_flush_h100, "decode-fused-h100": block_decode_fused_h100,

@@ -12,7 +12,11 @@ datasheet. What can be measured directly is measured, not fitted:
   the tensor pipe's saturated mma.sync rate (tensor FLOPs per elapsed cycle over the pipe's
   busy share, median over the mma.sync kernels), and `pipeline.inst_per_op`, the warp
   instructions per 32 counted element operations (Nsight Compute's executed instructions less
-  the mma and ldmatrix ones, median over the softmax-carrying kernels).
+  the mma and ldmatrix ones, median over the softmax-carrying kernels);
+- kept from the profile, measured on decode rows where they bind: the rate one SM streams
+  from DRAM (`pipeline.sm_dram_bytes_per_clk`, tools/sm_dram_rate.py) and a DRAM round trip
+  (`pipeline.load_latency_cycles`, tools/round_trip.py); the round trip to lines the L2 holds
+  (`pipeline.l2_latency_cycles`) is fitted where the rows have such waits.
 The rest is fitted to time, each bounded to what is physically possible: a lone warp's cycles
 per mma.sync, the cycles each other instruction holds its scheduler (alone or beside other
 warps' mma.sync), the SM's L2 load path and how well CTAs with
@@ -44,9 +48,11 @@ from iosim.core.problem import Problem
 from iosim.core.rows import (
     MEASURED_NEEDS,
     gpu_ms,
+    measured_dq_bulk,
     measured_ok,
     measured_split_cols,
     measured_split_rows,
+    option_fields,
     read_rows,
 )
 from iosim.core.where import select
@@ -64,7 +70,14 @@ PARAMS = {
     "pipeline.inst_per_op": (1.0, 8.0),
     "pipeline.sm_load_bytes_per_clk": (16.0, 256.0),
     "pipeline.sync_overlap": (1.0, 32.0),
-    "pipeline.load_latency_cycles": (0.0, 4000.0),  # an L2/DRAM round trip: hundreds of cycles
+    # a synchronous wait on lines the L2 holds (fa1's backward's prefetched O_i and dQacc_i,
+    # fa3's backward's dQ atomics): hundreds of cycles; fitted only with rows of a kernel that
+    # has such waits. A DRAM round trip (pipeline.load_latency_cycles) is measured, not
+    # fitted: tools/round_trip.py, the profile's own value
+    "pipeline.l2_latency_cycles": (0.0, 4000.0),
+    # a wgmma consumer's wait at a GEMM turn (its group's drain, the barrier hand-over): at most
+    # a few GEMMs' worth of cycles; fitted only with rows of a kernel that has such waits
+    "pipeline.wgmma_wait_cycles": (0.0, 4000.0),
     "launch_overhead_s": (0.0, 1e-5),  # a launch and its drain: microseconds
 }
 
@@ -122,10 +135,26 @@ def copy_efficiency(measured: pd.DataFrame, hw: HardwareProfile) -> dict[str, fl
     return {"efficiency.hbm": min(1.0, bw / hw.hbm_bandwidth_bytes_per_s)}
 
 
+# measured, not fitted, and kept from the profile calibrated (tools/sm_dram_rate.py,
+# tools/round_trip.py: decode rows where what they stand for binds)
+PROFILE_MEASURED = ("pipeline.sm_dram_bytes_per_clk", "pipeline.load_latency_cycles")
+
+
+def get_or_none(hw: HardwareProfile, field: str) -> object:
+    obj: object = hw
+    for part in field.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 def get(hw: HardwareProfile, field: str) -> float:
     obj: object = hw
     for part in field.split("."):
         obj = getattr(obj, part)
+    if obj is None and field == "pipeline.wgmma_wait_cycles":  # none of its own yet
+        return hw.pipeline.turn_wait_cycles
+    if obj is None and field == "pipeline.l2_latency_cycles":
+        return hw.pipeline.l2_trip_cycles
     return float(obj)
 
 
@@ -138,22 +167,26 @@ class Point:
     time_ms: float
     schedule: str
     wgmma: bool
+    turns: bool  # a kernel whose consumers wait at GEMM turns (timing.turn_waits)
+    l2_trips: bool  # a kernel whose synchronous round trips go to L2 (timing.sync_in_l2)
 
 
 def measured_plan(r, hw: HardwareProfile):
     """The Plan a measured row ran: its problem, and where the row names them (rows of
     `iosim tune --verify` or a bench with tile options: warps given) its tiles and the
     registers nvcc gave the kernel; else the schedule's own tiles. fa1 forward: the query-row
-    split it ran (`measured_split_rows`); fa1 backward: its key-block split (`measured_split_cols`)."""
+    split it ran (`measured_split_rows`); fa1 backward: its key-block split (`measured_split_cols`);
+    fa3 backward: its dQ reduction (`measured_dq_bulk`: the atomics where the row predates the
+    dQ warp) and its deterministic mode (`option_fields`), as `iosim validate` predicts them."""
     p = Problem(batch=r.batch, heads=r.heads, kv_heads=r.kv_heads, seqlen_q=r.seqlen_q,
                 seqlen_k=r.seqlen_k, head_dim=r.head_dim, dtype=r.dtype, causal=bool(r.causal),
-                direction=r.direction)
+                direction=r.direction, **option_fields(r))
     warps, split, cols = getattr(r, "warps", None), measured_split_rows(r), measured_split_cols(r)
+    ran = Tiles(split_rows=split, split_cols=cols, dq_bulk=measured_dq_bulk(r))
     if warps is None or pd.isna(warps):
-        return plan(r.schedule, p, hw, Tiles(split_rows=split, split_cols=cols))
-    t = Tiles(block_m=int(r.block_m), block_n=int(r.block_n), warps=int(warps),
-              stages=int(r.stages) if not pd.isna(getattr(r, "stages", float("nan"))) else None,
-              split_rows=split, split_cols=cols)
+        return plan(r.schedule, p, hw, ran)
+    t = replace(ran, block_m=int(r.block_m), block_n=int(r.block_n), warps=int(warps),
+                stages=int(r.stages) if not pd.isna(getattr(r, "stages", float("nan"))) else None)
     pl = plan(r.schedule, p, hw, t)
     regs = getattr(r, "registers", None)
     if regs is not None and not pd.isna(regs):
@@ -168,7 +201,9 @@ def points(rows: pd.DataFrame, hw: HardwareProfile) -> list[Point]:
     for r, ms in zip(rows.itertuples(index=False), gpu_ms(rows)):  # queued where timed so
         pl = measured_plan(r, hw)
         out.append(Point(pl, memory.estimate(pl, hw), float(ms), r.schedule,
-                         any(k.overlap == "warpspecialized" for k in pl.kernels)))
+                         any(k.overlap == "warpspecialized" for k in pl.kernels),
+                         any(timing.turn_waits(k) > 0 for k in pl.kernels),
+                         any(timing.sync_in_l2(k) and timing.sync_loads(k) > 0 for k in pl.kernels)))
     return out
 
 
@@ -223,7 +258,9 @@ def fit(measured: pd.DataFrame, hw: HardwareProfile, holdout_where: str | None =
     hw = hw.with_changes(**fixed) if fixed else hw
     train, test = points(train_rows, hw), points(test_rows, hw)
     fields = [f for f in PARAMS if f not in fixed
-              and (f != "efficiency.tensor_wgmma" or any(p.wgmma for p in train))]
+              and (f != "efficiency.tensor_wgmma" or any(p.wgmma for p in train))
+              and (f != "pipeline.wgmma_wait_cycles" or any(p.turns for p in train))
+              and (f != "pipeline.l2_latency_cycles" or any(p.l2_trips for p in train))]
     lo = np.array([PARAMS[f][0] for f in fields])
     hi = np.array([PARAMS[f][1] for f in fields])
     x0 = np.clip([get(hw, f) for f in fields], lo, hi)
@@ -267,7 +304,9 @@ def provenance(f: Fit, measured: pd.DataFrame, paths: Sequence[Path], holdout: s
             # the model lacks (issue 23)
             "fitted_within": ", ".join(f"{p}={get(f.profile, p):.4g} in [{PARAMS[p][0]:g}, {PARAMS[p][1]:g}]"
                                        for p in f.fields),
-            "measured": ", ".join(f"{k}={v:.4g}" for k, v in f.measured.items()),
+            "measured": ", ".join([f"{k}={v:.4g}" for k, v in f.measured.items()]
+                                  + [f"{k}={get(f.profile, k):.4g} (the profile's own: its [sources] pipeline)"
+                                     for k in PROFILE_MEASURED if get_or_none(f.profile, k) is not None]),
             "train_error": _compact(f.train), "holdout_error": _compact(f.holdout),
             "rms_log_residual": f"{f.rms_log:.4f}"}
 

@@ -56,7 +56,9 @@ def relax(hw: HardwareProfile, limit: str, dtype_key: str, factor: float = 2.0) 
         pipe = hw.pipeline
         return {"pipeline.mma_sync_cycles": pipe.mma_sync_cycles / factor,
                 "pipeline.inst_cycles": pipe.inst_cycles / factor,
-                "pipeline.load_latency_cycles": pipe.load_latency_cycles / factor}
+                "pipeline.load_latency_cycles": pipe.load_latency_cycles / factor,
+                "pipeline.l2_latency_cycles": pipe.l2_trip_cycles / factor,
+                "pipeline.wgmma_wait_cycles": pipe.turn_wait_cycles / factor}
     f = fields[limit]
     value = (hw.tensor_flops_per_s[dtype_key] if limit == "tensor"
              else hw.pipeline.sm_load_bytes_per_clk if limit == "port" else getattr(hw, f))

@@ -82,8 +82,28 @@ class Pipeline(BaseModel):
     # p-norm of chain, bandwidth share and SM throughput (large: perfectly, 1: not at all)
     sync_overlap: float = Field(4.0, ge=1, le=64)
     # cycles a CTA whose loads are synchronous (no cp.async pipeline) waits each trip for its
-    # tiles to arrive from L2/DRAM before its warps compute: one memory round trip
+    # tiles to arrive from DRAM before its warps compute: one DRAM round trip. Measured, not
+    # fitted (tools/round_trip.py: the earlier paged decode gather, two a trip)
     load_latency_cycles: float = Field(0.0, ge=0, le=10000)
+    # cycles such a wait takes where its lines are in L2 (iosim.kernels KernelSpec.sync_in_l2:
+    # lines the kernel prefetched or wrote, its atomics): an L2 round trip. None:
+    # load_latency_cycles (profiles fitted before it had its own)
+    l2_latency_cycles: float | None = Field(None, ge=0, le=10000)
+    # cycles a warp-specialised consumer warpgroup waits at each of its GEMM turns with nothing
+    # else to issue (iosim.kernels KernelSpec.turn_waits: wgmma.wait_group, then the turn's
+    # barrier hand-over and proxy fence): the tensor pipe's and the SM's barriers' latency, not
+    # a memory round trip. None: load_latency_cycles (profiles fitted before it had its own)
+    wgmma_wait_cycles: float | None = Field(None, ge=0, le=10000)
+
+    @property
+    def l2_trip_cycles(self) -> float:
+        """l2_latency_cycles, or load_latency_cycles where the profile has none of its own."""
+        return self.load_latency_cycles if self.l2_latency_cycles is None else self.l2_latency_cycles
+
+    @property
+    def turn_wait_cycles(self) -> float:
+        """wgmma_wait_cycles, or load_latency_cycles where the profile has none of its own."""
+        return self.load_latency_cycles if self.wgmma_wait_cycles is None else self.wgmma_wait_cycles
 
 
 class HardwareProfile(BaseModel):

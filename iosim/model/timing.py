@@ -107,7 +107,7 @@ def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> Kern
 
 # the rates a relief changes, as columns of the rate arrays (Rates.vector)
 RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "sm_dram", "l2", "hbm",
-               "mma_cycles", "inst_cycles", "load_latency", "launch")
+               "mma_cycles", "inst_cycles", "load_latency", "l2_latency", "turn_wait", "launch")
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,9 @@ class Rates:
     inst_per_op: float  # warp instructions per 32 element operations (the kernel's, else the profile's)
     mma_cycles: float  # a lone warp's cycles per mma.sync (its dependent chain)
     inst_cycles: float  # ... and per other instruction
-    load_latency: float  # seconds a synchronous global load's round trip takes
+    load_latency: float  # seconds a synchronous global load's round trip to DRAM takes
+    l2_latency: float  # ... to a line the L2 holds (Pipeline.l2_latency_cycles)
+    turn_wait: float  # seconds a wgmma consumer waits at a GEMM turn (Pipeline.wgmma_wait_cycles)
     launch: float  # seconds a launch costs
 
     def relaxed(self, what: str, factor: float = 2.0) -> Rates:
@@ -137,7 +139,9 @@ class Rates:
         if what == "latency":
             return replace(self, mma_cycles=self.mma_cycles / factor,
                            inst_cycles=self.inst_cycles / factor,
-                           load_latency=self.load_latency / factor)
+                           load_latency=self.load_latency / factor,
+                           l2_latency=self.l2_latency / factor,
+                           turn_wait=self.turn_wait / factor)
         if what == "launch":
             return replace(self, launch=self.launch / factor)
         if what == "port":  # the SM's load path, whatever level its bytes come from
@@ -164,6 +168,8 @@ class Rates:
             mma_cycles=hw.pipeline.mma_sync_cycles,
             inst_cycles=hw.pipeline.inst_cycles,
             load_latency=hw.pipeline.load_latency_cycles / hw.clock_hz,
+            l2_latency=hw.pipeline.l2_trip_cycles / hw.clock_hz,
+            turn_wait=hw.pipeline.turn_wait_cycles / hw.clock_hz,
             launch=hw.launch_overhead_s,
         )
 
@@ -179,7 +185,7 @@ def _relief_factors() -> np.ndarray:
     f = np.ones((1 + len(RELIEFS), len(RATE_FIELDS)))
     for i, x in enumerate(RELIEFS, 1):
         if x == "latency":
-            for c in ("mma_cycles", "inst_cycles", "load_latency"):
+            for c in ("mma_cycles", "inst_cycles", "load_latency", "l2_latency", "turn_wait"):
                 f[i, RATE_FIELDS.index(c)] = 0.5
         elif x == "launch":
             f[i, RATE_FIELDS.index("launch")] = 0.5
@@ -470,12 +476,25 @@ def softmax_apart(k: KernelPlan) -> bool:
     return _spec_says(k, "softmax_apart")
 
 
-def sync_loads(k: KernelPlan) -> int:
+def sync_loads(k: KernelPlan) -> float:
     """Memory round trips one trip of the kernel waits for (iosim.kernels: its spec's
     `sync_loads`; a kernel with no spec: its KernelPlan's `round_trips`; 0 for kernels whose
     loads a cp.async/TMA pipeline or other warps hide)."""
     spec = SPECS.get(k.name)
     return spec.sync_loads(k.defines) if spec is not None and spec.sync_loads else k.round_trips
+
+
+def sync_in_l2(k: KernelPlan) -> bool:
+    """Whether the kernel's synchronous round trips are to lines the L2 holds (iosim.kernels:
+    its spec's `sync_in_l2`; else first reads from DRAM)."""
+    return _spec_says(k, "sync_in_l2")
+
+
+def turn_waits(k: KernelPlan) -> int:
+    """GEMM turns a warp-specialised consumer's trip waits out with nothing else to issue
+    (iosim.kernels: its spec's `turn_waits`; 0 without one)."""
+    spec = SPECS.get(k.name)
+    return spec.turn_waits(k.defines) if spec is not None and spec.turn_waits else 0
 
 
 def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
@@ -556,7 +575,7 @@ def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
 FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "total_masked", "steps",
          "one0", "masked0", "wg", "warps", "a_flops", "a_exps", "a_alu", "a_sram", "o_flops",
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
-         "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
+         "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
          "fill", "a_fill", "x_shadow", "under_pv")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
@@ -565,7 +584,7 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
 EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
              "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra", "fill", "units")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
-             "warps", "policy", "stages", "q", "nsync", "cyc", "inst_per_op", "tail", "streams",
+             "warps", "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "tail", "streams",
              "x_trip", "apart", "pad", "x_shadow", "under_pv")
 
 
@@ -585,7 +604,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
            loop_r, loop_w, l2_extra(k), smem_fill(k), k.units)
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
-             hw.pipeline.sync_overlap, sync_loads(k), 1.0 / hw.clock_hz,
+             hw.pipeline.sync_overlap, sync_loads(k), float(sync_in_l2(k)), turn_waits(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
              k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)))
     return ext, inten, (None if uniform else (one, masked))
@@ -708,9 +727,9 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
         i = np.flatnonzero((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best))
         if len(i):
             best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
-    # after the last CTA's loop, a chain of dependent memory round trips no other work overlaps
-    # (KernelPlan.tail_round_trips: split-KV decode's fused combine)
-    tail = f.tail * r.load_latency
+    # after the last CTA's loop, a chain of dependent round trips to L2 no other work overlaps
+    # (KernelPlan.tail_round_trips: split-KV decode's fused combine, on lines other SMs wrote)
+    tail = f.tail * r.l2_latency
     return np.maximum(best, top) + tail, limits
 
 
@@ -807,7 +826,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         return share * np.maximum((rd + wr + x) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
 
     rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
-    lat = f.nsync * r.load_latency  # round trips the trip waits for
+    # round trips the trip waits for (to L2 where the kernel's lines are there, else to DRAM),
+    # and a wgmma consumer's waits at its GEMM turns
+    lat = f.nsync * np.where(f.l2sync > 0, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
     loop_port, lv = port(rd, wr), level(rd, wr, shares, f.loop_x)
     # the epilogue as an asynchronous trip with no bytes of its own
     t = trips.time(six(f.policy, f.policy, POLICIES["async"]), six(f.stages, f.stages, 2.0),
@@ -820,9 +841,11 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # other resident CTAs overlap as imperfectly as FA1's trips
     fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, shares)), epilogue], q) + fill
     # a CTA that holds its SM alone (its shared memory admits one CTA an SM) waits, before its
-    # first trip, for its cp.async ring's first stage: a round trip and that stage's bytes
-    # through its port, with no other CTA's trips on the SM to fill the wait
-    ring = (f.policy == POLICIES["async"]) & (f.stages > 1) & (f.total_trips > 0) & (f.occ == 1)
+    # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
+    # DRAM round trip and that stage's bytes through its port, with no other CTA's trips on the
+    # SM to fill the wait (a warp-specialised pipeline's first trip: `fill`)
+    ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
+            & (f.occ == 1))
     fixed = fixed + np.where(ring, r.load_latency + port(f.loop_r / f.steps, 0.0), 0.0)
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening

@@ -64,10 +64,11 @@ MAX_SPLITS = 128
 # 4: 5-8% and up to 2% slower.
 SPLIT_EFFICIENCY = 0.95
 REGS = 255  # __launch_bounds__(threads): the register file over the threads
-# the fused combine starts when the last split's CTA has counted itself done, and waits in turn
-# for the count (an atomic in L2), the partial LSEs and the partial Os: three dependent round
-# trips after the last split (KernelPlan.tail_round_trips)
-COMBINE_ROUND_TRIPS = 3
+# the fused combine (decode.cu combine_last) after the last split's loop: five dependent round
+# trips to L2, each waiting for the one before (KernelPlan.tail_round_trips): the fence that
+# makes its partial's stores visible, the count (atomicAdd), the fence after the count's reset
+# (atomicExch), the partial LSEs, then the partial Os (ld.cg: other SMs wrote them)
+COMBINE_ROUND_TRIPS = 5
 
 
 def bucket(d: int) -> tuple[int, int, int]:
