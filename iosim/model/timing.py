@@ -279,28 +279,40 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
     raised to on its own entries (numpy's power with one exponent runs about four times
     faster than with an array of them, to the same bits)."""
     top = _max(*terms)
+    if isinstance(p, float) and p != math.inf:  # one finite exponent (_one): fewer numpy calls
+        plain = top <= 0
+        return np.where(plain, top, top * _norm(terms, np.where(plain, 1.0, top), p))
     plain = (top <= 0) | np.isinf(p)
     safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
 
-    def norm(ts, safe, q: float):
-        s = 0.0
-        for t in ts:
-            s = s + (t / safe) ** q
-        return s ** (1 / q)
-
     vals = _values(q)
     if len(vals) == 1:
-        s = norm(terms, safe, vals[0])
+        s = _norm(terms, safe, vals[0])
     else:
         *ts, safe, q = np.broadcast_arrays(*terms, safe, q)
         s = np.empty(q.shape)
         for v in vals:
             at = q == v
-            s[at] = norm([t[at] for t in ts], safe[at], v)
+            s[at] = _norm([t[at] for t in ts], safe[at], v)
     return np.where(plain, top, top * s)
 
 
-SUBSET = 4096  # entries above which Trip.time computes each policy on its own entries only
+def _norm(ts, safe, q: float):
+    """(Σ (t / safe)^q)^(1/q), one exponent q."""
+    s = 0.0
+    for t in ts:
+        s = s + (t / safe) ** q
+    return s ** (1 / q)
+
+
+def _one(x: np.ndarray):
+    """x's value as a float where the array holds one value (a profile's exponent over a batch
+    of one profile: pnorm's fast path), else x."""
+    v = float(x[0]) if len(x) else 1.0
+    return v if (x == v).all() else x
+
+
+SUBSET = 128  # entries above which Trip.time computes each policy on its own entries only
 # the overlap policies, as codes of a case (Trip.time)
 POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4, "drift": 5,
             "prefetch": 6}
@@ -360,7 +372,8 @@ class Trip:
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
         of POLICIES); `port`: the trip's bytes through the SM's load path, `level`: the CTA's
-        share of L2/DRAM time. The trip is the largest of its own chain, its bandwidth share
+        share of L2/DRAM time (its leading axes, if any, the answer's: the bandwidth shared
+        and not). The trip is the largest of its own chain, its bandwidth share
         and the SM's throughput when the CTAs' phases overlap perfectly (asynchronous loads);
         with synchronous loads they do not, and the three combine as a `sync_overlap`-norm
         (1: they add up)."""
@@ -368,7 +381,7 @@ class Trip:
         codes = _present(policy)
         if len(codes) == 1:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
-        out = np.empty(len(policy))
+        out = np.empty(np.shape(level))
         for code in codes:
             when = policy == code
             if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
@@ -376,7 +389,8 @@ class Trip:
                 continue
             at = np.flatnonzero(when)  # many: each policy on its own entries
             tr = Trip(*(getattr(self, x)[at] for x in Trip.__dataclass_fields__))
-            out[at] = tr._time(int(code), port[at], level[at], n[at], sync_overlap[at], latency[at])
+            q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
+            out[..., at] = tr._time(int(code), port[at], level[..., at], n[at], q, latency[at])
         return out
 
     def _time(self, policy: int, port, level, n, sync_overlap, latency) -> np.ndarray:
@@ -394,7 +408,8 @@ class Trip:
                              self.sfu + self.alu)
             # a warpgroup's softmax under its own previous P·V (`under_pv`) as well as under the
             # other warpgroups' GEMMs overlaps the tensor cores' work better (PV_OVERLAP)
-            soft = pnorm([self.tensor, pipes], np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap)
+            pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
+            soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)
             thr = n * _max(soft, self.sram, self.issue, port)
             return _max(port, self.tensor / self.groups + self.warp_other + latency, level, thr)
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
@@ -771,19 +786,18 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
-    def six(plain, masked, epi):  # (2 shares, 3 trips, m) -> one array of 6m entries
-        out = np.empty((2, 3, m))
-        out[:, 0], out[:, 1], out[:, 2] = plain, masked, epi
+    def three(plain, masked, epi):  # (3 trips, m) -> one array of 3m entries
+        out = np.empty((3, m))
+        out[0], out[1], out[2] = plain, masked, epi
         return out.ravel()
 
-    def both(x):  # a (3 trips, m) or (m,) array for both shares, as six's
-        out = np.empty((2, 3, m))
-        out[:] = x
-        return out.ravel()
+    def flat(x):  # a (3 trips, m) or (m,) array as three's
+        return x.ravel() if x.ndim == 2 else np.concatenate((x, x, x))
 
     # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
-    # the epilogue (the work done once per CTA), each with the global bandwidth shared and
-    # without (below), in one Trip of 6m entries; the rates and the per-row facts broadcast
+    # the epilogue (the work done once per CTA), in one Trip of 3m entries (the rates and the
+    # per-row facts broadcast); each with the global bandwidth shared and without (below): a
+    # leading axis of the bandwidth share alone, which Trip.time's answer keeps
     parts = Trip.of(np.stack([f.a_flops, f.a_flops, f.o_flops]),
                     np.stack([f.a_exps, f.a_exps, f.o_exps]),
                     np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
@@ -791,7 +805,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart,
                     np.stack([f.a_fill, f.a_fill, np.zeros(m)]),
                     np.stack([f.x_shadow, f.x_shadow, np.zeros(m)]), f.under_pv)
-    trips = Trip(*(both(getattr(parts, x)) for x in Trip.__dataclass_fields__))
+    trips = Trip(*(flat(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
@@ -800,7 +814,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     in_step = trips.tensor[:m] + trips.sfu[:m] + trips.alu[:m]
     fill = np.where(f.policy == POLICIES["warpspecialized"],
                     np.where(trips.apart[:m] > 0, np.maximum(turn, in_step), turn), 0.0)
-    q = f.q
+    q = _one(f.q)  # a float where the batch's profiles share it (pnorm's fast path)
 
     # Durations of one CTA when `conc` CTAs run at once: with the global bandwidth split
     # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
@@ -831,10 +845,11 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     lat = f.nsync * np.where(f.l2sync > 0, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
     loop_port, lv = port(rd, wr), level(rd, wr, shares, f.loop_x)
     # the epilogue as an asynchronous trip with no bytes of its own
-    t = trips.time(six(f.policy, f.policy, POLICIES["async"]), six(f.stages, f.stages, 2.0),
-                   six(loop_port, loop_port, 0.0),
-                   six(lv, lv, 0.0),
-                   six(n, n, n), six(q, q, q), six(lat, lat, 0.0)).reshape(2, 3, m)
+    levels = np.zeros((2, 3, m))
+    levels[:, 0] = levels[:, 1] = lv
+    t = trips.time(three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
+                   three(loop_port, loop_port, 0.0), levels.reshape(2, 3 * m), flat(n),
+                   q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
