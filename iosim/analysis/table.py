@@ -249,9 +249,9 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
 
     # per (problem, kernel): the roofline's terms, the time's
-    terms = timing.roofline_table(np.stack([
+    terms = timing.roofline_table(np.array([
         ext[:, EXT["flops"]], ext[:, EXT["exps"]], ext[:, EXT["alu"]], dram_r + dram_w,
-        ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]], ext[:, EXT["sram"]]], axis=1), peaks)
+        ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]], ext[:, EXT["sram"]]]).T, peaks)
     roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
 
     def per_plan(x: np.ndarray) -> np.ndarray:

@@ -639,7 +639,7 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     steps = np.where(total_trips > 0, total_trips / s["pad"], 1.0)
     two_r, two_w = e["two_r"], e["two_w"]
     cols = {
-        **s, **e, "reps": reps, "total_trips": total_trips, "total_masked": total_masked,
+        "reps": reps, "total_trips": total_trips, "total_masked": total_masked,
         "steps": steps, "a_flops": (e["flops"] - e["o_flops"]) / steps,
         "a_exps": (e["exps"] - e["o_exps"]) / steps,
         "a_alu": (e["alu"] - e["o_alu"] - e["mask_alu"]) / steps, "a_sram": e["sram"] / steps,
@@ -652,7 +652,27 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
         "dram_w": np.where(two_w > 0, dram_w / np.where(two_w > 0, two_w, 1), 0.0),
         "l2_bytes": two_r + two_w + e["l2_extra"], "dram_bytes": dram_r + dram_w,
         "need_port": two_r + two_w > 0, "loop_x": e["l2_extra"] / steps}
-    return np.stack([np.asarray(cols[x], np.float64) for x in FACTS], axis=1)
+    out = np.empty((len(ctas), len(FACTS)))
+    # the facts taken as they are, a block each; then the computed ones
+    out[:, _AS_IS[0][0]], out[:, _AS_IS[1][0]] = inten[:, _AS_IS[0][1]], ext[:, _AS_IS[1][1]]
+    for x, v in cols.items():
+        out[:, FACTS.index(x)] = v
+    return out
+
+
+def _as_is(names: tuple, computed: set) -> tuple[list, list]:
+    """(columns of FACTS, of `names`) of the facts facts_table takes from `names` as they are."""
+    pairs = [(FACTS.index(x), i) for i, x in enumerate(names) if x in FACTS and x not in computed]
+    return [a for a, _ in pairs], [i for _, i in pairs]
+
+
+# facts_table's computed facts (the others come from INTENSIVE and EXTENSIVE as they are)
+_COMPUTED = {"reps", "total_trips", "total_masked", "steps", "a_flops", "a_exps", "a_alu", "a_sram",
+             "a_fill", "o_flops", "o_exps", "o_alu", "mask", "dram_r", "dram_w", "l2_bytes",
+             "dram_bytes", "need_port", "loop_x"}
+_AS_IS = (_as_is(INTENSIVE, _COMPUTED), _as_is(EXTENSIVE, _COMPUTED))
+if set(FACTS) != _COMPUTED | {FACTS[i] for i in _AS_IS[0][0] + _AS_IS[1][0]}:
+    raise AssertionError("a fact that facts_table neither computes nor takes as it is")
 
 
 class _Facts:
@@ -689,7 +709,7 @@ class Batch:
         for size in (x for x in _present(length) if x > 0):
             ids = np.flatnonzero(length == size)
             row[ids] = np.arange(len(ids))
-            out[int(size)] = tuple(np.stack([self.periods[k - 1][j] for k in ids]).astype(np.float64)
+            out[int(size)] = tuple(np.array([self.periods[k - 1][j] for k in ids], np.float64)
                                    for j in (0, 1))
         return length, row, out
 
@@ -798,13 +818,15 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # the epilogue (the work done once per CTA), in one Trip of 3m entries (the rates and the
     # per-row facts broadcast); each with the global bandwidth shared and without (below): a
     # leading axis of the bandwidth share alone, which Trip.time's answer keeps
-    parts = Trip.of(np.stack([f.a_flops, f.a_flops, f.o_flops]),
-                    np.stack([f.a_exps, f.a_exps, f.o_exps]),
-                    np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
-                    np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc,
-                    np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart,
-                    np.stack([f.a_fill, f.a_fill, np.zeros(m)]),
-                    np.stack([f.x_shadow, f.x_shadow, np.zeros(m)]), f.under_pv)
+    # (np.array of equal rows: np.stack's answer at a fifth of its cost)
+    zero = np.zeros(m)
+    parts = Trip.of(np.array([f.a_flops, f.a_flops, f.o_flops]),
+                    np.array([f.a_exps, f.a_exps, f.o_exps]),
+                    np.array([f.a_alu, f.a_alu + f.mask, f.o_alu]),
+                    np.array([f.a_sram, f.a_sram, zero]), f.warps, r, f.cyc,
+                    np.array([f.x_trip, f.x_trip, zero]), f.apart,
+                    np.array([f.a_fill, f.a_fill, zero]),
+                    np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv)
     trips = Trip(*(flat(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
@@ -820,7 +842,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
-    shares = np.stack([conc, np.zeros(m)])
+    shares = np.array([conc, zero])
 
     # a loop that streams its operands from DRAM (KernelPlan.streamed: each byte read once, by
     # one CTA) with its loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fills
@@ -1003,7 +1025,7 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     busy_all, limits_all = _busy(b, np.repeat(np.arange(n), step), _rep(np.arange(step), n))
     at = np.arange(n) * step
     busy = busy_all[at]
-    lim = np.stack([limits_all[u][at] for u in LIMITS], axis=1)
+    lim = np.array([limits_all[u][at] for u in LIMITS]).T
     launch = b.launch
     busiest = lim.argmax(axis=1)
     util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
