@@ -185,10 +185,10 @@ def _rows_of(sizes: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     item within a problem, problem by problem: per row (its template, its problem's index
     among all problems, the item's index within the template)."""
     per = sizes * m
-    t = np.repeat(np.arange(len(sizes)), per)
-    within = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
+    t = np.arange(len(sizes)).repeat(per)
+    within = np.arange(per.sum()) - (per.cumsum() - per).repeat(per)
     size = np.maximum(sizes[t], 1)
-    return t, np.repeat(np.cumsum(m) - m, per) + within // size, within % size
+    return t, (m.cumsum() - m).repeat(per) + within // size, within % size
 
 
 @dataclass
@@ -215,7 +215,7 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     uf = np.array([x for u in us for x in u], np.float64)
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
     nk = np.array([len(sh.inten) for sh in shapes])
-    k0 = np.cumsum(nk) - nk  # each template's first kernel among all templates' kernels
+    k0 = nk.cumsum() - nk  # each template's first kernel among all templates' kernels
     periods, pid = [], []
     for sh in shapes:
         for per in sh.periods:
@@ -234,9 +234,9 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     # every (problem, DRAM access)
     na = np.array([len(sh.kin) for sh in shapes])
     at, ap, ai = _rows_of(na, m)
-    a = (np.cumsum(na) - na)[at] + ai  # each row's access
-    row0 = np.cumsum(nk * m) - nk * m  # each template's first (problem, kernel) row
-    kin = row0[at] + (ap - (np.cumsum(m) - m)[at]) * nk[at] + np.array(
+    a = (na.cumsum() - na)[at] + ai  # each row's access
+    row0 = (nk * m).cumsum() - nk * m  # each template's first (problem, kernel) row
+    kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + np.array(
         [x for sh in shapes for x in sh.kin], np.int64)[a]
     acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None]
     dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], gather(a, "reuse"),
@@ -244,8 +244,8 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
                                         slots, l2, gather(a, "ahead"))
     b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
                      peaks[:, ROOF.index("launch")], periods, np.array(pid, np.int64)[k])
-    nks = np.repeat(nk, m)
-    starts = (np.cumsum(nks) - nks).astype(np.int64)
+    nks = nk.repeat(m)
+    starts = (nks.cumsum() - nks).astype(np.int64)
     pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
 
     # per (problem, kernel): the roofline's terms, the time's
@@ -260,9 +260,9 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     # the Plan's largest kernel (the first of equals), by roofline and by predicted time
     def largest(x: np.ndarray) -> np.ndarray:
         top = np.maximum.reduceat(x, starts)
-        hit = x == np.repeat(top, nks)
-        first = np.flatnonzero(hit)
-        owner = np.repeat(np.arange(len(starts)), nks)[first]
+        hit = x == top.repeat(nks)
+        first = hit.nonzero()[0]
+        owner = np.arange(len(starts)).repeat(nks)[first]
         keep = np.concatenate([[True], owner[1:] != owner[:-1]])
         return first[keep]
 
@@ -322,14 +322,14 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
     big = (np.abs(a).max(axis=0) + np.abs(b).max(axis=0) * float(u_all.max())) >= INT_MAX
     counts = []
     for j in range(a.shape[1]):
-        aj, bj = np.repeat(a[:, j], m), np.repeat(b[:, j], m)
+        aj, bj = a[:, j].repeat(m), b[:, j].repeat(m)
         if big[j]:
             counts.append([x + y * int(z) for x, y, z in zip(aj, bj, u_all)])
         else:
             counts.append(aj.astype(np.int64) + bj.astype(np.int64) * u_all)
     rd, wr, sram, tf, ex, alu, foot = counts
     dr, dw = d_r.astype(np.int64), d_w.astype(np.int64)
-    cap = np.repeat([t.hw.hbm_capacity_bytes for t in templates], m)
+    cap = np.array([t.hw.hbm_capacity_bytes for t in templates]).repeat(m)
     out.update({
         "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
         "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
@@ -340,13 +340,13 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "bound_roofline": [ROOF[j] for j in md.roof_bound[back].tolist()],
         "time_pred_ms": t_pred * 1e3,
         "tflops_pred": np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(bh)) for t, bh in zip(
-            templates, np.split(out["batch"] * out["heads"], np.cumsum(m)[:-1]))]) / t_pred / 1e12,
+            templates, _split(out["batch"] * out["heads"], m))]) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
         "bound": [md.bound[i] for i in back.tolist()],
         # the main kernel's busiest unit, and its share of its efficient peak
         "busiest": [timing.LIMITS[j] for j in md.busiest[back].tolist()],
         "util_pct": 100 * md.util[back],
-        "kernels": np.repeat([len(t.plan.kernels) for t in templates], m).astype(np.int64),
+        "kernels": np.array([len(t.plan.kernels) for t in templates], np.int64).repeat(m),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
         "hbm_footprint_bytes": foot,
         "fits": np.array([f <= c for f, c in zip(_py(foot), cap.tolist())], bool),
@@ -354,6 +354,12 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "backing": rep([backing(t.plan, t.hw) for t in templates]),
         "notes": rep([t.plan.notes for t in templates])})
     return out
+
+
+def _split(x: np.ndarray, m: np.ndarray) -> list[np.ndarray]:
+    """x cut into consecutive parts of m[i] entries (np.split's, without its overhead)."""
+    ends = m.cumsum().tolist()
+    return [x[e - n:e] for e, n in zip(ends, m.tolist())]
 
 
 def _py(col) -> list:

@@ -253,7 +253,7 @@ def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
 def _present(codes: np.ndarray) -> np.ndarray:
     """The values of an array of small non-negative integers, ascending (np.unique's answer
     without its import of numpy.ma, a start-up cost)."""
-    return np.flatnonzero(np.bincount(np.asarray(codes, np.int64)))
+    return np.bincount(np.asarray(codes, np.int64)).nonzero()[0]
 
 
 def _max(*xs):
@@ -366,8 +366,8 @@ class Trip:
                    warp_mma=mma / warps * r.mma_cycles * cyc,
                    warp_other=other / warps * r.inst_cycles * cyc,
                    groups=np.where(wg, np.maximum(1.0, warps / 4), 1.0),
-                   apart=np.where(wg, apart, 0.0) + np.zeros_like(flops),
-                   under_pv=np.where(wg, under_pv, 0.0) + np.zeros_like(flops))
+                   apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
+                   under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -387,7 +387,7 @@ class Trip:
             if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
                 out = np.where(when, self._time(int(code), port, level, n, sync_overlap, latency), out)
                 continue
-            at = np.flatnonzero(when)  # many: each policy on its own entries
+            at = when.nonzero()[0]  # many: each policy on its own entries
             tr = Trip(*(getattr(self, x)[at] for x in Trip.__dataclass_fields__))
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
             out[..., at] = tr._time(int(code), port[at], level[..., at], n[at], q, latency[at])
@@ -759,7 +759,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
         best, chain = _schedule(f, r, cap * f.sms, b, kidx)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
         floor = f.total_trips * chain / (fewer * f.sms)
-        i = np.flatnonzero((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best))
+        i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best)).nonzero()[0]
         if len(i):
             best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
     # after the last CTA's loop, a chain of dependent round trips to L2 no other work overlaps
@@ -773,13 +773,15 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
     its cap, and at the cap `with_cap` (each case must have one)."""
     bits = 1 << np.arange(int(cap.max()).bit_length())
-    occ = np.concatenate([np.broadcast_to(bits, (len(cap), len(bits))), cap[:, None]], axis=1)
-    tried = np.concatenate([bits[None, :] < cap[:, None], np.full((len(cap), 1), with_cap)], axis=1)
-    case = np.nonzero(tried)[0]  # rows (case, occupancy), a case's contiguous
+    occ = np.empty((len(cap), len(bits) + 1), np.int64)
+    occ[:, :-1], occ[:, -1] = bits, cap
+    tried = np.empty(occ.shape, bool)
+    tried[:, :-1], tried[:, -1] = bits < cap[:, None], with_cap
+    case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
     g = _Facts(b.table[kidx[case]])
     sched, _ = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case])
     counts = tried.sum(axis=1)
-    return np.minimum.reduceat(sched, np.cumsum(counts) - counts)
+    return np.minimum.reduceat(sched, counts.cumsum() - counts)
 
 
 def _rep(a: np.ndarray, k: int) -> np.ndarray:
@@ -929,7 +931,7 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     second = np.where(np.arange(lim.shape[1]) == first[:, None], -np.inf, lim).max(axis=1)
     # a unit's or level's relief: never below half the time, nor below another unit's or
     # level's time; the others' (port, latency, launch): never below any
-    others = np.repeat(top[:, None], len(RELIEFS), axis=1)
+    others = top[:, None].repeat(len(RELIEFS), axis=1)
     own = others.copy()
     others[:, LIMIT_AT] = np.where(first[:, None] == np.arange(len(LIMITS)),
                                    np.maximum(second, 0.0)[:, None], top[:, None])
@@ -938,7 +940,7 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
     relaxed[:, LAUNCH] = lower[:, LAUNCH] = busy + launch / 2
     idle = ~need
-    relaxed[idle] = lower[idle] = np.broadcast_to(seconds[:, None], lower.shape)[idle]
+    relaxed[idle] = lower[idle] = seconds[idle.nonzero()[0]]
     return lower
 
 
@@ -1022,7 +1024,7 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     n, nr = len(b), len(RELIEFS)
     every = limiter_too and n <= ONE_PASS
     step = nr + 1 if every else 1
-    busy_all, limits_all = _busy(b, np.repeat(np.arange(n), step), _rep(np.arange(step), n))
+    busy_all, limits_all = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n))
     at = np.arange(n) * step
     busy = busy_all[at]
     lim = np.array([limits_all[u][at] for u in LIMITS]).T
@@ -1032,7 +1034,8 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     out = Predicted(busy + launch, busiest, util)
     if not limiter_too:
         return out
-    relaxed = np.full((n, nr), np.nan)
+    relaxed = np.empty((n, nr))
+    relaxed.fill(np.nan)
     if every:
         relaxed[:] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
     need = np.ones((n, nr), bool)
@@ -1041,11 +1044,11 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
     lower = _lower(busy, launch, lim, need, relaxed)
     starts = np.zeros(0, np.int64) if starts is None else np.asarray(starts, np.int64)
-    grp = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+    grp = np.arange(len(starts)).repeat(np.concatenate((starts[1:], [n])) - starts)
     sums = np.add.reduceat(lower, starts, axis=0) if len(starts) else np.zeros((0, nr))
 
     def predict(want: np.ndarray) -> None:  # the wanted reliefs not known yet
-        ki, xi = np.nonzero(want & np.isnan(relaxed))
+        ki, xi = (want & np.isnan(relaxed)).nonzero()
         if len(ki):
             again, _ = _busy(b, ki, xi + 1)
             relaxed[ki, xi] = again + launch[ki]
@@ -1093,9 +1096,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
 def _first_max(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per group of contiguous entries (`starts`), the index of its largest entry (the first
     of equals)."""
-    sizes = np.diff(np.append(starts, len(x)))
-    hit = np.flatnonzero(x == np.repeat(np.maximum.reduceat(x, starts), sizes))
-    owner = np.repeat(np.arange(len(starts)), sizes)[hit]
+    sizes = np.concatenate((starts[1:], [len(x)])) - starts
+    hit = (x == np.maximum.reduceat(x, starts).repeat(sizes)).nonzero()[0]
+    owner = np.arange(len(starts)).repeat(sizes)[hit]
     return hit[np.concatenate([[True], owner[1:] != owner[:-1]])]
 
 
