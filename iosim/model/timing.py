@@ -382,13 +382,15 @@ class Trip:
         if len(codes) == 1:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
         out = np.empty(np.shape(level))
+        few = len(policy) <= SUBSET  # few entries: numpy's cost per call outweighs them
+        terms = None if few else np.array([getattr(self, x) for x in Trip.__dataclass_fields__])
         for code in codes:
             when = policy == code
-            if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
+            if few:
                 out = np.where(when, self._time(int(code), port, level, n, sync_overlap, latency), out)
                 continue
-            at = when.nonzero()[0]  # many: each policy on its own entries
-            tr = Trip(*(getattr(self, x)[at] for x in Trip.__dataclass_fields__))
+            at = when.nonzero()[0]  # many: each policy on its own entries (one gather of all terms)
+            tr = Trip(*terms[:, at])
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
             out[..., at] = tr._time(int(code), port[at], level[..., at], n[at], q, latency[at])
         return out
