@@ -125,6 +125,7 @@ class _Shape:
     peaks: list  # datasheet rates (ROOF; launch: the overhead)
     l2: float
     counts: tuple[list, list]  # Plan totals (_Raw.counts): a, b
+    affine: bool = True  # False: b = 0 throughout (a template of its own problem alone)
 
 
 def _fit(v0: list, v1: list | None, u0: int, u1: int) -> tuple[list, list]:
@@ -168,7 +169,7 @@ def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | Non
         r.reuse, r.ahead, [n[2] for n in r.names],
         [ctas_per_sm(k, hw) * hw.sm_count for k in pl.kernels],
         [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
-        hw.l2_bytes * hw.efficiency.l2_capacity, (a[c:], b[c:]))
+        hw.l2_bytes * hw.efficiency.l2_capacity, (a[c:], b[c:]), scaled or probe is not None)
 
 
 def _plan_columns(pl: Plan) -> dict:
@@ -226,7 +227,9 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     k = k0[kt] + ki  # each row's kernel
     gather = lambda rows, name: np.array([x for sh in shapes for x in getattr(sh, name)],  # noqa: E731
                                          np.float64)[rows]
-    ext = gather(k, "ext_a") + gather(k, "ext_b") * uf[kp][:, None]
+    # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
+    affine = any(sh.affine for sh in shapes)
+    ext = gather(k, "ext_a") + gather(k, "ext_b") * uf[kp][:, None] if affine else gather(k, "ext_a")
     inten, rates = gather(k, "inten"), gather(k, "rates")
     peaks = np.array([sh.peaks for sh in shapes], np.float64)[kt]
     slots = gather(k, "slots")
@@ -238,7 +241,7 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     row0 = (nk * m).cumsum() - nk * m  # each template's first (problem, kernel) row
     kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + np.array(
         [x for sh in shapes for x in sh.kin], np.int64)[a]
-    acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None]
+    acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None] if affine else gather(a, "acc_a")
     dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], gather(a, "reuse"),
                                         gather(a, "write").astype(bool), ext[:, EXT["units"]],
                                         slots, l2, gather(a, "ahead"))
@@ -316,18 +319,7 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
     plan_cols = [_plan_columns(t.plan) for t in templates]
     for name in plan_cols[0]:
         out[name] = rep([c[name] for c in plan_cols])
-    # Plan totals, a + b·u: whole numbers (Python ints beyond int64's reach)
-    a = np.array([sh.counts[0] for sh in shapes], dtype=object)
-    b = np.array([sh.counts[1] for sh in shapes], dtype=object)
-    big = (np.abs(a).max(axis=0) + np.abs(b).max(axis=0) * float(u_all.max())) >= INT_MAX
-    counts = []
-    for j in range(a.shape[1]):
-        aj, bj = a[:, j].repeat(m), b[:, j].repeat(m)
-        if big[j]:
-            counts.append([x + y * int(z) for x, y, z in zip(aj, bj, u_all)])
-        else:
-            counts.append(aj.astype(np.int64) + bj.astype(np.int64) * u_all)
-    rd, wr, sram, tf, ex, alu, foot = counts
+    rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
     dr, dw = d_r.astype(np.int64), d_w.astype(np.int64)
     cap = np.array([t.hw.hbm_capacity_bytes for t in templates]).repeat(m)
     out.update({
@@ -353,6 +345,31 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         # kernel (this project's), published (someone's), or hypothetical (the model's alone)
         "backing": rep([backing(t.plan, t.hw) for t in templates]),
         "notes": rep([t.plan.notes for t in templates])})
+    return out
+
+
+def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: bool) -> list:
+    """The Plan totals (_Raw.counts) of every row, a + b·u: whole numbers, a column an int64
+    array, or Python ints where a column could pass int64's reach."""
+    umax = float(u_all.max())
+    if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
+        us = u_all.tolist()
+        out = []
+        for aj, bj in zip(zip(*[sh.counts[0] for sh in shapes]), zip(*[sh.counts[1] for sh in shapes])):
+            vals = [x + y * u for x, y, u in zip(aj, bj, us)]
+            big = max(map(abs, aj)) + max(map(abs, bj)) * umax >= INT_MAX
+            out.append(vals if big else np.array(vals, np.int64))
+        return out
+    a = np.array([sh.counts[0] for sh in shapes], dtype=object)
+    b = np.array([sh.counts[1] for sh in shapes], dtype=object)
+    big = (np.abs(a).max(axis=0) + np.abs(b).max(axis=0) * umax) >= INT_MAX
+    out = []
+    for j in range(a.shape[1]):
+        aj, bj = a[:, j].repeat(m), b[:, j].repeat(m)
+        if big[j]:
+            out.append([x + y * int(z) for x, y, z in zip(aj, bj, u_all)])
+        else:
+            out.append(aj.astype(np.int64) + bj.astype(np.int64) * u_all)
     return out
 
 
