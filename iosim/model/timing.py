@@ -631,8 +631,7 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
                 dram_w: np.ndarray) -> np.ndarray:
     """(kernels, FACTS) from (kernels, EXTENSIVE) counts, (kernels, INTENSIVE) facts and the
     kernels' DRAM bytes: per trip of one CTA, the once-per-CTA work and the mask apart."""
-    e = {x: ext[:, i] for i, x in enumerate(EXTENSIVE)}
-    s = {x: inten[:, i] for i, x in enumerate(INTENSIVE)}
+    e, s = dict(zip(EXTENSIVE, ext.T)), dict(zip(INTENSIVE, inten.T))
     ctas = e["ctas"]
     reps = np.floor_divide(ctas, s["period"])
     total_trips, total_masked = s["sum_one"] * reps, s["sum_masked"] * reps
@@ -681,8 +680,7 @@ class _Facts:
     """FACTS as arrays, one entry per case (the rows of `table`)."""
 
     def __init__(self, table: np.ndarray):
-        for i, name in enumerate(FACTS):
-            setattr(self, name, table[:, i])
+        self.__dict__.update(zip(FACTS, table.T))  # the columns as views, at a quarter of setattr's cost
 
 
 @dataclass
@@ -798,8 +796,7 @@ def _tile(x, k: int):
 
 def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
     """Rates of arrays from rate rows (RATE_FIELDS columns) and the cases' facts."""
-    c = {x: rv[:, i] for i, x in enumerate(RATE_FIELDS)}
-    return Rates(**c, wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
+    return Rates(**dict(zip(RATE_FIELDS, rv.T)), wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
