@@ -416,3 +416,24 @@ def test_counts_beyond_int64_are_exact_alone_and_in_a_batch():
     q = p.model_copy(update={"batch": 3})
     df = predict_many([p, q], hw, ["fa2"])
     assert df.tensor_flops.tolist() == [want, plan("fa2", q, hw).work.tensor_flops]
+
+
+def test_a_frame_of_typed_columns_is_the_frame_of_the_lists():
+    """table.as_frame turns a list column of one plain type into the array pandas would infer
+    from it (faster): the frame, dtypes included, is the one pandas builds from the lists (a
+    cell a row lacks: None), for a table with windows (cells some rows lack), None tiles, GQA,
+    and ints past int64's reach."""
+    import pandas as pd
+
+    hw = load("h100")
+    probs = [p for p in problems(seed=5, n=40) if p.direction.value == "fwd"]
+    temps = [t for s in ("naive", "fa1", "fa2", "decode") for t in table.templates(probs, hw, s)[0]]
+    cols = table.columns(temps)
+    cols["huge"] = [2**70] + [1] * (len(cols["hw"]) - 1)
+    assert any(table.ABSENT in c for c in cols.values() if isinstance(c, list))
+    want = pd.DataFrame({c: col if isinstance(col, np.ndarray) else
+                         [None if v is table.ABSENT else v for v in col] for c, col in cols.items()})
+    got = table.as_frame(cols)
+    assert got.equals(want) and got.dtypes.tolist() == want.dtypes.tolist()
+    order = list(range(len(cols["hw"])))[::-1]
+    assert table.as_frame(table.take(cols, order)).equals(want.iloc[order].reset_index(drop=True))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -410,17 +411,33 @@ def concat(parts: Sequence[dict]) -> dict:
 def take(cols: dict, rows: Sequence[int]) -> dict:
     """These rows of the columns, in this order."""
     at = np.asarray(rows, np.int64)
-    return {c: col[at] if isinstance(col, np.ndarray) else [col[i] for i in rows]
-            for c, col in cols.items()}
+    pick = itemgetter(*rows) if len(rows) > 1 else lambda col: tuple(col[i] for i in rows)
+    return {c: col[at] if isinstance(col, np.ndarray) else list(pick(col)) for c, col in cols.items()}
+
+
+# a list column whose values are all of one of these types: as the array a frame infers from it
+_TYPED = {str: object, bool: bool, int: np.int64, float: np.float64}
+
+
+def _typed(col: list):
+    """A list column as the numpy array a DataFrame would infer from it, where its values share
+    one plain type (the frame is the same, built faster); else the list, ABSENT as None."""
+    if ABSENT in col:
+        return [None if v is ABSENT else v for v in col]
+    kinds = set(map(type, col))
+    if len(kinds) == 1 and (kind := next(iter(kinds))) in _TYPED:
+        try:
+            return np.array(col, dtype=_TYPED[kind])
+        except OverflowError:  # ints past int64's reach: the frame's own inference
+            pass
+    return col
 
 
 def as_frame(cols: dict[str, list]) -> pd.DataFrame:
     """Columns as a DataFrame (a cell a row lacks: missing, as in a frame of as_rows' dicts)."""
     import pandas as pd
 
-    return pd.DataFrame({c: [None if v is ABSENT else v for v in col]
-                         if not isinstance(col, np.ndarray) and ABSENT in col else col
-                         for c, col in cols.items()})
+    return pd.DataFrame({c: col if isinstance(col, np.ndarray) else _typed(col) for c, col in cols.items()})
 
 
 def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,
