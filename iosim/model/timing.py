@@ -915,6 +915,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
 
 # ------------------------------------------------------------------ predictions
 LAUNCH = RELIEFS.index("launch")
+if LAUNCH != len(RELIEFS) - 1:  # predict_batch's one pass leaves the last relief out
+    raise AssertionError("the launch relief must be the last of RELIEFS")
 LIMIT_AT = [RELIEFS.index(u) for u in LIMITS]  # the columns of RELIEFS that are LIMITS
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 
@@ -1022,7 +1024,8 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     relief in the first pass: numpy's cost per call outweighs the rows."""
     n, nr = len(b), len(RELIEFS)
     every = limiter_too and n <= ONE_PASS
-    step = nr + 1 if every else 1
+    # the profile's rates and every relief but the launch's (the last: _lower's, exactly)
+    step = nr if every else 1
     busy_all, limits_all = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n))
     at = np.arange(n) * step
     busy = busy_all[at]
@@ -1036,7 +1039,7 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     relaxed = np.empty((n, nr))
     relaxed.fill(np.nan)
     if every:
-        relaxed[:] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
+        relaxed[:, :LAUNCH] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
     need = np.ones((n, nr), bool)
     # a rate the kernel never uses changes nothing (latency and launch: always used)
     need[:, LIMIT_AT] = lim > 0
