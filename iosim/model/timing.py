@@ -1046,8 +1046,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
     lower = _lower(busy, launch, lim, need, relaxed)
     starts = np.zeros(0, np.int64) if starts is None else np.asarray(starts, np.int64)
-    grp = np.arange(len(starts)).repeat(np.concatenate((starts[1:], [n])) - starts)
-    sums = np.add.reduceat(lower, starts, axis=0) if len(starts) else np.zeros((0, nr))
+    if not every:  # each kernel's group, and the groups' summed lower bounds
+        grp = np.arange(len(starts)).repeat(np.concatenate((starts[1:], [n])) - starts)
+        sums = np.add.reduceat(lower, starts, axis=0) if len(starts) else np.zeros((0, nr))
 
     def predict(want: np.ndarray) -> None:  # the wanted reliefs not known yet
         ki, xi = (want & np.isnan(relaxed)).nonzero()
