@@ -367,3 +367,73 @@ def test_list_schedule_is_its_formula():
         assert np.array_equal(timing.list_schedule(dc, reps, slots), want)
         assert timing.list_schedule(dc[0], reps[0], slots[0]) == want[0]
         assert (want > dc.max(axis=1)).any() and (want == dc.max(axis=1)).any()  # both regimes
+
+
+def test_trip_times_of_each_policy_alone_are_those_of_all_entries(monkeypatch):
+    """Trip.time evaluates each overlap policy on its own entries (a gather of them) or on all
+    entries at once (a select of each policy's answer), the bandwidth shared and not as a
+    leading axis: the seconds, relief times and limiters of a batch of every schedule come out
+    the same to the bit either way."""
+    items = plans(seed=15, n=20)
+    jobs = [(k, d, hw, pl.problem) for pl, hw in items
+            for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
+    b = timing.batch_of(jobs)
+    assert len(set(b.table[:, timing.FACTS.index("policy")].tolist())) >= 5  # the policies mix
+    starts = np.cumsum([0] + [len(pl.kernels) for pl, _ in items[:-1]])
+    out = []
+    for subset in (0, 10**9):  # each policy on its own entries; every policy on all entries
+        monkeypatch.setattr(timing, "SUBSET", subset)
+        out.append(timing.predict_batch(b, True, starts, kernel_bounds=False))
+    assert np.array_equal(out[0].seconds, out[1].seconds)
+    assert np.array_equal(out[0].relaxed, out[1].relaxed, equal_nan=True)
+    assert out[0].group_bound == out[1].group_bound
+
+
+def test_pnorm_of_one_exponent_is_its_general_form():
+    """pnorm with one finite exponent as a float (its fast path: a batch of one profile) gives
+    the bits of the same exponent as an array, terms of zero (the largest term itself) and
+    mixed shapes included; an infinite exponent is the largest term."""
+    rng = np.random.default_rng(26)
+    t = [rng.random(50) * 1e-6, rng.random((2, 50)) * 1e-6, np.where(rng.random(50) < 0.3, 0.0, 1e-7)]
+    t[0][:5] = t[1][:, :5] = t[2][:5] = 0.0  # all terms zero: the answer is 0
+    for q in (1.0, 1.8607719711091264, 3.0):
+        fast = timing.pnorm(t, q)
+        assert np.array_equal(fast, timing.pnorm(t, np.full(50, q)))
+        assert np.all(fast[:, :5] == 0) and np.all(fast >= timing._max(*t))
+    assert np.array_equal(timing.pnorm(t, np.inf), timing._max(*t))
+
+
+def test_counts_beyond_int64_are_exact_alone_and_in_a_batch():
+    """A problem whose counts pass int64 (N = 2^31 - 1): predict's rows (a template of one
+    problem) and a batch of its shape give Python ints equal to each Plan's own counts."""
+    from iosim.analysis.predict import predict_many, predict_rows
+
+    hw = load("h100")
+    p = Problem(batch=1, heads=1, seqlen_q=2**31 - 1, head_dim=128)
+    out, _ = predict_rows(p, hw, ["fa2"])
+    want = plan("fa2", p, hw).work.tensor_flops
+    assert want > 2**63 and type(out[0]["tensor_flops"]) is int and out[0]["tensor_flops"] == want
+    q = p.model_copy(update={"batch": 3})
+    df = predict_many([p, q], hw, ["fa2"])
+    assert df.tensor_flops.tolist() == [want, plan("fa2", q, hw).work.tensor_flops]
+
+
+def test_a_frame_of_typed_columns_is_the_frame_of_the_lists():
+    """table.as_frame turns a list column of one plain type into the array pandas would infer
+    from it (faster): the frame, dtypes included, is the one pandas builds from the lists (a
+    cell a row lacks: None), for a table with windows (cells some rows lack), None tiles, GQA,
+    and ints past int64's reach."""
+    import pandas as pd
+
+    hw = load("h100")
+    probs = [p for p in problems(seed=5, n=40) if p.direction.value == "fwd"]
+    temps = [t for s in ("naive", "fa1", "fa2", "decode") for t in table.templates(probs, hw, s)[0]]
+    cols = table.columns(temps)
+    cols["huge"] = [2**70] + [1] * (len(cols["hw"]) - 1)
+    assert any(table.ABSENT in c for c in cols.values() if isinstance(c, list))
+    want = pd.DataFrame({c: col if isinstance(col, np.ndarray) else
+                         [None if v is table.ABSENT else v for v in col] for c, col in cols.items()})
+    got = table.as_frame(cols)
+    assert got.equals(want) and got.dtypes.tolist() == want.dtypes.tolist()
+    order = list(range(len(cols["hw"])))[::-1]
+    assert table.as_frame(table.take(cols, order)).equals(want.iloc[order].reset_index(drop=True))

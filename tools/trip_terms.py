@@ -24,8 +24,8 @@ US = 1e6
 @contextmanager
 def recording(into: list):
     """Trip.time, recording each call's terms of the loop-trip entry (one with bytes) with the
-    longest warp chain: the main kernel's plain trip with the bandwidth shared (Batch's first
-    half of entries)."""
+    longest warp chain: the main kernel's plain trip with the bandwidth shared (the first row of
+    `level`'s share axis)."""
     orig = Trip.time
 
     def rec(self, policy, stages, port, level, n, sync_overlap, latency=0.0):
@@ -34,8 +34,9 @@ def recording(into: list):
         lat = np.broadcast_to(latency, warp.shape)
         thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
         i = int(np.argmax(np.where(port > 0, warp, -1.0)))
+        share, trip = (level[0], out[0]) if np.ndim(level) == 2 else (level, out)  # bandwidth shared
         into.append(dict(lat=lat[i], port=port[i], warp=warp[i], chain=lat[i] + port[i] + warp[i],
-                         share=level[i], sm=thr[i], trip=out[i]))
+                         share=share[i], sm=thr[i], trip=trip[i]))
         return out
 
     Trip.time = rec

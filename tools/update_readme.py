@@ -93,8 +93,12 @@ def block_sweep_speed() -> str:
     return "\n".join(lines)
 
 
+# cpu_ab.py's run of record (session 15's: fast15 against main in one run)
+CPU_AB = ROOT / "experiments" / "sweep_speed" / "fast15" / "cpu_ab.json"
+
+
 def block_sweep_speed_cpu() -> str:
-    path = ROOT / "experiments" / "sweep_speed" / "cpu_ab.json"
+    path = CPU_AB
     if not path.exists():
         return "(not measured yet: run `python experiments/sweep_speed/cpu_ab.py --base REV`)"
     d = json.loads(path.read_text())

@@ -63,7 +63,7 @@ MUTATIONS = [
     ("fa2 backward reads each operand once (no warp grids)", "iosim/kernels.py",
      "def _fa2_bwd_readers(d: Defines) -> Readers:", "def _fa2_bwd_readers(d: Defines) -> Readers:\n    return Readers()"),
     ("fa3 softmax hides under wgmma perfectly", "iosim/model/timing.py",
-     "soft = pnorm([self.tensor, pipes], np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap)",
+     "soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)",
      "soft = max(self.tensor, self.sfu, self.alu)"),
     ("fa3 pipeline never fills", "iosim/model/timing.py",
      "np.where(trips.apart[:m] > 0, np.maximum(turn, in_step), turn), 0.0)", "0.0 * turn, 0.0)"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -125,6 +126,7 @@ class _Shape:
     peaks: list  # datasheet rates (ROOF; launch: the overhead)
     l2: float
     counts: tuple[list, list]  # Plan totals (_Raw.counts): a, b
+    affine: bool = True  # False: b = 0 throughout (a template of its own problem alone)
 
 
 def _fit(v0: list, v1: list | None, u0: int, u1: int) -> tuple[list, list]:
@@ -168,7 +170,7 @@ def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | Non
         r.reuse, r.ahead, [n[2] for n in r.names],
         [ctas_per_sm(k, hw) * hw.sm_count for k in pl.kernels],
         [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
-        hw.l2_bytes * hw.efficiency.l2_capacity, (a[c:], b[c:]))
+        hw.l2_bytes * hw.efficiency.l2_capacity, (a[c:], b[c:]), scaled or probe is not None)
 
 
 def _plan_columns(pl: Plan) -> dict:
@@ -185,10 +187,10 @@ def _rows_of(sizes: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     item within a problem, problem by problem: per row (its template, its problem's index
     among all problems, the item's index within the template)."""
     per = sizes * m
-    t = np.repeat(np.arange(len(sizes)), per)
-    within = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
+    t = np.arange(len(sizes)).repeat(per)
+    within = np.arange(per.sum()) - (per.cumsum() - per).repeat(per)
     size = np.maximum(sizes[t], 1)
-    return t, np.repeat(np.cumsum(m) - m, per) + within // size, within % size
+    return t, (m.cumsum() - m).repeat(per) + within // size, within % size
 
 
 @dataclass
@@ -215,7 +217,7 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     uf = np.array([x for u in us for x in u], np.float64)
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
     nk = np.array([len(sh.inten) for sh in shapes])
-    k0 = np.cumsum(nk) - nk  # each template's first kernel among all templates' kernels
+    k0 = nk.cumsum() - nk  # each template's first kernel among all templates' kernels
     periods, pid = [], []
     for sh in shapes:
         for per in sh.periods:
@@ -226,7 +228,9 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     k = k0[kt] + ki  # each row's kernel
     gather = lambda rows, name: np.array([x for sh in shapes for x in getattr(sh, name)],  # noqa: E731
                                          np.float64)[rows]
-    ext = gather(k, "ext_a") + gather(k, "ext_b") * uf[kp][:, None]
+    # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
+    affine = any(sh.affine for sh in shapes)
+    ext = gather(k, "ext_a") + gather(k, "ext_b") * uf[kp][:, None] if affine else gather(k, "ext_a")
     inten, rates = gather(k, "inten"), gather(k, "rates")
     peaks = np.array([sh.peaks for sh in shapes], np.float64)[kt]
     slots = gather(k, "slots")
@@ -234,24 +238,24 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     # every (problem, DRAM access)
     na = np.array([len(sh.kin) for sh in shapes])
     at, ap, ai = _rows_of(na, m)
-    a = (np.cumsum(na) - na)[at] + ai  # each row's access
-    row0 = np.cumsum(nk * m) - nk * m  # each template's first (problem, kernel) row
-    kin = row0[at] + (ap - (np.cumsum(m) - m)[at]) * nk[at] + np.array(
+    a = (na.cumsum() - na)[at] + ai  # each row's access
+    row0 = (nk * m).cumsum() - nk * m  # each template's first (problem, kernel) row
+    kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + np.array(
         [x for sh in shapes for x in sh.kin], np.int64)[a]
-    acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None]
+    acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None] if affine else gather(a, "acc_a")
     dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], gather(a, "reuse"),
                                         gather(a, "write").astype(bool), ext[:, EXT["units"]],
                                         slots, l2, gather(a, "ahead"))
     b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
                      peaks[:, ROOF.index("launch")], periods, np.array(pid, np.int64)[k])
-    nks = np.repeat(nk, m)
-    starts = (np.cumsum(nks) - nks).astype(np.int64)
+    nks = nk.repeat(m)
+    starts = (nks.cumsum() - nks).astype(np.int64)
     pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
 
     # per (problem, kernel): the roofline's terms, the time's
-    terms = timing.roofline_table(np.stack([
+    terms = timing.roofline_table(np.array([
         ext[:, EXT["flops"]], ext[:, EXT["exps"]], ext[:, EXT["alu"]], dram_r + dram_w,
-        ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]], ext[:, EXT["sram"]]], axis=1), peaks)
+        ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]], ext[:, EXT["sram"]]]).T, peaks)
     roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
 
     def per_plan(x: np.ndarray) -> np.ndarray:
@@ -260,9 +264,9 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
     # the Plan's largest kernel (the first of equals), by roofline and by predicted time
     def largest(x: np.ndarray) -> np.ndarray:
         top = np.maximum.reduceat(x, starts)
-        hit = x == np.repeat(top, nks)
-        first = np.flatnonzero(hit)
-        owner = np.repeat(np.arange(len(starts)), nks)[first]
+        hit = x == top.repeat(nks)
+        first = hit.nonzero()[0]
+        owner = np.arange(len(starts)).repeat(nks)[first]
         keep = np.concatenate([[True], owner[1:] != owner[:-1]])
         return first[keep]
 
@@ -316,20 +320,9 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
     plan_cols = [_plan_columns(t.plan) for t in templates]
     for name in plan_cols[0]:
         out[name] = rep([c[name] for c in plan_cols])
-    # Plan totals, a + b·u: whole numbers (Python ints beyond int64's reach)
-    a = np.array([sh.counts[0] for sh in shapes], dtype=object)
-    b = np.array([sh.counts[1] for sh in shapes], dtype=object)
-    big = (np.abs(a).max(axis=0) + np.abs(b).max(axis=0) * float(u_all.max())) >= INT_MAX
-    counts = []
-    for j in range(a.shape[1]):
-        aj, bj = np.repeat(a[:, j], m), np.repeat(b[:, j], m)
-        if big[j]:
-            counts.append([x + y * int(z) for x, y, z in zip(aj, bj, u_all)])
-        else:
-            counts.append(aj.astype(np.int64) + bj.astype(np.int64) * u_all)
-    rd, wr, sram, tf, ex, alu, foot = counts
+    rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
     dr, dw = d_r.astype(np.int64), d_w.astype(np.int64)
-    cap = np.repeat([t.hw.hbm_capacity_bytes for t in templates], m)
+    cap = np.array([t.hw.hbm_capacity_bytes for t in templates]).repeat(m)
     out.update({
         "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
         "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
@@ -340,13 +333,13 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "bound_roofline": [ROOF[j] for j in md.roof_bound[back].tolist()],
         "time_pred_ms": t_pred * 1e3,
         "tflops_pred": np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(bh)) for t, bh in zip(
-            templates, np.split(out["batch"] * out["heads"], np.cumsum(m)[:-1]))]) / t_pred / 1e12,
+            templates, _split(out["batch"] * out["heads"], m))]) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
         "bound": [md.bound[i] for i in back.tolist()],
         # the main kernel's busiest unit, and its share of its efficient peak
         "busiest": [timing.LIMITS[j] for j in md.busiest[back].tolist()],
         "util_pct": 100 * md.util[back],
-        "kernels": np.repeat([len(t.plan.kernels) for t in templates], m).astype(np.int64),
+        "kernels": np.array([len(t.plan.kernels) for t in templates], np.int64).repeat(m),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
         "hbm_footprint_bytes": foot,
         "fits": np.array([f <= c for f, c in zip(_py(foot), cap.tolist())], bool),
@@ -354,6 +347,37 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "backing": rep([backing(t.plan, t.hw) for t in templates]),
         "notes": rep([t.plan.notes for t in templates])})
     return out
+
+
+def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: bool) -> list:
+    """The Plan totals (_Raw.counts) of every row, a + b·u: whole numbers, a column an int64
+    array, or Python ints where a column could pass int64's reach."""
+    umax = float(u_all.max())
+    if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
+        us = u_all.tolist()
+        out = []
+        for aj, bj in zip(zip(*[sh.counts[0] for sh in shapes]), zip(*[sh.counts[1] for sh in shapes])):
+            vals = [x + y * u for x, y, u in zip(aj, bj, us)]
+            big = max(map(abs, aj)) + max(map(abs, bj)) * umax >= INT_MAX
+            out.append(vals if big else np.array(vals, np.int64))
+        return out
+    a = np.array([sh.counts[0] for sh in shapes], dtype=object)
+    b = np.array([sh.counts[1] for sh in shapes], dtype=object)
+    big = (np.abs(a).max(axis=0) + np.abs(b).max(axis=0) * umax) >= INT_MAX
+    out = []
+    for j in range(a.shape[1]):
+        aj, bj = a[:, j].repeat(m), b[:, j].repeat(m)
+        if big[j]:
+            out.append([x + y * int(z) for x, y, z in zip(aj, bj, u_all)])
+        else:
+            out.append(aj.astype(np.int64) + bj.astype(np.int64) * u_all)
+    return out
+
+
+def _split(x: np.ndarray, m: np.ndarray) -> list[np.ndarray]:
+    """x cut into consecutive parts of m[i] entries (np.split's, without its overhead)."""
+    ends = m.cumsum().tolist()
+    return [x[e - n:e] for e, n in zip(ends, m.tolist())]
 
 
 def _py(col) -> list:
@@ -387,17 +411,33 @@ def concat(parts: Sequence[dict]) -> dict:
 def take(cols: dict, rows: Sequence[int]) -> dict:
     """These rows of the columns, in this order."""
     at = np.asarray(rows, np.int64)
-    return {c: col[at] if isinstance(col, np.ndarray) else [col[i] for i in rows]
-            for c, col in cols.items()}
+    pick = itemgetter(*rows) if len(rows) > 1 else lambda col: tuple(col[i] for i in rows)
+    return {c: col[at] if isinstance(col, np.ndarray) else list(pick(col)) for c, col in cols.items()}
+
+
+# a list column whose values are all of one of these types: as the array a frame infers from it
+_TYPED = {str: object, bool: bool, int: np.int64, float: np.float64}
+
+
+def _typed(col: list):
+    """A list column as the numpy array a DataFrame would infer from it, where its values share
+    one plain type (the frame is the same, built faster); else the list, ABSENT as None."""
+    if ABSENT in col:
+        return [None if v is ABSENT else v for v in col]
+    kinds = set(map(type, col))
+    if len(kinds) == 1 and (kind := next(iter(kinds))) in _TYPED:
+        try:
+            return np.array(col, dtype=_TYPED[kind])
+        except OverflowError:  # ints past int64's reach: the frame's own inference
+            pass
+    return col
 
 
 def as_frame(cols: dict[str, list]) -> pd.DataFrame:
     """Columns as a DataFrame (a cell a row lacks: missing, as in a frame of as_rows' dicts)."""
     import pandas as pd
 
-    return pd.DataFrame({c: [None if v is ABSENT else v for v in col]
-                         if not isinstance(col, np.ndarray) and ABSENT in col else col
-                         for c, col in cols.items()})
+    return pd.DataFrame({c: col if isinstance(col, np.ndarray) else _typed(col) for c, col in cols.items()})
 
 
 def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,

@@ -253,7 +253,7 @@ def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
 def _present(codes: np.ndarray) -> np.ndarray:
     """The values of an array of small non-negative integers, ascending (np.unique's answer
     without its import of numpy.ma, a start-up cost)."""
-    return np.flatnonzero(np.bincount(np.asarray(codes, np.int64)))
+    return np.bincount(np.asarray(codes, np.int64)).nonzero()[0]
 
 
 def _max(*xs):
@@ -279,28 +279,40 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
     raised to on its own entries (numpy's power with one exponent runs about four times
     faster than with an array of them, to the same bits)."""
     top = _max(*terms)
+    if isinstance(p, float) and p != math.inf:  # one finite exponent (_one): fewer numpy calls
+        plain = top <= 0
+        return np.where(plain, top, top * _norm(terms, np.where(plain, 1.0, top), p))
     plain = (top <= 0) | np.isinf(p)
     safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
 
-    def norm(ts, safe, q: float):
-        s = 0.0
-        for t in ts:
-            s = s + (t / safe) ** q
-        return s ** (1 / q)
-
     vals = _values(q)
     if len(vals) == 1:
-        s = norm(terms, safe, vals[0])
+        s = _norm(terms, safe, vals[0])
     else:
         *ts, safe, q = np.broadcast_arrays(*terms, safe, q)
         s = np.empty(q.shape)
         for v in vals:
             at = q == v
-            s[at] = norm([t[at] for t in ts], safe[at], v)
+            s[at] = _norm([t[at] for t in ts], safe[at], v)
     return np.where(plain, top, top * s)
 
 
-SUBSET = 4096  # entries above which Trip.time computes each policy on its own entries only
+def _norm(ts, safe, q: float):
+    """(Σ (t / safe)^q)^(1/q), one exponent q."""
+    s = 0.0
+    for t in ts:
+        s = s + (t / safe) ** q
+    return s ** (1 / q)
+
+
+def _one(x: np.ndarray):
+    """x's value as a float where the array holds one value (a profile's exponent over a batch
+    of one profile: pnorm's fast path), else x."""
+    v = float(x[0]) if len(x) else 1.0
+    return v if (x == v).all() else x
+
+
+SUBSET = 128  # entries above which Trip.time computes each policy on its own entries only
 # the overlap policies, as codes of a case (Trip.time)
 POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4, "drift": 5,
             "prefetch": 6}
@@ -354,13 +366,14 @@ class Trip:
                    warp_mma=mma / warps * r.mma_cycles * cyc,
                    warp_other=other / warps * r.inst_cycles * cyc,
                    groups=np.where(wg, np.maximum(1.0, warps / 4), 1.0),
-                   apart=np.where(wg, apart, 0.0) + np.zeros_like(flops),
-                   under_pv=np.where(wg, under_pv, 0.0) + np.zeros_like(flops))
+                   apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
+                   under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
         of POLICIES); `port`: the trip's bytes through the SM's load path, `level`: the CTA's
-        share of L2/DRAM time. The trip is the largest of its own chain, its bandwidth share
+        share of L2/DRAM time (its leading axes, if any, the answer's: the bandwidth shared
+        and not). The trip is the largest of its own chain, its bandwidth share
         and the SM's throughput when the CTAs' phases overlap perfectly (asynchronous loads);
         with synchronous loads they do not, and the three combine as a `sync_overlap`-norm
         (1: they add up)."""
@@ -368,15 +381,18 @@ class Trip:
         codes = _present(policy)
         if len(codes) == 1:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
-        out = np.empty(len(policy))
+        out = np.empty(np.shape(level))
+        few = len(policy) <= SUBSET  # few entries: numpy's cost per call outweighs them
+        terms = None if few else np.array([getattr(self, x) for x in Trip.__dataclass_fields__])
         for code in codes:
             when = policy == code
-            if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
+            if few:
                 out = np.where(when, self._time(int(code), port, level, n, sync_overlap, latency), out)
                 continue
-            at = np.flatnonzero(when)  # many: each policy on its own entries
-            tr = Trip(*(getattr(self, x)[at] for x in Trip.__dataclass_fields__))
-            out[at] = tr._time(int(code), port[at], level[at], n[at], sync_overlap[at], latency[at])
+            at = when.nonzero()[0]  # many: each policy on its own entries (one gather of all terms)
+            tr = Trip(*terms[:, at])
+            q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
+            out[..., at] = tr._time(int(code), port[at], level[..., at], n[at], q, latency[at])
         return out
 
     def _time(self, policy: int, port, level, n, sync_overlap, latency) -> np.ndarray:
@@ -394,7 +410,8 @@ class Trip:
                              self.sfu + self.alu)
             # a warpgroup's softmax under its own previous P·V (`under_pv`) as well as under the
             # other warpgroups' GEMMs overlaps the tensor cores' work better (PV_OVERLAP)
-            soft = pnorm([self.tensor, pipes], np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap)
+            pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
+            soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)
             thr = n * _max(soft, self.sram, self.issue, port)
             return _max(port, self.tensor / self.groups + self.warp_other + latency, level, thr)
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
@@ -614,8 +631,7 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
                 dram_w: np.ndarray) -> np.ndarray:
     """(kernels, FACTS) from (kernels, EXTENSIVE) counts, (kernels, INTENSIVE) facts and the
     kernels' DRAM bytes: per trip of one CTA, the once-per-CTA work and the mask apart."""
-    e = {x: ext[:, i] for i, x in enumerate(EXTENSIVE)}
-    s = {x: inten[:, i] for i, x in enumerate(INTENSIVE)}
+    e, s = dict(zip(EXTENSIVE, ext.T)), dict(zip(INTENSIVE, inten.T))
     ctas = e["ctas"]
     reps = np.floor_divide(ctas, s["period"])
     total_trips, total_masked = s["sum_one"] * reps, s["sum_masked"] * reps
@@ -624,7 +640,7 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     steps = np.where(total_trips > 0, total_trips / s["pad"], 1.0)
     two_r, two_w = e["two_r"], e["two_w"]
     cols = {
-        **s, **e, "reps": reps, "total_trips": total_trips, "total_masked": total_masked,
+        "reps": reps, "total_trips": total_trips, "total_masked": total_masked,
         "steps": steps, "a_flops": (e["flops"] - e["o_flops"]) / steps,
         "a_exps": (e["exps"] - e["o_exps"]) / steps,
         "a_alu": (e["alu"] - e["o_alu"] - e["mask_alu"]) / steps, "a_sram": e["sram"] / steps,
@@ -637,15 +653,34 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
         "dram_w": np.where(two_w > 0, dram_w / np.where(two_w > 0, two_w, 1), 0.0),
         "l2_bytes": two_r + two_w + e["l2_extra"], "dram_bytes": dram_r + dram_w,
         "need_port": two_r + two_w > 0, "loop_x": e["l2_extra"] / steps}
-    return np.stack([np.asarray(cols[x], np.float64) for x in FACTS], axis=1)
+    out = np.empty((len(ctas), len(FACTS)))
+    # the facts taken as they are, a block each; then the computed ones
+    out[:, _AS_IS[0][0]], out[:, _AS_IS[1][0]] = inten[:, _AS_IS[0][1]], ext[:, _AS_IS[1][1]]
+    for x, v in cols.items():
+        out[:, FACTS.index(x)] = v
+    return out
+
+
+def _as_is(names: tuple, computed: set) -> tuple[list, list]:
+    """(columns of FACTS, of `names`) of the facts facts_table takes from `names` as they are."""
+    pairs = [(FACTS.index(x), i) for i, x in enumerate(names) if x in FACTS and x not in computed]
+    return [a for a, _ in pairs], [i for _, i in pairs]
+
+
+# facts_table's computed facts (the others come from INTENSIVE and EXTENSIVE as they are)
+_COMPUTED = {"reps", "total_trips", "total_masked", "steps", "a_flops", "a_exps", "a_alu", "a_sram",
+             "a_fill", "o_flops", "o_exps", "o_alu", "mask", "dram_r", "dram_w", "l2_bytes",
+             "dram_bytes", "need_port", "loop_x"}
+_AS_IS = (_as_is(INTENSIVE, _COMPUTED), _as_is(EXTENSIVE, _COMPUTED))
+if set(FACTS) != _COMPUTED | {FACTS[i] for i in _AS_IS[0][0] + _AS_IS[1][0]}:
+    raise AssertionError("a fact that facts_table neither computes nor takes as it is")
 
 
 class _Facts:
     """FACTS as arrays, one entry per case (the rows of `table`)."""
 
     def __init__(self, table: np.ndarray):
-        for i, name in enumerate(FACTS):
-            setattr(self, name, table[:, i])
+        self.__dict__.update(zip(FACTS, table.T))  # the columns as views, at a quarter of setattr's cost
 
 
 @dataclass
@@ -674,7 +709,7 @@ class Batch:
         for size in (x for x in _present(length) if x > 0):
             ids = np.flatnonzero(length == size)
             row[ids] = np.arange(len(ids))
-            out[int(size)] = tuple(np.stack([self.periods[k - 1][j] for k in ids]).astype(np.float64)
+            out[int(size)] = tuple(np.array([self.periods[k - 1][j] for k in ids], np.float64)
                                    for j in (0, 1))
         return length, row, out
 
@@ -724,7 +759,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
         best, chain = _schedule(f, r, cap * f.sms, b, kidx)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
         floor = f.total_trips * chain / (fewer * f.sms)
-        i = np.flatnonzero((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best))
+        i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best)).nonzero()[0]
         if len(i):
             best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
     # after the last CTA's loop, a chain of dependent round trips to L2 no other work overlaps
@@ -738,13 +773,15 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
     its cap, and at the cap `with_cap` (each case must have one)."""
     bits = 1 << np.arange(int(cap.max()).bit_length())
-    occ = np.concatenate([np.broadcast_to(bits, (len(cap), len(bits))), cap[:, None]], axis=1)
-    tried = np.concatenate([bits[None, :] < cap[:, None], np.full((len(cap), 1), with_cap)], axis=1)
-    case = np.nonzero(tried)[0]  # rows (case, occupancy), a case's contiguous
+    occ = np.empty((len(cap), len(bits) + 1), np.int64)
+    occ[:, :-1], occ[:, -1] = bits, cap
+    tried = np.empty(occ.shape, bool)
+    tried[:, :-1], tried[:, -1] = bits < cap[:, None], with_cap
+    case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
     g = _Facts(b.table[kidx[case]])
     sched, _ = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case])
     counts = tried.sum(axis=1)
-    return np.minimum.reduceat(sched, np.cumsum(counts) - counts)
+    return np.minimum.reduceat(sched, counts.cumsum() - counts)
 
 
 def _rep(a: np.ndarray, k: int) -> np.ndarray:
@@ -759,8 +796,7 @@ def _tile(x, k: int):
 
 def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
     """Rates of arrays from rate rows (RATE_FIELDS columns) and the cases' facts."""
-    c = {x: rv[:, i] for i, x in enumerate(RATE_FIELDS)}
-    return Rates(**c, wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
+    return Rates(**dict(zip(RATE_FIELDS, rv.T)), wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
@@ -771,27 +807,28 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
-    def six(plain, masked, epi):  # (2 shares, 3 trips, m) -> one array of 6m entries
-        out = np.empty((2, 3, m))
-        out[:, 0], out[:, 1], out[:, 2] = plain, masked, epi
+    def three(plain, masked, epi):  # (3 trips, m) -> one array of 3m entries
+        out = np.empty((3, m))
+        out[0], out[1], out[2] = plain, masked, epi
         return out.ravel()
 
-    def both(x):  # a (3 trips, m) or (m,) array for both shares, as six's
-        out = np.empty((2, 3, m))
-        out[:] = x
-        return out.ravel()
+    def flat(x):  # a (3 trips, m) or (m,) array as three's
+        return x.ravel() if x.ndim == 2 else np.concatenate((x, x, x))
 
     # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
-    # the epilogue (the work done once per CTA), each with the global bandwidth shared and
-    # without (below), in one Trip of 6m entries; the rates and the per-row facts broadcast
-    parts = Trip.of(np.stack([f.a_flops, f.a_flops, f.o_flops]),
-                    np.stack([f.a_exps, f.a_exps, f.o_exps]),
-                    np.stack([f.a_alu, f.a_alu + f.mask, f.o_alu]),
-                    np.stack([f.a_sram, f.a_sram, np.zeros(m)]), f.warps, r, f.cyc,
-                    np.stack([f.x_trip, f.x_trip, np.zeros(m)]), f.apart,
-                    np.stack([f.a_fill, f.a_fill, np.zeros(m)]),
-                    np.stack([f.x_shadow, f.x_shadow, np.zeros(m)]), f.under_pv)
-    trips = Trip(*(both(getattr(parts, x)) for x in Trip.__dataclass_fields__))
+    # the epilogue (the work done once per CTA), in one Trip of 3m entries (the rates and the
+    # per-row facts broadcast); each with the global bandwidth shared and without (below): a
+    # leading axis of the bandwidth share alone, which Trip.time's answer keeps
+    # (np.array of equal rows: np.stack's answer at a fifth of its cost)
+    zero = np.zeros(m)
+    parts = Trip.of(np.array([f.a_flops, f.a_flops, f.o_flops]),
+                    np.array([f.a_exps, f.a_exps, f.o_exps]),
+                    np.array([f.a_alu, f.a_alu + f.mask, f.o_alu]),
+                    np.array([f.a_sram, f.a_sram, zero]), f.warps, r, f.cyc,
+                    np.array([f.x_trip, f.x_trip, zero]), f.apart,
+                    np.array([f.a_fill, f.a_fill, zero]),
+                    np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv)
+    trips = Trip(*(flat(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
@@ -800,13 +837,13 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     in_step = trips.tensor[:m] + trips.sfu[:m] + trips.alu[:m]
     fill = np.where(f.policy == POLICIES["warpspecialized"],
                     np.where(trips.apart[:m] > 0, np.maximum(turn, in_step), turn), 0.0)
-    q = f.q
+    q = _one(f.q)  # a float where the batch's profiles share it (pnorm's fast path)
 
     # Durations of one CTA when `conc` CTAs run at once: with the global bandwidth split
     # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
-    shares = np.stack([conc, np.zeros(m)])
+    shares = np.array([conc, zero])
 
     # a loop that streams its operands from DRAM (KernelPlan.streamed: each byte read once, by
     # one CTA) with its loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fills
@@ -831,10 +868,11 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     lat = f.nsync * np.where(f.l2sync > 0, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
     loop_port, lv = port(rd, wr), level(rd, wr, shares, f.loop_x)
     # the epilogue as an asynchronous trip with no bytes of its own
-    t = trips.time(six(f.policy, f.policy, POLICIES["async"]), six(f.stages, f.stages, 2.0),
-                   six(loop_port, loop_port, 0.0),
-                   six(lv, lv, 0.0),
-                   six(n, n, n), six(q, q, q), six(lat, lat, 0.0)).reshape(2, 3, m)
+    levels = np.zeros((2, 3, m))
+    levels[:, 0] = levels[:, 1] = lv
+    t = trips.time(three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
+                   three(loop_port, loop_port, 0.0), levels.reshape(2, 3 * m), flat(n),
+                   q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
@@ -877,6 +915,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
 
 # ------------------------------------------------------------------ predictions
 LAUNCH = RELIEFS.index("launch")
+if LAUNCH != len(RELIEFS) - 1:  # predict_batch's one pass leaves the last relief out
+    raise AssertionError("the launch relief must be the last of RELIEFS")
 LIMIT_AT = [RELIEFS.index(u) for u in LIMITS]  # the columns of RELIEFS that are LIMITS
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 
@@ -892,7 +932,7 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     second = np.where(np.arange(lim.shape[1]) == first[:, None], -np.inf, lim).max(axis=1)
     # a unit's or level's relief: never below half the time, nor below another unit's or
     # level's time; the others' (port, latency, launch): never below any
-    others = np.repeat(top[:, None], len(RELIEFS), axis=1)
+    others = top[:, None].repeat(len(RELIEFS), axis=1)
     own = others.copy()
     others[:, LIMIT_AT] = np.where(first[:, None] == np.arange(len(LIMITS)),
                                    np.maximum(second, 0.0)[:, None], top[:, None])
@@ -901,7 +941,7 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
     relaxed[:, LAUNCH] = lower[:, LAUNCH] = busy + launch / 2
     idle = ~need
-    relaxed[idle] = lower[idle] = np.broadcast_to(seconds[:, None], lower.shape)[idle]
+    relaxed[idle] = lower[idle] = seconds[idle.nonzero()[0]]
     return lower
 
 
@@ -984,31 +1024,34 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     relief in the first pass: numpy's cost per call outweighs the rows."""
     n, nr = len(b), len(RELIEFS)
     every = limiter_too and n <= ONE_PASS
-    step = nr + 1 if every else 1
-    busy_all, limits_all = _busy(b, np.repeat(np.arange(n), step), _rep(np.arange(step), n))
+    # the profile's rates and every relief but the launch's (the last: _lower's, exactly)
+    step = nr if every else 1
+    busy_all, limits_all = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n))
     at = np.arange(n) * step
     busy = busy_all[at]
-    lim = np.stack([limits_all[u][at] for u in LIMITS], axis=1)
+    lim = np.array([limits_all[u][at] for u in LIMITS]).T
     launch = b.launch
     busiest = lim.argmax(axis=1)
     util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
     out = Predicted(busy + launch, busiest, util)
     if not limiter_too:
         return out
-    relaxed = np.full((n, nr), np.nan)
+    relaxed = np.empty((n, nr))
+    relaxed.fill(np.nan)
     if every:
-        relaxed[:] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
+        relaxed[:, :LAUNCH] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
     need = np.ones((n, nr), bool)
     # a rate the kernel never uses changes nothing (latency and launch: always used)
     need[:, LIMIT_AT] = lim > 0
     need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
     lower = _lower(busy, launch, lim, need, relaxed)
     starts = np.zeros(0, np.int64) if starts is None else np.asarray(starts, np.int64)
-    grp = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
-    sums = np.add.reduceat(lower, starts, axis=0) if len(starts) else np.zeros((0, nr))
+    if not every:  # each kernel's group, and the groups' summed lower bounds
+        grp = np.arange(len(starts)).repeat(np.concatenate((starts[1:], [n])) - starts)
+        sums = np.add.reduceat(lower, starts, axis=0) if len(starts) else np.zeros((0, nr))
 
     def predict(want: np.ndarray) -> None:  # the wanted reliefs not known yet
-        ki, xi = np.nonzero(want & np.isnan(relaxed))
+        ki, xi = (want & np.isnan(relaxed)).nonzero()
         if len(ki):
             again, _ = _busy(b, ki, xi + 1)
             relaxed[ki, xi] = again + launch[ki]
@@ -1056,9 +1099,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
 def _first_max(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per group of contiguous entries (`starts`), the index of its largest entry (the first
     of equals)."""
-    sizes = np.diff(np.append(starts, len(x)))
-    hit = np.flatnonzero(x == np.repeat(np.maximum.reduceat(x, starts), sizes))
-    owner = np.repeat(np.arange(len(starts)), sizes)[hit]
+    sizes = np.concatenate((starts[1:], [len(x)])) - starts
+    hit = (x == np.maximum.reduceat(x, starts).repeat(sizes)).nonzero()[0]
+    owner = np.arange(len(starts)).repeat(sizes)[hit]
     return hit[np.concatenate([[True], owner[1:] != owner[:-1]])]
 
 
