@@ -102,7 +102,9 @@ def test_more_sms_never_more_dram_reads(p, hw_name, s, factor):
     """More CTAs at once only turn re-reads by other CTAs into hits (see iosim/model/memory.py):
     the same Plan on a GPU with more SMs. (A Plan made for the larger GPU may take another
     layout, e.g. fa1 splitting a head's keys over two CTAs, each of which reads all of Q and
-    O: more reads for more parallelism, a different schedule.)"""
+    O: more reads for more parallelism, a different schedule.) Not for a kernel that prefetches
+    into L2: more CTAs at once evict more of its prefetched lines before their load
+    (test_more_resident_ctas_never_fewer_refetches)."""
     hw = PROFILES[hw_name]
     big = hw.with_changes(sm_count=int(hw.sm_count * factor))
     try:
@@ -110,9 +112,20 @@ def test_more_sms_never_more_dram_reads(p, hw_name, s, factor):
         a, b = memory.estimate(pl, hw), memory.estimate(pl, big)
     except InputError:
         return
-    if memory.same_cta_rereads(pl):
+    if memory.same_cta_rereads(pl) or any(memory.prefetch_ahead(k, 2) for k in pl.kernels):
         return
     assert sum(d.read for d in b) <= sum(d.read for d in a) + len(a)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1, 1e9), st.floats(1, 1e8), st.integers(1, 4096), st.integers(1, 4),
+       st.floats(1e6, 1e9))
+def test_more_resident_ctas_never_fewer_refetches(count, ahead, resident, more, l2):
+    """Prefetched lines are evicted by what the other resident CTAs move through the L2 in the
+    meantime: more CTAs at once never keep more of them, and none is read more than twice."""
+    few, many = (memory.refetched(np.float64(count), np.float64(ahead), np.float64(r), l2)
+                 for r in (resident, resident * (1 + more)))
+    assert 0 <= few <= many <= count
 
 
 def _matrices(nq, nk, causal, bm, bn, offset=0):
