@@ -8,6 +8,9 @@ profiles POINTS once each (clocks not locked: as `iosim bench` timed them) with 
 WarpStateStats, LaunchStats and Occupancy sections and METRICS (those this ncu knows), writes
 OUTDIR/ncu_small15b.csv (schedule, direction, point, kernel, metric, value) and each point's raw
 ncu output (ncu_<point>.txt). Most important first: a timeout keeps the points done.
+    python experiments/ncu_mechanism/small15b.py --summary CSV
+prints one line a point and kernel: duration, SM active cycles (least, mean, most over the
+SMs), CTAs an SM (least, most), waves, issue-active share and the three largest stall reasons.
 """
 
 from __future__ import annotations
@@ -94,7 +97,36 @@ def main(outdir: str) -> None:
             w.writerows(recs)
 
 
+STALL = "smsp__average_warps_issue_stalled_"
+
+
+def summary(path: str) -> str:
+    import pandas as pd
+
+    d = pd.read_csv(path)
+    lines = []
+    for key, g in d.groupby(FIELDS[:8], sort=False):
+        v = dict(zip(g.metric, g.value))
+        stalls = {m[len(STALL):].removesuffix("_per_issue_active.ratio"): x for m, x in v.items()
+                  if m.startswith(STALL) and m.endswith("_per_issue_active.ratio")}
+        top = sorted(stalls.items(), key=lambda kv: -kv[1])[:3]
+        s, dr, b, h, n, hd, c, k = key
+        lines.append(
+            f"{s} {dr} B={b} H={h} N={n} d={hd}{' causal' if c else ''} {k}: "
+            f"{v.get('gpu__time_duration.sum', float('nan')) / 1e3:.1f} us, SM active cycles "
+            f"{v.get('sm__cycles_active.min', 0):.0f}/{v.get('sm__cycles_active.avg', 0):.0f}/"
+            f"{v.get('sm__cycles_active.max', 0):.0f} (least/mean/most), CTAs an SM "
+            f"{v.get('sm__ctas_launched.min', 0):.0f}-{v.get('sm__ctas_launched.max', 0):.0f} of "
+            f"{v.get('launch__grid_size', 0):.0f}, waves {v.get('launch__waves_per_multiprocessor', 0):.2f}, "
+            f"issue active {v.get('smsp__issue_active.avg.pct_of_peak_sustained_active', 0):.0f}%, "
+            f"stalls/issue: " + ", ".join(f"{m} {x:.2f}" for m, x in top))
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python3 experiments/ncu_mechanism/small15b.py OUTDIR")
-    main(sys.argv[1])
+    if len(sys.argv) == 3 and sys.argv[1] == "--summary":
+        print(summary(sys.argv[2]))
+    elif len(sys.argv) == 2:
+        main(sys.argv[1])
+    else:
+        sys.exit("usage: python3 experiments/ncu_mechanism/small15b.py OUTDIR | --summary CSV")
