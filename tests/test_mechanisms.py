@@ -38,6 +38,9 @@ fails when it is removed (experiments/mutation_check/mutation_check.py lists whi
   measured on decode's earlier gather) or to L2 (`pipeline.l2_latency_cycles`, fitted:
   KernelSpec.sync_in_l2); fa1's forward waits its one-stage K/V load once an outer step; a
   CTA alone on its SM waits its cp.async ring's first stage whatever its trips' policy.
+- CTAs as the block scheduler places them (Nsight Compute, ncu_mechanism/h100/small15b): alike
+  CTAs past the last full wave spread over the SMs, each at its own residency; one wave of
+  unequal CTAs with two on some SMs shares each such SM between its pair while both run.
 """
 
 from __future__ import annotations
