@@ -749,8 +749,13 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
     # resources allow (beyond ctas/SMs, all run, the cap): the cap and the powers of two below
     # it (a small kernel may fit 32 CTAs an SM: not 32 schedules)
     cap = np.minimum(f.occ, -(-f.ctas // f.sms)).astype(np.int64)
+    # unequal CTAs, one wave, two on some SMs: the hardware places them all at once, and
+    # _schedule shares each such SM between its two (shared_pairs); fewer at a time is no
+    # schedule the hardware runs, nor a bound on one (a long CTA alone on an SM first finishes
+    # sooner than beside another)
+    paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms)
     if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True)
+        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
         # and above a floor of the occupancies below it: o CTAs an SM run the kernel's trips,
@@ -759,7 +764,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
         best, chain = _schedule(f, r, cap * f.sms, b, kidx)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
         floor = f.total_trips * chain / (fewer * f.sms)
-        i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best)).nonzero()[0]
+        i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best) & ~paired).nonzero()[0]
         if len(i):
             best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
     # after the last CTA's loop, a chain of dependent round trips to L2 no other work overlaps
@@ -769,14 +774,17 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
 
 
 def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
-              with_cap: bool) -> np.ndarray:
+              with_cap: bool, only_cap: np.ndarray | None = None) -> np.ndarray:
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
-    its cap, and at the cap `with_cap` (each case must have one)."""
+    its cap, and at the cap `with_cap` (each case must have one; `only_cap`: cases scheduled at
+    their cap alone)."""
     bits = 1 << np.arange(int(cap.max()).bit_length())
     occ = np.empty((len(cap), len(bits) + 1), np.int64)
     occ[:, :-1], occ[:, -1] = bits, cap
     tried = np.empty(occ.shape, bool)
     tried[:, :-1], tried[:, -1] = bits < cap[:, None], with_cap
+    if only_cap is not None:
+        tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
     g = _Facts(b.table[kidx[case]])
     sched, _ = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case])
@@ -797,6 +805,68 @@ def _tile(x, k: int):
 def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
     """Rates of arrays from rate rows (RATE_FIELDS columns) and the cases' facts."""
     return Rates(**dict(zip(RATE_FIELDS, rv.T)), wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
+
+
+def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port, lat,
+           fixed_port, waits, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(fixed part, plain trip, a masked trip's extra) of one CTA of rows `ix` at `res[ix]`
+    CTAs an SM, without the bandwidth share (the SM's own units). `trips`: _schedule's Trip of
+    3m entries (plain trips, masked, epilogues); `q`: its sync_overlap (a float or per row);
+    `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's first
+    stage)."""
+    sel = (np.arange(3)[:, None] * m + ix).ravel()
+    sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
+    k = len(ix)
+
+    def three(plain, epi):  # per row of ix: the loop trip (plain and masked), the epilogue
+        return np.concatenate([plain, plain, np.broadcast_to(epi, (k,))])
+
+    def at(x):
+        return np.broadcast_to(x, (m,))[ix]
+
+    qi = q if isinstance(q, float) else q[ix]
+    t = sub.time(three(f.policy[ix], POLICIES["async"]), three(f.stages[ix], 2.0),
+                 three(at(loop_port), 0.0), np.zeros(3 * k), three(res[ix], res[ix]),
+                 qi if isinstance(qi, float) else three(qi, qi), three(at(lat), 0.0)).reshape(3, k)
+    fixed = pnorm([at(fixed_port) + np.zeros(k), t[2]], qi) + at(waits)
+    return fixed, t[0], t[1] - t[0]
+
+
+def _tail(f: _Facts, d_c: np.ndarray, left: np.ndarray, n: np.ndarray, alone) -> np.ndarray:
+    """Seconds of the last, partial wave of alike CTAs (`left` of them; 0: none) beyond the full
+    waves: the block scheduler places each CTA on whichever SM has a slot free, so the `left`
+    CTAs spread over the SMs, ceil(left / SMs) an SM, each as fast as that residency lets it
+    (d_c: at the full waves' `n` an SM; ncu, experiments/ncu_mechanism/h100/small15b: fa2's
+    272 CTAs at two an SM ran two or three CTAs an SM, the last 8 alone). `alone(ix, res)`:
+    _alone's parts for rows ix."""
+    res = np.maximum(1.0, np.ceil(left / f.sms))
+    out = np.where(left > 0, d_c, 0.0)
+    ix = np.flatnonzero((left > 0) & (res < n))
+    if len(ix):
+        fixed, trip, extra = alone(ix, res)
+        out[ix] = fixed + f.one0[ix] * trip + f.masked0[ix] * extra
+    return out
+
+
+def _expected_max(values: np.ndarray, draws: float) -> float:
+    """Expected largest of `draws` independent draws from `values`, each value equally likely."""
+    v = np.sort(np.ravel(values))
+    at = (np.arange(1, len(v) + 1) / len(v)) ** draws
+    return float(np.sum(v * np.diff(at, prepend=0.0)))
+
+
+def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float:
+    """Latest finish of one wave of `ctas` unequal CTAs, at most two an SM (`two`, `one`: one
+    period's durations with another CTA on the SM and alone): ctas - SMs SMs hold two, which
+    share the SM's units while both run, the one left then alone at its own speed (processor
+    sharing); which CTA shares with which is the block scheduler's, so any two of the period
+    alike: the expected latest of the pairs, and of the CTAs alone."""
+    pairs = max(0, ctas - sms)
+    a2, b2, a1, b1 = two[:, None], two[None, :], one[:, None], one[None, :]
+    first = np.minimum(a2, b2)  # both at the shared speed until the shorter ends
+    done = first + np.where(a2 <= b2, (1 - first / b2) * b1, (1 - first / a2) * a1)
+    return max(_expected_max(done, pairs) if pairs else 0.0,
+               _expected_max(one, sms - pairs) if sms > pairs else 0.0)
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
@@ -884,13 +954,20 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # SM to fill the wait (a warp-specialised pipeline's first trip: `fill`)
     ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
             & (f.occ == 1))
-    fixed = fixed + np.where(ring, r.load_latency + port(f.loop_r / f.steps, 0.0), 0.0)
+    ring = np.where(ring, r.load_latency + port(f.loop_r / f.steps, 0.0), 0.0)
+    fixed = fixed + ring
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
-    # out across waves
+    # out across waves; the last, partial wave at its own residency (_tail)
     d = fixed + f.one0 * trip + f.masked0 * extra
     d_c = fixed_c + f.one0 * trip_c + f.masked0 * extra_c
-    out = np.where(ctas <= slots, d, np.maximum(-(-ctas // slots) * d_c, ctas * d / slots))
+    full = np.floor(ctas / slots)
+
+    def alone(ix, res):  # rows ix's CTA parts at res[ix] CTAs an SM, the SM's units alone
+        return _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m)
+
+    last = _tail(f, d_c, ctas - full * slots, n, alone)
+    out = np.where(ctas <= slots, d, np.maximum(full * d_c + last, ctas * d / slots))
     # unequal CTAs: durations of one period summed with the shared bandwidth, one by one
     # without (rows grouped by kernel period length)
     lengths, row, stacks = b.stacks
@@ -905,6 +982,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                  + f.total_masked[ix] / reps * extra[ix])
         dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
         out[ix] = np.maximum(list_schedule(dc, reps, slots[ix]), reps * d_sum / slots[ix])
+        # one wave, two CTAs on some SMs: each pair shares its SM while both run (ncu,
+        # experiments/ncu_mechanism/h100/small15b: 136 causal CTAs at two an SM, 4 SMs held two;
+        # shared_pairs)
+        two = np.flatnonzero((n[ix] == 2) & (ctas[ix] <= slots[ix]) & (ctas[ix] > f.sms[ix]))
+        if len(two):
+            p1, t1, x1 = alone(ix[two], np.ones(m))
+            d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
+            for j, i in enumerate(two):
+                out[ix[i]] = max(shared_pairs(dc[i], d1[j], int(ctas[ix[i]]), int(f.sms[ix[i]])),
+                                 reps[i] * d_sum[i] / slots[ix[i]])
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
