@@ -42,29 +42,33 @@ SETS = {"c1": {128: ("base", "rtop", "w0", "rtop_w0"), 256: ("base", "top_rtop_w
         "c2": {128: ("base", "bn224")}}
 
 
-def variants(name: str) -> dict[str, tuple[int, int, str]]:
-    return {f"{kind}_d{d}_{n // 1024}k": (d, n, kind)
-            for d, kinds in SETS[name].items() for n in v14.SEQLENS for kind in kinds}
+def install(kinds: dict, sets: dict, source: str) -> None:
+    """speed13's machinery (v13) and speed14's Plans (v14) with these kinds and sets, each kind's
+    attention kernel built from kernels/`source` (also speed15h's)."""
+    def variants(name: str) -> dict[str, tuple[int, int, str]]:
+        return {f"{kind}_d{d}_{n // 1024}k": (d, n, kind)
+                for d, ks in sets[name].items() for n in v14.SEQLENS for kind in ks}
+
+    def variant_plan(hw, d: int, n: int, kind: str):
+        pl = v14.variant_plan(hw, d, n, kind)
+        return replace(pl, kernels=tuple(replace(k, source=source) if k is pl.main else k
+                                         for k in pl.kernels))
+
+    v14.KINDS = kinds  # speed14's variant_plan reads its module's KINDS
+    v13.variant_plan = variant_plan
+    v13.KINDS = {k: (None, None, e) for k, (_, e) in kinds.items()}  # the `defines` column
+    v13.SETS, v13.variants = sets, variants
+    v13.VARIANTS = {k: v for s in sets for k, v in variants(s).items()}
+
+
+def cli(args: list[str]) -> None:
+    if "--set" not in args and args[:1] != ["--summary"]:
+        args += ["--set", "c1"]
+    v13.cli(args)
 
 
 SOURCE = "fa3_s15.cu"  # kernels/fa3.cu at 4b5851f
 
-
-def variant_plan(hw, d: int, n: int, kind: str):
-    """speed14's Plan of the kind, its attention kernel built from SOURCE."""
-    pl = v14.variant_plan(hw, d, n, kind)
-    return replace(pl, kernels=tuple(replace(k, source=SOURCE) if k is pl.main else k
-                                     for k in pl.kernels))
-
-
-v14.KINDS = KINDS  # speed14's variant_plan reads its module's KINDS
-v13.variant_plan = variant_plan
-v13.KINDS = {k: (None, None, e) for k, (_, e) in KINDS.items()}  # the `defines` column
-v13.SETS, v13.variants = SETS, variants
-v13.VARIANTS = {k: v for s in SETS for k, v in variants(s).items()}
-
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if "--set" not in args and args[:1] != ["--summary"]:
-        args += ["--set", "c1"]
-    v13.cli(args)
+    install(KINDS, SETS, SOURCE)
+    cli(sys.argv[1:])

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-spec = importlib.util.spec_from_file_location("v14", HERE.parent / "speed14" / "variants.py")
-v14 = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(v14)
-v13 = v14.v13
+spec = importlib.util.spec_from_file_location("v15", HERE.parent / "speed15" / "variants.py")
+v15 = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(v15)  # speed15's install(): speed13's machinery, speed14's Plans
 
 KINDS = {"base": ({}, {}), "h1": ({}, {"EXP2_H2": 1}), "h2": ({}, {"EXP2_H2": 2}),
          "h2s": ({}, {"EXP2_H2": 2, "EXP2_H2_F32SUM": 1}),
@@ -44,29 +42,8 @@ SETS = {"c1": {128: ("base", "h1", "h2", "h2s"), 64: ("base", "h1", "h2"), 256: 
                 256: ("base", "h1o")}}
 
 
-def variants(name: str) -> dict[str, tuple[int, int, str]]:
-    return {f"{kind}_d{d}_{n // 1024}k": (d, n, kind)
-            for d, kinds in SETS[name].items() for n in v14.SEQLENS for kind in kinds}
-
-
 SOURCE = "fa3_s15h.cu"  # kernels/fa3.cu at 40e79ec
 
-
-def variant_plan(hw, d: int, n: int, kind: str):
-    """speed14's Plan of the kind, its attention kernel built from SOURCE."""
-    pl = v14.variant_plan(hw, d, n, kind)
-    return replace(pl, kernels=tuple(replace(k, source=SOURCE) if k is pl.main else k
-                                     for k in pl.kernels))
-
-
-v14.KINDS = KINDS  # speed14's variant_plan reads its module's KINDS
-v13.variant_plan = variant_plan
-v13.KINDS = {k: (None, None, e) for k, (_, e) in KINDS.items()}  # the `defines` column
-v13.SETS, v13.variants = SETS, variants
-v13.VARIANTS = {k: v for s in SETS for k, v in variants(s).items()}
-
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if "--set" not in args and args[:1] != ["--summary"]:
-        args += ["--set", "c1"]
-    v13.cli(args)
+    v15.install(KINDS, SETS, SOURCE)
+    v15.cli(sys.argv[1:])
