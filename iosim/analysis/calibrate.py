@@ -333,8 +333,12 @@ def transfer(fitted: HardwareProfile, target: HardwareProfile, source_file: str)
         else:
             data[key] = get(fitted, f)
     data["name"] = transfer_name(target)
+    # what was measured on the fitted GPU travels with its fit, less what the target keeps
+    measured = fitted.provenance.get("measured", "")
     data["provenance"] = dict(fitted.provenance, transferred_from=f"{fitted.name} ({source_file}), "
                               f"not refitted on {target.name}",
+                              measured=f"on {fitted.name}'s GPU: {measured}; its "
+                              f"{', '.join(OWN)} is not this profile's (kept)",
                               kept=", ".join(f"{f}={get(target, f):.4g} ({target.name}'s own)"
                                              for f in OWN))
     data["sources"] = dict(data["sources"], **_fitted_sources(f"{fitted.name}'s fit ({source_file})"))
