@@ -514,14 +514,15 @@ def turn_waits(k: KernelPlan) -> int:
     return spec.turn_waits(k.defines) if spec is not None and spec.turn_waits else 0
 
 
-def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
+def list_schedule(dc: np.ndarray, reps, slots, first=None) -> np.ndarray | float:
     """Latest finish of CTAs with durations `dc` (one period, launched `reps` times over) on
     `slots` slots, in launch order, each on the first slot to free: CTA c starts at once
     while slots are free (c < slots); after that, when a slot frees: by then the slots have
     run what was launched before c, less what the CTAs still running have left, on average
     one residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound without it
-    is pessimistic by up to one CTA). The latest finish is in the last period. `dc` may be
-    (cases, period), with `reps` and `slots` per case."""
+    is pessimistic by up to one CTA). The latest finish is in the last period, or `first` (per
+    case: the longest CTA that starts with the launch, with its share of the bandwidth) where
+    later. `dc` may be (cases, period), with `reps` and `slots` per case."""
     dc = np.asarray(dc, dtype=np.float64)
     one = dc.ndim == 1
     dc = np.atleast_2d(dc)
@@ -534,6 +535,8 @@ def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
     free = np.arange(dc.shape[1]) < slots - (reps - 1) * dc.shape[1]
     start = np.where(free, 0.0, np.maximum(0.0, before / slots - residual))
     finish = (start + dc).max(axis=1)
+    if first is not None:
+        finish = np.maximum(finish, first)
     return float(finish[0]) if one else finish
 
 
@@ -1005,9 +1008,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
                  + f.total_masked[ix] / reps * extra[ix])
         dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
-        out[ix] = np.maximum(np.maximum(list_schedule(dc, reps, slots[ix]),
-                                        reps * d_sum / slots[ix]),
-                             _longest(dc, one, msk, reps, conc[ix], slots[ix], ix, n, alone))
+        # the longest CTA that starts with the launch, at its share of the bandwidth (_longest)
+        first = _longest(dc, one, msk, reps, conc[ix], slots[ix], ix, n, alone)
+        out[ix] = np.maximum(list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix])
         # one wave, two CTAs on some SMs: each pair shares its SM while both run (ncu,
         # experiments/ncu_mechanism/h100/small15b: 136 causal CTAs at two an SM, 4 SMs held two;
         # shared_pairs)
