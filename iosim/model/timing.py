@@ -514,14 +514,15 @@ def turn_waits(k: KernelPlan) -> int:
     return spec.turn_waits(k.defines) if spec is not None and spec.turn_waits else 0
 
 
-def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
+def list_schedule(dc: np.ndarray, reps, slots, first=None) -> np.ndarray | float:
     """Latest finish of CTAs with durations `dc` (one period, launched `reps` times over) on
     `slots` slots, in launch order, each on the first slot to free: CTA c starts at once
     while slots are free (c < slots); after that, when a slot frees: by then the slots have
     run what was launched before c, less what the CTAs still running have left, on average
     one residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound without it
-    is pessimistic by up to one CTA). The latest finish is in the last period. `dc` may be
-    (cases, period), with `reps` and `slots` per case."""
+    is pessimistic by up to one CTA). The latest finish is in the last period, or `first` (per
+    case: the longest CTA that starts with the launch, with its share of the bandwidth) where
+    later. `dc` may be (cases, period), with `reps` and `slots` per case."""
     dc = np.asarray(dc, dtype=np.float64)
     one = dc.ndim == 1
     dc = np.atleast_2d(dc)
@@ -534,6 +535,8 @@ def list_schedule(dc: np.ndarray, reps, slots) -> np.ndarray | float:
     free = np.arange(dc.shape[1]) < slots - (reps - 1) * dc.shape[1]
     start = np.where(free, 0.0, np.maximum(0.0, before / slots - residual))
     finish = (start + dc).max(axis=1)
+    if first is not None:
+        finish = np.maximum(finish, first)
     return float(finish[0]) if one else finish
 
 
@@ -808,12 +811,13 @@ def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
 
 
 def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port, lat,
-           fixed_port, waits, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           fixed_port, waits, m: int, levels=(0.0, 0.0)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(fixed part, plain trip, a masked trip's extra) of one CTA of rows `ix` at `res[ix]`
-    CTAs an SM, without the bandwidth share (the SM's own units). `trips`: _schedule's Trip of
-    3m entries (plain trips, masked, epilogues); `q`: its sync_overlap (a float or per row);
-    `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's first
-    stage)."""
+    CTAs an SM, without the bandwidth share (the SM's own units) or, `levels`, with its share
+    of L2/DRAM time (a loop trip's, the fixed part's; per row of ix). `trips`: _schedule's
+    Trip of 3m entries (plain trips, masked, epilogues); `q`: its sync_overlap (a float or per
+    row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
+    first stage)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
     sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
     k = len(ix)
@@ -826,9 +830,10 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
 
     qi = q if isinstance(q, float) else q[ix]
     t = sub.time(three(f.policy[ix], POLICIES["async"]), three(f.stages[ix], 2.0),
-                 three(at(loop_port), 0.0), np.zeros(3 * k), three(res[ix], res[ix]),
+                 three(at(loop_port), 0.0), three(levels[0] + np.zeros(k), 0.0),
+                 three(res[ix], res[ix]),
                  qi if isinstance(qi, float) else three(qi, qi), three(at(lat), 0.0)).reshape(3, k)
-    fixed = pnorm([at(fixed_port) + np.zeros(k), t[2]], qi) + at(waits)
+    fixed = pnorm([np.maximum(at(fixed_port), levels[1]) + np.zeros(k), t[2]], qi) + at(waits)
     return fixed, t[0], t[1] - t[0]
 
 
@@ -867,6 +872,24 @@ def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float
     done = first + np.where(a2 <= b2, (1 - first / b2) * b1, (1 - first / a2) * a1)
     return max(_expected_max(done, pairs) if pairs else 0.0,
                _expected_max(one, sms - pairs) if sms > pairs else 0.0)
+
+
+def _longest(dc, one, msk, reps, conc, slots, ix, n, alone) -> np.ndarray:
+    """Duration of the longest CTA of those that start with the launch (rows ix; `dc`, `one`,
+    `msk`: one period's durations without the bandwidth share, trips and masked trips), at
+    the bandwidth share it has over its life: processor sharing, the CTAs that run beside it
+    for as long as they run, Σ min(d, D) / D of them on average (itself included), at most
+    the `conc` that run at once. A CTA that ends early gives its share back, but the longest
+    still shares with every CTA for as long as that one runs (ncu,
+    experiments/ncu_mechanism/h100/small15b: fa2's causal backward at one CTA an SM, 128
+    CTAs, its busiest SM 3.5% short of the non-causal kernel's, not the 10% of a CTA alone)."""
+    first = np.arange(dc.shape[1]) < slots[:, None]
+    at = np.argmax(np.where(first, dc, -np.inf), axis=1)
+    rows = np.arange(len(ix))
+    d = dc[rows, at]
+    share = np.minimum(conc, reps * np.minimum(dc, d[:, None]).sum(axis=1) / d)
+    fixed, trip, extra = alone(ix, n, share)
+    return fixed + one[rows, at] * trip + msk[rows, at] * extra
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
@@ -944,7 +967,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                    three(loop_port, loop_port, 0.0), levels.reshape(2, 3 * m), flat(n),
                    q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
+    lv1 = level(rd, wr, 1.0, f.loop_x)  # a loop trip's L2/DRAM time per CTA sharing them
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
+    lf1 = level(rd, wr, 1.0)  # the fixed part's
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
     fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, shares)), epilogue], q) + fill
@@ -963,8 +988,10 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     d_c = fixed_c + f.one0 * trip_c + f.masked0 * extra_c
     full = np.floor(ctas / slots)
 
-    def alone(ix, res):  # rows ix's CTA parts at res[ix] CTAs an SM, the SM's units alone
-        return _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m)
+    def alone(ix, res, share=None):  # rows ix's CTA parts at res[ix] CTAs an SM, the SM's
+        # units alone, or with `share` (per row of ix) CTAs sharing L2 and DRAM
+        lv_at = (0.0, 0.0) if share is None else (share * lv1[ix], share * lf1[ix])
+        return _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
 
     last = _tail(f, d_c, ctas - full * slots, n, alone)
     out = np.where(ctas <= slots, d, np.maximum(full * d_c + last, ctas * d / slots))
@@ -981,7 +1008,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
                  + f.total_masked[ix] / reps * extra[ix])
         dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
-        out[ix] = np.maximum(list_schedule(dc, reps, slots[ix]), reps * d_sum / slots[ix])
+        # the longest CTA that starts with the launch, at its share of the bandwidth (_longest)
+        first = _longest(dc, one, msk, reps, conc[ix], slots[ix], ix, n, alone)
+        out[ix] = np.maximum(list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix])
         # one wave, two CTAs on some SMs: each pair shares its SM while both run (ncu,
         # experiments/ncu_mechanism/h100/small15b: 136 causal CTAs at two an SM, 4 SMs held two;
         # shared_pairs)
