@@ -535,6 +535,9 @@ class KernelSpec:
     # warp-specialised: the waits a consumer step spends on its own wgmma groups and the turns'
     # hand-over, with nothing else to issue (`pipeline.wgmma_wait_cycles` each); None: none
     turn_waits: Callable[[Defines], int] | None = None
+    # dependent round trips to L2 after the last trip, the CTA that finishes a row's splits
+    # combining them (KernelPlan.tail_round_trips); None: none
+    tail_round_trips: Callable[[Defines], int] | None = None
     # the L2's work per byte of a tensor's traffic where it is not that of a plain byte (the
     # timing model's L2 share and limit; bytes, IO and the SM's port unchanged): tensor -> weight
     l2_weights: Callable[[Defines], Mapping[str, float]] | None = None
@@ -689,6 +692,18 @@ def _decode_smem(d: Defines, e: int) -> int:  # Q rows + STAGES K/V tile pairs; 
     return max(ring, d["NUM_WARPS"] * d["BLOCK_M"] * (d["HEAD_DIM"] + 2) * F32)
 
 
+# the fused combine (decode.cu combine_last) after the last split's loop: five dependent round
+# trips to L2, each waiting for the one before: the fence that makes its partial's stores
+# visible, the count (atomicAdd), the fence after the count's reset (atomicExch), the partial
+# LSEs, then the partial Os (ld.cg: other SMs wrote them)
+COMBINE_ROUND_TRIPS = 5
+
+
+def _decode_combine(d: Defines) -> int:
+    """decode.cu's combine runs only where a row's keys are split over several CTAs."""
+    return COMBINE_ROUND_TRIPS if d["NUM_SPLITS"] > 1 else 0
+
+
 def _decode_paged_sync_loads(d: Defines) -> int:
     """decode.cu's paged gather: with PAGE_AHEAD=0 the loads of each K and each V tile wait
     for the table entries they read as they issue (plain loads through the SM's load path,
@@ -826,7 +841,7 @@ _SPECS = [
                frozenset({"HEAD_DIM", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "STAGES", "IS_CAUSAL",
                           "WINDOW", "HEADS_PER_CTA", "NUM_SPLITS"}),
                head_dims=BASE_HEAD_DIMS, aligns=frozenset({CausalAlign.bottom_right}),
-               rules=_decode_rules, smem=_decode_smem),
+               rules=_decode_rules, smem=_decode_smem, tail_round_trips=_decode_combine),
     # the same loop over a paged cache: each K/V row gathered through the block table
     KernelSpec("decode_paged_fwd", "decode.cu", "DECODE_PAGED_FWD",
                ("Q", "Kc", "Vc", "BlockTable", "O", "LSE", "Opart", "LSEpart", "Counter", *_DIMS,
@@ -835,7 +850,8 @@ _SPECS = [
                frozenset({"HEAD_DIM", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "STAGES", "IS_CAUSAL",
                           "WINDOW", "HEADS_PER_CTA", "NUM_SPLITS", "PAGE_SIZE", "PAGE_AHEAD"}),
                head_dims=BASE_HEAD_DIMS, aligns=frozenset({CausalAlign.bottom_right}),
-               rules=_decode_rules, smem=_decode_smem, sync_loads=_decode_paged_sync_loads),
+               rules=_decode_rules, smem=_decode_smem, sync_loads=_decode_paged_sync_loads,
+               tail_round_trips=_decode_combine),
     KernelSpec("gqa_reduce", "gqa_reduce.cu", None, ("dKx", "dVx", "dK", "dV", "Nk", "H", "KVH"),
                frozenset({"dK", "dV"}), frozenset({"HEAD_DIM", "REDUCE_THREADS"})),
 ]

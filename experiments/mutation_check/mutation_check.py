@@ -113,7 +113,7 @@ MUTATIONS = [
      "iosim/model/timing.py",
      "share = np.minimum(conc, reps * np.minimum(dc, d[:, None]).sum(axis=1) / d)",
      "share = 0.0 * conc"),
-    ("decode's fused combine: three round trips, not decode.cu's five", "iosim/schedules/decode.py",
+    ("decode's fused combine: three round trips, not decode.cu's five", "iosim/kernels.py",
      "COMBINE_ROUND_TRIPS = 5", "COMBINE_ROUND_TRIPS = 3"),
     ("fa3 backward's consumer waits cost nothing", "iosim/model/timing.py",
      "self.tensor / self.groups + self.warp_other + latency, level, thr)",

@@ -64,11 +64,6 @@ MAX_SPLITS = 128
 # 4: 5-8% and up to 2% slower.
 SPLIT_EFFICIENCY = 0.95
 REGS = 255  # __launch_bounds__(threads): the register file over the threads
-# the fused combine (decode.cu combine_last) after the last split's loop: five dependent round
-# trips to L2, each waiting for the one before (KernelPlan.tail_round_trips): the fence that
-# makes its partial's stores visible, the count (atomicAdd), the fence after the count's reset
-# (atomicExch), the partial LSEs, then the partial Os (ld.cg: other SMs wrote them)
-COMBINE_ROUND_TRIPS = 5
 
 
 def bucket(d: int) -> tuple[int, int, int]:
@@ -206,7 +201,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         s = len(splits_of(p, t0, t1, bn, s))  # no empty split: the count the runs make
         seqs = [(p, runs_of(p, bn, s), p.batch)]  # every sequence alike
         defines = kernel_defines(entry, **base, NUM_SPLITS=s)
-    else:  # modelled only (no KernelSpec): the Plan's own defines
+    else:  # modelled only (no KernelSpec): the Plan's own defines, decode_fwd's combine
         seqs = [(q, runs_of(q, bn, s), 1) for q in p.sequences()]
         entry, defines = "decode_ragged_fwd", dict(base, NUM_SPLITS=s)
     ks = [_decode_kernel(p, entry, seqs, s, rows, bn, warps, stages, chunks, smem, defines)]
@@ -288,4 +283,4 @@ def _decode_kernel(p: Problem, entry: str, seqs: list[tuple[Problem, list[range]
     return KernelPlan(entry, grid, 32 * warps, smem, REGS, rows, bn, t, w, trips=trips / bn,
                       reuse=reuse, masked=masked, mask_alu=mask, once=once, stages=stages,
                       overlap="async", source=source(entry), defines=defines,
-                      streamed=("K", "V"), tail_round_trips=COMBINE_ROUND_TRIPS if s > 1 else 0)
+                      streamed=("K", "V"), tail_round_trips=SPECS.get(entry, SPECS["decode_fwd"]).tail_round_trips(defines))
