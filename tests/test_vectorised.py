@@ -15,7 +15,7 @@ from iosim.analysis import table
 from iosim.analysis.predict import predictable, rows
 from iosim.analysis.predict import rows as predict_rows_of
 from iosim.core.hardware import InputError, load
-from iosim.core.problem import Problem
+from iosim.core.problem import Direction, Dtype, Problem
 from iosim.kernels import kv_splits
 from iosim.model import memory, timing
 from iosim.schedules import SCHEDULES, plan, shape, shapes
@@ -212,10 +212,20 @@ def test_shapes_of_a_grid_are_each_problem_s_shape(name):
                                                           "kv_heads": p.kv_heads * m})
                                      for p in problems(22, 8) for b in (1, 2, 8, 64, 512)
                                      for m in (1, 3, 16)]
+    # fa3's persistent fp8 forward: a layout per (batch, heads) (schedules.LAYOUT_INPUT)
+    probs += [p.model_copy(update={"dtype": Dtype.fp8_e4m3, "direction": Direction.fwd,
+                                   "causal": False, "window": None, "deterministic": False,
+                                   "batch": b})
+              for p in probs[:12] for b in (1, 3, 64)]
+    given = [p.shape_key() for p in probs]  # predict_many's: one per problem, every schedule
     for s in SCHEDULES:
-        assert shapes(s, probs, hw) == [shape(s, p, hw) for p in probs], s
+        want = [shape(s, p, hw) for p in probs]
+        assert shapes(s, probs, hw) == want and shapes(s, probs, hw, keys=given) == want, s
     keys = [k for k in shapes("fa1", probs, hw) if k is not None]
     assert len(set(keys)) > len({k[:-1] for k in keys})  # layouts that split one shape
+    if hw.has_wgmma:  # fa3's persistent grids: shapes of their own by (batch, heads)
+        keys = [k for k in shapes("fa3", probs, hw) if k is not None]
+        assert len(set(keys)) > len({k[:-1] for k in keys})
 
 
 def test_rows_name_the_exhaustive_limiter():

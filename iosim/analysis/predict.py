@@ -45,9 +45,10 @@ def predict_many(problems: Sequence[Problem], hw: HardwareProfile,
         if s not in SCHEDULES:
             raise InputError(f"unknown schedule '{s}' (allowed: {', '.join(SCHEDULES)})")
     problems = list(problems)
+    keys = [p.shape_key() for p in problems]  # once, for every schedule's shapes
     temps, skipped = [], Counter()
     for s in names:
-        ts, order, errors = table.templates(problems, hw, s, tiles, tuned)
+        ts, order, errors = table.templates(problems, hw, s, tiles, tuned, keys=keys)
         for e, n in errors:
             skipped[str(e)] += n
         temps.append((ts, order))

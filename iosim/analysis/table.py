@@ -442,13 +442,14 @@ def as_frame(cols: dict[str, list]) -> pd.DataFrame:
 
 def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,
               tiles: Tiles = Tiles(), tuned: TunedTiles | None = None,
-              check: bool = True) -> tuple[list[Template], list[int], list[tuple[InputError, int]]]:
+              check: bool = True, keys: Sequence[tuple] | None = None
+              ) -> tuple[list[Template], list[int], list[tuple[InputError, int]]]:
     """The problems grouped by shape, each group's template planned (its first problem's Plan):
     (templates, the problems' indices in the templates' order, (error, problems) of the shapes
     that cannot be planned). A template whose counts are not whole per pair (none is known)
-    gives way to one Plan per problem."""
+    gives way to one Plan per problem. `keys`: the problems' shape_key(), where known."""
     groups: dict = {}
-    for i, key in enumerate(shapes(schedule, problems, hw, tiles, tuned)):
+    for i, key in enumerate(shapes(schedule, problems, hw, tiles, tuned, keys)):
         groups.setdefault(("alone", i) if key is None else key, []).append(i)
     out, order, errors = [], [], []
     for idx in groups.values():

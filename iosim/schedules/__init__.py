@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
-from iosim.core.problem import Problem
+from iosim.core.problem import Dtype, Problem
 from iosim.schedules import decode, fa1, fa1_paper, fa2, fa3, knobs, naive, standard
 from iosim.schedules.base import Tiles, check_deterministic, check_window
 
@@ -27,8 +27,10 @@ ALL = [s for s in SCHEDULES if s != "decode"]
 LAYOUTS = {"fa1": fa1.layout, "decode": decode.shape_layout, "standard": standard.layout,
            "fa3": fa3.layout}
 # what a LAYOUTS function reads of a problem besides its shape_key (the rest: batch, heads
-# and kv_heads whole): fa1 splits by the CTAs of batch x heads alone
-LAYOUT_INPUT = {"fa1": lambda p: p.bh}
+# and kv_heads whole): fa1 splits by the CTAs of batch x heads alone; fa3 reads batch and heads
+# for its persistent fp8 grid alone (fa3.fp8_persistent), nothing for other dtypes
+LAYOUT_INPUT = {"fa1": lambda p: p.bh,
+                "fa3": lambda p: (p.batch, p.heads) if p.dtype is Dtype.fp8_e4m3 else ()}
 # the schedules whose counts are affine, not proportional, in batch x kv_heads: the papers'
 # PyTorch baseline builds its causal mask once (Nq x Nk), whatever the batch and heads
 AFFINE = {"standard"}
@@ -53,19 +55,23 @@ def shape(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles
 
 
 def shapes(name: str, problems: Sequence[Problem], hw: HardwareProfile, tiles: Tiles = Tiles(),
-           tuned: knobs.TunedTiles | None = None) -> list[tuple | None]:
+           tuned: knobs.TunedTiles | None = None,
+           keys: Sequence[tuple] | None = None) -> list[tuple | None]:
     """shape() of each problem, the layout asked once per shape and LAYOUT_INPUT (a grid of
-    batch and head counts asks fa1's layout of every one)."""
+    batch and head counts asks fa1's layout of every one); `keys`: the problems'
+    Problem.shape_key(), where the caller has them (one per problem for every schedule)."""
+    if keys is None:
+        keys = [p.shape_key() for p in problems]
     if name not in LAYOUTS:
-        return [None if p.seqlens_k is not None else p.shape_key() for p in problems]
+        return [None if p.seqlens_k is not None else k for p, k in zip(problems, keys)]
     reads = LAYOUT_INPUT.get(name, lambda p: (p.batch, p.heads, p.kv_heads))
     seen: dict = {}
     out = []
-    for p in problems:
+    for p, sk in zip(problems, keys):
         if p.seqlens_k is not None:
             out.append(None)
             continue
-        key = (p.shape_key(), reads(p))
+        key = (sk, reads(p))
         if key not in seen:
             seen[key] = shape(name, p, hw, tiles, tuned)
         out.append(seen[key])
