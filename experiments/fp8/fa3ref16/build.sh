@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds FlashAttention-3's Hopper FP8 forward (one instantiation per head dim and causality) into
 # one shared library with fa3ref_host.cu's C entries, OUTSIDE the repository's tracked tree:
-#   FA=<dir> CUTLASS=<dir> [PTXAS=<ptxas 12.8>] bash experiments/fp8/fa3ref16/build.sh [d128c0 d128c1 d256c0 ...]
+#   FA=<dir> CUTLASS=<dir> [PTXAS=<ptxas 12.8>] bash experiments/fp8/fa3ref16/build.sh [d128c0 d128c1 d256c0 d128c0v1 ...]
+# (an instantiation: d<head dim>c<causal 0|1>, v1: V column-major, FA3's V_colmajor)
 # Sources (nothing of them is committed to iosim; README.md beside this file):
 #   Dao-AILab/flash-attention 0251105a2fb19d2957484b7f023cd8c115286ced, its folder hopper/ under $FA
 #   NVIDIA/cutlass 7127592069c2fe01b041e174ba4345ef9b279671 (flash-attention's csrc/cutlass
@@ -56,10 +57,11 @@ flags=(-O3 -std=c++17 --use_fast_math -lineinfo --resource-usage -Xcompiler -fPI
        -D__CUDA_NO_BFLOAT16_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__
        -I"$FA/hopper" -I"$CUTLASS/include" -I"$CUTLASS/tools/util/include" --threads 1)
 for inst in $insts; do
-  d=${inst#d}; d=${d%c*}; c=${inst##*c}
+  [[ $inst =~ ^d([0-9]+)c([01])(v1)?$ ]] || { echo "error: $inst: want d<HDIM>c<0|1>[v1]" >&2; exit 2; }
+  d=${BASH_REMATCH[1]}; c=${BASH_REMATCH[2]}; vcol=$([ -n "${BASH_REMATCH[3]}" ] && echo 1 || echo 0)
   [ -f "$B/$inst.o" ] && [ "$B/$inst.o" -nt "$HERE/fa3ref_host.cu" ] && continue
   echo "== $inst: $NVCC $(date -u +%T)" | tee -a "$B/build.log"
-  /usr/bin/time -v "$NVCC" "${flags[@]}" -DHDIM="$d" -DCAUSAL="$c" -c "$HERE/fa3ref_host.cu" \
+  /usr/bin/time -v "$NVCC" "${flags[@]}" -DHDIM="$d" -DCAUSAL="$c" -DVCOL="$vcol" -c "$HERE/fa3ref_host.cu" \
     -o "$B/$inst.o" 2>&1 | grep -v '^\s*$' | tee -a "$B/build.log" \
     | grep -E 'error|Elapsed|Maximum resident|registers|spill|wrapper' || true
   [ -f "$B/$inst.o" ] || { echo "error: $inst did not build ($B/build.log)" >&2; exit 1; }

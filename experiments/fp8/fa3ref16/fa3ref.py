@@ -4,7 +4,7 @@ fp8_e4m3`), in one process on one GPU (issue 24, session 16): is the FA3 paper's
 at d = 128 reachable on this machine?
 
     python3 experiments/fp8/fa3ref16/fa3ref.py OUT_DIR [--libs NAME=SO,...] [--shapes d128c0,d128c1] [--rounds R]
-    python3 experiments/fp8/fa3ref16/fa3ref.py --ncu OUT_DIR [--libs NAME=SO,...]   (d = 128, N = 8192)
+    python3 experiments/fp8/fa3ref16/fa3ref.py --ncu OUT_DIR --libs NAME=SO,... --points KERNEL:N:CAUSAL,...  (d = 128)
     python3 experiments/fp8/fa3ref16/fa3ref.py --summary OUT_DIR
 
 Problems: the issue's grid (batch 16384/N, heads 2048/d, N = 4096, 8192, 16384). Ours: block
@@ -62,17 +62,21 @@ def parse_shape(s: str) -> tuple[int, bool]:
 
 
 class Fa3:
-    """FA3's forward on (b, s, h, d) e4m3 copies of bench's (b, h, s, d) bf16 inputs."""
+    """FA3's forward on (b, s, h, d) e4m3 copies of bench's (b, h, s, d) bf16 inputs (V (b, h, d, s)
+    where the library entry is V column-major: `lib` is load_lib's (CDLL, vcol))."""
 
     def __init__(self, torch, lib, p: Problem, q, k, v):
         self.torch, self.p = torch, p
-        self.fn = getattr(lib, f"fa3ref_fwd_d{p.head_dim}_c{int(p.causal)}")
+        lib, self.vcol = lib
+        self.fn = getattr(lib, f"fa3ref_fwd_d{p.head_dim}_c{int(p.causal)}_v{int(self.vcol)}")
         self.fn.restype = ctypes.c_int
         self.fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 + [ctypes.c_float] \
             + [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_void_p]
         self.q8, self.qs = self.quant(q)
         self.k8, self.ks = self.quant(k)
-        self.v8, self.vs = self.quant(v)
+        self.v8, self.vs = self.quant(v.transpose(2, 3) if self.vcol else v)
+        if self.vcol:  # quant's (b, d, h, s) -> (b, h, d, s)
+            self.v8 = self.v8.transpose(1, 2).contiguous()
         b, h, n, d = q.shape
         self.o = torch.empty(b, n, h, d, dtype=torch.bfloat16, device="cuda")
         self.lse = torch.empty(b, h, n, dtype=torch.float32, device="cuda")
@@ -107,8 +111,10 @@ class Fa3:
         return {"O": self.o.transpose(1, 2), "LSE": self.lse}
 
 
-def load_lib(path: str):
-    return ctypes.CDLL(str(path))
+def load_lib(spec: str):
+    """'PATH' or 'PATH:vcol' (the column-major V entries) -> (CDLL, vcol)."""
+    path, _, kind = str(spec).partition(":")
+    return ctypes.CDLL(path), kind == "vcol"
 
 
 def check(torch, bench, runner, ref, lse_ref) -> tuple[float, float]:
@@ -134,7 +140,7 @@ def small(torch, bench, libs: dict, hw, out: Path, shapes) -> None:
         q, k, v = bench.inputs(torch, p, 100 + i)
         ref, lse_ref, _ = bench.reference_chunks(torch, q, k, v, p)
         fa3s = {name: Fa3(torch, lib, p, q, k, v) for name, lib in libs.items()}
-        fa3 = next(iter(fa3s.values()))
+        fa3 = next(f for f in fa3s.values() if not f.vcol)  # its dequantised inputs: `deq`
         deq = [fa3.dequant(x8, s) for x8, s in ((fa3.q8, fa3.qs), (fa3.k8, fa3.ks), (fa3.v8, fa3.vs))]
         ref_deq, lse_deq, _ = bench.reference_chunks(torch, *deq, p)
         ln = ours(p, hw, q, k, v)
@@ -280,11 +286,13 @@ METRICS = ["sm__inst_executed_pipe_tensor_op_gmma.sum", "sm__inst_executed_pipe_
            "smsp__issue_active.avg.pct_of_peak_sustained_active",
            "sm__throughput.avg.pct_of_peak_sustained_elapsed",
            "gpc__cycles_elapsed.avg.per_second", "dram__throughput.avg.pct_of_peak_sustained_elapsed"]
+# (the two sm__pipe_tensor_op_gmma_cycles_active metrics do not exist in this ncu: no values come back;
+# the tensor pipe's cycles are sm__pipe_tensor_cycles_active, from the ComputeWorkloadAnalysis section)
 # what the summary shows (a metric, or the stall reasons' start)
 SHOW = ["gpu__time_duration.sum", "gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg",
         "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", "sm__cycles_active.avg",
         "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
         "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
         "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active",
@@ -296,17 +304,19 @@ SHOW = ["gpu__time_duration.sum", "gpc__cycles_elapsed.avg.per_second", "sm__cyc
 STALLS = "smsp__average_warps_issue_stalled_"
 
 
-def ncu(out: Path, libs: dict, d: int = 128, n: int = 8192, timeout: int = 100) -> None:
-    """Each kernel (ours, each FA3 library) in its own process under ncu at the GPU's own clocks,
-    its second launch profiled; one long table (kernel, metric, value) in ncu.csv."""
+def ncu(out: Path, libs: dict, points: list[tuple[str, int, bool]], d: int = 128,
+        timeout: int = 100) -> None:
+    """Each (kernel: ours or a --libs name, N, causal) point in its own process under ncu at the
+    GPU's own clocks, its second launch profiled; one long table (kernel, seqlen, causal, metric,
+    value) in ncu.csv."""
     import io
     import subprocess
 
     import pandas as pd
 
     frames = []
-    for name in ("ours", *libs):
-        arg = json.dumps({"kernel": name, "lib": libs.get(name), "d": d, "n": n, "causal": False})
+    for name, n, causal in points:
+        arg = json.dumps({"kernel": name, "lib": libs.get(name), "d": d, "n": n, "causal": causal})
         regex = "regex:^fa3_fwd_fp8$" if name == "ours" else "regex:device_kernel"
         cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
                *[x for sec in SECTIONS for x in ("--section", sec)], "--metrics", ",".join(METRICS),
@@ -315,18 +325,19 @@ def ncu(out: Path, libs: dict, d: int = 128, n: int = 8192, timeout: int = 100) 
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            print(f"ncu {name}: timed out after {timeout} s", flush=True)
+            print(f"ncu {name} N={n} causal={causal}: timed out after {timeout} s", flush=True)
             continue
         rows = [ln for ln in res.stdout.splitlines() if ln.startswith('"')]
         if len(rows) < 3:
-            print(f"ncu {name}: no rows: {res.stdout[-300:]} {res.stderr[-400:]}", flush=True)
+            print(f"ncu {name} N={n} causal={causal}: no rows: {res.stdout[-300:]} {res.stderr[-400:]}",
+                  flush=True)
             continue
         wide = pd.read_csv(io.StringIO("\n".join(rows)), header=0, skiprows=[1], dtype=str)
         long = wide.melt(id_vars=["ID", "Kernel Name"], var_name="metric", value_name="value")
         long["value"] = pd.to_numeric(long["value"].str.replace(",", ""), errors="coerce")
-        frames.append(long.dropna(subset=["value"]).assign(kernel=name, head_dim=d, seqlen=n))
+        frames.append(long.dropna(subset=["value"]).assign(kernel=name, head_dim=d, seqlen=n, causal=causal))
         pd.concat(frames).to_csv(out / "ncu.csv", index=False)
-        print(f"ncu {name}: {len(frames[-1])} metrics", flush=True)
+        print(f"ncu {name} N={n} causal={causal}: {len(frames[-1])} metrics", flush=True)
 
 
 def ncu_summary(path: Path) -> str:
@@ -335,7 +346,10 @@ def ncu_summary(path: Path) -> str:
     df = pd.read_csv(path)
     keep = df.metric.isin(SHOW) | (df.metric.str.startswith(STALLS)
                                    & df.metric.str.endswith("_per_issue_active.ratio"))
-    t = df[keep].pivot_table(index="metric", columns="kernel", values="value", aggfunc="first", sort=False)
+    if "causal" not in df:  # call c1: d = 128, N = 8192, non-causal only
+        df["causal"] = False
+    cols = ["seqlen", "causal", "kernel"]
+    t = df[keep].pivot_table(index="metric", columns=cols, values="value", aggfunc="first", sort=False)
     t.index = [i.replace(STALLS, "stall ").replace("_per_issue_active.ratio", "") for i in t.index]
     t = t[(t.abs() > 0.005).any(axis=1)]  # stall reasons that never occurred left out
     return t.to_string(float_format=lambda x: f"{x:.4g}")
@@ -396,7 +410,7 @@ def summary(out: Path) -> str:
         chk = r[r["round"] == 1].set_index(key + ["kernel"])[["err_o", "err_lse", "err_bound", "ok"]]
         lines.append(chk.to_string(float_format=lambda x: f"{x:.3g}"))
     if (out / "ncu.csv").exists():
-        lines.append("\nncu (d = 128, N = 8192, non-causal; --clock-control none):")
+        lines.append("\nncu (d = 128; --clock-control none; the second launch of a process):")
         lines.append(ncu_summary(out / "ncu.csv"))
     if (out / "sustained.csv").exists():
         s = pd.read_csv(out / "sustained.csv")
@@ -414,9 +428,12 @@ if __name__ == "__main__":
     a = sys.argv[1:]
     if a[:1] == ["--ncu-point"]:
         ncu_point(a[1])
-    elif a[:1] == ["--ncu"]:
-        libs = dict(x.split("=", 1) for x in a[3].split(",")) if a[2:3] == ["--libs"] else {}
-        ncu(Path(a[1]), libs)
+    elif a[:1] == ["--ncu"]:  # --ncu OUT_DIR --libs NAME=SO,... --points KERNEL:N:CAUSAL,...
+        opts = dict(zip(a[2::2], a[3::2]))
+        libs = dict(x.split("=", 1) for x in opts.get("--libs", "").split(",") if x)
+        points = [(k, int(n), c == "1") for k, n, c in
+                  (x.split(":") for x in opts.get("--points", "ours:8192:0").split(","))]
+        ncu(Path(a[1]), libs, points)
         print(ncu_summary(Path(a[1]) / "ncu.csv"))
     elif a[:1] == ["--summary"]:
         print(summary(Path(a[1])))

@@ -3,13 +3,17 @@
 # session 16; README.md beside this file). Before the call, here: build.sh (both toolchains), so
 # that build/nvcc13/libfa3ref.so and build/ptxas128/libfa3ref.so exist; then, on the GPU machine
 # from the repo root, wheels in .whl/, carrying .whl and experiments/fp8/fa3ref16/build:
-#   OUT=$OUT END=<start + 290> bash experiments/fp8/fa3ref16/run.sh
+#   OUT=$OUT END=<start + 285> bash experiments/fp8/fa3ref16/run.sh                      (call c1)
+#   OUT=$OUT END=<start + 285> SHAPES=d128c0,d64c0 NCU_POINTS=ours:4096:0,fa3:4096:0,ours:4096:1,fa3:4096:1 \
+#     bash experiments/fp8/fa3ref16/run.sh                                            (call c2)
+# (c1 ran fa3ref.py and fa3ref_host.cu at 0d914fd, whose C entries had no _v0 suffix and whose
+# --ncu took no --points: d = 128, N = 8192, non-causal, every kernel)
 # Steps (results in $OUT/<gpu>/, committed in experiments/fp8/fa3ref16/<gpu>/):
 #   nvidia-smi every 100 ms in the background (smi.csv: SM and memory clock, power, temperature,
 #   clock-event reasons) for the whole call; the power limits in gpu.txt
 #   fa3ref.py: small-N errors (small.csv), each shape checked, ROUNDS interleaved rounds
 #   (rounds.csv), 1 s of back-to-back launches a kernel (sustained.csv); SHAPES (d128c0,d128c1,d256c0)
-#   fa3ref.py --ncu: ours and each FA3 build at d = 128, N = 8192 under ncu (ncu.csv); the log of
+#   fa3ref.py --ncu: NCU_POINTS (kernel:N:causal) at d = 128 under ncu (ncu.csv); the log of
 #   both in fa3ref.log (8 files come back: gpu.txt smi.csv small.csv rounds.csv sustained.csv ncu.csv
 #   fa3ref.log summary.txt)
 #   fa3ref.py --summary -> summary.txt
@@ -35,7 +39,8 @@ for l in ${libs//,/ }; do [ -f "${l#*=}" ] || { echo "error: ${l#*=} is missing:
 timeout "$(lim ${MAIN_LIMIT:-200})" python3 experiments/fp8/fa3ref16/fa3ref.py "$D" --libs "$libs" \
   --shapes "${SHAPES:-d128c0,d128c1,d256c0}" --rounds "${ROUNDS:-5}" 2>&1 | grep -v Warning | tee "$D/fa3ref.log"
 if [ "${NCU:-1}" = 1 ]; then
-  timeout "$(lim ${NCU_LIMIT:-120})" python3 experiments/fp8/fa3ref16/fa3ref.py --ncu "$D" --libs "$libs" 2>&1 \
+  timeout "$(lim ${NCU_LIMIT:-120})" python3 experiments/fp8/fa3ref16/fa3ref.py --ncu "$D" --libs "$libs" \
+    --points "${NCU_POINTS:-ours:8192:0,fa3:8192:0,fa3p128:8192:0}" 2>&1 \
     | tee -a "$D/fa3ref.log"
 fi
 kill $SMI
