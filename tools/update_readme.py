@@ -308,6 +308,10 @@ def block_fp8_stalls14b() -> str:
     return f"```\n$ python {path} {data} --top 12\n" + module.report(str(ROOT / data), 12) + "\n```"
 
 
+def block_fa3ref16(call: str) -> str:
+    return experiment_summary("experiments/fp8/fa3ref16/fa3ref.py", f"experiments/fp8/fa3ref16/h100/{call}")
+
+
 def block_fa3_bwd_prefetch() -> str:
     path = "experiments/fa3_bwd/h200/prefetch"
     spec = importlib.util.spec_from_file_location("ab", ROOT / path / "ab.py")
@@ -513,7 +517,7 @@ TOOL_BLOCKS = {
 
 BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fp8-ncu14-d128": block_fp8_ncu14,
-          "fp8-clocks14b": block_fp8_clocks14b, "fp8-stalls14b": block_fp8_stalls14b,
+          "fp8-clocks14b": block_fp8_clocks14b, "fa3ref16-c1": partial(block_fa3ref16, "c1"), "fp8-stalls14b": block_fp8_stalls14b,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "sweep-speed-cpu": block_sweep_speed_cpu,
