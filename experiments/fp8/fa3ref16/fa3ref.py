@@ -6,6 +6,7 @@ at d = 128 reachable on this machine?
     python3 experiments/fp8/fa3ref16/fa3ref.py OUT_DIR [--libs NAME=SO,...] [--shapes d128c0,d128c1] [--rounds R]
     python3 experiments/fp8/fa3ref16/fa3ref.py --ncu OUT_DIR --libs NAME=SO,... --points KERNEL:N:CAUSAL,...  (d = 128)
     python3 experiments/fp8/fa3ref16/fa3ref.py --summary OUT_DIR
+    python3 experiments/fp8/fa3ref16/fa3ref.py --fit OUT_DIR ...    (ncu cycles a tile against key blocks)
 
 Problems: the issue's grid (batch 16384/N, heads 2048/d, N = 4096, 8192, 16384). Ours: block
 scaling, the Plan's kernels; `ours` times its attention kernel alone (quantisation and V's
@@ -355,6 +356,46 @@ def ncu_summary(path: Path) -> str:
     return t.to_string(float_format=lambda x: f"{x:.4g}")
 
 
+# FA3's key tile for e4m3 with V row-major (hopper/tile_size.h, tile_size_fwd_sm90, element size 1)
+FA3_BLOCK_N = {64: 160, 128: 224, 256: 128}
+
+
+def fit(dirs: list[str]) -> str:
+    """Per kernel, an SM's active cycles a tile (ncu's sm__cycles_active.avg x SMs / tiles) at two
+    or more N (non-causal ncu points of the folders given), fitted as `fixed + per_block x key
+    blocks` (least squares; with two N the line through both): the main loop's cycles a key and
+    what a tile costs besides (its prologue, epilogue, the CTA's start)."""
+    import numpy as np
+    import pandas as pd
+
+    frames = [pd.read_csv(Path(d) / "ncu.csv").assign(folder=Path(d).name) for d in dirs]
+    # call c1's points (no causal column) are all non-causal
+    df = pd.concat(f if "causal" in f else f.assign(causal=False) for f in frames)
+    df = df[~df.causal.astype(bool) & df.kernel.isin(["ours", "fa3"])]
+    hw = load("h100-sxm5-80gb")
+    rows = []
+    for (kernel, n), g in df.groupby(["kernel", "seqlen"]):
+        m = g.set_index("metric").value
+        p = problem(128, int(n), False)
+        tiles = p.batch * p.heads * -(-p.seqlen_q // 128)
+        bn = plan("fa3", p, hw).main.block_n if kernel == "ours" else FA3_BLOCK_N[128]
+        blocks = -(-p.seqlen_k // bn)
+        per_tile = m["sm__cycles_active.avg"] * m["device__attribute_multiprocessor_count"] / tiles
+        rows.append({"kernel": kernel, "seqlen": int(n), "folder": g.folder.iloc[0], "block_n": bn,
+                     "key_blocks": blocks, "tiles": tiles, "active_cycles_per_tile": per_tile})
+    t = pd.DataFrame(rows)
+    out = [t.to_string(index=False, float_format=lambda x: f"{x:.0f}")]
+    # the last key block is partial where block_n does not divide N (4096 = 21 x 192 + 64, 18 x
+    # 224 + 64): counted whole (as launched), or at its share of keys (N / block_n)
+    for kernel, g in t.groupby("kernel"):
+        for how, x in (("whole", g.key_blocks), ("share", g.seqlen / g.block_n)):
+            slope, fixed = np.polyfit(x, g.active_cycles_per_tile, 1)
+            out.append(f"{kernel}, last block {how}: {slope:.0f} cycles a key block of "
+                       f"{g.block_n.iloc[0]} ({slope / g.block_n.iloc[0]:.2f} a key), {fixed:.0f} "
+                       f"cycles a tile besides (from N = {', '.join(map(str, g.seqlen))})")
+    return "\n".join(out)
+
+
 def smi_frame(path: Path):
     """nvidia-smi's CSV (timestamp, clocks.sm, power.draw, ...) with epoch seconds."""
     import pandas as pd
@@ -440,6 +481,8 @@ if __name__ == "__main__":
                   (x.split(":") for x in opts.get("--points", "ours:8192:0").split(","))]
         ncu(Path(a[1]), libs, points)
         print(ncu_summary(Path(a[1]) / "ncu.csv"))
+    elif a[:1] == ["--fit"]:
+        print(fit(a[1:]))
     elif a[:1] == ["--summary"]:
         print(summary(Path(a[1])))
     else:
