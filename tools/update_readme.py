@@ -308,6 +308,20 @@ def block_fp8_stalls14b() -> str:
     return f"```\n$ python {path} {data} --top 12\n" + module.report(str(ROOT / data), 12) + "\n```"
 
 
+def block_fa3ref16(call: str) -> str:
+    return experiment_summary("experiments/fp8/fa3ref16/fa3ref.py", f"experiments/fp8/fa3ref16/h100/{call}")
+
+
+def block_fa3ref16_fit() -> str:
+    path, dirs = "experiments/fp8/fa3ref16/fa3ref.py", ["experiments/fp8/fa3ref16/h100/c1",
+                                                       "experiments/fp8/fa3ref16/h100/c2"]
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return (f"```\n$ python {path} --fit {' '.join(dirs)}\n"
+            + module.fit([str(ROOT / d) for d in dirs]) + "\n```")
+
+
 def block_fa3_bwd_prefetch() -> str:
     path = "experiments/fa3_bwd/h200/prefetch"
     spec = importlib.util.spec_from_file_location("ab", ROOT / path / "ab.py")
@@ -513,7 +527,8 @@ TOOL_BLOCKS = {
 
 BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fp8-ncu14-d128": block_fp8_ncu14,
-          "fp8-clocks14b": block_fp8_clocks14b, "fp8-stalls14b": block_fp8_stalls14b,
+          "fp8-clocks14b": block_fp8_clocks14b, "fa3ref16-c1": partial(block_fa3ref16, "c1"),
+          "fa3ref16-c2": partial(block_fa3ref16, "c2"), "fa3ref16-fit": block_fa3ref16_fit, "fp8-stalls14b": block_fp8_stalls14b,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "sweep-speed-cpu": block_sweep_speed_cpu,
