@@ -560,6 +560,14 @@ class KernelSpec:
     # wgmma consumers: whether a warpgroup's softmax runs under its own previous P·V GEMM (the
     # wait for it placed after the softmax in the SASS)
     softmax_under_pv: Callable[[Defines], bool] | None = None
+    # warp-specialised: whether the consumer warpgroups run each step in step (a barrier
+    # between them every step, no turns): their GEMMs issue together and share the tensor
+    # cores, and their softmax runs while no GEMM does; None: never
+    consumers_in_step: Callable[[Defines], bool] | None = None
+    # tensors the kernel adds into in L2 by reductions (red.global, a bulk reduce-add): the L2
+    # reads and writes them (the Plan counts both), but their bytes cross the SM's own load/store
+    # path once, out (the timing model's port); None: none
+    l2_reductions: Callable[[Defines], frozenset[str]] | None = None
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
     # the tensors its loads write into shared memory by cp.async (or TMA): they reach the banks
     # through the L1's fill path, not the shared-memory data pipe (the timing model's
@@ -579,6 +587,7 @@ class KernelSpec:
 
 _MASK = frozenset({"HEAD_DIM", "IS_CAUSAL", "CAUSAL_BOTTOM_RIGHT"})
 _QKV = frozenset({"Q", "K", "V"})  # fa2.cu's cp.async copies into shared memory
+_DQACC = frozenset({"dQacc"})  # the backward kernels' dQ, added by reductions in L2
 _GEMM = _MASK | {"BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "NUM_WARPS"}
 _SOFTMAX = _MASK | {"SOFTMAX_THREADS", "ROW_IN_SMEM"}
 _TILE = frozenset({"HEAD_DIM", "HEAD_DIM_PAD", "BLOCK_M", "BLOCK_N", "NUM_WARPS", "IS_CAUSAL",
@@ -776,7 +785,8 @@ _SPECS = [
                ("Q", "K", "V", "dO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
                frozenset({"dQacc", "dKx", "dVx"}), _GEMM - {"BLOCK_K"},
                checks=("MODEL_W1K", "MODEL_W3Q", "MODEL_DS_DQ"), head_dims=BASE_HEAD_DIMS,
-               rules=_fa2_bwd_rules, smem=_fa2_bwd_smem, bwd_readers=_fa2_bwd_readers),
+               rules=_fa2_bwd_rules, smem=_fa2_bwd_smem, bwd_readers=_fa2_bwd_readers,
+               l2_reductions=lambda d: _DQACC),
     KernelSpec("fa2_bwd_convert", "fa2_bwd.cu", "FA2_BWD_CONVERT",
                ("dQacc", "dQ", "Nq", "H", "scale"), frozenset({"dQ"}),
                frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}), head_dims=BASE_HEAD_DIMS),
@@ -799,7 +809,8 @@ _SPECS = [
                archs=frozenset({"sm_90a"}), rules=_fa3_bwd_rules, smem=_fa3_bwd_smem,
                # its dQ atomics' release and its turn's flag: L2 round trips
                bwd_readers=_fa3_bwd_readers, sync_loads=_fa3_bwd_waits, sync_in_l2=_always,
-               turn_waits=_fa3_bwd_turn_waits,
+               turn_waits=_fa3_bwd_turn_waits, consumers_in_step=fa3_bwd_split_d,
+               l2_reductions=lambda d: _DQACC,
                l2_weights=_fa3_bwd_l2_weights,
                # TmdQ: dQacc (fp32) in boxes of 32 columns x 64 rows, a dQ unit's (DQ_BULK 2, 3
                # reduce into it; the other variants take it unused)

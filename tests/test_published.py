@@ -140,7 +140,8 @@ def test_fa2_rows_are_predicted_with_the_tiles_the_library_ran():
     """The FA2 bars timed the FA2 library, whose d = 128 tiles (forward 128x64, backward 64x128)
     are not our kernel's Plan's on the A100 (128x32, 64x64): each pass is predicted with the
     row's ran_tiles, and there the A100 d = 128 figure is within 3% where the Plan's own tiles
-    are 16-25% slow."""
+    are 12-16% slow (16-25% before session 16, whose fa2 backward trip puts its bandwidth share
+    behind its ring: the Plan's 64x64 backward tiles move twice the bytes a FLOP)."""
     from iosim.analysis.validate import preferred
     from iosim.schedules import Tiles, plan
 
@@ -158,7 +159,7 @@ def test_fa2_rows_are_predicted_with_the_tiles_the_library_ran():
         own = sum(row(plan("fa2", Problem(**fields, direction=d), prof), prof)["time_pred_ms"]
                   for d in ("fwd", "bwd"))
         assert got[r.seqlen_q] == pytest.approx(lib, rel=1e-12)
-        assert abs(lib / r.time_ms - 1) < 0.03 < 0.15 < own / r.time_ms - 1
+        assert abs(lib / r.time_ms - 1) < 0.03 < 0.10 < own / r.time_ms - 1
 
 
 def test_speedups_over_the_papers_standard_attention():

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from iosim.analysis.validate import MEASURED_NEEDS, read_rows, repredict
+from iosim.core.rows import gpu_ms
 from iosim.model.timing import Trip, _max
 
 US = 1e6
@@ -50,6 +51,7 @@ def terms(schedule: str, direction: str, paths: list[str]) -> pd.DataFrame:
     """One row per measured row (status ok): problem, times, error and the trip terms."""
     m = pd.concat([read_rows(p, MEASURED_NEEDS) for p in paths], ignore_index=True)
     m = m[(m.schedule == schedule) & (m.direction == direction) & (m.status == "ok")]
+    m = m.assign(time_ms=gpu_ms(m))  # what validate holds the model to (queued where timed so)
     rows = []
     for _, r in m.iterrows():
         got: list = []

@@ -347,10 +347,11 @@ class Trip:
     dispatch: np.ndarray  # mma.sync: tensor time and the other instructions' issue, added
     apart: np.ndarray  # wgmma: 1 where consumer warps' softmax phases overlap (no turns)
     under_pv: np.ndarray  # wgmma: 1 where a warpgroup's softmax runs under its own P·V GEMM
+    in_step: np.ndarray  # wgmma: 1 where the consumer warpgroups run each step together
 
     @classmethod
     def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
-           fill=0.0, shadow=0.0, under_pv=0.0) -> Trip:
+           fill=0.0, shadow=0.0, under_pv=0.0, in_step=0.0) -> Trip:
         """`sram`: shared-memory bytes (one instruction per LDS_BYTES); `fill`: those of them
         that asynchronous copies write, which the shared-memory pipe does not carry
         (smem_fill); `shadow`: instructions issued in the MMAs' shadow (loop_shadow): issue
@@ -365,9 +366,11 @@ class Trip:
                    dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
                    warp_mma=mma / warps * r.mma_cycles * cyc,
                    warp_other=other / warps * r.inst_cycles * cyc,
-                   groups=np.where(wg, np.maximum(1.0, warps / 4), 1.0),
+                   # consumers in step share the tensor cores at once: no turns
+                   groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
                    apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
-                   under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)))
+                   under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)),
+                   in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -413,7 +416,14 @@ class Trip:
             pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
             soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)
             thr = n * _max(soft, self.sram, self.issue, port)
-            return _max(port, self.tensor / self.groups + self.warp_other + latency, level, thr)
+            # consumers in step (a barrier every step, no turns): their GEMMs share the tensor
+            # cores at once (groups 1), and their softmax runs while no GEMM does, all their
+            # warps at once: at the MUFU's and FP32 pipes' rate where that is slower than the
+            # warps' own issue
+            other = np.where(self.in_step > 0, np.maximum(self.warp_other, self.sfu + self.alu),
+                             self.warp_other)
+            chain = self.tensor / self.groups + other + latency
+            return _max(port, chain, level, thr)
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
         # register operands: other warps' instructions issue between MMAs, not beside them
         thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
@@ -426,8 +436,14 @@ class Trip:
             # another ends: their phases spread, so loads, compute and stores of different CTAs
             # overlap as a fluid (a CTA still takes its own chain)
             return _max(latency + port + warp, level, thr)
-        if policy == POLICIES["lockstep"]:  # barriers inside the trip: the warps' phases cannot drift
-            return pnorm([warp, level, thr], sync_overlap)
+        if policy == POLICIES["lockstep"]:  # barriers inside the trip: the warps' phases
+            # cannot drift, so their chain and the SM's throughput combine as synchronous phases.
+            # The chain holds the trip's bytes through the SM's own load/store path (the port),
+            # which the ring's copies and the warps' dQ atomics share: an atomic's registers are
+            # free again only once its data has left. The CTA's share of L2/DRAM is not waited
+            # for: the next trip's tiles are copied a trip ahead (a cp.async ring, fa2_bwd.cu's
+            # STAGES >= 2) and the atomics are not waited for, so it bounds the trip, not adds
+            return _max(pnorm([port + warp, thr], sync_overlap), level)
         if policy in (POLICIES["drift"], POLICIES["prefetch"]):  # `drift`: warps with no CTA
             # barrier in the trip (FA1's forward) drift apart: while one warp waits for its loads
             # or runs its chain, others use the SM's pipes and others the memory system;
@@ -442,6 +458,18 @@ class Trip:
             return pnorm([latency + port + warp, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
         return pnorm([latency + port + warp, level, thr], sync_overlap)
+
+
+def reduced_loop_reads(k: KernelPlan, p: Problem) -> float:
+    """Loop-trip reads (two-level, whole kernel) of the tensors the kernel adds into in L2 by
+    reductions (iosim.kernels: its spec's `l2_reductions`): the L2 reads them, the SM does not
+    (its reductions' bytes cross its port once, as writes)."""
+    spec = SPECS.get(k.name)
+    if spec is None or spec.l2_reductions is None:
+        return 0.0
+    size = sizes(p, kernel_splits(k))
+    return float(sum(v for n, v in k.traffic.reads.items() if n in spec.l2_reductions(k.defines)
+                     and not (v <= size[n] and n not in k.streamed)))
 
 
 def l2_extra(k: KernelPlan) -> float:
@@ -485,6 +513,12 @@ def softmax_under_pv(k: KernelPlan) -> bool:
     """Whether a warpgroup's softmax runs while its own previous P·V GEMM is in flight
     (iosim.kernels: its spec's `softmax_under_pv`)."""
     return _spec_says(k, "softmax_under_pv")
+
+
+def consumers_in_step(k: KernelPlan) -> bool:
+    """Whether the kernel's consumer warpgroups run each step together, no turns (iosim.kernels:
+    its spec's `consumers_in_step`)."""
+    return _spec_says(k, "consumers_in_step")
 
 
 def softmax_apart(k: KernelPlan) -> bool:
@@ -597,15 +631,16 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
-         "fill", "a_fill", "x_shadow", "under_pv")
+         "fill", "a_fill", "x_shadow", "under_pv", "in_step", "red")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
 EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask_alu", "sram",
-             "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra", "fill", "units")
+             "two_r", "two_w", "fixed_r", "fixed_w", "loop_r", "loop_w", "l2_extra", "fill", "units",
+             "loop_red")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "tail", "streams",
-             "x_trip", "apart", "pad", "x_shadow", "under_pv")
+             "x_trip", "apart", "pad", "x_shadow", "under_pv", "in_step")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -621,12 +656,14 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     fixed_r, fixed_w, loop_r, loop_w = _split(k, p) if p is not None else (0, 0, 0, 0)
     ext = (k.ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
            once.alu_flops, k.mask_alu, t.sram, t.hbm_read, t.hbm_write, fixed_r, fixed_w,
-           loop_r, loop_w, l2_extra(k), smem_fill(k), k.units)
+           loop_r, loop_w, l2_extra(k), smem_fill(k), k.units,
+           reduced_loop_reads(k, p) if p is not None else 0.0)
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, sync_loads(k), float(sync_in_l2(k)), turn_waits(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
-             k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)))
+             k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)),
+             float(consumers_in_step(k)))
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -655,7 +692,8 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
         "dram_r": np.where(two_r > 0, dram_r / np.where(two_r > 0, two_r, 1), 0.0),
         "dram_w": np.where(two_w > 0, dram_w / np.where(two_w > 0, two_w, 1), 0.0),
         "l2_bytes": two_r + two_w + e["l2_extra"], "dram_bytes": dram_r + dram_w,
-        "need_port": two_r + two_w > 0, "loop_x": e["l2_extra"] / steps}
+        "need_port": two_r + two_w > 0, "loop_x": e["l2_extra"] / steps,
+        "red": e["loop_red"] / steps}
     out = np.empty((len(ctas), len(FACTS)))
     # the facts taken as they are, a block each; then the computed ones
     out[:, _AS_IS[0][0]], out[:, _AS_IS[1][0]] = inten[:, _AS_IS[0][1]], ext[:, _AS_IS[1][1]]
@@ -673,7 +711,7 @@ def _as_is(names: tuple, computed: set) -> tuple[list, list]:
 # facts_table's computed facts (the others come from INTENSIVE and EXTENSIVE as they are)
 _COMPUTED = {"reps", "total_trips", "total_masked", "steps", "a_flops", "a_exps", "a_alu", "a_sram",
              "a_fill", "o_flops", "o_exps", "o_alu", "mask", "dram_r", "dram_w", "l2_bytes",
-             "dram_bytes", "need_port", "loop_x"}
+             "dram_bytes", "need_port", "loop_x", "red"}
 _AS_IS = (_as_is(INTENSIVE, _COMPUTED), _as_is(EXTENSIVE, _COMPUTED))
 if set(FACTS) != _COMPUTED | {FACTS[i] for i in _AS_IS[0][0] + _AS_IS[1][0]}:
     raise AssertionError("a fact that facts_table neither computes nor takes as it is")
@@ -920,7 +958,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.array([f.a_sram, f.a_sram, zero]), f.warps, r, f.cyc,
                     np.array([f.x_trip, f.x_trip, zero]), f.apart,
                     np.array([f.a_fill, f.a_fill, zero]),
-                    np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv)
+                    np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv, f.in_step)
     trips = Trip(*(flat(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
@@ -959,7 +997,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # round trips the trip waits for (to L2 where the kernel's lines are there, else to DRAM),
     # and a wgmma consumer's waits at its GEMM turns
     lat = f.nsync * np.where(f.l2sync > 0, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
-    loop_port, lv = port(rd, wr), level(rd, wr, shares, f.loop_x)
+    # through the SM's port: a trip's bytes, its reductions' once (their reads are the L2's)
+    loop_port, lv = port(rd - f.red, wr), level(rd, wr, shares, f.loop_x)
     # the epilogue as an asynchronous trip with no bytes of its own
     levels = np.zeros((2, 3, m))
     levels[:, 0] = levels[:, 1] = lv

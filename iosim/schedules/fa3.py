@@ -112,7 +112,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
             values.update(PINGPONG=int(k.block_n == 128), DQ_BULK=0)
             if t.dq_writer:  # the FA3 paper's dQ-writer warp (iosim.kernels.DQ_WRITER)
                 values[DQ_WRITER] = 1
-            k = replace(k, regs_per_thread=budget(k.threads))
+            k = replace(k, regs_per_thread=budget(k.threads), tile_trips=whole_tiles_bwd(p, k))
             if p.deterministic:
                 return deterministic(p, k, values)
             if t.dq_bulk is not None:  # the reduction a measured row's kernel ran
@@ -151,6 +151,16 @@ def whole_tiles(p: Problem, k: KernelPlan) -> np.ndarray:
     if len(k.trips) == 1:  # every CTA alike (or so many that the ragged one is noise)
         return uniform_float(float(bm.tn if not p.causal else bm.row_visits().max()))
     return last_first(bm, "row_visits", np.float64)
+
+
+def whole_tiles_bwd(p: Problem, k: KernelPlan) -> np.ndarray:
+    """fa3_bwd.cu's trips in whole tiles (KernelPlan.tile_trips): a key tile's query tiles, each
+    in full, the ragged last query tile and a ragged key tile included (TMA zero-fills what
+    lies past the end; the consumers compute on it), as fa3.cu's forward (whole_tiles)."""
+    bm = BlockMap.of(p, k.block_m, k.block_n)
+    if len(k.trips) == 1:  # every CTA alike (or so many that the ragged one is noise)
+        return uniform_float(float(bm.tm if not p.causal else bm.col_visits().max()))
+    return bm.col_visits().astype(np.float64)
 
 
 def dq_reduction(p: Problem, hw: HardwareProfile, k: KernelPlan, values: dict[str, int]) -> KernelPlan:
