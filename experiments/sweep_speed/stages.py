@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 import iosim
 from iosim.analysis import predict as P
 from iosim.analysis import table
@@ -55,7 +57,9 @@ def cut(problems: list, rounds: int, n: int) -> dict:
     shapes = [t.facts or table._shape(t.plan, hw, len(t.problems) > 1) for t in temps]
     for t, sh in zip(temps, shapes):
         t.facts = sh
-    distinct, _ = table._distinct([[table.pairs(p) for p in t.problems] for t in temps])
+    m = np.array([len(t.problems) for t in temps])
+    du, dm, _ = table._distinct(np.arange(len(temps)).repeat(m),
+                                np.array([table.pairs(p) for t in temps for p in t.problems]))
     cols = table.columns(temps)
 
     def planned():
@@ -72,8 +76,8 @@ def cut(problems: list, rounds: int, n: int) -> dict:
     s = {"keys": best(lambda: [shape(x, p, hw) for x in FOUR for p in problems], rounds, n),
          "plans": best(planned, rounds, n),
          "plans_and_counts": best(counted, rounds, n),
-         "model_time_alone": best(lambda: table._model(shapes, distinct, False), rounds, n),
-         "model": best(lambda: table._model(shapes, distinct, True), rounds, n),
+         "model_time_alone": best(lambda: table._model(shapes, dm, du, False), rounds, n),
+         "model": best(lambda: table._model(shapes, dm, du, True), rounds, n),
          "columns": best(lambda: table.columns(temps), rounds, n),
          # predict_many's frame; predict_rows' dicts
          "output": best(lambda: table.as_rows(cols) if len(problems) == 1 else table.as_frame(cols),
@@ -87,7 +91,7 @@ def cut(problems: list, rounds: int, n: int) -> dict:
     # (one) the ratios to naive; and what the stages' best rounds leave out
     ms["rest"] = ms["whole"] - sum(v for k, v in ms.items() if k != "whole")
     return {"templates": len(temps), "rows": len(next(iter(cols.values()))),
-            "kernel_rows": sum(len(u) * len(sh.inten) for u, sh in zip(distinct, shapes)),
+            "kernel_rows": sum(int(n) * len(sh.inten) for n, sh in zip(dm, shapes)),
             "ms": ms}
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,6 +38,8 @@ EXT = {x: i for i, x in enumerate(timing.EXTENSIVE)}
 ROOF = timing.ROOFLINE  # the roofline's terms, in timing.roofline_terms' order
 INT_MAX = 2.0**62  # counts beyond this stay Python ints (an int64 would overflow)
 ABSENT = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()  # a cell its row lacks (`window`)
+EXACT = 2.0**53  # ints below it are floats exactly: float division rounds as int division
+_bhk = attrgetter("batch", "heads", "kv_heads")
 
 
 def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
@@ -210,11 +212,11 @@ class _Model:
     bound: list
 
 
-def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool) -> _Model:
-    """The DRAM estimate and the cycle model of every template at each of its pairs `us`, in
-    one numpy pass over every (problem, kernel) and (problem, DRAM access)."""
-    m = np.array([len(u) for u in us])
-    uf = np.array([x for u in us for x in u], np.float64)
+def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool) -> _Model:
+    """The DRAM estimate and the cycle model of every template at each of its pairs (`u`, m[t]
+    of them for template t, in order), in one numpy pass over every (problem, kernel) and
+    (problem, DRAM access)."""
+    uf = u.astype(np.float64)
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
     nk = np.array([len(sh.inten) for sh in shapes])
     k0 = nk.cumsum() - nk  # each template's first kernel among all templates' kernels
@@ -276,76 +278,107 @@ def _model(shapes: Sequence[_Shape], us: Sequence[Sequence[int]], limiter: bool)
                   pred.group_bound if limiter else [None] * len(starts))
 
 
-def _distinct(us: Sequence[Sequence[int]]) -> tuple[list[list[int]], np.ndarray]:
-    """Each template's distinct pairs (first seen first), and per problem its entry among
-    all of them: problems of one shape with the same pairs (batch x kv_heads: 2 x 8 and
-    1 x 16) have the same counts, so the same prediction, made once."""
-    out, back, at = [], [], 0
-    for u in us:
-        index = {x: i for i, x in enumerate(dict.fromkeys(u))}
-        out.append(list(index))
-        back += [at + index[x] for x in u]
-        at += len(index)
-    return out, np.array(back, np.int64)
+def _distinct(t: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each template's distinct pairs (first seen first), as (pairs, how many a template:
+    templates in order), and per problem its entry among all of them: problems of one shape
+    with the same pairs (batch x kv_heads: 2 x 8 and 1 x 16) have the same counts, so the same
+    prediction, made once. `t`: each problem's template (in order), `u`: its pairs."""
+    key = t.astype(np.int64) * (int(u.max()) + 1 if len(u) else 1) + u
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # the templates' problems are consecutive
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    at = first[order]
+    return u[at], np.bincount(t[at], minlength=int(t.max()) + 1 if len(t) else 0), rank[inv.ravel()]
+
+
+def _rep(vals: list, m: np.ndarray, alone: bool):
+    """A template's value a row: a list (`alone`: a template a row, predict's rows), or where
+    the values share one plain type, the array a frame infers from them, repeated (the frame is
+    the same as from the list: as_frame)."""
+    if alone:
+        return vals
+    if ABSENT not in vals:
+        typed = _typed(vals)
+        if isinstance(typed, np.ndarray):
+            return typed.repeat(m)
+    return np.repeat(np.array(vals, dtype=object), m).tolist()
 
 
 def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, list]:
     """The rows (predict's shared columns) of every problem of every template, in order, as
-    columns: lists of Python values, one entry per row (a column a row lacks, e.g. `window`,
-    holds ABSENT there). Without `limiter`, `bound` is None: the time alone (a cost function's
-    need) takes one prediction a kernel, the limiter up to one more per relief."""
+    columns: arrays, or lists of Python values, one entry per row (a column a row lacks, e.g.
+    `window`, is a list holding ABSENT there). Without `limiter`, `bound` is None: the time
+    alone (a cost function's need) takes one prediction a kernel, the limiter up to one more per
+    relief."""
     shapes = [t.facts or _shape(t.plan, t.hw, len(t.problems) > 1) for t in templates]
-    us = [[pairs(p) for p in t.problems] for t in templates]
-    m = np.array([len(u) for u in us])
-    u_all = np.array([x for u in us for x in u], np.int64)
-    distinct, back = _distinct(us)
-    md = _model(shapes, distinct, limiter)
-    t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
+    m = np.array([len(t.problems) for t in templates], np.int64)
     probs = [p for t in templates for p in t.problems]
-
-    # the columns: a template's values repeated over its problems, or one value a problem;
-    # numbers as numpy arrays (as_rows gives Python values)
-    def rep(vals: list) -> list:
-        return vals if alone else np.repeat(np.array(vals, dtype=object), m).tolist()
+    bhk = np.array(list(map(_bhk, probs)), np.int64).reshape(-1, 3)
+    u_all = bhk[:, 0] * bhk[:, 2]  # pairs()
+    tid = np.arange(len(templates)).repeat(m)
+    du, dm, back = _distinct(tid, u_all)
+    md = _model(shapes, dm, du, limiter)
+    t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
 
     alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
     fields = [problem_fields(t.plan.problem) for t in templates]
-    out: dict = {"hw": rep([t.hw.name for t in templates]),
-                 "schedule": rep([t.plan.schedule for t in templates])}
+    out: dict = {"hw": _rep([t.hw.name for t in templates], m, alone),
+                 "schedule": _rep([t.plan.schedule for t in templates], m, alone)}
     for name in dict.fromkeys(k for f in fields for k in f):
-        out[name] = rep([f.get(name, ABSENT) for f in fields])
-    out["batch"] = np.array([p.batch for p in probs], np.int64)
-    out["heads"] = np.array([p.heads for p in probs], np.int64)
-    out["kv_heads"] = np.array([p.kv_heads for p in probs], np.int64)
+        out[name] = _rep([f.get(name, ABSENT) for f in fields], m, alone)
+    out["batch"], out["heads"], out["kv_heads"] = bhk[:, 0], bhk[:, 1], bhk[:, 2]
     plan_cols = [_plan_columns(t.plan) for t in templates]
     for name in plan_cols[0]:
-        out[name] = rep([c[name] for c in plan_cols])
+        out[name] = _rep([c[name] for c in plan_cols], m, alone)
     rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
     dr, dw = d_r.astype(np.int64), d_w.astype(np.int64)
     cap = np.array([t.hw.hbm_capacity_bytes for t in templates]).repeat(m)
+    strs = lambda names, at: _rep_rows(np.array(names, dtype=object)[at], alone)  # noqa: E731
     out.update({
         "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
         "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
         "tensor_flops": tf, "exp_ops": ex, "alu_flops": alu,
-        "intensity_flop_per_byte": np.array([(x + y) / max(r + w, 1) for x, y, r, w in zip(
-            _py(tf), _py(alu), dr.tolist(), dw.tolist())]),
+        "intensity_flop_per_byte": _intensity(tf, alu, dr, dw),
         "time_roofline_ms": t_roof * 1e3,
-        "bound_roofline": [ROOF[j] for j in md.roof_bound[back].tolist()],
+        "bound_roofline": strs(ROOF, md.roof_bound[back]),
         "time_pred_ms": t_pred * 1e3,
         "tflops_pred": np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(bh)) for t, bh in zip(
             templates, _split(out["batch"] * out["heads"], m))]) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
-        "bound": [md.bound[i] for i in back.tolist()],
+        "bound": _rep_rows(np.array(md.bound + [None], dtype=object)[:-1][back], alone),
         # the main kernel's busiest unit, and its share of its efficient peak
-        "busiest": [timing.LIMITS[j] for j in md.busiest[back].tolist()],
+        "busiest": strs(timing.LIMITS, md.busiest[back]),
         "util_pct": 100 * md.util[back],
         "kernels": np.array([len(t.plan.kernels) for t in templates], np.int64).repeat(m),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
         "hbm_footprint_bytes": foot,
-        "fits": np.array([f <= c for f, c in zip(_py(foot), cap.tolist())], bool),
+        "fits": (foot <= cap if isinstance(foot, np.ndarray) else
+                 np.array([f <= c for f, c in zip(foot, cap.tolist())], bool)),
         # kernel (this project's), published (someone's), or hypothetical (the model's alone)
-        "backing": rep([backing(t.plan, t.hw) for t in templates]),
-        "notes": rep([t.plan.notes for t in templates])})
+        "backing": _rep([backing(t.plan, t.hw) for t in templates], m, alone),
+        "notes": _rep([t.plan.notes for t in templates], m, alone)})
+    return out
+
+
+def _rep_rows(col: np.ndarray, alone: bool):
+    """An object array a row: its list (predict's rows), or the array a frame infers from it."""
+    if alone:
+        return col.tolist()
+    typed = _typed(col)
+    return typed if isinstance(typed, np.ndarray) else col.tolist()
+
+
+def _intensity(tf, alu, dr: np.ndarray, dw: np.ndarray) -> np.ndarray:
+    """(tensor + ALU FLOPs) / DRAM bytes (at least 1) a row, as Python divides the ints: in
+    float64 where both ints are floats exactly (below 2^53), the other rows one by one."""
+    den = np.maximum(dr + dw, 1)
+    if not (isinstance(tf, np.ndarray) and isinstance(alu, np.ndarray)):
+        return np.array([(x + y) / d for x, y, d in zip(_py(tf), _py(alu), den.tolist())])
+    num = tf + alu  # no overflow: each < INT_MAX = 2^62
+    out = num / den
+    for i in np.flatnonzero((num >= EXACT) | (den >= EXACT)).tolist():
+        out[i] = int(num[i]) / int(den[i])
     return out
 
 
@@ -366,11 +399,10 @@ def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: b
     big = (np.abs(a).max(axis=0) + np.abs(b).max(axis=0) * umax) >= INT_MAX
     out = []
     for j in range(a.shape[1]):
-        aj, bj = a[:, j].repeat(m), b[:, j].repeat(m)
         if big[j]:
-            out.append([x + y * int(z) for x, y, z in zip(aj, bj, u_all)])
+            out.append([x + y * int(z) for x, y, z in zip(a[:, j].repeat(m), b[:, j].repeat(m), u_all)])
         else:
-            out.append(aj.astype(np.int64) + bj.astype(np.int64) * u_all)
+            out.append(a[:, j].astype(np.int64).repeat(m) + b[:, j].astype(np.int64).repeat(m) * u_all)
     return out
 
 
@@ -401,7 +433,7 @@ def concat(parts: Sequence[dict]) -> dict:
     out: dict = {}
     for c in names:
         cols = [part.get(c) for part in parts]
-        if all(isinstance(x, np.ndarray) for x in cols):
+        if all(isinstance(x, np.ndarray) for x in cols) and len({x.dtype for x in cols}) == 1:
             out[c] = np.concatenate(cols)
         else:
             out[c] = [v for x, n in zip(cols, sizes) for v in ([ABSENT] * n if x is None else _py(x))]
