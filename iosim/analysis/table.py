@@ -131,48 +131,106 @@ class _Shape:
     affine: bool = True  # False: b = 0 throughout (a template of its own problem alone)
 
 
-def _fit(v0: list, v1: list | None, u0: int, u1: int) -> tuple[list, list]:
-    """(a, b) with v = a + b·u through (u0, v0) and (u1, v1), whole numbers, elementwise;
-    without v1, b = v0 / u0 (a count proportional to u). Unscalable otherwise."""
+def _flat(r: _Raw) -> list:
+    """A Plan's counts in one list: its kernels' EXTENSIVE, its accesses' (count, size), its
+    totals."""
+    return [v for row in r.ext for v in row] + [v for row in r.acc for v in row] + r.counts
+
+
+def _fits(v0: list[list], v1: list[list | None], u0: list[int], u1: list[int]) -> list:
+    """(a, b) with v = a + b·u through (u0, v0) and (u1, v1), whole numbers, elementwise, for
+    each template at once (one numpy pass where the counts are within int64's reach); without
+    v1, b = v0 / u0 (a count proportional to u). None for a template whose a or b is not
+    whole."""
+    n = [len(v) for v in v0]
+    x = [v for vs in v0 for v in vs]
+    y = [v for vs, w in zip(v1, v0) for v in (w if vs is None else vs)]
+    if not x:
+        return [([], []) for _ in v0]
+    big = max(max(x), -min(x), max(y), -min(y)) >= INT_MAX
+    if big:  # Python's ints
+        return [_fit(a, b, s, t) for a, b, s, t in zip(v0, v1, u0, u1)]
+    x0, y0 = np.array(x, np.int64), np.array(y, np.int64)
+    line = np.array([v is not None for v in v1]).repeat(n)
+    base = np.array(u0, np.int64).repeat(n)
+    q, r = np.divmod(np.where(line, y0 - x0, x0), np.where(line, np.array(u1, np.int64).repeat(n) - base, base))
+    a = np.where(line, x0 - q * base, 0)
+    ends = np.cumsum(n)
+    bad = np.add.reduceat(r != 0, ends - n) if len(n) else []
+    al, ql = a.tolist(), q.tolist()
+    return [None if k else (al[e - m:e], ql[e - m:e]) for k, e, m in zip(bad.tolist(), ends.tolist(), n)]
+
+
+def _fit(v0: list, v1: list | None, u0: int, u1: int) -> tuple[list, list] | None:
+    """_fits' of one template, in Python's ints."""
     if v1 is None:
         q, r = zip(*[divmod(v, u0) for v in v0])
-        if any(r):
-            raise Unscalable
-        return [0] * len(q), list(q)
+        return None if any(r) else ([0] * len(q), list(q))
     q, r = zip(*[divmod(y - x, u1 - u0) for x, y in zip(v0, v1)])
-    if any(r):
-        raise Unscalable
-    return [x - b * u0 for x, b in zip(v0, q)], list(q)
+    return None if any(r) else ([x - b * u0 for x, b in zip(v0, q)], list(q))
 
 
 def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | None = None) -> _Shape:
     """The template's facts, its counts as a + b·u: proportional to u (`scaled`), affine
     through a `probe` Plan of the same shape at other pairs, or (neither) its own counts
     (a, with b = 0, for a template of one problem). Unscalable when a count is not whole."""
-    p = pl.problem
-    r = _raw(pl, hw)
-    u0, ne, nk = pairs(p), len(timing.EXTENSIVE), len(pl.kernels)
-    flat = [v for row in r.ext for v in row] + [v for row in r.acc for v in row] + r.counts
-    if probe is not None:
-        r1 = _raw(probe, hw)
-        if r1.names != r.names or len(r1.ext) != nk:
-            raise Unscalable
-        a, b = _fit(flat, [v for row in r1.ext for v in row] + [v for row in r1.acc for v in row]
-                    + r1.counts, u0, pairs(probe.problem))
-    elif scaled:
-        a, b = _fit(flat, None, u0, 0)
-    else:
-        a, b = flat, [0] * len(flat)
-    e, c = ne * nk, ne * nk + 2 * len(r.acc)
-    tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, p.dtype)
-    return _Shape(
-        [a[i:i + ne] for i in range(0, e, ne)], [b[i:i + ne] for i in range(0, e, ne)],
-        r.inten, [timing._rates(k, hw, p) for k in pl.kernels], r.periods, r.kin,
-        [a[i:i + 2] for i in range(e, c, 2)], [b[i:i + 2] for i in range(e, c, 2)],
-        r.reuse, r.ahead, [n[2] for n in r.names],
-        [ctas_per_sm(k, hw) * hw.sm_count for k in pl.kernels],
-        [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
-        hw.l2_bytes * hw.efficiency.l2_capacity, (a[c:], b[c:]), scaled or probe is not None)
+    out = _shapes([(pl, hw, scaled, probe)])[0]
+    if out is None:
+        raise Unscalable
+    return out
+
+
+def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) -> list[_Shape | None]:
+    """_shape of each (Plan, profile, scaled, probe), the counts fitted in one pass (_fits);
+    None where a count is not whole."""
+    raws = [_raw(pl, hw) for pl, hw, _, _ in items]
+    v0, v1, u0, u1, keep = [], [], [], [], []
+    for (pl, hw, scaled, probe), r in zip(items, raws):
+        flat = _flat(r)
+        if probe is not None:
+            r1 = _raw(probe, hw)
+            if r1.names != r.names or len(r1.ext) != len(pl.kernels):
+                keep.append(False)
+                continue
+            v1.append(_flat(r1))
+            u1.append(pairs(probe.problem))
+        elif scaled:
+            v1.append(None)
+            u1.append(0)
+        else:  # its own counts: a = v, b = 0
+            keep.append(None)
+            continue
+        keep.append(True)
+        v0.append(flat)
+        u0.append(pairs(pl.problem))
+    fitted = iter(_fits(v0, v1, u0, u1))
+    out = []
+    ne = len(timing.EXTENSIVE)
+    for (pl, hw, scaled, probe), r, k in zip(items, raws, keep):
+        if k is False:
+            out.append(None)
+            continue
+        if k is None:
+            flat = _flat(r)
+            ab = (flat, [0] * len(flat))
+        else:
+            ab = next(fitted)
+            if ab is None:
+                out.append(None)
+                continue
+        a, b = ab
+        p, nk = pl.problem, len(pl.kernels)
+        e, c = ne * nk, ne * nk + 2 * len(r.acc)
+        tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, p.dtype)
+        out.append(_Shape(
+            [a[i:i + ne] for i in range(0, e, ne)], [b[i:i + ne] for i in range(0, e, ne)],
+            r.inten, [timing._rates(k, hw, p) for k in pl.kernels], r.periods, r.kin,
+            [a[i:i + 2] for i in range(e, c, 2)], [b[i:i + 2] for i in range(e, c, 2)],
+            r.reuse, r.ahead, [n[2] for n in r.names],
+            [ctas_per_sm(k, hw) * hw.sm_count for k in pl.kernels],
+            [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
+            hw.l2_bytes * hw.efficiency.l2_capacity, (a[c:], b[c:]), scaled or probe is not None))
+    return out
 
 
 def _plan_columns(pl: Plan) -> dict:
@@ -292,6 +350,12 @@ def _distinct(t: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return u[at], np.bincount(t[at], minlength=int(t.max()) + 1 if len(t) else 0), rank[inv.ravel()]
 
 
+def _made(sh: _Shape | None) -> _Shape:
+    if sh is None:
+        raise Unscalable
+    return sh
+
+
 def _rep(vals: list, m: np.ndarray, alone: bool):
     """A template's value a row: a list (`alone`: a template a row, predict's rows), or where
     the values share one plain type, the array a frame infers from them, repeated (the frame is
@@ -311,7 +375,9 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
     `window`, is a list holding ABSENT there). Without `limiter`, `bound` is None: the time
     alone (a cost function's need) takes one prediction a kernel, the limiter up to one more per
     relief."""
-    shapes = [t.facts or _shape(t.plan, t.hw, len(t.problems) > 1) for t in templates]
+    todo = [(t.plan, t.hw, len(t.problems) > 1, None) for t in templates if t.facts is None]
+    made = iter(_shapes(todo) if todo else [])
+    shapes = [t.facts or _made(next(made)) for t in templates]
     m = np.array([len(t.problems) for t in templates], np.int64)
     probs = [p for t in templates for p in t.problems]
     bhk = np.array(list(map(_bhk, probs)), np.int64).reshape(-1, 3)
@@ -483,26 +549,27 @@ def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,
     groups: dict = {}
     for i, key in enumerate(shapes(schedule, problems, hw, tiles, tuned, keys)):
         groups.setdefault(("alone", i) if key is None else key, []).append(i)
-    out, order, errors = [], [], []
+    planned, errors = [], []
     for idx in groups.values():
         try:
             pl = predictable(plan(schedule, problems[idx[0]], hw, tiles, check=check, tuned=tuned), hw)
         except InputError as e:
             errors.append((e, len(idx)))
             continue
-        members = [problems[i] for i in idx]
-        try:
-            probe = None
-            if schedule in AFFINE and len(idx) > 1:  # a second point of the line
-                p1 = members[0].model_copy(update={"batch": 2 * members[0].batch})
-                probe = plan(schedule, p1, hw, tiles, check=check, tuned=tuned)
-            facts = _shape(pl, hw, len(idx) > 1, probe)
-        except Unscalable:
+        probe = None
+        if schedule in AFFINE and len(idx) > 1:  # a second point of the line
+            p1 = problems[idx[0]].model_copy(update={"batch": 2 * problems[idx[0]].batch})
+            probe = plan(schedule, p1, hw, tiles, check=check, tuned=tuned)
+        planned.append((idx, pl, probe))
+    out, order = [], []
+    facts = _shapes([(pl, hw, len(idx) > 1, probe) for idx, pl, probe in planned])
+    for (idx, pl, _), sh in zip(planned, facts):
+        if sh is None:  # Unscalable: a Plan a problem
             for i in idx:
                 out.append(Template(predictable(plan(schedule, problems[i], hw, tiles, check=check,
                                                      tuned=tuned), hw), hw, [problems[i]]))
                 order.append(i)
             continue
-        out.append(Template(pl, hw, members, facts))
+        out.append(Template(pl, hw, [problems[i] for i in idx], sh))
         order += idx
     return out, order, errors
