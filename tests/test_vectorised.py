@@ -447,3 +447,60 @@ def test_a_frame_of_typed_columns_is_the_frame_of_the_lists():
     assert got.equals(want) and got.dtypes.tolist() == want.dtypes.tolist()
     order = list(range(len(cols["hw"])))[::-1]
     assert table.as_frame(table.take(cols, order)).equals(want.iloc[order].reset_index(drop=True))
+
+
+def test_fits_of_many_templates_are_each_template_s_fit():
+    """table._fits (every template's a + b x pairs in one numpy pass) against table._fit of
+    each template alone (Python's ints and floats): the same a and b, to the integer and with
+    Python's types, and the same templates found not whole, for seeded Plans of every schedule
+    (floats among the counts: fill and L2 bytes), fitted through a second Plan (the papers'
+    baseline), proportional to pairs, and past int64's reach."""
+    items = []
+    for pl, hw in plans(seed=41, n=25):
+        p = pl.problem
+        probe = plan(pl.schedule, p.model_copy(update={"batch": 2 * p.batch}), hw, check=True)
+        for second in (probe, None):
+            items.append((table._flat(table._raw(pl, hw)),
+                          None if second is None else table._flat(table._raw(second, hw)),
+                          table.pairs(p), 0 if second is None else table.pairs(second.problem)))
+    v0, v1, u0, u1 = (list(x) for x in zip(*items))
+    want = [table._fit(*x) for x in items]
+    assert table._fits(v0, v1, u0, u1) == want
+    assert any(w is None for w in want) and any(w is not None for w in want)
+    # types as _fit's: floats where it divides floats
+    got = table._fits(v0, v1, u0, u1)
+    assert [[type(v) for v in g[0] + g[1]] for g in got if g] == [[type(v) for v in w[0] + w[1]] for w in want if w]
+    # one count past int64: every template in Python's ints, the same answers
+    v0[0] = v0[0][:-1] + [2**70 * u0[0]]
+    assert table._fits(v0, v1, u0, u1) == [table._fit(*x) for x in zip(v0, v1, u0, u1)]
+
+
+def test_intensity_of_a_column_is_python_s_division():
+    """table._intensity in float64 where the ints are floats exactly, else as Python divides
+    them: each row the float (tensor + ALU FLOPs) / max(DRAM bytes, 1) of Python's ints, past
+    2^53 too."""
+    rng = np.random.default_rng(3)
+    tf = rng.integers(0, 2**61, 400) >> rng.integers(0, 61, 400)
+    alu = rng.integers(0, 2**60, 400) >> rng.integers(0, 60, 400)
+    dr = rng.integers(0, 2**58, 400) >> rng.integers(0, 58, 400)
+    dw = rng.integers(0, 4, 400)
+    want = [(int(a) + int(b)) / max(int(c) + int(d), 1) for a, b, c, d in zip(tf, alu, dr, dw)]
+    assert table._intensity(tf, alu, dr, dw).tolist() == want
+    assert table._intensity(tf.tolist(), alu.tolist(), dr, dw).tolist() == want
+
+
+def test_distinct_pairs_are_first_seen_per_template():
+    """table._distinct: each template's distinct pairs in the order first seen, and each
+    problem's entry among them, as a dict per template gives them."""
+    rng = np.random.default_rng(8)
+    t = np.sort(rng.integers(0, 30, 500))
+    t = np.unique(t, return_inverse=True)[1]  # templates 0.. without gaps
+    u = rng.choice([1, 2, 3, 8, 16, 48, 2**40], 500)
+    du, dm, back = table._distinct(t, u)
+    want_u, want_m, want_back = [], [], []
+    for k in range(t.max() + 1):
+        index = {x: i for i, x in enumerate(dict.fromkeys(u[t == k].tolist()))}
+        want_back += [len(want_u) + index[x] for x in u[t == k].tolist()]
+        want_u += list(index)
+        want_m.append(len(index))
+    assert du.tolist() == want_u and dm.tolist() == want_m and back.tolist() == want_back

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from iosim.analysis import table
 from iosim.analysis.table import predictable
 from iosim.core.hardware import HardwareProfile, InputError
@@ -54,10 +56,9 @@ def predict_many(problems: Sequence[Problem], hw: HardwareProfile,
         temps.append((ts, order))
     cols = table.columns([t for ts, _ in temps for t in ts], limiter) if any(ts for ts, _ in temps) else {}
     # back to the problems' order within each schedule
-    perm, at = [], 0
-    for _, order in temps:
-        perm += [at + j for j in sorted(range(len(order)), key=order.__getitem__)]
-        at += len(order)
+    sizes = [len(order) for _, order in temps]
+    perm = np.concatenate([at + np.argsort(np.asarray(order, np.int64), kind="stable") for (_, order), at in zip(
+        temps, np.cumsum(sizes) - sizes)]) if temps else []
     df = table.as_frame(table.take(cols, perm)) if cols else table.as_frame({})
     df.attrs["skipped"] = dict(skipped)
     return df

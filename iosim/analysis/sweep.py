@@ -335,6 +335,8 @@ def _rows(job: tuple) -> tuple[list[dict | None], Counter]:
     pandas needed): one table per (profile, schedule), problems in order, None where none
     could be planned. The problems of one shape share a template Plan per (profile,
     schedule), and all of the chunk's are predicted in one batch."""
+    import numpy as np
+
     todo, problems, tuned = job
     skipped: Counter = Counter()
     temps, spans = [], []
@@ -358,7 +360,7 @@ def _rows(job: tuple) -> tuple[list[dict | None], Counter]:
             out.append(None)
             continue
         # this entry's rows, back in the problems' order
-        part = table.take(cols, [at + j for j in sorted(range(len(order)), key=order.__getitem__)])
+        part = table.take(cols, at + np.argsort(np.asarray(order, np.int64), kind="stable"))
         at += len(order)
         part.update({f"set_{k}": [v] * len(order) for k, v in changes.items()})
         out.append(part)

@@ -139,24 +139,40 @@ def _flat(r: _Raw) -> list:
 
 def _fits(v0: list[list], v1: list[list | None], u0: list[int], u1: list[int]) -> list:
     """(a, b) with v = a + b·u through (u0, v0) and (u1, v1), whole numbers, elementwise, for
-    each template at once (one numpy pass where the counts are within int64's reach); without
-    v1, b = v0 / u0 (a count proportional to u). None for a template whose a or b is not
-    whole."""
+    each template at once: the ints in one numpy pass where within int64's reach, the rest
+    (floats: a kernel's L2 extra and fill bytes) as Python divides them; without v1, b = v0 / u0
+    (a count proportional to u). None for a template whose a or b is not whole."""
     n = [len(v) for v in v0]
     x = [v for vs in v0 for v in vs]
     y = [v for vs, w in zip(v1, v0) for v in (w if vs is None else vs)]
     if not x:
-        return [([], []) for _ in v0]
-    big = max(max(x), -min(x), max(y), -min(y)) >= INT_MAX
-    if big:  # Python's ints
+        return []
+    if max(map(abs, x)) >= INT_MAX or max(map(abs, y)) >= INT_MAX:  # Python's ints
         return [_fit(a, b, s, t) for a, b, s, t in zip(v0, v1, u0, u1)]
-    x0, y0 = np.array(x, np.int64), np.array(y, np.int64)
     line = np.array([v is not None for v in v1]).repeat(n)
     base = np.array(u0, np.int64).repeat(n)
-    q, r = np.divmod(np.where(line, y0 - x0, x0), np.where(line, np.array(u1, np.int64).repeat(n) - base, base))
+    other = np.array(u1, np.int64).repeat(n)
+    odd = [i for i, (v, w) in enumerate(zip(x, y)) if v.__class__ is not int or w.__class__ is not int]
+    if odd:  # the floats' places computed apart, below
+        x, y = x.copy(), y.copy()
+        for i in odd:
+            x[i], y[i] = x[i] if x[i].__class__ is int else 0, y[i] if y[i].__class__ is int else 0
+    x0, y0 = np.array(x, np.int64), np.array(y, np.int64)
+    q, r = np.divmod(np.where(line, y0 - x0, x0), np.where(line, other - base, base))
     a = np.where(line, x0 - q * base, 0)
+    bad = r != 0
+    if odd:
+        a, q = a.astype(object), q.astype(object)
+        x, y = [v for vs in v0 for v in vs], [v for vs, w in zip(v1, v0) for v in (w if vs is None else vs)]
+    for i in odd:  # as _fit divides them
+        if line[i]:
+            qi, ri = divmod(y[i] - x[i], int(other[i] - base[i]))
+            a[i] = x[i] - qi * int(base[i])
+        else:
+            qi, ri = divmod(x[i], int(base[i]))
+        q[i], bad[i] = qi, ri != 0
     ends = np.cumsum(n)
-    bad = np.add.reduceat(r != 0, ends - n) if len(n) else []
+    bad = np.add.reduceat(bad, ends - n)
     al, ql = a.tolist(), q.tolist()
     return [None if k else (al[e - m:e], ql[e - m:e]) for k, e, m in zip(bad.tolist(), ends.tolist(), n)]
 
@@ -509,6 +525,7 @@ def concat(parts: Sequence[dict]) -> dict:
 def take(cols: dict, rows: Sequence[int]) -> dict:
     """These rows of the columns, in this order."""
     at = np.asarray(rows, np.int64)
+    rows = at.tolist()
     pick = itemgetter(*rows) if len(rows) > 1 else lambda col: tuple(col[i] for i in rows)
     return {c: col[at] if isinstance(col, np.ndarray) else list(pick(col)) for c, col in cols.items()}
 
