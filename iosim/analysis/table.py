@@ -109,22 +109,22 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
 
 @dataclass
 class _Shape:
-    """What one template contributes, as flat lists: per kernel its facts and, for every
-    count, a and b of count = a + b x u (u: a problem's pairs); its DRAM accesses likewise;
-    the Plan's totals."""
+    """What one template contributes, as arrays: per kernel its facts and, for every count, a
+    and b of count = a + b x u (u: a problem's pairs, float64 as the model takes them); its
+    DRAM accesses likewise; the Plan's totals (Python's ints)."""
 
-    ext_a: list  # per kernel, EXTENSIVE
-    ext_b: list
-    inten: list  # per kernel, INTENSIVE
-    rates: list  # per kernel, RATE_FIELDS
+    ext_a: np.ndarray  # per kernel, EXTENSIVE
+    ext_b: np.ndarray
+    inten: np.ndarray  # per kernel, INTENSIVE
+    rates: np.ndarray  # per kernel, RATE_FIELDS
     periods: list  # per kernel: (trips, masked trips) or None
-    kin: list  # per DRAM access: its kernel
-    acc_a: list  # per access: [count, size]
-    acc_b: list
-    reuse: list
-    ahead: list
-    write: list
-    slots: list  # per kernel: resident CTA slots
+    kin: np.ndarray  # per DRAM access: its kernel
+    acc_a: np.ndarray  # per access: [count, size]
+    acc_b: np.ndarray
+    reuse: np.ndarray
+    ahead: np.ndarray
+    write: np.ndarray
+    slots: np.ndarray  # per kernel: resident CTA slots
     peaks: list  # datasheet rates (ROOF; launch: the overhead)
     l2: float
     counts: tuple[list, list]  # Plan totals (_Raw.counts): a, b
@@ -137,48 +137,68 @@ def _flat(r: _Raw) -> list:
     return [v for row in r.ext for v in row] + [v for row in r.acc for v in row] + r.counts
 
 
-def _fits(v0: list[list], v1: list[list | None], u0: list[int], u1: list[int]) -> list:
+def _ints(v: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """v as int64, and where that is not v exactly or its float64 not the division's: a float
+    not whole (truncated) or past 2^53 (a float, or an int a float rounds). None where an int is
+    past INT_MAX."""
+    o = np.array(v + [None], object)[:-1]  # a 1-d array of the values, whatever their type
+    try:
+        i, f = o.astype(np.int64), o.astype(np.float64)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    if len(i) and np.abs(i).max() >= INT_MAX:
+        return None
+    return i, np.flatnonzero((i != f) | (np.abs(f) >= EXACT))
+
+
+def _fits(v0: list[list], v1: list[list | None], u0: list[int], u1: list[int]
+          ) -> tuple[np.ndarray, np.ndarray, list[bool]]:
     """(a, b) with v = a + b·u through (u0, v0) and (u1, v1), whole numbers, elementwise, for
-    each template at once: the ints in one numpy pass where within int64's reach, the rest
-    (floats: a kernel's L2 extra and fill bytes) as Python divides them; without v1, b = v0 / u0
-    (a count proportional to u). None for a template whose a or b is not whole."""
+    every template at once, end to end (int64 arrays, or object arrays of Python's ints and
+    floats): in one int64 pass where the counts are ints or whole floats below 2^53 (the same
+    a and b as Python divides them), the others (past 2^53, or not whole) as _fit divides them;
+    without v1, b = v0 / u0 (a count proportional to u). And per template whether an a or b is
+    not whole (_fit's None)."""
+    if not v0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
     n = [len(v) for v in v0]
+    line = [w is not None and w is not v for v, w in zip(v0, v1)]  # a second Plan's counts
     x = [v for vs in v0 for v in vs]
-    y = [v for vs, w in zip(v1, v0) for v in (w if vs is None else vs)]
-    if not x:
-        return []
-    if max(map(abs, x)) >= INT_MAX or max(map(abs, y)) >= INT_MAX:  # Python's ints
-        return [_fit(a, b, s, t) for a, b, s, t in zip(v0, v1, u0, u1)]
-    line = np.array([v is not None for v in v1]).repeat(n)
+    y = [v for vs, two in zip(v1, line) if two for v in vs]
+    xs, ys = _ints(x), _ints(y)
+    if xs is None or ys is None:  # Python's ints
+        ab = [_fit(a, b, s, t) for a, b, s, t in zip(v0, v1, u0, u1)]
+        a = np.array([v for f, m in zip(ab, n) for v in (f[0] if f else [0] * m)] + [None], object)[:-1]
+        b = np.array([v for f, m in zip(ab, n) for v in (f[1] if f else [0] * m)] + [None], object)[:-1]
+        return a, b, [f is None for f in ab]
+    (x0, odd), (yl, odd_y) = xs, ys
+    scaled = np.array([w is None for w in v1]).repeat(n)
+    at = np.flatnonzero(np.array(line).repeat(n))  # the second Plans' places
+    y0 = x0.copy()  # v1 is v0 itself: its own counts (u1 = u0 + 1: b = 0, a = v0)
+    y0[at] = yl
     base = np.array(u0, np.int64).repeat(n)
-    other = np.array(u1, np.int64).repeat(n)
-    odd = [i for i, (v, w) in enumerate(zip(x, y)) if v.__class__ is not int or w.__class__ is not int]
-    if odd:  # the floats' places computed apart, below
-        x, y = x.copy(), y.copy()
-        for i in odd:
-            x[i], y[i] = x[i] if x[i].__class__ is int else 0, y[i] if y[i].__class__ is int else 0
-    x0, y0 = np.array(x, np.int64), np.array(y, np.int64)
-    q, r = np.divmod(np.where(line, y0 - x0, x0), np.where(line, other - base, base))
-    a = np.where(line, x0 - q * base, 0)
+    den = np.where(scaled, base, np.array(u1, np.int64).repeat(n) - base)
+    q, r = np.divmod(np.where(scaled, x0, y0 - x0), den)
+    a = np.where(scaled, 0, x0 - q * base)
     bad = r != 0
+    odd = sorted(set(odd.tolist()) | set(at[odd_y].tolist()))
     if odd:
         a, q = a.astype(object), q.astype(object)
-        x, y = [v for vs in v0 for v in vs], [v for vs, w in zip(v1, v0) for v in (w if vs is None else vs)]
+        second = dict(zip(at.tolist(), y))
     for i in odd:  # as _fit divides them
-        if line[i]:
-            qi, ri = divmod(y[i] - x[i], int(other[i] - base[i]))
-            a[i] = x[i] - qi * int(base[i])
+        xi, d = x[i], int(den[i])
+        if scaled[i]:
+            qi, ri = divmod(xi, d)
         else:
-            qi, ri = divmod(x[i], int(base[i]))
+            qi, ri = divmod(second.get(i, xi) - xi, d)
+            a[i] = xi - qi * int(base[i])
         q[i], bad[i] = qi, ri != 0
     ends = np.cumsum(n)
-    bad = np.add.reduceat(bad, ends - n)
-    al, ql = a.tolist(), q.tolist()
-    return [None if k else (al[e - m:e], ql[e - m:e]) for k, e, m in zip(bad.tolist(), ends.tolist(), n)]
+    return a, q, np.add.reduceat(bad, ends - n).astype(bool).tolist()
 
 
 def _fit(v0: list, v1: list | None, u0: int, u1: int) -> tuple[list, list] | None:
-    """_fits' of one template, in Python's ints."""
+    """_fits' of one template, in Python's ints (None: not whole)."""
     if v1 is None:
         q, r = zip(*[divmod(v, u0) for v in v0])
         return None if any(r) else ([0] * len(q), list(q))
@@ -190,62 +210,63 @@ def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | Non
     """The template's facts, its counts as a + b·u: proportional to u (`scaled`), affine
     through a `probe` Plan of the same shape at other pairs, or (neither) its own counts
     (a, with b = 0, for a template of one problem). Unscalable when a count is not whole."""
-    out = _shapes([(pl, hw, scaled, probe)])[0]
-    if out is None:
+    return _made(_shapes([(pl, hw, scaled, probe)])[0])
+
+
+def _made(sh: _Shape | None) -> _Shape:
+    if sh is None:
         raise Unscalable
-    return out
+    return sh
 
 
 def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) -> list[_Shape | None]:
-    """_shape of each (Plan, profile, scaled, probe), the counts fitted in one pass (_fits);
-    None where a count is not whole."""
+    """_shape of each (Plan, profile, scaled, probe) at once: the counts fitted in one pass
+    (_fits), every template's facts in one array a kind, each template's a view of them; None
+    where a count is not whole, or the probe's Plan is not alike."""
     raws = [_raw(pl, hw) for pl, hw, _, _ in items]
-    v0, v1, u0, u1, keep = [], [], [], [], []
+    v0, v1, u0, u1, alike = [], [], [], [], []
     for (pl, hw, scaled, probe), r in zip(items, raws):
-        flat = _flat(r)
+        flat, u = _flat(r), pairs(pl.problem)
         if probe is not None:
             r1 = _raw(probe, hw)
-            if r1.names != r.names or len(r1.ext) != len(pl.kernels):
-                keep.append(False)
-                continue
-            v1.append(_flat(r1))
-            u1.append(pairs(probe.problem))
-        elif scaled:
-            v1.append(None)
-            u1.append(0)
-        else:  # its own counts: a = v, b = 0
-            keep.append(None)
-            continue
-        keep.append(True)
+            alike.append(r1.names == r.names and len(r1.ext) == len(pl.kernels))
+            v1.append(_flat(r1) if alike[-1] else flat)
+            u1.append(pairs(probe.problem) if alike[-1] else u + 1)
+        else:  # proportional to u, or its own counts: the line through (u, v) and (u + 1, v)
+            alike.append(True)
+            v1.append(None if scaled else flat)
+            u1.append(0 if scaled else u + 1)
         v0.append(flat)
-        u0.append(pairs(pl.problem))
-    fitted = iter(_fits(v0, v1, u0, u1))
+        u0.append(u)
+    a, b, bad = _fits(v0, v1, u0, u1)
+    af, bf = a.astype(np.float64), b.astype(np.float64)
+    kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
+    inten = np.array([x for r in raws for x in r.inten], np.float64)
+    rates = np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64)
+    slots = np.array([ctas_per_sm(k, hw) * hw.sm_count for k, hw, _ in kernels], np.float64)
+    kin = np.array([x for r in raws for x in r.kin], np.int64)
+    reuse = np.array([x for r in raws for x in r.reuse], np.float64)
+    write = np.array([n[2] for r in raws for n in r.names], np.float64)
+    ahead = np.array([x for r in raws for x in r.ahead], np.float64)
     out = []
     ne = len(timing.EXTENSIVE)
-    for (pl, hw, scaled, probe), r, k in zip(items, raws, keep):
-        if k is False:
-            out.append(None)
-            continue
-        if k is None:
-            flat = _flat(r)
-            ab = (flat, [0] * len(flat))
+    at = k0 = a0 = 0  # where the template's counts, kernels, accesses begin
+    for (pl, hw, scaled, probe), r, ok, not_whole in zip(items, raws, alike, bad):
+        nk, na = len(pl.kernels), len(r.acc)
+        e, c, n = ne * nk, ne * nk + 2 * na, ne * nk + 2 * na + len(r.counts)
+        if ok and not not_whole:
+            tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, pl.problem.dtype)
+            out.append(_Shape(
+                af[at:at + e].reshape(nk, ne), bf[at:at + e].reshape(nk, ne),
+                inten[k0:k0 + nk], rates[k0:k0 + nk], r.periods, kin[a0:a0 + na],
+                af[at + e:at + c].reshape(na, 2), bf[at + e:at + c].reshape(na, 2),
+                reuse[a0:a0 + na], ahead[a0:a0 + na], write[a0:a0 + na], slots[k0:k0 + nk],
+                [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
+                hw.l2_bytes * hw.efficiency.l2_capacity,
+                (a[at + c:at + n].tolist(), b[at + c:at + n].tolist()), scaled or probe is not None))
         else:
-            ab = next(fitted)
-            if ab is None:
-                out.append(None)
-                continue
-        a, b = ab
-        p, nk = pl.problem, len(pl.kernels)
-        e, c = ne * nk, ne * nk + 2 * len(r.acc)
-        tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, p.dtype)
-        out.append(_Shape(
-            [a[i:i + ne] for i in range(0, e, ne)], [b[i:i + ne] for i in range(0, e, ne)],
-            r.inten, [timing._rates(k, hw, p) for k in pl.kernels], r.periods, r.kin,
-            [a[i:i + 2] for i in range(e, c, 2)], [b[i:i + 2] for i in range(e, c, 2)],
-            r.reuse, r.ahead, [n[2] for n in r.names],
-            [ctas_per_sm(k, hw) * hw.sm_count for k in pl.kernels],
-            [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
-            hw.l2_bytes * hw.efficiency.l2_capacity, (a[c:], b[c:]), scaled or probe is not None))
+            out.append(None)
+        at, k0, a0 = at + n, k0 + nk, a0 + na
     return out
 
 
@@ -302,8 +323,7 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
                 periods.append(per)
     kt, kp, ki = _rows_of(nk, m)
     k = k0[kt] + ki  # each row's kernel
-    gather = lambda rows, name: np.array([x for sh in shapes for x in getattr(sh, name)],  # noqa: E731
-                                         np.float64)[rows]
+    gather = lambda rows, name: np.concatenate([getattr(sh, name) for sh in shapes])[rows]  # noqa: E731
     # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
     affine = any(sh.affine for sh in shapes)
     ext = gather(k, "ext_a") + gather(k, "ext_b") * uf[kp][:, None] if affine else gather(k, "ext_a")
@@ -316,8 +336,7 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     at, ap, ai = _rows_of(na, m)
     a = (na.cumsum() - na)[at] + ai  # each row's access
     row0 = (nk * m).cumsum() - nk * m  # each template's first (problem, kernel) row
-    kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + np.array(
-        [x for sh in shapes for x in sh.kin], np.int64)[a]
+    kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + gather(a, "kin")
     acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None] if affine else gather(a, "acc_a")
     dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], gather(a, "reuse"),
                                         gather(a, "write").astype(bool), ext[:, EXT["units"]],
@@ -364,12 +383,6 @@ def _distinct(t: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     rank[order] = np.arange(len(order))
     at = first[order]
     return u[at], np.bincount(t[at], minlength=int(t.max()) + 1 if len(t) else 0), rank[inv.ravel()]
-
-
-def _made(sh: _Shape | None) -> _Shape:
-    if sh is None:
-        raise Unscalable
-    return sh
 
 
 def _rep(vals: list, m: np.ndarray, alone: bool):
