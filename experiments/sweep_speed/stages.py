@@ -6,7 +6,7 @@ experiments/sweep_speed/stages.json:
 
 - batch: cpu_ab.py's 216 problems x (naive, fa1, fa2, fa3), `predict_many`: the problems'
   shape keys (`schedules.shape`), the templates' Plans (`plan(..., check=True)`, one per shape),
-  their counts as a + b x pairs (`table._shape` of fresh Plans, less the Plans), the DRAM
+  their counts as a + b x pairs (`table._shapes` of fresh Plans, all at once, less the Plans), the DRAM
   estimate and cycle model of every (template, pairs) without the limiter and the limiter's
   search on top (`table._model`), the other columns (`table.columns` less the model) and the
   output (`table.as_frame`); the whole call, and the rest of it (the stages' sum taken off);
@@ -67,7 +67,7 @@ def cut(problems: list, rounds: int, n: int) -> dict:
                 for t in temps]
 
     def counted():
-        return [table._shape(pl, hw, len(t.problems) > 1) for pl, t in zip(planned(), temps)]
+        return table._shapes([(pl, hw, len(t.problems) > 1, None) for pl, t in zip(planned(), temps)])
 
     if len(problems) == 1:
         whole = best(lambda: P.predict_rows(problems[0], hw, FOUR), rounds, n)
