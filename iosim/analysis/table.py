@@ -70,40 +70,42 @@ class Unscalable(Exception):
 
 @dataclass
 class _Raw:
-    """A Plan's counts as flat integer lists (kernel EXTENSIVE counts, DRAM accesses' counts and
+    """A Plan's counts as flat lists (kernel EXTENSIVE counts, DRAM accesses' counts and
     tensor sizes, Plan totals) and what does not scale."""
 
-    ext: list  # per kernel, EXTENSIVE
-    acc: list  # per access: count, size
+    ext: list  # per kernel, EXTENSIVE, end to end
+    acc: list  # per access: count, size, end to end
     counts: list  # 2-level read, write, sram, tensor, exp, alu, footprint
-    names: list  # (kernel, tensor, write) per access: the two Plans of a fit must match
+    names: list  # per access: its tensor
     kin: list  # per access: its kernel's index
     inten: list
     periods: list
     reuse: list
     ahead: list  # per access: memory.prefetch_ahead's bytes (0: not prefetched)
+    write: list  # per access: 1 a write, 0 a read
 
 
 def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     p = pl.problem
     size = memory.sizes(p, kv_splits(pl))
-    r = _Raw([], [], [], [], [], [], [], [], [])
+    r = _Raw([], [], [], [], [], [], [], [], [], [])
     for i, k in enumerate(pl.kernels):
         pre = memory.prefetch_ahead(k, p.elem_bytes)
         e, inten, per = timing.kernel_raw(k, hw, p)
-        r.ext.append(list(e))
+        r.ext += e
         r.inten.append(inten)
         r.periods.append(per)
         for is_write, tensors in ((0, k.traffic.reads), (1, k.traffic.writes)):
-            for n, v in tensors.items():
-                r.acc.append([v, size[n]])
-                r.names.append((k.name, n, is_write))
-                r.kin.append(i)
-                r.reuse.append(k.reuse.get(n, 0))
-                r.ahead.append(0 if is_write else pre.get(n, 0))
+            names = list(tensors)
+            r.names += names
+            r.acc += [x for n, v in tensors.items() for x in (v, size[n])]
+            r.kin += [i] * len(names)
+            r.write += [is_write] * len(names)
+            r.reuse += [k.reuse.get(n, 0) for n in names]
+            r.ahead += [0] * len(names) if is_write else [pre.get(n, 0) for n in names]
     t, w = pl.traffic, pl.work
     r.counts = [t.hbm_read, t.hbm_write, t.sram, w.tensor_flops, w.exp_ops, w.alu_flops,
-                sum(tensor_bytes(pl).values())]
+                sum(tensor_bytes(pl, size).values())]
     return r
 
 
@@ -131,10 +133,15 @@ class _Shape:
     affine: bool = True  # False: b = 0 throughout (a template of its own problem alone)
 
 
+def _accesses(r: _Raw, pl: Plan) -> list:
+    """(kernel, tensor, write) per access: what the two Plans of a fit must share."""
+    return [(pl.kernels[i].name, n, w) for i, n, w in zip(r.kin, r.names, r.write)]
+
+
 def _flat(r: _Raw) -> list:
     """A Plan's counts in one list: its kernels' EXTENSIVE, its accesses' (count, size), its
     totals."""
-    return [v for row in r.ext for v in row] + [v for row in r.acc for v in row] + r.counts
+    return r.ext + r.acc + r.counts
 
 
 def _ints(v: list) -> tuple[np.ndarray, np.ndarray] | None:
@@ -229,7 +236,8 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         flat, u = _flat(r), pairs(pl.problem)
         if probe is not None:
             r1 = _raw(probe, hw)
-            alike.append(r1.names == r.names and len(r1.ext) == len(pl.kernels))
+            alike.append(len(probe.kernels) == len(pl.kernels)
+                         and _accesses(r1, probe) == _accesses(r, pl))
             v1.append(_flat(r1) if alike[-1] else flat)
             u1.append(pairs(probe.problem) if alike[-1] else u + 1)
         else:  # proportional to u, or its own counts: the line through (u, v) and (u + 1, v)
@@ -246,13 +254,13 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     slots = np.array([ctas_per_sm(k, hw) * hw.sm_count for k, hw, _ in kernels], np.float64)
     kin = np.array([x for r in raws for x in r.kin], np.int64)
     reuse = np.array([x for r in raws for x in r.reuse], np.float64)
-    write = np.array([n[2] for r in raws for n in r.names], np.float64)
+    write = np.array([x for r in raws for x in r.write], np.float64)
     ahead = np.array([x for r in raws for x in r.ahead], np.float64)
     out = []
     ne = len(timing.EXTENSIVE)
     at = k0 = a0 = 0  # where the template's counts, kernels, accesses begin
     for (pl, hw, scaled, probe), r, ok, not_whole in zip(items, raws, alike, bad):
-        nk, na = len(pl.kernels), len(r.acc)
+        nk, na = len(pl.kernels), len(r.kin)
         e, c, n = ne * nk, ne * nk + 2 * na, ne * nk + 2 * na + len(r.counts)
         if ok and not not_whole:
             tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, pl.problem.dtype)

@@ -62,10 +62,11 @@ def backing(plan: Plan, hw: HardwareProfile) -> str:
     return HYPOTHETICAL
 
 
-def tensor_bytes(plan: Plan) -> dict[str, int]:
-    """Bytes of every tensor a Plan's kernels touch in HBM, at its full size."""
+def tensor_bytes(plan: Plan, size: dict[str, int] | None = None) -> dict[str, int]:
+    """Bytes of every tensor a Plan's kernels touch in HBM, at its full size (`size`: the
+    Plan's memory.sizes, where the caller has them)."""
     p = plan.problem
-    size = sizes(p, kv_splits(plan))
+    size = sizes(p, kv_splits(plan)) if size is None else size
     names = set(plan.traffic.reads) | set(plan.traffic.writes)
     if p.direction is Direction.bwd:  # the inputs live whether or not a kernel reads them
         names |= {"Q", "K", "V", "dO"}
