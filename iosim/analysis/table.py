@@ -39,7 +39,6 @@ ROOF = timing.ROOFLINE  # the roofline's terms, in timing.roofline_terms' order
 INT_MAX = 2.0**62  # counts beyond this stay Python ints (an int64 would overflow)
 ABSENT = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()  # a cell its row lacks (`window`)
 EXACT = 2.0**53  # ints below it are floats exactly: float division rounds as int division
-_bhk = attrgetter("batch", "heads", "kv_heads")
 
 
 def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
@@ -417,8 +416,9 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
     shapes = [t.facts or _made(next(made)) for t in templates]
     m = np.array([len(t.problems) for t in templates], np.int64)
     probs = [p for t in templates for p in t.problems]
-    bhk = np.array(list(map(_bhk, probs)), np.int64).reshape(-1, 3)
-    u_all = bhk[:, 0] * bhk[:, 2]  # pairs()
+    batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
+                        for f in ("batch", "heads", "kv_heads"))
+    u_all = batch * kv  # pairs()
     tid = np.arange(len(templates)).repeat(m)
     du, dm, back = _distinct(tid, u_all)
     md = _model(shapes, dm, du, limiter)
@@ -430,7 +430,7 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
                  "schedule": _rep([t.plan.schedule for t in templates], m, alone)}
     for name in dict.fromkeys(k for f in fields for k in f):
         out[name] = _rep([f.get(name, ABSENT) for f in fields], m, alone)
-    out["batch"], out["heads"], out["kv_heads"] = bhk[:, 0], bhk[:, 1], bhk[:, 2]
+    out["batch"], out["heads"], out["kv_heads"] = batch, heads, kv
     plan_cols = [_plan_columns(t.plan) for t in templates]
     for name in plan_cols[0]:
         out[name] = _rep([c[name] for c in plan_cols], m, alone)
