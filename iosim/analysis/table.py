@@ -245,8 +245,13 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
             u1.append(0 if scaled else u + 1)
         v0.append(flat)
         u0.append(u)
-    a, b, bad = _fits(v0, v1, u0, u1)
-    af, bf = a.astype(np.float64), b.astype(np.float64)
+    if any(scaled or probe is not None for _, _, scaled, probe in items):
+        a, b, bad = _fits(v0, v1, u0, u1)
+        af, bf = a.astype(np.float64), b.astype(np.float64)
+    else:  # templates of their own problems (predict's rows): a as it is, b = 0
+        a = np.array([v for vs in v0 for v in vs] + [None], object)[:-1]
+        af, b, bad = a.astype(np.float64), np.zeros(len(a), np.int64), [False] * len(items)
+        bf = b.astype(np.float64)
     kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
     inten = np.array([x for r in raws for x in r.inten], np.float64)
     rates = np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64)
@@ -419,12 +424,12 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
     batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
                         for f in ("batch", "heads", "kv_heads"))
     u_all = batch * kv  # pairs()
-    tid = np.arange(len(templates)).repeat(m)
-    du, dm, back = _distinct(tid, u_all)
+    alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
+    du, dm, back = ((u_all, m, np.arange(len(m))) if alone else
+                    _distinct(np.arange(len(templates)).repeat(m), u_all))
     md = _model(shapes, dm, du, limiter)
     t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
 
-    alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
     fields = [problem_fields(t.plan.problem) for t in templates]
     out: dict = {"hw": _rep([t.hw.name for t in templates], m, alone),
                  "schedule": _rep([t.plan.schedule for t in templates], m, alone)}
