@@ -10,11 +10,17 @@ experiments/sweep_speed/stages.json:
   estimate and cycle model of every (template, pairs) without the limiter and the limiter's
   search on top (`table._model`), the other columns (`table.columns` less the model) and the
   output (`table.as_frame`); the whole call, and the rest of it (the stages' sum taken off);
+- grid: cpu_ab.py's grid of 1,920 problems (7,680 rows), cut as the batch (the best of
+  `--grid-rounds`);
 - one: cpu_ab.py's `predict_rows` of one problem, four schedules, cut alike (the Plans, their
   counts, the model with every relief in one pass, the other columns, the rows as dicts:
   `table.as_rows`), and the whole call.
 
-    python experiments/sweep_speed/stages.py [--rounds 15]
+The shape keys are what predict_many asks: each problem's Problem.shape_key() once, then
+`schedules.shapes` a schedule (the layout once per shape and what it reads of batch x heads;
+before session 16's fast16b, `schedules.shape` of every (schedule, problem)).
+
+    python experiments/sweep_speed/stages.py [--rounds 15] [--grid-rounds 7]
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from pathlib import Path
 import numpy as np
 
 import iosim
+from iosim import schedules
 from iosim.analysis import predict as P
 from iosim.analysis import table
 from iosim.core.hardware import load
-from iosim.schedules import plan, shape
+from iosim.schedules import plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sweep_speed import cpu_name  # noqa: E402
@@ -73,7 +80,11 @@ def cut(problems: list, rounds: int, n: int) -> dict:
         whole = best(lambda: P.predict_rows(problems[0], hw, FOUR), rounds, n)
     else:
         whole = best(lambda: P.predict_many(problems, hw, FOUR), rounds, n)
-    s = {"keys": best(lambda: [shape(x, p, hw) for x in FOUR for p in problems], rounds, n),
+    def keyed():
+        keys = [p.shape_key() for p in problems]
+        return [schedules.shapes(x, problems, hw, keys=keys) for x in FOUR]
+
+    s = {"keys": best(keyed, rounds, n),
          "plans": best(planned, rounds, n),
          "plans_and_counts": best(counted, rounds, n),
          "model_time_alone": best(lambda: table._model(shapes, dm, du, False), rounds, n),
@@ -98,6 +109,7 @@ def cut(problems: list, rounds: int, n: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--grid-rounds", type=int, default=7)
     ap.add_argument("--out", default=str(Path(__file__).with_name("stages.json")))
     args = ap.parse_args()
     problems = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
@@ -105,8 +117,12 @@ def main() -> None:
                 for c in (False, True) for b in (1, 4, 16) for h in (8, 32, 64)]  # cpu_ab.py's
     one = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128)
     P.predict_many(problems, load("h100"), FOUR)  # imports and caches warm
-    out = {"batch": cut(problems, args.rounds, 1), "one": cut([one], args.rounds, 20),
-           "rounds": args.rounds, "machine": {"cpu": cpu_name(), "python": sys.version.split()[0]},
+    grid = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
+            for n in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768) for d in (64, 128, 256)
+            for c in (False, True) for b in (1, 2, 4, 8, 16, 32, 64, 128)
+            for h in (8, 16, 32, 64, 128)]  # cpu_ab.py's
+    out = {"batch": cut(problems, args.rounds, 1), "grid": cut(grid, args.grid_rounds, 1),
+           "one": cut([one], args.rounds, 20), "rounds": args.rounds, "grid_rounds": args.grid_rounds, "machine": {"cpu": cpu_name(), "python": sys.version.split()[0]},
            "date": time.strftime("%Y-%m-%d")}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))
