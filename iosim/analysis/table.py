@@ -5,9 +5,10 @@ same shape (`schedules.shape`): their Plans launch the same kernels with the sam
 every count (CTAs, bytes, FLOPs) is a + b x u in the (batch, K/V head) pairs u = batch x
 kv_heads: b per pair (a = 0) for the schedules' own kernels, a fixed part too for the papers'
 PyTorch baseline (`schedules.AFFINE`: a and b fitted through a second Plan). So one Plan, the
-shape's template, stands for all of them; the DRAM estimate and the cycle model run once over
-every (problem, kernel) as numpy arrays (memory.dram_arrays, timing.facts_table,
-timing.predict_batch), and the rows come out as columns. A row of one problem planned alone
+shape's template, stands for all of them (every template's a and b fitted in one numpy pass,
+its facts a view of arrays shared by all: `_shapes`); the DRAM estimate and the cycle model
+run once over every (problem, kernel) as numpy arrays (memory.dram_arrays,
+timing.facts_table, timing.predict_batch), and the rows come out as columns. A row of one problem planned alone
 (`predict.rows`) is the same computation with a template of one (its own counts, b = 0), so
 there is one implementation; tests/test_vectorised.py holds the two equal.
 """
