@@ -398,7 +398,7 @@ def block_tune() -> str:
 
     from iosim.analysis.tune import format_verified
 
-    path = ROOT / "experiments" / "tune_fa2" / "h100" / "run14" / "tune_fa2.csv"  # the latest run
+    path = ROOT / "experiments" / "tune_fa2" / "h100" / "run16b" / "tune_fa2.csv"  # the latest run
     if not path.exists():
         return "(not measured yet: run `bash experiments/tune_fa2/run.sh` on an H100)"
     return "```\n" + format_verified(pd.read_csv(path)) + "\n```"
@@ -414,7 +414,8 @@ def block_tune_rerank() -> str:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = []
-    for f in ("experiments/tune_fa2/h100/run14/tune_fa2.csv", "experiments/tune_fa2/h100/tune_fa2.csv"):
+    for f in ("experiments/tune_fa2/h100/run16b/tune_fa2.csv", "experiments/tune_fa2/h100/run14/tune_fa2.csv",
+              "experiments/tune_fa2/h100/tune_fa2.csv"):
         ok, n, rho, picks = mod.evaluate(pd.read_csv(ROOT / f), load("h100"))
         out.append(f"$ python tools/tune_rerank.py {f}\ntoday's pick within 5% of the measured best in "
                    f"{ok} of {n} problems, median rho {rho:.2f}\n" + "\n".join(picks))
