@@ -109,3 +109,17 @@ def test_bench_says_what_does_not_fit(env, tmp_path):
     df = run([p], ["naive", "fa2"], [], tmp_path / "b.csv", hw, False, False, progress=False)
     status = df.set_index("schedule").status
     assert status.naive.startswith("skipped: its tensors need") and status.fa2 == "ok"
+
+
+def test_tune_verify_times_what_passes_in_interleaved_rounds(env):
+    """`iosim tune --verify`: each configuration is checked, and those that pass are timed in
+    ROUNDS interleaved rounds (median), so no pick is judged by its place in the queue."""
+    from iosim.analysis import tune
+
+    torch, hw, _ = env
+    p = Problem(batch=1, heads=4, seqlen_q=512, seqlen_k=512, head_dim=64)
+    ranked = tune.rank("fa2", [p], hw, tune.Tiles(), note=lambda _: None, compile=False)
+    m = tune.verify(ranked, hw, top=3)
+    ok = m[m.status == "ok"]
+    assert len(ok) >= 3 and (ok.time_rounds == tune.ROUNDS).all() and (ok.time_ms > 0).all()
+    assert m.loc[m.status != "ok", "time_ms"].isna().all()  # a failed check is never timed

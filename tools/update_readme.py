@@ -227,11 +227,17 @@ def block_fa3_bwd_new_shapes() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args).rstrip() + "\n```"
 
 
-def block_mask_add_cost() -> str:
-    """The causal mask's cost in PyTorch's unfused attention, published or measured, and the model's."""
-    spec = importlib.util.spec_from_file_location("mask_add_cost", ROOT / "tools" / "mask_add_cost.py")
+def _script(path: str):
+    """The module of a script in this tree (tools/, experiments/), which is no package."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def block_mask_add_cost() -> str:
+    """The causal mask's cost in PyTorch's unfused attention, published or measured, and the model's."""
+    module = _script("tools/mask_add_cost.py")
     with contextlib.chdir(ROOT):
         text = module.report()
     return "```\n$ python tools/mask_add_cost.py\n" + text.rstrip() + "\n```"
@@ -275,9 +281,7 @@ def block_calibrate() -> str:
 
 def tool(script: str, data: str, *args: str) -> str:
     """A tools/ script's output on a committed file (its `report`), with its command line."""
-    spec = importlib.util.spec_from_file_location(script[:-3], ROOT / "tools" / script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script(f"tools/{script}")
     line = " ".join([data, *args])
     paths = [str(ROOT / a) if (ROOT / a).is_file() else a for a in args]  # committed files too
     return f"```\n$ python tools/{script} {line}\n" + module.report(str(ROOT / data), *paths).rstrip() + "\n```"
@@ -285,9 +289,7 @@ def tool(script: str, data: str, *args: str) -> str:
 
 def experiment_summary(path: str, data: str) -> str:
     """An experiments/ script's `summary` of a committed file, with its command line."""
-    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script(path)
     return f"```\n$ python {path} --summary {data}\n" + module.summary(str(ROOT / data)) + "\n```"
 
 
@@ -302,9 +304,7 @@ def block_fp8_clocks14b() -> str:
 def block_fp8_stalls14b() -> str:
     path = "experiments/fp8/speed14b/src_stalls.py"
     data = "experiments/fp8/h100/speed14b/c2/ncu.tgz:./src_base_d128_8k.csv"
-    spec = importlib.util.spec_from_file_location("src_stalls", ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script(path)
     return f"```\n$ python {path} {data} --top 12\n" + module.report(str(ROOT / data), 12) + "\n```"
 
 
@@ -315,18 +315,14 @@ def block_fa3ref16(call: str) -> str:
 def block_fa3ref16_fit() -> str:
     path, dirs = "experiments/fp8/fa3ref16/fa3ref.py", ["experiments/fp8/fa3ref16/h100/c1",
                                                        "experiments/fp8/fa3ref16/h100/c2"]
-    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script(path)
     return (f"```\n$ python {path} --fit {' '.join(dirs)}\n"
             + module.fit([str(ROOT / d) for d in dirs]) + "\n```")
 
 
 def block_fa3_bwd_prefetch() -> str:
     path = "experiments/fa3_bwd/h200/prefetch"
-    spec = importlib.util.spec_from_file_location("ab", ROOT / path / "ab.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script(f"{path}/ab.py")
     return f"```\n$ python {path}/ab.py\n" + module.report(str(ROOT / path)) + "\n```"
 
 
@@ -398,7 +394,7 @@ def block_tune() -> str:
 
     from iosim.analysis.tune import format_verified
 
-    path = ROOT / "experiments" / "tune_fa2" / "h100" / "run14" / "tune_fa2.csv"  # the latest run
+    path = ROOT / "experiments" / "tune_fa2" / "h100" / "run16b" / "tune_fa2.csv"  # the latest run
     if not path.exists():
         return "(not measured yet: run `bash experiments/tune_fa2/run.sh` on an H100)"
     return "```\n" + format_verified(pd.read_csv(path)) + "\n```"
@@ -410,11 +406,10 @@ def block_tune_rerank() -> str:
 
     from iosim.core.hardware import load
 
-    spec = importlib.util.spec_from_file_location("tune_rerank", ROOT / "tools" / "tune_rerank.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _script("tools/tune_rerank.py")
     out = []
-    for f in ("experiments/tune_fa2/h100/run14/tune_fa2.csv", "experiments/tune_fa2/h100/tune_fa2.csv"):
+    for f in ("experiments/tune_fa2/h100/run16b/tune_fa2.csv", "experiments/tune_fa2/h100/run14/tune_fa2.csv",
+              "experiments/tune_fa2/h100/tune_fa2.csv"):
         ok, n, rho, picks = mod.evaluate(pd.read_csv(ROOT / f), load("h100"))
         out.append(f"$ python tools/tune_rerank.py {f}\ntoday's pick within 5% of the measured best in "
                    f"{ok} of {n} problems, median rho {rho:.2f}\n" + "\n".join(picks))
@@ -527,8 +522,9 @@ TOOL_BLOCKS = {
 
 BLOCKS = {name: partial(tool, *spec) for name, spec in TOOL_BLOCKS.items()} | {
           "fa3-bwd-prefetch": block_fa3_bwd_prefetch, "fp8-ncu14-d128": block_fp8_ncu14,
-          "fp8-clocks14b": block_fp8_clocks14b, "fa3ref16-c1": partial(block_fa3ref16, "c1"),
-          "fa3ref16-c2": partial(block_fa3ref16, "c2"), "fa3ref16-fit": block_fa3ref16_fit, "fp8-stalls14b": block_fp8_stalls14b,
+          "fp8-clocks14b": block_fp8_clocks14b, "fp8-stalls14b": block_fp8_stalls14b,
+          "fa3ref16-c1": partial(block_fa3ref16, "c1"), "fa3ref16-c2": partial(block_fa3ref16, "c2"),
+          "fa3ref16-fit": block_fa3ref16_fit,
           "predict": block_predict, "predict-long": block_predict_long,
           "h100-d128": block_h100_d128, "sweep-speed": block_sweep_speed,
           "sweep-speed-cpu": block_sweep_speed_cpu,

@@ -75,6 +75,8 @@ MUTATIONS = [
      "turn_waits=_fa3_bwd_turn_waits,"),
     ("fa3 backward's ragged tiles counted as fractions", "iosim/schedules/fa3.py",
      "tile_trips=whole_tiles_bwd(p, k))", "tile_trips=None)"),
+    ("fa3 backward's in-step softmax at its warps' issue alone, not the MUFU's and FP32 pipes'",
+     "iosim/model/timing.py", "np.maximum(self.warp_other, self.sfu + self.alu),", "self.warp_other,"),
     ("fa2 backward reads each operand once (no warp grids)", "iosim/kernels.py",
      "def _fa2_bwd_readers(d: Defines) -> Readers:", "def _fa2_bwd_readers(d: Defines) -> Readers:\n    return Readers()"),
     ("fa3 softmax hides under wgmma perfectly", "iosim/model/timing.py",
