@@ -52,14 +52,15 @@ FIELDS = ["schedule", "direction", "batch", "heads", "seqlen", "head_dim", "caus
           "metric", "value"]
 
 
-def profile(point: tuple, metrics: list[str], outdir: Path) -> list[dict]:
+def profile(point: tuple, metrics: list[str], outdir: Path, run: list[str] | None = None) -> list[dict]:
+    """`run`: what python runs under ncu instead of the point's kernels (iosim.gpu.once)."""
     s, direction, b, h, n, d, causal = point
     args = dict(schedule=s, hw="h100-sxm5-80gb", seed=1234, direction=direction, batch=b, heads=h,
                 kv_heads=h, seqlen_q=n, seqlen_k=n, head_dim=d, dtype="bf16", causal=causal)
     cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
            *[a for sec in SECTIONS for a in ("--section", sec)], "--metrics", ",".join(metrics),
-           "--kernel-name", f"regex:^({KERNELS[s, direction]})$", sys.executable, "-m",
-           "iosim.gpu.once", json.dumps(args)]
+           "--kernel-name", f"regex:^({KERNELS[s, direction]})$", sys.executable,
+           *(run or ["-m", "iosim.gpu.once", json.dumps(args)])]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     name = "_".join(str(x) for x in point)
     (outdir / f"ncu_{name}.txt").write_text(out.stdout + "\n--- stderr\n" + out.stderr[-4000:])
