@@ -891,25 +891,77 @@ def _tail(f: _Facts, d_c: np.ndarray, left: np.ndarray, n: np.ndarray, alone) ->
     return out
 
 
-def _expected_max(values: np.ndarray, draws: float) -> float:
-    """Expected largest of `draws` independent draws from `values`, each value equally likely."""
-    v = np.sort(np.ravel(values))
-    at = (np.arange(1, len(v) + 1) / len(v)) ** draws
-    return float(np.sum(v * np.diff(at, prepend=0.0)))
+def _expected_max(values: np.ndarray, draws: float, weights: np.ndarray | None = None) -> float:
+    """Expected largest of `draws` independent draws from `values`, each value equally likely
+    or as likely as its `weights` (same shape)."""
+    v = np.ravel(values)
+    order = np.argsort(v, kind="stable")
+    w = np.full(len(v), 1.0 / len(v)) if weights is None else np.ravel(weights)[order] / np.sum(weights)
+    at = np.minimum(np.cumsum(w), 1.0) ** draws
+    return float(np.sum(v[order] * np.diff(at, prepend=0.0)))
 
 
-def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float:
-    """Latest finish of one wave of `ctas` unequal CTAs, at most two an SM (`two`, `one`: one
-    period's durations with another CTA on the SM and alone): ctas - SMs SMs hold two, which
-    share the SM's units while both run, the one left then alone at its own speed (processor
-    sharing); which CTA shares with which is the block scheduler's, so any two of the period
-    alike: the expected latest of the pairs, and of the CTAs alone."""
+def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int,
+                 weights: np.ndarray | None = None) -> float:
+    """Latest finish of one wave of `ctas` unequal CTAs, at most two an SM (`two`, `one`: their
+    durations with another CTA on the SM and alone, each as likely as its `weights`, or
+    alike): ctas - SMs SMs hold two, which share the SM's units while both run, the one left
+    then alone at its own speed (processor sharing); which CTA shares with which is the block
+    scheduler's, so any two alike: the expected latest of the pairs, and of the CTAs alone.
+    A CTA with nothing left (0) leaves its partner alone from the start."""
     pairs = max(0, ctas - sms)
     a2, b2, a1, b1 = two[:, None], two[None, :], one[:, None], one[None, :]
     first = np.minimum(a2, b2)  # both at the shared speed until the shorter ends
-    done = first + np.where(a2 <= b2, (1 - first / b2) * b1, (1 - first / a2) * a1)
-    return max(_expected_max(done, pairs) if pairs else 0.0,
-               _expected_max(one, sms - pairs) if sms > pairs else 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        done = first + np.where(a2 <= b2, np.where(b2 > 0, 1 - first / b2, 0.0) * b1,
+                                (1 - first / a2) * a1)
+    w = None if weights is None else weights[:, None] * weights[None, :]
+    return max(_expected_max(done, pairs, w) if pairs else 0.0,
+               _expected_max(one, sms - pairs, weights) if sms > pairs else 0.0)
+
+
+BINS = 64  # shared_end's: at most this many distinct CTAs left when the last one starts
+
+
+def shared_end(dc: np.ndarray, d1: np.ndarray, reps: int, slots: int, sms: int) -> float:
+    """Latest finish of unequal CTAs at two an SM (`dc`, `d1`: one period's durations beside
+    another CTA and alone, launched `reps` times over, `slots` = 2 x `sms` places, or fewer
+    CTAs): while CTAs wait for a place, every freed place takes the next at once and the SMs
+    run full, two CTAs each; once the last CTA has started (list_schedule's start of it) each
+    SM keeps the two it holds, which share its units while both run, the one left then alone
+    at its own speed (shared_pairs, on what each has left then). Those two are the last CTAs
+    given its places: the grid's last `slots`, which started at list_schedule's starts. One
+    wave (CTAs <= slots): all start at once, shared_pairs on whole CTAs."""
+    period = len(dc)
+    ctas = reps * period
+    if ctas <= slots:
+        return shared_pairs(dc, d1, ctas, sms)
+    k = np.arange(ctas - slots, ctas)  # launch order of the last `slots` CTAs
+    c = k % period
+    total = dc.sum()
+    residual = (dc * dc).sum() / (2 * total)
+    before = (k // period) * total + (np.cumsum(dc) - dc)[c]
+    start = np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual))
+    # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
+    # durations in order; where none of those before it ends first, then) and no sooner than
+    # its first end: the renewal average misses that the first places to free are the first
+    # wave's shortest CTAs
+    refill = (k >= slots) & (k < 2 * slots)
+    ends = np.sort(dc[np.arange(slots) % period])
+    start[refill] = np.clip(start[refill], ends[0], ends[k[refill] - slots])
+    last = start.max()
+    two = np.maximum(0.0, start + dc[c] - last)  # what each has left then, shared and alone
+    one = two / dc[c] * d1[c]
+    # alike CTAs once (the first wave's), else what is left in BINS bins of equal width, each
+    # as likely as the CTAs in it (at most 1/(2 BINS) of the longest off: a numerical shortcut)
+    _, at = np.unique(two, return_inverse=True)
+    if at.max() >= BINS:
+        at = np.minimum((two * (BINS / two.max())).astype(np.int64), BINS - 1)
+    w = np.bincount(at)
+    keep = w > 0
+    w = w[keep]
+    return last + shared_pairs(np.bincount(at, two)[keep] / w, np.bincount(at, one)[keep] / w,
+                               slots, sms, w.astype(np.float64))
 
 
 def _longest(dc, one, msk, reps, conc, slots, ix, n, alone) -> np.ndarray:
@@ -1050,16 +1102,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         # the longest CTA that starts with the launch, at its share of the bandwidth (_longest)
         first = _longest(dc, one, msk, reps, conc[ix], slots[ix], ix, n, alone)
         out[ix] = np.maximum(list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix])
-        # one wave, two CTAs on some SMs: each pair shares its SM while both run (ncu,
-        # experiments/ncu_mechanism/h100/small15b: 136 causal CTAs at two an SM, 4 SMs held two;
-        # shared_pairs)
-        two = np.flatnonzero((n[ix] == 2) & (ctas[ix] <= slots[ix]) & (ctas[ix] > f.sms[ix]))
+        # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
+        # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
+        # CTAs at two an SM, 4 SMs held two)
+        two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
         if len(two):
             p1, t1, x1 = alone(ix[two], np.ones(m))
             d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
             for j, i in enumerate(two):
-                out[ix[i]] = max(shared_pairs(dc[i], d1[j], int(ctas[ix[i]]), int(f.sms[ix[i]])),
-                                 reps[i] * d_sum[i] / slots[ix[i]])
+                end = shared_end(dc[i], d1[j], int(reps[i]), int(slots[ix[i]]), int(f.sms[ix[i]]))
+                out[ix[i]] = max(end, reps[i] * d_sum[i] / slots[ix[i]])
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
