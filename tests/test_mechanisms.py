@@ -40,9 +40,11 @@ fails when it is removed (experiments/mutation_check/mutation_check.py lists whi
   CTA alone on its SM waits its cp.async ring's first stage whatever its trips' policy.
 - CTAs as the block scheduler places them (Nsight Compute, ncu_mechanism/h100/small15b): alike
   CTAs past the last full wave spread over the SMs, each at its own residency; one wave of
-  unequal CTAs with two on some SMs shares each such SM between its pair while both run; the
-  longest CTA that starts with the launch shares the bandwidth with the CTAs beside it for as
-  long as they run (processor sharing), not alone.
+  unequal CTAs with two on some SMs shares each such SM between its pair while both run, and
+  past the first wave at two an SM, once the last CTA has started, each SM's two share it while
+  both run, the one left alone at its own speed; the longest CTA that starts with the launch
+  shares the bandwidth with the CTAs beside it for as long as they run (processor sharing),
+  not alone.
 """
 
 from __future__ import annotations
