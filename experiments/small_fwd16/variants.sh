@@ -6,7 +6,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(git rev-parse --show-toplevel)
-for v in base fa1_qb1_none kernel_head_async kernel_head_drain; do
+for v in ${VARIANTS:-base fa1_qb1_none kernel_head_async kernel_head_drain oacc_lines oacc_lines_qb1 ring_at_residency}; do
   wt=$(mktemp -d)/wt
   git -C "$root" worktree add -q --detach "$wt" HEAD
   ( cd "$wt"
