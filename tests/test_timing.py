@@ -239,7 +239,7 @@ def test_shared_end_tracks_processor_sharing():
     two CTAs an SM sharing its units while both run, the one left alone at its own speed:
     causal-like (longest first and last) and equal periods over 1-5 waves, averaged over random
     placements: close on average (the list schedule at the shared speed all through, which
-    no CTA ever leaves, is 8% slow on average and up to 23%)."""
+    no CTA ever leaves, is 8% slow on average and up to 27%)."""
     import numpy as np
 
     rng = np.random.default_rng(1)
