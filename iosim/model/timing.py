@@ -891,39 +891,31 @@ def _tail(f: _Facts, d_c: np.ndarray, left: np.ndarray, n: np.ndarray, alone) ->
     return out
 
 
-def _expected_max(values: np.ndarray, draws: float, weights: np.ndarray | None = None) -> float:
-    """Expected largest of `draws` independent draws from `values`, each value equally likely
-    or as likely as its `weights` (same shape)."""
-    v = np.ravel(values)
-    order = np.argsort(v, kind="stable")
-    w = np.full(len(v), 1.0 / len(v)) if weights is None else np.ravel(weights)[order] / np.sum(weights)
-    at = np.minimum(np.cumsum(w), 1.0) ** draws
-    return float(np.sum(v[order] * np.diff(at, prepend=0.0)))
+def _expected_max(values: np.ndarray, draws: float) -> float:
+    """Expected largest of `draws` independent draws from `values`, each value equally likely."""
+    v = np.sort(np.ravel(values))
+    at = (np.arange(1, len(v) + 1) / len(v)) ** draws
+    return float(np.sum(v * np.diff(at, prepend=0.0)))
 
 
-def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int,
-                 weights: np.ndarray | None = None) -> float:
-    """Latest finish of one wave of `ctas` unequal CTAs, at most two an SM (`two`, `one`: their
-    durations with another CTA on the SM and alone, each as likely as its `weights`, or
-    alike): ctas - SMs SMs hold two, which share the SM's units while both run, the one left
-    then alone at its own speed (processor sharing); which CTA shares with which is the block
-    scheduler's, so any two alike: the expected latest of the pairs, and of the CTAs alone.
-    A CTA with nothing left (0) leaves its partner alone from the start."""
+def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float:
+    """Latest finish of one wave of `ctas` unequal CTAs, at most two an SM (`two`, `one`: one
+    period's durations with another CTA on the SM and alone): ctas - SMs SMs hold two, which
+    share the SM's units while both run, the one left then alone at its own speed (processor
+    sharing); which CTA shares with which is the block scheduler's, so any two of the period
+    alike: the expected latest of the pairs, and of the CTAs alone."""
     pairs = max(0, ctas - sms)
     a2, b2, a1, b1 = two[:, None], two[None, :], one[:, None], one[None, :]
     first = np.minimum(a2, b2)  # both at the shared speed until the shorter ends
-    with np.errstate(invalid="ignore", divide="ignore"):
-        done = first + np.where(a2 <= b2, np.where(b2 > 0, 1 - first / b2, 0.0) * b1,
-                                (1 - first / a2) * a1)
-    w = None if weights is None else weights[:, None] * weights[None, :]
-    return max(_expected_max(done, pairs, w) if pairs else 0.0,
-               _expected_max(one, sms - pairs, weights) if sms > pairs else 0.0)
+    done = first + np.where(a2 <= b2, (1 - first / b2) * b1, (1 - first / a2) * a1)
+    return max(_expected_max(done, pairs) if pairs else 0.0,
+               _expected_max(one, sms - pairs) if sms > pairs else 0.0)
 
 
-BINS = 64  # shared_end's: at most this many distinct CTAs left when the last one starts
+BINS = 16  # shared_end's: the CTAs left when the last one starts, in this many bins
 
 
-def shared_end(dc: np.ndarray, d1: np.ndarray, reps: int, slots: int, sms: int) -> float:
+def shared_end(dc: np.ndarray, d1: np.ndarray, reps, slots, sms) -> np.ndarray | float:
     """Latest finish of unequal CTAs at two an SM (`dc`, `d1`: one period's durations beside
     another CTA and alone, launched `reps` times over, `slots` = 2 x `sms` places, or fewer
     CTAs): while CTAs wait for a place, every freed place takes the next at once and the SMs
@@ -931,37 +923,79 @@ def shared_end(dc: np.ndarray, d1: np.ndarray, reps: int, slots: int, sms: int) 
     SM keeps the two it holds, which share its units while both run, the one left then alone
     at its own speed (shared_pairs, on what each has left then). Those two are the last CTAs
     given its places: the grid's last `slots`, which started at list_schedule's starts. One
-    wave (CTAs <= slots): all start at once, shared_pairs on whole CTAs."""
-    period = len(dc)
+    wave (CTAs <= slots): all start at once, shared_pairs on whole CTAs. `dc`, `d1` may be
+    (cases, period), with `reps`, `slots`, `sms` per case."""
+    one = np.ndim(dc) == 1
+    dc, d1 = np.atleast_2d(dc).astype(np.float64), np.atleast_2d(d1).astype(np.float64)
+    reps, slots, sms = (np.broadcast_to(np.asarray(x, np.int64), len(dc)) for x in (reps, slots, sms))
+    period = dc.shape[1]
     ctas = reps * period
-    if ctas <= slots:
-        return shared_pairs(dc, d1, ctas, sms)
-    k = np.arange(ctas - slots, ctas)  # launch order of the last `slots` CTAs
+    out = np.empty(len(dc))
+    wave = ctas <= slots
+    for i in np.flatnonzero(wave):
+        out[i] = shared_pairs(dc[i], d1[i], int(ctas[i]), int(sms[i]))
+    i = np.flatnonzero(~wave)
+    if len(i):
+        out[i] = _past_wave(dc[i], d1[i], ctas[i], slots[i], sms[i])
+    return float(out[0]) if one else out
+
+
+def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
+    """shared_end of cases with CTAs past the first wave, all at once."""
+    rows, period = dc.shape
+    r = np.arange(rows)[:, None]
+    j = np.arange(int(slots.max()))[None, :]
+    valid = j < slots[:, None]
+    k = ctas[:, None] - slots[:, None] + j  # launch order of the last `slots` CTAs
     c = k % period
-    total = dc.sum()
-    residual = (dc * dc).sum() / (2 * total)
-    before = (k // period) * total + (np.cumsum(dc) - dc)[c]
-    start = np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual))
+    total = dc.sum(axis=1, keepdims=True)
+    residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
+    before = (k // period) * total + (np.cumsum(dc, axis=1) - dc)[r, c]
+    start = np.where(k < slots[:, None], 0.0, np.maximum(0.0, before / slots[:, None] - residual))
     # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
     # durations in order; where none of those before it ends first, then) and no sooner than
     # its first end: the renewal average misses that the first places to free are the first
-    # wave's shortest CTAs
-    refill = (k >= slots) & (k < 2 * slots)
-    ends = np.sort(dc[np.arange(slots) % period])
-    start[refill] = np.clip(start[refill], ends[0], ends[k[refill] - slots])
-    last = start.max()
-    two = np.maximum(0.0, start + dc[c] - last)  # what each has left then, shared and alone
-    one = two / dc[c] * d1[c]
-    # alike CTAs once (the first wave's), else what is left in BINS bins of equal width, each
-    # as likely as the CTAs in it (at most 1/(2 BINS) of the longest off: a numerical shortcut)
-    _, at = np.unique(two, return_inverse=True)
-    if at.max() >= BINS:
-        at = np.minimum((two * (BINS / two.max())).astype(np.int64), BINS - 1)
-    w = np.bincount(at)
-    keep = w > 0
-    w = w[keep]
-    return last + shared_pairs(np.bincount(at, two)[keep] / w, np.bincount(at, one)[keep] / w,
-                               slots, sms, w.astype(np.float64))
+    # wave's shortest CTAs. The first wave holds each kind of CTA slots // period times, the
+    # first slots % period kinds once more
+    order = np.argsort(dc, axis=1)
+    count = slots[:, None] // period + (order < (slots % period)[:, None])
+    upto = np.cumsum(count, axis=1)  # first-wave CTAs up to each kind, shortest first
+    q = k - slots[:, None]
+    big = float(slots.max()) + 1.0  # every row's counts apart, for one searchsorted
+    nth = np.searchsorted((upto + r * big).ravel(), (np.maximum(q, 0) + r * big).ravel(),
+                          side="right").reshape(q.shape) - r * period
+    ends = dc[r, order[r, np.minimum(nth, period - 1)]]
+    refill = (q >= 0) & (q < slots[:, None])
+    start = np.where(refill, np.clip(start, dc[r, order[:, :1]], ends), start)
+    start = np.where(valid, start, 0.0)
+    last = start.max(axis=1, keepdims=True)
+    two = np.where(valid, np.maximum(0.0, start + dc[r, c] - last), 0.0)  # left, shared
+    lone = two / dc[r, c] * d1[r, c]  # and alone
+    # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
+    # 1/(2 BINS) of the longest off: a numerical shortcut)
+    top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
+    at = np.minimum((two * (BINS / top)).astype(np.int64), BINS - 1) + r * BINS
+    w = np.bincount(at[valid], minlength=rows * BINS).reshape(rows, BINS).astype(np.float64)
+    safe = np.maximum(w, 1.0)
+    a2 = np.bincount(at[valid], two[valid], rows * BINS).reshape(rows, BINS) / safe
+    a1 = np.bincount(at[valid], lone[valid], rows * BINS).reshape(rows, BINS) / safe
+    return last[:, 0] + _pairs_max(a2, a1, w / w.sum(axis=1, keepdims=True), slots - sms)
+
+
+def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Per case (rows of `two`, `one`: what CTAs have left, shared and alone, each as likely as
+    `w`), the expected latest of `pairs` SMs' pairs drawn at random (shared_pairs's)."""
+    a2, b2, a1, b1 = two[:, :, None], two[:, None, :], one[:, :, None], one[:, None, :]
+    first = np.minimum(a2, b2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        done = first + np.where(a2 <= b2, np.where(b2 > 0, 1 - first / b2, 0.0) * b1,
+                                (1 - first / a2) * a1)
+    done = done.reshape(len(two), -1)
+    ww = (w[:, :, None] * w[:, None, :]).reshape(len(two), -1)
+    order = np.argsort(done, axis=1)
+    v, p = np.take_along_axis(done, order, 1), np.take_along_axis(ww, order, 1)
+    at = np.minimum(np.cumsum(p, axis=1), 1.0) ** pairs[:, None]
+    return np.sum(v * np.diff(at, axis=1, prepend=0.0), axis=1)
 
 
 def _longest(dc, one, msk, reps, conc, slots, ix, n, alone) -> np.ndarray:
@@ -1109,9 +1143,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         if len(two):
             p1, t1, x1 = alone(ix[two], np.ones(m))
             d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
-            for j, i in enumerate(two):
-                end = shared_end(dc[i], d1[j], int(reps[i]), int(slots[ix[i]]), int(f.sms[ix[i]]))
-                out[ix[i]] = max(end, reps[i] * d_sum[i] / slots[ix[i]])
+            end = shared_end(dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
+            out[ix[two]] = np.maximum(end, reps[two] * d_sum[two] / slots[ix[two]])
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
