@@ -550,28 +550,35 @@ def turn_waits(k: KernelPlan) -> int:
 
 def list_schedule(dc: np.ndarray, reps, slots, first=None) -> np.ndarray | float:
     """Latest finish of CTAs with durations `dc` (one period, launched `reps` times over) on
-    `slots` slots, in launch order, each on the first slot to free: CTA c starts at once
-    while slots are free (c < slots); after that, when a slot frees: by then the slots have
-    run what was launched before c, less what the CTAs still running have left, on average
-    one residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound without it
-    is pessimistic by up to one CTA). The latest finish is in the last period, or `first` (per
-    case: the longest CTA that starts with the launch, with its share of the bandwidth) where
-    later. `dc` may be (cases, period), with `reps` and `slots` per case."""
+    `slots` slots, in launch order, each on the first slot to free (_starts). The latest
+    finish is in the last period, or `first` (per case: the longest CTA that starts with the
+    launch, with its share of the bandwidth) where later. `dc` may be (cases, period), with
+    `reps` and `slots` per case."""
     dc = np.asarray(dc, dtype=np.float64)
     one = dc.ndim == 1
     dc = np.atleast_2d(dc)
     reps, slots = np.asarray(reps)[..., None], np.asarray(slots)[..., None]
-    total = dc.sum(axis=1, keepdims=True)
-    residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
-    before = np.cumsum(dc, axis=1) - dc + (reps - 1) * total
-    # CTA c of the last period, (reps - 1) x period + c in launch order, finds a slot free:
-    # whole numbers, exact in float64
-    free = np.arange(dc.shape[1]) < slots - (reps - 1) * dc.shape[1]
-    start = np.where(free, 0.0, np.maximum(0.0, before / slots - residual))
+    # CTA c of the last period, (reps - 1) x period + c in launch order
+    start = _starts(dc, (reps - 1) * dc.shape[1] + np.arange(dc.shape[1]), slots)
     finish = (start + dc).max(axis=1)
     if first is not None:
         finish = np.maximum(finish, first)
     return float(finish[0]) if one else finish
+
+
+def _starts(dc: np.ndarray, k: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Start of CTA k (launch order; per row of `dc`, one period's durations, with its
+    `slots`) on the first slot to free: at once while slots are free (k < slots: whole
+    numbers, exact in float64); after that, when a slot frees: by then the slots have run
+    what was launched before k, less what the CTAs still running have left, on average one
+    residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound without it is
+    pessimistic by up to one CTA)."""
+    period, k = dc.shape[1], np.asarray(k).astype(np.int64)  # whole numbers (a float reps)
+    total = dc.sum(axis=1, keepdims=True)
+    residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
+    before = (np.cumsum(dc, axis=1) - dc)[np.arange(len(dc))[:, None], k % period] \
+        + (k // period) * total
+    return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual))
 
 
 # ------------------------------------------------------------------ one kernel's facts
@@ -948,10 +955,7 @@ def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
     valid = j < slots[:, None]
     k = ctas[:, None] - slots[:, None] + j  # launch order of the last `slots` CTAs
     c = k % period
-    total = dc.sum(axis=1, keepdims=True)
-    residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
-    before = (k // period) * total + (np.cumsum(dc, axis=1) - dc)[r, c]
-    start = np.where(k < slots[:, None], 0.0, np.maximum(0.0, before / slots[:, None] - residual))
+    start = _starts(dc, k, slots[:, None])
     # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
     # durations in order; where none of those before it ends first, then) and no sooner than
     # its first end: the renewal average misses that the first places to free are the first
