@@ -90,6 +90,8 @@ MUTATIONS = [
      "np.where(trips.apart[:m] > 0, np.maximum(turn, in_step), turn)", "turn"),
     ("fa3 forward: ragged tiles cost their share of a trip, not a whole one", "iosim/schedules/fa3.py",
      "tile_trips=whole_tiles(p, k))", "tile_trips=None)"),
+    ("fa2 forward: ragged tiles cost their share of a trip, not a whole one", "iosim/schedules/fa2.py",
+     "ks[-1] = replace(ks[-1], tile_trips=whole_tiles(p, ks[-1]))", "pass"),
     ("fa2 forward reads K/V from shared memory once per CTA, not once per warp", "iosim/kernels.py",
      'kv_readers=lambda d: max(1, d["NUM_WARPS"]), smem_fills=_QKV),',
      "kv_readers=lambda d: 1, smem_fills=_QKV),"),

@@ -9,7 +9,7 @@ Tiles follow the FlashAttention-2 kernels for sm80/sm90 (mma.sync, 16 query rows
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
@@ -24,6 +24,7 @@ from iosim.schedules.base import (
     last_first,
     mask_defines,
     uniform,
+    whole_tiles,
     window_defines,
 )
 from iosim.schedules.flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
@@ -108,6 +109,7 @@ class FlashStyle:
                                  reuse={"K": 1, "V": 1},  # the next query block's CTA
                                  overlap=self.overlap, source=source(fwd_entry),
                                  defines=defines))
+            ks[-1] = replace(ks[-1], tile_trips=whole_tiles(p, ks[-1]))  # ragged tiles in full
         else:
             pre, convert = f"{self.name}_bwd_pre", f"{self.name}_bwd_convert"
             aux = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, AUX_THREADS=AUX_THREADS)

@@ -51,7 +51,7 @@ from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
 from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import DQ_WRITER, FA3_BWD_STATIC_SMEM, SPECS, fa3_bwd_consumers, kernel_defines, source
-from iosim.schedules.base import F32, BlockMap, Tiles, last_first, uniform, uniform_float
+from iosim.schedules.base import F32, BlockMap, Tiles, uniform, uniform_float, whole_tiles
 from iosim.schedules.fa2 import FlashStyle, bucket
 
 # (block_m, block_n, consumer warps, stages) by head_dim bucket
@@ -141,16 +141,6 @@ def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple[int, ..
     persistent fp8 forward's grid (fp8_persistent: as many CTAs as the GPU holds, at most the
     tiles, each its share of them), so each (batch, heads) is its own shape; () otherwise."""
     return (p.batch, p.heads) if fp8_persistent(p, t.persistent) else ()
-
-
-def whole_tiles(p: Problem, k: KernelPlan) -> np.ndarray:
-    """fa3.cu's trips in whole tiles (KernelPlan.tile_trips): a query tile's key tiles, each in
-    full, the ragged last query tile's and the ragged last key tile included (TMA zero-fills
-    what lies past the end; the warpgroups compute on it)."""
-    bm = BlockMap.of(p, k.block_m, k.block_n)
-    if len(k.trips) == 1:  # every CTA alike (or so many that the ragged one is noise)
-        return uniform_float(float(bm.tn if not p.causal else bm.row_visits().max()))
-    return last_first(bm, "row_visits", np.float64)
 
 
 def whole_tiles_bwd(p: Problem, k: KernelPlan) -> np.ndarray:
