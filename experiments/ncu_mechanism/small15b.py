@@ -80,22 +80,34 @@ def profile(point: tuple, metrics: list[str], outdir: Path, run: list[str] | Non
     return recs
 
 
-def main(outdir: str) -> None:
+def main(outdir: str, points=None, metrics=None, csv_name: str = "ncu_small15b.csv",
+         runner=lambda pt: None) -> None:
+    """Profile each point (default POINTS with METRICS), one failing point keeping the others,
+    the CSV rewritten as it goes; `runner(point)`: the script ncu runs for it (None: bench's)."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    metrics = known(METRICS)
+    metrics = known(METRICS if metrics is None else metrics)
     print("metrics:", ",".join(metrics), flush=True)
     recs: list[dict] = []
-    for pt in POINTS:
+    for pt in POINTS if points is None else points:
         try:
-            recs += profile(pt, metrics, out)
+            recs += profile(pt, metrics, out, runner(pt))
             print("ok", pt, flush=True)
         except Exception as e:  # one failing point keeps the others
             print("FAILED", pt, str(e)[:300], flush=True)
-        with open(out / "ncu_small15b.csv", "w", newline="") as f:  # as it goes
+        with open(out / csv_name, "w", newline="") as f:  # as it goes
             w = csv.DictWriter(f, FIELDS)
             w.writeheader()
             w.writerows(recs)
+
+
+def cli(main, summary, usage: str) -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--summary":
+        print(summary(sys.argv[2]))
+    elif len(sys.argv) == 2:
+        main(sys.argv[1])
+    else:
+        sys.exit(usage)
 
 
 STALL = "smsp__average_warps_issue_stalled_"
@@ -125,9 +137,4 @@ def summary(path: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--summary":
-        print(summary(sys.argv[2]))
-    elif len(sys.argv) == 2:
-        main(sys.argv[1])
-    else:
-        sys.exit("usage: python3 experiments/ncu_mechanism/small15b.py OUTDIR | --summary CSV")
+    cli(main, summary, "usage: python3 experiments/ncu_mechanism/small15b.py OUTDIR | --summary CSV")

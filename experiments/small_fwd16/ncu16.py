@@ -18,13 +18,11 @@ and end.
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "ncu_mechanism"))
 import small15b  # noqa: E402  (the driver: profile(point, metrics, outdir))
-from sass13 import known  # noqa: E402
 
 # (schedule, direction, batch, heads, seqlen, head_dim, causal): kernels with no work
 # (null_kernel.py: what a launch costs beyond its SM time by itself), N = 128 d = 64 (one CTA in
@@ -53,22 +51,8 @@ STALL = small15b.STALL
 
 
 def main(outdir: str) -> None:
-    out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    metrics = known(METRICS)
-    print("metrics:", ",".join(metrics), flush=True)
-    recs: list[dict] = []
-    for pt in POINTS:
-        try:
-            run = [str(Path(__file__).with_name("null_kernel.py"))] if pt[0] == "null" else None
-            recs += small15b.profile(pt, metrics, out, run)
-            print("ok", pt, flush=True)
-        except Exception as e:  # one failing point keeps the others
-            print("FAILED", pt, str(e)[:300], flush=True)
-        with open(out / "ncu16.csv", "w", newline="") as f:  # as it goes
-            w = csv.DictWriter(f, small15b.FIELDS)
-            w.writeheader()
-            w.writerows(recs)
+    null = [str(Path(__file__).with_name("null_kernel.py"))]
+    small15b.main(outdir, POINTS, METRICS, "ncu16.csv", lambda pt: null if pt[0] == "null" else None)
 
 
 def summary(path: str) -> str:
@@ -98,9 +82,4 @@ def summary(path: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--summary":
-        print(summary(sys.argv[2]))
-    elif len(sys.argv) == 2:
-        main(sys.argv[1])
-    else:
-        sys.exit("usage: python3 experiments/small_fwd16/ncu16.py OUTDIR | --summary CSV")
+    small15b.cli(main, summary, "usage: python3 experiments/small_fwd16/ncu16.py OUTDIR | --summary CSV")
