@@ -4,7 +4,7 @@ CTA alone on its SM against two), instructions, issue and stall reasons, pipe an
 throughput, for the small block's worst fast rows (docs/results.md validate-small-queued):
 naive forward at d = 128 and 256 (its GEMMs' few-CTA trips: B = 1 H = 1 N = 1024 runs naive_pv
 as 8 CTAs of 16 trips) beside d = 64, and fa1 forward at d = 256 (144 CTAs: 12 SMs hold two,
-the rest one) beside 36 CTAs (one an SM).
+the rest one) beside 36 CTAs (one an SM); fa1 at QB = 2 (d = 64 and 128).
 
 On the GPU machine (after `. experiments/gpu_env.sh mid_fwd17`):
     python3 experiments/mid_fwd17/ncu17.py OUTDIR
@@ -26,14 +26,15 @@ import small15b  # noqa: E402  (the driver: profile(point, metrics, outdir))
 # (schedule, direction, batch, heads, seqlen, head_dim, causal); the model's error on the small
 # block (session 16's profile) in the comment
 POINTS = [("naive", "fwd", 1, 1, 1024, 128, False),   # -9.8%: naive_pv 8 CTAs x 16 trips
-          ("fa1", "fwd", 3, 8, 384, 256, True),       # -16.6%: 144 CTAs, 12 SMs hold two
-          ("fa1", "fwd", 3, 2, 384, 256, False),      # +8.5%: 36 CTAs, one an SM
+          ("fa1", "fwd", 3, 8, 384, 256, False),      # -8.7%: 144 CTAs, 12 SMs hold two (most/least)
+          ("fa1", "fwd", 3, 8, 384, 256, True),       # -16.6%
           ("naive", "fwd", 3, 8, 768, 256, False),    # -13.8%
-          ("fa1", "fwd", 3, 8, 384, 256, False),      # -8.7%
+          ("fa1", "fwd", 3, 8, 768, 64, False),       # -10.7%: 144 CTAs of QB = 2, 12 SMs hold two
+          ("fa1", "fwd", 3, 8, 768, 128, False),      # -12.7%: 72 CTAs (8 warps) of QB = 2
           ("naive", "fwd", 1, 1, 1024, 64, False),    # -4.1%
           ("naive", "fwd", 1, 16, 1024, 128, False),  # -12.0%
-          ("naive", "fwd", 1, 16, 1024, 64, False),   # +0.5%
-          ("naive", "fwd", 1, 8, 768, 128, False)]    # -11.6%
+          ("fa1", "fwd", 3, 2, 384, 256, False),      # +8.5%: 36 CTAs, one an SM
+          ("naive", "fwd", 1, 16, 1024, 64, False)]   # +0.5%
 small15b.KERNELS.update({("naive", "fwd"): "naive_(qk|softmax|pv)"})
 METRICS = small15b.METRICS + [
     "smsp__warps_launched.sum", "smsp__issue_active.sum", "smsp__cycles_active.max",
