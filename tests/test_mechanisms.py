@@ -954,3 +954,50 @@ def test_the_longest_cta_shares_bandwidth_with_those_beside_it_while_they_run():
     few = timing._longest(dc, one, msk, np.array([1.0]), np.array([1.5]), np.array([4.0]),
                           np.array([0]), np.ones(1), alone)
     assert few == pytest.approx([1.5])  # at most the CTAs that run at once
+
+
+def test_fa1_forward_warps_released_at_a_barrier_queue_at_their_tensor_core():
+    """fa1.cu's forward meets at a CTA barrier once an outer step (K_j, V_j landed), so 1 / QB of
+    its trips begin with every warp released at once (KernelSpec.barrier_trips); at d = 128 its
+    8 warps put two on each SM sub-partition, which reach their MMAs together: each waits on
+    average for the other's, half the sub-partition's tensor time, on its chain. Nsight Compute
+    (experiments/mid_fwd17, one 8-warp CTA an SM, QB = 2): each warp's ~1,900 instructions a
+    trip at 6.8 cycles each set the trip (hardly `not_selected`: the two warps of a
+    sub-partition do not wait to issue, they wait on dependencies), 15% beyond the model's
+    trip without the queue. The small block's d = 128 forwards (one CTA an SM, QB = 1 or 2):
+    MAPE 3.5%, 2.3% fast on average, worst 12.5% (model17b's refit); without the queue 8.9%,
+    8.8% fast on average. 4-warp CTAs (one warp a sub-partition) and unsplit large problems
+    (QB = Nq / BLOCK_M) are left as they were."""
+    import dataclasses
+
+    from iosim.analysis.accuracy import join
+    from iosim.analysis.validate import repredict
+    from iosim.core.rows import MEASURED_NEEDS, read_rows
+    from iosim.kernels import kernel_defines
+
+    spec = SPECS["fa1_fwd"]
+    d = dict(HEAD_DIM=128, BLOCK_M=128, BLOCK_N=128, NUM_WARPS=8)
+    assert spec.barrier_trips(kernel_defines("fa1_fwd", **d, SPLIT_ROWS=128)) == 1.0
+    assert spec.barrier_trips(kernel_defines("fa1_fwd", **d, SPLIT_ROWS=512)) == 0.25
+    p = Problem(batch=1, heads=1, seqlen_q=1024, head_dim=128)
+    r = timing.Rates.of(plan("fa1", p, H100).main, H100, p)
+    eight = timing.Trip.of(1e6, 0.0, 0.0, 0.0, 8, r, 1.0, barrier=1.0)
+    four = timing.Trip.of(1e6, 0.0, 0.0, 0.0, 4, r, 1.0, barrier=1.0)
+    assert eight.queue == pytest.approx(eight.tensor / 2) and four.queue == 0.0
+
+    m = pd.concat([read_rows(f, MEASURED_NEEDS) for f in SMALL], ignore_index=True)
+    m = m[(m.schedule == "fa1") & (m.direction == "fwd") & (m.status == "ok") & (m.head_dim == 128)]
+    assert len(m) >= 30
+
+    def err(mm):
+        j = join(repredict(mm), mm)
+        return j.time_pred_ms / j.time_queued_ms.where(j.time_queued_ms.notna(), j.time_ms) - 1
+
+    e = err(m)
+    assert e.abs().mean() < 0.05 and e.mean() > -0.04 and e.abs().max() < 0.15, e.describe()
+    try:  # the same rows without the queue: fast
+        SPECS["fa1_fwd"] = dataclasses.replace(spec, barrier_trips=None)
+        off = err(m)
+    finally:
+        SPECS["fa1_fwd"] = spec
+    assert off.mean() < e.mean() - 0.04, (off.mean(), e.mean())
