@@ -463,7 +463,14 @@ class Trip:
             # the exponent; for `prefetch` not fitted anew), and the pair combines with the
             # chain as `none`'s
             busy = pnorm([level, thr], DRIFT_OVERLAP * sync_overlap)
-            return pnorm([latency + port + warp, busy], sync_overlap)
+            # the SM's port is shared by its resident CTAs: a warp's synchronous loads find it
+            # busy with each other CTA's bytes for the share of time that CTA's own chain keeps
+            # it busy (port / chain, as alone: mean value analysis's arrival theorem) and wait
+            # for them (fa1's forward with two CTAs on an SM)
+            chain = latency + port + warp
+            share = np.divide(port, chain, out=np.zeros(np.broadcast(port, chain).shape), where=chain > 0)
+            queued = (n - 1) * share * port
+            return pnorm([chain + queued, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
         return pnorm([latency + port + warp, level, thr], sync_overlap)
 
