@@ -138,6 +138,8 @@ MUTATIONS = [
      "share = 0.0 * conc"),
     ("fa1 forward's warps released at its barrier drift at once (no queue at the tensor core; before session 17)",
      "iosim/model/timing.py", "warp = warp + self.queue", "warp = warp + 0.0 * self.queue"),
+    ("a warp's synchronous loads never wait behind another resident CTA's bytes at the port (before session 17)",
+     "iosim/model/timing.py", "queued = (n - 1) * share * port", "queued = 0.0 * share * port"),
     ("decode's fused combine: three round trips, not decode.cu's five", "iosim/kernels.py",
      "COMBINE_ROUND_TRIPS = 5", "COMBINE_ROUND_TRIPS = 3"),
     ("fa3 backward's consumer waits cost nothing", "iosim/model/timing.py",
