@@ -603,8 +603,10 @@ def test_fa3_backward_waits_at_its_gemm_turns_not_for_memory():
     (`pipeline.l2_latency_cycles`, fitted to fa1's backward as well) one wgmma efficiency could
     not hold the forward and the backward (experiments/refit13). With the waits' own cycles
     (`pipeline.wgmma_wait_cycles`, timing.turn_waits) the calibrated profile holds both; tied to
-    the L2 round trip the backward is predicted 3% and 5% fast on average (d = 64, 128; 5% and
-    more while the round trip was one fitted latency, 1063 cycles, the turn waits 1361)."""
+    the L2 round trip the backward is predicted 1.6% and 3.5% fast on average (d = 64, 128), 3.2
+    and 3.8 points faster than with its own cycles (model17b's refit: the two fitted prices 1171
+    and 1277 cycles; session 16's, 1122 and 1299: 3% and 5% fast; 5% and more while the round
+    trip was one fitted latency, 1063 cycles, the turn waits 1361)."""
     import re
 
     from iosim.analysis.validate import validate
@@ -628,15 +630,15 @@ def test_fa3_backward_waits_at_its_gemm_turns_not_for_memory():
     bwd, _ = validate(runs, H100, by=["head_dim"])
     bwd = bwd[bwd.schedule == "fa3"]
     assert len(bwd) == 2 and (bwd.mape_pct <= 5).all(), bwd.to_string()
-    # the same waits priced as L2 round trips: the backward predicted 3% and more too fast,
-    # 4 points and more faster than with its own cycles
+    # the same waits priced as L2 round trips: the backward predicted 1.5% and more too fast,
+    # 3 points and more faster than with its own cycles
     pipe = H100.pipeline
     assert "pipeline.wgmma_wait_cycles" in H100.provenance["fitted"]
     trips = H100.with_changes(**{"pipeline.wgmma_wait_cycles": pipe.l2_trip_cycles})
     tied, _ = validate(runs, trips, by=["head_dim"])
     tied = tied[tied.schedule == "fa3"]
     gap = bwd.set_index("head_dim").mean_err_pct - tied.set_index("head_dim").mean_err_pct
-    assert (tied.mean_err_pct < -2.5).all() and (gap > 4).all(), tied.to_string()
+    assert (tied.mean_err_pct < -1.5).all() and (gap > 3).all(), tied.to_string()
 
 
 SMALL = [Path(__file__).resolve().parents[1] / f for f in (
