@@ -983,16 +983,11 @@ def test_fa1_forward_warps_released_at_a_barrier_queue_at_their_tensor_core():
     assert spec.barrier_trips(kernel_defines("fa1_fwd", **d, SPLIT_ROWS=512)) == 0.25
     p = Problem(batch=1, heads=1, seqlen_q=1024, head_dim=128)
     r = timing.Rates.of(plan("fa1", p, H100).main, H100, p)
-    # the fact kernel_raw hands the trip: the barrier's share x (w - 1) / w, w warps a
-    # sub-partition (the profile's issue_per_clk_per_sm = 4 schedulers an SM)
-    at = timing.INTENSIVE.index("barrier")
-    eight = plan("fa1", p, H100).main
-    assert eight.threads == 256 and timing.kernel_raw(eight, H100, p)[1][at] == 0.5
-    p64 = Problem(batch=1, heads=1, seqlen_q=1024, head_dim=64)
-    four = plan("fa1", p64, H100).main
-    assert four.threads == 128 and timing.kernel_raw(four, H100, p64)[1][at] == 0.0
-    trip = timing.Trip.of(1e6, 0.0, 0.0, 0.0, 8, r, 1.0 / H100.clock_hz, barrier=0.5)
-    assert trip.queue == pytest.approx(trip.tensor / 2)
+    # w = the CTA's warps a sub-partition (the profile's issue_per_clk_per_sm: 4 schedulers)
+    cyc = 1.0 / H100.clock_hz
+    eight = timing.Trip.of(1e6, 0.0, 0.0, 0.0, 8, r, cyc, barrier=1.0)
+    four = timing.Trip.of(1e6, 0.0, 0.0, 0.0, 4, r, cyc, barrier=1.0)
+    assert eight.queue == pytest.approx(eight.tensor / 2) and four.queue == 0.0
 
     m = pd.concat([read_rows(f, MEASURED_NEEDS) for f in SMALL], ignore_index=True)
     m = m[(m.schedule == "fa1") & (m.direction == "fwd") & (m.status == "ok") & (m.head_dim == 128)]

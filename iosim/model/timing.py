@@ -357,7 +357,7 @@ class Trip:
         that asynchronous copies write, which the shared-memory pipe does not carry
         (smem_fill); `shadow`: instructions issued in the MMAs' shadow (loop_shadow): issue
         slots, no chain; `barrier`: the share of trips that begin at a CTA barrier
-        (barrier_trips) times (w - 1) / w, w the CTA's warps a sub-partition."""
+        (barrier_trips)."""
         wg = r.wgmma
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
@@ -373,11 +373,12 @@ class Trip:
                    apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
                    under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)),
                    in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)),
-                   # a trip released at a CTA barrier: the CTA's w warps of a sub-partition reach
-                   # their MMAs at once, and each waits on average for (w - 1) / w of the
-                   # sub-partition's tensor time, its share of the CTA's (`barrier`: that share
-                   # times the barrier's share of trips, kernel_raw)
-                   queue=np.where(wg, 0.0, barrier * flops / r.tensor) + np.zeros(np.shape(flops)))
+                   # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
+                   # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
+                   # MMAs at once, and each waits on average for (w - 1) / w of the
+                   # sub-partition's tensor time (its share of the CTA's)
+                   queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
+                                  * flops / r.tensor) + np.zeros(np.shape(flops)))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -692,10 +693,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
              hw.pipeline.sync_overlap, sync_loads(k), float(sync_in_l2(k)), turn_waits(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
              k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)),
-             float(consumers_in_step(k)),
-             # a barrier's share of trips x (w - 1) / w: w = the CTA's warps a sub-partition,
-             # one warp scheduler each (issue_per_clk_per_sm of them an SM)
-             barrier_trips(k) * max(0.0, 1.0 - hw.issue_per_clk_per_sm / warps))
+             float(consumers_in_step(k)), barrier_trips(k))
     return ext, inten, (None if uniform else (one, masked))
 
 
