@@ -377,6 +377,13 @@ def _fa1_fwd_kv_wait(d: Defines) -> float:
     return 1.0 / max(1, d["SPLIT_ROWS"] // d["BLOCK_M"])
 
 
+def _fa1_fwd_barrier(d: Defines) -> float:
+    """fa1.cu's forward meets at a CTA barrier once an outer step (K_j, V_j landed: the
+    cp_async_wait<0> and __syncthreads before the inner loop over its QB query blocks), so 1 / QB
+    of its trips begin with every warp released at once; within the step they drift."""
+    return _fa1_fwd_kv_wait(d)
+
+
 def _fa1_fwd_rules(d: Defines) -> list[Rule]:  # fa1.cu fa1_fwd's static_asserts
     bm, w, sr = d["BLOCK_M"], d["NUM_WARPS"], d["SPLIT_ROWS"]
     return [(bm % w == 0 and (bm // w) % 16 == 0, "--block-m / --warps a multiple of 16"),
@@ -568,6 +575,11 @@ class KernelSpec:
     # reads and writes them (the Plan counts both), but their bytes cross the SM's own load/store
     # path once, out (the timing model's port); None: none
     l2_reductions: Callable[[Defines], frozenset[str]] | None = None
+    # mma.sync kernels: the share of loop trips that begin at a CTA barrier that releases all
+    # its warps at once (fa1's forward: the wait for K_j, V_j before its QB inner trips); the
+    # warps of one sub-partition then reach their MMAs together and each queues behind the
+    # others' at its tensor core; None: none (warps drift)
+    barrier_trips: Callable[[Defines], float] | None = None
     symbol: str | None = None  # the extern "C" name, where another schedule's kernel is reused
     # the tensors its loads write into shared memory by cp.async (or TMA): they reach the banks
     # through the L1's fill path, not the shared-memory data pipe (the timing model's
@@ -760,7 +772,8 @@ _SPECS = [
                # too, but smem_fills is left empty: ncu's wavefronts are within 3% either way
                # (experiments/fwd_ncu), and with them the small fa1 forwards, whose miss lies
                # elsewhere, move from 8.6% to 9.0% (validate-small-queued; branch acc13)
-               kv_readers=lambda d: d["NUM_WARPS"], sync_loads=_fa1_fwd_kv_wait),
+               kv_readers=lambda d: d["NUM_WARPS"], sync_loads=_fa1_fwd_kv_wait,
+               barrier_trips=_fa1_fwd_barrier),
     KernelSpec("fa1_bwd_init", "fa1.cu", "FA1_BWD_INIT", ("dQacc", "Nq"), frozenset({"dQacc"}),
                frozenset({"HEAD_DIM", "BLOCK_M"})),
     KernelSpec("fa1_bwd", "fa1.cu", "FA1_BWD",

@@ -603,8 +603,10 @@ def test_fa3_backward_waits_at_its_gemm_turns_not_for_memory():
     (`pipeline.l2_latency_cycles`, fitted to fa1's backward as well) one wgmma efficiency could
     not hold the forward and the backward (experiments/refit13). With the waits' own cycles
     (`pipeline.wgmma_wait_cycles`, timing.turn_waits) the calibrated profile holds both; tied to
-    the L2 round trip the backward is predicted 3% and 5% fast on average (d = 64, 128; 5% and
-    more while the round trip was one fitted latency, 1063 cycles, the turn waits 1361)."""
+    the L2 round trip the backward is predicted 1.6% and 3.5% fast on average (d = 64, 128), 3.2
+    and 3.8 points faster than with its own cycles (model17b's refit: the two fitted prices 1171
+    and 1277 cycles; session 16's, 1122 and 1299: 3% and 5% fast; 5% and more while the round
+    trip was one fitted latency, 1063 cycles, the turn waits 1361)."""
     import re
 
     from iosim.analysis.validate import validate
@@ -628,15 +630,15 @@ def test_fa3_backward_waits_at_its_gemm_turns_not_for_memory():
     bwd, _ = validate(runs, H100, by=["head_dim"])
     bwd = bwd[bwd.schedule == "fa3"]
     assert len(bwd) == 2 and (bwd.mape_pct <= 5).all(), bwd.to_string()
-    # the same waits priced as L2 round trips: the backward predicted 3% and more too fast,
-    # 4 points and more faster than with its own cycles
+    # the same waits priced as L2 round trips: the backward predicted 1.5% and more too fast,
+    # 3 points and more faster than with its own cycles
     pipe = H100.pipeline
     assert "pipeline.wgmma_wait_cycles" in H100.provenance["fitted"]
     trips = H100.with_changes(**{"pipeline.wgmma_wait_cycles": pipe.l2_trip_cycles})
     tied, _ = validate(runs, trips, by=["head_dim"])
     tied = tied[tied.schedule == "fa3"]
     gap = bwd.set_index("head_dim").mean_err_pct - tied.set_index("head_dim").mean_err_pct
-    assert (tied.mean_err_pct < -2.5).all() and (gap > 4).all(), tied.to_string()
+    assert (tied.mean_err_pct < -1.5).all() and (gap > 3).all(), tied.to_string()
 
 
 SMALL = [Path(__file__).resolve().parents[1] / f for f in (
@@ -954,3 +956,78 @@ def test_the_longest_cta_shares_bandwidth_with_those_beside_it_while_they_run():
     few = timing._longest(dc, one, msk, np.array([1.0]), np.array([1.5]), np.array([4.0]),
                           np.array([0]), np.ones(1), alone)
     assert few == pytest.approx([1.5])  # at most the CTAs that run at once
+
+
+def test_fa1_forward_warps_released_at_a_barrier_queue_at_their_tensor_core():
+    """fa1.cu's forward meets at a CTA barrier once an outer step (K_j, V_j landed), so 1 / QB of
+    its trips begin with every warp released at once (KernelSpec.barrier_trips); at d = 128 its
+    8 warps put two on each SM sub-partition, which reach their MMAs together: each waits on
+    average for the other's, half the sub-partition's tensor time, on its chain. Nsight Compute
+    (experiments/mid_fwd17, one 8-warp CTA an SM, QB = 2): each warp's ~1,900 instructions a
+    trip at 6.8 cycles each set the trip (hardly `not_selected`: the two warps of a
+    sub-partition do not wait to issue, they wait on dependencies), 15% beyond the model's
+    trip without the queue. The small block's d = 128 forwards (one CTA an SM, QB = 1 or 2):
+    MAPE 3.6%, 2.3% fast on average, worst 12.6% (model17b's refit); without the queue 8.9%,
+    8.9% fast on average. 4-warp CTAs (one warp a sub-partition) and unsplit large problems
+    (QB = Nq / BLOCK_M) are left as they were."""
+    import dataclasses
+
+    from iosim.analysis.accuracy import join
+    from iosim.analysis.validate import repredict
+    from iosim.core.rows import MEASURED_NEEDS, read_rows
+    from iosim.kernels import kernel_defines
+
+    spec = SPECS["fa1_fwd"]
+    d = dict(HEAD_DIM=128, BLOCK_M=128, BLOCK_N=128, NUM_WARPS=8)
+    assert spec.barrier_trips(kernel_defines("fa1_fwd", **d, SPLIT_ROWS=128)) == 1.0
+    assert spec.barrier_trips(kernel_defines("fa1_fwd", **d, SPLIT_ROWS=512)) == 0.25
+    p = Problem(batch=1, heads=1, seqlen_q=1024, head_dim=128)
+    r = timing.Rates.of(plan("fa1", p, H100).main, H100, p)
+    # w = the CTA's warps a sub-partition (the profile's issue_per_clk_per_sm: 4 schedulers)
+    cyc = 1.0 / H100.clock_hz
+    eight = timing.Trip.of(1e6, 0.0, 0.0, 0.0, 8, r, cyc, barrier=1.0)
+    four = timing.Trip.of(1e6, 0.0, 0.0, 0.0, 4, r, cyc, barrier=1.0)
+    assert eight.queue == pytest.approx(eight.tensor / 2) and four.queue == 0.0
+
+    m = pd.concat([read_rows(f, MEASURED_NEEDS) for f in SMALL], ignore_index=True)
+    m = m[(m.schedule == "fa1") & (m.direction == "fwd") & (m.status == "ok") & (m.head_dim == 128)]
+    assert len(m) >= 30
+
+    def err(mm):
+        j = join(repredict(mm), mm)
+        return j.time_pred_ms / j.time_queued_ms.where(j.time_queued_ms.notna(), j.time_ms) - 1
+
+    e = err(m)
+    assert e.abs().mean() < 0.05 and e.mean() > -0.04 and e.abs().max() < 0.15, e.describe()
+    try:  # the same rows without the queue: fast
+        SPECS["fa1_fwd"] = dataclasses.replace(spec, barrier_trips=None)
+        off = err(m)
+    finally:
+        SPECS["fa1_fwd"] = spec
+    assert off.mean() < e.mean() - 0.04, (off.mean(), e.mean())
+
+
+def test_a_warps_loads_wait_for_the_other_ctas_bytes_at_the_sm_port():
+    """The SM's port (its own load path to L2) is shared by the CTAs resident on it: a warp's
+    synchronous loads (`drift`: fa1's forward, O_i, ℓ_i, m_i and its K/V copies) find it busy
+    with each other CTA's bytes for the share of time that CTA keeps it busy, port / chain as
+    alone (mean value analysis's arrival theorem), and wait for them: (n - 1) x that share x
+    the trip's port time on the warp's chain. Nsight Compute (experiments/mid_fwd17, model.txt):
+    at d = 256 with 144 CTAs, 12 SMs hold two, and those SMs run 109,039 cycles against the
+    lone CTAs' 71,924 in the same launch (1.52x; d = 64 at QB = 2: 1.41x), with `lg_throttle`
+    (the LSU's global queue full) 1.16 an issue; the model's processor sharing of two CTAs put
+    it near 1.26x. The small block's fa1 forwards with two CTAs on some SMs (more CTAs than
+    SMs): MAPE 4.8%, 2.5% fast on average, worst 12.2% (model17b's refit); without the wait
+    7.9%, 6.9% fast, worst 18.6%."""
+    from iosim.analysis.accuracy import join
+    from iosim.analysis.validate import repredict
+    from iosim.core.rows import MEASURED_NEEDS, read_rows
+
+    m = pd.concat([read_rows(f, MEASURED_NEEDS) for f in SMALL], ignore_index=True)
+    m = m[(m.schedule == "fa1") & (m.direction == "fwd") & (m.status == "ok")]
+    m = m[[measured_plan(r, H100).main.ctas > H100.sm_count for r in m.itertuples(index=False)]]
+    assert len(m) >= 10
+    j = join(repredict(m), m)
+    e = j.time_pred_ms / j.time_queued_ms.where(j.time_queued_ms.notna(), j.time_ms) - 1
+    assert e.abs().mean() < 0.055 and e.mean() > -0.04 and e.abs().max() < 0.14, \
+        j.assign(err=e)[["batch", "heads", "seqlen_q", "head_dim", "causal", "err"]].to_string()

@@ -348,14 +348,16 @@ class Trip:
     apart: np.ndarray  # wgmma: 1 where consumer warps' softmax phases overlap (no turns)
     under_pv: np.ndarray  # wgmma: 1 where a warpgroup's softmax runs under its own P·V GEMM
     in_step: np.ndarray  # wgmma: 1 where the consumer warpgroups run each step together
+    queue: np.ndarray  # mma.sync: a warp's wait behind its sub-partition's other warps' MMAs
 
     @classmethod
     def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
-           fill=0.0, shadow=0.0, under_pv=0.0, in_step=0.0) -> Trip:
+           fill=0.0, shadow=0.0, under_pv=0.0, in_step=0.0, barrier=0.0) -> Trip:
         """`sram`: shared-memory bytes (one instruction per LDS_BYTES); `fill`: those of them
         that asynchronous copies write, which the shared-memory pipe does not carry
         (smem_fill); `shadow`: instructions issued in the MMAs' shadow (loop_shadow): issue
-        slots, no chain."""
+        slots, no chain; `barrier`: the share of trips that begin at a CTA barrier
+        (barrier_trips)."""
         wg = r.wgmma
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
@@ -370,7 +372,13 @@ class Trip:
                    groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
                    apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
                    under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)),
-                   in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)))
+                   in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)),
+                   # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
+                   # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
+                   # MMAs at once, and each waits on average for (w - 1) / w of the
+                   # sub-partition's tensor time (its share of the CTA's)
+                   queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
+                                  * flops / r.tensor) + np.zeros(np.shape(flops)))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -428,6 +436,7 @@ class Trip:
         # register operands: other warps' instructions issue between MMAs, not beside them
         thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
         warp = self.warp_mma + self.warp_other
+        warp = warp + self.queue  # behind the other warps' MMAs after a CTA barrier
         if policy == POLICIES["async"]:  # with more than one stage; the round trips of plain
             # loads its issue waits for (sync_loads: decode's per-row table reads) bound the
             # trip, not added to the chain (docs/model.md: as measured)
@@ -455,7 +464,14 @@ class Trip:
             # the exponent; for `prefetch` not fitted anew), and the pair combines with the
             # chain as `none`'s
             busy = pnorm([level, thr], DRIFT_OVERLAP * sync_overlap)
-            return pnorm([latency + port + warp, busy], sync_overlap)
+            # the SM's port is shared by its resident CTAs: a warp's synchronous loads find it
+            # busy with each other CTA's bytes for the share of time that CTA's own chain keeps
+            # it busy (port / chain, as alone: mean value analysis's arrival theorem) and wait
+            # for them (fa1's forward with two CTAs on an SM)
+            chain = latency + port + warp
+            share = np.divide(port, chain, out=np.zeros(np.broadcast(port, chain).shape), where=chain > 0)
+            queued = (n - 1) * share * port
+            return pnorm([chain + queued, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
         return pnorm([latency + port + warp, level, thr], sync_overlap)
 
@@ -533,6 +549,13 @@ def sync_loads(k: KernelPlan) -> float:
     loads a cp.async/TMA pipeline or other warps hide)."""
     spec = SPECS.get(k.name)
     return spec.sync_loads(k.defines) if spec is not None and spec.sync_loads else k.round_trips
+
+
+def barrier_trips(k: KernelPlan) -> float:
+    """The share of the kernel's loop trips that begin at a CTA barrier releasing all its
+    warps at once (iosim.kernels: its spec's `barrier_trips`; 0 without one)."""
+    spec = SPECS.get(k.name)
+    return spec.barrier_trips(k.defines) if spec is not None and spec.barrier_trips else 0.0
 
 
 def sync_in_l2(k: KernelPlan) -> bool:
@@ -638,7 +661,7 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
-         "fill", "a_fill", "x_shadow", "under_pv", "in_step", "red")
+         "fill", "a_fill", "x_shadow", "under_pv", "in_step", "red", "barrier")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
@@ -647,7 +670,7 @@ EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask
              "loop_red")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "tail", "streams",
-             "x_trip", "apart", "pad", "x_shadow", "under_pv", "in_step")
+             "x_trip", "apart", "pad", "x_shadow", "under_pv", "in_step", "barrier")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -670,7 +693,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
              hw.pipeline.sync_overlap, sync_loads(k), float(sync_in_l2(k)), turn_waits(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
              k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)),
-             float(consumers_in_step(k)))
+             float(consumers_in_step(k)), barrier_trips(k))
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -1048,7 +1071,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.array([f.a_sram, f.a_sram, zero]), f.warps, r, f.cyc,
                     np.array([f.x_trip, f.x_trip, zero]), f.apart,
                     np.array([f.a_fill, f.a_fill, zero]),
-                    np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv, f.in_step)
+                    np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv, f.in_step,
+                    np.array([f.barrier, f.barrier, zero]))
     trips = Trip(*(flat(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
@@ -1153,7 +1177,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
     chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
-                     trips.warp_mma[:m] + trips.warp_other[:m])
+                     trips.warp_mma[:m] + trips.warp_other[:m] + trips.queue[:m])
     return out, chain
 
 
