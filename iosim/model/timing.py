@@ -1137,15 +1137,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # SM to fill the wait (a warp-specialised pipeline's first trip: `fill`)
     ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
             & (f.occ == 1))
-    ring = np.where(ring, port(f.loop_r / f.steps, 0.0), 0.0)
-    # the CTA's own chain outside its trips: the round trips before its first work
-    # (head_round_trips: its first loads, where no trip waits them) and its stores' drain at its
-    # end (store_drain). A CTA alone on its SM waits them with nothing else there to fill them,
-    # each CTA in turn; with others beside it they fill each other's, and the kernel waits them
-    # once, the first CTAs' heads and the last ones' drains (below)
-    chain_ht = f.head * r.load_latency + f.drain * r.l2_latency
-    lone = np.where(n == 1, chain_ht, 0.0)
-    ring = ring + lone
+    rd1 = f.loop_r / f.steps  # the first trip's loads
+    p1 = port(rd1, 0.0)
+    ring = np.where(ring, r.load_latency + p1, 0.0)
+    # the kernel's own chain outside the CTAs' trips, once: its first CTAs wait for their
+    # first loads (head_round_trips: a round trip, then the first trip's bytes through their
+    # port or, all at once, their share of L2/DRAM; a lone CTA's ring: its burst only) and
+    # its last ones for their stores' drain (store_drain)
+    first = np.maximum(p1, level(rd1, 0.0, conc))
+    chain_ht = (np.where(ring > 0, first - p1, f.head * (r.load_latency + first))
+                + f.drain * r.l2_latency)
     # a CTA that is a loop of load passes (`passes`): a round trip each, which its bytes ride on
     trip_rt = f.passes * np.where(f.l2pass > 0, r.l2_latency, r.load_latency)
     fixed = np.maximum(fixed, trip_rt) + ring
@@ -1191,7 +1192,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             out[ix[two]] = np.maximum(end, reps[two] * d_sum[two] / slots[ix[two]])
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
-    out = out + np.where(n > 1, chain_ht, 0.0)  # CTAs beside others: the kernel's first heads, last drains
+    out = out + chain_ht
     ws = f.policy == POLICIES["warpspecialized"]
     chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
                      trips.warp_mma[:m] + trips.warp_other[:m])
