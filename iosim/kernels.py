@@ -791,7 +791,7 @@ _SPECS = [
                loop_shadow=_fa1_bwd_shadow, prefetch=_fa1_bwd_prefetch),
     KernelSpec("fa1_bwd_convert", "fa1.cu", "FA1_BWD_CONVERT", ("dQacc", "dQ", "Nq"),
                frozenset({"dQ"}), frozenset({"HEAD_DIM", "BLOCK_M"}),
-               load_passes=aux_passes, passes_in_l2=_always),
+               passes_in_l2=_always),
     # every warp ldmatrix-reads all of K_j and V_j
     KernelSpec("fa2_fwd", "fa2.cu", None, ("Q", "K", "V", "O", "LSE", *_DIMS, "scale"),
                frozenset({"O", "LSE"}), _TILE | {"STAGES", "WINDOW"}, checks=("MODEL_KV_READERS",),
@@ -799,7 +799,7 @@ _SPECS = [
                kv_readers=lambda d: max(1, d["NUM_WARPS"]), smem_fills=_QKV),
     KernelSpec("fa2_bwd_pre", "fa2_bwd.cu", "FA2_BWD_PRE", ("O", "dO", "D", "dQacc", "Nq", "H"),
                frozenset({"D", "dQacc"}), frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}),
-               head_dims=BASE_HEAD_DIMS, load_passes=aux_passes),
+               head_dims=BASE_HEAD_DIMS),
     KernelSpec("fa2_bwd", "fa2_bwd.cu", "FA2_BWD",
                ("Q", "K", "V", "dO", "LSE", "D", "dQacc", "dKx", "dVx", *_DIMS, "scale"),
                frozenset({"dQacc", "dKx", "dVx"}), _GEMM - {"BLOCK_K"},
@@ -809,7 +809,7 @@ _SPECS = [
     KernelSpec("fa2_bwd_convert", "fa2_bwd.cu", "FA2_BWD_CONVERT",
                ("dQacc", "dQ", "Nq", "H", "scale"), frozenset({"dQ"}),
                frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}), head_dims=BASE_HEAD_DIMS,
-               load_passes=aux_passes, passes_in_l2=_always),  # dQacc: just reduced in L2
+               passes_in_l2=_always),  # dQacc: just reduced in L2
     # every consumer warpgroup's wgmma reads all of K_j and V_j
     KernelSpec("fa3_fwd", "fa3.cu", None, ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale"),
                frozenset({"O", "LSE"}),
