@@ -1145,7 +1145,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # port or, all at once, their share of L2/DRAM; a lone CTA's ring: its burst only) and
     # its last ones for their stores' drain (store_drain)
     burst = level(rd1, 0.0, conc)  # the first wave's first trips, all at once through L2/DRAM
-    chain_ht = (np.where(ring > 0, np.maximum(0.0, burst - p1), f.head * (r.load_latency + burst))
+    chain_ht = (np.where(ring > 0, np.maximum(0.0, burst - p1), f.head * burst)
                 + f.drain * r.l2_latency)
     # a CTA that is a loop of load passes (`passes`): a round trip each, which its bytes ride on
     trip_rt = f.passes * np.where(f.l2pass > 0, r.l2_latency, r.load_latency)
