@@ -1139,14 +1139,14 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             & (f.occ == 1))
     rd1 = f.loop_r / f.steps  # the first trip's loads
     p1 = port(rd1, 0.0)
-    ring = np.where(ring, r.load_latency + p1, 0.0)
+    drain = f.drain * r.l2_latency
+    ring = np.where(ring, r.load_latency + p1 + drain, 0.0)  # a lone CTA: its own drain too
     # the kernel's own chain outside the CTAs' trips, once: its first CTAs wait for their
     # first loads (head_round_trips: a round trip, then the first trip's bytes through their
     # port or, all at once, their share of L2/DRAM; a lone CTA's ring: its burst only) and
     # its last ones for their stores' drain (store_drain)
     burst = level(rd1, 0.0, conc)  # the first wave's first trips, all at once through L2/DRAM
-    chain_ht = (np.where(ring > 0, np.maximum(0.0, burst - p1), f.head * burst)
-                + f.drain * r.l2_latency)
+    chain_ht = np.where(ring > 0, np.maximum(0.0, burst - p1), f.head * burst + drain)
     # a CTA that is a loop of load passes (`passes`): a round trip each, which its bytes ride on
     trip_rt = f.passes * np.where(f.l2pass > 0, r.l2_latency, r.load_latency)
     fixed = np.maximum(fixed, trip_rt) + ring
