@@ -221,15 +221,6 @@ def _always(d: Defines) -> bool:
     return True
 
 
-def aux_passes(d: Defines, threads: int) -> float:
-    """Passes of fa2_bwd.cu's pre and convert kernels and fa1.cu's fa1_bwd_convert over their
-    BLOCK_M rows: each thread moves one 16-byte chunk of elements (8 of them) a pass, its
-    loads waited for before its stores (a round trip a pass; the loop is not unrolled past
-    its row bounds: 8 at d = 64 and 128 with 128 threads, Nsight Compute's busiest SM 9784 and
-    7737 cycles for pre and convert at N = 128, experiments/small_fwd16/h100/ncu16)."""
-    return max(1.0, -(-d["BLOCK_M"] * d["HEAD_DIM"] // (8 * threads)))
-
-
 def _fa3_bwd_waits(d: Defines) -> int:
     """Memory round trips one step of an fa3_bwd.cu consumer waits for with nothing else to
     issue (L2 round trips, the timing model's `pipeline.l2_latency_cycles` each, added to the
@@ -587,15 +578,6 @@ class KernelSpec:
     # between the prefetch and the load); the L2 model (iosim.model.memory) reads a line the
     # L2 evicted meanwhile twice from DRAM; None: no prefetch
     prefetch: Callable[[Defines, int], tuple[frozenset[str], int]] | None = None
-    # a CTA that is a loop of plain loads, each pass's stores waiting for its loads (the
-    # backward's D and dQ conversion kernels): its passes, from (defines, threads per CTA), a
-    # dependent round trip each that carries the pass's bytes (iosim.model.timing.passes);
-    # None: the CTA waits one round trip before its first work, its first loads', where it
-    # reads at all (timing.head_round_trips)
-    load_passes: Callable[[Defines, int], float] | None = None
-    # whether those passes' lines are in L2 (what the kernel before reduced there: dQacc), not
-    # first reads from DRAM
-    passes_in_l2: Callable[[Defines], bool] | None = None
 
     @property
     def function(self) -> str:
@@ -790,8 +772,7 @@ _SPECS = [
                sync_loads=_fa1_bwd_sync_loads, sync_in_l2=_always, loop_issue=_fa1_bwd_issue,
                loop_shadow=_fa1_bwd_shadow, prefetch=_fa1_bwd_prefetch),
     KernelSpec("fa1_bwd_convert", "fa1.cu", "FA1_BWD_CONVERT", ("dQacc", "dQ", "Nq"),
-               frozenset({"dQ"}), frozenset({"HEAD_DIM", "BLOCK_M"}),
-               passes_in_l2=_always),
+               frozenset({"dQ"}), frozenset({"HEAD_DIM", "BLOCK_M"})),
     # every warp ldmatrix-reads all of K_j and V_j
     KernelSpec("fa2_fwd", "fa2.cu", None, ("Q", "K", "V", "O", "LSE", *_DIMS, "scale"),
                frozenset({"O", "LSE"}), _TILE | {"STAGES", "WINDOW"}, checks=("MODEL_KV_READERS",),
@@ -808,8 +789,7 @@ _SPECS = [
                l2_reductions=lambda d: _DQACC),
     KernelSpec("fa2_bwd_convert", "fa2_bwd.cu", "FA2_BWD_CONVERT",
                ("dQacc", "dQ", "Nq", "H", "scale"), frozenset({"dQ"}),
-               frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}), head_dims=BASE_HEAD_DIMS,
-               passes_in_l2=_always),  # dQacc: just reduced in L2
+               frozenset({"HEAD_DIM", "BLOCK_M", "AUX_THREADS"}), head_dims=BASE_HEAD_DIMS),
     # every consumer warpgroup's wgmma reads all of K_j and V_j
     KernelSpec("fa3_fwd", "fa3.cu", None, ("TmQ", "TmK", "TmV", "O", "LSE", *_DIMS, "scale"),
                frozenset({"O", "LSE"}),

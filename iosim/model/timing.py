@@ -541,30 +541,19 @@ def sync_in_l2(k: KernelPlan) -> bool:
     return _spec_says(k, "sync_in_l2")
 
 
-def passes(k: KernelPlan) -> tuple[float, bool]:
-    """(passes of a CTA that is a loop of plain loads, each a dependent round trip carrying its
-    bytes; whether to L2) (iosim.kernels: its spec's `load_passes`, `passes_in_l2`; 0: none)."""
-    spec = SPECS.get(k.name)
-    if spec is None or spec.load_passes is None:
-        return 0.0, False
-    return float(spec.load_passes(k.defines, k.threads)), _spec_says(k, "passes_in_l2")
-
-
-def head_round_trips(k: KernelPlan) -> float:
-    """Round trips to DRAM one CTA waits before its first work beyond what its trips wait: its
-    first loads' one where it reads at all, less the share of it its first trip already waits
-    (sync_loads to DRAM: fa1's forward K/V wait, 1 / QB of one a trip; PyTorch's elementwise
-    kernel); none for a loop of load passes (`passes`: its first pass is its first load).
-    Nothing on the SM fills it where the CTA is alone there."""
-    if passes(k)[0]:
-        return 0.0
+def first_loads(k: KernelPlan) -> float:
+    """How much of its first trip's loads a CTA waits for before that trip's work, beyond
+    what its trips already wait (sync_loads to DRAM: fa1's forward waits its K/V tiles, 1 / QB
+    of a round trip a trip; PyTorch's elementwise kernel its loads): 1 for a kernel that reads
+    and whose loads run ahead of its work (a cp.async ring, TMA, its fixed loads), 0 for one
+    that reads nothing."""
     first = 0.0 if sync_in_l2(k) else sync_loads(k)
     return max(0.0, float(k.traffic.hbm_read > 0) - first)
 
 
 def store_drain(k: KernelPlan) -> float:
-    """Round trips to L2 one CTA waits at its end: its warps exit only once their stores (and
-    reductions) have left for the L2 (Nsight Compute's `drain` stall), one where it writes."""
+    """Round trips to L2 a CTA waits at its end: its warps exit only once their stores and
+    reductions have left for the L2 (Nsight Compute's `drain` stall); one where it writes."""
     return float(k.traffic.hbm_write > 0)
 
 
@@ -665,7 +654,7 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
-         "fill", "a_fill", "x_shadow", "under_pv", "in_step", "red", "head", "passes", "l2pass", "drain")
+         "fill", "a_fill", "x_shadow", "under_pv", "in_step", "red", "head", "drain")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
@@ -674,7 +663,7 @@ EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask
              "loop_red")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "tail", "streams",
-             "x_trip", "apart", "pad", "x_shadow", "under_pv", "in_step", "head", "passes", "l2pass", "drain")
+             "x_trip", "apart", "pad", "x_shadow", "under_pv", "in_step", "head", "drain")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -688,7 +677,6 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     wg = k.overlap == "warpspecialized"
     warps = max(1, k.threads // 32 - (4 if wg else 0))  # wgmma: less the producer warpgroup
     fixed_r, fixed_w, loop_r, loop_w = _split(k, p) if p is not None else (0, 0, 0, 0)
-    npass, l2pass = passes(k)
     ext = (k.ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
            once.alu_flops, k.mask_alu, t.sram, t.hbm_read, t.hbm_write, fixed_r, fixed_w,
            loop_r, loop_w, l2_extra(k), smem_fill(k), k.units,
@@ -698,7 +686,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
              hw.pipeline.sync_overlap, sync_loads(k), float(sync_in_l2(k)), turn_waits(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
              k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)),
-             float(consumers_in_step(k)), head_round_trips(k), npass, float(l2pass), store_drain(k))
+             float(consumers_in_step(k)), first_loads(k), store_drain(k))
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -884,13 +872,13 @@ def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
 
 
 def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port, lat,
-           fixed_port, waits, m: int, levels=(0.0, 0.0), floor=0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           fixed_port, waits, m: int, levels=(0.0, 0.0)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(fixed part, plain trip, a masked trip's extra) of one CTA of rows `ix` at `res[ix]`
     CTAs an SM, without the bandwidth share (the SM's own units) or, `levels`, with its share
     of L2/DRAM time (a loop trip's, the fixed part's; per row of ix). `trips`: _schedule's
     Trip of 3m entries (plain trips, masked, epilogues); `q`: its sync_overlap (a float or per
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
-    first stage); `floor`: what its fixed part takes at least (a loop of load passes)."""
+    first stage)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
     sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
     k = len(ix)
@@ -906,8 +894,7 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
                  three(at(loop_port), 0.0), three(levels[0] + np.zeros(k), 0.0),
                  three(res[ix], res[ix]),
                  qi if isinstance(qi, float) else three(qi, qi), three(at(lat), 0.0)).reshape(3, k)
-    fixed = np.maximum(pnorm([np.maximum(at(fixed_port), levels[1]) + np.zeros(k), t[2]], qi),
-                       at(floor)) + at(waits)
+    fixed = pnorm([np.maximum(at(fixed_port), levels[1]) + np.zeros(k), t[2]], qi) + at(waits)
     return fixed, t[0], t[1] - t[0]
 
 
@@ -1135,21 +1122,21 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
     # DRAM round trip and that stage's bytes through its port, with no other CTA's trips on the
     # SM to fill the wait (a warp-specialised pipeline's first trip: `fill`)
+    # ... and at its end for its stores' drain (store_drain: an L2 round trip), before the next
+    # CTA can take its place
     ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
             & (f.occ == 1))
     rd1 = f.loop_r / f.steps  # the first trip's loads
     p1 = port(rd1, 0.0)
     drain = f.drain * r.l2_latency
-    ring = np.where(ring, r.load_latency + p1 + drain, 0.0)  # a lone CTA: its own drain too
-    # the kernel's own chain outside the CTAs' trips, once: its first CTAs wait for their
-    # first loads (head_round_trips: a round trip, then the first trip's bytes through their
-    # port or, all at once, their share of L2/DRAM; a lone CTA's ring: its burst only) and
-    # its last ones for their stores' drain (store_drain)
-    burst = level(rd1, 0.0, conc)  # the first wave's first trips, all at once through L2/DRAM
-    chain_ht = np.where(ring > 0, np.maximum(0.0, burst - p1), f.head * burst + drain)
-    # a CTA that is a loop of load passes (`passes`): a round trip each, which its bytes ride on
-    trip_rt = f.passes * np.where(f.l2pass > 0, r.l2_latency, r.load_latency)
-    fixed = np.maximum(fixed, trip_rt) + ring
+    ring = np.where(ring, r.load_latency + p1 + drain, 0.0)
+    # The kernel's edges, once: its first wave's CTAs all wait for their first trip's loads
+    # (first_loads) at once, through their share of L2 and DRAM (`conc` of them: no trip before
+    # it to overlap; a lone CTA's ring waits them through its port already), and its last
+    # CTAs for their stores' drain (a lone CTA's: its ring's)
+    burst = level(rd1, 0.0, conc)
+    edges = np.where(ring > 0, np.maximum(0.0, burst - p1), f.head * burst + drain)
+    fixed = fixed + ring
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
     # out across waves; the last, partial wave at its own residency (_tail)
@@ -1160,8 +1147,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     def alone(ix, res, share=None):  # rows ix's CTA parts at res[ix] CTAs an SM, the SM's
         # units alone, or with `share` (per row of ix) CTAs sharing L2 and DRAM
         lv_at = (0.0, 0.0) if share is None else (share * lv1[ix], share * lf1[ix])
-        return _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at,
-                      trip_rt)
+        return _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
 
     last = _tail(f, d_c, ctas - full * slots, n, alone)
     out = np.where(ctas <= slots, d, np.maximum(full * d_c + last, ctas * d / slots))
@@ -1190,9 +1176,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
             end = shared_end(dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
             out[ix[two]] = np.maximum(end, reps[two] * d_sum[two] / slots[ix[two]])
+    out = out + edges
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
-    out = out + chain_ht
     ws = f.policy == POLICIES["warpspecialized"]
     chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
                      trips.warp_mma[:m] + trips.warp_other[:m])
