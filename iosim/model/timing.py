@@ -1128,7 +1128,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             & (f.occ == 1))
     rd1 = f.loop_r / f.steps  # the first trip's loads
     p1 = port(rd1, 0.0)
-    drain = f.drain * r.l2_latency
+    drain = f.drain * r.load_latency
     ring = np.where(ring, r.load_latency + p1 + drain, 0.0)
     # The kernel's edges, once: its first wave's CTAs all wait for their first trip's loads
     # (first_loads) at once, through their share of L2 and DRAM (`conc` of them: no trip before
