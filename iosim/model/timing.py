@@ -552,8 +552,9 @@ def first_loads(k: KernelPlan) -> float:
 
 
 def store_drain(k: KernelPlan) -> float:
-    """Round trips to L2 a CTA waits at its end: its warps exit only once their stores and
-    reductions have left for the L2 (Nsight Compute's `drain` stall); one where it writes."""
+    """Round trips a CTA waits at its end: its warps exit only once their stores and
+    reductions have been taken by the memory system (Nsight Compute's `drain` stall, high in
+    fa1_init, which only stores: experiments/small_fwd16/h100/ncu16); one where it writes."""
     return float(k.traffic.hbm_write > 0)
 
 
@@ -1122,8 +1123,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
     # DRAM round trip and that stage's bytes through its port, with no other CTA's trips on the
     # SM to fill the wait (a warp-specialised pipeline's first trip: `fill`)
-    # ... and at its end for its stores' drain (store_drain: an L2 round trip), before the next
-    # CTA can take its place
+    # ... and at its end for its stores' drain (store_drain), before the next CTA can take its
+    # place: a round trip, priced at the measured one (load_latency; the fitted L2 round trip
+    # would let the fit trade fa1's backward's L2 waits against the launch overhead)
     ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
             & (f.occ == 1))
     rd1 = f.loop_r / f.steps  # the first trip's loads
