@@ -160,7 +160,7 @@ MUTATIONS = [
     ("cp.async fills carried by the shared-memory pipe (acc13)", "iosim/model/timing.py",
      "sram=(sram - fill) / r.sram,", "sram=sram / r.sram,"),
     ("a CTA alone on its SM waits for no first ring stage (acc13)", "iosim/model/timing.py",
-     "ring = np.where(ring, r.load_latency + p1 + drain, 0.0)",
+     "ring = np.where(ring, r.load_latency + port1 + drain, 0.0)",
      "ring = np.where(ring, drain, 0.0)"),
     ("a kernel's first wave waits its first loads through no share of L2/DRAM (model17a)",
      "iosim/model/timing.py", "burst = level(rd1, 0.0, conc)", "burst = 0.0 * level(rd1, 0.0, conc)"),

@@ -1129,15 +1129,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
             & (f.occ == 1))
     rd1 = f.loop_r / f.steps  # the first trip's loads
-    p1 = port(rd1, 0.0)
+    port1 = port(rd1, 0.0)
     drain = f.drain * r.load_latency
-    ring = np.where(ring, r.load_latency + p1 + drain, 0.0)
-    # The kernel's edges, once: its first wave's CTAs all wait for their first trip's loads
-    # (first_loads) at once, through their share of L2 and DRAM (`conc` of them: no trip before
-    # it to overlap; a lone CTA's ring waits them through its port already), and its last
-    # CTAs for their stores' drain (a lone CTA's: its ring's)
-    burst = level(rd1, 0.0, conc)
-    edges = np.where(ring > 0, np.maximum(0.0, burst - p1), f.head * burst + drain)
+    ring = np.where(ring, r.load_latency + port1 + drain, 0.0)
     fixed = fixed + ring
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
@@ -1178,13 +1172,20 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
             end = shared_end(dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
             out[ix[two]] = np.maximum(end, reps[two] * d_sum[two] / slots[ix[two]])
-    out = out + edges
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
     chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
                      trips.warp_mma[:m] + trips.warp_other[:m])
-    return out, chain
+    # The kernel's edges, once: its first wave's CTAs all wait for their first trip's loads
+    # (first_loads) at once, through their share of L2 and DRAM (`conc` of them), and with no
+    # trip before it the first trip's work (its warps' chain) cannot overlap them: it takes
+    # both where a later trip takes the larger, the smaller more (a lone CTA's ring waits them
+    # through its port already); and its last CTAs wait for their stores' drain (a lone CTA's:
+    # its ring's)
+    burst = np.minimum(level(rd1, 0.0, conc), chain)
+    edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
+    return out + edges, chain
 
 
 # ------------------------------------------------------------------ predictions
