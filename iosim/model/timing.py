@@ -828,7 +828,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
         # the cap, 2^(e-1) for cap - 1 = x 2^e with x in [0.5, 1), has the lowest floor)
         best, chain = _schedule(f, r, cap * f.sms, b, kidx)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
-        floor = f.total_trips * chain / (fewer * f.sms)
+        # (and the kernel's drain: every schedule's edges or its lone CTAs' rings hold it)
+        floor = f.total_trips * chain / (fewer * f.sms) + f.drain * r.load_latency
         i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best) & ~paired).nonzero()[0]
         if len(i):
             best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
@@ -1177,13 +1178,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ws = f.policy == POLICIES["warpspecialized"]
     chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
                      trips.warp_mma[:m] + trips.warp_other[:m])
-    # The kernel's edges, once: its first wave's CTAs all wait for their first trip's loads
+    # The kernel's edges, once: a wave's CTAs all wait for their first trip's loads
     # (first_loads) at once, through their share of L2 and DRAM (`conc` of them), and with no
     # trip before it the first trip's work (its warps' chain) cannot overlap them: it takes
     # both where a later trip takes the larger, the smaller more (a lone CTA's ring waits them
-    # through its port already); and its last CTAs wait for their stores' drain (a lone CTA's:
-    # its ring's)
-    burst = np.minimum(level(rd1, 0.0, conc), chain)
+    # through its port already): a wave's worth of CTAs, the grid's CTAs over its waves (the
+    # launch's first wave is full, its last perhaps not: a GPU with more SMs but as many waves
+    # waits no longer). And its last CTAs wait for their stores' drain (a lone CTA's: its
+    # ring's)
+    wave = ctas / np.ceil(ctas / slots)
+    burst = np.minimum(level(rd1, 0.0, wave), chain)
     edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
     return out + edges, chain
 
