@@ -1206,12 +1206,12 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # (first_loads) at once, through their share of L2 and DRAM (`conc` of them), and with no
     # trip before it the first trip's work (its warps' chain) cannot overlap them: it takes
     # both where a later trip takes the larger, the smaller more (a lone CTA's ring waits them
-    # through its port already): a wave's worth of CTAs, the grid's CTAs over its waves (the
-    # launch's first wave is full, its last perhaps not: a GPU with more SMs but as many waves
-    # waits no longer). And its last CTAs wait for their stores' drain (a lone CTA's: its
-    # ring's)
-    wave = ctas / np.ceil(ctas / slots)
-    burst = np.minimum(level(rd1, 0.0, wave), chain)
+    # through its port already): the grid's first loads, at most that chain: the CTAs of a
+    # later wave start as the first's end, but their first loads meet the rest of the first
+    # trips' (not the SMs' count: a wave's worth grows with the SMs where they remove a wave
+    # that an uneven grid's longest CTA hid, and more SMs would come out slower). And its last
+    # CTAs wait for their stores' drain (a lone CTA's: its ring's)
+    burst = np.minimum(level(rd1, 0.0, ctas), chain)
     edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
     return out + edges, chain
 
