@@ -13,10 +13,7 @@ Fields left out, and why:
   an L2 of the same size; for those the timing alone is checked, at the same DRAM bytes.
 Waves: with more SMs (or more CTA slots per SM) the number of waves cannot grow and no CTA gets
 a smaller share of its SM, so quantisation is no reason for time to grow: it is asserted like
-every other field. But with more SMs and the same L2 and DRAM a wave holds more CTAs, which wait
-for their first loads at once (a kernel's edges, docs/model.md step 6): where fewer waves save
-nothing (unequal CTAs whose longest sets the time) that wait is a little longer, within
-`FIRST_WAVE` of the time (fa1's causal backward on the A100 at 1.5x its SMs: 0.016%).
+every other field.
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ from iosim.schedules import plan
 
 PROFILES = {n: hardware.load(n) for n in ("h100", "h100-sxm5-80gb", "a100-sxm4-80gb")}
 SCHEDS = ["naive", "fa1", "fa2", "fa3"]
-FIRST_WAVE = 1e-3  # more SMs, a longer first-wave wait for first loads (module docstring)
 # (field, factor > 1): the change makes the GPU bigger or faster
 BIGGER = [("sm_count", 1.5), ("sm_count", 2), ("sm_count", 1000 / 132), ("clock_hz", 1.25),
           ("hbm_bandwidth_bytes_per_s", 2), ("l2_bandwidth_bytes_per_s", 2), ("l2_bytes", 2),
@@ -105,14 +101,13 @@ def test_a_bigger_gpu_is_never_slower(p, hw_name, s, change):
         return
     pl2 = plan(s, p, big)  # a bigger GPU runs whatever the smaller one ran
     a = seconds(pl, hw)
-    tol = 1 + (FIRST_WAVE if field == "sm_count" else 1e-9)
     # at the same DRAM bytes, the timing model alone: always
-    assert seconds(pl2, big, memory.estimate(pl, hw)) <= a * tol, (field, factor)
+    assert seconds(pl2, big, memory.estimate(pl, hw)) <= a * (1 + 1e-9), (field, factor)
     if field in ("sm_count", "l2_bytes") and memory.same_cta_rereads(pl):
         return  # the real L2-thrash exception (module docstring)
     b = seconds(pl2, big)
-    assert b <= a * tol, (field, factor)
-    assert row(pl2, big)["time_pred_ms"] <= row(pl, hw)["time_pred_ms"] * tol
+    assert b <= a * (1 + 1e-9), (field, factor)
+    assert row(pl2, big)["time_pred_ms"] <= row(pl, hw)["time_pred_ms"] * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("field", ["sm_count", "clock_hz"])
