@@ -67,10 +67,11 @@ def test_relaxed_rates_are_the_relaxed_profile(case):
 
 def test_latency_and_launch_can_bind():
     """The limiter is not always a unit: a lone CTA's dependent chain (8 CTAs for 132 SMs), a
-    tiny kernel's launch."""
+    tiny kernel's launch (one CTA of one trip at d = 64; at d = 128 its chain, its first loads'
+    round trip and its stores' drain, halved, save more than half the launch overhead)."""
     hw = load("h100")
-    got = {row(plan("fa2", problem(b, h, n, 128, False, "fwd"), hw), hw)["bound"]
-           for b, h, n in [(1, 1, 1024), (1, 1, 128)]}
+    got = {row(plan("fa2", problem(b, h, n, d, False, "fwd"), hw), hw)["bound"]
+           for b, h, n, d in [(1, 1, 1024, 128), (1, 1, 128, 64)]}
     assert got == {"latency", "launch"}
 
 

@@ -133,7 +133,9 @@ def test_occupancies_tried_are_the_ones_that_can_win(monkeypatch):
         scheduled.clear()
         out[few] = (timing.predict_batch(b, True, starts, kernel_bounds=False), sum(scheduled))
     (pruned, rows), (every, all_rows) = out[0], out[10**9]
-    assert len(b) > 300 and rows < 0.9 * all_rows
+    # (0.9 before session 17's kernel edges: the edges lengthen the cap's time, not the floor
+    # of fewer occupancies, but for the drain, so fewer are pruned: 5395 of 5698)
+    assert len(b) > 300 and rows < 0.95 * all_rows
     assert np.array_equal(pruned.seconds, every.seconds)
     assert np.array_equal(pruned.relaxed, every.relaxed, equal_nan=True)
     assert pruned.group_bound == every.group_bound

@@ -564,6 +564,23 @@ def sync_in_l2(k: KernelPlan) -> bool:
     return _spec_says(k, "sync_in_l2")
 
 
+def first_loads(k: KernelPlan) -> float:
+    """How much of its first trip's loads a CTA waits for before that trip's work, beyond
+    what its trips already wait (sync_loads to DRAM: fa1's forward waits its K/V tiles, 1 / QB
+    of a round trip a trip; PyTorch's elementwise kernel its loads): 1 for a kernel that reads
+    and whose loads run ahead of its work (a cp.async ring, TMA, its fixed loads), 0 for one
+    that reads nothing."""
+    first = 0.0 if sync_in_l2(k) else sync_loads(k)
+    return max(0.0, float(k.traffic.hbm_read > 0) - first)
+
+
+def store_drain(k: KernelPlan) -> float:
+    """Round trips a CTA waits at its end: its warps exit only once their stores and
+    reductions have been taken by the memory system (Nsight Compute's `drain` stall, high in
+    fa1_init, which only stores: experiments/small_fwd16/h100/ncu16); one where it writes."""
+    return float(k.traffic.hbm_write > 0)
+
+
 def turn_waits(k: KernelPlan) -> int:
     """GEMM turns a warp-specialised consumer's trip waits out with nothing else to issue
     (iosim.kernels: its spec's `turn_waits`; 0 without one)."""
@@ -661,7 +678,7 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
-         "fill", "a_fill", "x_shadow", "under_pv", "in_step", "red", "barrier")
+         "fill", "a_fill", "x_shadow", "under_pv", "in_step", "red", "barrier", "head", "drain")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
@@ -670,7 +687,7 @@ EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask
              "loop_red")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "tail", "streams",
-             "x_trip", "apart", "pad", "x_shadow", "under_pv", "in_step", "barrier")
+             "x_trip", "apart", "pad", "x_shadow", "under_pv", "in_step", "barrier", "head", "drain")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -693,7 +710,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
              hw.pipeline.sync_overlap, sync_loads(k), float(sync_in_l2(k)), turn_waits(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
              k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)),
-             float(consumers_in_step(k)), barrier_trips(k))
+             float(consumers_in_step(k)), barrier_trips(k), first_loads(k), store_drain(k))
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -834,7 +851,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
         # the cap, 2^(e-1) for cap - 1 = x 2^e with x in [0.5, 1), has the lowest floor)
         best, chain = _schedule(f, r, cap * f.sms, b, kidx)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
-        floor = f.total_trips * chain / (fewer * f.sms)
+        # (and the kernel's drain: every schedule's edges or its lone CTAs' rings hold it)
+        floor = f.total_trips * chain / (fewer * f.sms) + f.drain * r.load_latency
         i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best) & ~paired).nonzero()[0]
         if len(i):
             best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
@@ -1130,9 +1148,15 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
     # DRAM round trip and that stage's bytes through its port, with no other CTA's trips on the
     # SM to fill the wait (a warp-specialised pipeline's first trip: `fill`)
+    # ... and at its end for its stores' drain (store_drain), before the next CTA can take its
+    # place: a round trip, priced at the measured one (load_latency; the fitted L2 round trip
+    # would let the fit trade fa1's backward's L2 waits against the launch overhead)
     ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
             & (f.occ == 1))
-    ring = np.where(ring, r.load_latency + port(f.loop_r / f.steps, 0.0), 0.0)
+    rd1 = f.loop_r / f.steps  # the first trip's loads
+    port1 = port(rd1, 0.0)
+    drain = f.drain * r.load_latency
+    ring = np.where(ring, r.load_latency + port1 + drain, 0.0)
     fixed = fixed + ring
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
@@ -1178,7 +1202,18 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ws = f.policy == POLICIES["warpspecialized"]
     chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
                      trips.warp_mma[:m] + trips.warp_other[:m] + trips.queue[:m])
-    return out, chain
+    # The kernel's edges, once: a wave's CTAs all wait for their first trip's loads
+    # (first_loads) at once, through their share of L2 and DRAM (`conc` of them), and with no
+    # trip before it the first trip's work (its warps' chain) cannot overlap them: it takes
+    # both where a later trip takes the larger, the smaller more (a lone CTA's ring waits them
+    # through its port already): the grid's first loads, at most that chain: the CTAs of a
+    # later wave start as the first's end, but their first loads meet the rest of the first
+    # trips' (not the SMs' count: a wave's worth grows with the SMs where they remove a wave
+    # that an uneven grid's longest CTA hid, and more SMs would come out slower). And its last
+    # CTAs wait for their stores' drain (a lone CTA's: its ring's)
+    burst = np.minimum(level(rd1, 0.0, ctas), chain)
+    edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
+    return out + edges, chain
 
 
 # ------------------------------------------------------------------ predictions
