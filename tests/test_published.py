@@ -45,7 +45,7 @@ MAPE_AT_COMMIT = {
     # (FA2) 3.9 -> 4.7, fa3 fwd 4.7 -> 5.6; fa2 fwd (FA3) 6.6 -> 4.6, fa3 fp8 17.4 -> 12.6, fa1
     # fwd+bwd 18.2 -> 17.6 (session 14's reverted refit: 7.6, 5.8, 5.7; 4.0, 12.7, 18.7)
     ("h100-sxm5-80gb", "fa1", "fwd+bwd", "FA2", "fp16"): 17.6,
-    # session 17's kernel edges and refit (model17a; sm_load_bytes_per_clk 44.69 -> 44.24):
+    # session 17's kernel edges and refit (model17a, then integrate17's):
     # fa2 bwd (FA3) 6.6 -> 8.0, its long d = 128 rows 12% slow
     ("h100-sxm5-80gb", "fa2", "bwd", "FA3", "fp16"): 8.0,
     ("h100-sxm5-80gb", "fa2", "fwd", "FA3", "fp16"): 4.6,
