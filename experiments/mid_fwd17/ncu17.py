@@ -53,17 +53,11 @@ def main(outdir: str) -> None:
 
 
 def summary(path: str) -> str:
-    import pandas as pd
-
-    d = pd.read_csv(path)
     lines = []
-    for key, g in d.groupby(small15b.FIELDS[:8], sort=False):
-        v = dict(zip(g.metric, g.value))
+    for key, v, stalls in small15b.kernels(path):
         s, dr, b, h, n, hd, c, k = key
         ns = v.get("gpu__time_duration.sum", float("nan"))
         ghz = v.get("sm__cycles_elapsed.max", float("nan")) / ns
-        stalls = {m[len(small15b.STALL):].removesuffix("_per_issue_active.ratio"): x for m, x in v.items()
-                  if m.startswith(small15b.STALL) and m.endswith("_per_issue_active.ratio")}
         top = sorted(stalls.items(), key=lambda kv: -kv[1])[:5]
         lines.append(
             f"{s} {dr} B={b} H={h} N={n} d={hd}{' causal' if c else ''} {k}: {ns / 1e3:.2f} us at "

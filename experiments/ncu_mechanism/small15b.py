@@ -113,15 +113,21 @@ def cli(main, summary, usage: str) -> None:
 STALL = "smsp__average_warps_issue_stalled_"
 
 
-def summary(path: str) -> str:
+def kernels(path: str):
+    """Each profiled kernel of an ncu CSV made by main(): its point and kernel name (FIELDS[:8]),
+    its metrics by name, and its stall reasons per issue by short name (STALL's)."""
     import pandas as pd
 
-    d = pd.read_csv(path)
-    lines = []
-    for key, g in d.groupby(FIELDS[:8], sort=False):
+    for key, g in pd.read_csv(path).groupby(FIELDS[:8], sort=False):
         v = dict(zip(g.metric, g.value))
         stalls = {m[len(STALL):].removesuffix("_per_issue_active.ratio"): x for m, x in v.items()
                   if m.startswith(STALL) and m.endswith("_per_issue_active.ratio")}
+        yield key, v, stalls
+
+
+def summary(path: str) -> str:
+    lines = []
+    for key, v, stalls in kernels(path):
         top = sorted(stalls.items(), key=lambda kv: -kv[1])[:3]
         s, dr, b, h, n, hd, c, k = key
         lines.append(

@@ -47,7 +47,6 @@ METRICS = small15b.METRICS + [
     "smsp__inst_executed_op_global_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum",
     "launch__grid_size", "launch__block_size", "launch__registers_per_thread",
     "launch__shared_mem_per_block"]
-STALL = small15b.STALL
 
 
 def main(outdir: str) -> None:
@@ -56,18 +55,12 @@ def main(outdir: str) -> None:
 
 
 def summary(path: str) -> str:
-    import pandas as pd
-
-    d = pd.read_csv(path)
     lines = []
-    for key, g in d.groupby(small15b.FIELDS[:8], sort=False):
-        v = dict(zip(g.metric, g.value))
+    for key, v, stall in small15b.kernels(path):
         s, dr, b, h, n, hd, c, k = key
         ns = v.get("gpu__time_duration.sum", float("nan"))
         ghz = v.get("sm__cycles_elapsed.max", float("nan")) / ns  # the SM clock over the launch
         busy = v.get("sm__cycles_active.max", float("nan")) / ghz / 1e3
-        stall = {m[len(STALL):].removesuffix("_per_issue_active.ratio"): x for m, x in v.items()
-                 if m.startswith(STALL) and m.endswith("_per_issue_active.ratio")}
         edge = ", ".join(f"{m} {stall.get(m, 0):.2f}" for m in ("no_instruction", "imc_miss",
                                                                  "drain", "membar"))
         lines.append(
