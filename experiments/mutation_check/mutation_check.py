@@ -137,7 +137,7 @@ MUTATIONS = [
      "share = np.minimum(conc, reps * np.minimum(dc, d[:, None]).sum(axis=1) / d)",
      "share = 0.0 * conc"),
     ("fa1 forward's warps released at its barrier drift at once (no queue at the tensor core; before session 17)",
-     "iosim/model/timing.py", "warp = warp + self.queue", "warp = warp + 0.0 * self.queue"),
+     "iosim/model/timing.py", "self.warp_mma + self.warp_other + self.queue", "self.warp_mma + self.warp_other + 0.0 * self.queue"),
     ("a warp's synchronous loads never wait behind another resident CTA's bytes at the port (before session 17)",
      "iosim/model/timing.py", "queued = (n - 1) * share * port", "queued = 0.0 * share * port"),
     ("decode's fused combine: three round trips, not decode.cu's five", "iosim/kernels.py",

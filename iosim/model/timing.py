@@ -435,8 +435,7 @@ class Trip:
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
         # register operands: other warps' instructions issue between MMAs, not beside them
         thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
-        warp = self.warp_mma + self.warp_other
-        warp = warp + self.queue  # behind the other warps' MMAs after a CTA barrier
+        warp = self.warp_mma + self.warp_other + self.queue  # queue: after a CTA barrier
         if policy == POLICIES["async"]:  # with more than one stage; the round trips of plain
             # loads its issue waits for (sync_loads: decode's per-row table reads) bound the
             # trip, not added to the chain (docs/model.md: as measured)
@@ -1202,15 +1201,12 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ws = f.policy == POLICIES["warpspecialized"]
     chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
                      trips.warp_mma[:m] + trips.warp_other[:m] + trips.queue[:m])
-    # The kernel's edges, once: a wave's CTAs all wait for their first trip's loads
-    # (first_loads) at once, through their share of L2 and DRAM (`conc` of them), and with no
-    # trip before it the first trip's work (its warps' chain) cannot overlap them: it takes
-    # both where a later trip takes the larger, the smaller more (a lone CTA's ring waits them
-    # through its port already): the grid's first loads, at most that chain: the CTAs of a
-    # later wave start as the first's end, but their first loads meet the rest of the first
-    # trips' (not the SMs' count: a wave's worth grows with the SMs where they remove a wave
-    # that an uneven grid's longest CTA hid, and more SMs would come out slower). And its last
-    # CTAs wait for their stores' drain (a lone CTA's: its ring's)
+    # The kernel's edges, once. Its CTAs wait for their first trip's loads (first_loads) at
+    # once through L2 and DRAM, which no earlier trip's work overlaps: the grid's first loads,
+    # at most one first trip's chain (taken over the grid's CTAs, not a wave's worth: that
+    # grows with the SM count, and more SMs must never come out slower); a lone CTA's ring
+    # waits them through its port already. Its last CTAs wait for their stores' drain (a lone
+    # CTA's: in its ring).
     burst = np.minimum(level(rd1, 0.0, ctas), chain)
     edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
     return out + edges, chain
