@@ -559,6 +559,11 @@ class KernelSpec:
     # ... of which a trip issues between dependent MMAs, in their shadow (the address arithmetic
     # of an MMA loop): issue slots only, not the warps' chain; None: none
     loop_shadow: Callable[[Defines, int], float] | None = None
+    # whether its loop_issue instructions (less loop_shadow's) are each a step of one dependent
+    # chain a warp (address, bound, predicate, copy: each from the one before), on its warp's
+    # chain at pipeline.chain_inst_cycles each, not inst_cycles; None: no (independent enough
+    # that the warp's other instructions hide their latency)
+    loop_chain: Callable[[Defines], bool] | None = None
     # warp-specialised: whether consumer warps of one SM sub-partition run their softmax at the
     # same time (no turns at the tensor cores), so one warp's FP32 work issues while another's
     # exp2 holds the MUFU; None: never (one consumer warp's softmax at a time, its exp2 and
@@ -635,6 +640,7 @@ def _naive(entry: str, args: tuple[str, ...], writes: set[str], defines: frozens
                       head_dims=BASE_HEAD_DIMS if bwd else None,
                       rules=_gemm_rules if gemm else _no_rules, smem=_gemm_smem if gemm else None,
                       row_merge=row_merge, loop_issue=_gemm_issue if gemm else None,
+                      loop_chain=_always if gemm else None,
                       smem_fills=frozenset(args[:2]) if gemm else frozenset())  # A, B: cp.async
 
 

@@ -1090,3 +1090,33 @@ def test_a_cta_waits_for_its_stores_to_drain():
     assert len(g) >= 24 and g.schedule.nunique() == 4, len(g)
     err = (g.time_pred_ms / gpu_ms(g) - 1) * 100
     assert -3 <= err.mean() <= 6, g.assign(err=err)[["schedule", "direction", "heads", "head_dim", "err"]]
+
+
+def test_naive_gemm_loop_instructions_wait_on_their_dependent_address_chain():
+    """naive.cu's GEMMs compute every 16-byte copy's swizzled address, bound and predicate and
+    every ldmatrix's address, each from the one before (KernelSpec.loop_chain): a warp waits
+    issue to dependent issue on each (pipeline.chain_inst_cycles, fitted from the ncu value's
+    5.5 cycles: `wait` and `short_scoreboard` stalls, experiments/mid_fwd17), where the other
+    instructions of a warp cost inst_cycles. One 8-warp GEMM CTA an SM runs on that chain:
+    naive_pv timed in its sequence (experiments/naive_fwd18/h100/prefix.csv) 13-16% beyond the
+    model without it. The small block's naive rows (H100 calibrated profile): forward MAPE
+    4.8%, 3.1% fast on average, backward 3.6%, worst 7.5%; with the chain's steps at
+    inst_cycles 6.2% (5.5% fast) and 3.9%, worst 11.9%."""
+    from iosim.analysis.accuracy import join
+    from iosim.analysis.validate import repredict
+    from iosim.core.rows import MEASURED_NEEDS, read_rows
+
+    p = Problem(batch=1, heads=1, seqlen_q=1024, head_dim=128)
+    pv = next(k for k in plan("naive", p, H100).kernels if k.name == "naive_pv")
+    assert timing.loop_chain(pv) == pv.loop_issue > 0
+    assert timing.loop_chain(plan("fa2", p, H100).main) == 0.0
+    assert H100.pipeline.chain_cycles > 2 * H100.pipeline.inst_cycles
+
+    m = pd.concat([read_rows(f, MEASURED_NEEDS) for f in SMALL], ignore_index=True)
+    m = m[(m.schedule == "naive") & (m.status == "ok")]
+    for direction in ("fwd", "bwd"):
+        mm = m[m.direction == direction]
+        assert len(mm) >= 50
+        j = join(repredict(mm, H100), mm)
+        e = j.time_pred_ms / j.time_queued_ms.where(j.time_queued_ms.notna(), j.time_ms) - 1
+        assert e.abs().mean() < 0.05 and e.mean() > -0.04 and e.abs().max() < 0.15, (direction, e.describe())

@@ -138,6 +138,8 @@ MUTATIONS = [
      "share = 0.0 * conc"),
     ("fa1 forward's warps released at its barrier drift at once (no queue at the tensor core; before session 17)",
      "iosim/model/timing.py", "self.warp_mma + self.warp_other + self.queue", "self.warp_mma + self.warp_other + 0.0 * self.queue"),
+    ("naive's GEMM loop instructions issue like the others on the warp's chain (no dependent address chain; before session 18)",
+     "iosim/model/timing.py", "chained * r.chain_cycles", "chained * r.inst_cycles"),
     ("a warp's synchronous loads never wait behind another resident CTA's bytes at the port (before session 17)",
      "iosim/model/timing.py", "queued = (n - 1) * share * port", "queued = 0.0 * share * port"),
     ("decode's fused combine: three round trips, not decode.cu's five", "iosim/kernels.py",

@@ -67,6 +67,9 @@ PARAMS = {
     "efficiency.l2": (0.3, 1.0),
     "pipeline.mma_sync_cycles": (1.0, 32.0),
     "pipeline.inst_cycles": (1.0, 16.0),
+    # a step of a loop's dependent address chain (KernelSpec.loop_chain: naive's GEMMs): issue
+    # to dependent issue, a few cycles; fitted only with rows of a kernel that has such chains
+    "pipeline.chain_inst_cycles": (1.0, 16.0),
     "pipeline.inst_per_op": (1.0, 8.0),
     "pipeline.sm_load_bytes_per_clk": (16.0, 256.0),
     "pipeline.sync_overlap": (1.0, 32.0),
@@ -155,6 +158,8 @@ def get(hw: HardwareProfile, field: str) -> float:
         return hw.pipeline.turn_wait_cycles
     if obj is None and field == "pipeline.l2_latency_cycles":
         return hw.pipeline.l2_trip_cycles
+    if obj is None and field == "pipeline.chain_inst_cycles":
+        return hw.pipeline.chain_cycles
     return float(obj)
 
 
@@ -169,6 +174,7 @@ class Point:
     wgmma: bool
     turns: bool  # a kernel whose consumers wait at GEMM turns (timing.turn_waits)
     l2_trips: bool  # a kernel whose synchronous round trips go to L2 (timing.sync_in_l2)
+    chains: bool  # a kernel whose loop has dependent address chains (timing.loop_chain)
 
 
 def measured_plan(r, hw: HardwareProfile):
@@ -203,7 +209,8 @@ def points(rows: pd.DataFrame, hw: HardwareProfile) -> list[Point]:
         out.append(Point(pl, memory.estimate(pl, hw), float(ms), r.schedule,
                          any(k.overlap == "warpspecialized" for k in pl.kernels),
                          any(timing.turn_waits(k) > 0 for k in pl.kernels),
-                         any(timing.sync_in_l2(k) and timing.sync_loads(k) > 0 for k in pl.kernels)))
+                         any(timing.sync_in_l2(k) and timing.sync_loads(k) > 0 for k in pl.kernels),
+                         any(timing.loop_chain(k) > 0 for k in pl.kernels)))
     return out
 
 
@@ -260,7 +267,8 @@ def fit(measured: pd.DataFrame, hw: HardwareProfile, holdout_where: str | None =
     fields = [f for f in PARAMS if f not in fixed
               and (f != "efficiency.tensor_wgmma" or any(p.wgmma for p in train))
               and (f != "pipeline.wgmma_wait_cycles" or any(p.turns for p in train))
-              and (f != "pipeline.l2_latency_cycles" or any(p.l2_trips for p in train))]
+              and (f != "pipeline.l2_latency_cycles" or any(p.l2_trips for p in train))
+              and (f != "pipeline.chain_inst_cycles" or any(p.chains for p in train))]
     lo = np.array([PARAMS[f][0] for f in fields])
     hi = np.array([PARAMS[f][1] for f in fields])
     x0 = np.clip([get(hw, f) for f in fields], lo, hi)

@@ -56,6 +56,7 @@ def relax(hw: HardwareProfile, limit: str, dtype_key: str, factor: float = 2.0) 
         pipe = hw.pipeline
         return {"pipeline.mma_sync_cycles": pipe.mma_sync_cycles / factor,
                 "pipeline.inst_cycles": pipe.inst_cycles / factor,
+                "pipeline.chain_inst_cycles": pipe.chain_cycles / factor,
                 "pipeline.load_latency_cycles": pipe.load_latency_cycles / factor,
                 "pipeline.l2_latency_cycles": pipe.l2_trip_cycles / factor,
                 "pipeline.wgmma_wait_cycles": pipe.turn_wait_cycles / factor}

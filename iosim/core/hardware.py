@@ -94,11 +94,23 @@ class Pipeline(BaseModel):
     # barrier hand-over and proxy fence): the tensor pipe's and the SM's barriers' latency, not
     # a memory round trip. None: load_latency_cycles (profiles fitted before it had its own)
     wgmma_wait_cycles: float | None = Field(None, ge=0, le=10000)
+    # cycles each instruction of a loop's dependent address chain holds its warp
+    # (iosim.kernels KernelSpec.loop_chain: naive.cu's GEMMs compute every 16-byte copy's
+    # swizzled address, bound and predicate, and every ldmatrix's address, each from the one
+    # before): issue to dependent issue of fixed-latency integer instructions, waits on
+    # ldmatrix. Nsight Compute: about 5.5 cycles each, `wait` and `short_scoreboard` stalls
+    # (experiments/mid_fwd17). None: inst_cycles (profiles fitted before it had its own)
+    chain_inst_cycles: float | None = Field(None, gt=0, le=64)
 
     @property
     def l2_trip_cycles(self) -> float:
         """l2_latency_cycles, or load_latency_cycles where the profile has none of its own."""
         return self.load_latency_cycles if self.l2_latency_cycles is None else self.l2_latency_cycles
+
+    @property
+    def chain_cycles(self) -> float:
+        """chain_inst_cycles, or inst_cycles where the profile has none of its own."""
+        return self.inst_cycles if self.chain_inst_cycles is None else self.chain_inst_cycles
 
     @property
     def turn_wait_cycles(self) -> float:

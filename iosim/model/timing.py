@@ -107,7 +107,8 @@ def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> Kern
 
 # the rates a relief changes, as columns of the rate arrays (Rates.vector)
 RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "sm_dram", "l2", "hbm",
-               "mma_cycles", "inst_cycles", "load_latency", "l2_latency", "turn_wait", "launch")
+               "mma_cycles", "inst_cycles", "chain_cycles", "load_latency", "l2_latency", "turn_wait",
+               "launch")
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class Rates:
     inst_per_op: float  # warp instructions per 32 element operations (the kernel's, else the profile's)
     mma_cycles: float  # a lone warp's cycles per mma.sync (its dependent chain)
     inst_cycles: float  # ... and per other instruction
+    chain_cycles: float  # ... per step of a loop's dependent address chain (loop_chain)
     load_latency: float  # seconds a synchronous global load's round trip to DRAM takes
     l2_latency: float  # ... to a line the L2 holds (Pipeline.l2_latency_cycles)
     turn_wait: float  # seconds a wgmma consumer waits at a GEMM turn (Pipeline.wgmma_wait_cycles)
@@ -139,6 +141,7 @@ class Rates:
         if what == "latency":
             return replace(self, mma_cycles=self.mma_cycles / factor,
                            inst_cycles=self.inst_cycles / factor,
+                           chain_cycles=self.chain_cycles / factor,
                            load_latency=self.load_latency / factor,
                            l2_latency=self.l2_latency / factor,
                            turn_wait=self.turn_wait / factor)
@@ -167,6 +170,7 @@ class Rates:
             inst_per_op=k.inst_per_op or hw.pipeline.inst_per_op,
             mma_cycles=hw.pipeline.mma_sync_cycles,
             inst_cycles=hw.pipeline.inst_cycles,
+            chain_cycles=hw.pipeline.chain_cycles,
             load_latency=hw.pipeline.load_latency_cycles / hw.clock_hz,
             l2_latency=hw.pipeline.l2_trip_cycles / hw.clock_hz,
             turn_wait=hw.pipeline.turn_wait_cycles / hw.clock_hz,
@@ -185,7 +189,8 @@ def _relief_factors() -> np.ndarray:
     f = np.ones((1 + len(RELIEFS), len(RATE_FIELDS)))
     for i, x in enumerate(RELIEFS, 1):
         if x == "latency":
-            for c in ("mma_cycles", "inst_cycles", "load_latency", "l2_latency", "turn_wait"):
+            for c in ("mma_cycles", "inst_cycles", "chain_cycles", "load_latency", "l2_latency",
+                      "turn_wait"):
                 f[i, RATE_FIELDS.index(c)] = 0.5
         elif x == "launch":
             f[i, RATE_FIELDS.index("launch")] = 0.5
@@ -352,12 +357,13 @@ class Trip:
 
     @classmethod
     def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
-           fill=0.0, shadow=0.0, under_pv=0.0, in_step=0.0, barrier=0.0) -> Trip:
+           fill=0.0, shadow=0.0, under_pv=0.0, in_step=0.0, barrier=0.0, chained=0.0) -> Trip:
         """`sram`: shared-memory bytes (one instruction per LDS_BYTES); `fill`: those of them
         that asynchronous copies write, which the shared-memory pipe does not carry
         (smem_fill); `shadow`: instructions issued in the MMAs' shadow (loop_shadow): issue
         slots, no chain; `barrier`: the share of trips that begin at a CTA barrier
-        (barrier_trips)."""
+        (barrier_trips); `chained`: those of `extra` that are steps of the warps' dependent
+        address chains (loop_chain), on the chain at chain_cycles each."""
         wg = r.wgmma
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
@@ -367,7 +373,8 @@ class Trip:
                    issue=(mma + issued) / r.issue,
                    dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
                    warp_mma=mma / warps * r.mma_cycles * cyc,
-                   warp_other=other / warps * r.inst_cycles * cyc,
+                   warp_other=((other - chained) * r.inst_cycles + chained * r.chain_cycles)
+                   / warps * cyc,
                    # consumers in step share the tensor cores at once: no turns
                    groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
                    apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
@@ -542,6 +549,12 @@ def softmax_apart(k: KernelPlan) -> bool:
     return _spec_says(k, "softmax_apart")
 
 
+def loop_chain(k: KernelPlan) -> float:
+    """Instructions of one loop trip of a CTA that are steps of its warps' dependent address
+    chains (iosim.kernels: its spec's `loop_chain`: then its loop_issue, else none)."""
+    return k.loop_issue if _spec_says(k, "loop_chain") else 0.0
+
+
 def sync_loads(k: KernelPlan) -> float:
     """Memory round trips one trip of the kernel waits for (iosim.kernels: its spec's
     `sync_loads`; a kernel with no spec: its KernelPlan's `round_trips`; 0 for kernels whose
@@ -677,7 +690,7 @@ FACTS = ("sms", "ctas", "occ", "period", "reps", "uniform", "total_trips", "tota
          "o_exps", "o_alu", "mask", "fixed_r", "fixed_w", "loop_r", "loop_w", "dram_r", "dram_w",
          "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "flops", "exps", "alu", "sram",
          "l2_bytes", "dram_bytes", "need_port", "tail", "loop_x", "streams", "x_trip", "apart",
-         "fill", "a_fill", "x_shadow", "under_pv", "in_step", "red", "barrier", "head", "drain")
+         "fill", "x_chain", "a_fill", "x_shadow", "under_pv", "in_step", "red", "barrier", "head", "drain")
 # what they are made of (kernel_raw): counts that grow with the problem's (batch, K/V head)
 # pairs, u = batch x kv_heads (a Plan of the same shape with u pairs has u/u0 times those of
 # one with u0: EXTENSIVE), and facts that do not (INTENSIVE)
@@ -686,7 +699,8 @@ EXTENSIVE = ("ctas", "flops", "exps", "alu", "o_flops", "o_exps", "o_alu", "mask
              "loop_red")
 INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0", "masked0", "wg",
              "warps", "policy", "stages", "q", "nsync", "l2sync", "nturn", "cyc", "inst_per_op", "tail", "streams",
-             "x_trip", "apart", "pad", "x_shadow", "under_pv", "in_step", "barrier", "head", "drain")
+             "x_trip", "apart", "pad", "x_shadow", "under_pv", "in_step", "barrier", "head", "drain",
+             "x_chain")
 
 
 def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
@@ -709,7 +723,8 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
              hw.pipeline.sync_overlap, sync_loads(k), float(sync_in_l2(k)), turn_waits(k), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
              k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)),
-             float(consumers_in_step(k)), barrier_trips(k), first_loads(k), store_drain(k))
+             float(consumers_in_step(k)), barrier_trips(k), first_loads(k), store_drain(k),
+             loop_chain(k))
     return ext, inten, (None if uniform else (one, masked))
 
 
@@ -1089,7 +1104,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.array([f.x_trip, f.x_trip, zero]), f.apart,
                     np.array([f.a_fill, f.a_fill, zero]),
                     np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv, f.in_step,
-                    np.array([f.barrier, f.barrier, zero]))
+                    np.array([f.barrier, f.barrier, zero]), np.array([f.x_chain, f.x_chain, zero]))
     trips = Trip(*(flat(getattr(parts, x)) for x in Trip.__dataclass_fields__))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
