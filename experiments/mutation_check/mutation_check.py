@@ -1,6 +1,8 @@
 """Which tests kill which mutation of the timing and memory model.
 
     python experiments/mutation_check/mutation_check.py   (writes experiments/mutation_check/mutation_check.json)
+    python experiments/mutation_check/mutation_check.py --from-logs LOG...   (the JSON of a check
+        run in parts, from the results its runs printed)
     python experiments/mutation_check/mutation_check.py WORDS   (only the mutations whose name
         contains WORDS, or one of several phrases separated by "|", and the baseline; printed,
         the JSON file left as it is)
@@ -247,8 +249,30 @@ def run(name: str, rel: str, old: str, new: str, first: bool = False) -> dict:
                 "seconds": round(time.time() - t, 1)}
 
 
+def from_logs(paths: list[str], out: Path) -> None:
+    """The JSON of a check run in parts (a call that timed out before its last mutations, the
+    rest run apart): each mutation's latest result printed in the logs, in MUTATIONS' order;
+    every mutation must have one."""
+    import ast
+
+    got = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("{'mutation': "):
+                r = ast.literal_eval(line)
+                got[r["mutation"]] = r
+    missing = [m[0] for m in MUTATIONS if m[0] not in got]
+    if missing:
+        print(f"error: no result in {', '.join(paths)} for: {'; '.join(missing)}", file=sys.stderr)
+        sys.exit(2)
+    out.write_text(json.dumps([got[m[0]] for m in MUTATIONS], indent=1) + "\n")
+
+
 def main() -> None:
     args = sys.argv[1:]
+    if args[:1] == ["--from-logs"]:
+        from_logs(args[1:], Path(__file__).with_name("mutation_check.json"))
+        return
     jobs, first, out = 2, False, None
     while args and args[0].startswith("--"):
         opt = args.pop(0)
