@@ -49,11 +49,33 @@ def test_api_predict_still_returns_a_dataframe_and_imports_pandas_then():
     assert out.splitlines()[-1] == "DataFrame 6" and "pandas" in mods
 
 
-def test_cli_predict_imports_only_what_it_needs():
-    mods, out = loaded("from iosim.cli import main\ntry:\n    main(['predict'])\n"
-                       "except SystemExit as e:\n    assert not e.code, e.code")
-    assert mods == ["typer"], f"iosim predict imported {mods}"
-    assert "fa2" in out and "pred ms" in out  # it printed the table
+def cli(*args: str) -> str:
+    """Code that runs `iosim ARGS` in-process and fails on a non-zero exit status."""
+    return (f"from iosim.cli import main\ntry:\n    main({list(args)!r})\n"
+            "except SystemExit as e:\n    assert not e.code, e.code")
+
+
+def test_import_iosim_imports_nothing_heavy():
+    mods, _ = loaded("import iosim")
+    assert mods == [], f"import iosim imported {mods}"
+
+
+@pytest.mark.parametrize("args", [
+    (), ("--direction", "both", "--causal", "both"), ("--wide",), ("--hw", "a100", "--schedule", "fa2,fa3"),
+    ("--seqlen", "1", "--seqlen-k", "8192", "--page-size", "64"),
+    ("--dtype", "fp8_e4m3", "--hadamard", "--causal", "--window", "512"),
+])
+def test_cli_predict_imports_only_what_it_needs(args):
+    mods, out = loaded(cli("predict", *args))
+    assert mods == ["typer"], f"iosim predict {' '.join(args)} imported {mods}"
+    assert "pred ms" in out  # it printed the table
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("hw", "list"), ("hw", "show", "h100")])
+def test_cli_commands_without_the_model_start_without_numpy(args):
+    """The model (numpy, the schedules) is imported by the commands that run it."""
+    mods, out = loaded(cli(*args) + "\nimport sys\nprint(sorted({'numpy', 'iosim.analysis'} & set(sys.modules)))")
+    assert mods == ["typer"] and out.splitlines()[-1] == "[]", f"iosim {' '.join(args)}: {out[-200:]}"
 
 
 def test_cli_builds_only_the_command_it_runs(capsys):
