@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -127,8 +128,6 @@ def knob_tiles(block_m, block_n, warps, stages):
 
 def tuned_tiles(path: Path | None):
     """The tiles file a command was given (--tiles, else $IOSIM_TILES), read once; None: none."""
-    import os
-
     from iosim.schedules.knobs import read_tiles
 
     if path is not None:
@@ -826,6 +825,13 @@ def command(argv: list[str] = ()):
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one line and exit status 2, never a traceback."""
     from pydantic import ValidationError
+
+    # numpy's OpenBLAS starts a thread per further core when numpy is imported, which spins
+    # waiting for work: on 2 cores about a quarter of `iosim predict`'s CPU time, and wall time
+    # where the other core is busy. No command's linear algebra is large enough to use it
+    # (calibrate fits the same numbers with one thread) and a sweep's workers are processes
+    # already. Set before a command imports numpy; the user's own setting stands.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     def bad(msg: str) -> None:
         print(f"error: {msg}", file=sys.stderr)
