@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -217,3 +218,17 @@ def test_a_sweep_s_default_pool_takes_the_cores_it_may_run_on(monkeypatch):
     assert sweep._workers(None, sweep.PARALLEL_POINTS) == 2
     assert sweep._workers(None, sweep.PARALLEL_POINTS - 1) == 1
     assert sweep._workers(3, sweep.PARALLEL_POINTS) == 3
+
+
+def test_cli_keeps_numpy_to_one_blas_thread_unless_told(monkeypatch):
+    """OpenBLAS's thread spins after numpy's import (a quarter of iosim predict's CPU on 2 cores):
+    main() sets one thread before a command imports numpy, and leaves a user's setting alone."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "")  # recorded: the test leaves it as it was
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
