@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Annotated
 
 import typer
 
-from iosim.analysis.predict import directions, predict_rows
+# the model (numpy, the schedules, iosim.analysis) is imported by the commands that run it, so
+# that `iosim --help`, `--version`, `hw list` and a usage error start without it
 from iosim.core import hardware
 from iosim.core.hardware import InputError
 from iosim.core.problem import CausalAlign, Direction, Dtype, Fp8Scaling, Problem
@@ -126,8 +128,6 @@ def knob_tiles(block_m, block_n, warps, stages):
 
 def tuned_tiles(path: Path | None):
     """The tiles file a command was given (--tiles, else $IOSIM_TILES), read once; None: none."""
-    import os
-
     from iosim.schedules.knobs import read_tiles
 
     if path is not None:
@@ -221,6 +221,7 @@ def predict_cmd(
 ) -> None:
     """Predict IO, work and time of every schedule for one attention problem (several --hw:
     side by side)."""
+    from iosim.analysis.predict import directions, predict_rows
     from iosim.analysis.sweep import parse_bool
 
     fmt = out_format(fmt, output, force)
@@ -388,8 +389,6 @@ def sweep_cmd(
 @hw_app.command("list")
 def hw_list(fmt: FmtOpt = None, output: OutOpt = None, force: Force = False) -> None:
     """List the embedded hardware profiles."""
-    import pandas as pd
-
     fmt = out_format(fmt, output, force)
     rows = []
     for name in hardware.available():
@@ -397,9 +396,10 @@ def hw_list(fmt: FmtOpt = None, output: OutOpt = None, force: Force = False) -> 
         rows.append({"name": name, "gpu_name": p.gpu_name, "sm_count": p.sm_count,
                      "hbm_tb_per_s": round(p.hbm_bandwidth_bytes_per_s / 1e12, 2),
                      "bf16_tflop_per_s": round(p.tensor_flops_per_s["bf16"] / 1e12)})
-    df = pd.DataFrame(rows)
-    if fmt is not Fmt.table:
-        emit(rows_text(df, fmt), output, f"{len(df)} profiles")
+    if fmt is not Fmt.table:  # the rows as a frame: pandas only here
+        import pandas as pd
+
+        emit(rows_text(pd.DataFrame(rows), fmt), output, f"{len(rows)} profiles")
         return
     cells = [["profile", "GPU", "SMs", "HBM TB/s", "bf16 TFLOP/s"]]
     cells += [[r["name"], r["gpu_name"], str(r["sm_count"]), f"{r['hbm_tb_per_s']:.2f}",
@@ -408,7 +408,7 @@ def hw_list(fmt: FmtOpt = None, output: OutOpt = None, force: Force = False) -> 
     text = "\n".join("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
                                for i, (c, w) in enumerate(zip(row, widths))).rstrip()
                      for row in cells)
-    emit(text, output, f"{len(df)} profiles")
+    emit(text, output, f"{len(rows)} profiles")
 
 
 @hw_app.command("show")
@@ -475,6 +475,7 @@ def bench_cmd(
 ) -> None:
     """Check, time (and profile) the real kernels on this GPU; rows appended as they finish."""
     from iosim.analysis import bench
+    from iosim.analysis.predict import directions
     from iosim.analysis.sweep import parse_bool, parse_choice, parse_values
 
     real = ["naive", "fa1", "fa2", "fa3", "decode"]
@@ -776,9 +777,9 @@ def bare_flags(argv: list[str]) -> list[str]:
 def command(argv: list[str] = ()):
     """The click command of `app`, its help without typer's type labels (`<int>`, `<bool>`,
     `<list[Path]>`) or braces round arguments: an option shows its METAVAR, a flag nothing.
-    Where `argv` starts with the name of one of app's commands, the group holds that command
-    alone: typer reads the signature of every command it builds (most of `iosim predict`'s
-    time after the imports), and the others cannot run."""
+    Where `argv` starts with the name of one of app's commands (or of a group of them, `hw`),
+    the group holds that command alone: typer reads the signature of every command it builds
+    (most of `iosim predict`'s time after the imports), and the others cannot run."""
     import copy
 
     import typer.main
@@ -809,11 +810,13 @@ def command(argv: list[str] = ()):
                 label = p.metavar or "|".join(map(str, choices)) or p.name.upper()
                 p.display_type_rich = lambda ctx, label=label: label
 
-    one = [c for c in app.registered_commands if argv and c.name == argv[0]]
+    name = argv[0] if argv else None
+    one = [c for c in app.registered_commands if c.name == name]
+    sub = [g for g in app.registered_groups if g.name == name]
     group = app
-    if one:  # the same group (its callback, options and help) with one command
+    if one or sub:  # the same group (its callback, options and help) with that command alone
         group = copy.copy(app)
-        group.registered_commands, group.registered_groups = one, []
+        group.registered_commands, group.registered_groups = one, sub
     cmd = typer.main.get_command(group)
     plain(cmd)
     return cmd
@@ -822,6 +825,13 @@ def command(argv: list[str] = ()):
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one line and exit status 2, never a traceback."""
     from pydantic import ValidationError
+
+    # numpy's OpenBLAS starts a thread per further core when numpy is imported, which spins
+    # waiting for work: on 2 cores about a quarter of `iosim predict`'s CPU time, and wall time
+    # where the other core is busy. No command's linear algebra is large enough to use it
+    # (calibrate fits the same numbers with one thread) and a sweep's workers are processes
+    # already. Set before a command imports numpy; the user's own setting stands.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     def bad(msg: str) -> None:
         print(f"error: {msg}", file=sys.stderr)

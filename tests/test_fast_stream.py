@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -49,11 +50,33 @@ def test_api_predict_still_returns_a_dataframe_and_imports_pandas_then():
     assert out.splitlines()[-1] == "DataFrame 6" and "pandas" in mods
 
 
-def test_cli_predict_imports_only_what_it_needs():
-    mods, out = loaded("from iosim.cli import main\ntry:\n    main(['predict'])\n"
-                       "except SystemExit as e:\n    assert not e.code, e.code")
-    assert mods == ["typer"], f"iosim predict imported {mods}"
-    assert "fa2" in out and "pred ms" in out  # it printed the table
+def cli(*args: str) -> str:
+    """Code that runs `iosim ARGS` in-process and fails on a non-zero exit status."""
+    return (f"from iosim.cli import main\ntry:\n    main({list(args)!r})\n"
+            "except SystemExit as e:\n    assert not e.code, e.code")
+
+
+def test_import_iosim_imports_nothing_heavy():
+    mods, _ = loaded("import iosim")
+    assert mods == [], f"import iosim imported {mods}"
+
+
+@pytest.mark.parametrize("args", [
+    (), ("--direction", "both", "--causal", "both"), ("--wide",), ("--hw", "a100", "--schedule", "fa2,fa3"),
+    ("--seqlen", "1", "--seqlen-k", "8192", "--page-size", "64"),
+    ("--dtype", "fp8_e4m3", "--hadamard", "--causal", "--window", "512"),
+])
+def test_cli_predict_imports_only_what_it_needs(args):
+    mods, out = loaded(cli("predict", *args))
+    assert mods == ["typer"], f"iosim predict {' '.join(args)} imported {mods}"
+    assert "pred ms" in out  # it printed the table
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("hw", "list"), ("hw", "show", "h100")])
+def test_cli_commands_without_the_model_start_without_numpy(args):
+    """The model (numpy, the schedules) is imported by the commands that run it."""
+    mods, out = loaded(cli(*args) + "\nimport sys\nprint(sorted({'numpy', 'iosim.analysis'} & set(sys.modules)))")
+    assert mods == ["typer"] and out.splitlines()[-1] == "[]", f"iosim {' '.join(args)}: {out[-200:]}"
 
 
 def test_cli_builds_only_the_command_it_runs(capsys):
@@ -62,7 +85,8 @@ def test_cli_builds_only_the_command_it_runs(capsys):
     assert list(command(["predict", "--seqlen", "1024"]).commands) == ["predict"]
     every = command([]).commands  # no command named: all of them, for the help and errors
     assert {c.name for c in app.registered_commands} | {"hw"} == set(every)
-    assert list(command(["hw", "list"]).commands) == list(every)  # a group: built whole
+    assert list(command(["hw", "list"]).commands) == ["hw"]  # a group: alone, built whole
+    assert set(command(["hw", "list"]).commands["hw"].commands) == {"list", "show"}
     with pytest.raises(SystemExit) as e:
         main(["predict", "--help"])
     assert e.value.code == 0 and "--seqlen" in capsys.readouterr().out
@@ -194,3 +218,17 @@ def test_a_sweep_s_default_pool_takes_the_cores_it_may_run_on(monkeypatch):
     assert sweep._workers(None, sweep.PARALLEL_POINTS) == 2
     assert sweep._workers(None, sweep.PARALLEL_POINTS - 1) == 1
     assert sweep._workers(3, sweep.PARALLEL_POINTS) == 3
+
+
+def test_cli_keeps_numpy_to_one_blas_thread_unless_told(monkeypatch):
+    """OpenBLAS's thread spins after numpy's import (a quarter of iosim predict's CPU on 2 cores):
+    main() sets one thread before a command imports numpy, and leaves a user's setting alone."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "")  # recorded: the test leaves it as it was
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"

@@ -31,6 +31,13 @@ compile iosim's sources, which no installed copy does):
   previous one would take many minutes), wall seconds, rows and peak memory.
 
     python experiments/sweep_speed/sweep_speed.py [--repeat 3] [--base REV]
+    python experiments/sweep_speed/sweep_speed.py --start [--repeat 21] [--base REV] [--instructions]
+        (the start alone, `START`: for each version alternately `iosim predict`, `iosim --version`
+        and `iosim hw list` in a shell, wall and CPU seconds (user + system, the child's own,
+        `os.wait4`), and the CLI module's import time; medians and every sample. CPU seconds
+        move less than wall clocks with the load of a shared machine; `--instructions` also
+        counts each command's instructions once (valgrind's callgrind, PYTHONHASHSEED=0), which
+        only the code moves. The load averages at the start and the end are recorded.)
     python experiments/sweep_speed/sweep_speed.py --base-tree DIR --commit REV   (where this
         tree is no git checkout, e.g. the GPU machine's copy: DIR holds the previous version,
         `git archive REV iosim hwprofiles kernels | tar -x -C DIR`, DIR/.commit its commit; REV
@@ -46,6 +53,8 @@ import argparse
 import json
 import os
 import platform
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -222,6 +231,84 @@ def sample(tree: Path) -> dict:
             "tune": last_json(tree, TUNE), "tune_shell": tune_seconds(tree)}
 
 
+# --start: the commands timed, by the key they are recorded under
+START = {"predict": ["predict"], "version": ["--version"], "hw_list": ["hw", "list"]}
+
+
+def shell(tree: Path, args: list[str]) -> tuple[float, float]:
+    """`iosim ARGS` (the console script's code) from `tree`: wall and CPU seconds, the CPU its
+    process used itself (user + system, from wait4), interpreter start included."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", "from iosim.cli import main; main()", *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tree)
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if status:
+        raise SystemExit(f"iosim {' '.join(args)} failed in {tree} (status {status})")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def instructions(tree: Path, args: list[str]) -> int | None:
+    """Instructions `iosim ARGS` executes (callgrind's Ir, the whole process); None: no valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+    r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                        "-c", "from iosim.cli import main; main()", *args],
+                       capture_output=True, text=True, env=env, cwd=tree, check=True)
+    return int(re.search(r"Collected : (\d+)", r.stderr).group(1))
+
+
+def compare_start(old: Path, new: Path, repeat: int, count: bool) -> tuple[dict, dict]:
+    """The start alone (--start), both versions alternately."""
+    samples: dict[Path, list] = {old: [], new: []}
+    for tree in (old, new):
+        run(tree, ["-m", "compileall", "-q", "iosim"])
+        shell(tree, START["predict"])  # one start first: the files in the page cache
+    for _ in range(repeat):
+        for tree in (old, new):
+            one = {"import": import_seconds(tree)}
+            for key, args in START.items():
+                one[key] = shell(tree, args)
+            samples[tree].append(one)
+    med = statistics.median
+    out = []
+    for tree in (old, new):
+        got = samples[tree]
+        res = {"commit": commit_of(tree), "cli_import_seconds": med(x["import"] for x in got),
+               "cli_import_seconds_all": [round(x["import"], 4) for x in got],
+               "predict_loads": run(tree, ["-c", MODULES]).stderr.strip().splitlines()[-1]}
+        for key in START:
+            res[f"{key}_wall_seconds"] = med(x[key][0] for x in got)
+            res[f"{key}_cpu_seconds"] = med(x[key][1] for x in got)
+            res[f"{key}_wall_seconds_all"] = [round(x[key][0], 4) for x in got]
+            res[f"{key}_cpu_seconds_all"] = [round(x[key][1], 4) for x in got]
+        if count:
+            for key, args in START.items():
+                res[f"{key}_instructions"] = instructions(tree, args)
+        out.append(res)
+    return out[0], out[1]
+
+
+def write_start(out: str, previous: dict, this: dict, load: dict) -> None:
+    ratio = {k: this[k] / previous[k] for k in this
+             if isinstance(this[k], (int, float)) and isinstance(previous.get(k), (int, float))
+             and previous[k]}
+    result = {"commands": {k: " ".join(["iosim", *v]) for k, v in START.items()},
+              "previous": previous, "this": this, "this_over_previous": ratio, "load_average": load,
+              "machine": {"cpu": cpu_name(), "cpus": len(os.sched_getaffinity(0)),
+                          "python": platform.python_version(), "platform": platform.platform()},
+              "date": time.strftime("%Y-%m-%d")}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(result, indent=1) + "\n")
+    for name, v in (("previous", previous), ("this", this)):
+        print(f"{name} {v['commit']}: import {v['cli_import_seconds']:.3f} s; "
+              + "; ".join(f"{k} wall {v[f'{k}_wall_seconds']:.3f} s cpu {v[f'{k}_cpu_seconds']:.3f} s"
+                          + (f" {v[f'{k}_instructions'] / 1e6:,.0f}M instructions"
+                             if v.get(f"{k}_instructions") else "") for k in START))
+
+
 COMMITS: dict[Path, str] = {}  # trees that are no git checkouts (--base-tree, --commit)
 
 
@@ -292,20 +379,34 @@ def main() -> None:
     ap.add_argument("--base", default=None, help="the previous version (default: merge-base with main)")
     ap.add_argument("--base-tree", default=None, help="the previous version, already extracted")
     ap.add_argument("--commit", default=None, help="this tree's commit, where it is no git checkout")
-    ap.add_argument("--out", default=str(Path(__file__).with_suffix(".json")))
+    ap.add_argument("--out", default=None, help="default: sweep_speed.json beside this script "
+                    "(--start: start.json)")
+    ap.add_argument("--start", action="store_true", help="the start alone (START), no sweeps")
+    ap.add_argument("--instructions", action="store_true", help="--start: also count instructions")
     args = ap.parse_args()
+    out = args.out or str(Path(__file__).with_name("start.json" if args.start else "sweep_speed.json"))
     if args.commit:
         COMMITS[ROOT] = args.commit
+    load = {"start": os.getloadavg()}
+    if args.start:
+        def how(old, new, repeat):
+            return compare_start(old, new, repeat, args.instructions)
+    else:
+        how = compare
     if args.base_tree:
         old_tree = Path(args.base_tree).resolve()
         COMMITS[old_tree] = (old_tree / ".commit").read_text().strip()
-        previous, this = compare(old_tree, ROOT, args.repeat)
+        previous, this = how(old_tree, ROOT, args.repeat)
     else:
-        previous, this = compare_with_base(args.base, args.repeat)
-    write(args.out, previous, this)
+        previous, this = compare_with_base(args.base, args.repeat, how)
+    load["end"] = os.getloadavg()
+    if args.start:
+        write_start(out, previous, this, load)
+    else:
+        write(out, previous, this)
 
 
-def compare_with_base(base: str | None, repeat: int) -> tuple[dict, dict]:
+def compare_with_base(base: str | None, repeat: int, how=compare) -> tuple[dict, dict]:
     git = ["git", "-C", str(ROOT)]
     base = base or subprocess.run([*git, "merge-base", "HEAD", "main"], capture_output=True,
                                   text=True, check=True).stdout.strip()
@@ -314,7 +415,7 @@ def compare_with_base(base: str | None, repeat: int) -> tuple[dict, dict]:
         subprocess.run([*git, "worktree", "add", "--detach", str(old_tree), base], check=True,
                        capture_output=True)
         try:
-            previous, this = compare(old_tree, ROOT, repeat)
+            previous, this = how(old_tree, ROOT, repeat)
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(old_tree)], check=False)
     return previous, this
