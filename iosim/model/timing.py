@@ -474,6 +474,97 @@ class Trip:
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
         return pnorm([latency + port + warp, level, thr], sync_overlap)
 
+    def deps(self, td: Trip, policy, stages, port, level, n, sync_overlap, latency,
+             d_port, d_level, d_lat) -> np.ndarray:
+        """Which reliefs may change Trip.time's answer (RELIEFS bits, per entry), of the same
+        arguments; `td`: the terms' own bits (_trip_deps), `d_port`, `d_level`, `d_lat`:
+        those of the port, level and latency terms. _time's combinations term for term: a
+        max changes only by a relief that may change each of its largest terms (_max_deps),
+        a sum or p-norm by one that may change any term."""
+        policy = np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
+        codes = _present(policy)
+        if len(codes) == 1:
+            return self._deps(int(codes[0]), td, port, level, n, sync_overlap, latency, d_port,
+                              d_level, d_lat) + np.zeros(np.shape(level), np.int64)
+        out = np.zeros(np.shape(level), np.int64)
+        for code in codes:  # each policy on its own entries (the arguments: numbers, or arrays
+            # of an entry each along their last axis)
+            at = (policy == code).nonzero()[0]
+            sub, sd = (Trip(*(getattr(t, x)[at] for x in Trip.__dataclass_fields__)) for t in (self, td))
+            out[..., at] = sub._deps(int(code), sd, *(x[..., at] if np.ndim(x) else x for x in (
+                port, level, n, sync_overlap, latency, d_port, d_level, d_lat)))
+        return out
+
+    def _deps(self, policy: int, td: Trip, port, level, n, sync_overlap, latency,
+              d_port, d_level, d_lat) -> np.ndarray:
+        """Trip.deps for every entry, as if all had this policy (_time's terms, recomputed)."""
+        if policy == POLICIES["warpspecialized"]:
+            pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
+                             self.sfu + self.alu)
+            pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
+            soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)
+            d_soft = td.tensor | td.sfu | td.alu
+            thr = n * _max(soft, self.sram, self.issue, port)
+            d_thr = _max_deps([soft, self.sram, self.issue, port], [d_soft, td.sram, td.issue, d_port])
+            alone = self.sfu + self.alu
+            other = np.where(self.in_step > 0, np.maximum(self.warp_other, alone), self.warp_other)
+            d_other = np.where(self.in_step > 0, _max_deps([self.warp_other, alone],
+                                                           [td.warp_other, td.sfu | td.alu]),
+                               td.warp_other)
+            chain = self.tensor / self.groups + other + latency
+            return _max_deps([port, chain, level, thr], [d_port, td.tensor | d_other | d_lat, d_level, d_thr])
+        thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
+        d_thr = _max_deps([self.dispatch, self.sfu, self.alu, self.sram, self.issue, port],
+                          [td.dispatch, td.sfu, td.alu, td.sram, td.issue, d_port])
+        warp = self.warp_mma + self.warp_other
+        d_warp = td.warp_mma | td.warp_other
+        if policy == POLICIES["async"]:
+            return _max_deps([port, warp, latency, level, thr], [d_port, d_warp, d_lat, d_level, d_thr])
+        if policy == POLICIES["spread"]:
+            return _max_deps([latency + port + warp, level, thr], [d_lat | d_port | d_warp, d_level, d_thr])
+        if policy == POLICIES["lockstep"]:
+            return _max_deps([pnorm([port + warp, thr], sync_overlap), level],
+                             [d_port | d_warp | d_thr, d_level])
+        return d_lat | d_port | d_warp | d_level | d_thr  # p-norms of them all
+
+
+# what a relief may change, as bits of RELIEFS (Trip.deps, _schedule's `deps`)
+BIT = {x: 1 << i for i, x in enumerate(RELIEFS)}
+ALL = (1 << len(RELIEFS)) - 1
+
+
+def _dep(v, bit: int) -> np.ndarray:
+    """`bit` where v is not zero: a term that is a count over a rate (or times a latency),
+    none where the count is zero (zero at any rate)."""
+    return np.where(np.asarray(v) != 0, bit, 0)
+
+
+def _max_deps(vals: Sequence, deps: Sequence) -> np.ndarray:
+    """Bits of _max(*vals): a relief changes the largest only where it may change every term
+    that is largest, since no relief lengthens a term (each is a count over a rate, a count
+    times a latency, or a sum, product by a count, max or p-norm of such: faster rates and
+    shorter latencies only shorten it)."""
+    top = _max(*vals)
+    out = ALL
+    for v, d in zip(vals, deps):
+        out = out & np.where(v == top, d, ALL)
+    return out
+
+
+def _trip_deps(t: Trip) -> Trip:
+    """The bits of each term of Trip.of (Trip's fields; those rates leave alone: 0)."""
+    lat = BIT["latency"]
+    zero = np.zeros(np.shape(t.tensor), np.int64)
+    return Trip(tensor=_dep(t.tensor, BIT["tensor"]), sfu=_dep(t.sfu, BIT["sfu"]),
+                alu=_dep(t.alu, BIT["alu"]), sram=_dep(t.sram, BIT["sram"]),
+                issue=_dep(t.issue, BIT["issue"]), warp_mma=_dep(t.warp_mma, lat),
+                warp_other=_dep(t.warp_other, lat),
+                # mma.sync's tensor time and its issue (_dep of what is left of it: none where
+                # that is too small to move the sum, and it only shrinks under a relief)
+                dispatch=_dep(t.dispatch, BIT["tensor"]) & _dep(t.tensor, BIT["tensor"])
+                | _dep(t.dispatch - t.tensor, BIT["issue"] | lat),
+                groups=zero, apart=zero, under_pv=zero, in_step=zero)
+
 
 def reduced_loop_reads(k: KernelPlan, p: Problem) -> float:
     """Loop-trip reads (two-level, whole kernel) of the tensors the kernel adds into in L2 by
@@ -615,7 +706,8 @@ def _starts(dc: np.ndarray, k: np.ndarray, slots: np.ndarray) -> np.ndarray:
     period, k = dc.shape[1], np.asarray(k).astype(np.int64)  # whole numbers (a float reps)
     total = dc.sum(axis=1, keepdims=True)
     residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
-    before = (np.cumsum(dc, axis=1) - dc)[np.arange(len(dc))[:, None], k % period] \
+    # (the row's entries gathered from the flat array: numpy's 2-d gather, at a third of its cost)
+    before = (np.cumsum(dc, axis=1) - dc).ravel()[k % period + period * np.arange(len(dc))[:, None]] \
         + (k // period) * total
     return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual))
 
@@ -822,9 +914,11 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
 FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one pass
 
 
-def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, dict]:
+def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) -> tuple:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
-    batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array)."""
+    batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array);
+    with `deps`, also per case the reliefs (RELIEFS bits) that may change its seconds: any
+    other leaves them as they are, to the last bit (_schedule's `deps`)."""
     table = b.table
     rates = b.rates[kidx] * RELIEF_FACTORS[relief]
     f = _Facts(table[kidx])
@@ -844,30 +938,41 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
     # sooner than beside another)
     paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms)
     if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired)
+        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps)
+        best, bits = best if deps else (best, None)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
         # and above a floor of the occupancies below it: o CTAs an SM run the kernel's trips,
         # each no shorter than a warp's dependent chain, o x SMs at a time (the most below
         # the cap, 2^(e-1) for cap - 1 = x 2^e with x in [0.5, 1), has the lowest floor)
-        best, chain = _schedule(f, r, cap * f.sms, b, kidx)
+        best, chain, *bits = _schedule(f, r, cap * f.sms, b, kidx, deps)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
         # (and the kernel's drain: every schedule's edges or its lone CTAs' rings hold it)
         floor = f.total_trips * chain / (fewer * f.sms) + f.drain * r.load_latency
         i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best) & ~paired).nonzero()[0]
+        if deps:  # a relief that may change the chain may change which occupancies are tried
+            bits = bits[0] | np.where((cap > 1) & ~paired, bits[1], 0)
         if len(i):
-            best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
+            less = _shortest(b, kidx[i], rates[i], cap[i], with_cap=False, deps=deps)
+            if deps:
+                less, bits[i] = less[0], bits[i] | less[1]
+            best[i] = np.minimum(best[i], less)
     # after the last CTA's loop, a chain of dependent round trips to L2 no other work overlaps
     # (KernelPlan.tail_round_trips: split-KV decode's fused combine, on lines other SMs wrote)
     tail = f.tail * r.l2_latency
+    if deps:  # the schedule past the fluid limits: a relief of theirs shortens one, leaves it
+        # the larger; else either may change it (a relief may lengthen a schedule)
+        top_bits = _max_deps([limits[u] for u in LIMITS], [_dep(limits[u], BIT[u]) for u in LIMITS])
+        bits = np.where(best > top, bits, bits | top_bits) | _dep(tail, BIT["latency"])
+        return np.maximum(best, top) + tail, limits, bits
     return np.maximum(best, top) + tail, limits
 
 
 def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
-              with_cap: bool, only_cap: np.ndarray | None = None) -> np.ndarray:
+              with_cap: bool, only_cap: np.ndarray | None = None, deps: bool = False):
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
     its cap, and at the cap `with_cap` (each case must have one; `only_cap`: cases scheduled at
-    their cap alone)."""
+    their cap alone); with `deps`, also the bits of all the schedules it takes the least of."""
     bits = 1 << np.arange(int(cap.max()).bit_length())
     occ = np.empty((len(cap), len(bits) + 1), np.int64)
     occ[:, :-1], occ[:, -1] = bits, cap
@@ -877,9 +982,10 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
         tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
     g = _Facts(b.table[kidx[case]])
-    sched, _ = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case])
+    sched, _, *bits = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case], deps)
     counts = tried.sum(axis=1)
-    return np.minimum.reduceat(sched, counts.cumsum() - counts)
+    least = np.minimum.reduceat(sched, counts.cumsum() - counts)
+    return (least, np.bitwise_or.reduceat(bits[0], counts.cumsum() - counts)) if deps else least
 
 
 def _rep(a: np.ndarray, k: int) -> np.ndarray:
@@ -922,6 +1028,37 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
                  qi if isinstance(qi, float) else three(qi, qi), three(at(lat), 0.0)).reshape(3, k)
     fixed = pnorm([np.maximum(at(fixed_port), levels[1]) + np.zeros(k), t[2]], qi) + at(waits)
     return fixed, t[0], t[1] - t[0]
+
+
+def _alone_deps(f: _Facts, trips: Trip, td: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port,
+                lat, fixed_port, waits, m: int, levels, d: dict) -> np.ndarray:
+    """The bits (Trip.deps) of _alone's parts of the same arguments, together, per row of ix;
+    `td`: the terms' bits of `trips`, `d`: those of loop_port, lat, fixed_port, waits and
+    the levels (per row of ix)."""
+    sel = (np.arange(3)[:, None] * m + ix).ravel()
+    sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
+    sd = Trip(*(getattr(td, x)[sel] for x in Trip.__dataclass_fields__))
+    k = len(ix)
+
+    def three(plain, epi, kind=np.float64):
+        out = np.empty(3 * k, kind)
+        out[:2 * k].reshape(2, k)[:] = plain
+        out[2 * k:] = epi
+        return out
+
+    def at(x):
+        return np.broadcast_to(x, (m,))[ix]
+
+    qi = q if isinstance(q, float) else q[ix]
+    zk = np.zeros(k, np.int64)
+    t = sub.deps(sd, three(f.policy[ix], POLICIES["async"]), three(f.stages[ix], 2.0),
+                 three(at(loop_port), 0.0), three(levels[0] + np.zeros(k), 0.0),
+                 three(res[ix], res[ix]), qi if isinstance(qi, float) else three(qi, qi),
+                 three(at(lat), 0.0), three(at(d["port"]), 0, np.int64),
+                 three(d["levels"][0] + zk, 0, np.int64), three(at(d["lat"]), 0, np.int64)).reshape(3, k)
+    fixed = _max_deps([at(fixed_port) + np.zeros(k), levels[1] + np.zeros(k)],
+                      [at(d["fixed_port"]) + zk, d["levels"][1] + zk])
+    return t[0] | t[1] | t[2] | fixed | at(d["waits"])
 
 
 def _tail(f: _Facts, d_c: np.ndarray, left: np.ndarray, n: np.ndarray, alone) -> np.ndarray:
@@ -1027,21 +1164,26 @@ def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
     big = float(slots.max()) + 1.0  # every row's counts apart, for one searchsorted
     nth = np.searchsorted((upto + r * big).ravel(), (np.maximum(q, 0) + r * big).ravel(),
                           side="right").reshape(q.shape) - r * period
-    ends = dc[r, order[r, np.minimum(nth, period - 1)]]
+    flat = r * period  # each row's first entry in the flat (rows x period) arrays
+    ends = dc.ravel()[order.ravel()[np.minimum(nth, period - 1) + flat] + flat]
     refill = (q >= 0) & (q < slots[:, None])
-    start = np.where(refill, np.clip(start, dc[r, order[:, :1]], ends), start)
+    start = np.where(refill, np.clip(start, dc.ravel()[order[:, :1] + flat], ends), start)
     start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
-    two = np.where(valid, np.maximum(0.0, start + dc[r, c] - last), 0.0)  # left, shared
-    lone = two / dc[r, c] * d1[r, c]  # and alone
+    dk = dc.ravel()[c + flat]  # each CTA's durations, shared and alone
+    two = np.where(valid, np.maximum(0.0, start + dk - last), 0.0)  # left, shared
+    lone = two / dk * d1.ravel()[c + flat]  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
     top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
     at = np.minimum((two * (BINS / top)).astype(np.int64), BINS - 1) + r * BINS
-    w = np.bincount(at[valid], minlength=rows * BINS).reshape(rows, BINS).astype(np.float64)
+    if not valid.all():  # (the CTAs past a row's own slots apart)
+        at, two, lone = at[valid], two[valid], lone[valid]
+    at, two, lone = at.ravel(), two.ravel(), lone.ravel()
+    w = np.bincount(at, minlength=rows * BINS).reshape(rows, BINS).astype(np.float64)
     safe = np.maximum(w, 1.0)
-    a2 = np.bincount(at[valid], two[valid], rows * BINS).reshape(rows, BINS) / safe
-    a1 = np.bincount(at[valid], lone[valid], rows * BINS).reshape(rows, BINS) / safe
+    a2 = np.bincount(at, two, rows * BINS).reshape(rows, BINS) / safe
+    a1 = np.bincount(at, lone, rows * BINS).reshape(rows, BINS) / safe
     return last[:, 0] + _pairs_max(a2, a1, w / w.sum(axis=1, keepdims=True), slots - sms)
 
 
@@ -1056,7 +1198,8 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
     done = done.reshape(len(two), -1)
     ww = (w[:, :, None] * w[:, None, :]).reshape(len(two), -1)
     order = np.argsort(done, axis=1)
-    v, p = np.take_along_axis(done, order, 1), np.take_along_axis(ww, order, 1)
+    order += done.shape[1] * np.arange(len(two))[:, None]  # take_along_axis's, flat
+    v, p = done.ravel()[order], ww.ravel()[order]
     at = np.minimum(np.cumsum(p, axis=1), 1.0) ** pairs[:, None]
     return np.sum(v * np.diff(at, axis=1, prepend=0.0), axis=1)
 
@@ -1080,10 +1223,13 @@ def _longest(dc, one, msk, reps, conc, slots, ix, n, alone) -> np.ndarray:
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
-              kidx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+              kidx: np.ndarray, deps: bool = False) -> tuple:
     """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order, per
     row (row i: kernel kidx[i]); and per row what no loop trip takes less than at any
-    occupancy, a warp's dependent chain."""
+    occupancy, a warp's dependent chain. With `deps`, also per row the reliefs (RELIEFS
+    bits) that may change its time, and those of its chain: the union of the bits of every
+    term its time is made of (Trip.deps of each trip the row's schedule takes, at every
+    residency and share it takes them)."""
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
@@ -1156,6 +1302,29 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                    three(loop_port, loop_port, 0.0), levels.reshape(2, 3 * m), flat(n),
                    q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(2, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
+    if deps:  # the bits of the same terms (Trip.deps): port's, level's (the larger of its
+        # L2 and DRAM times: a relief of the other leaves it), latency's, the fill's
+        td = _trip_deps(trips)
+
+        def level_bits(rd, wr, x=0.0):
+            a, c = (rd + wr + x) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm
+            return np.where(a > c, BIT["l2"], 0) | np.where(c > a, BIT["hbm"], 0)
+
+        def bits3(plain, masked, epi):  # three's, of bits
+            return np.concatenate([np.broadcast_to(x, (m,)) for x in (plain, masked, epi)]).astype(np.int64)
+
+        d_lat, d_lport, d_lv1 = _dep(lat, BIT["latency"]), _dep(loop_port, BIT["port"]), level_bits(rd, wr, f.loop_x)
+        d_lv = np.zeros((2, 3, m), np.int64)
+        d_lv[:, 0] = d_lv[:, 1] = np.where(lv != 0, d_lv1, 0)
+        dt = trips.deps(td, three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
+                        three(loop_port, loop_port, 0.0), levels.reshape(2, 3 * m), flat(n),
+                        q if isinstance(q, float) else flat(q), three(lat, lat, 0.0),
+                        bits3(d_lport, d_lport, 0), d_lv.reshape(2, 3 * m),
+                        bits3(d_lat, d_lat, 0)).reshape(2, 3, m)
+        d_turn = td.tensor[:m] | td.warp_other[:m]
+        d_fill = np.where(f.policy == POLICIES["warpspecialized"], np.where(
+            trips.apart[:m] > 0, _max_deps([turn, in_step], [d_turn, td.tensor[:m] | td.sfu[:m] | td.alu[:m]]),
+            d_turn), 0)
     lv1 = level(rd, wr, 1.0, f.loop_x)  # a loop trip's L2/DRAM time per CTA sharing them
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
     lf1 = level(rd, wr, 1.0)  # the fixed part's
@@ -1176,6 +1345,14 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     drain = f.drain * r.load_latency
     ring = np.where(ring, r.load_latency + port1 + drain, 0.0)
     fixed = fixed + ring
+    if deps:  # every term of the row's CTA parts, with the share and without
+        fp, fl = port(rd, wr), level(rd, wr, shares)
+        d_fp, d_lf1 = _dep(fp, BIT["port"]), level_bits(rd, wr)
+        d_waits = d_fill | np.where(ring != 0, BIT["latency"] | _dep(port(f.loop_r / f.steps, 0.0), BIT["port"]), 0)
+        d_fixed = _max_deps([fp, fl], [d_fp, np.where(fl != 0, d_lf1, 0)])  # (shares, m)
+        # a duration's (d, d_c below): its fixed part, its trips (masked ones where it has any)
+        d_dur = d_fixed | d_waits | dt[:, 0] | dt[:, 2] | np.where(f.total_masked > 0, dt[:, 1], 0)
+        acc = np.zeros(m, np.int64)  # the CTA parts' bits at other residencies and shares
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
     # out across waves; the last, partial wave at its own residency (_tail)
@@ -1186,10 +1363,21 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     def alone(ix, res, share=None):  # rows ix's CTA parts at res[ix] CTAs an SM, the SM's
         # units alone, or with `share` (per row of ix) CTAs sharing L2 and DRAM
         lv_at = (0.0, 0.0) if share is None else (share * lv1[ix], share * lf1[ix])
-        return _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
+        parts = _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
+        if deps:  # (a share made of the row's durations: their bits are the row's already)
+            dl = (0, 0) if share is None else tuple(np.where(v != 0, d[ix], 0)
+                                                    for v, d in zip(lv_at, (d_lv1, d_lf1)))
+            acc[ix] |= _alone_deps(f, trips, td, ix, res, q, loop_port, lat, port(rd, wr), fill + ring,
+                                   m, lv_at, {"port": d_lport, "lat": d_lat, "fixed_port": d_fp,
+                                              "waits": d_waits, "levels": dl})
+        return parts
 
     last = _tail(f, d_c, ctas - full * slots, n, alone)
     out = np.where(ctas <= slots, d, np.maximum(full * d_c + last, ctas * d / slots))
+    if deps:  # (the waves' larger term: _max_deps; the unequal rows' below, all of them)
+        waves = _max_deps([full * d_c + last, ctas * d / slots], [d_dur[1] | acc, d_dur[0]])
+        row_bits = np.where(ctas <= slots, d_dur[0], waves)
+        acc[:], wins = 0, np.zeros(m, bool)  # the unequal rows' own: their first CTA's, pairs'
     # unequal CTAs: durations of one period summed with the shared bandwidth, one by one
     # without (rows grouped by kernel period length)
     lengths, row, stacks = b.stacks
@@ -1205,7 +1393,10 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
         # the longest CTA that starts with the launch, at its share of the bandwidth (_longest)
         first = _longest(dc, one, msk, reps, conc[ix], slots[ix], ix, n, alone)
-        out[ix] = np.maximum(list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix])
+        listed, spread = list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix]
+        out[ix] = np.maximum(listed, spread)
+        if deps:
+            wins[ix] = listed > spread
         # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
         # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
         # CTAs at two an SM, 4 SMs held two)
@@ -1214,7 +1405,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             p1, t1, x1 = alone(ix[two], np.ones(m))
             d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
             end = _shared_ends(b, dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
-            out[ix[two]] = np.maximum(end, reps[two] * d_sum[two] / slots[ix[two]])
+            out[ix[two]] = np.maximum(end, spread[two])
+            if deps:
+                wins[ix[two]] = end > spread[two]
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
@@ -1228,6 +1421,14 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # CTA's: in its ring).
     burst = np.minimum(level(rd1, 0.0, ctas), chain)
     edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
+    if deps:
+        # the unequal rows: the schedule of their CTAs (the SM-side durations, d_c's terms) and
+        # the spread of their summed durations (d's): the latter shrinks under any relief,
+        # the former may not (_busy's rule)
+        own = d_dur[1] | acc
+        row_bits = np.where(b.pidx[kidx] >= 0, np.where(wins, own, own | d_dur[0]), row_bits)
+        return out + edges, chain, row_bits, np.where(ws, td.tensor[:m] | td.warp_other[:m] | d_lat,
+                                                      td.warp_mma[:m] | td.warp_other[:m])
     return out + edges, chain
 
 
@@ -1344,7 +1545,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     every = limiter_too and n <= ONE_PASS
     # the profile's rates and every relief but the launch's (the last: _lower's, exactly)
     step = nr if every else 1
-    busy_all, limits_all = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n))
+    # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
+    busy_all, limits_all, *bits = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n),
+                                        deps=limiter_too and not every)
     at = np.arange(n) * step
     busy = busy_all[at]
     lim = np.array([limits_all[u][at] for u in LIMITS]).T
@@ -1363,6 +1566,11 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     need[:, LIMIT_AT] = lim > 0
     need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
     lower = _lower(busy, launch, lim, need, relaxed)
+    if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
+        same = (bits[0][:, None] >> np.arange(LAUNCH)) & 1 == 0
+        seconds = (busy + launch)[:, None]
+        relaxed[:, :LAUNCH] = np.where(same, seconds, relaxed[:, :LAUNCH])
+        lower[:, :LAUNCH] = np.where(same, seconds, lower[:, :LAUNCH])
     starts = np.zeros(0, np.int64) if starts is None else np.asarray(starts, np.int64)
     if not every:  # each kernel's group, and the groups' summed lower bounds
         grp = np.arange(len(starts)).repeat(np.concatenate((starts[1:], [n])) - starts)
