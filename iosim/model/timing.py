@@ -706,8 +706,7 @@ def _starts(dc: np.ndarray, k: np.ndarray, slots: np.ndarray) -> np.ndarray:
     period, k = dc.shape[1], np.asarray(k).astype(np.int64)  # whole numbers (a float reps)
     total = dc.sum(axis=1, keepdims=True)
     residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
-    # (the row's entries gathered from the flat array: numpy's 2-d gather, at a third of its cost)
-    before = (np.cumsum(dc, axis=1) - dc).ravel()[k % period + period * np.arange(len(dc))[:, None]] \
+    before = (np.cumsum(dc, axis=1) - dc)[np.arange(len(dc))[:, None], k % period] \
         + (k // period) * total
     return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual))
 
@@ -1164,15 +1163,14 @@ def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
     big = float(slots.max()) + 1.0  # every row's counts apart, for one searchsorted
     nth = np.searchsorted((upto + r * big).ravel(), (np.maximum(q, 0) + r * big).ravel(),
                           side="right").reshape(q.shape) - r * period
-    flat = r * period  # each row's first entry in the flat (rows x period) arrays
-    ends = dc.ravel()[order.ravel()[np.minimum(nth, period - 1) + flat] + flat]
+    ends = dc[r, order[r, np.minimum(nth, period - 1)]]
     refill = (q >= 0) & (q < slots[:, None])
-    start = np.where(refill, np.clip(start, dc.ravel()[order[:, :1] + flat], ends), start)
+    start = np.where(refill, np.clip(start, dc[r, order[:, :1]], ends), start)
     start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
-    dk = dc.ravel()[c + flat]  # each CTA's durations, shared and alone
+    dk = dc[r, c]  # each CTA's duration
     two = np.where(valid, np.maximum(0.0, start + dk - last), 0.0)  # left, shared
-    lone = two / dk * d1.ravel()[c + flat]  # and alone
+    lone = two / dk * d1[r, c]  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
     top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
@@ -1198,8 +1196,7 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
     done = done.reshape(len(two), -1)
     ww = (w[:, :, None] * w[:, None, :]).reshape(len(two), -1)
     order = np.argsort(done, axis=1)
-    order += done.shape[1] * np.arange(len(two))[:, None]  # take_along_axis's, flat
-    v, p = done.ravel()[order], ww.ravel()[order]
+    v, p = np.take_along_axis(done, order, 1), np.take_along_axis(ww, order, 1)
     at = np.minimum(np.cumsum(p, axis=1), 1.0) ** pairs[:, None]
     return np.sum(v * np.diff(at, axis=1, prepend=0.0), axis=1)
 
