@@ -1031,9 +1031,9 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
 
 def _alone_deps(f: _Facts, trips: Trip, td: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port,
                 lat, fixed_port, waits, m: int, levels, d: dict) -> np.ndarray:
-    """The bits (Trip.deps) of _alone's parts of the same arguments, together, per row of ix;
-    `td`: the terms' bits of `trips`, `d`: those of loop_port, lat, fixed_port, waits and
-    the levels (per row of ix)."""
+    """The bits (Trip.deps) of _alone's parts of the same arguments, together, per row of ix
+    (rows may repeat; `res` and `levels` per row of ix); `td`: the terms' bits of `trips`,
+    `d`: those of loop_port, lat, fixed_port, waits and the levels (per row of ix)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
     sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
     sd = Trip(*(getattr(td, x)[sel] for x in Trip.__dataclass_fields__))
@@ -1052,7 +1052,7 @@ def _alone_deps(f: _Facts, trips: Trip, td: Trip, ix: np.ndarray, res: np.ndarra
     zk = np.zeros(k, np.int64)
     t = sub.deps(sd, three(f.policy[ix], POLICIES["async"]), three(f.stages[ix], 2.0),
                  three(at(loop_port), 0.0), three(levels[0] + np.zeros(k), 0.0),
-                 three(res[ix], res[ix]), qi if isinstance(qi, float) else three(qi, qi),
+                 three(res, res), qi if isinstance(qi, float) else three(qi, qi),
                  three(at(lat), 0.0), three(at(d["port"]), 0, np.int64),
                  three(d["levels"][0] + zk, 0, np.int64), three(at(d["lat"]), 0, np.int64)).reshape(3, k)
     fixed = _max_deps([at(fixed_port) + np.zeros(k), levels[1] + np.zeros(k)],
@@ -1349,7 +1349,18 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         d_fixed = _max_deps([fp, fl], [d_fp, np.where(fl != 0, d_lf1, 0)])  # (shares, m)
         # a duration's (d, d_c below): its fixed part, its trips (masked ones where it has any)
         d_dur = d_fixed | d_waits | dt[:, 0] | dt[:, 2] | np.where(f.total_masked > 0, dt[:, 1], 0)
-        acc = np.zeros(m, np.int64)  # the CTA parts' bits at other residencies and shares
+        acc = np.zeros(m, np.int64)  # the CTA parts' bits at other residencies and shares,
+        # of the rows whose time takes them (a wave or less of alike CTAs: d's alone)
+        used, asked = (ctas > slots) | (b.pidx[kidx] >= 0), []
+
+        def asked_bits():  # the bits of the CTA parts `alone` gave so far, all at once, into acc
+            if asked:
+                ix, res, l0, l1, dl0, dl1 = (np.concatenate(x) for x in zip(*asked))
+                asked.clear()
+                np.bitwise_or.at(acc, ix, _alone_deps(
+                    f, trips, td, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, (l0, l1),
+                    {"port": d_lport, "lat": d_lat, "fixed_port": d_fp, "waits": d_waits,
+                     "levels": (dl0, dl1)}))
     (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
     # out across waves; the last, partial wave at its own residency (_tail)
@@ -1361,17 +1372,20 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         # units alone, or with `share` (per row of ix) CTAs sharing L2 and DRAM
         lv_at = (0.0, 0.0) if share is None else (share * lv1[ix], share * lf1[ix])
         parts = _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
-        if deps:  # (a share made of the row's durations: their bits are the row's already)
-            dl = (0, 0) if share is None else tuple(np.where(v != 0, d[ix], 0)
-                                                    for v, d in zip(lv_at, (d_lv1, d_lf1)))
-            acc[ix] |= _alone_deps(f, trips, td, ix, res, q, loop_port, lat, port(rd, wr), fill + ring,
-                                   m, lv_at, {"port": d_lport, "lat": d_lat, "fixed_port": d_fp,
-                                              "waits": d_waits, "levels": dl})
+        use = np.flatnonzero(used[ix]) if deps else ()
+        if len(use):  # its bits (asked_bits; a share made of the row's durations: their bits
+            # are the row's already)
+            at = ix[use]
+            lv = [np.broadcast_to(v, (len(ix),))[use] for v in lv_at]
+            asked.append((at, res[at], *lv, *(np.where(v != 0, d[at], 0) if share is not None
+                                               else np.zeros(len(use), np.int64)
+                                               for v, d in zip(lv, (d_lv1, d_lf1)))))
         return parts
 
     last = _tail(f, d_c, ctas - full * slots, n, alone)
     out = np.where(ctas <= slots, d, np.maximum(full * d_c + last, ctas * d / slots))
     if deps:  # (the waves' larger term: _max_deps; the unequal rows' below, all of them)
+        asked_bits()
         waves = _max_deps([full * d_c + last, ctas * d / slots], [d_dur[1] | acc, d_dur[0]])
         row_bits = np.where(ctas <= slots, d_dur[0], waves)
         acc[:], wins = 0, np.zeros(m, bool)  # the unequal rows' own: their first CTA's, pairs'
@@ -1422,6 +1436,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         # the unequal rows: the schedule of their CTAs (the SM-side durations, d_c's terms) and
         # the spread of their summed durations (d's): the latter shrinks under any relief,
         # the former may not (_busy's rule)
+        asked_bits()
         own = d_dur[1] | acc
         row_bits = np.where(b.pidx[kidx] >= 0, np.where(wins, own, own | d_dur[0]), row_bits)
         return out + edges, chain, row_bits, np.where(ws, td.tensor[:m] | td.warp_other[:m] | d_lat,
