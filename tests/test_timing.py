@@ -290,7 +290,9 @@ def test_reliefs_that_change_no_term_leave_the_time(monkeypatch):
     (timing._busy's `deps`) as leaving that time as it is, without predicting it: on batches
     of every schedule, both directions, causal, decode, windows and fp8 on three GPUs, each
     such (kernel, relief) predicted again gives the same seconds to the last bit, and the
-    search's limiters are those of every relief predicted."""
+    search's limiters are those of every relief predicted. Claims on the kernels that hold each
+    term session 17 added (fa1 forward's barrier queue, a lone CTA's ring and the edges, the
+    drifting warps' port queue) and on multi-wave kernels are among them."""
     import numpy as np
 
     from iosim.analysis import sweep
@@ -317,6 +319,10 @@ def test_reliefs_that_change_no_term_leave_the_time(monkeypatch):
     batches = [b for b in batches if len(b) > timing.ONE_PASS]
     assert batches
     claimed = 0
+    # the kernels whose time holds each of the terms session 17 added (fa1 forward's barrier
+    # queue, a lone CTA's ring and drain, the edges' burst, drifting warps' port queue) and
+    # those of several waves: claims on each are checked too
+    kinds = dict.fromkeys(("barrier", "ring", "head", "drift", "waves"), 0)
     for b in batches:
         k = np.arange(len(b))
         busy, _, bits = timing._busy(b, k, np.zeros(len(b), np.int64), deps=True)
@@ -324,6 +330,15 @@ def test_reliefs_that_change_no_term_leave_the_time(monkeypatch):
         same = (bits[:, None] >> np.arange(timing.LAUNCH)) & 1 == 0
         assert (every[same] == busy.repeat(timing.LAUNCH).reshape(every.shape)[same]).all()
         claimed += int(same.sum())
+        fact = dict(zip(timing.FACTS, b.table.T))
+        policy = fact["policy"]
+        of = {"barrier": fact["barrier"] > 0, "head": fact["head"] > 0,
+              "ring": (fact["occ"] == 1) & (fact["stages"] > 1) & (fact["total_trips"] > 0)
+              & (policy != timing.POLICIES["warpspecialized"]),
+              "drift": (policy == timing.POLICIES["drift"]) | (policy == timing.POLICIES["prefetch"]),
+              "waves": fact["ctas"] > fact["occ"] * fact["sms"]}
+        for x, rows in of.items():
+            kinds[x] += int(same[rows].sum())
         # the batch's limiters with every relief predicted
         starts = np.arange(0, len(b), 3)
         pr = search(b, True, starts, kernel_bounds=False)
@@ -331,3 +346,4 @@ def test_reliefs_that_change_no_term_leave_the_time(monkeypatch):
                                + b.launch[:, None] * np.r_[np.ones(timing.LAUNCH), 0], starts, axis=0)
         assert pr.group_bound == timing._chosen(sums)
     assert claimed > 1000
+    assert min(kinds.values()) > 100, kinds

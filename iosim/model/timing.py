@@ -516,8 +516,8 @@ class Trip:
         thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
         d_thr = _max_deps([self.dispatch, self.sfu, self.alu, self.sram, self.issue, port],
                           [td.dispatch, td.sfu, td.alu, td.sram, td.issue, d_port])
-        warp = self.warp_mma + self.warp_other
-        d_warp = td.warp_mma | td.warp_other
+        warp = self.warp_mma + self.warp_other + self.queue
+        d_warp = td.warp_mma | td.warp_other | td.queue
         if policy == POLICIES["async"]:
             return _max_deps([port, warp, latency, level, thr], [d_port, d_warp, d_lat, d_level, d_thr])
         if policy == POLICIES["spread"]:
@@ -525,7 +525,11 @@ class Trip:
         if policy == POLICIES["lockstep"]:
             return _max_deps([pnorm([port + warp, thr], sync_overlap), level],
                              [d_port | d_warp | d_thr, d_level])
-        return d_lat | d_port | d_warp | d_level | d_thr  # p-norms of them all
+        # p-norms of them all (drift's and prefetch's port queue is made of the same terms: at
+        # three or more CTAs an SM a shorter chain may lengthen it, (n - 1) port^2 / chain, so
+        # a max that holds such a trip must hold its bits in every term: _schedule's do, each
+        # of its terms holds the same trips)
+        return d_lat | d_port | d_warp | d_level | d_thr
 
 
 # what a relief may change, as bits of RELIEFS (Trip.deps, _schedule's `deps`)
@@ -563,7 +567,10 @@ def _trip_deps(t: Trip) -> Trip:
                 # that is too small to move the sum, and it only shrinks under a relief)
                 dispatch=_dep(t.dispatch, BIT["tensor"]) & _dep(t.tensor, BIT["tensor"])
                 | _dep(t.dispatch - t.tensor, BIT["issue"] | lat),
-                groups=zero, apart=zero, under_pv=zero, in_step=zero)
+                groups=zero, apart=zero, under_pv=zero, in_step=zero,
+                # the tensor time of the sub-partition's other warps, their share by its
+                # warp schedulers (the issue rate's: more of them, fewer warps to wait for)
+                queue=_dep(t.queue, BIT["tensor"] | BIT["issue"]))
 
 
 def reduced_loop_reads(k: KernelPlan, p: Problem) -> float:
@@ -949,8 +956,9 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) ->
         # (and the kernel's drain: every schedule's edges or its lone CTAs' rings hold it)
         floor = f.total_trips * chain / (fewer * f.sms) + f.drain * r.load_latency
         i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best) & ~paired).nonzero()[0]
-        if deps:  # a relief that may change the chain may change which occupancies are tried
-            bits = bits[0] | np.where((cap > 1) & ~paired, bits[1], 0)
+        if deps:  # a relief that may change the floor (the chain, the drain) may change which
+            # occupancies are tried
+            bits = bits[0] | np.where((cap > 1) & ~paired, bits[1] | _dep(f.drain, BIT["latency"]), 0)
         if len(i):
             less = _shortest(b, kidx[i], rates[i], cap[i], with_cap=False, deps=deps)
             if deps:
@@ -1439,8 +1447,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         asked_bits()
         own = d_dur[1] | acc
         row_bits = np.where(b.pidx[kidx] >= 0, np.where(wins, own, own | d_dur[0]), row_bits)
-        return out + edges, chain, row_bits, np.where(ws, td.tensor[:m] | td.warp_other[:m] | d_lat,
-                                                      td.warp_mma[:m] | td.warp_other[:m])
+        d_chain = np.where(ws, td.tensor[:m] | td.warp_other[:m] | d_lat,
+                           td.warp_mma[:m] | td.warp_other[:m] | td.queue[:m])
+        # the edges: the burst, the least of two terms, by either's relief (one may fall below
+        # the other); past a lone CTA's ring, what of it its port does not take already (a
+        # faster port leaves more: a relief that lengthens a term, added after every max
+        # above), else the head's share of it and the drain
+        d_burst = np.where(level(rd1, 0.0, 1.0) != 0, level_bits(rd1, 0.0), 0) | d_chain
+        d_edges = np.where(ring > 0, _dep(port1, BIT["port"]) | np.where(burst > port1, d_burst, 0),
+                           np.where(f.head != 0, d_burst, 0) | _dep(drain, BIT["latency"]))
+        return out + edges, chain, row_bits | d_edges, d_chain
     return out + edges, chain
 
 
