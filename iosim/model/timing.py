@@ -403,7 +403,7 @@ class Trip:
             at = when.nonzero()[0]  # many: each policy on its own entries (one gather of all terms)
             tr = Trip(*terms[:, at])
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
-            out[..., at] = tr._time(int(code), port[at], level[..., at], n[at], q, latency[at])
+            out[..., at] = tr._time(int(code), port[at], level[..., at], n[..., at], q, latency[at])
         return out
 
     def _time(self, policy: int, port, level, n, sync_overlap, latency) -> np.ndarray:
@@ -1068,22 +1068,6 @@ def _alone_deps(f: _Facts, trips: Trip, td: Trip, ix: np.ndarray, res: np.ndarra
     return t[0] | t[1] | t[2] | fixed | at(d["waits"])
 
 
-def _tail(f: _Facts, d_c: np.ndarray, left: np.ndarray, n: np.ndarray, alone) -> np.ndarray:
-    """Seconds of the last, partial wave of alike CTAs (`left` of them; 0: none) beyond the full
-    waves: the block scheduler places each CTA on whichever SM has a slot free, so the `left`
-    CTAs spread over the SMs, ceil(left / SMs) an SM, each as fast as that residency lets it
-    (d_c: at the full waves' `n` an SM; ncu, experiments/ncu_mechanism/h100/small15b: fa2's
-    272 CTAs at two an SM ran two or three CTAs an SM, the last 8 alone). `alone(ix, res)`:
-    _alone's parts for rows ix."""
-    res = np.maximum(1.0, np.ceil(left / f.sms))
-    out = np.where(left > 0, d_c, 0.0)
-    ix = np.flatnonzero((left > 0) & (res < n))
-    if len(ix):
-        fixed, trip, extra = alone(ix, res)
-        out[ix] = fixed + f.one0[ix] * trip + f.masked0[ix] * extra
-    return out
-
-
 def _expected_max(values: np.ndarray, draws: float) -> float:
     """Expected largest of `draws` independent draws from `values`, each value equally likely."""
     v = np.sort(np.ravel(values))
@@ -1276,6 +1260,14 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
     shares = np.array([conc, zero])
+    # the last, partial wave of alike CTAs (`left` of them; 0: none) beyond the full waves: the
+    # block scheduler places each CTA on whichever SM has a slot free, so the `left` CTAs
+    # spread over the SMs, ceil(left / SMs) an SM (`res`), each as fast as that residency lets
+    # it, the SM's units alone (ncu, experiments/ncu_mechanism/h100/small15b: fa2's 272 CTAs at
+    # two an SM ran two or three CTAs an SM, the last 8 alone): a third row of the trips' times
+    full = np.floor(ctas / slots)
+    left = ctas - full * slots
+    res = np.maximum(1.0, np.ceil(left / f.sms))
 
     # a loop that streams its operands from DRAM (KernelPlan.streamed: each byte read once, by
     # one CTA) with its loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fills
@@ -1300,12 +1292,15 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     lat = f.nsync * np.where(f.l2sync > 0, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
     # through the SM's port: a trip's bytes, its reductions' once (their reads are the L2's)
     loop_port, lv = port(rd - f.red, wr), level(rd, wr, shares, f.loop_x)
-    # the epilogue as an asynchronous trip with no bytes of its own
-    levels = np.zeros((2, 3, m))
-    levels[:, 0] = levels[:, 1] = lv
+    # the epilogue as an asynchronous trip with no bytes of its own; rows: the bandwidth
+    # shared, the SM's units alone, and those at the last wave's `res` CTAs an SM
+    levels = np.zeros((3, 3, m))
+    levels[:2, 0] = levels[:2, 1] = lv
+    resident = np.concatenate((n, n, n, n, n, n, res, res, res)).reshape(3, 3 * m)
     t = trips.time(three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
-                   three(loop_port, loop_port, 0.0), levels.reshape(2, 3 * m), flat(n),
-                   q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(2, 3, m)
+                   three(loop_port, loop_port, 0.0), levels.reshape(3, 3 * m),
+                   resident,
+                   q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(3, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     if deps:  # the bits of the same terms (Trip.deps): port's, level's (the larger of its
         # L2 and DRAM times: a relief of the other leaves it), latency's, the fill's
@@ -1319,13 +1314,13 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             return np.concatenate([np.broadcast_to(x, (m,)) for x in (plain, masked, epi)]).astype(np.int64)
 
         d_lat, d_lport, d_lv1 = _dep(lat, BIT["latency"]), _dep(loop_port, BIT["port"]), level_bits(rd, wr, f.loop_x)
-        d_lv = np.zeros((2, 3, m), np.int64)
-        d_lv[:, 0] = d_lv[:, 1] = np.where(lv != 0, d_lv1, 0)
+        d_lv = np.zeros((3, 3, m), np.int64)
+        d_lv[:2, 0] = d_lv[:2, 1] = np.where(lv != 0, d_lv1, 0)
         dt = trips.deps(td, three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
-                        three(loop_port, loop_port, 0.0), levels.reshape(2, 3 * m), flat(n),
+                        three(loop_port, loop_port, 0.0), levels.reshape(3, 3 * m), resident,
                         q if isinstance(q, float) else flat(q), three(lat, lat, 0.0),
-                        bits3(d_lport, d_lport, 0), d_lv.reshape(2, 3 * m),
-                        bits3(d_lat, d_lat, 0)).reshape(2, 3, m)
+                        bits3(d_lport, d_lport, 0), d_lv.reshape(3, 3 * m),
+                        bits3(d_lat, d_lat, 0)).reshape(3, 3, m)
         d_turn = td.tensor[:m] | td.warp_other[:m]
         d_fill = np.where(f.policy == POLICIES["warpspecialized"], np.where(
             trips.apart[:m] > 0, _max_deps([turn, in_step], [d_turn, td.tensor[:m] | td.sfu[:m] | td.alu[:m]]),
@@ -1335,7 +1330,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     lf1 = level(rd, wr, 1.0)  # the fixed part's
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
-    fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, shares)), epilogue], q) + fill
+    fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, np.array([conc, zero, zero]))), epilogue], q)
+    fixed, fixed_t = fixed[:2] + fill, fixed[2]
     # a CTA that holds its SM alone (its shared memory admits one CTA an SM) waits, before its
     # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
     # DRAM round trip and that stage's bytes through its port, with no other CTA's trips on the
@@ -1349,17 +1345,18 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     port1 = port(rd1, 0.0)
     drain = f.drain * r.load_latency
     ring = np.where(ring, r.load_latency + port1 + drain, 0.0)
-    fixed = fixed + ring
+    fixed, fixed_t = fixed + ring, fixed_t + (fill + ring)
     if deps:  # every term of the row's CTA parts, with the share and without
-        fp, fl = port(rd, wr), level(rd, wr, shares)
+        fp, fl = port(rd, wr), level(rd, wr, np.array([conc, zero, zero]))
         d_fp, d_lf1 = _dep(fp, BIT["port"]), level_bits(rd, wr)
         d_waits = d_fill | np.where(ring != 0, BIT["latency"] | _dep(port(f.loop_r / f.steps, 0.0), BIT["port"]), 0)
-        d_fixed = _max_deps([fp, fl], [d_fp, np.where(fl != 0, d_lf1, 0)])  # (shares, m)
-        # a duration's (d, d_c below): its fixed part, its trips (masked ones where it has any)
+        d_fixed = _max_deps([fp, fl], [d_fp, np.where(fl != 0, d_lf1, 0)])  # (3 rows, m)
+        # a duration's (d, d_c and the last wave's below): its fixed part, its trips (masked
+        # ones where it has any)
         d_dur = d_fixed | d_waits | dt[:, 0] | dt[:, 2] | np.where(f.total_masked > 0, dt[:, 1], 0)
-        acc = np.zeros(m, np.int64)  # the CTA parts' bits at other residencies and shares,
-        # of the rows whose time takes them (a wave or less of alike CTAs: d's alone)
-        used, asked = (ctas > slots) | (b.pidx[kidx] >= 0), []
+        acc = np.zeros(m, np.int64)  # the CTA parts' bits at other residencies and shares
+        # (`alone`'s: the unequal rows' first CTA, their pairs' lone CTAs)
+        used, asked = b.pidx[kidx] >= 0, []
 
         def asked_bits():  # the bits of the CTA parts `alone` gave so far, all at once, into acc
             if asked:
@@ -1369,12 +1366,11 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     f, trips, td, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, (l0, l1),
                     {"port": d_lport, "lat": d_lat, "fixed_port": d_fp, "waits": d_waits,
                      "levels": (dl0, dl1)}))
-    (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
+    (fixed, fixed_c), (trip, trip_c, trip_t), (extra, extra_c, extra_t) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
-    # out across waves; the last, partial wave at its own residency (_tail)
+    # out across waves; the last, partial wave at its own residency (`res`, where fewer)
     d = fixed + f.one0 * trip + f.masked0 * extra
     d_c = fixed_c + f.one0 * trip_c + f.masked0 * extra_c
-    full = np.floor(ctas / slots)
 
     def alone(ix, res, share=None):  # rows ix's CTA parts at res[ix] CTAs an SM, the SM's
         # units alone, or with `share` (per row of ix) CTAs sharing L2 and DRAM
@@ -1390,13 +1386,14 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                                                for v, d in zip(lv, (d_lv1, d_lf1)))))
         return parts
 
-    last = _tail(f, d_c, ctas - full * slots, n, alone)
+    last = np.where((left > 0) & (res < n), fixed_t + f.one0 * trip_t + f.masked0 * extra_t,
+                    np.where(left > 0, d_c, 0.0))
     out = np.where(ctas <= slots, d, np.maximum(full * d_c + last, ctas * d / slots))
     if deps:  # (the waves' larger term: _max_deps; the unequal rows' below, all of them)
-        asked_bits()
-        waves = _max_deps([full * d_c + last, ctas * d / slots], [d_dur[1] | acc, d_dur[0]])
+        d_last = np.where((left > 0) & (res < n), d_dur[2], 0)
+        waves = _max_deps([full * d_c + last, ctas * d / slots], [d_dur[1] | d_last, d_dur[0]])
         row_bits = np.where(ctas <= slots, d_dur[0], waves)
-        acc[:], wins = 0, np.zeros(m, bool)  # the unequal rows' own: their first CTA's, pairs'
+        wins = np.zeros(m, bool)  # the unequal rows' own: their first CTA's, pairs'
     # unequal CTAs: durations of one period summed with the shared bandwidth, one by one
     # without (rows grouped by kernel period length)
     lengths, row, stacks = b.stacks
