@@ -110,7 +110,7 @@ RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "sm_dram", "l2",
                "mma_cycles", "inst_cycles", "load_latency", "l2_latency", "turn_wait", "launch")
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: a batch builds several, and a frozen one's fields cost a call each
 class Rates:
     """Efficient rates of one profile for one kernel: per SM for the units, whole GPU for the
     levels (bytes, FLOPs or exponentials per second). Fields may be numpy arrays (one rate per
@@ -331,7 +331,7 @@ DRIFT_OVERLAP = 2.0
 PV_OVERLAP = 1.2
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: Trip.time builds one a policy, and a frozen one's fields cost a call each
 class Trip:
     """Demands of one loop trip of one CTA, in seconds: per-SM throughput terms at efficient
     rates, and one warp's own chain (its MMAs and its other instructions); arrays, per case."""
