@@ -814,35 +814,32 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
 def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
                 dram_w: np.ndarray) -> np.ndarray:
     """(kernels, FACTS) from (kernels, EXTENSIVE) counts, (kernels, INTENSIVE) facts and the
-    kernels' DRAM bytes: per trip of one CTA, the once-per-CTA work and the mask apart."""
-    e, s = dict(zip(EXTENSIVE, ext.T)), dict(zip(INTENSIVE, inten.T))
-    ctas = e["ctas"]
-    reps = np.floor_divide(ctas, s["period"])
-    total_trips, total_masked = s["sum_one"] * reps, s["sum_masked"] * reps
+    kernels' DRAM bytes: per trip of one CTA, the once-per-CTA work and the mask apart (a block
+    of facts a numpy call: a small batch's cost is the calls)."""
+    e, s = _EXT_AT, _INT_AT
+    ctas = ext[:, e["ctas"]]
+    reps = np.floor_divide(ctas, inten[:, s["period"]])
+    total_trips, total_masked = inten[:, s["sum_one"]] * reps, inten[:, s["sum_masked"]] * reps
     # the loop's work and bytes are spread over its tiles of work: trips less the padding of
     # ragged tiles computed in full (each trip then a whole tile's work)
-    steps = np.where(total_trips > 0, total_trips / s["pad"], 1.0)
-    two_r, two_w = e["two_r"], e["two_w"]
-    cols = {
-        "reps": reps, "total_trips": total_trips, "total_masked": total_masked,
-        "steps": steps, "a_flops": (e["flops"] - e["o_flops"]) / steps,
-        "a_exps": (e["exps"] - e["o_exps"]) / steps,
-        "a_alu": (e["alu"] - e["o_alu"] - e["mask_alu"]) / steps, "a_sram": e["sram"] / steps,
-        "a_fill": e["fill"] / steps,
-        "o_flops": e["o_flops"] / ctas, "o_exps": e["o_exps"] / ctas, "o_alu": e["o_alu"] / ctas,
-        # ALU ops of a masked trip
-        "mask": np.where(total_masked > 0, e["mask_alu"] / np.where(total_masked > 0, total_masked, 1), 0.0),
-        # DRAM shares of the two-level bytes
-        "dram_r": np.where(two_r > 0, dram_r / np.where(two_r > 0, two_r, 1), 0.0),
-        "dram_w": np.where(two_w > 0, dram_w / np.where(two_w > 0, two_w, 1), 0.0),
-        "l2_bytes": two_r + two_w + e["l2_extra"], "dram_bytes": dram_r + dram_w,
-        "need_port": two_r + two_w > 0, "loop_x": e["l2_extra"] / steps,
-        "red": e["loop_red"] / steps}
+    steps = np.where(total_trips > 0, total_trips / inten[:, s["pad"]], 1.0)
+    two_r, two_w = ext[:, e["two_r"]], ext[:, e["two_w"]]
+    once = ext[:, _ONCE[1]]
+    loop = ext[:, _STEP[1]]  # the loop's: less the once-per-CTA work, and the mask's ALU ops
+    loop[:, :len(_ONCE[0])] -= once
+    loop[:, _STEP[0].index("a_alu")] -= ext[:, e["mask_alu"]]
+    # ALU ops of a masked trip; DRAM shares of the two-level bytes
+    part, whole = np.array([ext[:, e["mask_alu"]], dram_r, dram_w]), np.array([total_masked, two_r, two_w])
+    some = whole > 0
+    two = two_r + two_w
     out = np.empty((len(ctas), len(FACTS)))
     # the facts taken as they are, a block each; then the computed ones
     out[:, _AS_IS[0][0]], out[:, _AS_IS[1][0]] = inten[:, _AS_IS[0][1]], ext[:, _AS_IS[1][1]]
-    for x, v in cols.items():
-        out[:, FACTS.index(x)] = v
+    out[:, _STEP_AT] = loop / steps[:, None]
+    out[:, _ONCE_AT] = once / ctas[:, None]
+    out[:, _SHARE_AT] = np.where(some, part / np.where(some, whole, 1), 0.0).T
+    out[:, _PLAIN_AT] = np.array([reps, total_trips, total_masked, steps, two + ext[:, e["l2_extra"]],
+                                  dram_r + dram_w, two > 0]).T
     return out
 
 
@@ -852,13 +849,26 @@ def _as_is(names: tuple, computed: set) -> tuple[list, list]:
     return [a for a, _ in pairs], [i for _, i in pairs]
 
 
-# facts_table's computed facts (the others come from INTENSIVE and EXTENSIVE as they are)
-_COMPUTED = {"reps", "total_trips", "total_masked", "steps", "a_flops", "a_exps", "a_alu", "a_sram",
-             "a_fill", "o_flops", "o_exps", "o_alu", "mask", "dram_r", "dram_w", "l2_bytes",
-             "dram_bytes", "need_port", "loop_x", "red"}
+def _at(names: tuple, of: tuple) -> np.ndarray:
+    return np.array([of.index(x) for x in names], np.intp)
+
+
+_EXT_AT, _INT_AT = ({x: i for i, x in enumerate(n)} for n in (EXTENSIVE, INTENSIVE))
+# facts_table's computed facts, by block: per loop step (the once-per-CTA work's first, in
+# _ONCE's order) and once per CTA, with the EXTENSIVE counts they are made of; the shares of
+# a count; the others
+_STEP = (("a_flops", "a_exps", "a_alu", "a_sram", "a_fill", "loop_x", "red"),
+         _at(("flops", "exps", "alu", "sram", "fill", "l2_extra", "loop_red"), EXTENSIVE))
+_ONCE = (("o_flops", "o_exps", "o_alu"), _at(("o_flops", "o_exps", "o_alu"), EXTENSIVE))
+_SHARE = ("mask", "dram_r", "dram_w")
+_PLAIN = ("reps", "total_trips", "total_masked", "steps", "l2_bytes", "dram_bytes", "need_port")
+_STEP_AT, _ONCE_AT, _SHARE_AT, _PLAIN_AT = (_at(b, FACTS) for b in (_STEP[0], _ONCE[0], _SHARE, _PLAIN))
+_COMPUTED = {*_STEP[0], *_ONCE[0], *_SHARE, *_PLAIN}
+# (the others come from INTENSIVE and EXTENSIVE as they are)
 _AS_IS = (_as_is(INTENSIVE, _COMPUTED), _as_is(EXTENSIVE, _COMPUTED))
 if set(FACTS) != _COMPUTED | {FACTS[i] for i in _AS_IS[0][0] + _AS_IS[1][0]}:
     raise AssertionError("a fact that facts_table neither computes nor takes as it is")
+_AS_IS = tuple(tuple(np.array(x, np.intp) for x in pair) for pair in _AS_IS)  # fancy indices
 
 
 class _Facts:
