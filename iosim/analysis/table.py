@@ -113,24 +113,33 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
 class _Shape:
     """What one template contributes, as arrays: per kernel its facts and, for every count, a
     and b of count = a + b x u (u: a problem's pairs, float64 as the model takes them); its
-    DRAM accesses likewise; the Plan's totals (Python's ints)."""
+    DRAM accesses likewise; the Plan's totals (Python's ints). A row a kernel (KERN's columns)
+    and a row an access (ACCS'), so that a batch gathers each in one numpy call."""
 
-    ext_a: np.ndarray  # per kernel, EXTENSIVE
-    ext_b: np.ndarray
-    inten: np.ndarray  # per kernel, INTENSIVE
-    rates: np.ndarray  # per kernel, RATE_FIELDS
+    kern: np.ndarray  # per kernel: EXTENSIVE a, EXTENSIVE b, INTENSIVE, RATE_FIELDS, slots
+    accs: np.ndarray  # per DRAM access: its kernel, [count, size] a, b, reuse, ahead, write
     periods: list  # per kernel: (trips, masked trips) or None
-    kin: np.ndarray  # per DRAM access: its kernel
-    acc_a: np.ndarray  # per access: [count, size]
-    acc_b: np.ndarray
-    reuse: np.ndarray
-    ahead: np.ndarray
-    write: np.ndarray
-    slots: np.ndarray  # per kernel: resident CTA slots
-    peaks: list  # datasheet rates (ROOF; launch: the overhead)
-    l2: float
+    peaks: list  # datasheet rates (ROOF; launch: the overhead), then the L2's usable bytes
     counts: tuple[list, list]  # Plan totals (_Raw.counts): a, b
     affine: bool = True  # False: b = 0 throughout (a template of its own problem alone)
+
+    @property
+    def inten(self) -> np.ndarray:
+        return self.kern[:, KERN["inten"]]
+
+
+def _span(*widths: tuple[str, int]) -> dict[str, slice]:
+    """Named column ranges of the given widths, end to end."""
+    out, at = {}, 0
+    for name, w in widths:
+        out[name], at = slice(at, at + w), at + w
+    return out
+
+
+NE = len(timing.EXTENSIVE)
+KERN = _span(("ext_a", NE), ("ext_b", NE), ("inten", len(timing.INTENSIVE)),
+             ("rates", len(timing.RATE_FIELDS)), ("slots", 1))
+ACCS = _span(("kin", 1), ("acc_a", 2), ("acc_b", 2), ("reuse", 1), ("ahead", 1), ("write", 1))
 
 
 def _accesses(r: _Raw, pl: Plan) -> list:
@@ -254,28 +263,35 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         af, b, bad = a.astype(np.float64), np.zeros(len(a), np.int64), [False] * len(items)
         bf = b.astype(np.float64)
     kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    inten = np.array([x for r in raws for x in r.inten], np.float64)
-    rates = np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64)
-    slots = np.array([ctas_per_sm(k, hw) * hw.sm_count for k, hw, _ in kernels], np.float64)
-    kin = np.array([x for r in raws for x in r.kin], np.int64)
-    reuse = np.array([x for r in raws for x in r.reuse], np.float64)
-    write = np.array([x for r in raws for x in r.write], np.float64)
-    ahead = np.array([x for r in raws for x in r.ahead], np.float64)
-    out = []
+    # each template's counts: its kernels' (EXTENSIVE) and its accesses' ([count, size])
+    ext_at, acc_at, at = [], [], 0
     ne = len(timing.EXTENSIVE)
+    for (pl, _, _, _), r in zip(items, raws):
+        e, c = ne * len(pl.kernels), ne * len(pl.kernels) + len(r.acc)
+        ext_at += range(at, at + e)
+        acc_at += range(at + e, at + c)
+        at += c + len(r.counts)
+    ext_at, acc_at = np.array(ext_at, np.intp), np.array(acc_at, np.intp)
+    kern = np.concatenate([
+        af[ext_at].reshape(-1, ne), bf[ext_at].reshape(-1, ne),
+        np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE)),
+        np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64).reshape(-1, len(timing.RATE_FIELDS)),
+        np.array([ctas_per_sm(k, hw) * hw.sm_count for k, hw, _ in kernels], np.float64)[:, None]], axis=1)
+    accs = np.concatenate([
+        np.array([[x for r in raws for x in r.kin]], np.float64).reshape(-1, 1),
+        af[acc_at].reshape(-1, 2), bf[acc_at].reshape(-1, 2),
+        np.array([[x for r in raws for x in r.reuse], [x for r in raws for x in r.ahead],
+                  [x for r in raws for x in r.write]], np.float64).reshape(3, -1).T], axis=1)
+    out = []
     at = k0 = a0 = 0  # where the template's counts, kernels, accesses begin
     for (pl, hw, scaled, probe), r, ok, not_whole in zip(items, raws, alike, bad):
         nk, na = len(pl.kernels), len(r.kin)
-        e, c, n = ne * nk, ne * nk + 2 * na, ne * nk + 2 * na + len(r.counts)
+        c, n = ne * nk + 2 * na, ne * nk + 2 * na + len(r.counts)
         if ok and not not_whole:
             tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, pl.problem.dtype)
             out.append(_Shape(
-                af[at:at + e].reshape(nk, ne), bf[at:at + e].reshape(nk, ne),
-                inten[k0:k0 + nk], rates[k0:k0 + nk], r.periods, kin[a0:a0 + na],
-                af[at + e:at + c].reshape(na, 2), bf[at + e:at + c].reshape(na, 2),
-                reuse[a0:a0 + na], ahead[a0:a0 + na], write[a0:a0 + na], slots[k0:k0 + nk],
-                [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
-                hw.l2_bytes * hw.efficiency.l2_capacity,
+                kern[k0:k0 + nk], accs[a0:a0 + na], r.periods,
+                [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s, hw.l2_bytes * hw.efficiency.l2_capacity],
                 (a[at + c:at + n].tolist(), b[at + c:at + n].tolist()), scaled or probe is not None))
         else:
             out.append(None)
@@ -326,7 +342,7 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     (problem, DRAM access)."""
     uf = u.astype(np.float64)
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
-    nk = np.array([len(sh.inten) for sh in shapes])
+    nk, na = np.array([(len(sh.kern), len(sh.accs)) for sh in shapes], np.int64).reshape(-1, 2).T
     k0 = nk.cumsum() - nk  # each template's first kernel among all templates' kernels
     periods, pid = [], []
     for sh in shapes:
@@ -336,24 +352,24 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
                 periods.append(per)
     kt, kp, ki = _rows_of(nk, m)
     k = k0[kt] + ki  # each row's kernel
-    gather = lambda rows, name: np.concatenate([getattr(sh, name) for sh in shapes])[rows]  # noqa: E731
+    kern = np.concatenate([sh.kern for sh in shapes])[k]
     # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
     affine = any(sh.affine for sh in shapes)
-    ext = gather(k, "ext_a") + gather(k, "ext_b") * uf[kp][:, None] if affine else gather(k, "ext_a")
-    inten, rates = gather(k, "inten"), gather(k, "rates")
+    ext = kern[:, KERN["ext_a"]] + kern[:, KERN["ext_b"]] * uf[kp][:, None] if affine else kern[:, KERN["ext_a"]]
+    inten, rates, slots = kern[:, KERN["inten"]], kern[:, KERN["rates"]], kern[:, KERN["slots"]][:, 0]
     peaks = np.array([sh.peaks for sh in shapes], np.float64)[kt]
-    slots = gather(k, "slots")
-    l2 = np.array([sh.l2 for sh in shapes])[kt]
+    peaks, l2 = peaks[:, :-1], peaks[:, -1]
     # every (problem, DRAM access)
-    na = np.array([len(sh.kin) for sh in shapes])
     at, ap, ai = _rows_of(na, m)
     a = (na.cumsum() - na)[at] + ai  # each row's access
+    accs = np.concatenate([sh.accs for sh in shapes])[a]
     row0 = (nk * m).cumsum() - nk * m  # each template's first (problem, kernel) row
-    kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + gather(a, "kin")
-    acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None] if affine else gather(a, "acc_a")
-    dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], gather(a, "reuse"),
-                                        gather(a, "write").astype(bool), ext[:, EXT["units"]],
-                                        slots, l2, gather(a, "ahead"))
+    kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + accs[:, 0].astype(np.int64)
+    acc = (accs[:, ACCS["acc_a"]] + accs[:, ACCS["acc_b"]] * uf[ap][:, None] if affine
+           else accs[:, ACCS["acc_a"]])
+    dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], accs[:, ACCS["reuse"].start],
+                                        accs[:, ACCS["write"].start].astype(bool), ext[:, EXT["units"]],
+                                        slots, l2, accs[:, ACCS["ahead"].start])
     b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
                      peaks[:, ROOF.index("launch")], periods, np.array(pid, np.int64)[k])
     nks = nk.repeat(m)
