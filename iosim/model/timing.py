@@ -1335,9 +1335,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         d_fill = np.where(f.policy == POLICIES["warpspecialized"], np.where(
             trips.apart[:m] > 0, _max_deps([turn, in_step], [d_turn, td.tensor[:m] | td.sfu[:m] | td.alu[:m]]),
             d_turn), 0)
-    lv1 = level(rd, wr, 1.0, f.loop_x)  # a loop trip's L2/DRAM time per CTA sharing them
+    loop_rw = rd, wr
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
-    lf1 = level(rd, wr, 1.0)  # the fixed part's
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
     fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, np.array([conc, zero, zero]))), epilogue], q)
@@ -1404,36 +1403,38 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         waves = _max_deps([full * d_c + last, ctas * d / slots], [d_dur[1] | d_last, d_dur[0]])
         row_bits = np.where(ctas <= slots, d_dur[0], waves)
         wins = np.zeros(m, bool)  # the unequal rows' own: their first CTA's, pairs'
-    # unequal CTAs: durations of one period summed with the shared bandwidth, one by one
-    # without (rows grouped by kernel period length)
-    lengths, row, stacks = b.stacks
-    pid = b.pidx[kidx] + 1
-    length = lengths[pid]
-    for size in (x for x in _present(length) if x > 0):
-        ix = np.nonzero(length == size)[0]
-        at = row[pid[ix]]
-        one, msk = stacks[int(size)][0][at], stacks[int(size)][1][at]
-        reps = f.reps[ix]
-        d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
-                 + f.total_masked[ix] / reps * extra[ix])
-        dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
-        # the longest CTA that starts with the launch, at its share of the bandwidth (_longest)
-        first = _longest(dc, one, msk, reps, conc[ix], slots[ix], ix, n, alone)
-        listed, spread = list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix]
-        out[ix] = np.maximum(listed, spread)
-        if deps:
-            wins[ix] = listed > spread
-        # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
-        # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
-        # CTAs at two an SM, 4 SMs held two)
-        two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
-        if len(two):
-            p1, t1, x1 = alone(ix[two], np.ones(m))
-            d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
-            end = _shared_ends(b, dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
-            out[ix[two]] = np.maximum(end, spread[two])
+    if b.periods:  # unequal CTAs: durations of one period summed with the shared bandwidth,
+        # one by one without (rows grouped by kernel period length)
+        # a loop trip's and the fixed part's L2/DRAM time per CTA sharing them
+        lv1, lf1 = level(*loop_rw, 1.0, f.loop_x), level(rd, wr, 1.0)
+        lengths, row, stacks = b.stacks
+        pid = b.pidx[kidx] + 1
+        length = lengths[pid]
+        for size in (x for x in _present(length) if x > 0):
+            ix = np.nonzero(length == size)[0]
+            at = row[pid[ix]]
+            one, msk = stacks[int(size)][0][at], stacks[int(size)][1][at]
+            reps = f.reps[ix]
+            d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
+                     + f.total_masked[ix] / reps * extra[ix])
+            dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
+            # the longest CTA that starts with the launch, at its share of the bandwidth (_longest)
+            first = _longest(dc, one, msk, reps, conc[ix], slots[ix], ix, n, alone)
+            listed, spread = list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix]
+            out[ix] = np.maximum(listed, spread)
             if deps:
-                wins[ix[two]] = end > spread[two]
+                wins[ix] = listed > spread
+            # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
+            # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
+            # CTAs at two an SM, 4 SMs held two)
+            two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
+            if len(two):
+                p1, t1, x1 = alone(ix[two], np.ones(m))
+                d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
+                end = _shared_ends(b, dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
+                out[ix[two]] = np.maximum(end, spread[two])
+                if deps:
+                    wins[ix[two]] = end > spread[two]
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
@@ -1471,7 +1472,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
 LAUNCH = RELIEFS.index("launch")
 if LAUNCH != len(RELIEFS) - 1:  # predict_batch's one pass leaves the last relief out
     raise AssertionError("the launch relief must be the last of RELIEFS")
-LIMIT_AT = [RELIEFS.index(u) for u in LIMITS]  # the columns of RELIEFS that are LIMITS
+LIMIT_AT = np.array([RELIEFS.index(u) for u in LIMITS])  # the columns of RELIEFS that are LIMITS
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 
 
@@ -1585,7 +1586,7 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
                                         deps=limiter_too and not every)
     at = np.arange(n) * step
     busy = busy_all[at]
-    lim = np.array([limits_all[u][at] for u in LIMITS]).T
+    lim = np.array([limits_all[u] for u in LIMITS])[:, at].T
     launch = b.launch
     busiest = lim.argmax(axis=1)
     util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
