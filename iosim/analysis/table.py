@@ -468,8 +468,7 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "time_roofline_ms": t_roof * 1e3,
         "bound_roofline": strs(ROOF, md.roof_bound[back]),
         "time_pred_ms": t_pred * 1e3,
-        "tflops_pred": np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(bh)) for t, bh in zip(
-            templates, _split(out["batch"] * out["heads"], m))]) / t_pred / 1e12,
+        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], m, alone) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
         "bound": _rep_rows(np.array(md.bound + [None], dtype=object)[:-1][back], alone),
         # the main kernel's busiest unit, and its share of its efficient peak
@@ -484,6 +483,14 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "backing": _rep([backing(t.plan, t.hw) for t in templates], m, alone),
         "notes": _rep([t.plan.notes for t in templates], m, alone)})
     return out
+
+
+def _fa_flops(templates: Sequence[Template], bh: np.ndarray, m: np.ndarray, alone: bool) -> np.ndarray:
+    """Problem.fa_flops of every row, a template's problems at once (the same float operations
+    on Python's ints for a template a row: no numpy call a row)."""
+    if alone:
+        return np.array([t.plan.problem.fa_flops(x) for t, x in zip(templates, bh.tolist())], np.float64)
+    return np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(x)) for t, x in zip(templates, _split(bh, m))])
 
 
 def _rep_rows(col: np.ndarray, alone: bool):
@@ -513,12 +520,12 @@ def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: b
     umax = float(u_all.max())
     if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
         us = u_all.tolist()
-        out = []
-        for aj, bj in zip(zip(*[sh.counts[0] for sh in shapes]), zip(*[sh.counts[1] for sh in shapes])):
-            vals = [x + y * u for x, y, u in zip(aj, bj, us)]
-            big = max(map(abs, aj)) + max(map(abs, bj)) * umax >= INT_MAX
-            out.append(vals if big else np.array(vals, np.int64))
-        return out
+        a, b = [sh.counts[0] for sh in shapes], [sh.counts[1] for sh in shapes]
+        vals = [[x + y * u for x, y in zip(aj, bj)] for aj, bj, u in zip(a, b, us)]
+        big = [max(map(abs, aj)) + max(map(abs, bj)) * umax >= INT_MAX for aj, bj in zip(zip(*a), zip(*b))]
+        if not any(big):  # every column in int64's reach: one array
+            return list(np.array(vals, np.int64).T)
+        return [list(col) if z else np.array(col, np.int64) for col, z in zip(zip(*vals), big)]
     a = np.array([sh.counts[0] for sh in shapes], dtype=object)
     b = np.array([sh.counts[1] for sh in shapes], dtype=object)
     big = (np.abs(a).max(axis=0) + np.abs(b).max(axis=0) * umax) >= INT_MAX
