@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.plan import Plan, ctas_per_sm
+from iosim.core.plan import Plan
 from iosim.core.problem import Problem
 from iosim.core.rows import problem_fields
 from iosim.kernels import kv_splits
@@ -139,6 +139,7 @@ def _span(*widths: tuple[str, int]) -> dict[str, slice]:
 NE = len(timing.EXTENSIVE)
 KERN = _span(("ext_a", NE), ("ext_b", NE), ("inten", len(timing.INTENSIVE)),
              ("rates", len(timing.RATE_FIELDS)), ("slots", 1))
+OCC, SMS = timing.INTENSIVE.index("occ"), timing.INTENSIVE.index("sms")
 ACCS = _span(("kin", 1), ("acc_a", 2), ("acc_b", 2), ("reuse", 1), ("ahead", 1), ("write", 1))
 
 
@@ -272,11 +273,12 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         acc_at += range(at + e, at + c)
         at += c + len(r.counts)
     ext_at, acc_at = np.array(ext_at, np.intp), np.array(acc_at, np.intp)
+    inten = np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
-        af[ext_at].reshape(-1, ne), bf[ext_at].reshape(-1, ne),
-        np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE)),
+        af[ext_at].reshape(-1, ne), bf[ext_at].reshape(-1, ne), inten,
         np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64).reshape(-1, len(timing.RATE_FIELDS)),
-        np.array([ctas_per_sm(k, hw) * hw.sm_count for k, hw, _ in kernels], np.float64)[:, None]], axis=1)
+        # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
+        inten[:, [OCC]] * inten[:, [SMS]]], axis=1)
     accs = np.concatenate([
         np.array([[x for r in raws for x in r.kin]], np.float64).reshape(-1, 1),
         af[acc_at].reshape(-1, 2), bf[acc_at].reshape(-1, 2),
