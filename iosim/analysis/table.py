@@ -264,26 +264,24 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         af, b, bad = a.astype(np.float64), np.zeros(len(a), np.int64), [False] * len(items)
         bf = b.astype(np.float64)
     kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    # each template's counts: its kernels' (EXTENSIVE) and its accesses' ([count, size])
-    ext_at, acc_at, at = [], [], 0
-    ne = len(timing.EXTENSIVE)
+    # each template's counts: its kernels' (EXTENSIVE) and its accesses' ([count, size]), a and b
+    ne, parts, at = len(timing.EXTENSIVE), ([], [], [], []), 0
     for (pl, _, _, _), r in zip(items, raws):
         e, c = ne * len(pl.kernels), ne * len(pl.kernels) + len(r.acc)
-        ext_at += range(at, at + e)
-        acc_at += range(at + e, at + c)
+        for part, x in zip(parts, (af[at:at + e], bf[at:at + e], af[at + e:at + c], bf[at + e:at + c])):
+            part.append(x)
         at += c + len(r.counts)
-    ext_at, acc_at = np.array(ext_at, np.intp), np.array(acc_at, np.intp)
+    ea, eb, aa, ab = (np.concatenate(x) if x else np.zeros(0) for x in parts)
     inten = np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
-        af[ext_at].reshape(-1, ne), bf[ext_at].reshape(-1, ne), inten,
+        ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
         np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64).reshape(-1, len(timing.RATE_FIELDS)),
         # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
         inten[:, [OCC]] * inten[:, [SMS]]], axis=1)
-    accs = np.concatenate([
-        np.array([[x for r in raws for x in r.kin]], np.float64).reshape(-1, 1),
-        af[acc_at].reshape(-1, 2), bf[acc_at].reshape(-1, 2),
-        np.array([[x for r in raws for x in r.reuse], [x for r in raws for x in r.ahead],
-                  [x for r in raws for x in r.write]], np.float64).reshape(3, -1).T], axis=1)
+    side = np.array([[x for r in raws for x in r.kin], [x for r in raws for x in r.reuse],
+                     [x for r in raws for x in r.ahead], [x for r in raws for x in r.write]],
+                    np.float64).reshape(4, -1).T
+    accs = np.concatenate([side[:, :1], aa.reshape(-1, 2), ab.reshape(-1, 2), side[:, 1:]], axis=1)
     out = []
     at = k0 = a0 = 0  # where the template's counts, kernels, accesses begin
     for (pl, hw, scaled, probe), r, ok, not_whole in zip(items, raws, alike, bad):
