@@ -280,8 +280,8 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
     faster than with an array of them, to the same bits)."""
     top = _max(*terms)
     if isinstance(p, float) and p != math.inf:  # one finite exponent (_one): fewer numpy calls
-        plain = top <= 0
-        return np.where(plain, top, top * _norm(terms, np.where(plain, 1.0, top), p))
+        plain = top <= _ZERO
+        return np.where(plain, top, top * _norm(terms, np.where(plain, _ONE, top), p))
     plain = (top <= 0) | np.isinf(p)
     safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
 
@@ -298,11 +298,15 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
 
 
 def _norm(ts, safe, q: float):
-    """(Σ (t / safe)^q)^(1/q), one exponent q."""
-    s = 0.0
+    """(Σ (t / safe)^q)^(1/q), one exponent q (as 0-d arrays: numpy takes those faster than
+    Python's floats, to the same bits)."""
+    s, e = _ZERO, np.array(q)
     for t in ts:
-        s = s + (t / safe) ** q
-    return s ** (1 / q)
+        s = s + (t / safe) ** e
+    return s ** np.array(1 / q)
+
+
+_ZERO, _ONE = np.array(0.0), np.array(1.0)
 
 
 def _one(x: np.ndarray):
