@@ -259,10 +259,11 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     if any(scaled or probe is not None for _, _, scaled, probe in items):
         a, b, bad = _fits(v0, v1, u0, u1)
         af, bf = a.astype(np.float64), b.astype(np.float64)
-    else:  # templates of their own problems (predict's rows): a as it is, b = 0
-        a = np.array([v for vs in v0 for v in vs] + [None], object)[:-1]
-        af, b, bad = a.astype(np.float64), np.zeros(len(a), np.int64), [False] * len(items)
-        bf = b.astype(np.float64)
+    else:  # templates of their own problems (predict's rows): a as it is (its totals, Python's
+        # ints, taken from the Plans' counts below), b = 0
+        a = b = None
+        af, bad = np.array([v for vs in v0 for v in vs], np.float64), [False] * len(items)
+        bf = np.zeros(len(af))
     kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
     # each template's counts: its kernels' (EXTENSIVE) and its accesses' ([count, size]), a and b
     ne, parts, at = len(timing.EXTENSIVE), ([], [], [], []), 0
@@ -292,7 +293,8 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
             out.append(_Shape(
                 kern[k0:k0 + nk], accs[a0:a0 + na], r.periods,
                 [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s, hw.l2_bytes * hw.efficiency.l2_capacity],
-                (a[at + c:at + n].tolist(), b[at + c:at + n].tolist()), scaled or probe is not None))
+                ((a[at + c:at + n].tolist(), b[at + c:at + n].tolist()) if a is not None else
+                 (list(r.counts), [0] * len(r.counts))), scaled or probe is not None))
         else:
             out.append(None)
         at, k0, a0 = at + n, k0 + nk, a0 + na
