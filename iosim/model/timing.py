@@ -1461,11 +1461,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         row_bits = np.where(b.pidx[kidx] >= 0, np.where(wins, own, own | d_dur[0]), row_bits)
         d_chain = np.where(ws, td.tensor[:m] | td.warp_other[:m] | d_lat,
                            td.warp_mma[:m] | td.warp_other[:m] | td.queue[:m])
-        # the edges: the burst, the least of two terms, by either's relief (one may fall below
-        # the other); past a lone CTA's ring, what of it its port does not take already (a
-        # faster port leaves more: a relief that lengthens a term, added after every max
-        # above), else the head's share of it and the drain
-        d_burst = np.where(level(rd1, 0.0, 1.0) != 0, level_bits(rd1, 0.0), 0) | d_chain
+        # the edges: the burst, the least of two terms, by a relief of the lesser, or of the
+        # greater where that may fall below the lesser: a relief halves a level's time at
+        # most, and a chain's but for its barrier queue, which the issue relief may end
+        # (margins: rounding); past a lone CTA's ring, what of it its port does not take
+        # already (a faster port leaves more: a relief that lengthens a term, added after
+        # every max above), else the head's share of it and the drain
+        first = level(rd1, 0.0, ctas)
+        least = np.where(ws, chain, trips.warp_mma[:m] + trips.warp_other[:m]) * 0.5
+        d_burst = (np.where((first != 0) & (first * 0.5 <= chain * (1 + 1e-9)), level_bits(rd1, 0.0), 0)
+                   | np.where(least <= first * (1 + 1e-9), d_chain, 0))
         d_edges = np.where(ring > 0, _dep(port1, BIT["port"]) | np.where(burst > port1, d_burst, 0),
                            np.where(f.head != 0, d_burst, 0) | _dep(drain, BIT["latency"]))
         return out + edges, chain, row_bits | d_edges, d_chain
