@@ -1026,8 +1026,8 @@ def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
 
 def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port, lat,
            fixed_port, waits, m: int, levels=(0.0, 0.0)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(fixed part, plain trip, a masked trip's extra) of one CTA of rows `ix` at `res[ix]`
-    CTAs an SM, without the bandwidth share (the SM's own units) or, `levels`, with its share
+    """(fixed part, plain trip, a masked trip's extra) of one CTA of rows `ix` at `res` (per
+    row of ix) CTAs an SM, without the bandwidth share (the SM's own units) or, `levels`, with its share
     of L2/DRAM time (a loop trip's, the fixed part's; per row of ix). `trips`: _schedule's
     Trip of 3m entries (plain trips, masked, epilogues); `q`: its sync_overlap (a float or per
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
@@ -1045,7 +1045,7 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     qi = q if isinstance(q, float) else q[ix]
     t = sub.time(three(f.policy[ix], POLICIES["async"]), three(f.stages[ix], 2.0),
                  three(at(loop_port), 0.0), three(levels[0] + np.zeros(k), 0.0),
-                 three(res[ix], res[ix]),
+                 three(res, res),
                  qi if isinstance(qi, float) else three(qi, qi), three(at(lat), 0.0)).reshape(3, k)
     fixed = pnorm([np.maximum(at(fixed_port), levels[1]) + np.zeros(k), t[2]], qi) + at(waits)
     return fixed, t[0], t[1] - t[0]
@@ -1207,10 +1207,10 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
     return np.sum(v * np.diff(at, axis=1, prepend=0.0), axis=1)
 
 
-def _longest(dc, one, msk, reps, conc, slots, ix, n, alone) -> np.ndarray:
-    """Duration of the longest CTA of those that start with the launch (rows ix; `dc`, `one`,
-    `msk`: one period's durations without the bandwidth share, trips and masked trips), at
-    the bandwidth share it has over its life: processor sharing, the CTAs that run beside it
+def _longest(dc, reps, conc, slots) -> tuple[np.ndarray, np.ndarray]:
+    """The longest CTA of those that start with the launch (per row of `dc`: one period's
+    durations without the bandwidth share), and the bandwidth share it has over its life
+    (the CTAs it shares L2 and DRAM with, _schedule's `alone`): processor sharing, the CTAs that run beside it
     for as long as they run, Σ min(d, D) / D of them on average (itself included), at most
     the `conc` that run at once. A CTA that ends early gives its share back, but the longest
     still shares with every CTA for as long as that one runs (ncu,
@@ -1218,11 +1218,8 @@ def _longest(dc, one, msk, reps, conc, slots, ix, n, alone) -> np.ndarray:
     CTAs, its busiest SM 3.5% short of the non-causal kernel's, not the 10% of a CTA alone)."""
     first = np.arange(dc.shape[1]) < slots[:, None]
     at = np.argmax(np.where(first, dc, -np.inf), axis=1)
-    rows = np.arange(len(ix))
-    d = dc[rows, at]
-    share = np.minimum(conc, reps * np.minimum(dc, d[:, None]).sum(axis=1) / d)
-    fixed, trip, extra = alone(ix, n, share)
-    return fixed + one[rows, at] * trip + msk[rows, at] * extra
+    d = dc[np.arange(len(dc)), at]
+    return at, np.minimum(conc, reps * np.minimum(dc, d[:, None]).sum(axis=1) / d)
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
@@ -1385,17 +1382,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     d = fixed + f.one0 * trip + f.masked0 * extra
     d_c = fixed_c + f.one0 * trip_c + f.masked0 * extra_c
 
-    def alone(ix, res, share=None):  # rows ix's CTA parts at res[ix] CTAs an SM, the SM's
-        # units alone, or with `share` (per row of ix) CTAs sharing L2 and DRAM
-        lv_at = (0.0, 0.0) if share is None else (share * lv1[ix], share * lf1[ix])
+    def alone(ix, res, share):  # rows ix's CTA parts at `res` CTAs an SM, with `share` CTAs
+        # sharing L2 and DRAM (0: the SM's units alone; both per row of ix)
+        lv_at = (share * lv1[ix], share * lf1[ix])
         parts = _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
         use = np.flatnonzero(used[ix]) if deps else ()
         if len(use):  # its bits (asked_bits; a share made of the row's durations: their bits
             # are the row's already)
             at = ix[use]
             lv = [np.broadcast_to(v, (len(ix),))[use] for v in lv_at]
-            asked.append((at, res[at], *lv, *(np.where(v != 0, d[at], 0) if share is not None
-                                               else np.zeros(len(use), np.int64)
+            asked.append((at, res[use], *lv, *(np.where(v != 0, d[at], 0)
                                                for v, d in zip(lv, (d_lv1, d_lf1)))))
         return parts
 
@@ -1414,31 +1410,43 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         lengths, row, stacks = b.stacks
         pid = b.pidx[kidx] + 1
         length = lengths[pid]
+        sized = []
         for size in (x for x in _present(length) if x > 0):
             ix = np.nonzero(length == size)[0]
             at = row[pid[ix]]
             one, msk = stacks[int(size)][0][at], stacks[int(size)][1][at]
             reps = f.reps[ix]
-            d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
-                     + f.total_masked[ix] / reps * extra[ix])
             dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
-            # the longest CTA that starts with the launch, at its share of the bandwidth (_longest)
-            first = _longest(dc, one, msk, reps, conc[ix], slots[ix], ix, n, alone)
-            listed, spread = list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix]
-            out[ix] = np.maximum(listed, spread)
-            if deps:
-                wins[ix] = listed > spread
             # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
             # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
             # CTAs at two an SM, 4 SMs held two)
             two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
-            if len(two):
-                p1, t1, x1 = alone(ix[two], np.ones(m))
-                d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
-                end = _shared_ends(b, dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
-                out[ix[two]] = np.maximum(end, spread[two])
+            sized.append((ix, one, msk, reps, dc, two, *_longest(dc, reps, conc[ix], slots[ix])))
+        if sized:
+            # the CTA parts of every length's rows at once: the longest CTA that starts with the
+            # launch, at its share of the bandwidth (_longest), and the pairs' CTAs alone
+            longest, pairs = [x[0] for x in sized], [x[0][x[5]] for x in sized]
+            cut = np.cumsum([0] + [len(i) for i in longest + pairs])
+            ixs, k = np.concatenate(longest + pairs), cut[len(sized)]  # the longest's first
+            parts = alone(ixs, np.concatenate((n[ixs[:k]], np.ones(len(ixs) - k))),
+                          np.concatenate([x[7] for x in sized] + [np.zeros(len(i)) for i in pairs]))
+            for g, (ix, one, msk, reps, dc, two, big, _) in enumerate(sized):
+                rows = np.arange(len(ix))
+                fixed1, trip1, extra1 = (x[cut[g]:cut[g + 1]] for x in parts)
+                first = fixed1 + one[rows, big] * trip1 + msk[rows, big] * extra1
+                d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
+                         + f.total_masked[ix] / reps * extra[ix])
+                listed, spread = list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix]
+                out[ix] = np.maximum(listed, spread)
                 if deps:
-                    wins[ix[two]] = end > spread[two]
+                    wins[ix] = listed > spread
+                if len(two):
+                    p1, t1, x1 = (x[cut[len(sized) + g]:cut[len(sized) + g + 1]] for x in parts)
+                    d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
+                    end = _shared_ends(b, dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
+                    out[ix[two]] = np.maximum(end, spread[two])
+                    if deps:
+                        wins[ix[two]] = end > spread[two]
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
