@@ -335,6 +335,12 @@ DRIFT_OVERLAP = 2.0
 PV_OVERLAP = 1.2
 
 
+def _policies(policy, stages):
+    """The overlap policies Trip.time computes by: `async` with one stage has nothing to
+    overlap its loads with (`none`)."""
+    return np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
+
+
 @dataclass  # not frozen: Trip.time builds one a policy, and a frozen one's fields cost a call each
 class Trip:
     """Demands of one loop trip of one CTA, in seconds: per-SM throughput terms at efficient
@@ -392,7 +398,7 @@ class Trip:
         and the SM's throughput when the CTAs' phases overlap perfectly (asynchronous loads);
         with synchronous loads they do not, and the three combine as a `sync_overlap`-norm
         (1: they add up)."""
-        policy = np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
+        policy = _policies(policy, stages)
         codes = _present(policy)
         if len(codes) == 1:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
@@ -485,7 +491,7 @@ class Trip:
         those of the port, level and latency terms. _time's combinations term for term: a
         max changes only by a relief that may change each of its largest terms (_max_deps),
         a sum or p-norm by one that may change any term."""
-        policy = np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
+        policy = _policies(policy, stages)
         codes = _present(policy)
         if len(codes) == 1:
             return self._deps(int(codes[0]), td, port, level, n, sync_overlap, latency, d_port,
@@ -501,12 +507,13 @@ class Trip:
 
     def _deps(self, policy: int, td: Trip, port, level, n, sync_overlap, latency,
               d_port, d_level, d_lat) -> np.ndarray:
-        """Trip.deps for every entry, as if all had this policy (_time's terms, recomputed)."""
+        """Trip.deps for every entry, as if all had this policy (_time's terms, recomputed to
+        the same bits; written apart from _time's lines, which the mutation check finds once)."""
         if policy == POLICIES["warpspecialized"]:
-            pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
-                             self.sfu + self.alu)
+            pipes = np.where(self.apart <= 0, self.sfu + self.alu,
+                             pnorm([self.sfu, self.alu], sync_overlap))
             pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
-            soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)
+            soft = pnorm([self.tensor, pipes], pv if not isinstance(sync_overlap, float) else _one(pv))
             d_soft = td.tensor | td.sfu | td.alu
             thr = n * _max(soft, self.sram, self.issue, port)
             d_thr = _max_deps([soft, self.sram, self.issue, port], [d_soft, td.sram, td.issue, d_port])
@@ -515,12 +522,12 @@ class Trip:
             d_other = np.where(self.in_step > 0, _max_deps([self.warp_other, alone],
                                                            [td.warp_other, td.sfu | td.alu]),
                                td.warp_other)
-            chain = self.tensor / self.groups + other + latency
+            chain = latency + (self.tensor / self.groups + other)
             return _max_deps([port, chain, level, thr], [d_port, td.tensor | d_other | d_lat, d_level, d_thr])
-        thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
+        thr = _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port) * n
         d_thr = _max_deps([self.dispatch, self.sfu, self.alu, self.sram, self.issue, port],
                           [td.dispatch, td.sfu, td.alu, td.sram, td.issue, d_port])
-        warp = self.warp_mma + self.warp_other + self.queue
+        warp = self.warp_other + self.warp_mma + self.queue
         d_warp = td.warp_mma | td.warp_other | td.queue
         if policy == POLICIES["async"]:
             return _max_deps([port, warp, latency, level, thr], [d_port, d_warp, d_lat, d_level, d_thr])
@@ -1219,7 +1226,8 @@ def _longest(dc, reps, conc, slots) -> tuple[np.ndarray, np.ndarray]:
     first = np.arange(dc.shape[1]) < slots[:, None]
     at = np.argmax(np.where(first, dc, -np.inf), axis=1)
     d = dc[np.arange(len(dc)), at]
-    return at, np.minimum(conc, reps * np.minimum(dc, d[:, None]).sum(axis=1) / d)
+    share = np.minimum(conc, reps * np.minimum(dc, d[:, None]).sum(axis=1) / d)
+    return at, share
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
