@@ -946,19 +946,10 @@ def test_the_longest_cta_shares_bandwidth_with_those_beside_it_while_they_run():
     with Σ min(d, 4) / 4 = 2 CTAs on average (itself included), at most the 4 that run at once."""
     import numpy as np
 
-    seen = {}
-
-    def alone(ix, n, share):  # the CTA's parts at `share` CTAs sharing: a trip of `share` units
-        seen["share"] = share
-        return np.zeros(len(ix)), np.asarray(share, float), np.zeros(len(ix))
-
     dc = np.array([[4.0, 2.0, 1.0, 1.0]])
-    one, msk = np.ones((1, 4)), np.zeros((1, 4))
-    got = timing._longest(dc, one, msk, np.array([1.0]), np.array([4.0]), np.array([4.0]),
-                          np.array([0]), np.ones(1), alone)
-    assert seen["share"] == pytest.approx([2.0]) and got == pytest.approx([2.0])
-    few = timing._longest(dc, one, msk, np.array([1.0]), np.array([1.5]), np.array([4.0]),
-                          np.array([0]), np.ones(1), alone)
+    at, share = timing._longest(dc, np.array([1.0]), np.array([4.0]), np.array([4.0]))
+    assert at.tolist() == [0] and share == pytest.approx([2.0])
+    _, few = timing._longest(dc, np.array([1.0]), np.array([1.5]), np.array([4.0]))
     assert few == pytest.approx([1.5])  # at most the CTAs that run at once
 
 

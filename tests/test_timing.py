@@ -283,3 +283,67 @@ def test_list_schedule_tracks_the_block_scheduler(causal):
                 errs.append(abs(model - exact) / exact)
     assert len(errs) > 100
     assert np.mean(errs) <= 0.055 and max(errs) <= 0.2, (np.mean(errs), max(errs))
+
+
+def test_reliefs_that_change_no_term_leave_the_time(monkeypatch):
+    """The limiter's search takes a relief that changes no term a kernel's time is made of
+    (timing._busy's `deps`) as leaving that time as it is, without predicting it: on batches
+    of every schedule, both directions, causal, decode, windows and fp8 on three GPUs, each
+    such (kernel, relief) predicted again gives the same seconds to the last bit, and the
+    search's limiters are those of every relief predicted. Claims on the kernels that hold each
+    term session 17 added (fa1 forward's barrier queue, a lone CTA's ring and the edges, the
+    drifting warps' port queue) and on multi-wave kernels are among them."""
+    import numpy as np
+
+    from iosim.analysis import sweep
+
+    batches = []
+    search = timing.predict_batch
+
+    def kept(b, *args, **kw):
+        batches.append(b)
+        return search(b, *args, **kw)
+
+    monkeypatch.setattr(timing, "predict_batch", kept)
+    for g in ({"seqlen": "256,1000,4096,16384", "head_dim": "64,128,256", "causal": "both",
+               "batch": "1,8", "heads": "8,24", "schedule": "all", "direction": "both",
+               "hw": "h100,h200,a100"},
+              {"seqlen": "1,16", "seqlen_k": "8192,65536", "head_dim": "128", "batch": "1,16",
+               "heads": "32", "kv_heads": "8", "schedule": "decode", "hw": "h100,a100"},
+              {"seqlen": "1000,9000", "head_dim": "128", "causal": "both", "window": "256",
+               "batch": "2,5", "heads": "16", "schedule": "all", "hw": "h100"},
+              {"seqlen": "512,4096", "head_dim": "128", "causal": "both", "dtype": "fp8_e4m3",
+               "batch": "1,4", "heads": "16", "schedule": "fa3,fa2", "direction": "both",
+               "hw": "h100"}):
+        sweep.sweep_result(g, workers=1)
+    batches = [b for b in batches if len(b) > timing.ONE_PASS]
+    assert batches
+    claimed = 0
+    # the kernels whose time holds each of the terms session 17 added (fa1 forward's barrier
+    # queue, a lone CTA's ring and drain, the edges' burst, drifting warps' port queue) and
+    # those of several waves: claims on each are checked too
+    kinds = dict.fromkeys(("barrier", "ring", "head", "drift", "waves"), 0)
+    for b in batches:
+        k = np.arange(len(b))
+        busy, _, bits = timing._busy(b, k, np.zeros(len(b), np.int64), deps=True)
+        every = np.array([timing._busy(b, k, np.full(len(b), j + 1))[0] for j in range(timing.LAUNCH)]).T
+        same = (bits[:, None] >> np.arange(timing.LAUNCH)) & 1 == 0
+        assert (every[same] == busy.repeat(timing.LAUNCH).reshape(every.shape)[same]).all()
+        claimed += int(same.sum())
+        fact = dict(zip(timing.FACTS, b.table.T))
+        policy = fact["policy"]
+        of = {"barrier": fact["barrier"] > 0, "head": fact["head"] > 0,
+              "ring": (fact["occ"] == 1) & (fact["stages"] > 1) & (fact["total_trips"] > 0)
+              & (policy != timing.POLICIES["warpspecialized"]),
+              "drift": (policy == timing.POLICIES["drift"]) | (policy == timing.POLICIES["prefetch"]),
+              "waves": fact["ctas"] > fact["occ"] * fact["sms"]}
+        for x, rows in of.items():
+            kinds[x] += int(same[rows].sum())
+        # the batch's limiters with every relief predicted
+        starts = np.arange(0, len(b), 3)
+        pr = search(b, True, starts, kernel_bounds=False)
+        sums = np.add.reduceat(np.concatenate([every, (busy + b.launch / 2)[:, None]], axis=1)
+                               + b.launch[:, None] * np.r_[np.ones(timing.LAUNCH), 0], starts, axis=0)
+        assert pr.group_bound == timing._chosen(sums)
+    assert claimed > 1000
+    assert min(kinds.values()) > 100, kinds

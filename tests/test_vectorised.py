@@ -137,7 +137,11 @@ def test_occupancies_tried_are_the_ones_that_can_win(monkeypatch):
     # of fewer occupancies, but for the drain, so fewer are pruned: 5395 of 5698)
     assert len(b) > 300 and rows < 0.95 * all_rows
     assert np.array_equal(pruned.seconds, every.seconds)
-    assert np.array_equal(pruned.relaxed, every.relaxed, equal_nan=True)
+    # the relief times both know (which ones each predicts follows what each knows exactly
+    # already: timing._busy's `deps`, of the occupancies it tried)
+    both = ~np.isnan(pruned.relaxed) & ~np.isnan(every.relaxed)
+    assert both[:, : timing.LAUNCH].sum() > len(b)
+    assert np.array_equal(pruned.relaxed[both], every.relaxed[both])
     assert pruned.group_bound == every.group_bound
 
 

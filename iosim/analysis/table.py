@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.plan import Plan, ctas_per_sm
+from iosim.core.plan import Plan
 from iosim.core.problem import Problem
 from iosim.core.rows import problem_fields
 from iosim.kernels import kv_splits
@@ -113,24 +113,34 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
 class _Shape:
     """What one template contributes, as arrays: per kernel its facts and, for every count, a
     and b of count = a + b x u (u: a problem's pairs, float64 as the model takes them); its
-    DRAM accesses likewise; the Plan's totals (Python's ints)."""
+    DRAM accesses likewise; the Plan's totals (Python's ints). A row a kernel (KERN's columns)
+    and a row an access (ACCS'), so that a batch gathers each in one numpy call."""
 
-    ext_a: np.ndarray  # per kernel, EXTENSIVE
-    ext_b: np.ndarray
-    inten: np.ndarray  # per kernel, INTENSIVE
-    rates: np.ndarray  # per kernel, RATE_FIELDS
+    kern: np.ndarray  # per kernel: EXTENSIVE a, EXTENSIVE b, INTENSIVE, RATE_FIELDS, slots
+    accs: np.ndarray  # per DRAM access: its kernel, [count, size] a, b, reuse, ahead, write
     periods: list  # per kernel: (trips, masked trips) or None
-    kin: np.ndarray  # per DRAM access: its kernel
-    acc_a: np.ndarray  # per access: [count, size]
-    acc_b: np.ndarray
-    reuse: np.ndarray
-    ahead: np.ndarray
-    write: np.ndarray
-    slots: np.ndarray  # per kernel: resident CTA slots
-    peaks: list  # datasheet rates (ROOF; launch: the overhead)
-    l2: float
+    peaks: list  # datasheet rates (ROOF; launch: the overhead), then the L2's usable bytes
     counts: tuple[list, list]  # Plan totals (_Raw.counts): a, b
     affine: bool = True  # False: b = 0 throughout (a template of its own problem alone)
+
+    @property
+    def inten(self) -> np.ndarray:
+        return self.kern[:, KERN["inten"]]
+
+
+def _span(*widths: tuple[str, int]) -> dict[str, slice]:
+    """Named column ranges of the given widths, end to end."""
+    out, at = {}, 0
+    for name, w in widths:
+        out[name], at = slice(at, at + w), at + w
+    return out
+
+
+NE = len(timing.EXTENSIVE)
+KERN = _span(("ext_a", NE), ("ext_b", NE), ("inten", len(timing.INTENSIVE)),
+             ("rates", len(timing.RATE_FIELDS)), ("slots", 1))
+OCC, SMS = timing.INTENSIVE.index("occ"), timing.INTENSIVE.index("sms")
+ACCS = _span(("kin", 1), ("acc_a", 2), ("acc_b", 2), ("reuse", 1), ("ahead", 1), ("write", 1))
 
 
 def _accesses(r: _Raw, pl: Plan) -> list:
@@ -249,34 +259,42 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     if any(scaled or probe is not None for _, _, scaled, probe in items):
         a, b, bad = _fits(v0, v1, u0, u1)
         af, bf = a.astype(np.float64), b.astype(np.float64)
-    else:  # templates of their own problems (predict's rows): a as it is, b = 0
-        a = np.array([v for vs in v0 for v in vs] + [None], object)[:-1]
-        af, b, bad = a.astype(np.float64), np.zeros(len(a), np.int64), [False] * len(items)
-        bf = b.astype(np.float64)
+    else:  # templates of their own problems (predict's rows): a as it is (its totals, Python's
+        # ints, taken from the Plans' counts below), b = 0
+        a = b = None
+        af, bad = np.array([v for vs in v0 for v in vs], np.float64), [False] * len(items)
+        bf = np.zeros(len(af))
     kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    inten = np.array([x for r in raws for x in r.inten], np.float64)
-    rates = np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64)
-    slots = np.array([ctas_per_sm(k, hw) * hw.sm_count for k, hw, _ in kernels], np.float64)
-    kin = np.array([x for r in raws for x in r.kin], np.int64)
-    reuse = np.array([x for r in raws for x in r.reuse], np.float64)
-    write = np.array([x for r in raws for x in r.write], np.float64)
-    ahead = np.array([x for r in raws for x in r.ahead], np.float64)
+    # each template's counts: its kernels' (EXTENSIVE) and its accesses' ([count, size]), a and b
+    ne, parts, at = len(timing.EXTENSIVE), ([], [], [], []), 0
+    for (pl, _, _, _), r in zip(items, raws):
+        e, c = ne * len(pl.kernels), ne * len(pl.kernels) + len(r.acc)
+        for part, x in zip(parts, (af[at:at + e], bf[at:at + e], af[at + e:at + c], bf[at + e:at + c])):
+            part.append(x)
+        at += c + len(r.counts)
+    ea, eb, aa, ab = (np.concatenate(x) if x else np.zeros(0) for x in parts)
+    inten = np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE))
+    kern = np.concatenate([
+        ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
+        np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64).reshape(-1, len(timing.RATE_FIELDS)),
+        # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
+        inten[:, [OCC]] * inten[:, [SMS]]], axis=1)
+    side = np.array([[x for r in raws for x in r.kin], [x for r in raws for x in r.reuse],
+                     [x for r in raws for x in r.ahead], [x for r in raws for x in r.write]],
+                    np.float64).reshape(4, -1).T
+    accs = np.concatenate([side[:, :1], aa.reshape(-1, 2), ab.reshape(-1, 2), side[:, 1:]], axis=1)
     out = []
-    ne = len(timing.EXTENSIVE)
     at = k0 = a0 = 0  # where the template's counts, kernels, accesses begin
     for (pl, hw, scaled, probe), r, ok, not_whole in zip(items, raws, alike, bad):
         nk, na = len(pl.kernels), len(r.kin)
-        e, c, n = ne * nk, ne * nk + 2 * na, ne * nk + 2 * na + len(r.counts)
+        c, n = ne * nk + 2 * na, ne * nk + 2 * na + len(r.counts)
         if ok and not not_whole:
             tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, pl.problem.dtype)
             out.append(_Shape(
-                af[at:at + e].reshape(nk, ne), bf[at:at + e].reshape(nk, ne),
-                inten[k0:k0 + nk], rates[k0:k0 + nk], r.periods, kin[a0:a0 + na],
-                af[at + e:at + c].reshape(na, 2), bf[at + e:at + c].reshape(na, 2),
-                reuse[a0:a0 + na], ahead[a0:a0 + na], write[a0:a0 + na], slots[k0:k0 + nk],
-                [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s],
-                hw.l2_bytes * hw.efficiency.l2_capacity,
-                (a[at + c:at + n].tolist(), b[at + c:at + n].tolist()), scaled or probe is not None))
+                kern[k0:k0 + nk], accs[a0:a0 + na], r.periods,
+                [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s, hw.l2_bytes * hw.efficiency.l2_capacity],
+                ((a[at + c:at + n].tolist(), b[at + c:at + n].tolist()) if a is not None else
+                 (list(r.counts), [0] * len(r.counts))), scaled or probe is not None))
         else:
             out.append(None)
         at, k0, a0 = at + n, k0 + nk, a0 + na
@@ -326,7 +344,7 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     (problem, DRAM access)."""
     uf = u.astype(np.float64)
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
-    nk = np.array([len(sh.inten) for sh in shapes])
+    nk, na = np.array([(len(sh.kern), len(sh.accs)) for sh in shapes], np.int64).reshape(-1, 2).T
     k0 = nk.cumsum() - nk  # each template's first kernel among all templates' kernels
     periods, pid = [], []
     for sh in shapes:
@@ -336,24 +354,24 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
                 periods.append(per)
     kt, kp, ki = _rows_of(nk, m)
     k = k0[kt] + ki  # each row's kernel
-    gather = lambda rows, name: np.concatenate([getattr(sh, name) for sh in shapes])[rows]  # noqa: E731
+    kern = np.concatenate([sh.kern for sh in shapes])[k]
     # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
     affine = any(sh.affine for sh in shapes)
-    ext = gather(k, "ext_a") + gather(k, "ext_b") * uf[kp][:, None] if affine else gather(k, "ext_a")
-    inten, rates = gather(k, "inten"), gather(k, "rates")
+    ext = kern[:, KERN["ext_a"]] + kern[:, KERN["ext_b"]] * uf[kp][:, None] if affine else kern[:, KERN["ext_a"]]
+    inten, rates, slots = kern[:, KERN["inten"]], kern[:, KERN["rates"]], kern[:, KERN["slots"]][:, 0]
     peaks = np.array([sh.peaks for sh in shapes], np.float64)[kt]
-    slots = gather(k, "slots")
-    l2 = np.array([sh.l2 for sh in shapes])[kt]
+    peaks, l2 = peaks[:, :-1], peaks[:, -1]
     # every (problem, DRAM access)
-    na = np.array([len(sh.kin) for sh in shapes])
     at, ap, ai = _rows_of(na, m)
     a = (na.cumsum() - na)[at] + ai  # each row's access
+    accs = np.concatenate([sh.accs for sh in shapes])[a]
     row0 = (nk * m).cumsum() - nk * m  # each template's first (problem, kernel) row
-    kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + gather(a, "kin")
-    acc = gather(a, "acc_a") + gather(a, "acc_b") * uf[ap][:, None] if affine else gather(a, "acc_a")
-    dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], gather(a, "reuse"),
-                                        gather(a, "write").astype(bool), ext[:, EXT["units"]],
-                                        slots, l2, gather(a, "ahead"))
+    kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + accs[:, 0].astype(np.int64)
+    acc = (accs[:, ACCS["acc_a"]] + accs[:, ACCS["acc_b"]] * uf[ap][:, None] if affine
+           else accs[:, ACCS["acc_a"]])
+    dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], accs[:, ACCS["reuse"].start],
+                                        accs[:, ACCS["write"].start].astype(bool), ext[:, EXT["units"]],
+                                        slots, l2, accs[:, ACCS["ahead"].start])
     b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
                      peaks[:, ROOF.index("launch")], periods, np.array(pid, np.int64)[k])
     nks = nk.repeat(m)
@@ -452,8 +470,7 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "time_roofline_ms": t_roof * 1e3,
         "bound_roofline": strs(ROOF, md.roof_bound[back]),
         "time_pred_ms": t_pred * 1e3,
-        "tflops_pred": np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(bh)) for t, bh in zip(
-            templates, _split(out["batch"] * out["heads"], m))]) / t_pred / 1e12,
+        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], m, alone) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
         "bound": _rep_rows(np.array(md.bound + [None], dtype=object)[:-1][back], alone),
         # the main kernel's busiest unit, and its share of its efficient peak
@@ -468,6 +485,14 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "backing": _rep([backing(t.plan, t.hw) for t in templates], m, alone),
         "notes": _rep([t.plan.notes for t in templates], m, alone)})
     return out
+
+
+def _fa_flops(templates: Sequence[Template], bh: np.ndarray, m: np.ndarray, alone: bool) -> np.ndarray:
+    """Problem.fa_flops of every row, a template's problems at once (the same float operations
+    on Python's ints for a template a row: no numpy call a row)."""
+    if alone:
+        return np.array([t.plan.problem.fa_flops(x) for t, x in zip(templates, bh.tolist())], np.float64)
+    return np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(x)) for t, x in zip(templates, _split(bh, m))])
 
 
 def _rep_rows(col: np.ndarray, alone: bool):
@@ -497,12 +522,12 @@ def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: b
     umax = float(u_all.max())
     if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
         us = u_all.tolist()
-        out = []
-        for aj, bj in zip(zip(*[sh.counts[0] for sh in shapes]), zip(*[sh.counts[1] for sh in shapes])):
-            vals = [x + y * u for x, y, u in zip(aj, bj, us)]
-            big = max(map(abs, aj)) + max(map(abs, bj)) * umax >= INT_MAX
-            out.append(vals if big else np.array(vals, np.int64))
-        return out
+        a, b = [sh.counts[0] for sh in shapes], [sh.counts[1] for sh in shapes]
+        vals = [[x + y * u for x, y in zip(aj, bj)] for aj, bj, u in zip(a, b, us)]
+        big = [max(map(abs, aj)) + max(map(abs, bj)) * umax >= INT_MAX for aj, bj in zip(zip(*a), zip(*b))]
+        if not any(big):  # every column in int64's reach: one array
+            return list(np.array(vals, np.int64).T)
+        return [list(col) if z else np.array(col, np.int64) for col, z in zip(zip(*vals), big)]
     a = np.array([sh.counts[0] for sh in shapes], dtype=object)
     b = np.array([sh.counts[1] for sh in shapes], dtype=object)
     big = (np.abs(a).max(axis=0) + np.abs(b).max(axis=0) * umax) >= INT_MAX

@@ -111,7 +111,7 @@ RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "sm_dram", "l2",
                "launch")
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: a batch builds several, and a frozen one's fields cost a call each
 class Rates:
     """Efficient rates of one profile for one kernel: per SM for the units, whole GPU for the
     levels (bytes, FLOPs or exponentials per second). Fields may be numpy arrays (one rate per
@@ -285,8 +285,8 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
     faster than with an array of them, to the same bits)."""
     top = _max(*terms)
     if isinstance(p, float) and p != math.inf:  # one finite exponent (_one): fewer numpy calls
-        plain = top <= 0
-        return np.where(plain, top, top * _norm(terms, np.where(plain, 1.0, top), p))
+        plain = top <= _ZERO
+        return np.where(plain, top, top * _norm(terms, np.where(plain, _ONE, top), p))
     plain = (top <= 0) | np.isinf(p)
     safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
 
@@ -303,11 +303,15 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
 
 
 def _norm(ts, safe, q: float):
-    """(Σ (t / safe)^q)^(1/q), one exponent q."""
-    s = 0.0
+    """(Σ (t / safe)^q)^(1/q), one exponent q (as 0-d arrays: numpy takes those faster than
+    Python's floats, to the same bits)."""
+    s, e = _ZERO, np.array(q)
     for t in ts:
-        s = s + (t / safe) ** q
-    return s ** (1 / q)
+        s = s + (t / safe) ** e
+    return s ** np.array(1 / q)
+
+
+_ZERO, _ONE = np.array(0.0), np.array(1.0)
 
 
 def _one(x: np.ndarray):
@@ -336,7 +340,13 @@ DRIFT_OVERLAP = 2.0
 PV_OVERLAP = 1.2
 
 
-@dataclass(frozen=True)
+def _policies(policy, stages):
+    """The overlap policies Trip.time computes by: `async` with one stage has nothing to
+    overlap its loads with (`none`)."""
+    return np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
+
+
+@dataclass  # not frozen: Trip.time builds one a policy, and a frozen one's fields cost a call each
 class Trip:
     """Demands of one loop trip of one CTA, in seconds: per-SM throughput terms at efficient
     rates, and one warp's own chain (its MMAs and its other instructions); arrays, per case."""
@@ -395,7 +405,7 @@ class Trip:
         and the SM's throughput when the CTAs' phases overlap perfectly (asynchronous loads);
         with synchronous loads they do not, and the three combine as a `sync_overlap`-norm
         (1: they add up)."""
-        policy = np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
+        policy = _policies(policy, stages)
         codes = _present(policy)
         if len(codes) == 1:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
@@ -410,7 +420,7 @@ class Trip:
             at = when.nonzero()[0]  # many: each policy on its own entries (one gather of all terms)
             tr = Trip(*terms[:, at])
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
-            out[..., at] = tr._time(int(code), port[at], level[..., at], n[at], q, latency[at])
+            out[..., at] = tr._time(int(code), port[at], level[..., at], n[..., at], q, latency[at])
         return out
 
     def _time(self, policy: int, port, level, n, sync_overlap, latency) -> np.ndarray:
@@ -480,6 +490,105 @@ class Trip:
             return pnorm([chain + queued, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
         return pnorm([latency + port + warp, level, thr], sync_overlap)
+
+    def deps(self, td: Trip, policy, stages, port, level, n, sync_overlap, latency,
+             d_port, d_level, d_lat) -> np.ndarray:
+        """Which reliefs may change Trip.time's answer (RELIEFS bits, per entry), of the same
+        arguments; `td`: the terms' own bits (_trip_deps), `d_port`, `d_level`, `d_lat`:
+        those of the port, level and latency terms. _time's combinations term for term: a
+        max changes only by a relief that may change each of its largest terms (_max_deps),
+        a sum or p-norm by one that may change any term."""
+        policy = _policies(policy, stages)
+        codes = _present(policy)
+        if len(codes) == 1:
+            return self._deps(int(codes[0]), td, port, level, n, sync_overlap, latency, d_port,
+                              d_level, d_lat) + np.zeros(np.shape(level), np.int64)
+        out = np.zeros(np.shape(level), np.int64)
+        for code in codes:  # each policy on its own entries (the arguments: numbers, or arrays
+            # of an entry each along their last axis)
+            at = (policy == code).nonzero()[0]
+            sub, sd = (Trip(*(getattr(t, x)[at] for x in Trip.__dataclass_fields__)) for t in (self, td))
+            out[..., at] = sub._deps(int(code), sd, *(x[..., at] if np.ndim(x) else x for x in (
+                port, level, n, sync_overlap, latency, d_port, d_level, d_lat)))
+        return out
+
+    def _deps(self, policy: int, td: Trip, port, level, n, sync_overlap, latency,
+              d_port, d_level, d_lat) -> np.ndarray:
+        """Trip.deps for every entry, as if all had this policy (_time's terms, recomputed to
+        the same bits; written apart from _time's lines, which the mutation check finds once)."""
+        if policy == POLICIES["warpspecialized"]:
+            pipes = np.where(self.apart <= 0, self.sfu + self.alu,
+                             pnorm([self.sfu, self.alu], sync_overlap))
+            pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
+            soft = pnorm([self.tensor, pipes], pv if not isinstance(sync_overlap, float) else _one(pv))
+            d_soft = td.tensor | td.sfu | td.alu
+            thr = n * _max(soft, self.sram, self.issue, port)
+            d_thr = _max_deps([soft, self.sram, self.issue, port], [d_soft, td.sram, td.issue, d_port])
+            alone = self.sfu + self.alu
+            other = np.where(self.in_step > 0, np.maximum(self.warp_other, alone), self.warp_other)
+            d_other = np.where(self.in_step > 0, _max_deps([self.warp_other, alone],
+                                                           [td.warp_other, td.sfu | td.alu]),
+                               td.warp_other)
+            chain = latency + (self.tensor / self.groups + other)
+            return _max_deps([port, chain, level, thr], [d_port, td.tensor | d_other | d_lat, d_level, d_thr])
+        thr = _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port) * n
+        d_thr = _max_deps([self.dispatch, self.sfu, self.alu, self.sram, self.issue, port],
+                          [td.dispatch, td.sfu, td.alu, td.sram, td.issue, d_port])
+        warp = self.warp_other + self.warp_mma + self.queue
+        d_warp = td.warp_mma | td.warp_other | td.queue
+        if policy == POLICIES["async"]:
+            return _max_deps([port, warp, latency, level, thr], [d_port, d_warp, d_lat, d_level, d_thr])
+        if policy == POLICIES["spread"]:
+            return _max_deps([latency + port + warp, level, thr], [d_lat | d_port | d_warp, d_level, d_thr])
+        if policy == POLICIES["lockstep"]:
+            return _max_deps([pnorm([port + warp, thr], sync_overlap), level],
+                             [d_port | d_warp | d_thr, d_level])
+        # p-norms of them all (drift's and prefetch's port queue is made of the same terms: at
+        # three or more CTAs an SM a shorter chain may lengthen it, (n - 1) port^2 / chain, so
+        # a max that holds such a trip must hold its bits in every term: _schedule's do, each
+        # of its terms holds the same trips)
+        return d_lat | d_port | d_warp | d_level | d_thr
+
+
+# what a relief may change, as bits of RELIEFS (Trip.deps, _schedule's `deps`)
+BIT = {x: 1 << i for i, x in enumerate(RELIEFS)}
+ALL = (1 << len(RELIEFS)) - 1
+
+
+def _dep(v, bit: int) -> np.ndarray:
+    """`bit` where v is not zero: a term that is a count over a rate (or times a latency),
+    none where the count is zero (zero at any rate)."""
+    return np.where(np.asarray(v) != 0, bit, 0)
+
+
+def _max_deps(vals: Sequence, deps: Sequence) -> np.ndarray:
+    """Bits of _max(*vals): a relief changes the largest only where it may change every term
+    that is largest, since no relief lengthens a term (each is a count over a rate, a count
+    times a latency, or a sum, product by a count, max or p-norm of such: faster rates and
+    shorter latencies only shorten it)."""
+    top = _max(*vals)
+    out = ALL
+    for v, d in zip(vals, deps):
+        out = out & np.where(v == top, d, ALL)
+    return out
+
+
+def _trip_deps(t: Trip) -> Trip:
+    """The bits of each term of Trip.of (Trip's fields; those rates leave alone: 0)."""
+    lat = BIT["latency"]
+    zero = np.zeros(np.shape(t.tensor), np.int64)
+    return Trip(tensor=_dep(t.tensor, BIT["tensor"]), sfu=_dep(t.sfu, BIT["sfu"]),
+                alu=_dep(t.alu, BIT["alu"]), sram=_dep(t.sram, BIT["sram"]),
+                issue=_dep(t.issue, BIT["issue"]), warp_mma=_dep(t.warp_mma, lat),
+                warp_other=_dep(t.warp_other, lat),
+                # mma.sync's tensor time and its issue (_dep of what is left of it: none where
+                # that is too small to move the sum, and it only shrinks under a relief)
+                dispatch=_dep(t.dispatch, BIT["tensor"]) & _dep(t.tensor, BIT["tensor"])
+                | _dep(t.dispatch - t.tensor, BIT["issue"] | lat),
+                groups=zero, apart=zero, under_pv=zero, in_step=zero,
+                # the tensor time of the sub-partition's other warps, their share by its
+                # warp schedulers (the issue rate's: more of them, fewer warps to wait for)
+                queue=_dep(t.queue, BIT["tensor"] | BIT["issue"]))
 
 
 def reduced_loop_reads(k: KernelPlan, p: Problem) -> float:
@@ -731,35 +840,32 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
 def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
                 dram_w: np.ndarray) -> np.ndarray:
     """(kernels, FACTS) from (kernels, EXTENSIVE) counts, (kernels, INTENSIVE) facts and the
-    kernels' DRAM bytes: per trip of one CTA, the once-per-CTA work and the mask apart."""
-    e, s = dict(zip(EXTENSIVE, ext.T)), dict(zip(INTENSIVE, inten.T))
-    ctas = e["ctas"]
-    reps = np.floor_divide(ctas, s["period"])
-    total_trips, total_masked = s["sum_one"] * reps, s["sum_masked"] * reps
+    kernels' DRAM bytes: per trip of one CTA, the once-per-CTA work and the mask apart (a block
+    of facts a numpy call: a small batch's cost is the calls)."""
+    e, s = _EXT_AT, _INT_AT
+    ctas = ext[:, e["ctas"]]
+    reps = np.floor_divide(ctas, inten[:, s["period"]])
+    total_trips, total_masked = inten[:, s["sum_one"]] * reps, inten[:, s["sum_masked"]] * reps
     # the loop's work and bytes are spread over its tiles of work: trips less the padding of
     # ragged tiles computed in full (each trip then a whole tile's work)
-    steps = np.where(total_trips > 0, total_trips / s["pad"], 1.0)
-    two_r, two_w = e["two_r"], e["two_w"]
-    cols = {
-        "reps": reps, "total_trips": total_trips, "total_masked": total_masked,
-        "steps": steps, "a_flops": (e["flops"] - e["o_flops"]) / steps,
-        "a_exps": (e["exps"] - e["o_exps"]) / steps,
-        "a_alu": (e["alu"] - e["o_alu"] - e["mask_alu"]) / steps, "a_sram": e["sram"] / steps,
-        "a_fill": e["fill"] / steps,
-        "o_flops": e["o_flops"] / ctas, "o_exps": e["o_exps"] / ctas, "o_alu": e["o_alu"] / ctas,
-        # ALU ops of a masked trip
-        "mask": np.where(total_masked > 0, e["mask_alu"] / np.where(total_masked > 0, total_masked, 1), 0.0),
-        # DRAM shares of the two-level bytes
-        "dram_r": np.where(two_r > 0, dram_r / np.where(two_r > 0, two_r, 1), 0.0),
-        "dram_w": np.where(two_w > 0, dram_w / np.where(two_w > 0, two_w, 1), 0.0),
-        "l2_bytes": two_r + two_w + e["l2_extra"], "dram_bytes": dram_r + dram_w,
-        "need_port": two_r + two_w > 0, "loop_x": e["l2_extra"] / steps,
-        "red": e["loop_red"] / steps}
+    steps = np.where(total_trips > 0, total_trips / inten[:, s["pad"]], 1.0)
+    two_r, two_w = ext[:, e["two_r"]], ext[:, e["two_w"]]
+    once = ext[:, _ONCE[1]]
+    loop = ext[:, _STEP[1]]  # the loop's: less the once-per-CTA work, and the mask's ALU ops
+    loop[:, :len(_ONCE[0])] -= once
+    loop[:, _STEP[0].index("a_alu")] -= ext[:, e["mask_alu"]]
+    # ALU ops of a masked trip; DRAM shares of the two-level bytes
+    part, whole = np.array([ext[:, e["mask_alu"]], dram_r, dram_w]), np.array([total_masked, two_r, two_w])
+    some = whole > 0
+    two = two_r + two_w
     out = np.empty((len(ctas), len(FACTS)))
     # the facts taken as they are, a block each; then the computed ones
     out[:, _AS_IS[0][0]], out[:, _AS_IS[1][0]] = inten[:, _AS_IS[0][1]], ext[:, _AS_IS[1][1]]
-    for x, v in cols.items():
-        out[:, FACTS.index(x)] = v
+    out[:, _STEP_AT] = loop / steps[:, None]
+    out[:, _ONCE_AT] = once / ctas[:, None]
+    out[:, _SHARE_AT] = np.where(some, part / np.where(some, whole, 1), 0.0).T
+    out[:, _PLAIN_AT] = np.array([reps, total_trips, total_masked, steps, two + ext[:, e["l2_extra"]],
+                                  dram_r + dram_w, two > 0]).T
     return out
 
 
@@ -769,13 +875,26 @@ def _as_is(names: tuple, computed: set) -> tuple[list, list]:
     return [a for a, _ in pairs], [i for _, i in pairs]
 
 
-# facts_table's computed facts (the others come from INTENSIVE and EXTENSIVE as they are)
-_COMPUTED = {"reps", "total_trips", "total_masked", "steps", "a_flops", "a_exps", "a_alu", "a_sram",
-             "a_fill", "o_flops", "o_exps", "o_alu", "mask", "dram_r", "dram_w", "l2_bytes",
-             "dram_bytes", "need_port", "loop_x", "red"}
+def _at(names: tuple, of: tuple) -> np.ndarray:
+    return np.array([of.index(x) for x in names], np.intp)
+
+
+_EXT_AT, _INT_AT = ({x: i for i, x in enumerate(n)} for n in (EXTENSIVE, INTENSIVE))
+# facts_table's computed facts, by block: per loop step (the once-per-CTA work's first, in
+# _ONCE's order) and once per CTA, with the EXTENSIVE counts they are made of; the shares of
+# a count; the others
+_STEP = (("a_flops", "a_exps", "a_alu", "a_sram", "a_fill", "loop_x", "red"),
+         _at(("flops", "exps", "alu", "sram", "fill", "l2_extra", "loop_red"), EXTENSIVE))
+_ONCE = (("o_flops", "o_exps", "o_alu"), _at(("o_flops", "o_exps", "o_alu"), EXTENSIVE))
+_SHARE = ("mask", "dram_r", "dram_w")
+_PLAIN = ("reps", "total_trips", "total_masked", "steps", "l2_bytes", "dram_bytes", "need_port")
+_STEP_AT, _ONCE_AT, _SHARE_AT, _PLAIN_AT = (_at(b, FACTS) for b in (_STEP[0], _ONCE[0], _SHARE, _PLAIN))
+_COMPUTED = {*_STEP[0], *_ONCE[0], *_SHARE, *_PLAIN}
+# (the others come from INTENSIVE and EXTENSIVE as they are)
 _AS_IS = (_as_is(INTENSIVE, _COMPUTED), _as_is(EXTENSIVE, _COMPUTED))
 if set(FACTS) != _COMPUTED | {FACTS[i] for i in _AS_IS[0][0] + _AS_IS[1][0]}:
     raise AssertionError("a fact that facts_table neither computes nor takes as it is")
+_AS_IS = tuple(tuple(np.array(x, np.intp) for x in pair) for pair in _AS_IS)  # fancy indices
 
 
 class _Facts:
@@ -796,6 +915,8 @@ class Batch:
     launch: np.ndarray
     periods: list
     pidx: np.ndarray
+    # shared_end's answers by their inputs, for every pass over the batch (_shared_ends)
+    ends: dict = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -835,9 +956,11 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
 FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one pass
 
 
-def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, dict]:
+def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) -> tuple:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
-    batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array)."""
+    batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array);
+    with `deps`, also per case the reliefs (RELIEFS bits) that may change its seconds: any
+    other leaves them as they are, to the last bit (_schedule's `deps`)."""
     table = b.table
     rates = b.rates[kidx] * RELIEF_FACTORS[relief]
     f = _Facts(table[kidx])
@@ -857,30 +980,42 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray) -> tuple[np.ndarray, d
     # sooner than beside another)
     paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms)
     if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired)
+        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps)
+        best, bits = best if deps else (best, None)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
         # and above a floor of the occupancies below it: o CTAs an SM run the kernel's trips,
         # each no shorter than a warp's dependent chain, o x SMs at a time (the most below
         # the cap, 2^(e-1) for cap - 1 = x 2^e with x in [0.5, 1), has the lowest floor)
-        best, chain = _schedule(f, r, cap * f.sms, b, kidx)
+        best, chain, *bits = _schedule(f, r, cap * f.sms, b, kidx, deps)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
         # (and the kernel's drain: every schedule's edges or its lone CTAs' rings hold it)
         floor = f.total_trips * chain / (fewer * f.sms) + f.drain * r.load_latency
         i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best) & ~paired).nonzero()[0]
+        if deps:  # a relief that may change the floor (the chain, the drain) may change which
+            # occupancies are tried
+            bits = bits[0] | np.where((cap > 1) & ~paired, bits[1] | _dep(f.drain, BIT["latency"]), 0)
         if len(i):
-            best[i] = np.minimum(best[i], _shortest(b, kidx[i], rates[i], cap[i], with_cap=False))
+            less = _shortest(b, kidx[i], rates[i], cap[i], with_cap=False, deps=deps)
+            if deps:
+                less, bits[i] = less[0], bits[i] | less[1]
+            best[i] = np.minimum(best[i], less)
     # after the last CTA's loop, a chain of dependent round trips to L2 no other work overlaps
     # (KernelPlan.tail_round_trips: split-KV decode's fused combine, on lines other SMs wrote)
     tail = f.tail * r.l2_latency
+    if deps:  # the schedule past the fluid limits: a relief of theirs shortens one, leaves it
+        # the larger; else either may change it (a relief may lengthen a schedule)
+        top_bits = _max_deps([limits[u] for u in LIMITS], [_dep(limits[u], BIT[u]) for u in LIMITS])
+        bits = np.where(best > top, bits, bits | top_bits) | _dep(tail, BIT["latency"])
+        return np.maximum(best, top) + tail, limits, bits
     return np.maximum(best, top) + tail, limits
 
 
 def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
-              with_cap: bool, only_cap: np.ndarray | None = None) -> np.ndarray:
+              with_cap: bool, only_cap: np.ndarray | None = None, deps: bool = False):
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
     its cap, and at the cap `with_cap` (each case must have one; `only_cap`: cases scheduled at
-    their cap alone)."""
+    their cap alone); with `deps`, also the bits of all the schedules it takes the least of."""
     bits = 1 << np.arange(int(cap.max()).bit_length())
     occ = np.empty((len(cap), len(bits) + 1), np.int64)
     occ[:, :-1], occ[:, -1] = bits, cap
@@ -890,9 +1025,10 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
         tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
     g = _Facts(b.table[kidx[case]])
-    sched, _ = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case])
+    sched, _, *bits = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case], deps)
     counts = tried.sum(axis=1)
-    return np.minimum.reduceat(sched, counts.cumsum() - counts)
+    least = np.minimum.reduceat(sched, counts.cumsum() - counts)
+    return (least, np.bitwise_or.reduceat(bits[0], counts.cumsum() - counts)) if deps else least
 
 
 def _rep(a: np.ndarray, k: int) -> np.ndarray:
@@ -912,8 +1048,8 @@ def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
 
 def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port, lat,
            fixed_port, waits, m: int, levels=(0.0, 0.0)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(fixed part, plain trip, a masked trip's extra) of one CTA of rows `ix` at `res[ix]`
-    CTAs an SM, without the bandwidth share (the SM's own units) or, `levels`, with its share
+    """(fixed part, plain trip, a masked trip's extra) of one CTA of rows `ix` at `res` (per
+    row of ix) CTAs an SM, without the bandwidth share (the SM's own units) or, `levels`, with its share
     of L2/DRAM time (a loop trip's, the fixed part's; per row of ix). `trips`: _schedule's
     Trip of 3m entries (plain trips, masked, epilogues); `q`: its sync_overlap (a float or per
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
@@ -931,26 +1067,41 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     qi = q if isinstance(q, float) else q[ix]
     t = sub.time(three(f.policy[ix], POLICIES["async"]), three(f.stages[ix], 2.0),
                  three(at(loop_port), 0.0), three(levels[0] + np.zeros(k), 0.0),
-                 three(res[ix], res[ix]),
+                 three(res, res),
                  qi if isinstance(qi, float) else three(qi, qi), three(at(lat), 0.0)).reshape(3, k)
     fixed = pnorm([np.maximum(at(fixed_port), levels[1]) + np.zeros(k), t[2]], qi) + at(waits)
     return fixed, t[0], t[1] - t[0]
 
 
-def _tail(f: _Facts, d_c: np.ndarray, left: np.ndarray, n: np.ndarray, alone) -> np.ndarray:
-    """Seconds of the last, partial wave of alike CTAs (`left` of them; 0: none) beyond the full
-    waves: the block scheduler places each CTA on whichever SM has a slot free, so the `left`
-    CTAs spread over the SMs, ceil(left / SMs) an SM, each as fast as that residency lets it
-    (d_c: at the full waves' `n` an SM; ncu, experiments/ncu_mechanism/h100/small15b: fa2's
-    272 CTAs at two an SM ran two or three CTAs an SM, the last 8 alone). `alone(ix, res)`:
-    _alone's parts for rows ix."""
-    res = np.maximum(1.0, np.ceil(left / f.sms))
-    out = np.where(left > 0, d_c, 0.0)
-    ix = np.flatnonzero((left > 0) & (res < n))
-    if len(ix):
-        fixed, trip, extra = alone(ix, res)
-        out[ix] = fixed + f.one0[ix] * trip + f.masked0[ix] * extra
-    return out
+def _alone_deps(f: _Facts, trips: Trip, td: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port,
+                lat, fixed_port, waits, m: int, levels, d: dict) -> np.ndarray:
+    """The bits (Trip.deps) of _alone's parts of the same arguments, together, per row of ix
+    (rows may repeat; `res` and `levels` per row of ix); `td`: the terms' bits of `trips`,
+    `d`: those of loop_port, lat, fixed_port, waits and the levels (per row of ix)."""
+    sel = (np.arange(3)[:, None] * m + ix).ravel()
+    sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
+    sd = Trip(*(getattr(td, x)[sel] for x in Trip.__dataclass_fields__))
+    k = len(ix)
+
+    def three(plain, epi, kind=np.float64):
+        out = np.empty(3 * k, kind)
+        out[:2 * k].reshape(2, k)[:] = plain
+        out[2 * k:] = epi
+        return out
+
+    def at(x):
+        return np.broadcast_to(x, (m,))[ix]
+
+    qi = q if isinstance(q, float) else q[ix]
+    zk = np.zeros(k, np.int64)
+    t = sub.deps(sd, three(f.policy[ix], POLICIES["async"]), three(f.stages[ix], 2.0),
+                 three(at(loop_port), 0.0), three(levels[0] + np.zeros(k), 0.0),
+                 three(res, res), qi if isinstance(qi, float) else three(qi, qi),
+                 three(at(lat), 0.0), three(at(d["port"]), 0, np.int64),
+                 three(d["levels"][0] + zk, 0, np.int64), three(at(d["lat"]), 0, np.int64)).reshape(3, k)
+    fixed = _max_deps([at(fixed_port) + np.zeros(k), levels[1] + np.zeros(k)],
+                      [at(d["fixed_port"]) + zk, d["levels"][1] + zk])
+    return t[0] | t[1] | t[2] | fixed | at(d["waits"])
 
 
 def _expected_max(values: np.ndarray, draws: float) -> float:
@@ -1002,6 +1153,23 @@ def shared_end(dc: np.ndarray, d1: np.ndarray, reps, slots, sms) -> np.ndarray |
     return float(out[0]) if one else out
 
 
+def _shared_ends(b: Batch, dc: np.ndarray, d1: np.ndarray, reps, slots, sms) -> np.ndarray:
+    """shared_end of each row (a case's durations), each distinct row of inputs computed once
+    for all passes over the batch `b`: a relief that leaves a kernel's durations as they were
+    (one not on its CTAs' critical path) gives the rows the base pass had, so the same answer
+    (each row's answer is its own inputs' alone)."""
+    cols = np.concatenate((dc, d1, np.array([reps, slots, sms], np.float64).T), axis=1)
+    keys = np.ascontiguousarray(cols).view(np.dtype((np.void, cols.shape[1] * 8))).ravel().tolist()
+    todo: dict = {}  # each input not known yet: its first row
+    for i, k in enumerate(keys):
+        if k not in b.ends:
+            todo.setdefault(k, i)
+    if todo:
+        at = list(todo.values())
+        b.ends.update(zip(todo, shared_end(dc[at], d1[at], reps[at], slots[at], sms[at]).tolist()))
+    return np.array([b.ends[k] for k in keys], np.float64)
+
+
 def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
     """shared_end of cases with CTAs past the first wave, all at once."""
     rows, period = dc.shape
@@ -1028,16 +1196,20 @@ def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
     start = np.where(refill, np.clip(start, dc[r, order[:, :1]], ends), start)
     start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
-    two = np.where(valid, np.maximum(0.0, start + dc[r, c] - last), 0.0)  # left, shared
-    lone = two / dc[r, c] * d1[r, c]  # and alone
+    dk = dc[r, c]  # each CTA's duration
+    two = np.where(valid, np.maximum(0.0, start + dk - last), 0.0)  # left, shared
+    lone = two / dk * d1[r, c]  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
     top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
     at = np.minimum((two * (BINS / top)).astype(np.int64), BINS - 1) + r * BINS
-    w = np.bincount(at[valid], minlength=rows * BINS).reshape(rows, BINS).astype(np.float64)
+    if not valid.all():  # (the CTAs past a row's own slots apart)
+        at, two, lone = at[valid], two[valid], lone[valid]
+    at, two, lone = at.ravel(), two.ravel(), lone.ravel()
+    w = np.bincount(at, minlength=rows * BINS).reshape(rows, BINS).astype(np.float64)
     safe = np.maximum(w, 1.0)
-    a2 = np.bincount(at[valid], two[valid], rows * BINS).reshape(rows, BINS) / safe
-    a1 = np.bincount(at[valid], lone[valid], rows * BINS).reshape(rows, BINS) / safe
+    a2 = np.bincount(at, two, rows * BINS).reshape(rows, BINS) / safe
+    a1 = np.bincount(at, lone, rows * BINS).reshape(rows, BINS) / safe
     return last[:, 0] + _pairs_max(a2, a1, w / w.sum(axis=1, keepdims=True), slots - sms)
 
 
@@ -1057,10 +1229,10 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
     return np.sum(v * np.diff(at, axis=1, prepend=0.0), axis=1)
 
 
-def _longest(dc, one, msk, reps, conc, slots, ix, n, alone) -> np.ndarray:
-    """Duration of the longest CTA of those that start with the launch (rows ix; `dc`, `one`,
-    `msk`: one period's durations without the bandwidth share, trips and masked trips), at
-    the bandwidth share it has over its life: processor sharing, the CTAs that run beside it
+def _longest(dc, reps, conc, slots) -> tuple[np.ndarray, np.ndarray]:
+    """The longest CTA of those that start with the launch (per row of `dc`: one period's
+    durations without the bandwidth share), and the bandwidth share it has over its life
+    (the CTAs it shares L2 and DRAM with, _schedule's `alone`): processor sharing, the CTAs that run beside it
     for as long as they run, Σ min(d, D) / D of them on average (itself included), at most
     the `conc` that run at once. A CTA that ends early gives its share back, but the longest
     still shares with every CTA for as long as that one runs (ncu,
@@ -1068,18 +1240,19 @@ def _longest(dc, one, msk, reps, conc, slots, ix, n, alone) -> np.ndarray:
     CTAs, its busiest SM 3.5% short of the non-causal kernel's, not the 10% of a CTA alone)."""
     first = np.arange(dc.shape[1]) < slots[:, None]
     at = np.argmax(np.where(first, dc, -np.inf), axis=1)
-    rows = np.arange(len(ix))
-    d = dc[rows, at]
+    d = dc[np.arange(len(dc)), at]
     share = np.minimum(conc, reps * np.minimum(dc, d[:, None]).sum(axis=1) / d)
-    fixed, trip, extra = alone(ix, n, share)
-    return fixed + one[rows, at] * trip + msk[rows, at] * extra
+    return at, share
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
-              kidx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+              kidx: np.ndarray, deps: bool = False) -> tuple:
     """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order, per
     row (row i: kernel kidx[i]); and per row what no loop trip takes less than at any
-    occupancy, a warp's dependent chain."""
+    occupancy, a warp's dependent chain. With `deps`, also per row the reliefs (RELIEFS
+    bits) that may change its time, and those of its chain: the union of the bits of every
+    term its time is made of (Trip.deps of each trip the row's schedule takes, at every
+    residency and share it takes them)."""
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
@@ -1121,6 +1294,14 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # costs however bandwidth is shared: [with, without].
     n = -(-conc // f.sms)  # resident per SM on the busiest SMs
     shares = np.array([conc, zero])
+    # the last, partial wave of alike CTAs (`left` of them; 0: none) beyond the full waves: the
+    # block scheduler places each CTA on whichever SM has a slot free, so the `left` CTAs
+    # spread over the SMs, ceil(left / SMs) an SM (`res`), each as fast as that residency lets
+    # it, the SM's units alone (ncu, experiments/ncu_mechanism/h100/small15b: fa2's 272 CTAs at
+    # two an SM ran two or three CTAs an SM, the last 8 alone): a third row of the trips' times
+    full = np.floor(ctas / slots)
+    left = ctas - full * slots
+    res = np.maximum(1.0, np.ceil(left / f.sms))
 
     # a loop that streams its operands from DRAM (KernelPlan.streamed: each byte read once, by
     # one CTA) with its loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fills
@@ -1145,19 +1326,45 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     lat = f.nsync * np.where(f.l2sync > 0, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
     # through the SM's port: a trip's bytes, its reductions' once (their reads are the L2's)
     loop_port, lv = port(rd - f.red, wr), level(rd, wr, shares, f.loop_x)
-    # the epilogue as an asynchronous trip with no bytes of its own
-    levels = np.zeros((2, 3, m))
-    levels[:, 0] = levels[:, 1] = lv
+    # the epilogue as an asynchronous trip with no bytes of its own; rows: the bandwidth
+    # shared, the SM's units alone, and those at the last wave's `res` CTAs an SM
+    levels = np.zeros((3, 3, m))
+    levels[:2, 0] = levels[:2, 1] = lv
+    resident = np.concatenate((n, n, n, n, n, n, res, res, res)).reshape(3, 3 * m)
     t = trips.time(three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
-                   three(loop_port, loop_port, 0.0), levels.reshape(2, 3 * m), flat(n),
-                   q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(2, 3, m)
+                   three(loop_port, loop_port, 0.0), levels.reshape(3, 3 * m),
+                   resident,
+                   q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(3, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
-    lv1 = level(rd, wr, 1.0, f.loop_x)  # a loop trip's L2/DRAM time per CTA sharing them
+    if deps:  # the bits of the same terms (Trip.deps): port's, level's (the larger of its
+        # L2 and DRAM times: a relief of the other leaves it), latency's, the fill's
+        td = _trip_deps(trips)
+
+        def level_bits(rd, wr, x=0.0):
+            a, c = (rd + wr + x) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm
+            return np.where(a > c, BIT["l2"], 0) | np.where(c > a, BIT["hbm"], 0)
+
+        def bits3(plain, masked, epi):  # three's, of bits
+            return np.concatenate([np.broadcast_to(x, (m,)) for x in (plain, masked, epi)]).astype(np.int64)
+
+        d_lat, d_lport, d_lv1 = _dep(lat, BIT["latency"]), _dep(loop_port, BIT["port"]), level_bits(rd, wr, f.loop_x)
+        d_lv = np.zeros((3, 3, m), np.int64)
+        d_lv[:2, 0] = d_lv[:2, 1] = np.where(lv != 0, d_lv1, 0)
+        dt = trips.deps(td, three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
+                        three(loop_port, loop_port, 0.0), levels.reshape(3, 3 * m), resident,
+                        q if isinstance(q, float) else flat(q), three(lat, lat, 0.0),
+                        bits3(d_lport, d_lport, 0), d_lv.reshape(3, 3 * m),
+                        bits3(d_lat, d_lat, 0)).reshape(3, 3, m)
+        d_turn = td.tensor[:m] | td.warp_other[:m]
+        d_fill = np.where(f.policy == POLICIES["warpspecialized"], np.where(
+            trips.apart[:m] > 0, _max_deps([turn, in_step], [d_turn, td.tensor[:m] | td.sfu[:m] | td.alu[:m]]),
+            d_turn), 0)
+    loop_rw = rd, wr
     rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
-    lf1 = level(rd, wr, 1.0)  # the fixed part's
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
-    fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, shares)), epilogue], q) + fill
+    fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, np.array([conc, zero, zero]))), epilogue], q)
+    fixed, fixed_t = fixed[:2] + fill, fixed[2]
     # a CTA that holds its SM alone (its shared memory admits one CTA an SM) waits, before its
     # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
     # DRAM round trip and that stage's bytes through its port, with no other CTA's trips on the
@@ -1171,46 +1378,98 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     port1 = port(rd1, 0.0)
     drain = f.drain * r.load_latency
     ring = np.where(ring, r.load_latency + port1 + drain, 0.0)
-    fixed = fixed + ring
-    (fixed, fixed_c), (trip, trip_c), (extra, extra_c) = fixed, trip, extra
+    fixed, fixed_t = fixed + ring, fixed_t + (fill + ring)
+    if deps:  # every term of the row's CTA parts, with the share and without
+        fp, fl = port(rd, wr), level(rd, wr, np.array([conc, zero, zero]))
+        d_fp, d_lf1 = _dep(fp, BIT["port"]), level_bits(rd, wr)
+        d_waits = d_fill | np.where(ring != 0, BIT["latency"] | _dep(port(f.loop_r / f.steps, 0.0), BIT["port"]), 0)
+        d_fixed = _max_deps([fp, fl], [d_fp, np.where(fl != 0, d_lf1, 0)])  # (3 rows, m)
+        # a duration's (d, d_c and the last wave's below): its fixed part, its trips (masked
+        # ones where it has any)
+        d_dur = d_fixed | d_waits | dt[:, 0] | dt[:, 2] | np.where(f.total_masked > 0, dt[:, 1], 0)
+        acc = np.zeros(m, np.int64)  # the CTA parts' bits at other residencies and shares
+        # (`alone`'s: the unequal rows' first CTA, their pairs' lone CTAs)
+        used, asked = b.pidx[kidx] >= 0, []
+
+        def asked_bits():  # the bits of the CTA parts `alone` gave so far, all at once, into acc
+            if asked:
+                ix, res, l0, l1, dl0, dl1 = (np.concatenate(x) for x in zip(*asked))
+                asked.clear()
+                np.bitwise_or.at(acc, ix, _alone_deps(
+                    f, trips, td, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, (l0, l1),
+                    {"port": d_lport, "lat": d_lat, "fixed_port": d_fp, "waits": d_waits,
+                     "levels": (dl0, dl1)}))
+    (fixed, fixed_c), (trip, trip_c, trip_t), (extra, extra_c, extra_t) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
-    # out across waves; the last, partial wave at its own residency (_tail)
+    # out across waves; the last, partial wave at its own residency (`res`, where fewer)
     d = fixed + f.one0 * trip + f.masked0 * extra
     d_c = fixed_c + f.one0 * trip_c + f.masked0 * extra_c
-    full = np.floor(ctas / slots)
 
-    def alone(ix, res, share=None):  # rows ix's CTA parts at res[ix] CTAs an SM, the SM's
-        # units alone, or with `share` (per row of ix) CTAs sharing L2 and DRAM
-        lv_at = (0.0, 0.0) if share is None else (share * lv1[ix], share * lf1[ix])
-        return _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
+    def alone(ix, res, share):  # rows ix's CTA parts at `res` CTAs an SM, with `share` CTAs
+        # sharing L2 and DRAM (0: the SM's units alone; both per row of ix)
+        lv_at = (share * lv1[ix], share * lf1[ix])
+        parts = _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
+        use = np.flatnonzero(used[ix]) if deps else ()
+        if len(use):  # its bits (asked_bits; a share made of the row's durations: their bits
+            # are the row's already)
+            at = ix[use]
+            lv = [np.broadcast_to(v, (len(ix),))[use] for v in lv_at]
+            asked.append((at, res[use], *lv, *(np.where(v != 0, d[at], 0)
+                                               for v, d in zip(lv, (d_lv1, d_lf1)))))
+        return parts
 
-    last = _tail(f, d_c, ctas - full * slots, n, alone)
+    last = np.where((left > 0) & (res < n), fixed_t + f.one0 * trip_t + f.masked0 * extra_t,
+                    np.where(left > 0, d_c, 0.0))
     out = np.where(ctas <= slots, d, np.maximum(full * d_c + last, ctas * d / slots))
-    # unequal CTAs: durations of one period summed with the shared bandwidth, one by one
-    # without (rows grouped by kernel period length)
-    lengths, row, stacks = b.stacks
-    pid = b.pidx[kidx] + 1
-    length = lengths[pid]
-    for size in (x for x in _present(length) if x > 0):
-        ix = np.nonzero(length == size)[0]
-        at = row[pid[ix]]
-        one, msk = stacks[int(size)][0][at], stacks[int(size)][1][at]
-        reps = f.reps[ix]
-        d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
-                 + f.total_masked[ix] / reps * extra[ix])
-        dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
-        # the longest CTA that starts with the launch, at its share of the bandwidth (_longest)
-        first = _longest(dc, one, msk, reps, conc[ix], slots[ix], ix, n, alone)
-        out[ix] = np.maximum(list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix])
-        # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
-        # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
-        # CTAs at two an SM, 4 SMs held two)
-        two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
-        if len(two):
-            p1, t1, x1 = alone(ix[two], np.ones(m))
-            d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
-            end = shared_end(dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
-            out[ix[two]] = np.maximum(end, reps[two] * d_sum[two] / slots[ix[two]])
+    if deps:  # (the waves' larger term: _max_deps; the unequal rows' below, all of them)
+        d_last = np.where((left > 0) & (res < n), d_dur[2], 0)
+        waves = _max_deps([full * d_c + last, ctas * d / slots], [d_dur[1] | d_last, d_dur[0]])
+        row_bits = np.where(ctas <= slots, d_dur[0], waves)
+        wins = np.zeros(m, bool)  # the unequal rows' own: their first CTA's, pairs'
+    if b.periods:  # unequal CTAs: durations of one period summed with the shared bandwidth,
+        # one by one without (rows grouped by kernel period length)
+        # a loop trip's and the fixed part's L2/DRAM time per CTA sharing them
+        lv1, lf1 = level(*loop_rw, 1.0, f.loop_x), level(rd, wr, 1.0)
+        lengths, row, stacks = b.stacks
+        pid = b.pidx[kidx] + 1
+        length = lengths[pid]
+        sized = []
+        for size in (x for x in _present(length) if x > 0):
+            ix = np.nonzero(length == size)[0]
+            at = row[pid[ix]]
+            one, msk = stacks[int(size)][0][at], stacks[int(size)][1][at]
+            reps = f.reps[ix]
+            dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
+            # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
+            # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
+            # CTAs at two an SM, 4 SMs held two)
+            two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
+            sized.append((ix, one, msk, reps, dc, two, *_longest(dc, reps, conc[ix], slots[ix])))
+        if sized:
+            # the CTA parts of every length's rows at once: the longest CTA that starts with the
+            # launch, at its share of the bandwidth (_longest), and the pairs' CTAs alone
+            longest, pairs = [x[0] for x in sized], [x[0][x[5]] for x in sized]
+            cut = np.cumsum([0] + [len(i) for i in longest + pairs])
+            ixs, k = np.concatenate(longest + pairs), cut[len(sized)]  # the longest's first
+            parts = alone(ixs, np.concatenate((n[ixs[:k]], np.ones(len(ixs) - k))),
+                          np.concatenate([x[7] for x in sized] + [np.zeros(len(i)) for i in pairs]))
+            for g, (ix, one, msk, reps, dc, two, big, _) in enumerate(sized):
+                rows = np.arange(len(ix))
+                fixed1, trip1, extra1 = (x[cut[g]:cut[g + 1]] for x in parts)
+                first = fixed1 + one[rows, big] * trip1 + msk[rows, big] * extra1
+                d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
+                         + f.total_masked[ix] / reps * extra[ix])
+                listed, spread = list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix]
+                out[ix] = np.maximum(listed, spread)
+                if deps:
+                    wins[ix] = listed > spread
+                if len(two):
+                    p1, t1, x1 = (x[cut[len(sized) + g]:cut[len(sized) + g + 1]] for x in parts)
+                    d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
+                    end = _shared_ends(b, dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
+                    out[ix[two]] = np.maximum(end, spread[two])
+                    if deps:
+                        wins[ix[two]] = end > spread[two]
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
@@ -1224,6 +1483,28 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # CTA's: in its ring).
     burst = np.minimum(level(rd1, 0.0, ctas), chain)
     edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
+    if deps:
+        # the unequal rows: the schedule of their CTAs (the SM-side durations, d_c's terms) and
+        # the spread of their summed durations (d's): the latter shrinks under any relief,
+        # the former may not (_busy's rule)
+        asked_bits()
+        own = d_dur[1] | acc
+        row_bits = np.where(b.pidx[kidx] >= 0, np.where(wins, own, own | d_dur[0]), row_bits)
+        d_chain = np.where(ws, td.tensor[:m] | td.warp_other[:m] | d_lat,
+                           td.warp_mma[:m] | td.warp_other[:m] | td.queue[:m])
+        # the edges: the burst, the least of two terms, by a relief of the lesser, or of the
+        # greater where that may fall below the lesser: a relief halves a level's time at
+        # most, and a chain's but for its barrier queue, which the issue relief may end
+        # (margins: rounding); past a lone CTA's ring, what of it its port does not take
+        # already (a faster port leaves more: a relief that lengthens a term, added after
+        # every max above), else the head's share of it and the drain
+        first = level(rd1, 0.0, ctas)
+        least = np.where(ws, chain, trips.warp_mma[:m] + trips.warp_other[:m]) * 0.5
+        d_burst = (np.where((first != 0) & (first * 0.5 <= chain * (1 + 1e-9)), level_bits(rd1, 0.0), 0)
+                   | np.where(least <= first * (1 + 1e-9), d_chain, 0))
+        d_edges = np.where(ring > 0, _dep(port1, BIT["port"]) | np.where(burst > port1, d_burst, 0),
+                           np.where(f.head != 0, d_burst, 0) | _dep(drain, BIT["latency"]))
+        return out + edges, chain, row_bits | d_edges, d_chain
     return out + edges, chain
 
 
@@ -1231,7 +1512,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
 LAUNCH = RELIEFS.index("launch")
 if LAUNCH != len(RELIEFS) - 1:  # predict_batch's one pass leaves the last relief out
     raise AssertionError("the launch relief must be the last of RELIEFS")
-LIMIT_AT = [RELIEFS.index(u) for u in LIMITS]  # the columns of RELIEFS that are LIMITS
+LIMIT_AT = np.array([RELIEFS.index(u) for u in LIMITS])  # the columns of RELIEFS that are LIMITS
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 
 
@@ -1340,10 +1621,12 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     every = limiter_too and n <= ONE_PASS
     # the profile's rates and every relief but the launch's (the last: _lower's, exactly)
     step = nr if every else 1
-    busy_all, limits_all = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n))
+    # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
+    busy_all, limits_all, *bits = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n),
+                                        deps=limiter_too and not every)
     at = np.arange(n) * step
     busy = busy_all[at]
-    lim = np.array([limits_all[u][at] for u in LIMITS]).T
+    lim = np.array([limits_all[u] for u in LIMITS])[:, at].T
     launch = b.launch
     busiest = lim.argmax(axis=1)
     util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
@@ -1359,6 +1642,11 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     need[:, LIMIT_AT] = lim > 0
     need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
     lower = _lower(busy, launch, lim, need, relaxed)
+    if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
+        same = (bits[0][:, None] >> np.arange(LAUNCH)) & 1 == 0
+        seconds = (busy + launch)[:, None]
+        relaxed[:, :LAUNCH] = np.where(same, seconds, relaxed[:, :LAUNCH])
+        lower[:, :LAUNCH] = np.where(same, seconds, lower[:, :LAUNCH])
     starts = np.zeros(0, np.int64) if starts is None else np.asarray(starts, np.int64)
     if not every:  # each kernel's group, and the groups' summed lower bounds
         grp = np.arange(len(starts)).repeat(np.concatenate((starts[1:], [n])) - starts)

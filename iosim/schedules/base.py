@@ -295,8 +295,10 @@ class BlockMap:
         own last block visits (fa1's query-row splits)."""
         if qb is None or qb >= self.tm:
             return self._cc(self._hi_of(self.tm - 1))
-        lasts = [min(s + qb, self.tm) - 1 for s in range(0, self.tm, qb)]
-        return sum(self._cc(self._hi_of(i)) for i in lasts)
+        def loaded():  # the splits' last blocks' hi at once (hi_i: _hi_of(i) of every i)
+            h = self.hi[np.minimum(np.arange(qb, self.tm + qb, qb), self.tm) - 1]
+            return int(np.where(h >= self.tn, self.nk, h * self.bn).sum())
+        return self._once(("kv_rows_loaded", qb), loaded)
 
     def split_pairs(self, qb: int) -> np.ndarray:
         """Visited pairs of each split of qb query blocks, in launch order (KernelPlan.trips)."""
