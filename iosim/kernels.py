@@ -559,7 +559,7 @@ class KernelSpec:
     # ... of which a trip issues between dependent MMAs, in their shadow (the address arithmetic
     # of an MMA loop): issue slots only, not the warps' chain; None: none
     loop_shadow: Callable[[Defines, int], float] | None = None
-    # whether its loop_issue instructions (less loop_shadow's) are each a step of one dependent
+    # whether its loop_issue instructions are each a step of one dependent
     # chain a warp (address, bound, predicate, copy: each from the one before), on its warp's
     # chain at pipeline.chain_inst_cycles each, not inst_cycles; None: no (independent enough
     # that the warp's other instructions hide their latency)
