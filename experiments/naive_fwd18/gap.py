@@ -11,6 +11,7 @@ import cupy as cp
 import numpy as np
 import torch
 
+from iosim.core.hardware import load
 from iosim.gpu import bench
 
 SRC = r'''extern "C" __global__ void empty(float* x) { if (threadIdx.x == 1000) x[0] = 1.f; }'''
@@ -19,7 +20,7 @@ SRC = r'''extern "C" __global__ void empty(float* x) { if (threadIdx.x == 1000) 
 def main(out: str) -> None:
     fn = cp.RawKernel(SRC, "empty")
     buf = cp.zeros(1, dtype=cp.float32)
-    timer = bench.Timer(torch, 50 * 2**20, lead_cycles=bench.QUEUE_AHEAD_CYCLES, flush="read")
+    timer = bench.Timer(torch, load("h100-sxm5-80gb").l2_bytes, lead_cycles=bench.QUEUE_AHEAD_CYCLES, flush="read")
     res = {}
     for grid in (1, 132, 264, 1024):
         for k in (1, 2, 3, 4, 6, 8, 12):
