@@ -273,6 +273,46 @@ def test_group_search_rules_reliefs_out_on_the_longest_kernel():
     assert ruled_out > 0
 
 
+def test_search_bounds_unequal_ctas_below_their_times(monkeypatch):
+    """The groups' search bounds a kernel of unequal CTAs before predicting it (timing._busy's
+    `bound`: the spread of its summed durations, at every occupancy): each such bound is at or
+    below the kernel's time with that relief, most strictly, and the other kernels' times come
+    out the same to the bit, in a large batch's pass over occupancies and a small one's; the
+    search predicts in full a minority of the unequal rows it bounds, and names the groups'
+    limiters of every relief of every kernel."""
+    items = plans(seed=19, n=40)
+    jobs, starts = [], []
+    for pl, hw in items:
+        starts.append(len(jobs))
+        jobs += [(k, d, hw, pl.problem) for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
+    b = timing.batch_of(jobs)
+    unequal = b.pidx >= 0
+    assert unequal.sum() > 20 and (~unequal).sum() > 20
+    k = np.arange(len(b)).repeat(timing.LAUNCH)
+    x = np.tile(np.arange(1, timing.LAUNCH + 1), len(b))
+    exact, _ = timing._busy(b, k, x)
+    u = unequal[k]
+    for few in (0, 10**9):  # fewer occupancies where they could win (large); all (small)
+        monkeypatch.setattr(timing, "FEW", few)
+        bound, _ = timing._busy(b, k, x, bound=True)
+        assert np.array_equal(bound[~u], exact[~u])
+        assert (bound[u] <= exact[u]).all() and (bound[u] < exact[u]).mean() > 0.5
+    monkeypatch.undo()
+    rows = {False: 0, True: 0}  # unequal rows predicted in full, bounded
+    busy = timing._busy
+
+    def counted(b, kidx, relief, deps=False, bound=False):
+        if not deps:
+            rows[bound] += int((b.pidx[kidx] >= 0).sum())
+        return busy(b, kidx, relief, deps, bound)
+
+    monkeypatch.setattr(timing, "_busy", counted)
+    pr = timing.predict_batch(b, True, np.array(starts), kernel_bounds=False)
+    assert 0 < rows[False] < rows[True]
+    full = timing.predict_plans([(pl, hw, memory.estimate(pl, hw)) for pl, hw in items])
+    assert pr.group_bound == [kts.bound for kts in full]
+
+
 def test_predict_many_is_predict_of_each_problem():
     """iosim.predict_many of seeded problems (with shapes shared by several) against
     iosim.predict of each problem: the same rows, schedule by schedule, problems in order;

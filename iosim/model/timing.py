@@ -956,11 +956,14 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
 FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one pass
 
 
-def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) -> tuple:
+def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
+          bound: bool = False) -> tuple:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
     batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array);
     with `deps`, also per case the reliefs (RELIEFS bits) that may change its seconds: any
-    other leaves them as they are, to the last bit (_schedule's `deps`)."""
+    other leaves them as they are, to the last bit (_schedule's `deps`). With `bound`, the
+    seconds of cases of unequal CTAs are a lower bound on theirs (_schedule's `bound`, at
+    every occupancy below the cap too), those of the others the same to the bit."""
     table = b.table
     rates = b.rates[kidx] * RELIEF_FACTORS[relief]
     f = _Facts(table[kidx])
@@ -980,23 +983,27 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) ->
     # sooner than beside another)
     paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms)
     if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps)
+        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps, bound=bound)
         best, bits = best if deps else (best, None)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
         # and above a floor of the occupancies below it: o CTAs an SM run the kernel's trips,
         # each no shorter than a warp's dependent chain, o x SMs at a time (the most below
         # the cap, 2^(e-1) for cap - 1 = x 2^e with x in [0.5, 1), has the lowest floor)
-        best, chain, *bits = _schedule(f, r, cap * f.sms, b, kidx, deps)
+        best, chain, *bits = _schedule(f, r, cap * f.sms, b, kidx, deps, bound)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
         # (and the kernel's drain: every schedule's edges or its lone CTAs' rings hold it)
         floor = f.total_trips * chain / (fewer * f.sms) + f.drain * r.load_latency
-        i = ((cap > 1) & (best > top) & (floor * (1 - 1e-9) <= best) & ~paired).nonzero()[0]
+        may = (best > top) & (floor * (1 - 1e-9) <= best)
+        if bound:  # where the cap's time is a bound (unequal CTAs), the least of every
+            # occupancy's bounds bounds the least of those the exact pass tries
+            may |= b.pidx[kidx] >= 0
+        i = ((cap > 1) & may & ~paired).nonzero()[0]
         if deps:  # a relief that may change the floor (the chain, the drain) may change which
             # occupancies are tried
             bits = bits[0] | np.where((cap > 1) & ~paired, bits[1] | _dep(f.drain, BIT["latency"]), 0)
         if len(i):
-            less = _shortest(b, kidx[i], rates[i], cap[i], with_cap=False, deps=deps)
+            less = _shortest(b, kidx[i], rates[i], cap[i], with_cap=False, deps=deps, bound=bound)
             if deps:
                 less, bits[i] = less[0], bits[i] | less[1]
             best[i] = np.minimum(best[i], less)
@@ -1012,7 +1019,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) ->
 
 
 def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
-              with_cap: bool, only_cap: np.ndarray | None = None, deps: bool = False):
+              with_cap: bool, only_cap: np.ndarray | None = None, deps: bool = False,
+              bound: bool = False):
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
     its cap, and at the cap `with_cap` (each case must have one; `only_cap`: cases scheduled at
     their cap alone); with `deps`, also the bits of all the schedules it takes the least of."""
@@ -1025,7 +1033,7 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
         tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
     g = _Facts(b.table[kidx[case]])
-    sched, _, *bits = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case], deps)
+    sched, _, *bits = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case], deps, bound)
     counts = tried.sum(axis=1)
     least = np.minimum.reduceat(sched, counts.cumsum() - counts)
     return (least, np.bitwise_or.reduceat(bits[0], counts.cumsum() - counts)) if deps else least
@@ -1246,13 +1254,15 @@ def _longest(dc, reps, conc, slots) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
-              kidx: np.ndarray, deps: bool = False) -> tuple:
+              kidx: np.ndarray, deps: bool = False, bound: bool = False) -> tuple:
     """The grid's CTAs through `slots` resident places (CTAs per SM x SMs), launch order, per
     row (row i: kernel kidx[i]); and per row what no loop trip takes less than at any
     occupancy, a warp's dependent chain. With `deps`, also per row the reliefs (RELIEFS
     bits) that may change its time, and those of its chain: the union of the bits of every
     term its time is made of (Trip.deps of each trip the row's schedule takes, at every
-    residency and share it takes them)."""
+    residency and share it takes them). With `bound`, the rows of unequal CTAs take the
+    spread of their summed durations alone, of which their time is the max with the rest:
+    a lower bound on it, to the bit (predict_batch's search)."""
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
@@ -1434,11 +1444,20 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         pid = b.pidx[kidx] + 1
         length = lengths[pid]
         sized = []
+
+        def spread_of(ix, reps):  # a period's durations summed, reps times over the slots
+            d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
+                     + f.total_masked[ix] / reps * extra[ix])
+            return reps * d_sum / slots[ix]
+
         for size in (x for x in _present(length) if x > 0):
             ix = np.nonzero(length == size)[0]
+            reps = f.reps[ix]
+            if bound:  # what the time is the max of the spread with: not computed
+                out[ix] = spread_of(ix, reps)
+                continue
             at = row[pid[ix]]
             one, msk = stacks[int(size)][0][at], stacks[int(size)][1][at]
-            reps = f.reps[ix]
             dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
             # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
             # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
@@ -1457,9 +1476,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                 rows = np.arange(len(ix))
                 fixed1, trip1, extra1 = (x[cut[g]:cut[g + 1]] for x in parts)
                 first = fixed1 + one[rows, big] * trip1 + msk[rows, big] * extra1
-                d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
-                         + f.total_masked[ix] / reps * extra[ix])
-                listed, spread = list_schedule(dc, reps, slots[ix], first), reps * d_sum / slots[ix]
+                listed, spread = list_schedule(dc, reps, slots[ix], first), spread_of(ix, reps)
                 out[ix] = np.maximum(listed, spread)
                 if deps:
                     wins[ix] = listed > spread
@@ -1652,10 +1669,18 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         grp = np.arange(len(starts)).repeat(np.concatenate((starts[1:], [n])) - starts)
         sums = np.add.reduceat(lower, starts, axis=0) if len(starts) else np.zeros((0, nr))
 
-    def predict(want: np.ndarray) -> None:  # the wanted reliefs not known yet
-        ki, xi = (want & np.isnan(relaxed)).nonzero()
+    def predict(want: np.ndarray, bound: bool = False) -> None:  # the wanted reliefs not
+        # known yet; with `bound`, those of unequal CTAs not bounded yet get a lower bound
+        # (in `tight`: _busy's `bound`), the others their times
+        ki, xi = (want & np.isnan(relaxed) & ~bounded if bound else want & np.isnan(relaxed)).nonzero()
         if len(ki):
-            again, _ = _busy(b, ki, xi + 1)
+            again, _ = _busy(b, ki, xi + 1, bound=bound)
+            if bound:
+                u = unequal[ki]
+                ku, xu = ki[u], xi[u]
+                tight[ku, xu] = np.maximum(tight[ku, xu], again[u] + launch[ku])
+                bounded[ku, xu] = True
+                ki, xi, again = ki[~u], xi[~u], again[~u]
             relaxed[ki, xi] = again + launch[ki]
 
     if every:  # every relief predicted in the first pass
@@ -1670,7 +1695,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         # found (best_relief's rounds would predict no other, and what they leave out could
         # not be the shortest, nor within _chosen's 1e-8 of it), on each group's longest
         # kernel first: its time in place of its lower bound rules more of them out before
-        # the group's other kernels are predicted
+        # the group's other kernels are predicted. Past the first relief, a kernel of unequal
+        # CTAs is bounded before it is predicted (_busy's `bound`: a tenth of the cost); only
+        # the reliefs whose bounds still leave them a chance are predicted in full
         best = np.add.reduceat(relaxed[:, LAUNCH], starts)  # exact already
         left = sums.copy()
         left[:, LAUNCH] = np.inf
@@ -1685,12 +1712,29 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         seconds = busy + launch
         longest = np.zeros(n, bool)
         longest[_first_max(seconds, starts)] = True
-        predict(rest[grp] & longest[:, None])
-        # the groups' times known so far (NaN: a kernel's unknown), and lower bounds on all
-        known = np.add.reduceat(relaxed, starts, axis=0)
-        best = np.minimum(best, np.where(np.isnan(known), np.inf, known).min(axis=1))
-        bound = np.add.reduceat(np.where(np.isnan(relaxed), lower, relaxed), starts, axis=0)
-        predict((rest & (bound <= best[:, None] * (1 + MARGIN)))[grp])
+        # (kernels of unequal CTAs first bounded: their time's costliest terms left out,
+        # _schedule's `bound`; the others predicted as they are)
+        unequal, bounded, tight = b.pidx >= 0, np.zeros((n, nr), bool), lower.copy()
+
+        def chances() -> tuple[np.ndarray, np.ndarray]:
+            """Per group the least time known (its reliefs' whose every kernel's is), and the
+            reliefs not known whose bound could still beat it (NaN: a kernel's unknown)."""
+            known = np.add.reduceat(relaxed, starts, axis=0)
+            least = np.where(np.isnan(known), np.inf, known).min(axis=1)
+            bound = np.add.reduceat(np.where(np.isnan(relaxed), tight, relaxed), starts, axis=0)
+            return bound, np.isnan(known) & (bound <= least[:, None] * (1 + MARGIN))
+
+        predict(rest[grp] & longest[:, None], bound=True)
+        predict((rest & chances()[1])[grp], bound=True)
+        # then the times of those the bounds leave a chance: each group's most promising
+        # first, then every other that could still beat the best found
+        bound, open_ = chances()
+        some = open_.any(axis=1)
+        top = np.where(open_, bound, np.inf).argmin(axis=1)
+        one = np.zeros(sums.shape, bool)
+        one[g[some], top[some]] = True
+        predict(one[grp])
+        predict(chances()[1][grp])
     out.relaxed, out.lower = relaxed, lower
     out.bound = _chosen(relaxed) if kernel_bounds else None
     if len(starts):  # NaN where one kernel's is unknown
