@@ -1695,9 +1695,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         # found (best_relief's rounds would predict no other, and what they leave out could
         # not be the shortest, nor within _chosen's 1e-8 of it), on each group's longest
         # kernel first: its time in place of its lower bound rules more of them out before
-        # the group's other kernels are predicted. Past the first relief, a kernel of unequal
-        # CTAs is bounded before it is predicted (_busy's `bound`: a tenth of the cost); only
-        # the reliefs whose bounds still leave them a chance are predicted in full
+        # the group's other kernels are predicted. A kernel of unequal CTAs is bounded before
+        # it is predicted (_busy's `bound`: a tenth of the cost); only the reliefs whose
+        # bounds still leave them a chance are predicted in full
         best = np.add.reduceat(relaxed[:, LAUNCH], starts)  # exact already
         left = sums.copy()
         left[:, LAUNCH] = np.inf
@@ -1705,36 +1705,36 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         pick = left.argmin(axis=1)
         first = np.zeros(sums.shape, bool)
         first[g, pick] = left[g, pick] <= best * (1 + MARGIN)
-        predict(first[grp])
-        found = np.add.reduceat(relaxed[np.arange(n), pick[grp]], starts)
-        best = np.where(first[g, pick], np.minimum(best, found), best)
-        rest = (left <= best[:, None] * (1 + MARGIN)) & ~first
-        seconds = busy + launch
-        longest = np.zeros(n, bool)
-        longest[_first_max(seconds, starts)] = True
         # (kernels of unequal CTAs first bounded: their time's costliest terms left out,
         # _schedule's `bound`; the others predicted as they are)
         unequal, bounded, tight = b.pidx >= 0, np.zeros((n, nr), bool), lower.copy()
 
-        def chances() -> tuple[np.ndarray, np.ndarray]:
-            """Per group the least time known (its reliefs' whose every kernel's is), and the
-            reliefs not known whose bound could still beat it (NaN: a kernel's unknown)."""
+        def chances() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            """Per group the least time known (its reliefs' whose every kernel's is), each
+            relief's bound, and the reliefs not known whose bound could still beat the least
+            (NaN: a kernel's unknown)."""
             known = np.add.reduceat(relaxed, starts, axis=0)
             least = np.where(np.isnan(known), np.inf, known).min(axis=1)
             bound = np.add.reduceat(np.where(np.isnan(relaxed), tight, relaxed), starts, axis=0)
-            return bound, np.isnan(known) & (bound <= least[:, None] * (1 + MARGIN))
+            return least, bound, np.isnan(known) & (bound <= least[:, None] * (1 + MARGIN))
 
+        predict(first[grp], bound=True)
+        best = chances()[0]
+        rest = (left <= best[:, None] * (1 + MARGIN)) & ~first
+        seconds = busy + launch
+        longest = np.zeros(n, bool)
+        longest[_first_max(seconds, starts)] = True
         predict(rest[grp] & longest[:, None], bound=True)
-        predict((rest & chances()[1])[grp], bound=True)
+        predict((rest & chances()[2])[grp], bound=True)
         # then the times of those the bounds leave a chance: each group's most promising
         # first, then every other that could still beat the best found
-        bound, open_ = chances()
+        _, bound, open_ = chances()
         some = open_.any(axis=1)
         top = np.where(open_, bound, np.inf).argmin(axis=1)
         one = np.zeros(sums.shape, bool)
         one[g[some], top[some]] = True
         predict(one[grp])
-        predict(chances()[1][grp])
+        predict(chances()[2][grp])
     out.relaxed, out.lower = relaxed, lower
     out.bound = _chosen(relaxed) if kernel_bounds else None
     if len(starts):  # NaN where one kernel's is unknown
