@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -737,8 +737,8 @@ def _starts(dc: np.ndarray, k: np.ndarray, slots: np.ndarray) -> np.ndarray:
     period, k = dc.shape[1], np.asarray(k).astype(np.int64)  # whole numbers (a float reps)
     total = dc.sum(axis=1, keepdims=True)
     residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
-    before = (np.cumsum(dc, axis=1) - dc)[np.arange(len(dc))[:, None], k % period] \
-        + (k // period) * total
+    at = k % period + np.arange(0, dc.size, period)[:, None]  # (one gather of every row's)
+    before = (np.cumsum(dc, axis=1) - dc).ravel()[at] + (k // period) * total
     return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual))
 
 
@@ -1115,8 +1115,17 @@ def _alone_deps(f: _Facts, trips: Trip, td: Trip, ix: np.ndarray, res: np.ndarra
 def _expected_max(values: np.ndarray, draws: float) -> float:
     """Expected largest of `draws` independent draws from `values`, each value equally likely."""
     v = np.sort(np.ravel(values))
-    at = (np.arange(1, len(v) + 1) / len(v)) ** draws
-    return float(np.sum(v * np.diff(at, prepend=0.0)))
+    return float(np.sum(v * _max_steps(len(v), draws)))
+
+
+@lru_cache(maxsize=1024)
+def _max_steps(size: int, draws: float) -> np.ndarray:
+    """_expected_max's weights of the sorted values: P(the largest of `draws` is the i-th of
+    `size`), the same for every set of values of one size (a kernel's periods, each relief)."""
+    at = (np.arange(1, size + 1) / size) ** draws
+    out = np.diff(at, prepend=0.0)
+    out.flags.writeable = False
+    return out
 
 
 def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float:
@@ -1185,7 +1194,7 @@ def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
     j = np.arange(int(slots.max()))[None, :]
     valid = j < slots[:, None]
     k = ctas[:, None] - slots[:, None] + j  # launch order of the last `slots` CTAs
-    c = k % period
+    c = k % period + r * period  # its kind, in the rows raveled (one gather)
     start = _starts(dc, k, slots[:, None])
     # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
     # durations in order; where none of those before it ends first, then) and no sooner than
@@ -1199,14 +1208,15 @@ def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
     big = float(slots.max()) + 1.0  # every row's counts apart, for one searchsorted
     nth = np.searchsorted((upto + r * big).ravel(), (np.maximum(q, 0) + r * big).ravel(),
                           side="right").reshape(q.shape) - r * period
-    ends = dc[r, order[r, np.minimum(nth, period - 1)]]
+    flat = dc.ravel()
+    ends = flat[order.ravel()[np.minimum(nth, period - 1) + r * period] + r * period]
     refill = (q >= 0) & (q < slots[:, None])
-    start = np.where(refill, np.clip(start, dc[r, order[:, :1]], ends), start)
+    start = np.where(refill, np.clip(start, flat[order[:, :1] + r * period], ends), start)
     start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
-    dk = dc[r, c]  # each CTA's duration
+    dk = flat[c]  # each CTA's duration
     two = np.where(valid, np.maximum(0.0, start + dk - last), 0.0)  # left, shared
-    lone = two / dk * d1[r, c]  # and alone
+    lone = two / dk * d1.ravel()[c]  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
     top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
@@ -1230,11 +1240,13 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
         done = first + np.where(a2 <= b2, np.where(b2 > 0, 1 - first / b2, 0.0) * b1,
                                 (1 - first / a2) * a1)
     done = done.reshape(len(two), -1)
-    ww = (w[:, :, None] * w[:, None, :]).reshape(len(two), -1)
+    ww = (w[:, :, None] * w[:, None, :]).ravel()
     order = np.argsort(done, axis=1)
-    v, p = np.take_along_axis(done, order, 1), np.take_along_axis(ww, order, 1)
+    order += np.arange(0, done.size, done.shape[1])[:, None]  # (rows apart, one gather)
+    v, p = done.ravel()[order], ww[order]
     at = np.minimum(np.cumsum(p, axis=1), 1.0) ** pairs[:, None]
-    return np.sum(v * np.diff(at, axis=1, prepend=0.0), axis=1)
+    at[:, 1:] -= at[:, :-1].copy()  # (np.diff's, the first less 0)
+    return np.sum(v * at, axis=1)
 
 
 def _longest(dc, reps, conc, slots) -> tuple[np.ndarray, np.ndarray]:
