@@ -26,7 +26,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
 from iosim.core.rows import problem_fields
-from iosim.kernels import kv_splits
+from iosim.kernels import kernel_splits, kv_splits
 from iosim.model import memory, timing
 from iosim.model.backing import backing, tensor_bytes
 from iosim.schedules import AFFINE, Tiles, plan, shapes
@@ -87,26 +87,38 @@ class _Raw:
 
 def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     p = pl.problem
-    size = memory.sizes(p, kv_splits(pl))
+    splits = kv_splits(pl)
+    size = memory.sizes(p, splits)
+    elem = p.elem_bytes
     r = _Raw([], [], [], [], [], [], [], [], [], [])
+    ext, acc, names, kin, write, reuse, ahead = r.ext, r.acc, r.names, r.kin, r.write, r.reuse, r.ahead
+    touched: set = set()  # the tensors the kernels read or write
     for i, k in enumerate(pl.kernels):
-        pre = memory.prefetch_ahead(k, p.elem_bytes)
-        e, inten, per = timing.kernel_raw(k, hw, p)
-        r.ext += e
+        e, inten, per = timing.kernel_raw(k, hw, p, size if kernel_splits(k) == splits else None)
+        ext += e
         r.inten.append(inten)
         r.periods.append(per)
+        pre, kr = memory.prefetch_ahead(k, elem), k.reuse
         for is_write, tensors in ((0, k.traffic.reads), (1, k.traffic.writes)):
-            names = list(tensors)
-            r.names += names
-            r.acc += [x for n, v in tensors.items() for x in (v, size[n])]
-            r.kin += [i] * len(names)
-            r.write += [is_write] * len(names)
-            r.reuse += [k.reuse.get(n, 0) for n in names]
-            r.ahead += [0] * len(names) if is_write else [pre.get(n, 0) for n in names]
-    t, w = pl.traffic, pl.work
-    r.counts = [t.hbm_read, t.hbm_write, t.sram, w.tensor_flops, w.exp_ops, w.alu_flops,
-                sum(tensor_bytes(pl, size).values())]
+            n0 = len(names)
+            names += tensors
+            for n, v in tensors.items():
+                acc += (v, size[n])
+            m = len(names) - n0
+            kin += [i] * m
+            write += [is_write] * m
+            reuse += [kr.get(n, 0) for n in names[n0:]] if kr else [0] * m
+            ahead += [pre.get(n, 0) for n in names[n0:]] if pre and not is_write else [0] * m
+            touched.update(tensors)
+    # the Plan's totals (Plan.traffic's and Plan.work's, summed as they sum them: ints, kernel
+    # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic
+    ne = len(timing.EXTENSIVE)
+    r.counts = [sum(ext[j::ne]) for j in _TOTALS] + [sum(tensor_bytes(pl, size, touched).values())]
     return r
+
+
+# the Plan totals of _Raw.counts (2-level read, write, sram, tensor, exp, alu) among EXTENSIVE
+_TOTALS = tuple(timing.EXTENSIVE.index(x) for x in ("two_r", "two_w", "sram", "flops", "exps", "alu"))
 
 
 @dataclass

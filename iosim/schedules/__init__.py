@@ -83,7 +83,10 @@ def defaults_for(problem: Problem) -> list[str]:
     return ALL + (["decode"] if decode.takes(problem) else [])
 
 
-def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
+DEFAULT = Tiles()  # every field the schedule's
+
+
+def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = DEFAULT,
          check: bool = False, tuned: knobs.TunedTiles | None = None) -> Plan:
     """The schedule's Plan with the tiles asked for, else the tuned table's (`tuned`: a tiles
     file the command read), else the schedule's own: a pure function of its arguments. The
@@ -94,11 +97,12 @@ def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(
         raise InputError(f"unknown schedule '{name}' (allowed: {', '.join(SCHEDULES)})")
     check_window(name, problem)
     check_deterministic(name, problem)
-    if check:
+    given = tiles is not DEFAULT and tiles != DEFAULT  # the schedule's own tiles: nothing to check
+    if check and given:
         knobs.check_values(tiles)
     tiles, source = knobs.resolve(tuned, name, problem, hw, tiles)
     pl = SCHEDULES[name](problem, hw, tiles)
-    if check and tiles != Tiles():
+    if check and tiles is not DEFAULT and tiles != DEFAULT:
         knobs.check(pl, tiles, hw)
     if source is not None:
         pl = replace(pl, notes=f"{pl.notes}; tiles from {source}")
