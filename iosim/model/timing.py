@@ -252,10 +252,15 @@ def _split(k: KernelPlan, p: Problem, size: dict | None = None) -> tuple[float, 
     memory.sizes(p, kernel_splits(k)), where the caller has it."""
     if size is None:
         size = sizes(p, kernel_splits(k))
-    t, streamed = k.traffic, k.streamed
-    fixed_r = sum(v for n, v in t.reads.items() if v <= size[n] and n not in streamed)
-    fixed_w = sum(v for n, v in t.writes.items() if v <= size[n] and n not in streamed)
-    return fixed_r, fixed_w, t.hbm_read - fixed_r, t.hbm_write - fixed_w
+    t, streamed, out = k.traffic, k.streamed, []
+    for tensors in (t.reads, t.writes):  # sums in the order sum() takes them: the same ints
+        fixed = whole = 0
+        for n, v in tensors.items():
+            whole += v
+            if v <= size[n] and n not in streamed:
+                fixed += v
+        out += (fixed, whole - fixed)
+    return out[0], out[2], out[1], out[3]
 
 
 def _present(codes: np.ndarray) -> np.ndarray:
@@ -697,8 +702,12 @@ def first_loads(k: KernelPlan, spec=...) -> float:
     of a round trip a trip; PyTorch's elementwise kernel its loads): 1 for a kernel that reads
     and whose loads run ahead of its work (a cp.async ring, TMA, its fixed loads), 0 for one
     that reads nothing."""
-    first = 0.0 if sync_in_l2(k, spec) else sync_loads(k, spec)
-    return max(0.0, float(k.traffic.hbm_read > 0) - first)
+    return _first_loads(k.traffic.hbm_read > 0, sync_in_l2(k, spec), sync_loads(k, spec))
+
+
+def _first_loads(reads: bool, in_l2: bool, nsync: float) -> float:
+    """first_loads of a kernel that reads (or not), its sync_in_l2 and sync_loads."""
+    return max(0.0, float(reads) - (0.0 if in_l2 else nsync))
 
 
 def store_drain(k: KernelPlan) -> float:
@@ -841,14 +850,15 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
            once.alu_flops, k.mask_alu, t.sram, two_r, two_w, fixed_r, fixed_w,
            loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.units,
            reduced_loop_reads(k, p, spec, size) if p is not None else 0.0)
+    nsync, in_l2 = sync_loads(k, spec), sync_in_l2(k, spec)
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
-             hw.pipeline.sync_overlap, sync_loads(k, spec), float(sync_in_l2(k, spec)),
-             turn_waits(k, spec), 1.0 / hw.clock_hz,
+             hw.pipeline.sync_overlap, nsync, float(in_l2), turn_waits(k, spec), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
              k.loop_issue, float(softmax_apart(k, spec)), pad, k.loop_shadow,
              float(softmax_under_pv(k, spec)), float(consumers_in_step(k, spec)),
-             barrier_trips(k, spec), first_loads(k, spec), store_drain(k), loop_chain(k, spec))
+             barrier_trips(k, spec), _first_loads(two_r > 0, in_l2, nsync),
+             float(two_w > 0), loop_chain(k, spec))  # first_loads, store_drain
     return ext, inten, (None if uniform else (one, masked))
 
 
