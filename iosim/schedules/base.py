@@ -486,8 +486,12 @@ def whole_tiles(p: Problem, k: KernelPlan) -> np.ndarray:
     """A forward's trips in whole tiles (KernelPlan.tile_trips): a query tile's key tiles, each
     in full, the ragged last query tile's and the ragged last key tile included: what lies
     past the end is zero-filled (fa3.cu's TMA, fa2.cu's cp.async) and the warps compute on it."""
-    bm = BlockMap.of(p, k.block_m, k.block_n)
-    if len(k.trips) == 1:  # every CTA alike (or so many that the ragged one is noise)
+    return whole_tiles_of(p, BlockMap.of(p, k.block_m, k.block_n), k.trips)
+
+
+def whole_tiles_of(p: Problem, bm: BlockMap, trips: np.ndarray) -> np.ndarray:
+    """whole_tiles of a kernel with this block map and these trips, before it is built."""
+    if len(trips) == 1:  # every CTA alike (or so many that the ragged one is noise)
         return uniform_float(float(bm.tn if not p.causal else bm.row_visits().max()))
     return last_first(bm, "row_visits", np.float64)
 
