@@ -277,14 +277,15 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         af, bad = np.array([v for vs in v0 for v in vs], np.float64), [False] * len(items)
         bf = np.zeros(len(af))
     kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    # each template's counts: its kernels' (EXTENSIVE) and its accesses' ([count, size]), a and b
-    ne, parts, at = len(timing.EXTENSIVE), ([], [], [], []), 0
+    # each template's counts, end to end: its kernels' (EXTENSIVE), its accesses' ([count,
+    # size]) and its totals, a and b; cut apart by what each entry is (0, 1, 2) at once
+    ne, lens = len(timing.EXTENSIVE), []
     for (pl, _, _, _), r in zip(items, raws):
-        e, c = ne * len(pl.kernels), ne * len(pl.kernels) + len(r.acc)
-        for part, x in zip(parts, (af[at:at + e], bf[at:at + e], af[at + e:at + c], bf[at + e:at + c])):
-            part.append(x)
-        at += c + len(r.counts)
-    ea, eb, aa, ab = (np.concatenate(x) if x else np.zeros(0) for x in parts)
+        lens += (ne * len(pl.kernels), len(r.acc), len(r.counts))
+    order = np.argsort(np.tile(np.arange(3), len(items)).repeat(lens), kind="stable")
+    e, c = sum(lens[0::3]), sum(lens[0::3]) + sum(lens[1::3])  # where the accesses', totals' begin
+    af, bf = af[order], bf[order]
+    ea, eb, aa, ab = af[:e], bf[:e], af[e:c], bf[e:c]
     inten = np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
@@ -295,23 +296,27 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
                      [x for r in raws for x in r.ahead], [x for r in raws for x in r.write]],
                     np.float64).reshape(4, -1).T
     accs = np.concatenate([side[:, :1], aa.reshape(-1, 2), ab.reshape(-1, 2), side[:, 1:]], axis=1)
-    out = []
-    at = k0 = a0 = 0  # where the template's counts, kernels, accesses begin
-    for (pl, hw, scaled, probe), r, ok, not_whole in zip(items, raws, alike, bad):
-        nk, na = len(pl.kernels), len(r.kin)
-        c, n = ne * nk + 2 * na, ne * nk + 2 * na + len(r.counts)
+    if a is not None:  # the Plans' totals, a and b, as Python values (a template's list each)
+        ends = np.cumsum(lens[2::3]).tolist()
+        ta, tb = a[order[c:]].tolist(), b[order[c:]].tolist()
+    out, peaks = [], {}
+    k0 = a0 = 0  # where the template's kernels, accesses begin
+    for j, ((pl, hw, scaled, probe), r, ok, not_whole) in enumerate(zip(items, raws, alike, bad)):
+        nkj, naj = len(pl.kernels), len(r.kin)
         if ok and not not_whole:
-            tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, pl.problem.dtype)
+            at = (id(hw), pl.problem.dtype)  # the profile's peaks, once a profile and dtype
+            if at not in peaks:
+                peaks[at] = [*timing._peaks(hw, pl.problem.dtype), hw.launch_overhead_s,
+                             hw.l2_bytes * hw.efficiency.l2_capacity]
             out.append(_Shape(
-                kern[k0:k0 + nk], accs[a0:a0 + na], r.periods,
-                [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s, hw.l2_bytes * hw.efficiency.l2_capacity],
-                ((a[at + c:at + n].tolist(), b[at + c:at + n].tolist()) if a is not None else
-                 (list(r.counts), [0] * len(r.counts))), scaled or probe is not None))
+                kern[k0:k0 + nkj], accs[a0:a0 + naj], r.periods, list(peaks[at]),
+                ((ta[ends[j] - len(r.counts):ends[j]], tb[ends[j] - len(r.counts):ends[j]])
+                 if a is not None else (list(r.counts), [0] * len(r.counts))),
+                scaled or probe is not None))
         else:
             out.append(None)
-        at, k0, a0 = at + n, k0 + nk, a0 + na
+        k0, a0 = k0 + nkj, a0 + naj
     return out
-
 
 def _plan_columns(pl: Plan) -> dict:
     """The columns a template's rows share, besides the problem's."""

@@ -37,13 +37,14 @@ AFFINE = {"standard"}
 
 
 def shape(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
-          tuned: knobs.TunedTiles | None = None) -> tuple | None:
+          tuned: knobs.TunedTiles | None = None, key: tuple | None = None) -> tuple | None:
     """What `name`'s Plan for `problem` depends on besides the counts that grow with
     batch x kv_heads: problems with the same shape have Plans alike but for those counts.
-    None: a problem whose shape is its own (a ragged batch, or one the layout refuses)."""
+    None: a problem whose shape is its own (a ragged batch, or one the layout refuses).
+    `key`: the problem's shape_key(), where the caller has it."""
     if problem.seqlens_k is not None:
         return None
-    key = problem.shape_key()
+    key = problem.shape_key() if key is None else key
     layout = LAYOUTS.get(name)
     if layout is not None:
         try:
@@ -73,7 +74,7 @@ def shapes(name: str, problems: Sequence[Problem], hw: HardwareProfile, tiles: T
             continue
         key = (sk, reads(p))
         if key not in seen:
-            seen[key] = shape(name, p, hw, tiles, tuned)
+            seen[key] = shape(name, p, hw, tiles, tuned, sk)
         out.append(seen[key])
     return out
 

@@ -523,9 +523,9 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     element of C (e.g. the softmax scale).
     """
     e = p.elem_bytes
-    rm, cn = blocks(M, t.block_m), blocks(N, t.block_n)
-    a_bytes = M * K * e * len(cn)  # each A row block read once per column block
-    b_bytes = N * K * e * len(rm)
+    rm, cn = -(-M // t.block_m), -(-N // t.block_n)  # row and column blocks
+    a_bytes = M * K * e * cn  # each A row block read once per column block
+    b_bytes = N * K * e * rm
     per_head = Traffic(reads={a: a_bytes, b: b_bytes}, writes={c: M * N * c_bytes},
                        sram=2 * (a_bytes + b_bytes))
     epilogue = Work(alu_flops=epilogue_alu * M * N)  # once per CTA, on its C tile
@@ -537,14 +537,14 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
                              NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,
                              **mask_defines(p))
     return KernelPlan(
-        name=name, grid=(len(cn), len(rm), bh), threads=32 * t.warps,
+        name=name, grid=(cn, rm, bh), threads=32 * t.warps,
         # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
         smem_bytes=SPECS[name].smem(defines, e),
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
         traffic=per_head.scaled(bh), work=work.scaled(bh), once=epilogue.scaled(bh),
         trips=trips, stages=t.stages,
         # an A row block serves the CTAs along x, a B column block every grid[0]-th CTA
-        reuse={a: 1, b: len(cn)},
+        reuse={a: 1, b: cn},
         overlap="async", source=source(name), defines=defines,
         # A and B go through the k loop's ring, never a prologue; with k in one chunk there is
         # no loop for the C tile's stores to follow: the CTA loads, multiplies and stores in its
