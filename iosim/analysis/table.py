@@ -268,24 +268,26 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
             u1.append(0 if scaled else u + 1)
         v0.append(flat)
         u0.append(u)
+    ne = len(timing.EXTENSIVE)
     if any(scaled or probe is not None for _, _, scaled, probe in items):
         a, b, bad = _fits(v0, v1, u0, u1)
-        af, bf = a.astype(np.float64), b.astype(np.float64)
+        # each template's counts, end to end: its kernels' (EXTENSIVE), its accesses' ([count,
+        # size]) and its totals, a and b; cut apart by what each entry is (0, 1, 2) at once
+        lens = []
+        for (pl, _, _, _), r in zip(items, raws):
+            lens += (ne * len(pl.kernels), len(r.acc), len(r.counts))
+        order = np.argsort(np.tile(np.arange(3), len(items)).repeat(lens), kind="stable")
+        e, c = sum(lens[0::3]), sum(lens[0::3]) + sum(lens[1::3])  # the accesses', totals' start
+        af, bf = a[order].astype(np.float64), b[order].astype(np.float64)
+        ea, eb, aa, ab = af[:e], bf[:e], af[e:c], bf[e:c]
     else:  # templates of their own problems (predict's rows): a as it is (its totals, Python's
         # ints, taken from the Plans' counts below), b = 0
         a = b = None
-        af, bad = np.array([v for vs in v0 for v in vs], np.float64), [False] * len(items)
-        bf = np.zeros(len(af))
+        bad = [False] * len(items)
+        ea = np.array([v for r in raws for v in r.ext], np.float64)
+        aa = np.array([v for r in raws for v in r.acc], np.float64)
+        eb, ab = np.zeros(len(ea)), np.zeros(len(aa))
     kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    # each template's counts, end to end: its kernels' (EXTENSIVE), its accesses' ([count,
-    # size]) and its totals, a and b; cut apart by what each entry is (0, 1, 2) at once
-    ne, lens = len(timing.EXTENSIVE), []
-    for (pl, _, _, _), r in zip(items, raws):
-        lens += (ne * len(pl.kernels), len(r.acc), len(r.counts))
-    order = np.argsort(np.tile(np.arange(3), len(items)).repeat(lens), kind="stable")
-    e, c = sum(lens[0::3]), sum(lens[0::3]) + sum(lens[1::3])  # where the accesses', totals' begin
-    af, bf = af[order], bf[order]
-    ea, eb, aa, ab = af[:e], bf[:e], af[e:c], bf[e:c]
     inten = np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
