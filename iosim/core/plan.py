@@ -18,7 +18,10 @@ from iosim.core.problem import Problem
 from iosim.core.traffic import Traffic, Work
 
 
-@dataclass(frozen=True)
+# not frozen: every Plan builds a few, and a frozen dataclass sets each of its fields through a
+# call (5x the time of its __init__); a KernelPlan is never changed once built (a schedule that
+# adjusts one builds another, dataclasses.replace), and, holding dicts, it was never hashable
+@dataclass
 class KernelPlan:
     name: str  # e.g. "fa2_fwd", "naive_softmax"
     grid: tuple[int, int, int]  # CTAs along x, y, z (launch order: x fastest)
