@@ -73,9 +73,10 @@ def shapes(name: str, problems: Sequence[Problem], hw: HardwareProfile, tiles: T
             out.append(None)
             continue
         key = (sk, reads(p))
-        if key not in seen:
-            seen[key] = shape(name, p, hw, tiles, tuned, sk)
-        out.append(seen[key])
+        got = seen.get(key, seen)  # `seen` itself: not asked yet (a shape may be None)
+        if got is seen:
+            got = seen[key] = shape(name, p, hw, tiles, tuned, sk)
+        out.append(got)
     return out
 
 
