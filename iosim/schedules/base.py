@@ -580,8 +580,23 @@ KV_LOAD_TRIPS = 0.5
 def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
                  outer: str = "max") -> int:
     """_split_blocks, remembered (a sweep asks again for every profile and batch)."""
-    return _split_blocks_cached(bh, tm, slots, None if hi is None else (hi.dtype.str, hi.tobytes()),
-                                outer)
+    return _split_blocks_cached(bh, tm, slots, None if hi is None else _array_key(hi), outer)
+
+
+_KEYS: dict = {}  # id(array) -> (array, _array_key's answer)
+
+
+def _array_key(a: np.ndarray) -> tuple[str, bytes]:
+    """(dtype, bytes) of an array, the same bytes object for the same array (a BlockMap's are
+    made once, read-only): its hash, which a bytes object keeps, is not computed again."""
+    held = _KEYS.get(id(a))
+    if held is not None and held[0] is a and not a.flags.writeable:
+        return held[1]
+    key = (a.dtype.str, a.tobytes())
+    if len(_KEYS) > 4096:  # bounded, as the lru caches it feeds
+        _KEYS.clear()
+    _KEYS[id(a)] = (a, key)
+    return key
 
 
 @lru_cache(maxsize=4096)
