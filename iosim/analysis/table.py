@@ -320,6 +320,7 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         k0, a0 = k0 + nkj, a0 + naj
     return out
 
+
 def _plan_columns(pl: Plan) -> dict:
     """The columns a template's rows share, besides the problem's."""
     m = pl.main
