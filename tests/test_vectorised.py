@@ -171,6 +171,27 @@ def test_dram_of_a_batch_is_the_dram_alone():
             assert 0 <= d.write <= k.traffic.hbm_write
 
 
+def test_a_plan_s_totals_from_its_kernels_are_the_plan_s():
+    """table._raw takes a Plan's totals from its kernels' counts (kernel_raw's, each kernel's
+    Plan sizes given) without building Plan.traffic and Plan.work: the same integers as those,
+    its footprint backing's, and each kernel's counts those kernel_raw finds alone."""
+    from iosim.model.backing import footprint_bytes
+
+    for pl, hw in plans(seed=23, n=40):
+        r = table._raw(pl, hw)
+        t, w = pl.traffic, pl.work
+        assert r.counts == [t.hbm_read, t.hbm_write, t.sram, w.tensor_flops, w.exp_ops,
+                            w.alu_flops, footprint_bytes(pl)]
+        ne = len(timing.EXTENSIVE)
+        for i, k in enumerate(pl.kernels):
+            alone = timing.kernel_raw(k, hw, pl.problem)
+            assert list(alone[0]) == r.ext[i * ne:(i + 1) * ne] and alone[1] == r.inten[i]
+            assert alone[0][timing.EXTENSIVE.index("two_r")] == k.traffic.hbm_read
+            assert alone[0][timing.EXTENSIVE.index("two_w")] == k.traffic.hbm_write
+            assert alone[1][timing.INTENSIVE.index("head")] == timing.first_loads(k)
+            assert alone[1][timing.INTENSIVE.index("drain")] == timing.store_drain(k)
+
+
 def shaped(seed: int, n: int) -> list[Problem]:
     """The seeded problems, each also with other batch sizes and K/V heads (the same heads per
     K/V head): problems of one shape (schedules.shape) but for batch x kv_heads, two of them

@@ -26,7 +26,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
 from iosim.core.rows import problem_fields
-from iosim.kernels import kv_splits
+from iosim.kernels import kernel_splits, kv_splits
 from iosim.model import memory, timing
 from iosim.model.backing import backing, tensor_bytes
 from iosim.schedules import AFFINE, Tiles, plan, shapes
@@ -87,26 +87,38 @@ class _Raw:
 
 def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     p = pl.problem
-    size = memory.sizes(p, kv_splits(pl))
+    splits = kv_splits(pl)
+    size = memory.sizes(p, splits)
+    elem = p.elem_bytes
     r = _Raw([], [], [], [], [], [], [], [], [], [])
+    ext, acc, names, kin, write, reuse, ahead = r.ext, r.acc, r.names, r.kin, r.write, r.reuse, r.ahead
+    touched: set = set()  # the tensors the kernels read or write
     for i, k in enumerate(pl.kernels):
-        pre = memory.prefetch_ahead(k, p.elem_bytes)
-        e, inten, per = timing.kernel_raw(k, hw, p)
-        r.ext += e
+        e, inten, per = timing.kernel_raw(k, hw, p, size if kernel_splits(k) == splits else None)
+        ext += e
         r.inten.append(inten)
         r.periods.append(per)
+        pre, kr = memory.prefetch_ahead(k, elem), k.reuse
         for is_write, tensors in ((0, k.traffic.reads), (1, k.traffic.writes)):
-            names = list(tensors)
-            r.names += names
-            r.acc += [x for n, v in tensors.items() for x in (v, size[n])]
-            r.kin += [i] * len(names)
-            r.write += [is_write] * len(names)
-            r.reuse += [k.reuse.get(n, 0) for n in names]
-            r.ahead += [0] * len(names) if is_write else [pre.get(n, 0) for n in names]
-    t, w = pl.traffic, pl.work
-    r.counts = [t.hbm_read, t.hbm_write, t.sram, w.tensor_flops, w.exp_ops, w.alu_flops,
-                sum(tensor_bytes(pl, size).values())]
+            n0 = len(names)
+            names += tensors
+            for n, v in tensors.items():
+                acc += (v, size[n])
+            m = len(names) - n0
+            kin += [i] * m
+            write += [is_write] * m
+            reuse += [kr.get(n, 0) for n in names[n0:]] if kr else [0] * m
+            ahead += [pre.get(n, 0) for n in names[n0:]] if pre and not is_write else [0] * m
+            touched.update(tensors)
+    # the Plan's totals (Plan.traffic's and Plan.work's, summed as they sum them: ints, kernel
+    # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic
+    ne = len(timing.EXTENSIVE)
+    r.counts = [sum(ext[j::ne]) for j in _TOTALS] + [sum(tensor_bytes(pl, size, touched).values())]
     return r
+
+
+# the Plan totals of _Raw.counts (2-level read, write, sram, tensor, exp, alu) among EXTENSIVE
+_TOTALS = tuple(timing.EXTENSIVE.index(x) for x in ("two_r", "two_w", "sram", "flops", "exps", "alu"))
 
 
 @dataclass
@@ -256,23 +268,26 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
             u1.append(0 if scaled else u + 1)
         v0.append(flat)
         u0.append(u)
+    ne = len(timing.EXTENSIVE)
     if any(scaled or probe is not None for _, _, scaled, probe in items):
         a, b, bad = _fits(v0, v1, u0, u1)
-        af, bf = a.astype(np.float64), b.astype(np.float64)
+        # each template's counts, end to end: its kernels' (EXTENSIVE), its accesses' ([count,
+        # size]) and its totals, a and b; cut apart by what each entry is (0, 1, 2) at once
+        lens = []
+        for (pl, _, _, _), r in zip(items, raws):
+            lens += (ne * len(pl.kernels), len(r.acc), len(r.counts))
+        order = np.argsort(np.tile(np.arange(3), len(items)).repeat(lens), kind="stable")
+        e, c = sum(lens[0::3]), sum(lens[0::3]) + sum(lens[1::3])  # the accesses', totals' start
+        af, bf = a[order].astype(np.float64), b[order].astype(np.float64)
+        ea, eb, aa, ab = af[:e], bf[:e], af[e:c], bf[e:c]
     else:  # templates of their own problems (predict's rows): a as it is (its totals, Python's
         # ints, taken from the Plans' counts below), b = 0
         a = b = None
-        af, bad = np.array([v for vs in v0 for v in vs], np.float64), [False] * len(items)
-        bf = np.zeros(len(af))
+        bad = [False] * len(items)
+        ea = np.array([v for r in raws for v in r.ext], np.float64)
+        aa = np.array([v for r in raws for v in r.acc], np.float64)
+        eb, ab = np.zeros(len(ea)), np.zeros(len(aa))
     kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    # each template's counts: its kernels' (EXTENSIVE) and its accesses' ([count, size]), a and b
-    ne, parts, at = len(timing.EXTENSIVE), ([], [], [], []), 0
-    for (pl, _, _, _), r in zip(items, raws):
-        e, c = ne * len(pl.kernels), ne * len(pl.kernels) + len(r.acc)
-        for part, x in zip(parts, (af[at:at + e], bf[at:at + e], af[at + e:at + c], bf[at + e:at + c])):
-            part.append(x)
-        at += c + len(r.counts)
-    ea, eb, aa, ab = (np.concatenate(x) if x else np.zeros(0) for x in parts)
     inten = np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
@@ -283,21 +298,26 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
                      [x for r in raws for x in r.ahead], [x for r in raws for x in r.write]],
                     np.float64).reshape(4, -1).T
     accs = np.concatenate([side[:, :1], aa.reshape(-1, 2), ab.reshape(-1, 2), side[:, 1:]], axis=1)
-    out = []
-    at = k0 = a0 = 0  # where the template's counts, kernels, accesses begin
-    for (pl, hw, scaled, probe), r, ok, not_whole in zip(items, raws, alike, bad):
-        nk, na = len(pl.kernels), len(r.kin)
-        c, n = ne * nk + 2 * na, ne * nk + 2 * na + len(r.counts)
+    if a is not None:  # the Plans' totals, a and b, as Python values (a template's list each)
+        ends = np.cumsum(lens[2::3]).tolist()
+        ta, tb = a[order[c:]].tolist(), b[order[c:]].tolist()
+    out, peaks = [], {}
+    k0 = a0 = 0  # where the template's kernels, accesses begin
+    for j, ((pl, hw, scaled, probe), r, ok, not_whole) in enumerate(zip(items, raws, alike, bad)):
+        nkj, naj = len(pl.kernels), len(r.kin)
         if ok and not not_whole:
-            tensor, sfu, alu, hbm, l2, sram = timing._peaks(hw, pl.problem.dtype)
+            at = (id(hw), pl.problem.dtype)  # the profile's peaks, once a profile and dtype
+            if at not in peaks:
+                peaks[at] = [*timing._peaks(hw, pl.problem.dtype), hw.launch_overhead_s,
+                             hw.l2_bytes * hw.efficiency.l2_capacity]
             out.append(_Shape(
-                kern[k0:k0 + nk], accs[a0:a0 + na], r.periods,
-                [tensor, sfu, alu, hbm, l2, sram, hw.launch_overhead_s, hw.l2_bytes * hw.efficiency.l2_capacity],
-                ((a[at + c:at + n].tolist(), b[at + c:at + n].tolist()) if a is not None else
-                 (list(r.counts), [0] * len(r.counts))), scaled or probe is not None))
+                kern[k0:k0 + nkj], accs[a0:a0 + naj], r.periods, list(peaks[at]),
+                ((ta[ends[j] - len(r.counts):ends[j]], tb[ends[j] - len(r.counts):ends[j]])
+                 if a is not None else (list(r.counts), [0] * len(r.counts))),
+                scaled or probe is not None))
         else:
             out.append(None)
-        at, k0, a0 = at + n, k0 + nk, a0 + na
+        k0, a0 = k0 + nkj, a0 + naj
     return out
 
 

@@ -246,7 +246,8 @@ class HardwareProfile(BaseModel):
                 f"{self.name} has no tensor-core rate for {dtype.value} "
                 f"(it has: {', '.join(map(str, self.tensor_flops_per_clk_per_sm))})"
             )
-        return self.tensor_flops_per_s[key]
+        # tensor_flops_per_s[key], that one entry alone (predict asks it of every Plan)
+        return self.tensor_flops_per_clk_per_sm[key] * self.sm_count * self.clock_hz
 
     def with_changes(self, **changes: object) -> HardwareProfile:
         """A what-if copy with some fields replaced, validated like a loaded profile. Per-SM

@@ -18,7 +18,22 @@ from iosim.core.problem import Problem
 from iosim.core.traffic import Traffic, Work
 
 
-@dataclass(frozen=True)
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+# KernelPlan's default trips (every CTA one trip) and masked trips (none): one read-only array
+# each, shared, as the schedules' own (base.uniform): the timing model remembers a kernel's
+# period by its arrays (timing._period), so a fresh array a kernel would be a new period each
+ONE_TRIP = _read_only(np.ones(1, np.int64))
+NO_TRIP = _read_only(np.zeros(1, np.int64))
+
+
+# not frozen: every Plan builds a few, and a frozen dataclass sets each of its fields through a
+# call (5x the time of its __init__); a KernelPlan is never changed once built (a schedule that
+# adjusts one builds another, dataclasses.replace), and, holding dicts, it was never hashable
+@dataclass
 class KernelPlan:
     name: str  # e.g. "fa2_fwd", "naive_softmax"
     grid: tuple[int, int, int]  # CTAs along x, y, z (launch order: x fastest)
@@ -34,7 +49,7 @@ class KernelPlan:
     # (y, z) of the grid, i.e. every (batch, head), runs the same loops, so this one period
     # describes the launch: the timing model sees causal imbalance and tail waves without an
     # array as long as the grid.
-    trips: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.ones(1, np.int64))
+    trips: np.ndarray = field(repr=False, compare=False, default_factory=lambda: ONE_TRIP)
     # The same trips in whole tiles, for a kernel that computes a ragged tile in full (fa3.cu:
     # TMA zero-fills the rows and keys past the end, and every consumer warpgroup runs its whole
     # tile on them): the timing model's CTA durations take these, each trip a whole tile's
@@ -48,7 +63,7 @@ class KernelPlan:
     # Partly masked (diagonal) trips of the CTAs along x, like `trips`, and the ALU work of the
     # mask (part of work.alu_flops) that they alone carry: the longest causal CTA does not pay
     # for the other CTAs' diagonals.
-    masked: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.zeros(1, np.int64))
+    masked: np.ndarray = field(repr=False, compare=False, default_factory=lambda: NO_TRIP)
     mask_alu: int = 0
     once: Work = Work()  # part of `work` each CTA does once, after its loop (e.g. O = acc/ℓ)
     stages: int = 1  # SRAM pipeline depth for the streamed operand

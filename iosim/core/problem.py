@@ -16,7 +16,10 @@ class Dtype(str, Enum):
 
     @property
     def bytes(self) -> int:
-        return {"fp16": 2, "bf16": 2, "fp8_e4m3": 1, "fp32": 4}[self.value]
+        return _DTYPE_BYTES[self]
+
+
+_DTYPE_BYTES = {Dtype.fp16: 2, Dtype.bf16: 2, Dtype.fp8_e4m3: 1, Dtype.fp32: 4}  # Dtype.bytes
 
 
 class Fp8Scaling(str, Enum):

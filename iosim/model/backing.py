@@ -62,12 +62,14 @@ def backing(plan: Plan, hw: HardwareProfile) -> str:
     return HYPOTHETICAL
 
 
-def tensor_bytes(plan: Plan, size: dict[str, int] | None = None) -> dict[str, int]:
+def tensor_bytes(plan: Plan, size: dict[str, int] | None = None,
+                 touched: set[str] | None = None) -> dict[str, int]:
     """Bytes of every tensor a Plan's kernels touch in HBM, at its full size (`size`: the
-    Plan's memory.sizes, where the caller has them)."""
+    Plan's memory.sizes; `touched`: the tensors its kernels read or write; where the caller
+    has them)."""
     p = plan.problem
     size = sizes(p, kv_splits(plan)) if size is None else size
-    names = set(plan.traffic.reads) | set(plan.traffic.writes)
+    names = set(plan.traffic.reads) | set(plan.traffic.writes) if touched is None else set(touched)
     if p.direction is Direction.bwd:  # the inputs live whether or not a kernel reads them
         names |= {"Q", "K", "V", "dO"}
     return {n: size[n] for n in sorted(names) if n in size}

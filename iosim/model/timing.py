@@ -246,13 +246,21 @@ def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) ->
     return {u: float(v[0]) for u, v in _fluid(f, rv).items()}
 
 
-def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
+def _split(k: KernelPlan, p: Problem, size: dict | None = None) -> tuple[float, float, float, float]:
     """(read, write) bytes moved once per CTA (prologue/epilogue, whole kernel) and
-    (read, write) bytes streamed by the loop trips (whole kernel), two-level counts."""
-    size = sizes(p, kernel_splits(k))
-    fixed_r = sum(v for n, v in k.traffic.reads.items() if v <= size[n] and n not in k.streamed)
-    fixed_w = sum(v for n, v in k.traffic.writes.items() if v <= size[n] and n not in k.streamed)
-    return fixed_r, fixed_w, k.traffic.hbm_read - fixed_r, k.traffic.hbm_write - fixed_w
+    (read, write) bytes streamed by the loop trips (whole kernel), two-level counts. `size`:
+    memory.sizes(p, kernel_splits(k)), where the caller has it."""
+    if size is None:
+        size = sizes(p, kernel_splits(k))
+    t, streamed, out = k.traffic, k.streamed, []
+    for tensors in (t.reads, t.writes):  # sums in the order sum() takes them: the same ints
+        fixed = whole = 0
+        for n, v in tensors.items():
+            whole += v
+            if v <= size[n] and n not in streamed:
+                fixed += v
+        out += (fixed, whole - fixed)
+    return out[0], out[2], out[1], out[3]
 
 
 def _present(codes: np.ndarray) -> np.ndarray:
@@ -591,23 +599,25 @@ def _trip_deps(t: Trip) -> Trip:
                 queue=_dep(t.queue, BIT["tensor"] | BIT["issue"]))
 
 
-def reduced_loop_reads(k: KernelPlan, p: Problem) -> float:
+def reduced_loop_reads(k: KernelPlan, p: Problem, spec=..., size: dict | None = None) -> float:
     """Loop-trip reads (two-level, whole kernel) of the tensors the kernel adds into in L2 by
     reductions (iosim.kernels: its spec's `l2_reductions`): the L2 reads them, the SM does not
-    (its reductions' bytes cross its port once, as writes)."""
-    spec = SPECS.get(k.name)
+    (its reductions' bytes cross its port once, as writes). `spec`, `size`: the kernel's
+    KernelSpec (SPECS.get) and memory.sizes, where the caller has them (kernel_raw)."""
+    spec = SPECS.get(k.name) if spec is ... else spec
     if spec is None or spec.l2_reductions is None:
         return 0.0
-    size = sizes(p, kernel_splits(k))
+    if size is None:
+        size = sizes(p, kernel_splits(k))
     return float(sum(v for n, v in k.traffic.reads.items() if n in spec.l2_reductions(k.defines)
                      and not (v <= size[n] and n not in k.streamed)))
 
 
-def l2_extra(k: KernelPlan) -> float:
+def l2_extra(k: KernelPlan, spec=...) -> float:
     """L2 work beyond the kernel's bytes, in byte-equivalents (iosim.kernels: its spec's
     `l2_weights`, the L2's work per byte of a tensor's traffic; 0 for a plain byte each),
     charged to the loop trips' share of the L2 and to its fluid limit, not to the SM's port."""
-    spec = SPECS.get(k.name)
+    spec = SPECS.get(k.name) if spec is ... else spec
     if spec is None or spec.l2_weights is None:
         return 0.0
     t = k.traffic
@@ -620,79 +630,84 @@ def l2_extra(k: KernelPlan) -> float:
 FILL_WAVEFRONT = 128 / 512
 
 
-def smem_fill(k: KernelPlan) -> float:
+def smem_fill(k: KernelPlan, spec=...) -> float:
     """Shared-memory bytes of the kernel's asynchronous copies (iosim.kernels: its spec's
     `smem_fills`, the tensors cp.async loads into shared memory; their two-level reads) that the
     data pipe does not carry: ldmatrix and st.shared take a wavefront (128 bytes) a cycle, a
     warp's cp.async one wavefront for its 512 bytes, written through the L1's fill path
     (Nsight Compute's shared-memory wavefronts: tests/test_mechanisms.py); their instructions
     are issued all the same."""
-    spec = SPECS.get(k.name)
+    spec = SPECS.get(k.name) if spec is ... else spec
     if spec is None or not spec.smem_fills:
         return 0.0
     return (1 - FILL_WAVEFRONT) * float(sum(k.traffic.reads.get(n, 0) for n in spec.smem_fills))
 
 
-def _spec_says(k: KernelPlan, fact: str) -> bool:
-    """A yes/no fact of the kernel's KernelSpec at its defines (False without a spec or fact)."""
-    spec = SPECS.get(k.name)
+def _spec_says(k: KernelPlan, fact: str, spec=...) -> bool:
+    """A yes/no fact of the kernel's KernelSpec at its defines (False without a spec or fact).
+    `spec` (each fact's too): the kernel's KernelSpec (SPECS.get), where the caller has it."""
+    spec = SPECS.get(k.name) if spec is ... else spec
     rule = getattr(spec, fact, None)
     return bool(rule is not None and rule(k.defines))
 
 
-def softmax_under_pv(k: KernelPlan) -> bool:
+def softmax_under_pv(k: KernelPlan, spec=...) -> bool:
     """Whether a warpgroup's softmax runs while its own previous P·V GEMM is in flight
     (iosim.kernels: its spec's `softmax_under_pv`)."""
-    return _spec_says(k, "softmax_under_pv")
+    return _spec_says(k, "softmax_under_pv", spec)
 
 
-def consumers_in_step(k: KernelPlan) -> bool:
+def consumers_in_step(k: KernelPlan, spec=...) -> bool:
     """Whether the kernel's consumer warpgroups run each step together, no turns (iosim.kernels:
     its spec's `consumers_in_step`)."""
-    return _spec_says(k, "consumers_in_step")
+    return _spec_says(k, "consumers_in_step", spec)
 
 
-def softmax_apart(k: KernelPlan) -> bool:
+def softmax_apart(k: KernelPlan, spec=...) -> bool:
     """Whether the kernel's consumer warps run their softmax phases at the same time
     (iosim.kernels: its spec's `softmax_apart`)."""
-    return _spec_says(k, "softmax_apart")
+    return _spec_says(k, "softmax_apart", spec)
 
 
-def loop_chain(k: KernelPlan) -> float:
+def loop_chain(k: KernelPlan, spec=...) -> float:
     """Instructions of one loop trip of a CTA that are steps of its warps' dependent address
     chains (iosim.kernels: its spec's `loop_chain`: then its loop_issue, else none)."""
-    return k.loop_issue if _spec_says(k, "loop_chain") else 0.0
+    return k.loop_issue if _spec_says(k, "loop_chain", spec) else 0.0
 
 
-def sync_loads(k: KernelPlan) -> float:
+def sync_loads(k: KernelPlan, spec=...) -> float:
     """Memory round trips one trip of the kernel waits for (iosim.kernels: its spec's
     `sync_loads`; a kernel with no spec: its KernelPlan's `round_trips`; 0 for kernels whose
     loads a cp.async/TMA pipeline or other warps hide)."""
-    spec = SPECS.get(k.name)
+    spec = SPECS.get(k.name) if spec is ... else spec
     return spec.sync_loads(k.defines) if spec is not None and spec.sync_loads else k.round_trips
 
 
-def barrier_trips(k: KernelPlan) -> float:
+def barrier_trips(k: KernelPlan, spec=...) -> float:
     """The share of the kernel's loop trips that begin at a CTA barrier releasing all its
     warps at once (iosim.kernels: its spec's `barrier_trips`; 0 without one)."""
-    spec = SPECS.get(k.name)
+    spec = SPECS.get(k.name) if spec is ... else spec
     return spec.barrier_trips(k.defines) if spec is not None and spec.barrier_trips else 0.0
 
 
-def sync_in_l2(k: KernelPlan) -> bool:
+def sync_in_l2(k: KernelPlan, spec=...) -> bool:
     """Whether the kernel's synchronous round trips are to lines the L2 holds (iosim.kernels:
     its spec's `sync_in_l2`; else first reads from DRAM)."""
-    return _spec_says(k, "sync_in_l2")
+    return _spec_says(k, "sync_in_l2", spec)
 
 
-def first_loads(k: KernelPlan) -> float:
+def first_loads(k: KernelPlan, spec=...) -> float:
     """How much of its first trip's loads a CTA waits for before that trip's work, beyond
     what its trips already wait (sync_loads to DRAM: fa1's forward waits its K/V tiles, 1 / QB
     of a round trip a trip; PyTorch's elementwise kernel its loads): 1 for a kernel that reads
     and whose loads run ahead of its work (a cp.async ring, TMA, its fixed loads), 0 for one
     that reads nothing."""
-    first = 0.0 if sync_in_l2(k) else sync_loads(k)
-    return max(0.0, float(k.traffic.hbm_read > 0) - first)
+    return _first_loads(k.traffic.hbm_read > 0, sync_in_l2(k, spec), sync_loads(k, spec))
+
+
+def _first_loads(reads: bool, in_l2: bool, nsync: float) -> float:
+    """first_loads of a kernel that reads (or not), its sync_in_l2 and sync_loads."""
+    return max(0.0, float(reads) - (0.0 if in_l2 else nsync))
 
 
 def store_drain(k: KernelPlan) -> float:
@@ -702,10 +717,10 @@ def store_drain(k: KernelPlan) -> float:
     return float(k.traffic.hbm_write > 0)
 
 
-def turn_waits(k: KernelPlan) -> int:
+def turn_waits(k: KernelPlan, spec=...) -> int:
     """GEMM turns a warp-specialised consumer's trip waits out with nothing else to issue
     (iosim.kernels: its spec's `turn_waits`; 0 without one)."""
-    spec = SPECS.get(k.name)
+    spec = SPECS.get(k.name) if spec is ... else spec
     return spec.turn_waits(k.defines) if spec is not None and spec.turn_waits else 0
 
 
@@ -812,9 +827,10 @@ INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0",
              "x_chain")
 
 
-def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
+def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict | None = None) -> tuple:
     """(EXTENSIVE counts, INTENSIVE facts, the period's (trips, masked trips) or None when every
-    CTA is alike) of one kernel: what facts_table makes its facts of, besides its DRAM bytes."""
+    CTA is alike) of one kernel: what facts_table makes its facts of, besides its DRAM bytes.
+    `size`: memory.sizes(p, kernel_splits(k)), where the caller has it."""
     trips = k.trips if k.tile_trips is None else k.tile_trips
     one, masked, period, uniform, sum_one, sum_masked = _period(trips, k.masked)
     # whole tiles per tile of work (KernelPlan.tile_trips: ragged tiles computed in full)
@@ -822,18 +838,27 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None) -> tuple:
     w, once, t = k.work, k.once, k.traffic
     wg = k.overlap == "warpspecialized"
     warps = max(1, k.threads // 32 - (4 if wg else 0))  # wgmma: less the producer warpgroup
-    fixed_r, fixed_w, loop_r, loop_w = _split(k, p) if p is not None else (0, 0, 0, 0)
+    spec = SPECS.get(k.name)  # looked up once, for every fact of it below
+    if p is not None:
+        size = sizes(p, kernel_splits(k)) if size is None else size
+        fixed_r, fixed_w, loop_r, loop_w = _split(k, p, size)
+        two_r, two_w = fixed_r + loop_r, fixed_w + loop_w  # the whole counts (ints: exact)
+    else:
+        fixed_r, fixed_w, loop_r, loop_w = 0, 0, 0, 0
+        two_r, two_w = t.hbm_read, t.hbm_write
     ext = (k.ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
-           once.alu_flops, k.mask_alu, t.sram, t.hbm_read, t.hbm_write, fixed_r, fixed_w,
-           loop_r, loop_w, l2_extra(k), smem_fill(k), k.units,
-           reduced_loop_reads(k, p) if p is not None else 0.0)
+           once.alu_flops, k.mask_alu, t.sram, two_r, two_w, fixed_r, fixed_w,
+           loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.units,
+           reduced_loop_reads(k, p, spec, size) if p is not None else 0.0)
+    nsync, in_l2 = sync_loads(k, spec), sync_in_l2(k, spec)
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
-             hw.pipeline.sync_overlap, sync_loads(k), float(sync_in_l2(k)), turn_waits(k), 1.0 / hw.clock_hz,
+             hw.pipeline.sync_overlap, nsync, float(in_l2), turn_waits(k, spec), 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
-             k.loop_issue, float(softmax_apart(k)), pad, k.loop_shadow, float(softmax_under_pv(k)),
-             float(consumers_in_step(k)), barrier_trips(k), first_loads(k), store_drain(k),
-             loop_chain(k))
+             k.loop_issue, float(softmax_apart(k, spec)), pad, k.loop_shadow,
+             float(softmax_under_pv(k, spec)), float(consumers_in_step(k, spec)),
+             barrier_trips(k, spec), _first_loads(two_r > 0, in_l2, nsync),
+             float(two_w > 0), loop_chain(k, spec))  # first_loads, store_drain
     return ext, inten, (None if uniform else (one, masked))
 
 

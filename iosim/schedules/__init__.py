@@ -37,13 +37,14 @@ AFFINE = {"standard"}
 
 
 def shape(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
-          tuned: knobs.TunedTiles | None = None) -> tuple | None:
+          tuned: knobs.TunedTiles | None = None, key: tuple | None = None) -> tuple | None:
     """What `name`'s Plan for `problem` depends on besides the counts that grow with
     batch x kv_heads: problems with the same shape have Plans alike but for those counts.
-    None: a problem whose shape is its own (a ragged batch, or one the layout refuses)."""
+    None: a problem whose shape is its own (a ragged batch, or one the layout refuses).
+    `key`: the problem's shape_key(), where the caller has it."""
     if problem.seqlens_k is not None:
         return None
-    key = problem.shape_key()
+    key = problem.shape_key() if key is None else key
     layout = LAYOUTS.get(name)
     if layout is not None:
         try:
@@ -72,9 +73,10 @@ def shapes(name: str, problems: Sequence[Problem], hw: HardwareProfile, tiles: T
             out.append(None)
             continue
         key = (sk, reads(p))
-        if key not in seen:
-            seen[key] = shape(name, p, hw, tiles, tuned)
-        out.append(seen[key])
+        got = seen.get(key, seen)  # `seen` itself: not asked yet (a shape may be None)
+        if got is seen:
+            got = seen[key] = shape(name, p, hw, tiles, tuned, sk)
+        out.append(got)
     return out
 
 
@@ -83,7 +85,10 @@ def defaults_for(problem: Problem) -> list[str]:
     return ALL + (["decode"] if decode.takes(problem) else [])
 
 
-def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
+DEFAULT = Tiles()  # every field the schedule's
+
+
+def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = DEFAULT,
          check: bool = False, tuned: knobs.TunedTiles | None = None) -> Plan:
     """The schedule's Plan with the tiles asked for, else the tuned table's (`tuned`: a tiles
     file the command read), else the schedule's own: a pure function of its arguments. The
@@ -94,11 +99,12 @@ def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(
         raise InputError(f"unknown schedule '{name}' (allowed: {', '.join(SCHEDULES)})")
     check_window(name, problem)
     check_deterministic(name, problem)
-    if check:
+    given = tiles is not DEFAULT and tiles != DEFAULT  # the schedule's own tiles: nothing to check
+    if check and given:
         knobs.check_values(tiles)
     tiles, source = knobs.resolve(tuned, name, problem, hw, tiles)
     pl = SCHEDULES[name](problem, hw, tiles)
-    if check and tiles != Tiles():
+    if check and tiles is not DEFAULT and tiles != DEFAULT:
         knobs.check(pl, tiles, hw)
     if source is not None:
         pl = replace(pl, notes=f"{pl.notes}; tiles from {source}")

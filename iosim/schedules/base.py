@@ -486,8 +486,12 @@ def whole_tiles(p: Problem, k: KernelPlan) -> np.ndarray:
     """A forward's trips in whole tiles (KernelPlan.tile_trips): a query tile's key tiles, each
     in full, the ragged last query tile's and the ragged last key tile included: what lies
     past the end is zero-filled (fa3.cu's TMA, fa2.cu's cp.async) and the warps compute on it."""
-    bm = BlockMap.of(p, k.block_m, k.block_n)
-    if len(k.trips) == 1:  # every CTA alike (or so many that the ragged one is noise)
+    return whole_tiles_of(p, BlockMap.of(p, k.block_m, k.block_n), k.trips)
+
+
+def whole_tiles_of(p: Problem, bm: BlockMap, trips: np.ndarray) -> np.ndarray:
+    """whole_tiles of a kernel with this block map and these trips, before it is built."""
+    if len(trips) == 1:  # every CTA alike (or so many that the ragged one is noise)
         return uniform_float(float(bm.tn if not p.causal else bm.row_visits().max()))
     return last_first(bm, "row_visits", np.float64)
 
@@ -519,9 +523,9 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     element of C (e.g. the softmax scale).
     """
     e = p.elem_bytes
-    rm, cn = blocks(M, t.block_m), blocks(N, t.block_n)
-    a_bytes = M * K * e * len(cn)  # each A row block read once per column block
-    b_bytes = N * K * e * len(rm)
+    rm, cn = -(-M // t.block_m), -(-N // t.block_n)  # row and column blocks
+    a_bytes = M * K * e * cn  # each A row block read once per column block
+    b_bytes = N * K * e * rm
     per_head = Traffic(reads={a: a_bytes, b: b_bytes}, writes={c: M * N * c_bytes},
                        sram=2 * (a_bytes + b_bytes))
     epilogue = Work(alu_flops=epilogue_alu * M * N)  # once per CTA, on its C tile
@@ -533,14 +537,14 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
                              NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,
                              **mask_defines(p))
     return KernelPlan(
-        name=name, grid=(len(cn), len(rm), bh), threads=32 * t.warps,
+        name=name, grid=(cn, rm, bh), threads=32 * t.warps,
         # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
         smem_bytes=SPECS[name].smem(defines, e),
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
         traffic=per_head.scaled(bh), work=work.scaled(bh), once=epilogue.scaled(bh),
         trips=trips, stages=t.stages,
         # an A row block serves the CTAs along x, a B column block every grid[0]-th CTA
-        reuse={a: 1, b: len(cn)},
+        reuse={a: 1, b: cn},
         overlap="async", source=source(name), defines=defines,
         # A and B go through the k loop's ring, never a prologue; with k in one chunk there is
         # no loop for the C tile's stores to follow: the CTA loads, multiplies and stores in its
@@ -576,8 +580,23 @@ KV_LOAD_TRIPS = 0.5
 def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
                  outer: str = "max") -> int:
     """_split_blocks, remembered (a sweep asks again for every profile and batch)."""
-    return _split_blocks_cached(bh, tm, slots, None if hi is None else (hi.dtype.str, hi.tobytes()),
-                                outer)
+    return _split_blocks_cached(bh, tm, slots, None if hi is None else _array_key(hi), outer)
+
+
+_KEYS: dict = {}  # id(array) -> (array, _array_key's answer)
+
+
+def _array_key(a: np.ndarray) -> tuple[str, bytes]:
+    """(dtype, bytes) of an array, the same bytes object for the same array (a BlockMap's are
+    made once, read-only): its hash, which a bytes object keeps, is not computed again."""
+    held = _KEYS.get(id(a))
+    if held is not None and held[0] is a and not a.flags.writeable:
+        return held[1]
+    key = (a.dtype.str, a.tobytes())
+    if len(_KEYS) > 4096:  # bounded, as the lru caches it feeds
+        _KEYS.clear()
+    _KEYS[id(a)] = (a, key)
+    return key
 
 
 @lru_cache(maxsize=4096)

@@ -9,7 +9,7 @@ Tiles follow the FlashAttention-2 kernels for sm80/sm90 (mma.sync, 16 query rows
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from iosim.core.hardware import HardwareProfile
 from iosim.core.plan import KernelPlan, Plan
@@ -24,7 +24,7 @@ from iosim.schedules.base import (
     last_first,
     mask_defines,
     uniform,
-    whole_tiles,
+    whole_tiles_of,
     window_defines,
 )
 from iosim.schedules.flash import dq_convert, fa2_bwd_pre, fa2_fwd, flash_bwd
@@ -99,17 +99,17 @@ class FlashStyle:
         threads = 32 * t.warps + self.threads_extra
         ks: list[KernelPlan] = []
         if not bwd:
+            # query blocks launch last-first: under causal masking the longest CTAs start first
+            trips = last_first(bm, "row_tiles")
             ks.append(KernelPlan(fwd_entry, (tm, p.heads, p.batch), threads, smem,
                                  self.regs, t.block_m, t.block_n,
                                  **fa2_fwd(p, bm, spec.kv_readers(defines)).launch(bh),
-                                 # query blocks launch last-first: under causal
-                                 # masking the longest CTAs start first
-                                 trips=last_first(bm, "row_tiles"), masked=last_first(bm, "row_diag"),
+                                 trips=trips, masked=last_first(bm, "row_diag"),
+                                 tile_trips=whole_tiles_of(p, bm, trips),  # ragged tiles in full
                                  stages=t.stages,
                                  reuse={"K": 1, "V": 1},  # the next query block's CTA
                                  overlap=self.overlap, source=source(fwd_entry),
                                  defines=defines))
-            ks[-1] = replace(ks[-1], tile_trips=whole_tiles(p, ks[-1]))  # ragged tiles in full
         else:
             pre, convert = f"{self.name}_bwd_pre", f"{self.name}_bwd_convert"
             aux = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, AUX_THREADS=AUX_THREADS)
