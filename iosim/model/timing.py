@@ -346,10 +346,15 @@ def _policies(policy, stages):
     return np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
 
 
-@dataclass  # not frozen: Trip.time builds one a policy, and a frozen one's fields cost a call each
+# Trip's terms, in order (the rows of Trip.terms)
+TRIP = ("tensor", "sfu", "alu", "sram", "issue", "warp_mma", "warp_other", "groups", "dispatch",
+        "apart", "under_pv", "in_step", "queue")
+
+
 class Trip:
     """Demands of one loop trip of one CTA, in seconds: per-SM throughput terms at efficient
-    rates, and one warp's own chain (its MMAs and its other instructions); arrays, per case."""
+    rates, and one warp's own chain (its MMAs and its other instructions); arrays, per case,
+    the rows of one array (`terms`, in TRIP's order: a subset of the entries is one gather)."""
 
     tensor: np.ndarray
     sfu: np.ndarray
@@ -365,6 +370,18 @@ class Trip:
     in_step: np.ndarray  # wgmma: 1 where the consumer warpgroups run each step together
     queue: np.ndarray  # mma.sync: a warp's wait behind its sub-partition's other warps' MMAs
 
+    def __init__(self, terms: np.ndarray):
+        self.terms = terms
+        self.__dict__.update(zip(TRIP, terms))  # the rows as views (as _Facts)
+
+    @classmethod
+    def made(cls, shape: tuple, dtype=np.float64, **terms) -> Trip:
+        """A Trip of these terms (by TRIP's names; numbers or arrays, broadcast to `shape`)."""
+        out = np.empty((len(TRIP), *shape), dtype)
+        for i, x in enumerate(TRIP):
+            out[i] = terms[x]
+        return cls(out)
+
     @classmethod
     def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
            fill=0.0, shadow=0.0, under_pv=0.0, in_step=0.0, barrier=0.0, chained=0.0) -> Trip:
@@ -378,7 +395,8 @@ class Trip:
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
         issued = other + shadow
-        return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
+        return cls.made(np.shape(flops),
+                   tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
                    sram=(sram - fill) / r.sram,
                    issue=(mma + issued) / r.issue,
                    dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
@@ -387,15 +405,14 @@ class Trip:
                    / warps * cyc,
                    # consumers in step share the tensor cores at once: no turns
                    groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
-                   apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
-                   under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)),
-                   in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)),
+                   apart=np.where(wg, apart, 0.0), under_pv=np.where(wg, under_pv, 0.0),
+                   in_step=np.where(wg, in_step, 0.0),
                    # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
                    # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
                    # MMAs at once, and each waits on average for (w - 1) / w of the
                    # sub-partition's tensor time (its share of the CTA's)
                    queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
-                                  * flops / r.tensor) + np.zeros(np.shape(flops)))
+                                  * flops / r.tensor))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -411,14 +428,13 @@ class Trip:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
         out = np.empty(np.shape(level))
         few = len(policy) <= SUBSET  # few entries: numpy's cost per call outweighs them
-        terms = None if few else np.array([getattr(self, x) for x in Trip.__dataclass_fields__])
         for code in codes:
             when = policy == code
             if few:
                 out = np.where(when, self._time(int(code), port, level, n, sync_overlap, latency), out)
                 continue
             at = when.nonzero()[0]  # many: each policy on its own entries (one gather of all terms)
-            tr = Trip(*terms[:, at])
+            tr = Trip(self.terms[:, at])
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
             out[..., at] = tr._time(int(code), port[at], level[..., at], n[..., at], q, latency[at])
         return out
@@ -507,7 +523,7 @@ class Trip:
         for code in codes:  # each policy on its own entries (the arguments: numbers, or arrays
             # of an entry each along their last axis)
             at = (policy == code).nonzero()[0]
-            sub, sd = (Trip(*(getattr(t, x)[at] for x in Trip.__dataclass_fields__)) for t in (self, td))
+            sub, sd = Trip(self.terms[:, at]), Trip(td.terms[:, at])
             out[..., at] = sub._deps(int(code), sd, *(x[..., at] if np.ndim(x) else x for x in (
                 port, level, n, sync_overlap, latency, d_port, d_level, d_lat)))
         return out
@@ -576,19 +592,18 @@ def _max_deps(vals: Sequence, deps: Sequence) -> np.ndarray:
 def _trip_deps(t: Trip) -> Trip:
     """The bits of each term of Trip.of (Trip's fields; those rates leave alone: 0)."""
     lat = BIT["latency"]
-    zero = np.zeros(np.shape(t.tensor), np.int64)
-    return Trip(tensor=_dep(t.tensor, BIT["tensor"]), sfu=_dep(t.sfu, BIT["sfu"]),
-                alu=_dep(t.alu, BIT["alu"]), sram=_dep(t.sram, BIT["sram"]),
-                issue=_dep(t.issue, BIT["issue"]), warp_mma=_dep(t.warp_mma, lat),
-                warp_other=_dep(t.warp_other, lat),
-                # mma.sync's tensor time and its issue (_dep of what is left of it: none where
-                # that is too small to move the sum, and it only shrinks under a relief)
-                dispatch=_dep(t.dispatch, BIT["tensor"]) & _dep(t.tensor, BIT["tensor"])
-                | _dep(t.dispatch - t.tensor, BIT["issue"] | lat),
-                groups=zero, apart=zero, under_pv=zero, in_step=zero,
-                # the tensor time of the sub-partition's other warps, their share by its
-                # warp schedulers (the issue rate's: more of them, fewer warps to wait for)
-                queue=_dep(t.queue, BIT["tensor"] | BIT["issue"]))
+    return Trip.made(np.shape(t.tensor), np.int64, tensor=_dep(t.tensor, BIT["tensor"]),
+                     sfu=_dep(t.sfu, BIT["sfu"]), alu=_dep(t.alu, BIT["alu"]),
+                     sram=_dep(t.sram, BIT["sram"]), issue=_dep(t.issue, BIT["issue"]),
+                     warp_mma=_dep(t.warp_mma, lat), warp_other=_dep(t.warp_other, lat),
+                     # mma.sync's tensor time and its issue (_dep of what is left of it: none
+                     # where that is too small to move the sum, and it only shrinks under a relief)
+                     dispatch=_dep(t.dispatch, BIT["tensor"]) & _dep(t.tensor, BIT["tensor"])
+                     | _dep(t.dispatch - t.tensor, BIT["issue"] | lat),
+                     groups=0, apart=0, under_pv=0, in_step=0,
+                     # the tensor time of the sub-partition's other warps, their share by its
+                     # warp schedulers (the issue rate's: more of them, fewer warps to wait for)
+                     queue=_dep(t.queue, BIT["tensor"] | BIT["issue"]))
 
 
 def reduced_loop_reads(k: KernelPlan, p: Problem) -> float:
@@ -1037,7 +1052,7 @@ def _rep(a: np.ndarray, k: int) -> np.ndarray:
 
 
 def _tile(x, k: int):
-    """A dataclass of arrays (Rates, Trip) with each array repeated k times end to end."""
+    """A dataclass of arrays (Rates) with each array repeated k times end to end."""
     return type(x)(**{n: _rep(getattr(x, n), k) for n in x.__dataclass_fields__})
 
 
@@ -1055,7 +1070,7 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
     first stage)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
-    sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
+    sub = Trip(trips.terms[:, sel])
     k = len(ix)
 
     def three(plain, epi):  # per row of ix: the loop trip (plain and masked), the epilogue
@@ -1079,8 +1094,7 @@ def _alone_deps(f: _Facts, trips: Trip, td: Trip, ix: np.ndarray, res: np.ndarra
     (rows may repeat; `res` and `levels` per row of ix); `td`: the terms' bits of `trips`,
     `d`: those of loop_port, lat, fixed_port, waits and the levels (per row of ix)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
-    sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
-    sd = Trip(*(getattr(td, x)[sel] for x in Trip.__dataclass_fields__))
+    sub, sd = Trip(trips.terms[:, sel]), Trip(td.terms[:, sel])
     k = len(ix)
 
     def three(plain, epi, kind=np.float64):
@@ -1278,7 +1292,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     np.array([f.a_fill, f.a_fill, zero]),
                     np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv, f.in_step,
                     np.array([f.barrier, f.barrier, zero]), np.array([f.x_chain, f.x_chain, zero]))
-    trips = Trip(*(flat(getattr(parts, x)) for x in Trip.__dataclass_fields__))
+    trips = Trip(parts.terms.reshape(len(TRIP), 3 * m))  # (the entries of each term end to end)
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
