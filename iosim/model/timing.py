@@ -284,9 +284,11 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
     raised to on its own entries (numpy's power with one exponent runs about four times
     faster than with an array of them, to the same bits)."""
     top = _max(*terms)
-    if isinstance(p, float) and p != math.inf:  # one finite exponent (_one): fewer numpy calls
-        plain = top <= _ZERO
-        return np.where(plain, top, top * _norm(terms, np.where(plain, _ONE, top), p))
+    if isinstance(p, float) and p != math.inf:  # one finite exponent (_one): fewer numpy calls.
+        # The terms are times, never negative: where all are zero the sum over the smallest
+        # positive float is zero too, and top x 0 is top; elsewhere the float is top itself
+        # (no select: the general path's bits, to the sign of a zero)
+        return top * _norm(terms, np.maximum(top, _TINY), p)
     plain = (top <= 0) | np.isinf(p)
     safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
 
@@ -305,13 +307,14 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
 def _norm(ts, safe, q: float):
     """(Σ (t / safe)^q)^(1/q), one exponent q (as 0-d arrays: numpy takes those faster than
     Python's floats, to the same bits)."""
-    s, e = _ZERO, np.array(q)
-    for t in ts:
+    e = np.array(q)
+    s = (ts[0] / safe) ** e
+    for t in ts[1:]:
         s = s + (t / safe) ** e
     return s ** np.array(1 / q)
 
 
-_ZERO, _ONE = np.array(0.0), np.array(1.0)
+_TINY = np.array(5e-324)  # the smallest positive float (pnorm's)
 
 
 def _one(x: np.ndarray):
