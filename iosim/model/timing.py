@@ -429,18 +429,26 @@ class Trip:
         codes = _present(policy)
         if len(codes) == 1:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
+        if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
+            out = np.empty(np.shape(level))
+            for code in codes:
+                out = np.where(policy == code, self._time(int(code), port, level, n, sync_overlap,
+                                                          latency), out)
+            return out
+        # many: each policy on its own entries, the entries sorted by policy once (one gather
+        # of each argument; then a policy's entries are a slice of them)
+        at = np.argsort(policy, kind="stable")
+        tr, port, level, n, latency = Trip(self.terms[:, at]), port[at], level[..., at], n[..., at], latency[at]
+        q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
         out = np.empty(np.shape(level))
-        few = len(policy) <= SUBSET  # few entries: numpy's cost per call outweighs them
-        for code in codes:
-            when = policy == code
-            if few:
-                out = np.where(when, self._time(int(code), port, level, n, sync_overlap, latency), out)
-                continue
-            at = when.nonzero()[0]  # many: each policy on its own entries (one gather of all terms)
-            tr = Trip(self.terms[:, at])
-            q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
-            out[..., at] = tr._time(int(code), port[at], level[..., at], n[..., at], q, latency[at])
-        return out
+        ends = np.cumsum(np.bincount(policy.astype(np.int64))).tolist()
+        for code in codes.tolist():
+            i = slice(ends[code - 1] if code else 0, ends[code])
+            out[..., i] = Trip(tr.terms[:, i])._time(code, port[i], level[..., i], n[..., i],
+                                                     q if isinstance(q, float) else q[i], latency[i])
+        back = np.empty(np.shape(level))  # in the entries' order
+        back[..., at] = out
+        return back
 
     def _time(self, policy: int, port, level, n, sync_overlap, latency) -> np.ndarray:
         """Trip.time for entries that share one policy."""
