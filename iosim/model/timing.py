@@ -927,6 +927,7 @@ class _Facts:
     """FACTS as arrays, one entry per case (the rows of `table`)."""
 
     def __init__(self, table: np.ndarray):
+        self.table = table
         self.__dict__.update(zip(FACTS, table.T))  # the columns as views, at a quarter of setattr's cost
 
 
@@ -980,6 +981,16 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
 
 
 FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one pass
+# _schedule's trips (a plain loop trip, a masked one, the epilogue): the facts of each that
+# Trip.of takes, in its order (flops, exps, alu, sram, extra, fill, shadow, barrier, chained),
+# as FACTS columns, the three trips' in a row; the epilogue's that are none; a masked trip's
+# ALU work (the mask's on top)
+_TRIP_IN = _at(tuple(x for names in (
+    ("a_flops", "a_flops", "o_flops"), ("a_exps", "a_exps", "o_exps"), ("a_alu", "a_alu", "o_alu"),
+    ("a_sram",) * 3, ("x_trip",) * 3, ("a_fill",) * 3, ("x_shadow",) * 3, ("barrier",) * 3,
+    ("x_chain",) * 3) for x in names), FACTS)
+_TRIP_NONE = np.arange(3 * 3 + 2, 3 * 9, 3)  # the epilogue's sram, extra, ..., chained
+_TRIP_MASKED = 3 * 2 + 1
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) -> tuple:
@@ -1292,17 +1303,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
     # the epilogue (the work done once per CTA), in one Trip of 3m entries (the rates and the
     # per-row facts broadcast); each with the global bandwidth shared and without (below): a
-    # leading axis of the bandwidth share alone, which Trip.time's answer keeps
-    # (np.array of equal rows: np.stack's answer at a fifth of its cost)
+    # leading axis of the bandwidth share alone, which Trip.time's answer keeps. The three
+    # trips' facts (_TRIP_IN) in one gather of the rows' facts: the epilogue has no bytes, no
+    # instructions beyond its work and no barrier (_TRIP_NONE)
     zero = np.zeros(m)
-    parts = Trip.of(np.array([f.a_flops, f.a_flops, f.o_flops]),
-                    np.array([f.a_exps, f.a_exps, f.o_exps]),
-                    np.array([f.a_alu, f.a_alu + f.mask, f.o_alu]),
-                    np.array([f.a_sram, f.a_sram, zero]), f.warps, r, f.cyc,
-                    np.array([f.x_trip, f.x_trip, zero]), f.apart,
-                    np.array([f.a_fill, f.a_fill, zero]),
-                    np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv, f.in_step,
-                    np.array([f.barrier, f.barrier, zero]), np.array([f.x_chain, f.x_chain, zero]))
+    x = f.table[:, _TRIP_IN]
+    x[:, _TRIP_NONE] = 0.0
+    x[:, _TRIP_MASKED] += f.mask
+    flops, exps, alu, sram, extra, fill, shadow, barrier, chained = x.T.reshape(-1, 3, m)
+    parts = Trip.of(flops, exps, alu, sram, f.warps, r, f.cyc, extra, f.apart, fill, shadow,
+                    f.under_pv, f.in_step, barrier, chained)
     trips = Trip(parts.terms.reshape(len(TRIP), 3 * m))  # (the entries of each term end to end)
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
