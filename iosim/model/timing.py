@@ -431,27 +431,42 @@ class Trip:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
         if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
             out = np.empty(np.shape(level))
+            sm = self._sm(port, n)  # (every mma.sync policy's)
             for code in codes:
                 out = np.where(policy == code, self._time(int(code), port, level, n, sync_overlap,
-                                                          latency), out)
+                                                          latency, sm), out)
             return out
         # many: each policy on its own entries, the entries sorted by policy once (one gather
-        # of each argument; then a policy's entries are a slice of them)
+        # of each argument; then a policy's entries are a slice of them, the mma.sync
+        # policies' all after warpspecialized's)
         at = np.argsort(policy, kind="stable")
         tr, port, level, n, latency = Trip(self.terms[:, at]), port[at], level[..., at], n[..., at], latency[at]
         q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
         out = np.empty(np.shape(level))
         ends = np.cumsum(np.bincount(policy.astype(np.int64))).tolist()
+        w = ends[POLICIES["warpspecialized"]]
+        thr, warp = Trip(tr.terms[:, w:])._sm(port[w:], n[..., w:])
         for code in codes.tolist():
             i = slice(ends[code - 1] if code else 0, ends[code])
+            j = slice(i.start - w, i.stop - w)  # (its entries of the mma.sync policies')
             out[..., i] = Trip(tr.terms[:, i])._time(code, port[i], level[..., i], n[..., i],
-                                                     q if isinstance(q, float) else q[i], latency[i])
+                                                     q if isinstance(q, float) else q[i], latency[i],
+                                                     None if code == POLICIES["warpspecialized"] else
+                                                     (thr[..., j], warp[j]))
         back = np.empty(np.shape(level))  # in the entries' order
         back[..., at] = out
         return back
 
-    def _time(self, policy: int, port, level, n, sync_overlap, latency) -> np.ndarray:
-        """Trip.time for entries that share one policy."""
+    def _sm(self, port, n) -> tuple:
+        """(the SM's throughput, a warp's chain) of mma.sync trips, `n` CTAs an SM."""
+        # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
+        # register operands: other warps' instructions issue between MMAs, not beside them
+        thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
+        warp = self.warp_mma + self.warp_other + self.queue  # queue: after a CTA barrier
+        return thr, warp
+
+    def _time(self, policy: int, port, level, n, sync_overlap, latency, sm=None) -> np.ndarray:
+        """Trip.time for entries that share one policy (`sm`: _sm's answer, where known)."""
         if policy == POLICIES["warpspecialized"]:  # a warpgroup: its share of the MMAs, then
             # its softmax; the softmax (MUFU and FP32 work, one dependent chain in each warp)
             # and the asynchronous wgmma overlap no better than synchronous phases; the
@@ -476,10 +491,7 @@ class Trip:
                              self.warp_other)
             chain = self.tensor / self.groups + other + latency
             return _max(port, chain, level, thr)
-        # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
-        # register operands: other warps' instructions issue between MMAs, not beside them
-        thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
-        warp = self.warp_mma + self.warp_other + self.queue  # queue: after a CTA barrier
+        thr, warp = self._sm(port, n) if sm is None else sm
         if policy == POLICIES["async"]:  # with more than one stage; the round trips of plain
             # loads its issue waits for (sync_loads: decode's per-row table reads) bound the
             # trip, not added to the chain (docs/model.md: as measured)
