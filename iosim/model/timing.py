@@ -995,13 +995,15 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
 FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one pass
 # _schedule's trips (a plain loop trip, a masked one, the epilogue): the facts of each that
 # Trip.of takes, in its order (flops, exps, alu, sram, extra, fill, shadow, barrier, chained),
-# as FACTS columns, the three trips' in a row; the epilogue's that are none; a masked trip's
-# ALU work (the mask's on top)
+# then its policy and stages (Trip.time's), as FACTS columns, the three trips' in a row; the
+# epilogue's own (_TRIP_EPI: no bytes, no instructions beyond its work, no barrier; an
+# asynchronous trip); a masked trip's ALU work (the mask's on top)
 _TRIP_IN = _at(tuple(x for names in (
     ("a_flops", "a_flops", "o_flops"), ("a_exps", "a_exps", "o_exps"), ("a_alu", "a_alu", "o_alu"),
     ("a_sram",) * 3, ("x_trip",) * 3, ("a_fill",) * 3, ("x_shadow",) * 3, ("barrier",) * 3,
-    ("x_chain",) * 3) for x in names), FACTS)
-_TRIP_NONE = np.arange(3 * 3 + 2, 3 * 9, 3)  # the epilogue's sram, extra, ..., chained
+    ("x_chain",) * 3, ("policy",) * 3, ("stages",) * 3) for x in names), FACTS)
+_TRIP_EPI = (np.arange(3 * 3 + 2, 3 * 11, 3),  # the epilogue's sram, ..., chained, policy, stages
+             np.array([0.0] * 6 + [POLICIES["async"], 2.0]))
 _TRIP_MASKED = 3 * 2 + 1
 
 
@@ -1304,27 +1306,22 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
-    def three(plain, masked, epi):  # (3 trips, m) -> one array of 3m entries
-        out = np.empty((3, m))
-        out[0], out[1], out[2] = plain, masked, epi
-        return out.ravel()
-
-    def flat(x):  # a (3 trips, m) or (m,) array as three's
+    def flat(x):  # a (3 trips, m) or (m,) array as one of 3m entries
         return x.ravel() if x.ndim == 2 else np.concatenate((x, x, x))
 
     # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
     # the epilogue (the work done once per CTA), in one Trip of 3m entries (the rates and the
     # per-row facts broadcast); each with the global bandwidth shared and without (below): a
     # leading axis of the bandwidth share alone, which Trip.time's answer keeps. The three
-    # trips' facts (_TRIP_IN) in one gather of the rows' facts: the epilogue has no bytes, no
-    # instructions beyond its work and no barrier (_TRIP_NONE)
+    # trips' facts (_TRIP_IN) in one gather of the rows' facts, the epilogue's own set
     zero = np.zeros(m)
     x = f.table[:, _TRIP_IN]
-    x[:, _TRIP_NONE] = 0.0
+    x[:, _TRIP_EPI[0]] = _TRIP_EPI[1]
     x[:, _TRIP_MASKED] += f.mask
-    flops, exps, alu, sram, extra, fill, shadow, barrier, chained = x.T.reshape(-1, 3, m)
+    flops, exps, alu, sram, extra, fill, shadow, barrier, chained, *rule = x.T.reshape(-1, 3, m)
     parts = Trip.of(flops, exps, alu, sram, f.warps, r, f.cyc, extra, f.apart, fill, shadow,
                     f.under_pv, f.in_step, barrier, chained)
+    policy, stages = np.reshape(rule, (2, 3 * m))  # the three trips' (Trip.time's)
     trips = Trip(parts.terms.reshape(len(TRIP), 3 * m))  # (the entries of each term end to end)
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
@@ -1378,10 +1375,10 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     levels = np.zeros((3, 3, m))
     levels[:2, 0] = levels[:2, 1] = lv
     resident = np.concatenate((n, n, n, n, n, n, res, res, res)).reshape(3, 3 * m)
-    t = trips.time(three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
-                   three(loop_port, loop_port, 0.0), levels.reshape(3, 3 * m),
-                   resident,
-                   q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(3, 3, m)
+    port_lat = np.zeros((2, 3, m))  # the trips' port and latency terms (the epilogue's none)
+    port_lat[:, 0] = port_lat[:, 1] = loop_port, lat
+    t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, 3 * m), resident,
+                   q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     if deps:  # the bits of the same terms (Trip.deps): port's, level's (the larger of its
         # L2 and DRAM times: a relief of the other leaves it), latency's, the fill's
@@ -1397,9 +1394,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         d_lat, d_lport, d_lv1 = _dep(lat, BIT["latency"]), _dep(loop_port, BIT["port"]), level_bits(rd, wr, f.loop_x)
         d_lv = np.zeros((3, 3, m), np.int64)
         d_lv[:2, 0] = d_lv[:2, 1] = np.where(lv != 0, d_lv1, 0)
-        dt = trips.deps(td, three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
-                        three(loop_port, loop_port, 0.0), levels.reshape(3, 3 * m), resident,
-                        q if isinstance(q, float) else flat(q), three(lat, lat, 0.0),
+        dt = trips.deps(td, policy, stages, port_lat[0].ravel(), levels.reshape(3, 3 * m), resident,
+                        q if isinstance(q, float) else flat(q), port_lat[1].ravel(),
                         bits3(d_lport, d_lport, 0), d_lv.reshape(3, 3 * m),
                         bits3(d_lat, d_lat, 0)).reshape(3, 3, m)
         d_turn = td.tensor[:m] | td.warp_other[:m]
