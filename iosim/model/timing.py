@@ -222,16 +222,16 @@ def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: Hardwar
     return float(mma), float(other)
 
 
-def _fluid(f: _Facts, r: Rates) -> dict[str, np.ndarray]:
-    """Seconds each unit and level needs for the whole kernel at its efficient rate, per case."""
+def _fluid(f: _Facts, r: Rates) -> np.ndarray:
+    """Seconds each unit and level needs for the whole kernel at its efficient rate, per case:
+    (LIMITS, cases), the work over the rate of each (one division)."""
     sms = f.sms
     mma, other = _instructions(f.flops, f.alu + f.exps, f.sram, f.wg, f.inst_per_op)
     # beyond the work (KernelPlan.loop_issue, loop_shadow)
     other = other + (f.x_trip + f.x_shadow) * f.total_trips
-    return {"tensor": f.flops / (r.tensor * sms), "sfu": f.exps / (r.sfu * sms),
-            "alu": f.alu / (r.alu * sms), "sram": (f.sram - f.fill) / (r.sram * sms),
-            "issue": (mma + other) / (r.issue * sms),
-            "l2": f.l2_bytes / r.l2, "hbm": f.dram_bytes / r.hbm}
+    return (np.array([f.flops, f.exps, f.alu, f.sram - f.fill, mma + other, f.l2_bytes, f.dram_bytes])
+            / np.array([r.tensor * sms, r.sfu * sms, r.alu * sms, r.sram * sms, r.issue * sms,
+                        r.l2, r.hbm]))
 
 
 def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) -> dict[str, float]:
@@ -243,7 +243,7 @@ def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) ->
     table[:, FACTS.index("inst_per_op")] = r.inst_per_op
     f = _Facts(table)
     rv = _rates_of(np.array([r.vector()], dtype=np.float64), f)
-    return {u: float(v[0]) for u, v in _fluid(f, rv).items()}
+    return dict(zip(LIMITS, _fluid(f, rv)[:, 0].tolist()))
 
 
 def _split(k: KernelPlan, p: Problem) -> tuple[float, float, float, float]:
@@ -1009,7 +1009,7 @@ _TRIP_MASKED = 3 * 2 + 1
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) -> tuple:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
-    batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array);
+    batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits ((LIMITS, cases));
     with `deps`, also per case the reliefs (RELIEFS bits) that may change its seconds: any
     other leaves them as they are, to the last bit (_schedule's `deps`)."""
     table = b.table
@@ -1017,7 +1017,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) ->
     f = _Facts(table[kidx])
     r = _rates_of(rates, f)
     limits = _fluid(f, r)
-    top = _max(*(limits[u] for u in LIMITS))
+    top = limits.max(axis=0)
 
     # the occupancies each case is scheduled at: CTAs resident on one SM overlap at least as
     # well as the same CTAs run fewer at a time (more warps never hide less latency; what more
@@ -1056,7 +1056,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) ->
     tail = f.tail * r.l2_latency
     if deps:  # the schedule past the fluid limits: a relief of theirs shortens one, leaves it
         # the larger; else either may change it (a relief may lengthen a schedule)
-        top_bits = _max_deps([limits[u] for u in LIMITS], [_dep(limits[u], BIT[u]) for u in LIMITS])
+        top_bits = _max_deps(limits, [_dep(v, BIT[u]) for u, v in zip(LIMITS, limits)])
         bits = np.where(best > top, bits, bits | top_bits) | _dep(tail, BIT["latency"])
         return np.maximum(best, top) + tail, limits, bits
     return np.maximum(best, top) + tail, limits
@@ -1669,7 +1669,7 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
                                         deps=limiter_too and not every)
     at = np.arange(n) * step
     busy = busy_all[at]
-    lim = np.array([limits_all[u] for u in LIMITS])[:, at].T
+    lim = limits_all[:, at].T
     launch = b.launch
     busiest = lim.argmax(axis=1)
     util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
