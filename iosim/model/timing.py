@@ -1029,7 +1029,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) ->
     # _schedule shares each such SM between its two (shared_pairs); fewer at a time is no
     # schedule the hardware runs, nor a bound on one (a long CTA alone on an SM first finishes
     # sooner than beside another)
-    paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms)
+    paired = ((cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else
+              np.zeros(len(cap), bool))  # (no unequal CTAs in the batch: none)
     if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
         best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps)
         best, bits = best if deps else (best, None)
@@ -1667,9 +1668,8 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
     busy_all, limits_all, *bits = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n),
                                         deps=limiter_too and not every)
-    at = np.arange(n) * step
-    busy = busy_all[at]
-    lim = limits_all[:, at].T
+    busy = busy_all.reshape(n, step)[:, 0]  # (each kernel's first case: its profile's rates)
+    lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
     launch = b.launch
     busiest = lim.argmax(axis=1)
     util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
