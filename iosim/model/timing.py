@@ -317,9 +317,11 @@ def _norm(ts, safe, q: float):
 _TINY = np.array(5e-324)  # the smallest positive float (pnorm's)
 
 
-def _one(x: np.ndarray):
+def _one(x: np.ndarray | float):
     """x's value as a float where the array holds one value (a profile's exponent over a batch
-    of one profile: pnorm's fast path), else x."""
+    of one profile: pnorm's fast path), else x (a float: itself)."""
+    if isinstance(x, float):
+        return x
     v = float(x[0]) if len(x) else 1.0
     return v if (x == v).all() else x
 
@@ -475,20 +477,27 @@ class Trip:
             # sub-partition (turns): its exp2 and FP32 instructions are one dependent chain and
             # add; consumer warps whose softmax phases overlap (`apart`, no turns): one warp's
             # FP32 work issues while another's exp2 holds the MUFU, the two combine as the
-            # other unsynchronised phases do
-            pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
-                             self.sfu + self.alu)
+            # other unsynchronised phases do (each of these three cases computed only where
+            # some entry is one: the same bits, fewer numpy calls)
+            pipes = self.sfu + self.alu
+            if self.apart.any():
+                pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
+                                 self.sfu + self.alu)
             # a warpgroup's softmax under its own previous P·V (`under_pv`) as well as under the
             # other warpgroups' GEMMs overlaps the tensor cores' work better (PV_OVERLAP)
-            pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
+            pv = sync_overlap
+            if self.under_pv.any():
+                pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
             soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)
             thr = n * _max(soft, self.sram, self.issue, port)
             # consumers in step (a barrier every step, no turns): their GEMMs share the tensor
             # cores at once (groups 1), and their softmax runs while no GEMM does, all their
             # warps at once: at the MUFU's and FP32 pipes' rate where that is slower than the
             # warps' own issue
-            other = np.where(self.in_step > 0, np.maximum(self.warp_other, self.sfu + self.alu),
-                             self.warp_other)
+            other = self.warp_other
+            if self.in_step.any():
+                other = np.where(self.in_step > 0, np.maximum(self.warp_other, self.sfu + self.alu),
+                                 self.warp_other)
             chain = self.tensor / self.groups + other + latency
             return _max(port, chain, level, thr)
         thr, warp = self._sm(port, n) if sm is None else sm
@@ -1029,8 +1038,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False) ->
     # _schedule shares each such SM between its two (shared_pairs); fewer at a time is no
     # schedule the hardware runs, nor a bound on one (a long CTA alone on an SM first finishes
     # sooner than beside another)
-    paired = ((cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else
-              np.zeros(len(cap), bool))  # (no unequal CTAs in the batch: none)
+    # (no unequal CTAs in the batch: none)
+    paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else np.zeros(len(cap), bool)
     if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
         best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps)
         best, bits = best if deps else (best, None)
