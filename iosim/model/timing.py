@@ -435,8 +435,8 @@ class Trip:
             out = np.empty(np.shape(level))
             sm = self._sm(port, n)  # (every mma.sync policy's)
             for code in codes:
-                out = np.where(policy == code, self._time(int(code), port, level, n, sync_overlap,
-                                                          latency, sm), out)
+                np.copyto(out, self._time(int(code), port, level, n, sync_overlap, latency, sm),
+                          where=policy == code)
             return out
         # many: each policy on its own entries, the entries sorted by policy once (one gather
         # of each argument; then a policy's entries are a slice of them, the mma.sync
