@@ -1325,13 +1325,13 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # leading axis of the bandwidth share alone, which Trip.time's answer keeps. The three
     # trips' facts (_TRIP_IN) in one gather of the rows' facts, the epilogue's own set
     zero = np.zeros(m)
-    x = f.table[:, _TRIP_IN]
-    x[:, _TRIP_EPI[0]] = _TRIP_EPI[1]
-    x[:, _TRIP_MASKED] += f.mask
-    flops, exps, alu, sram, extra, fill, shadow, barrier, chained, *rule = x.T.reshape(-1, 3, m)
+    x = f.table.T[_TRIP_IN]  # (facts, m): each fact's entries contiguous
+    x[_TRIP_EPI[0]] = _TRIP_EPI[1][:, None]
+    x[_TRIP_MASKED] += f.mask
+    flops, exps, alu, sram, extra, fill, shadow, barrier, chained, _, _ = x.reshape(-1, 3, m)
     parts = Trip.of(flops, exps, alu, sram, f.warps, r, f.cyc, extra, f.apart, fill, shadow,
                     f.under_pv, f.in_step, barrier, chained)
-    policy, stages = np.reshape(rule, (2, 3 * m))  # the three trips' (Trip.time's)
+    policy, stages = x[-6:].reshape(2, 3 * m)  # the three trips' (Trip.time's)
     trips = Trip(parts.terms.reshape(len(TRIP), 3 * m))  # (the entries of each term end to end)
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
