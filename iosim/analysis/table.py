@@ -356,7 +356,7 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
             pid.append(-1 if per is None else len(periods))
             if per is not None:
                 periods.append(per)
-    one = len(m) == int(m.sum())  # a problem a template (predict's rows): the rows in order
+    one = bool((m == 1).all())  # a problem a template (predict's rows): the rows in order
     kt, kp, ki = _rows_of(nk, m, one)
     k = k0[kt] + ki  # each row's kernel
     kern = np.concatenate([sh.kern for sh in shapes])
