@@ -400,24 +400,23 @@ class Trip:
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
         issued = other + shadow
-        return cls.made(np.shape(flops),
-                   tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
-                   sram=(sram - fill) / r.sram,
-                   issue=(mma + issued) / r.issue,
-                   dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
-                   warp_mma=mma / warps * r.mma_cycles * cyc,
-                   warp_other=((other - chained) * r.inst_cycles + chained * r.chain_cycles)
-                   / warps * cyc,
-                   # consumers in step share the tensor cores at once: no turns
-                   groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
-                   apart=np.where(wg, apart, 0.0), under_pv=np.where(wg, under_pv, 0.0),
-                   in_step=np.where(wg, in_step, 0.0),
-                   # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
-                   # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
-                   # MMAs at once, and each waits on average for (w - 1) / w of the
-                   # sub-partition's tensor time (its share of the CTA's)
-                   queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
-                                  * flops / r.tensor))
+        return cls.made(
+            np.shape(flops), tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
+            sram=(sram - fill) / r.sram,
+            issue=(mma + issued) / r.issue,
+            dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
+            warp_mma=mma / warps * r.mma_cycles * cyc,
+            warp_other=((other - chained) * r.inst_cycles + chained * r.chain_cycles) / warps * cyc,
+            # consumers in step share the tensor cores at once: no turns
+            groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
+            apart=np.where(wg, apart, 0.0), under_pv=np.where(wg, under_pv, 0.0),
+            in_step=np.where(wg, in_step, 0.0),
+            # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
+            # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
+            # MMAs at once, and each waits on average for (w - 1) / w of the
+            # sub-partition's tensor time (its share of the CTA's)
+            queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
+                           * flops / r.tensor))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -1003,10 +1002,10 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
 
 FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one pass
 # _schedule's trips (a plain loop trip, a masked one, the epilogue): the facts of each that
-# Trip.of takes, in its order (flops, exps, alu, sram, extra, fill, shadow, barrier, chained),
-# then its policy and stages (Trip.time's), as FACTS columns, the three trips' in a row; the
-# epilogue's own (_TRIP_EPI: no bytes, no instructions beyond its work, no barrier; an
-# asynchronous trip); a masked trip's ALU work (the mask's on top)
+# Trip.of takes (_TRIP_OF, its arguments), then its policy and stages (Trip.time's), as FACTS
+# columns, the three trips' in a row; the epilogue's own (_TRIP_EPI: no bytes, no instructions
+# beyond its work, no barrier; an asynchronous trip); a masked trip's ALU work (the mask's on top)
+_TRIP_OF = ("flops", "exps", "alu", "sram", "extra", "fill", "shadow", "barrier", "chained")
 _TRIP_IN = _at(tuple(x for names in (
     ("a_flops", "a_flops", "o_flops"), ("a_exps", "a_exps", "o_exps"), ("a_alu", "a_alu", "o_alu"),
     ("a_sram",) * 3, ("x_trip",) * 3, ("a_fill",) * 3, ("x_shadow",) * 3, ("barrier",) * 3,
@@ -1328,9 +1327,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     x = f.table.T[_TRIP_IN]  # (facts, m): each fact's entries contiguous
     x[_TRIP_EPI[0]] = _TRIP_EPI[1][:, None]
     x[_TRIP_MASKED] += f.mask
-    flops, exps, alu, sram, extra, fill, shadow, barrier, chained, _, _ = x.reshape(-1, 3, m)
-    parts = Trip.of(flops, exps, alu, sram, f.warps, r, f.cyc, extra, f.apart, fill, shadow,
-                    f.under_pv, f.in_step, barrier, chained)
+    parts = Trip.of(**dict(zip(_TRIP_OF, x.reshape(-1, 3, m))), warps=f.warps, r=r, cyc=f.cyc,
+                    apart=f.apart, under_pv=f.under_pv, in_step=f.in_step)
     policy, stages = x[-6:].reshape(2, 3 * m)  # the three trips' (Trip.time's)
     trips = Trip(parts.terms.reshape(len(TRIP), 3 * m))  # (the entries of each term end to end)
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
