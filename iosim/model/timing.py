@@ -437,26 +437,13 @@ class Trip:
                 np.copyto(out, self._time(int(code), port, level, n, sync_overlap, latency, sm),
                           where=policy == code)
             return out
-        # many: each policy on its own entries, the entries sorted by policy once (one gather
-        # of each argument; then a policy's entries are a slice of them, the mma.sync
-        # policies' all after warpspecialized's)
-        at = np.argsort(policy, kind="stable")
-        tr, port, level, n, latency = Trip(self.terms[:, at]), port[at], level[..., at], n[..., at], latency[at]
-        q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
         out = np.empty(np.shape(level))
-        ends = np.cumsum(np.bincount(policy.astype(np.int64))).tolist()
-        w = ends[POLICIES["warpspecialized"]]
-        thr, warp = Trip(tr.terms[:, w:])._sm(port[w:], n[..., w:])
-        for code in codes.tolist():
-            i = slice(ends[code - 1] if code else 0, ends[code])
-            j = slice(i.start - w, i.stop - w)  # (its entries of the mma.sync policies')
-            out[..., i] = Trip(tr.terms[:, i])._time(code, port[i], level[..., i], n[..., i],
-                                                     q if isinstance(q, float) else q[i], latency[i],
-                                                     None if code == POLICIES["warpspecialized"] else
-                                                     (thr[..., j], warp[j]))
-        back = np.empty(np.shape(level))  # in the entries' order
-        back[..., at] = out
-        return back
+        for code in codes.tolist():  # many: each policy on its own entries (one gather of each)
+            at = (policy == code).nonzero()[0]
+            q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
+            out[..., at] = Trip(self.terms[:, at])._time(code, port[at], level[..., at], n[..., at],
+                                                         q, latency[at])
+        return out
 
     def _sm(self, port, n) -> tuple:
         """(the SM's throughput, a warp's chain) of mma.sync trips, `n` CTAs an SM."""
