@@ -358,8 +358,9 @@ TRIP = ("tensor", "sfu", "alu", "sram", "issue", "warp_mma", "warp_other", "grou
 
 class Trip:
     """Demands of one loop trip of one CTA, in seconds: per-SM throughput terms at efficient
-    rates, and one warp's own chain (its MMAs and its other instructions); arrays, per case,
-    the rows of one array (`terms`, in TRIP's order: a subset of the entries is one gather)."""
+    rates, and one warp's own chain (its MMAs and its other instructions); arrays, per case
+    (given by name, or as the rows of one array in TRIP's order: a subset of the entries of
+    them all is one gather)."""
 
     tensor: np.ndarray
     sfu: np.ndarray
@@ -375,17 +376,9 @@ class Trip:
     in_step: np.ndarray  # wgmma: 1 where the consumer warpgroups run each step together
     queue: np.ndarray  # mma.sync: a warp's wait behind its sub-partition's other warps' MMAs
 
-    def __init__(self, terms: np.ndarray):
-        self.terms = terms
-        self.__dict__.update(zip(TRIP, terms))  # the rows as views (as _Facts)
-
-    @classmethod
-    def made(cls, shape: tuple, dtype=np.float64, **terms) -> Trip:
-        """A Trip of these terms (by TRIP's names; numbers or arrays, broadcast to `shape`)."""
-        out = np.empty((len(TRIP), *shape), dtype)
-        for i, x in enumerate(TRIP):
-            out[i] = terms[x]
-        return cls(out)
+    def __init__(self, terms: np.ndarray | None = None, **named):
+        # (not a dataclass: Trip.time builds one a policy, and a dataclass's fields cost a call each)
+        self.__dict__.update(named if terms is None else zip(TRIP, terms))  # (rows as views)
 
     @classmethod
     def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
@@ -400,8 +393,8 @@ class Trip:
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
         issued = other + shadow
-        return cls.made(
-            np.shape(flops), tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
+        return cls(
+            tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
             sram=(sram - fill) / r.sram,
             issue=(mma + issued) / r.issue,
             dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
@@ -409,14 +402,15 @@ class Trip:
             warp_other=((other - chained) * r.inst_cycles + chained * r.chain_cycles) / warps * cyc,
             # consumers in step share the tensor cores at once: no turns
             groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
-            apart=np.where(wg, apart, 0.0), under_pv=np.where(wg, under_pv, 0.0),
-            in_step=np.where(wg, in_step, 0.0),
+            apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
+            under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)),
+            in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)),
             # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
             # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
             # MMAs at once, and each waits on average for (w - 1) / w of the
             # sub-partition's tensor time (its share of the CTA's)
             queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
-                           * flops / r.tensor))
+                           * flops / r.tensor) + np.zeros(np.shape(flops)))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -438,11 +432,12 @@ class Trip:
                           where=policy == code)
             return out
         out = np.empty(np.shape(level))
-        for code in codes.tolist():  # many: each policy on its own entries (one gather of each)
+        terms = np.array([getattr(self, x) for x in TRIP])
+        for code in codes.tolist():  # many: each policy on its own entries (one gather of all terms)
             at = (policy == code).nonzero()[0]
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
-            out[..., at] = Trip(self.terms[:, at])._time(code, port[at], level[..., at], n[..., at],
-                                                         q, latency[at])
+            out[..., at] = Trip(terms[:, at])._time(code, port[at], level[..., at], n[..., at], q,
+                                                    latency[at])
         return out
 
     def _sm(self, port, n) -> tuple:
@@ -541,7 +536,7 @@ class Trip:
         for code in codes:  # each policy on its own entries (the arguments: numbers, or arrays
             # of an entry each along their last axis)
             at = (policy == code).nonzero()[0]
-            sub, sd = Trip(self.terms[:, at]), Trip(td.terms[:, at])
+            sub, sd = (Trip(**{x: getattr(t, x)[at] for x in TRIP}) for t in (self, td))
             out[..., at] = sub._deps(int(code), sd, *(x[..., at] if np.ndim(x) else x for x in (
                 port, level, n, sync_overlap, latency, d_port, d_level, d_lat)))
         return out
@@ -610,18 +605,19 @@ def _max_deps(vals: Sequence, deps: Sequence) -> np.ndarray:
 def _trip_deps(t: Trip) -> Trip:
     """The bits of each term of Trip.of (Trip's fields; those rates leave alone: 0)."""
     lat = BIT["latency"]
-    return Trip.made(np.shape(t.tensor), np.int64, tensor=_dep(t.tensor, BIT["tensor"]),
-                     sfu=_dep(t.sfu, BIT["sfu"]), alu=_dep(t.alu, BIT["alu"]),
-                     sram=_dep(t.sram, BIT["sram"]), issue=_dep(t.issue, BIT["issue"]),
-                     warp_mma=_dep(t.warp_mma, lat), warp_other=_dep(t.warp_other, lat),
-                     # mma.sync's tensor time and its issue (_dep of what is left of it: none
-                     # where that is too small to move the sum, and it only shrinks under a relief)
-                     dispatch=_dep(t.dispatch, BIT["tensor"]) & _dep(t.tensor, BIT["tensor"])
-                     | _dep(t.dispatch - t.tensor, BIT["issue"] | lat),
-                     groups=0, apart=0, under_pv=0, in_step=0,
-                     # the tensor time of the sub-partition's other warps, their share by its
-                     # warp schedulers (the issue rate's: more of them, fewer warps to wait for)
-                     queue=_dep(t.queue, BIT["tensor"] | BIT["issue"]))
+    zero = np.zeros(np.shape(t.tensor), np.int64)
+    return Trip(tensor=_dep(t.tensor, BIT["tensor"]), sfu=_dep(t.sfu, BIT["sfu"]),
+                alu=_dep(t.alu, BIT["alu"]), sram=_dep(t.sram, BIT["sram"]),
+                issue=_dep(t.issue, BIT["issue"]), warp_mma=_dep(t.warp_mma, lat),
+                warp_other=_dep(t.warp_other, lat),
+                # mma.sync's tensor time and its issue (_dep of what is left of it: none where
+                # that is too small to move the sum, and it only shrinks under a relief)
+                dispatch=_dep(t.dispatch, BIT["tensor"]) & _dep(t.tensor, BIT["tensor"])
+                | _dep(t.dispatch - t.tensor, BIT["issue"] | lat),
+                groups=zero, apart=zero, under_pv=zero, in_step=zero,
+                # the tensor time of the sub-partition's other warps, their share by its
+                # warp schedulers (the issue rate's: more of them, fewer warps to wait for)
+                queue=_dep(t.queue, BIT["tensor"] | BIT["issue"]))
 
 
 def reduced_loop_reads(k: KernelPlan, p: Problem) -> float:
@@ -1102,7 +1098,7 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
     first stage)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
-    sub = Trip(trips.terms[:, sel])
+    sub = Trip(**{x: getattr(trips, x)[sel] for x in TRIP})
     k = len(ix)
 
     def three(plain, epi):  # per row of ix: the loop trip (plain and masked), the epilogue
@@ -1126,7 +1122,7 @@ def _alone_deps(f: _Facts, trips: Trip, td: Trip, ix: np.ndarray, res: np.ndarra
     (rows may repeat; `res` and `levels` per row of ix); `td`: the terms' bits of `trips`,
     `d`: those of loop_port, lat, fixed_port, waits and the levels (per row of ix)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
-    sub, sd = Trip(trips.terms[:, sel]), Trip(td.terms[:, sel])
+    sub, sd = (Trip(**{x: getattr(t, x)[sel] for x in TRIP}) for t in (trips, td))
     k = len(ix)
 
     def three(plain, epi, kind=np.float64):
@@ -1317,7 +1313,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     parts = Trip.of(**dict(zip(_TRIP_OF, x.reshape(-1, 3, m))), warps=f.warps, r=r, cyc=f.cyc,
                     apart=f.apart, under_pv=f.under_pv, in_step=f.in_step)
     policy, stages = x[-6:].reshape(2, 3 * m)  # the three trips' (Trip.time's)
-    trips = Trip(parts.terms.reshape(len(TRIP), 3 * m))  # (the entries of each term end to end)
+    trips = Trip(**{x: flat(getattr(parts, x)) for x in TRIP})  # (each term's entries end to end)
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
