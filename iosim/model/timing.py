@@ -351,7 +351,7 @@ def _policies(policy, stages):
     return np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
 
 
-# Trip's terms, in order (the rows of Trip.terms)
+# Trip's terms, in order (the rows of the array Trip.time gathers a policy's entries from)
 TRIP = ("tensor", "sfu", "alu", "sram", "issue", "warp_mma", "warp_other", "groups", "dispatch",
         "apart", "under_pv", "in_step", "queue")
 
