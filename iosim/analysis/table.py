@@ -330,10 +330,14 @@ def _plan_columns(pl: Plan) -> dict:
             "split_cols": m.defines.get("SPLIT_COLS")}  # fa1 backward's key rows per CTA
 
 
-def _rows_of(sizes: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rows_of(sizes: np.ndarray, m: np.ndarray, one: bool = False
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Templates t with sizes[t] items (kernels, accesses) each over m[t] problems, item by
     item within a problem, problem by problem: per row (its template, its problem's index
-    among all problems, the item's index within the template)."""
+    among all problems, the item's index within the template). `one`: every m[t] is 1."""
+    if one:  # template t's problem is problem t
+        t = np.arange(len(sizes)).repeat(sizes)
+        return t, t, np.arange(len(t)) - (sizes.cumsum() - sizes)[t]
     per = sizes * m
     t = np.arange(len(sizes)).repeat(per)
     within = np.arange(per.sum()) - (per.cumsum() - per).repeat(per)
@@ -372,9 +376,11 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
             pid.append(-1 if per is None else len(periods))
             if per is not None:
                 periods.append(per)
-    kt, kp, ki = _rows_of(nk, m)
+    one = bool((m == 1).all())  # a problem a template (predict's rows): the rows in order
+    kt, kp, ki = _rows_of(nk, m, one)
     k = k0[kt] + ki  # each row's kernel
-    kern = np.concatenate([sh.kern for sh in shapes])[k]
+    kern = np.concatenate([sh.kern for sh in shapes])
+    kern = kern if one else kern[k]
     # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
     affine = any(sh.affine for sh in shapes)
     ext = kern[:, KERN["ext_a"]] + kern[:, KERN["ext_b"]] * uf[kp][:, None] if affine else kern[:, KERN["ext_a"]]
@@ -382,11 +388,14 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     peaks = np.array([sh.peaks for sh in shapes], np.float64)[kt]
     peaks, l2 = peaks[:, :-1], peaks[:, -1]
     # every (problem, DRAM access)
-    at, ap, ai = _rows_of(na, m)
-    a = (na.cumsum() - na)[at] + ai  # each row's access
-    accs = np.concatenate([sh.accs for sh in shapes])[a]
-    row0 = (nk * m).cumsum() - nk * m  # each template's first (problem, kernel) row
-    kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + accs[:, 0].astype(np.int64)
+    at, ap, ai = _rows_of(na, m, one)
+    accs = np.concatenate([sh.accs for sh in shapes])
+    if one:
+        kin = k0[at] + accs[:, 0].astype(np.int64)
+    else:
+        accs = accs[(na.cumsum() - na)[at] + ai]  # each row's access
+        row0 = (nk * m).cumsum() - nk * m  # each template's first (problem, kernel) row
+        kin = row0[at] + (ap - (m.cumsum() - m)[at]) * nk[at] + accs[:, 0].astype(np.int64)
     acc = (accs[:, ACCS["acc_a"]] + accs[:, ACCS["acc_b"]] * uf[ap][:, None] if affine
            else accs[:, ACCS["acc_a"]])
     dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], accs[:, ACCS["reuse"].start],

@@ -222,16 +222,16 @@ def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: Hardwar
     return float(mma), float(other)
 
 
-def _fluid(f: _Facts, r: Rates) -> dict[str, np.ndarray]:
-    """Seconds each unit and level needs for the whole kernel at its efficient rate, per case."""
+def _fluid(f: _Facts, r: Rates) -> np.ndarray:
+    """Seconds each unit and level needs for the whole kernel at its efficient rate, per case:
+    (LIMITS, cases), the work over the rate of each (one division)."""
     sms = f.sms
     mma, other = _instructions(f.flops, f.alu + f.exps, f.sram, f.wg, f.inst_per_op)
     # beyond the work (KernelPlan.loop_issue, loop_shadow)
     other = other + (f.x_trip + f.x_shadow) * f.total_trips
-    return {"tensor": f.flops / (r.tensor * sms), "sfu": f.exps / (r.sfu * sms),
-            "alu": f.alu / (r.alu * sms), "sram": (f.sram - f.fill) / (r.sram * sms),
-            "issue": (mma + other) / (r.issue * sms),
-            "l2": f.l2_bytes / r.l2, "hbm": f.dram_bytes / r.hbm}
+    return (np.array([f.flops, f.exps, f.alu, f.sram - f.fill, mma + other, f.l2_bytes, f.dram_bytes])
+            / np.array([r.tensor * sms, r.sfu * sms, r.alu * sms, r.sram * sms, r.issue * sms,
+                        r.l2, r.hbm]))
 
 
 def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) -> dict[str, float]:
@@ -243,7 +243,7 @@ def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) ->
     table[:, FACTS.index("inst_per_op")] = r.inst_per_op
     f = _Facts(table)
     rv = _rates_of(np.array([r.vector()], dtype=np.float64), f)
-    return {u: float(v[0]) for u, v in _fluid(f, rv).items()}
+    return dict(zip(LIMITS, _fluid(f, rv)[:, 0].tolist()))
 
 
 def _split(k: KernelPlan, p: Problem, size: dict | None = None) -> tuple[float, float, float, float]:
@@ -292,9 +292,11 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
     raised to on its own entries (numpy's power with one exponent runs about four times
     faster than with an array of them, to the same bits)."""
     top = _max(*terms)
-    if isinstance(p, float) and p != math.inf:  # one finite exponent (_one): fewer numpy calls
-        plain = top <= _ZERO
-        return np.where(plain, top, top * _norm(terms, np.where(plain, _ONE, top), p))
+    if isinstance(p, float) and p != math.inf:  # one finite exponent (_one): fewer numpy calls.
+        # The terms are times, never negative: where all are zero the sum over the smallest
+        # positive float is zero too, and top x 0 is top; elsewhere the float is top itself
+        # (no select: the general path's bits, to the sign of a zero)
+        return top * _norm(terms, np.maximum(top, _TINY), p)
     plain = (top <= 0) | np.isinf(p)
     safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
 
@@ -313,18 +315,21 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
 def _norm(ts, safe, q: float):
     """(Σ (t / safe)^q)^(1/q), one exponent q (as 0-d arrays: numpy takes those faster than
     Python's floats, to the same bits)."""
-    s, e = _ZERO, np.array(q)
-    for t in ts:
+    e = np.array(q)
+    s = (ts[0] / safe) ** e
+    for t in ts[1:]:
         s = s + (t / safe) ** e
     return s ** np.array(1 / q)
 
 
-_ZERO, _ONE = np.array(0.0), np.array(1.0)
+_TINY = np.array(5e-324)  # the smallest positive float (pnorm's)
 
 
-def _one(x: np.ndarray):
+def _one(x: np.ndarray | float):
     """x's value as a float where the array holds one value (a profile's exponent over a batch
-    of one profile: pnorm's fast path), else x."""
+    of one profile: pnorm's fast path), else x (a float: itself)."""
+    if isinstance(x, float):
+        return x
     v = float(x[0]) if len(x) else 1.0
     return v if (x == v).all() else x
 
@@ -354,10 +359,16 @@ def _policies(policy, stages):
     return np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
 
 
-@dataclass  # not frozen: Trip.time builds one a policy, and a frozen one's fields cost a call each
+# Trip's terms, in order (the rows of the array Trip.time gathers a policy's entries from)
+TRIP = ("tensor", "sfu", "alu", "sram", "issue", "warp_mma", "warp_other", "groups", "dispatch",
+        "apart", "under_pv", "in_step", "queue")
+
+
 class Trip:
     """Demands of one loop trip of one CTA, in seconds: per-SM throughput terms at efficient
-    rates, and one warp's own chain (its MMAs and its other instructions); arrays, per case."""
+    rates, and one warp's own chain (its MMAs and its other instructions); arrays, per case
+    (given by name, or as the rows of one array in TRIP's order: a subset of the entries of
+    them all is one gather)."""
 
     tensor: np.ndarray
     sfu: np.ndarray
@@ -373,6 +384,10 @@ class Trip:
     in_step: np.ndarray  # wgmma: 1 where the consumer warpgroups run each step together
     queue: np.ndarray  # mma.sync: a warp's wait behind its sub-partition's other warps' MMAs
 
+    def __init__(self, terms: np.ndarray | None = None, **named):
+        # (not a dataclass: Trip.time builds one a policy, and a dataclass's fields cost a call each)
+        self.__dict__.update(named if terms is None else zip(TRIP, terms))  # (rows as views)
+
     @classmethod
     def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
            fill=0.0, shadow=0.0, under_pv=0.0, in_step=0.0, barrier=0.0, chained=0.0) -> Trip:
@@ -386,24 +401,24 @@ class Trip:
         mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
         issued = other + shadow
-        return cls(tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
-                   sram=(sram - fill) / r.sram,
-                   issue=(mma + issued) / r.issue,
-                   dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
-                   warp_mma=mma / warps * r.mma_cycles * cyc,
-                   warp_other=((other - chained) * r.inst_cycles + chained * r.chain_cycles)
-                   / warps * cyc,
-                   # consumers in step share the tensor cores at once: no turns
-                   groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
-                   apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
-                   under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)),
-                   in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)),
-                   # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
-                   # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
-                   # MMAs at once, and each waits on average for (w - 1) / w of the
-                   # sub-partition's tensor time (its share of the CTA's)
-                   queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
-                                  * flops / r.tensor) + np.zeros(np.shape(flops)))
+        return cls(
+            tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
+            sram=(sram - fill) / r.sram,
+            issue=(mma + issued) / r.issue,
+            dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
+            warp_mma=mma / warps * r.mma_cycles * cyc,
+            warp_other=((other - chained) * r.inst_cycles + chained * r.chain_cycles) / warps * cyc,
+            # consumers in step share the tensor cores at once: no turns
+            groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
+            apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
+            under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)),
+            in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)),
+            # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
+            # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
+            # MMAs at once, and each waits on average for (w - 1) / w of the
+            # sub-partition's tensor time (its share of the CTA's)
+            queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
+                           * flops / r.tensor) + np.zeros(np.shape(flops)))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -417,22 +432,32 @@ class Trip:
         codes = _present(policy)
         if len(codes) == 1:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
+        if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
+            out = np.empty(np.shape(level))
+            sm = self._sm(port, n)  # (every mma.sync policy's)
+            for code in codes:
+                np.copyto(out, self._time(int(code), port, level, n, sync_overlap, latency, sm),
+                          where=policy == code)
+            return out
         out = np.empty(np.shape(level))
-        few = len(policy) <= SUBSET  # few entries: numpy's cost per call outweighs them
-        terms = None if few else np.array([getattr(self, x) for x in Trip.__dataclass_fields__])
-        for code in codes:
-            when = policy == code
-            if few:
-                out = np.where(when, self._time(int(code), port, level, n, sync_overlap, latency), out)
-                continue
-            at = when.nonzero()[0]  # many: each policy on its own entries (one gather of all terms)
-            tr = Trip(*terms[:, at])
+        terms = np.array([getattr(self, x) for x in TRIP])
+        for code in codes.tolist():  # many: each policy on its own entries (one gather of all terms)
+            at = (policy == code).nonzero()[0]
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
-            out[..., at] = tr._time(int(code), port[at], level[..., at], n[..., at], q, latency[at])
+            out[..., at] = Trip(terms[:, at])._time(code, port[at], level[..., at], n[..., at], q,
+                                                    latency[at])
         return out
 
-    def _time(self, policy: int, port, level, n, sync_overlap, latency) -> np.ndarray:
-        """Trip.time for entries that share one policy."""
+    def _sm(self, port, n) -> tuple:
+        """(the SM's throughput, a warp's chain) of mma.sync trips, `n` CTAs an SM."""
+        # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
+        # register operands: other warps' instructions issue between MMAs, not beside them
+        thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
+        warp = self.warp_mma + self.warp_other + self.queue  # queue: after a CTA barrier
+        return thr, warp
+
+    def _time(self, policy: int, port, level, n, sync_overlap, latency, sm=None) -> np.ndarray:
+        """Trip.time for entries that share one policy (`sm`: _sm's answer, where known)."""
         if policy == POLICIES["warpspecialized"]:  # a warpgroup: its share of the MMAs, then
             # its softmax; the softmax (MUFU and FP32 work, one dependent chain in each warp)
             # and the asynchronous wgmma overlap no better than synchronous phases; the
@@ -441,26 +466,30 @@ class Trip:
             # sub-partition (turns): its exp2 and FP32 instructions are one dependent chain and
             # add; consumer warps whose softmax phases overlap (`apart`, no turns): one warp's
             # FP32 work issues while another's exp2 holds the MUFU, the two combine as the
-            # other unsynchronised phases do
-            pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
-                             self.sfu + self.alu)
+            # other unsynchronised phases do (each of these three cases computed only where
+            # some entry is one: the same bits, fewer numpy calls)
+            pipes = self.sfu + self.alu
+            if self.apart.any():
+                pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
+                                 self.sfu + self.alu)
             # a warpgroup's softmax under its own previous P·V (`under_pv`) as well as under the
             # other warpgroups' GEMMs overlaps the tensor cores' work better (PV_OVERLAP)
-            pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
+            pv = sync_overlap
+            if self.under_pv.any():
+                pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
             soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)
             thr = n * _max(soft, self.sram, self.issue, port)
             # consumers in step (a barrier every step, no turns): their GEMMs share the tensor
             # cores at once (groups 1), and their softmax runs while no GEMM does, all their
             # warps at once: at the MUFU's and FP32 pipes' rate where that is slower than the
             # warps' own issue
-            other = np.where(self.in_step > 0, np.maximum(self.warp_other, self.sfu + self.alu),
-                             self.warp_other)
+            other = self.warp_other
+            if self.in_step.any():
+                other = np.where(self.in_step > 0, np.maximum(self.warp_other, self.sfu + self.alu),
+                                 self.warp_other)
             chain = self.tensor / self.groups + other + latency
             return _max(port, chain, level, thr)
-        # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
-        # register operands: other warps' instructions issue between MMAs, not beside them
-        thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
-        warp = self.warp_mma + self.warp_other + self.queue  # queue: after a CTA barrier
+        thr, warp = self._sm(port, n) if sm is None else sm
         if policy == POLICIES["async"]:  # with more than one stage; the round trips of plain
             # loads its issue waits for (sync_loads: decode's per-row table reads) bound the
             # trip, not added to the chain (docs/model.md: as measured)
@@ -515,7 +544,7 @@ class Trip:
         for code in codes:  # each policy on its own entries (the arguments: numbers, or arrays
             # of an entry each along their last axis)
             at = (policy == code).nonzero()[0]
-            sub, sd = (Trip(*(getattr(t, x)[at] for x in Trip.__dataclass_fields__)) for t in (self, td))
+            sub, sd = (Trip(**{x: getattr(t, x)[at] for x in TRIP}) for t in (self, td))
             out[..., at] = sub._deps(int(code), sd, *(x[..., at] if np.ndim(x) else x for x in (
                 port, level, n, sync_overlap, latency, d_port, d_level, d_lat)))
         return out
@@ -926,6 +955,7 @@ class _Facts:
     """FACTS as arrays, one entry per case (the rows of `table`)."""
 
     def __init__(self, table: np.ndarray):
+        self.table = table
         self.__dict__.update(zip(FACTS, table.T))  # the columns as views, at a quarter of setattr's cost
 
 
@@ -979,12 +1009,24 @@ def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) 
 
 
 FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one pass
+# _schedule's trips (a plain loop trip, a masked one, the epilogue): the facts of each that
+# Trip.of takes (_TRIP_OF, its arguments), then its policy and stages (Trip.time's), as FACTS
+# columns, the three trips' in a row; the epilogue's own (_TRIP_EPI: no bytes, no instructions
+# beyond its work, no barrier; an asynchronous trip); a masked trip's ALU work (the mask's on top)
+_TRIP_OF = ("flops", "exps", "alu", "sram", "extra", "fill", "shadow", "barrier", "chained")
+_TRIP_IN = _at(tuple(x for names in (
+    ("a_flops", "a_flops", "o_flops"), ("a_exps", "a_exps", "o_exps"), ("a_alu", "a_alu", "o_alu"),
+    ("a_sram",) * 3, ("x_trip",) * 3, ("a_fill",) * 3, ("x_shadow",) * 3, ("barrier",) * 3,
+    ("x_chain",) * 3, ("policy",) * 3, ("stages",) * 3) for x in names), FACTS)
+_TRIP_EPI = (np.arange(3 * 3 + 2, 3 * 11, 3),  # the epilogue's sram, ..., chained, policy, stages
+             np.array([0.0] * 6 + [POLICIES["async"], 2.0]))
+_TRIP_MASKED = 3 * 2 + 1
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
           bound: bool = False) -> tuple:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
-    batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits (LIMITS -> array);
+    batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits ((LIMITS, cases));
     with `deps`, also per case the reliefs (RELIEFS bits) that may change its seconds: any
     other leaves them as they are, to the last bit (_schedule's `deps`). With `bound`, the
     seconds of cases of unequal CTAs are a lower bound on theirs (_schedule's `bound`, at
@@ -994,7 +1036,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     f = _Facts(table[kidx])
     r = _rates_of(rates, f)
     limits = _fluid(f, r)
-    top = _max(*(limits[u] for u in LIMITS))
+    top = limits.max(axis=0)
 
     # the occupancies each case is scheduled at: CTAs resident on one SM overlap at least as
     # well as the same CTAs run fewer at a time (more warps never hide less latency; what more
@@ -1006,7 +1048,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     # _schedule shares each such SM between its two (shared_pairs); fewer at a time is no
     # schedule the hardware runs, nor a bound on one (a long CTA alone on an SM first finishes
     # sooner than beside another)
-    paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms)
+    # (no unequal CTAs in the batch: none)
+    paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else np.zeros(len(cap), bool)
     if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
         best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps, bound=bound)
         best, bits = best if deps else (best, None)
@@ -1037,7 +1080,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     tail = f.tail * r.l2_latency
     if deps:  # the schedule past the fluid limits: a relief of theirs shortens one, leaves it
         # the larger; else either may change it (a relief may lengthen a schedule)
-        top_bits = _max_deps([limits[u] for u in LIMITS], [_dep(limits[u], BIT[u]) for u in LIMITS])
+        top_bits = _max_deps(limits, [_dep(v, BIT[u]) for u, v in zip(LIMITS, limits)])
         bits = np.where(best > top, bits, bits | top_bits) | _dep(tail, BIT["latency"])
         return np.maximum(best, top) + tail, limits, bits
     return np.maximum(best, top) + tail, limits
@@ -1070,7 +1113,7 @@ def _rep(a: np.ndarray, k: int) -> np.ndarray:
 
 
 def _tile(x, k: int):
-    """A dataclass of arrays (Rates, Trip) with each array repeated k times end to end."""
+    """A dataclass of arrays (Rates) with each array repeated k times end to end."""
     return type(x)(**{n: _rep(getattr(x, n), k) for n in x.__dataclass_fields__})
 
 
@@ -1088,7 +1131,7 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
     first stage)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
-    sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
+    sub = Trip(**{x: getattr(trips, x)[sel] for x in TRIP})
     k = len(ix)
 
     def three(plain, epi):  # per row of ix: the loop trip (plain and masked), the epilogue
@@ -1112,8 +1155,7 @@ def _alone_deps(f: _Facts, trips: Trip, td: Trip, ix: np.ndarray, res: np.ndarra
     (rows may repeat; `res` and `levels` per row of ix); `td`: the terms' bits of `trips`,
     `d`: those of loop_port, lat, fixed_port, waits and the levels (per row of ix)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
-    sub = Trip(*(getattr(trips, x)[sel] for x in Trip.__dataclass_fields__))
-    sd = Trip(*(getattr(td, x)[sel] for x in Trip.__dataclass_fields__))
+    sub, sd = (Trip(**{x: getattr(t, x)[sel] for x in TRIP}) for t in (trips, td))
     k = len(ix)
 
     def three(plain, epi, kind=np.float64):
@@ -1303,29 +1345,22 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
-    def three(plain, masked, epi):  # (3 trips, m) -> one array of 3m entries
-        out = np.empty((3, m))
-        out[0], out[1], out[2] = plain, masked, epi
-        return out.ravel()
-
-    def flat(x):  # a (3 trips, m) or (m,) array as three's
+    def flat(x):  # a (3 trips, m) or (m,) array as one of 3m entries
         return x.ravel() if x.ndim == 2 else np.concatenate((x, x, x))
 
     # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
     # the epilogue (the work done once per CTA), in one Trip of 3m entries (the rates and the
     # per-row facts broadcast); each with the global bandwidth shared and without (below): a
-    # leading axis of the bandwidth share alone, which Trip.time's answer keeps
-    # (np.array of equal rows: np.stack's answer at a fifth of its cost)
+    # leading axis of the bandwidth share alone, which Trip.time's answer keeps. The three
+    # trips' facts (_TRIP_IN) in one gather of the rows' facts, the epilogue's own set
     zero = np.zeros(m)
-    parts = Trip.of(np.array([f.a_flops, f.a_flops, f.o_flops]),
-                    np.array([f.a_exps, f.a_exps, f.o_exps]),
-                    np.array([f.a_alu, f.a_alu + f.mask, f.o_alu]),
-                    np.array([f.a_sram, f.a_sram, zero]), f.warps, r, f.cyc,
-                    np.array([f.x_trip, f.x_trip, zero]), f.apart,
-                    np.array([f.a_fill, f.a_fill, zero]),
-                    np.array([f.x_shadow, f.x_shadow, zero]), f.under_pv, f.in_step,
-                    np.array([f.barrier, f.barrier, zero]), np.array([f.x_chain, f.x_chain, zero]))
-    trips = Trip(*(flat(getattr(parts, x)) for x in Trip.__dataclass_fields__))
+    x = f.table.T[_TRIP_IN]  # (facts, m): each fact's entries contiguous
+    x[_TRIP_EPI[0]] = _TRIP_EPI[1][:, None]
+    x[_TRIP_MASKED] += f.mask
+    parts = Trip.of(**dict(zip(_TRIP_OF, x.reshape(-1, 3, m))), warps=f.warps, r=r, cyc=f.cyc,
+                    apart=f.apart, under_pv=f.under_pv, in_step=f.in_step)
+    policy, stages = x[-6:].reshape(2, 3 * m)  # the three trips' (Trip.time's)
+    trips = Trip(**{x: flat(getattr(parts, x)) for x in TRIP})  # (each term's entries end to end)
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
@@ -1378,10 +1413,10 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     levels = np.zeros((3, 3, m))
     levels[:2, 0] = levels[:2, 1] = lv
     resident = np.concatenate((n, n, n, n, n, n, res, res, res)).reshape(3, 3 * m)
-    t = trips.time(three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
-                   three(loop_port, loop_port, 0.0), levels.reshape(3, 3 * m),
-                   resident,
-                   q if isinstance(q, float) else flat(q), three(lat, lat, 0.0)).reshape(3, 3, m)
+    port_lat = np.zeros((2, 3, m))  # the trips' port and latency terms (the epilogue's none)
+    port_lat[:, 0] = port_lat[:, 1] = loop_port, lat
+    t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, 3 * m), resident,
+                   q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     if deps:  # the bits of the same terms (Trip.deps): port's, level's (the larger of its
         # L2 and DRAM times: a relief of the other leaves it), latency's, the fill's
@@ -1397,9 +1432,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         d_lat, d_lport, d_lv1 = _dep(lat, BIT["latency"]), _dep(loop_port, BIT["port"]), level_bits(rd, wr, f.loop_x)
         d_lv = np.zeros((3, 3, m), np.int64)
         d_lv[:2, 0] = d_lv[:2, 1] = np.where(lv != 0, d_lv1, 0)
-        dt = trips.deps(td, three(f.policy, f.policy, POLICIES["async"]), three(f.stages, f.stages, 2.0),
-                        three(loop_port, loop_port, 0.0), levels.reshape(3, 3 * m), resident,
-                        q if isinstance(q, float) else flat(q), three(lat, lat, 0.0),
+        dt = trips.deps(td, policy, stages, port_lat[0].ravel(), levels.reshape(3, 3 * m), resident,
+                        q if isinstance(q, float) else flat(q), port_lat[1].ravel(),
                         bits3(d_lport, d_lport, 0), d_lv.reshape(3, 3 * m),
                         bits3(d_lat, d_lat, 0)).reshape(3, 3, m)
         d_turn = td.tensor[:m] | td.warp_other[:m]
@@ -1678,9 +1712,8 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
     busy_all, limits_all, *bits = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n),
                                         deps=limiter_too and not every)
-    at = np.arange(n) * step
-    busy = busy_all[at]
-    lim = np.array([limits_all[u] for u in LIMITS])[:, at].T
+    busy = busy_all.reshape(n, step)[:, 0]  # (each kernel's first case: its profile's rates)
+    lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
     launch = b.launch
     busiest = lim.argmax(axis=1)
     util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
