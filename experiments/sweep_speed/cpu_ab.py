@@ -22,7 +22,9 @@ medians. Writes experiments/sweep_speed/cpu_ab.json:
   more problems to a shape's template), each with the
   limiter and without (`limiter=False`, `bound` empty), schedule-problems (rows) per CPU
   second, the best of 3 (the large grid: of 2). Each call plans its templates afresh (no cache
-  outlives a call but the schedules' own, of a shape's tiles and block maps);
+  outlives a call but the schedules' own, of a shape's tiles and block maps, and what depends on
+  those alone: a block map's period (`timing._period`), the key of its array (`base._array_key`)
+  and `_expected_max`'s weights of a period's length and draws);
 - tune: `tune.rank("fa2", [problem])` with its compile results cached, the best of 5 (s);
 - predict in a shell: `iosim predict` (the console script's code, `python -c "from iosim.cli
   import main; main()" predict`), the CPU seconds (user + system) of the whole process,
