@@ -54,7 +54,8 @@ def predict_many(problems: Sequence[Problem], hw: HardwareProfile,
         for e, n in errors:
             skipped[str(e)] += n
         temps.append((ts, order))
-    cols = table.columns([t for ts, _ in temps for t in ts], limiter) if any(ts for ts, _ in temps) else {}
+    cols = (table.columns([t for ts, _ in temps for t in ts], limiter, coded=True)
+            if any(ts for ts, _ in temps) else {})
     # back to the problems' order within each schedule
     sizes = [len(order) for _, order in temps]
     perm = np.concatenate([at + np.argsort(np.asarray(order, np.int64), kind="stable") for (_, order), at in zip(
