@@ -503,20 +503,24 @@ def _plain(col):
     return col.plain() if isinstance(col, _Coded) else col
 
 
-def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = False) -> dict[str, list]:
+def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = False,
+            rows: tuple[Sequence[Problem], np.ndarray] | None = None) -> dict[str, list]:
     """The rows (predict's shared columns) of every problem of every template, in order, as
     columns: arrays, or lists of Python values, one entry per row (a column a row lacks, e.g.
     `window`, is a list holding ABSENT there). Without `limiter`, `bound` is None: the time
     alone (a cost function's need) takes one prediction a kernel, the limiter up to one more per
     relief. `coded`: a template's values and names as they are (_Coded: no value a row), for
-    take and as_frame."""
+    take and as_frame. `rows`: the templates' problems as a caller's list and each row's index
+    in it, where known (a problem several schedules predict: its sizes read once)."""
     todo = [(t.plan, t.hw, len(t.problems) > 1, None) for t in templates if t.facts is None]
     made = iter(_shapes(todo) if todo else [])
     shapes = [t.facts or _made(next(made)) for t in templates]
     m = np.array([len(t.problems) for t in templates], np.int64)
-    probs = [p for t in templates for p in t.problems]
+    probs, at = rows or ([p for t in templates for p in t.problems], None)
     batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
                         for f in ("batch", "heads", "kv_heads"))
+    if at is not None:
+        batch, heads, kv = batch[at], heads[at], kv[at]
     u_all = batch * kv  # pairs()
     alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
     du, dm, back = ((u_all, m, np.arange(len(m))) if alone else
