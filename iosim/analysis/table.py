@@ -469,12 +469,12 @@ class _Coded:
         vals, codes = self.values, self.codes
         if ABSENT in vals or not len(codes):
             return _typed(self.plain())
+        if set(map(type, vals)) == {str} and (dtype := _arrow_str()) is not None:
+            import pyarrow as pa
+
+            return pd.array(pa.array(vals, pa.large_string()).take(codes), dtype=dtype)
         typed = _typed(vals)
         if isinstance(typed, np.ndarray):
-            if type(vals[0]) is str and (dtype := _arrow_str()) is not None:
-                import pyarrow as pa
-
-                return pd.array(pa.array(vals, pa.large_string()).take(codes), dtype=dtype)
             return typed[codes]
         # a list (mixed types: None and ints, a tile some Plans lack): the frame infers one type
         # from the types of the rows' values, those of the values some row has
@@ -528,12 +528,14 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     md = _model(shapes, dm, du, limiter)
     t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
 
-    fields = [problem_fields(t.plan.problem) for t in templates]
     tcode = np.arange(len(templates)).repeat(m)  # each row's template
+    # a problem's fields (but batch, heads, kv_heads: a row's) and FLOPs, a shape's at once
+    reps, scode = (list(range(len(templates))), tcode) if alone else _shapes_of(templates, m)
+    fields = [problem_fields(templates[i].plan.problem) for i in reps]
     out: dict = {"hw": _rep([t.hw.name for t in templates], tcode, alone),
                  "schedule": _rep([t.plan.schedule for t in templates], tcode, alone)}
     for name in dict.fromkeys(k for f in fields for k in f):
-        out[name] = _rep([f.get(name, ABSENT) for f in fields], tcode, alone)
+        out[name] = _rep([f.get(name, ABSENT) for f in fields], scode, alone)
     out["batch"], out["heads"], out["kv_heads"] = batch, heads, kv
     plan_cols = [_plan_columns(t.plan) for t in templates]
     for name in plan_cols[0]:
@@ -550,10 +552,9 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         "time_roofline_ms": t_roof * 1e3,
         "bound_roofline": strs(ROOF, md.roof_bound[back]),
         "time_pred_ms": t_pred * 1e3,
-        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], m, alone) / t_pred / 1e12,
+        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], alone, reps, scode) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
-        "bound": (_rep_rows(np.array(md.bound + [None], dtype=object)[:-1][back], alone) if limiter or alone
-                  else np.full(len(back), None, dtype=object)),
+        "bound": _bound(md.bound, back, limiter, alone),
         # the main kernel's busiest unit, and its share of its efficient peak
         "busiest": strs(timing.LIMITS, md.busiest[back]),
         "util_pct": 100 * md.util[back],
@@ -568,19 +569,38 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     return out if coded else {c: _plain(col) for c, col in out.items()}
 
 
-def _fa_flops(templates: Sequence[Template], bh: np.ndarray, m: np.ndarray, alone: bool) -> np.ndarray:
-    """Problem.fa_flops of every row, a template's problems at once (the same float operations
-    on Python's ints for a template a row: no numpy call a row)."""
+def _bound(bound: list, back: np.ndarray, limiter: bool, alone: bool):
+    """The limiter's column: each (template, pairs)'s name a row (None without `limiter`)."""
+    if alone or (limiter and not all(type(b) is str for b in bound)):
+        return _rep_rows(_objects(bound)[back], alone)
+    return _Coded(bound, back) if limiter else np.full(len(back), None, dtype=object)
+
+
+def _shapes_of(templates: Sequence[Template], m: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The templates' problems' shapes (Problem.shape_key; a variable-length batch's its own),
+    first seen first: each shape's first template, and each row's shape (m[t] rows a template)."""
+    first: dict = {}
+    reps, of = [], []
+    for i, t in enumerate(templates):
+        p = t.plan.problem
+        key = ("alone", i) if p.seqlens_k is not None else p.shape_key()
+        if key not in first:
+            first[key] = len(reps)
+            reps.append(i)
+        of.append(first[key])
+    return reps, np.array(of, np.int64).repeat(m)
+
+
+def _fa_flops(templates: Sequence[Template], bh: np.ndarray, alone: bool, reps: list[int],
+              shape: np.ndarray) -> np.ndarray:
+    """Problem.fa_flops of every row (`bh`: its B x H): a row a template (`alone`), Python's
+    floats, else once a shape (_shapes_of: `reps`, each row's `shape`) for all its rows at
+    once, the same float operations a row."""
     if alone:
         return np.array([t.plan.problem.fa_flops(x) for t, x in zip(templates, bh.tolist())], np.float64)
-    # problems of one shape (Problem.shape_key) share the formula: one call a shape, its rows
-    # at once (the same float operations a row); a variable-length batch's sums its own
-    groups: dict = {}
-    g = np.array([groups.setdefault(("alone", i) if p.seqlens_k is not None else p.shape_key(), i)
-                  for i, p in enumerate(t.plan.problem for t in templates)], np.int64).repeat(m)
-    order = np.argsort(g, kind="stable")
+    order = np.argsort(shape, kind="stable")
     out = np.empty(len(bh))
-    for i, at in zip(groups.values(), _split(order, np.bincount(g)[list(groups.values())])):
+    for i, at in zip(reps, _split(order, np.bincount(shape, minlength=len(reps)))):
         out[at] = templates[i].plan.problem.fa_flops(bh[at])
     return out
 
