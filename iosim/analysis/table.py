@@ -454,6 +454,9 @@ class _Coded:
     values: list
     codes: np.ndarray
 
+    def __len__(self) -> int:
+        return len(self.codes)
+
     def plain(self):
         """The column a value a row: the typed array, or a list (ABSENT where a row lacks it)."""
         if ABSENT not in self.values:
