@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
@@ -465,17 +464,17 @@ class _Coded:
                 return typed[self.codes]
         return _objects(self.values)[self.codes].tolist()
 
-    def frame(self):
-        """The column as a frame holds it (as_frame of plain())."""
+    def frame(self, arrow_str=None):
+        """The column as a frame holds it (as_frame of plain()); `arrow_str`: _arrow_str()."""
         import pandas as pd
 
         vals, codes = self.values, self.codes
         if ABSENT in vals or not len(codes):
             return _typed(self.plain())
-        if set(map(type, vals)) == {str} and (dtype := _arrow_str()) is not None:
+        if arrow_str is not None and set(map(type, vals)) == {str}:
             import pyarrow as pa
 
-            return pd.array(pa.array(vals, pa.large_string()).take(codes), dtype=dtype)
+            return pd.array(pa.array(vals, pa.large_string()).take(codes), dtype=arrow_str)
         typed = _typed(vals)
         if isinstance(typed, np.ndarray):
             return typed[codes]
@@ -492,10 +491,9 @@ def _objects(vals: list) -> np.ndarray:
     return np.array(vals + [None], dtype=object)[:-1]
 
 
-@cache
 def _arrow_str():
     """The string dtype a frame infers from str values where it keeps them in Arrow (pandas 3
-    with pyarrow), else None."""
+    with pyarrow), else None (asked each frame: pandas' options may change)."""
     import pandas as pd
 
     dtype = pd.Series(np.array(["a"], dtype=object)).dtype
@@ -733,8 +731,9 @@ def as_frame(cols: dict[str, list]) -> pd.DataFrame:
     """Columns as a DataFrame (a cell a row lacks: missing, as in a frame of as_rows' dicts)."""
     import pandas as pd
 
-    return pd.DataFrame({c: col if isinstance(col, np.ndarray) else col.frame() if isinstance(col, _Coded)
-                         else _typed(col) for c, col in cols.items()})
+    arrow_str = _arrow_str() if any(isinstance(col, _Coded) for col in cols.values()) else None
+    return pd.DataFrame({c: col if isinstance(col, np.ndarray) else col.frame(arrow_str)
+                         if isinstance(col, _Coded) else _typed(col) for c, col in cols.items()})
 
 
 def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,
