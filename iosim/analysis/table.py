@@ -481,7 +481,10 @@ class _Coded:
         # a list (mixed types: None and ints, a tile some Plans lack): the frame infers one type
         # from the types of the rows' values, those of the values some row has
         seen = np.bincount(codes, minlength=len(vals)) > 0
-        col = pd.Series([v for v, s in zip(vals, seen.tolist()) if s])
+        used = [v for v, s in zip(vals, seen.tolist()) if s]
+        if all(v is None for v in used):  # a tile no Plan has: None a row, as a frame holds it
+            return np.full(len(codes), None, dtype=object)
+        col = pd.Series(used)
         codes = (seen.cumsum() - 1)[codes]
         return col.to_numpy()[codes] if isinstance(col.dtype, np.dtype) else col.array.take(codes)
 
