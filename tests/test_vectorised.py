@@ -516,6 +516,32 @@ def test_a_frame_of_typed_columns_is_the_frame_of_the_lists():
     assert table.as_frame(table.take(cols, order)).equals(want.iloc[order].reset_index(drop=True))
 
 
+def test_coded_columns_make_the_frame_of_the_rows():
+    """table.columns(coded=True) (a template's values and names coded, not a value a row), taken
+    and made a frame, is the frame of the plain columns taken: values, dtypes (Arrow strings
+    included) and columns, for windows and fp8 (cells some rows lack), None tiles, GQA, decode,
+    ints past int64's reach, in a new order and as a subset with repeats; its plain columns are
+    columns()'."""
+    hw = load("h100")
+    probs = [p for p in problems(seed=7, n=60) if p.direction.value == "fwd"]
+    probs += [p.model_copy(update={"batch": 2 * p.batch}) for p in probs[::2]]  # shapes of two
+    big = Problem(batch=2**20, heads=128, seqlen_q=2**20, head_dim=256)
+    probs += [big, big.model_copy(update={"batch": 3})]
+    temps = [t for s in ("naive", "fa1", "fa2", "fa3", "decode") for t in table.templates(probs, hw, s)[0]]
+    plain, coded = table.columns(temps), table.columns(temps, coded=True)
+    assert any(isinstance(c, table._Coded) and table.ABSENT in c.values for c in coded.values())
+    n = len(plain["hw"])
+    for order in (list(range(n))[::-1], [3, 3, 0, n - 1, 1]):
+        want = table.as_frame(table.take(plain, order))
+        got = table.as_frame(table.take(coded, order))
+        assert got.equals(want) and got.dtypes.tolist() == want.dtypes.tolist()
+        assert list(got.columns) == list(want.columns)
+    for c, col in coded.items():
+        same = table._plain(col)
+        assert type(same) is type(plain[c]) and getattr(same, "dtype", None) == getattr(plain[c], "dtype", None)
+        assert table._py(same) == table._py(plain[c]), c
+
+
 def test_fits_of_many_templates_are_each_template_s_fit():
     """table._fits (every template's a + b x pairs in one numpy pass) against table._fit of
     each template alone (Python's ints and floats): the same a and b, to the integer, and the

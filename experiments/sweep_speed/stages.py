@@ -8,8 +8,9 @@ experiments/sweep_speed/stages.json:
   shape keys (`schedules.shape`), the templates' Plans (`plan(..., check=True)`, one per shape),
   their counts as a + b x pairs (`table._shapes` of fresh Plans, all at once, less the Plans), the DRAM
   estimate and cycle model of every (template, pairs) without the limiter and the limiter's
-  search on top (`table._model`), the other columns (`table.columns` less the model) and the
-  output (`table.as_frame`); the whole call, and the rest of it (the stages' sum taken off);
+  search on top (`table._model`), the other columns (`table.columns` less the model, coded as
+  predict_many asks: a template's values once) and the output (`table.as_frame`); the whole
+  call, and the rest of it (the stages' sum taken off);
 - grid: cpu_ab.py's grid of 1,920 problems (7,680 rows), cut as the batch (the best of
   `--grid-rounds`);
 - one: cpu_ab.py's `predict_rows` of one problem, four schedules, cut alike (the Plans, their
@@ -67,7 +68,8 @@ def cut(problems: list, rounds: int, n: int) -> dict:
     m = np.array([len(t.problems) for t in temps])
     du, dm, _ = table._distinct(np.arange(len(temps)).repeat(m),
                                 np.array([table.pairs(p) for t in temps for p in t.problems]))
-    cols = table.columns(temps)
+    many = len(problems) > 1  # predict_many's coded columns; predict_rows' plain ones
+    cols = table.columns(temps, coded=many)
 
     def planned():
         return [table.predictable(plan(t.plan.schedule, t.problems[0], hw, check=True), hw)
@@ -89,7 +91,7 @@ def cut(problems: list, rounds: int, n: int) -> dict:
          "plans_and_counts": best(counted, rounds, n),
          "model_time_alone": best(lambda: table._model(shapes, dm, du, False), rounds, n),
          "model": best(lambda: table._model(shapes, dm, du, True), rounds, n),
-         "columns": best(lambda: table.columns(temps), rounds, n),
+         "columns": best(lambda: table.columns(temps, coded=many), rounds, n),
          # predict_many's frame; predict_rows' dicts
          "output": best(lambda: table.as_rows(cols) if len(problems) == 1 else table.as_frame(cols),
                         rounds, n)}

@@ -54,11 +54,14 @@ def predict_many(problems: Sequence[Problem], hw: HardwareProfile,
         for e, n in errors:
             skipped[str(e)] += n
         temps.append((ts, order))
-    cols = table.columns([t for ts, _ in temps for t in ts], limiter) if any(ts for ts, _ in temps) else {}
-    # back to the problems' order within each schedule
-    sizes = [len(order) for _, order in temps]
-    perm = np.concatenate([at + np.argsort(np.asarray(order, np.int64), kind="stable") for (_, order), at in zip(
-        temps, np.cumsum(sizes) - sizes)]) if temps else []
+    # each schedule's problems in the templates' order, and back to the problems' order
+    orders = [np.asarray(order, np.int64) for _, order in temps]
+    at = np.concatenate(orders) if orders else np.zeros(0, np.int64)
+    cols = (table.columns([t for ts, _ in temps for t in ts], limiter, coded=True, rows=(problems, at))
+            if len(at) else {})
+    sizes = [len(order) for order in orders]
+    perm = np.concatenate([start + np.argsort(order, kind="stable") for order, start in zip(
+        orders, np.cumsum(sizes) - sizes)]) if orders else []
     df = table.as_frame(table.take(cols, perm)) if cols else table.as_frame({})
     df.attrs["skipped"] = dict(skipped)
     return df

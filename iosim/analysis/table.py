@@ -445,32 +445,95 @@ def _distinct(t: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return u[at], np.bincount(t[at], minlength=int(t.max()) + 1 if len(t) else 0), rank[inv.ravel()]
 
 
-def _rep(vals: list, m: np.ndarray, alone: bool):
-    """A template's value a row: a list (`alone`: a template a row, predict's rows), or where
-    the values share one plain type, the array a frame infers from them, repeated (the frame is
-    the same as from the list: as_frame)."""
-    if alone:
-        return vals
-    if ABSENT not in vals:
+def _rep(vals: list, codes: np.ndarray, alone: bool):
+    """A template's value a row: a list (`alone`: a template a row, predict's rows), else the
+    values coded by template (each row's template in `codes`)."""
+    return vals if alone else _Coded(vals, codes)
+
+
+@dataclass
+class _Coded:
+    """A column of few values, a row's the one its code names: a template's value for each of
+    its rows, a name of a list (ROOF, LIMITS). Taken in a new order and made a frame's column
+    without a Python value a row (a frame's strings: the values' Arrow array, taken). Typed as
+    the column of every value (_typed: an array where they share one plain type, else a list),
+    as the rows' column was before they were taken."""
+
+    values: list
+    codes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def plain(self):
+        """The column a value a row: the typed array, or a list (ABSENT where a row lacks it)."""
+        if ABSENT not in self.values:
+            typed = _typed(self.values)
+            if isinstance(typed, np.ndarray):
+                return typed[self.codes]
+        return _objects(self.values)[self.codes].tolist()
+
+    def frame(self, arrow_str=None):
+        """The column as a frame holds it (as_frame of plain()); `arrow_str`: _arrow_str()."""
+        import pandas as pd
+
+        vals, codes = self.values, self.codes
+        if ABSENT in vals or not len(codes):
+            return _typed(self.plain())
+        if arrow_str is not None and set(map(type, vals)) == {str}:
+            import pyarrow as pa
+
+            return pd.array(pa.array(vals, pa.large_string()).take(codes), dtype=arrow_str)
         typed = _typed(vals)
         if isinstance(typed, np.ndarray):
-            return typed.repeat(m)
-    return np.repeat(np.array(vals, dtype=object), m).tolist()
+            return typed[codes]
+        # a list (mixed types: None and ints, a tile some Plans lack): the frame infers one type
+        # from the types of the rows' values, those of the values some row has
+        seen = np.bincount(codes, minlength=len(vals)) > 0
+        used = [v for v, s in zip(vals, seen.tolist()) if s]
+        if all(v is None for v in used):  # a tile no Plan has: None a row, as a frame holds it
+            return np.full(len(codes), None, dtype=object)
+        col = pd.Series(used)
+        codes = (seen.cumsum() - 1)[codes]
+        return col.to_numpy()[codes] if isinstance(col.dtype, np.dtype) else col.array.take(codes)
 
 
-def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, list]:
+def _objects(vals: list) -> np.ndarray:
+    """A 1-d object array of the values."""
+    return np.array(vals + [None], dtype=object)[:-1]
+
+
+def _arrow_str():
+    """The string dtype a frame infers from str values where it keeps them in Arrow (pandas 3
+    with pyarrow), else None (asked each frame: pandas' options may change)."""
+    import pandas as pd
+
+    dtype = pd.Series(np.array(["a"], dtype=object)).dtype
+    return dtype if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" else None
+
+
+def _plain(col):
+    return col.plain() if isinstance(col, _Coded) else col
+
+
+def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = False,
+            rows: tuple[Sequence[Problem], np.ndarray] | None = None) -> dict[str, list]:
     """The rows (predict's shared columns) of every problem of every template, in order, as
     columns: arrays, or lists of Python values, one entry per row (a column a row lacks, e.g.
     `window`, is a list holding ABSENT there). Without `limiter`, `bound` is None: the time
     alone (a cost function's need) takes one prediction a kernel, the limiter up to one more per
-    relief."""
+    relief. `coded`: a template's values and names as they are (_Coded: no value a row), for
+    take and as_frame. `rows`: the templates' problems as a caller's list and each row's index
+    in it, where known (a problem several schedules predict: its sizes read once)."""
     todo = [(t.plan, t.hw, len(t.problems) > 1, None) for t in templates if t.facts is None]
     made = iter(_shapes(todo) if todo else [])
     shapes = [t.facts or _made(next(made)) for t in templates]
     m = np.array([len(t.problems) for t in templates], np.int64)
-    probs = [p for t in templates for p in t.problems]
+    probs, at = rows or ([p for t in templates for p in t.problems], None)
     batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
                         for f in ("batch", "heads", "kv_heads"))
+    if at is not None:
+        batch, heads, kv = batch[at], heads[at], kv[at]
     u_all = batch * kv  # pairs()
     alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
     du, dm, back = ((u_all, m, np.arange(len(m))) if alone else
@@ -478,19 +541,22 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
     md = _model(shapes, dm, du, limiter)
     t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
 
-    fields = [problem_fields(t.plan.problem) for t in templates]
-    out: dict = {"hw": _rep([t.hw.name for t in templates], m, alone),
-                 "schedule": _rep([t.plan.schedule for t in templates], m, alone)}
+    tcode = np.arange(len(templates)).repeat(m)  # each row's template
+    # a problem's fields (but batch, heads, kv_heads: a row's) and FLOPs, a shape's at once
+    reps, scode = (list(range(len(templates))), tcode) if alone else _shapes_of(templates, m)
+    fields = [problem_fields(templates[i].plan.problem) for i in reps]
+    out: dict = {"hw": _rep([t.hw.name for t in templates], tcode, alone),
+                 "schedule": _rep([t.plan.schedule for t in templates], tcode, alone)}
     for name in dict.fromkeys(k for f in fields for k in f):
-        out[name] = _rep([f.get(name, ABSENT) for f in fields], m, alone)
+        out[name] = _rep([f.get(name, ABSENT) for f in fields], scode, alone)
     out["batch"], out["heads"], out["kv_heads"] = batch, heads, kv
     plan_cols = [_plan_columns(t.plan) for t in templates]
     for name in plan_cols[0]:
-        out[name] = _rep([c[name] for c in plan_cols], m, alone)
+        out[name] = _rep([c[name] for c in plan_cols], tcode, alone)
     rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
     dr, dw = d_r.astype(np.int64), d_w.astype(np.int64)
     cap = np.array([t.hw.hbm_capacity_bytes for t in templates]).repeat(m)
-    strs = lambda names, at: _rep_rows(np.array(names, dtype=object)[at], alone)  # noqa: E731
+    strs = lambda names, at: _rep_rows(np.array(names, dtype=object)[at], alone) if alone else _Coded(list(names), at)  # noqa: E731
     out.update({
         "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
         "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
@@ -499,9 +565,9 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "time_roofline_ms": t_roof * 1e3,
         "bound_roofline": strs(ROOF, md.roof_bound[back]),
         "time_pred_ms": t_pred * 1e3,
-        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], m, alone) / t_pred / 1e12,
+        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], alone, reps, scode) / t_pred / 1e12,
         # the limiter: what a 2x rate shortens most
-        "bound": _rep_rows(np.array(md.bound + [None], dtype=object)[:-1][back], alone),
+        "bound": _bound(md.bound, back, limiter, alone),
         # the main kernel's busiest unit, and its share of its efficient peak
         "busiest": strs(timing.LIMITS, md.busiest[back]),
         "util_pct": 100 * md.util[back],
@@ -511,17 +577,45 @@ def columns(templates: Sequence[Template], limiter: bool = True) -> dict[str, li
         "fits": (foot <= cap if isinstance(foot, np.ndarray) else
                  np.array([f <= c for f, c in zip(foot, cap.tolist())], bool)),
         # kernel (this project's), published (someone's), or hypothetical (the model's alone)
-        "backing": _rep([backing(t.plan, t.hw) for t in templates], m, alone),
-        "notes": _rep([t.plan.notes for t in templates], m, alone)})
-    return out
+        "backing": _rep([backing(t.plan, t.hw) for t in templates], tcode, alone),
+        "notes": _rep([t.plan.notes for t in templates], tcode, alone)})
+    return out if coded else {c: _plain(col) for c, col in out.items()}
 
 
-def _fa_flops(templates: Sequence[Template], bh: np.ndarray, m: np.ndarray, alone: bool) -> np.ndarray:
-    """Problem.fa_flops of every row, a template's problems at once (the same float operations
-    on Python's ints for a template a row: no numpy call a row)."""
+def _bound(bound: list, back: np.ndarray, limiter: bool, alone: bool):
+    """The limiter's column: each (template, pairs)'s name a row (None without `limiter`)."""
+    if alone or (limiter and not all(type(b) is str for b in bound)):
+        return _rep_rows(_objects(bound)[back], alone)
+    return _Coded(bound, back) if limiter else np.full(len(back), None, dtype=object)
+
+
+def _shapes_of(templates: Sequence[Template], m: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The templates' problems' shapes (Problem.shape_key; a variable-length batch's its own),
+    first seen first: each shape's first template, and each row's shape (m[t] rows a template)."""
+    first: dict = {}
+    reps, of = [], []
+    for i, t in enumerate(templates):
+        p = t.plan.problem
+        key = ("alone", i) if p.seqlens_k is not None else p.shape_key()
+        if key not in first:
+            first[key] = len(reps)
+            reps.append(i)
+        of.append(first[key])
+    return reps, np.array(of, np.int64).repeat(m)
+
+
+def _fa_flops(templates: Sequence[Template], bh: np.ndarray, alone: bool, reps: list[int],
+              shape: np.ndarray) -> np.ndarray:
+    """Problem.fa_flops of every row (`bh`: its B x H): a row a template (`alone`), Python's
+    floats, else once a shape (_shapes_of: `reps`, each row's `shape`) for all its rows at
+    once, the same float operations a row."""
     if alone:
         return np.array([t.plan.problem.fa_flops(x) for t, x in zip(templates, bh.tolist())], np.float64)
-    return np.concatenate([np.atleast_1d(t.plan.problem.fa_flops(x)) for t, x in zip(templates, _split(bh, m))])
+    order = np.argsort(shape, kind="stable")
+    out = np.empty(len(bh))
+    for i, at in zip(reps, _split(order, np.bincount(shape, minlength=len(reps)))):
+        out[at] = templates[i].plan.problem.fa_flops(bh[at])
+    return out
 
 
 def _rep_rows(col: np.ndarray, alone: bool):
@@ -595,7 +689,7 @@ def concat(parts: Sequence[dict]) -> dict:
     sizes = [len(next(iter(part.values()))) if part else 0 for part in parts]
     out: dict = {}
     for c in names:
-        cols = [part.get(c) for part in parts]
+        cols = [_plain(part.get(c)) for part in parts]
         if all(isinstance(x, np.ndarray) for x in cols) and len({x.dtype for x in cols}) == 1:
             out[c] = np.concatenate(cols)
         else:
@@ -606,9 +700,25 @@ def concat(parts: Sequence[dict]) -> dict:
 def take(cols: dict, rows: Sequence[int]) -> dict:
     """These rows of the columns, in this order."""
     at = np.asarray(rows, np.int64)
-    rows = at.tolist()
-    pick = itemgetter(*rows) if len(rows) > 1 else lambda col: tuple(col[i] for i in rows)
-    return {c: col[at] if isinstance(col, np.ndarray) else list(pick(col)) for c, col in cols.items()}
+    codes: dict = {}  # coded columns share their codes (a row's template): taken once
+    pick = None
+    out = {}
+    for c, col in cols.items():
+        if isinstance(col, np.ndarray):
+            out[c] = col[at]
+        elif isinstance(col, _Coded):
+            if id(col.codes) not in codes:
+                codes[id(col.codes)] = col.codes, col.codes[at]
+            out[c] = _Coded(col.values, codes[id(col.codes)][1])
+        else:
+            pick = pick or _picker(at.tolist())
+            out[c] = list(pick(col))
+    return out
+
+
+def _picker(rows: list[int]):
+    """A list's values at these rows, as a tuple."""
+    return itemgetter(*rows) if len(rows) > 1 else lambda col: tuple(col[i] for i in rows)
 
 
 # a list column whose values are all of one of these types: as the array a frame infers from it
@@ -633,7 +743,9 @@ def as_frame(cols: dict[str, list]) -> pd.DataFrame:
     """Columns as a DataFrame (a cell a row lacks: missing, as in a frame of as_rows' dicts)."""
     import pandas as pd
 
-    return pd.DataFrame({c: col if isinstance(col, np.ndarray) else _typed(col) for c, col in cols.items()})
+    arrow_str = _arrow_str() if any(isinstance(col, _Coded) for col in cols.values()) else None
+    return pd.DataFrame({c: col if isinstance(col, np.ndarray) else col.frame(arrow_str)
+                         if isinstance(col, _Coded) else _typed(col) for c, col in cols.items()})
 
 
 def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,
