@@ -1306,9 +1306,10 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     width = j.shape[1] + 1
     nth = np.bincount(rows.seg * width + upto, minlength=n * width).reshape(n, width).cumsum(axis=1)
     nth = nth.ravel()[np.minimum(np.maximum(q, 0), width - 1) + r * width]
-    ends = dc[order[np.minimum(nth, period - 1) + off] + off]
+    ranked = dc[order + rows.off[rows.seg]]  # each row's durations, shortest first
+    ends = ranked[np.minimum(nth, period - 1) + off]
     refill = (q >= 0) & (q < slots[:, None])
-    start = np.where(refill, np.clip(start, dc[order[off] + off], ends), start)
+    start = np.where(refill, np.clip(start, ranked[off], ends), start)
     start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
     dk = dc[c]  # each CTA's duration
