@@ -795,25 +795,24 @@ def list_schedule(dc: np.ndarray, reps, slots, first=None) -> np.ndarray | float
 def _list_schedule(dc: np.ndarray, rows: _Rows, reps, slots, first=None) -> np.ndarray:
     """list_schedule of periods of several lengths at once (`dc` laid out as `rows`)."""
     # CTA c of the last period, (reps - 1) x period + c in launch order
-    k = ((reps - 1) * rows.size)[rows.seg] + rows.pos
-    finish = rows.max(_starts(dc, rows, rows.seg, k, np.asarray(slots)[rows.seg])[0] + dc)
+    last = (np.asarray(reps) - 1).astype(np.int64)[rows.seg]  # whole numbers (a float reps)
+    finish = rows.max(_starts(dc, rows, rows.seg, last, rows.pos, np.asarray(slots)[rows.seg]) + dc)
     return finish if first is None else np.maximum(finish, first)
 
 
-def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, k: np.ndarray, slots) -> tuple:
-    """Start of CTA k (launch order; of row `row` of `dc`, one period's durations laid out as
-    `rows`, with its `slots`) on the first slot to free: at once while slots are free (k <
-    slots: whole numbers, exact in float64); after that, when a slot frees: by then the slots
-    have run what was launched before k, less what the CTAs still running have left, on
-    average one residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound
-    without it is pessimistic by up to one CTA). And where CTA k's duration is in `dc`."""
-    k = np.asarray(k).astype(np.int64)  # whole numbers (a float reps)
+def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, periods: np.ndarray, kind: np.ndarray,
+            slots) -> np.ndarray:
+    """Start of CTA k = periods x period + kind (launch order; of row `row` of `dc`, one
+    period's durations laid out as `rows`, with its `slots`) on the first slot to free: at
+    once while slots are free (k < slots: whole numbers, exact in float64); after that, when a
+    slot frees: by then the slots have run what was launched before k, less what the CTAs
+    still running have left, on average one residual life each, E[d^2] / (2 E[d]) (renewal
+    theory; the Graham bound without it is pessimistic by up to one CTA)."""
     total = rows.sums(dc)
     residual = rows.sums(dc * dc) / (2 * total)
-    periods, kind = np.divmod(k, rows.size[row])  # (one integer division for both)
-    kind += rows.off[row]
-    before = (rows.cumsums(dc) - dc)[kind] + periods * total[row]
-    return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual[row])), kind
+    before = (rows.cumsums(dc) - dc)[kind + rows.off[row]] + periods * total[row]
+    k = periods * rows.size[row] + kind
+    return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual[row]))
 
 
 # ------------------------------------------------------------------ one kernel's facts
@@ -1223,6 +1222,9 @@ def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float
 
 
 BINS = 16  # shared_end's: the CTAs left when the last one starts, in this many bins
+# rows of _past_wave at a time: each of its (rows, slots) temporaries, 32 x 264 x 8 B on an
+# H100, stays in a core's cache (all of a big batch's rows at once ran slower)
+PAST_ROWS = 32
 
 
 def shared_end(dc: np.ndarray, d1: np.ndarray, reps, slots, sms) -> np.ndarray | float:
@@ -1250,8 +1252,9 @@ def _shared_end(dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, slots, sms) -
     for i in np.flatnonzero(wave):
         lo, hi = rows.off[i], rows.off[i + 1]
         out[i] = shared_pairs(dc[lo:hi], d1[lo:hi], int(ctas[i]), int(sms[i]))
-    i = np.flatnonzero(~wave)
-    if len(i):
+    past = np.flatnonzero(~wave)
+    for lo in range(0, len(past), PAST_ROWS):
+        i = past[lo:lo + PAST_ROWS]
         sub, at = rows.take(i)
         out[i] = _past_wave(dc[at], d1[at], sub, ctas[i], slots[i], sms[i])
     return out
@@ -1287,7 +1290,9 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     j = np.arange(int(slots.max()))[None, :]
     valid = j < slots[:, None]
     k = ctas[:, None] - slots[:, None] + j  # launch order of the last `slots` CTAs
-    start, c = _starts(dc, rows, r, k, slots[:, None])  # and its kind, in `dc`
+    periods, kind = np.divmod(k, period)  # (one integer division for both)
+    start = _starts(dc, rows, r, periods, kind, slots[:, None])
+    c = kind + off  # its kind, in `dc`
     # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
     # durations in order; where none of those before it ends first, then) and no sooner than
     # its first end: the renewal average misses that the first places to free are the first
