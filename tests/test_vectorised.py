@@ -387,25 +387,42 @@ def test_paged_decode_waits_predict_alike_in_a_batch_and_alone(ahead):
 
 
 def test_period_stacks_hold_each_kernel_s_period():
-    """Batch.stacks, the unequal CTA periods stacked once by length for every _schedule pass:
-    each kernel's row of its length's stack is its own (trips, masked trips), and kernels whose
-    CTAs are alike have none (length 0)."""
+    """Batch.stacks, the unequal CTA periods laid end to end once for every _schedule pass:
+    each kernel's entries there are its own (trips, masked trips), and kernels whose CTAs are
+    alike have none (length 0)."""
     items = plans(seed=21, n=20)
     jobs = [(k, d, hw, pl.problem) for pl, hw in items
             for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
     b = timing.batch_of(jobs)
-    lengths, row, stacks = b.stacks
-    assert len(b.periods) > 10 and len(stacks) > 2  # several periods of several lengths
+    lengths, start, trips, masked = b.stacks
+    assert len(b.periods) > 10 and len(set(lengths[1:].tolist())) > 2  # several lengths
     for i in range(len(b)):
         pid = int(b.pidx[i])
         if pid < 0:
             assert lengths[0] == 0
             continue
-        one, masked = b.periods[pid]
-        size = int(lengths[pid + 1])
+        one, low = b.periods[pid]
+        size, at = int(lengths[pid + 1]), int(start[pid + 1])
         assert size == len(one) > 1
-        assert np.array_equal(stacks[size][0][row[pid + 1]], np.asarray(one, np.float64))
-        assert np.array_equal(stacks[size][1][row[pid + 1]], np.asarray(masked, np.float64))
+        assert np.array_equal(trips[at:at + size], np.asarray(one, np.float64))
+        assert np.array_equal(masked[at:at + size], np.asarray(low, np.float64))
+
+
+def test_rows_of_several_lengths_sum_as_each_length_alone():
+    """timing._Rows: periods of several lengths laid end to end give each row's sum, running
+    sum and max to the bit as a (rows, length) array of each length's rows alone does."""
+    rng = np.random.default_rng(7)
+    size = np.sort(rng.choice([2, 3, 8, 11, 31, 64, 171, 256], 60))
+    rows = timing._Rows.of(size)
+    x = rng.uniform(1e-7, 1e-5, int(size.sum()))
+    sums, cums, tops = rows.sums(x), rows.cumsums(x), rows.max(x)
+    for n in np.unique(size):
+        i = np.flatnonzero(size == n)
+        block = np.array([x[rows.off[k]:rows.off[k + 1]] for k in i])
+        assert np.array_equal(sums[i], block.sum(axis=1))
+        assert np.array_equal(tops[i], block.max(axis=1))
+        assert np.array_equal(np.array([cums[rows.off[k]:rows.off[k + 1]] for k in i]),
+                              np.cumsum(block, axis=1))
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -753,37 +753,95 @@ def turn_waits(k: KernelPlan, spec=...) -> int:
     return spec.turn_waits(k.defines) if spec is not None and spec.turn_waits else 0
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """Rows of unequal lengths (periods of CTA durations) laid end to end in one flat array,
+    shorter rows first: row i is entries off[i]:off[i + 1]. A sum along a row is taken as
+    np.sum takes it over a (rows, length) array of the rows of its length (`blocks`: each
+    length's run of rows), so to the bit what a pass per length gives; the rest is elementwise
+    over the flat entries, or a max (exact in any order), one pass for every length."""
+
+    size: np.ndarray  # (rows,) each row's length, ascending
+    off: np.ndarray  # (rows + 1,) where each row starts, and the end
+    seg: np.ndarray  # (entries,) each entry's row
+    pos: np.ndarray  # (entries,) its place in its row
+    blocks: tuple  # (length, first row, end row, first entry, end entry) of each length
+
+    @classmethod
+    def of(cls, size: np.ndarray) -> _Rows:
+        size = np.asarray(size, np.int64)
+        off = np.zeros(len(size) + 1, np.int64)
+        np.cumsum(size, out=off[1:])
+        seg = np.repeat(np.arange(len(size)), size)
+        edges = [0, *(np.flatnonzero(size[1:] != size[:-1]) + 1).tolist(), len(size)]
+        o = off.tolist()
+        return cls(size, off, seg, np.arange(o[-1]) - off[seg],
+                   tuple((int(size[a]), a, z, o[a], o[z]) for a, z in zip(edges[:-1], edges[1:]) if z > a))
+
+    @classmethod
+    def square(cls, dc) -> tuple[np.ndarray, _Rows]:
+        """A (rows, period) array's entries, flat, and their rows."""
+        dc = np.atleast_2d(np.asarray(dc, np.float64))
+        return dc.ravel(), cls.of(np.full(len(dc), dc.shape[1]))
+
+    def take(self, i: np.ndarray) -> tuple[_Rows, np.ndarray]:
+        """The rows i (ascending) and where their entries are in this layout."""
+        sub = _Rows.of(self.size[i])
+        return sub, self.off[i][sub.seg] + sub.pos
+
+    def sums(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(len(self.size))
+        for n, a, z, lo, hi in self.blocks:
+            out[a:z] = x[lo:hi].reshape(z - a, n).sum(axis=1)
+        return out
+
+    def cumsums(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(len(x))
+        for n, a, z, lo, hi in self.blocks:
+            out[lo:hi] = np.cumsum(x[lo:hi].reshape(z - a, n), axis=1).ravel()
+        return out
+
+    def max(self, x: np.ndarray) -> np.ndarray:
+        return np.maximum.reduceat(x, self.off[:-1])
+
+    def first(self, at: np.ndarray) -> np.ndarray:
+        """Per row, the place of the first of its entries where `at` holds."""
+        return np.minimum.reduceat(np.where(at, self.pos, np.iinfo(np.int64).max), self.off[:-1])
+
+
 def list_schedule(dc: np.ndarray, reps, slots, first=None) -> np.ndarray | float:
     """Latest finish of CTAs with durations `dc` (one period, launched `reps` times over) on
     `slots` slots, in launch order, each on the first slot to free (_starts). The latest
     finish is in the last period, or `first` (per case: the longest CTA that starts with the
     launch, with its share of the bandwidth) where later. `dc` may be (cases, period), with
     `reps` and `slots` per case."""
-    dc = np.asarray(dc, dtype=np.float64)
-    one = dc.ndim == 1
-    dc = np.atleast_2d(dc)
-    reps, slots = np.asarray(reps)[..., None], np.asarray(slots)[..., None]
+    flat, rows = _Rows.square(dc)
+    n = len(rows.size)
+    finish = _list_schedule(flat, rows, np.broadcast_to(reps, n), np.broadcast_to(slots, n), first)
+    return float(finish[0]) if np.ndim(dc) == 1 else finish
+
+
+def _list_schedule(dc: np.ndarray, rows: _Rows, reps, slots, first=None) -> np.ndarray:
+    """list_schedule of periods of several lengths at once (`dc` laid out as `rows`)."""
     # CTA c of the last period, (reps - 1) x period + c in launch order
-    start = _starts(dc, (reps - 1) * dc.shape[1] + np.arange(dc.shape[1]), slots)
-    finish = (start + dc).max(axis=1)
-    if first is not None:
-        finish = np.maximum(finish, first)
-    return float(finish[0]) if one else finish
+    last = (np.asarray(reps) - 1).astype(np.int64)[rows.seg]  # whole numbers (a float reps)
+    finish = rows.max(_starts(dc, rows, rows.seg, last, rows.pos, np.asarray(slots)[rows.seg]) + dc)
+    return finish if first is None else np.maximum(finish, first)
 
 
-def _starts(dc: np.ndarray, k: np.ndarray, slots: np.ndarray) -> np.ndarray:
-    """Start of CTA k (launch order; per row of `dc`, one period's durations, with its
-    `slots`) on the first slot to free: at once while slots are free (k < slots: whole
-    numbers, exact in float64); after that, when a slot frees: by then the slots have run
-    what was launched before k, less what the CTAs still running have left, on average one
-    residual life each, E[d^2] / (2 E[d]) (renewal theory; the Graham bound without it is
-    pessimistic by up to one CTA)."""
-    period, k = dc.shape[1], np.asarray(k).astype(np.int64)  # whole numbers (a float reps)
-    total = dc.sum(axis=1, keepdims=True)
-    residual = (dc * dc).sum(axis=1, keepdims=True) / (2 * total)
-    at = k % period + np.arange(0, dc.size, period)[:, None]  # (one gather of every row's)
-    before = (np.cumsum(dc, axis=1) - dc).ravel()[at] + (k // period) * total
-    return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual))
+def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, periods: np.ndarray, kind: np.ndarray,
+            slots) -> np.ndarray:
+    """Start of CTA k = periods x period + kind (launch order; of row `row` of `dc`, one
+    period's durations laid out as `rows`, with its `slots`) on the first slot to free: at
+    once while slots are free (k < slots: whole numbers, exact in float64); after that, when a
+    slot frees: by then the slots have run what was launched before k, less what the CTAs
+    still running have left, on average one residual life each, E[d^2] / (2 E[d]) (renewal
+    theory; the Graham bound without it is pessimistic by up to one CTA)."""
+    total = rows.sums(dc)
+    residual = rows.sums(dc * dc) / (2 * total)
+    before = (rows.cumsums(dc) - dc)[kind + rows.off[row]] + periods * total[row]
+    k = periods * rows.size[row] + kind
+    return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual[row]))
 
 
 # ------------------------------------------------------------------ one kernel's facts
@@ -977,19 +1035,15 @@ class Batch:
         return len(self.table)
 
     @cached_property
-    def stacks(self) -> tuple[np.ndarray, np.ndarray, dict]:
-        """The periods by length, stacked once for every _schedule pass over the batch: per
-        period (`pidx`'s entry + 1; 0: none) its length and its row in its length's stack, and
-        per length its (trips, masked trips) rows as float64."""
+    def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The periods laid end to end, once for every _schedule pass over the batch: per
+        period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
+        period's (trips, masked trips) as float64."""
         length = np.array([0] + [len(pr[0]) for pr in self.periods], np.int64)
-        row = np.zeros(len(length), np.int64)
-        out = {}
-        for size in (x for x in _present(length) if x > 0):
-            ids = np.flatnonzero(length == size)
-            row[ids] = np.arange(len(ids))
-            out[int(size)] = tuple(np.array([self.periods[k - 1][j] for k in ids], np.float64)
-                                   for j in (0, 1))
-        return length, row, out
+        start = np.concatenate(([0], np.cumsum(length)[:-1]))
+        flat = (np.concatenate([np.zeros(0)] + [np.asarray(pr[j], np.float64) for pr in self.periods])
+                for j in (0, 1))
+        return length, start, *flat
 
 
 def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) -> Batch:
@@ -1210,6 +1264,9 @@ def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float
 
 
 BINS = 16  # shared_end's: the CTAs left when the last one starts, in this many bins
+# rows of _past_wave at a time: each of its (rows, slots) temporaries, 32 x 264 x 8 B on an
+# H100, stays in a core's cache (all of a big batch's rows at once ran slower)
+PAST_ROWS = 32
 
 
 def shared_end(dc: np.ndarray, d1: np.ndarray, reps, slots, sms) -> np.ndarray | float:
@@ -1222,68 +1279,89 @@ def shared_end(dc: np.ndarray, d1: np.ndarray, reps, slots, sms) -> np.ndarray |
     given its places: the grid's last `slots`, which started at list_schedule's starts. One
     wave (CTAs <= slots): all start at once, shared_pairs on whole CTAs. `dc`, `d1` may be
     (cases, period), with `reps`, `slots`, `sms` per case."""
-    one = np.ndim(dc) == 1
-    dc, d1 = np.atleast_2d(dc).astype(np.float64), np.atleast_2d(d1).astype(np.float64)
-    reps, slots, sms = (np.broadcast_to(np.asarray(x, np.int64), len(dc)) for x in (reps, slots, sms))
-    period = dc.shape[1]
-    ctas = reps * period
-    out = np.empty(len(dc))
+    flat, rows = _Rows.square(dc)
+    out = _shared_end(flat, np.asarray(d1, np.float64).ravel(), rows,
+                      *(np.broadcast_to(x, len(rows.size)) for x in (reps, slots, sms)))
+    return float(out[0]) if np.ndim(dc) == 1 else out
+
+
+def _shared_end(dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, slots, sms) -> np.ndarray:
+    """shared_end of periods of several lengths at once (`dc`, `d1` laid out as `rows`)."""
+    reps, slots, sms = (np.asarray(x, np.int64) for x in (reps, slots, sms))
+    ctas = reps * rows.size
+    out = np.empty(len(ctas))
     wave = ctas <= slots
     for i in np.flatnonzero(wave):
-        out[i] = shared_pairs(dc[i], d1[i], int(ctas[i]), int(sms[i]))
-    i = np.flatnonzero(~wave)
-    if len(i):
-        out[i] = _past_wave(dc[i], d1[i], ctas[i], slots[i], sms[i])
-    return float(out[0]) if one else out
+        lo, hi = rows.off[i], rows.off[i + 1]
+        out[i] = shared_pairs(dc[lo:hi], d1[lo:hi], int(ctas[i]), int(sms[i]))
+    past = np.flatnonzero(~wave)
+    for lo in range(0, len(past), PAST_ROWS):
+        i = past[lo:lo + PAST_ROWS]
+        sub, at = rows.take(i)
+        out[i] = _past_wave(dc[at], d1[at], sub, ctas[i], slots[i], sms[i])
+    return out
 
 
-def _shared_ends(b: Batch, dc: np.ndarray, d1: np.ndarray, reps, slots, sms) -> np.ndarray:
-    """shared_end of each row (a case's durations), each distinct row of inputs computed once
+def _shared_ends(b: Batch, dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, slots, sms) -> np.ndarray:
+    """_shared_end of each row (a case's durations), each distinct row of inputs computed once
     for all passes over the batch `b`: a relief that leaves a kernel's durations as they were
     (one not on its CTAs' critical path) gives the rows the base pass had, so the same answer
     (each row's answer is its own inputs' alone)."""
-    cols = np.concatenate((dc, d1, np.array([reps, slots, sms], np.float64).T), axis=1)
-    keys = np.ascontiguousarray(cols).view(np.dtype((np.void, cols.shape[1] * 8))).ravel().tolist()
+    last = np.array([reps, slots, sms], np.float64).T
+    keys = []  # each row's inputs as bytes (a length's rows at once)
+    for n, a, z, lo, hi in rows.blocks:
+        cols = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), last[a:z]), axis=1)
+        keys += cols.view(np.dtype((np.void, cols.shape[1] * 8))).ravel().tolist()
     todo: dict = {}  # each input not known yet: its first row
     for i, k in enumerate(keys):
         if k not in b.ends:
             todo.setdefault(k, i)
     if todo:
-        at = list(todo.values())
-        b.ends.update(zip(todo, shared_end(dc[at], d1[at], reps[at], slots[at], sms[at]).tolist()))
+        i = np.array(list(todo.values()))
+        sub, at = rows.take(i)
+        b.ends.update(zip(todo, _shared_end(dc[at], d1[at], sub, reps[i], slots[i], sms[i]).tolist()))
     return np.array([b.ends[k] for k in keys], np.float64)
 
 
-def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
-    """shared_end of cases with CTAs past the first wave, all at once."""
-    rows, period = dc.shape
-    r = np.arange(rows)[:, None]
+def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
+    """shared_end of cases with CTAs past the first wave, all at once (`dc`, `d1` laid out
+    as `rows`)."""
+    n = len(ctas)
+    r = np.arange(n)[:, None]
+    period, off = rows.size[:, None], rows.off[:-1, None]
     j = np.arange(int(slots.max()))[None, :]
     valid = j < slots[:, None]
     k = ctas[:, None] - slots[:, None] + j  # launch order of the last `slots` CTAs
-    c = k % period + r * period  # its kind, in the rows raveled (one gather)
-    start = _starts(dc, k, slots[:, None])
+    periods, kind = np.divmod(k, period)  # (one integer division for both)
+    start = _starts(dc, rows, r, periods, kind, slots[:, None])
+    c = kind + off  # its kind, in `dc`
     # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
     # durations in order; where none of those before it ends first, then) and no sooner than
     # its first end: the renewal average misses that the first places to free are the first
     # wave's shortest CTAs. The first wave holds each kind of CTA slots // period times, the
     # first slots % period kinds once more
-    order = np.argsort(dc, axis=1)
-    count = slots[:, None] // period + (order < (slots % period)[:, None])
-    upto = np.cumsum(count, axis=1)  # first-wave CTAs up to each kind, shortest first
+    order = np.empty(len(dc), np.int64)  # each row's kinds, shortest first
+    for m, a, z, lo, hi in rows.blocks:
+        order[lo:hi] = np.argsort(dc[lo:hi].reshape(z - a, m), axis=1).ravel()
+    s = slots[rows.seg]
+    count = s // rows.size[rows.seg] + (order < s % rows.size[rows.seg])
+    upto = np.cumsum(count)
+    upto -= (upto - count)[rows.off[:-1]][rows.seg]  # first-wave CTAs up to each kind, shortest first
+    # the kinds whose first-wave CTAs have all ended by the q-th end (q <= slots.max()):
+    # counted, each row's counts apart
     q = k - slots[:, None]
-    big = float(slots.max()) + 1.0  # every row's counts apart, for one searchsorted
-    nth = np.searchsorted((upto + r * big).ravel(), (np.maximum(q, 0) + r * big).ravel(),
-                          side="right").reshape(q.shape) - r * period
-    flat = dc.ravel()
-    ends = flat[order.ravel()[np.minimum(nth, period - 1) + r * period] + r * period]
+    width = j.shape[1] + 1
+    nth = np.bincount(rows.seg * width + upto, minlength=n * width).reshape(n, width).cumsum(axis=1)
+    nth = nth.ravel()[np.minimum(np.maximum(q, 0), width - 1) + r * width]
+    ranked = dc[order + rows.off[rows.seg]]  # each row's durations, shortest first
+    ends = ranked[np.minimum(nth, period - 1) + off]
     refill = (q >= 0) & (q < slots[:, None])
-    start = np.where(refill, np.clip(start, flat[order[:, :1] + r * period], ends), start)
+    start = np.where(refill, np.clip(start, ranked[off], ends), start)
     start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
-    dk = flat[c]  # each CTA's duration
+    dk = dc[c]  # each CTA's duration
     two = np.where(valid, np.maximum(0.0, start + dk - last), 0.0)  # left, shared
-    lone = two / dk * d1.ravel()[c]  # and alone
+    lone = two / dk * d1[c]  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
     top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
@@ -1291,10 +1369,10 @@ def _past_wave(dc, d1, ctas, slots, sms) -> np.ndarray:
     if not valid.all():  # (the CTAs past a row's own slots apart)
         at, two, lone = at[valid], two[valid], lone[valid]
     at, two, lone = at.ravel(), two.ravel(), lone.ravel()
-    w = np.bincount(at, minlength=rows * BINS).reshape(rows, BINS).astype(np.float64)
+    w = np.bincount(at, minlength=n * BINS).reshape(n, BINS).astype(np.float64)
     safe = np.maximum(w, 1.0)
-    a2 = np.bincount(at, two, rows * BINS).reshape(rows, BINS) / safe
-    a1 = np.bincount(at, lone, rows * BINS).reshape(rows, BINS) / safe
+    a2 = np.bincount(at, two, n * BINS).reshape(n, BINS) / safe
+    a1 = np.bincount(at, lone, n * BINS).reshape(n, BINS) / safe
     return last[:, 0] + _pairs_max(a2, a1, w / w.sum(axis=1, keepdims=True), slots - sms)
 
 
@@ -1316,20 +1394,22 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
     return np.sum(v * at, axis=1)
 
 
-def _longest(dc, reps, conc, slots) -> tuple[np.ndarray, np.ndarray]:
-    """The longest CTA of those that start with the launch (per row of `dc`: one period's
-    durations without the bandwidth share), and the bandwidth share it has over its life
+def _longest(dc, reps, conc, slots, rows: _Rows | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The place in its row of the longest CTA of those that start with the launch (per row of
+    `dc`: one period's durations without the bandwidth share; laid out as `rows`, if given),
+    and the bandwidth share it has over its life
     (the CTAs it shares L2 and DRAM with, _schedule's `alone`): processor sharing, the CTAs that run beside it
     for as long as they run, Σ min(d, D) / D of them on average (itself included), at most
     the `conc` that run at once. A CTA that ends early gives its share back, but the longest
     still shares with every CTA for as long as that one runs (ncu,
     experiments/ncu_mechanism/h100/small15b: fa2's causal backward at one CTA an SM, 128
     CTAs, its busiest SM 3.5% short of the non-causal kernel's, not the 10% of a CTA alone)."""
-    first = np.arange(dc.shape[1]) < slots[:, None]
-    at = np.argmax(np.where(first, dc, -np.inf), axis=1)
-    d = dc[np.arange(len(dc)), at]
-    share = np.minimum(conc, reps * np.minimum(dc, d[:, None]).sum(axis=1) / d)
-    return at, share
+    if rows is None:
+        dc, rows = _Rows.square(dc)
+    first = np.where(rows.pos < np.asarray(slots)[rows.seg], dc, -np.inf)
+    d = rows.max(first)
+    share = np.minimum(conc, reps * rows.sums(np.minimum(dc, d[rows.seg])) / d)
+    return rows.first(first == d[rows.seg]), share
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
@@ -1511,53 +1591,50 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         # one by one without (rows grouped by kernel period length)
         # a loop trip's and the fixed part's L2/DRAM time per CTA sharing them
         lv1, lf1 = level(*loop_rw, 1.0, f.loop_x), level(rd, wr, 1.0)
-        lengths, row, stacks = b.stacks
+        lengths, begin, trips_of, masked_of = b.stacks
         pid = b.pidx[kidx] + 1
-        length = lengths[pid]
-        sized = []
+        ix = np.flatnonzero(lengths[pid] > 0)
 
         def spread_of(ix, reps):  # a period's durations summed, reps times over the slots
             d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
                      + f.total_masked[ix] / reps * extra[ix])
             return reps * d_sum / slots[ix]
 
-        for size in (x for x in _present(length) if x > 0):
-            ix = np.nonzero(length == size)[0]
+        if bound:  # what the time is the max of the spread with: not computed
+            out[ix] = spread_of(ix, f.reps[ix])
+        elif len(ix):
+            # every length's periods in one pass: the rows laid out end to end (_Rows), shorter
+            # periods first
+            ix = ix[np.argsort(lengths[pid[ix]], kind="stable")]
+            rows = _Rows.of(lengths[pid[ix]])
+            at, seg = begin[pid[ix]][rows.seg] + rows.pos, rows.seg
+            one, msk = trips_of[at], masked_of[at]
             reps = f.reps[ix]
-            if bound:  # what the time is the max of the spread with: not computed
-                out[ix] = spread_of(ix, reps)
-                continue
-            at = row[pid[ix]]
-            one, msk = stacks[int(size)][0][at], stacks[int(size)][1][at]
-            dc = fixed_c[ix, None] + one * trip_c[ix, None] + msk * extra_c[ix, None]
+            dc = fixed_c[ix][seg] + one * trip_c[ix][seg] + msk * extra_c[ix][seg]
             # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
             # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
             # CTAs at two an SM, 4 SMs held two)
             two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
-            sized.append((ix, one, msk, reps, dc, two, *_longest(dc, reps, conc[ix], slots[ix])))
-        if sized:
-            # the CTA parts of every length's rows at once: the longest CTA that starts with the
-            # launch, at its share of the bandwidth (_longest), and the pairs' CTAs alone
-            longest, pairs = [x[0] for x in sized], [x[0][x[5]] for x in sized]
-            cut = np.cumsum([0] + [len(i) for i in longest + pairs])
-            ixs, k = np.concatenate(longest + pairs), cut[len(sized)]  # the longest's first
-            parts = alone(ixs, np.concatenate((n[ixs[:k]], np.ones(len(ixs) - k))),
-                          np.concatenate([x[7] for x in sized] + [np.zeros(len(i)) for i in pairs]))
-            for g, (ix, one, msk, reps, dc, two, big, _) in enumerate(sized):
-                rows = np.arange(len(ix))
-                fixed1, trip1, extra1 = (x[cut[g]:cut[g + 1]] for x in parts)
-                first = fixed1 + one[rows, big] * trip1 + msk[rows, big] * extra1
-                listed, spread = list_schedule(dc, reps, slots[ix], first), spread_of(ix, reps)
-                out[ix] = np.maximum(listed, spread)
+            big, share = _longest(dc, reps, conc[ix], slots[ix], rows)
+            # the CTA parts: the longest CTA that starts with the launch, at its share of the
+            # bandwidth (_longest), and the pairs' CTAs alone
+            parts = alone(np.concatenate((ix, ix[two])), np.concatenate((n[ix], np.ones(len(two)))),
+                          np.concatenate((share, np.zeros(len(two)))))
+            fixed1, trip1, extra1 = (x[:len(ix)] for x in parts)
+            big += rows.off[:-1]
+            first = fixed1 + one[big] * trip1 + msk[big] * extra1
+            listed, spread = _list_schedule(dc, rows, reps, slots[ix], first), spread_of(ix, reps)
+            out[ix] = np.maximum(listed, spread)
+            if deps:
+                wins[ix] = listed > spread
+            if len(two):
+                p1, t1, x1 = (x[len(ix):] for x in parts)
+                pairs, at = rows.take(two)
+                d1 = p1[pairs.seg] + one[at] * t1[pairs.seg] + msk[at] * x1[pairs.seg]
+                end = _shared_ends(b, dc[at], d1, pairs, reps[two], slots[ix[two]], f.sms[ix[two]])
+                out[ix[two]] = np.maximum(end, spread[two])
                 if deps:
-                    wins[ix] = listed > spread
-                if len(two):
-                    p1, t1, x1 = (x[cut[len(sized) + g]:cut[len(sized) + g + 1]] for x in parts)
-                    d1 = p1[:, None] + one[two] * t1[:, None] + msk[two] * x1[:, None]
-                    end = _shared_ends(b, dc[two], d1, reps[two], slots[ix[two]], f.sms[ix[two]])
-                    out[ix[two]] = np.maximum(end, spread[two])
-                    if deps:
-                        wins[ix[two]] = end > spread[two]
+                    wins[ix[two]] = end > spread[two]
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     ws = f.policy == POLICIES["warpspecialized"]
