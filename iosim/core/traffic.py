@@ -25,7 +25,11 @@ def _clean(m: Mapping[str, int]) -> Mapping[str, int]:
     return MappingProxyType({k: int(v) for k, v in m.items() if v})
 
 
-@dataclass(frozen=True)
+# not frozen (as KernelPlan, iosim.core.plan): a frozen dataclass sets each field through a
+# call, and every Plan builds a few of these; neither is changed once built (sums and
+# scalings build new ones). Traffic holds mappings and is not hashable; Work keeps the hash
+# it had frozen.
+@dataclass
 class Traffic:
     reads: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     writes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
@@ -35,9 +39,9 @@ class Traffic:
         # A read-only mapping is already clean: Traffic's own results (sums, scalings) pass
         # it on; anything else is cleaned here.
         if type(self.reads) is not MappingProxyType:
-            object.__setattr__(self, "reads", _clean(self.reads))
+            self.reads = _clean(self.reads)
         if type(self.writes) is not MappingProxyType:
-            object.__setattr__(self, "writes", _clean(self.writes))
+            self.writes = _clean(self.writes)
 
     def scaled(self, k: int) -> Traffic:
         """k copies (k >= 1), e.g. one per (batch, head)."""
@@ -80,7 +84,7 @@ class Traffic:
     __hash__ = None  # type: ignore[assignment]
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class Work:
     tensor_flops: int = 0  # 2·m·n·k per matrix product, on the valid extents of each tile
     exp_ops: int = 0  # exponentials (the SFU)
