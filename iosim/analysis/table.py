@@ -26,9 +26,9 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Problem
 from iosim.core.rows import problem_fields
-from iosim.kernels import kernel_splits, kv_splits
+from iosim.kernels import kernel_splits
 from iosim.model import memory, timing
-from iosim.model.backing import backing, tensor_bytes
+from iosim.model.backing import backing, touched_bytes
 from iosim.schedules import AFFINE, Tiles, plan, shapes
 from iosim.schedules.knobs import TunedTiles
 
@@ -87,38 +87,42 @@ class _Raw:
 
 def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     p = pl.problem
-    splits = kv_splits(pl)
+    ks = [kernel_splits(k) for k in pl.kernels]
+    splits = max(ks)  # kv_splits(pl)
     size = memory.sizes(p, splits)
     elem = p.elem_bytes
     r = _Raw([], [], [], [], [], [], [], [], [], [])
-    ext, acc, names, kin, write, reuse, ahead = r.ext, r.acc, r.names, r.kin, r.write, r.reuse, r.ahead
+    acc, names, kin, write, reuse, ahead = r.acc, r.names, r.kin, r.write, r.reuse, r.ahead
+    exts = []  # per kernel, its EXTENSIVE counts
     touched: set = set()  # the tensors the kernels read or write
     for i, k in enumerate(pl.kernels):
-        e, inten, per = timing.kernel_raw(k, hw, p, size if kernel_splits(k) == splits else None)
-        ext += e
+        e, inten, per = timing.kernel_raw(k, hw, p, size if ks[i] == splits else None)
+        exts.append(e)
         r.inten.append(inten)
         r.periods.append(per)
         pre, kr = memory.prefetch_ahead(k, elem), k.reuse
         for is_write, tensors in ((0, k.traffic.reads), (1, k.traffic.writes)):
-            n0 = len(names)
+            m = len(tensors)
+            if not m:
+                continue
             names += tensors
             for n, v in tensors.items():
                 acc += (v, size[n])
-            m = len(names) - n0
             kin += [i] * m
             write += [is_write] * m
-            reuse += [kr.get(n, 0) for n in names[n0:]] if kr else [0] * m
-            ahead += [pre.get(n, 0) for n in names[n0:]] if pre and not is_write else [0] * m
+            reuse += [kr.get(n, 0) for n in tensors] if kr else [0] * m
+            ahead += [pre.get(n, 0) for n in tensors] if pre and not is_write else [0] * m
             touched.update(tensors)
+    r.ext = [v for e in exts for v in e]
     # the Plan's totals (Plan.traffic's and Plan.work's, summed as they sum them: ints, kernel
     # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic
-    ne = len(timing.EXTENSIVE)
-    r.counts = [sum(ext[j::ne]) for j in _TOTALS] + [sum(tensor_bytes(pl, size, touched).values())]
+    r.counts = [sum(c) for c in zip(*map(_TOTAL, exts))] + [touched_bytes(pl, size, touched)]
     return r
 
 
 # the Plan totals of _Raw.counts (2-level read, write, sram, tensor, exp, alu) among EXTENSIVE
 _TOTALS = tuple(timing.EXTENSIVE.index(x) for x in ("two_r", "two_w", "sram", "flops", "exps", "alu"))
+_TOTAL = itemgetter(*_TOTALS)
 
 
 @dataclass

@@ -62,21 +62,33 @@ def backing(plan: Plan, hw: HardwareProfile) -> str:
     return HYPOTHETICAL
 
 
+_INPUTS = frozenset({"Q", "K", "V", "dO"})  # a backward's inputs
+
+
+def _touched(plan: Plan, touched: set[str] | None) -> set[str]:
+    """The tensors a Plan holds in HBM: those its kernels read or write (`touched`, where the
+    caller has them), and a backward's inputs, which live whether or not a kernel reads them."""
+    names = set(plan.traffic.reads) | set(plan.traffic.writes) if touched is None else touched
+    return names | _INPUTS if plan.problem.direction is Direction.bwd else names
+
+
 def tensor_bytes(plan: Plan, size: dict[str, int] | None = None,
                  touched: set[str] | None = None) -> dict[str, int]:
     """Bytes of every tensor a Plan's kernels touch in HBM, at its full size (`size`: the
     Plan's memory.sizes; `touched`: the tensors its kernels read or write; where the caller
     has them)."""
-    p = plan.problem
-    size = sizes(p, kv_splits(plan)) if size is None else size
-    names = set(plan.traffic.reads) | set(plan.traffic.writes) if touched is None else set(touched)
-    if p.direction is Direction.bwd:  # the inputs live whether or not a kernel reads them
-        names |= {"Q", "K", "V", "dO"}
-    return {n: size[n] for n in sorted(names) if n in size}
+    size = sizes(plan.problem, kv_splits(plan)) if size is None else size
+    return {n: size[n] for n in sorted(_touched(plan, touched)) if n in size}
+
+
+def touched_bytes(plan: Plan, size: dict[str, int], touched: set[str]) -> int:
+    """Σ tensor_bytes (ints: any order sums them alike), without its dict."""
+    return sum([size[n] for n in _touched(plan, touched) if n in size])
 
 
 def footprint_bytes(plan: Plan) -> int:
     return sum(tensor_bytes(plan).values())
 
 
-__all__ = ["HYPOTHETICAL", "KERNEL", "PUBLISHED", "backing", "footprint_bytes", "tensor_bytes"]
+__all__ = ["HYPOTHETICAL", "KERNEL", "PUBLISHED", "backing", "footprint_bytes", "tensor_bytes",
+           "touched_bytes"]
