@@ -361,6 +361,31 @@ def test_predict_many_is_predict_of_each_problem():
     assert fast["time_pred_ms"].tolist() == df["time_pred_ms"].tolist()
 
 
+def test_predict_many_leaves_the_collector_as_it_was():
+    """predict_many pauses Python's cyclic garbage collector for its call (its batch makes no
+    cycles) and gives it back as it found it, on or off, also when the call fails."""
+    import gc
+
+    import iosim
+
+    hw, probs = load("h100"), shaped(seed=9, n=2)
+    was = gc.isenabled()
+    try:
+        for on in (True, False):
+            gc.enable() if on else gc.disable()
+            iosim.predict_many(probs, hw, ["fa2"], limiter=False)
+            assert gc.isenabled() is on
+            with pytest.raises(InputError):
+                iosim.predict_many(probs, hw, ["nope"])
+            assert gc.isenabled() is on
+        gc.collect()
+        gc.disable()
+        iosim.predict_many(probs, hw, ["naive", "fa1", "fa2", "fa3"], limiter=False)
+        assert gc.collect() == 0  # nothing for the collector to free
+    finally:
+        gc.enable() if was else gc.disable()
+
+
 @pytest.mark.parametrize("ahead", [True, False])
 def test_paged_decode_waits_predict_alike_in_a_batch_and_alone(ahead):
     """Paged decode Plans, today's gather and the earlier one whose trips wait for table reads

@@ -768,7 +768,7 @@ def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,
         try:
             pl = predictable(plan(schedule, problems[idx[0]], hw, tiles, check=check, tuned=tuned), hw)
         except InputError as e:
-            errors.append((e, len(idx)))
+            errors.append((e.with_traceback(None), len(idx)))  # no cycle through this frame
             continue
         probe = None
         if schedule in AFFINE and len(idx) > 1:  # a second point of the line
