@@ -196,8 +196,13 @@ def _fits(v0: list[list], v1: list[list | None], u0: list[int], u1: list[int]
         return np.zeros(0, np.int64), np.zeros(0, np.int64), []
     n = [len(v) for v in v0]
     line = [w is not None and w is not v for v, w in zip(v0, v1)]  # a second Plan's counts
-    x = [v for vs in v0 for v in vs]
-    y = [v for vs, two in zip(v1, line) if two for v in vs]
+    x: list = []
+    y: list = []
+    for vs in v0:  # end to end (+= a list at a time: a third of a comprehension's time)
+        x += vs
+    for vs, two in zip(v1, line):
+        if two:
+            y += vs
     xs, ys = _ints(x), _ints(y)
     if xs is None or ys is None:  # Python's ints
         ab = [_fit(a, b, s, t) for a, b, s, t in zip(v0, v1, u0, u1)]

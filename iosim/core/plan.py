@@ -9,13 +9,27 @@ launches it with `grid`, `threads` and `smem_bytes`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile
 from iosim.core.problem import Problem
 from iosim.core.traffic import Traffic, Work
+
+
+class _once:
+    """functools.cached_property without its lock (Python 3.11's takes one on every first
+    read: a batch reads a few properties of each of hundreds of fresh Plans); a Plan's
+    properties are pure, so two threads computing one at once store the same value."""
+
+    def __init__(self, f) -> None:
+        self.f, self.name, self.__doc__ = f, f.__name__, f.__doc__
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        v = obj.__dict__[self.name] = self.f(obj)
+        return v
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -125,11 +139,11 @@ class Plan:
     kernels: tuple[KernelPlan, ...]
     notes: str = ""  # what this schedule models, e.g. the GEMM tiling and intermediate dtype
 
-    @cached_property
+    @_once
     def traffic(self) -> Traffic:
         return Traffic.total([k.traffic for k in self.kernels])
 
-    @cached_property
+    @_once
     def work(self) -> Work:
         return Work.total([k.work for k in self.kernels])
 
@@ -141,7 +155,7 @@ class Plan:
     def block_n(self) -> int:
         return self.main.block_n
 
-    @cached_property
+    @_once
     def main(self) -> KernelPlan:
         """The kernel whose tiles name the schedule (the attention kernel; naive: the QK^T GEMM)."""
         return max(self.kernels, key=lambda k: k.work.tensor_flops)
