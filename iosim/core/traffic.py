@@ -1,9 +1,10 @@
 """Counted quantities: bytes moved per memory level (per tensor) and work per functional unit.
 
-Both are frozen values that add, so a kernel's total is the sum of its parts and a Plan's total
-the sum of its kernels. `Traffic` keeps HBM bytes per tensor (the papers' two-level view: every
-tile a schedule loads from or stores to off-chip memory) apart from SRAM bytes (shared-memory
-tile stores and operand reads), as tinygrad's Estimates keeps `lds` apart from `mem`.
+Both are values that add (never changed once built), so a kernel's total is the sum of its
+parts and a Plan's total the sum of its kernels. `Traffic` keeps HBM bytes per tensor (the
+papers' two-level view: every tile a schedule loads from or stores to off-chip memory) apart
+from SRAM bytes (shared-memory tile stores and operand reads), as tinygrad's Estimates keeps
+`lds` apart from `mem`.
 """
 
 from __future__ import annotations
