@@ -93,8 +93,8 @@ def block_sweep_speed() -> str:
     return "\n".join(lines)
 
 
-# cpu_ab.py's run of record (session 18's: fast18, fast17a and fast17b ported, against main in one run)
-CPU_AB = ROOT / "experiments" / "sweep_speed" / "fast18" / "cpu_ab.json"
+# cpu_ab.py's run of record (session 19's: main at its end against main at its start, in one run)
+CPU_AB = ROOT / "experiments" / "sweep_speed" / "session19" / "cpu_ab.json"
 
 
 def block_sweep_speed_cpu() -> str:
