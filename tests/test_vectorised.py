@@ -266,15 +266,21 @@ def test_rows_name_the_exhaustive_limiter():
     assert len({kts.bound for kts in full}) >= 4  # several limiters, not one
 
 
+def kernel_jobs(items: list[tuple]) -> tuple[list, list[int]]:
+    """The Plans' kernels as timing's jobs, in order, and where each Plan's begin."""
+    jobs, starts = [], []
+    for pl, hw in items:
+        starts.append(len(jobs))
+        jobs += [(k, d, hw, pl.problem) for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
+    return jobs, starts
+
+
 def test_group_search_rules_reliefs_out_on_the_longest_kernel():
     """The groups' search predicts the other reliefs on each group's longest kernel first: some
     are then ruled out with the group's other kernels left unpredicted, and the groups'
     limiters are still those of every relief of every kernel (timing.predict_plans)."""
     items = plans(seed=17, n=40)
-    jobs, starts = [], []
-    for pl, hw in items:
-        starts.append(len(jobs))
-        jobs += [(k, d, hw, pl.problem) for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
+    jobs, starts = kernel_jobs(items)
     b = timing.batch_of(jobs)
     pr = timing.predict_batch(b, True, np.array(starts), kernel_bounds=False)
     full = timing.predict_plans([(pl, hw, memory.estimate(pl, hw)) for pl, hw in items])
@@ -302,10 +308,7 @@ def test_search_bounds_unequal_ctas_below_their_times(monkeypatch):
     search predicts in full a minority of the unequal rows it bounds, and names the groups'
     limiters of every relief of every kernel."""
     items = plans(seed=19, n=40)
-    jobs, starts = [], []
-    for pl, hw in items:
-        starts.append(len(jobs))
-        jobs += [(k, d, hw, pl.problem) for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
+    jobs, starts = kernel_jobs(items)
     b = timing.batch_of(jobs)
     unequal = b.pidx >= 0
     assert unequal.sum() > 20 and (~unequal).sum() > 20
