@@ -32,7 +32,8 @@ class _once:
         return v
 
 
-def _read_only(a: np.ndarray) -> np.ndarray:
+def read_only(a: np.ndarray) -> np.ndarray:
+    """The array, made read-only (shared and remembered by identity: nothing may change it)."""
     a.setflags(write=False)
     return a
 
@@ -40,8 +41,8 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 # KernelPlan's default trips (every CTA one trip) and masked trips (none): one read-only array
 # each, shared, as the schedules' own (base.uniform): the timing model remembers a kernel's
 # period by its arrays (timing._period), so a fresh array a kernel would be a new period each
-ONE_TRIP = _read_only(np.ones(1, np.int64))
-NO_TRIP = _read_only(np.zeros(1, np.int64))
+ONE_TRIP = read_only(np.ones(1, np.int64))
+NO_TRIP = read_only(np.zeros(1, np.int64))
 
 
 # not frozen: every Plan builds a few, and a frozen dataclass sets each of its fields through a

@@ -26,7 +26,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile
-from iosim.core.plan import KernelPlan, Plan
+from iosim.core.plan import KernelPlan, Plan, read_only
 from iosim.core.problem import Problem
 from iosim.kernels import SPECS, kernel_splits
 from iosim.model.memory import Dram, sizes
@@ -1244,9 +1244,7 @@ def _max_steps(size: int, draws: float) -> np.ndarray:
     """_expected_max's weights of the sorted values: P(the largest of `draws` is the i-th of
     `size`), the same for every set of values of one size (a kernel's periods, each relief)."""
     at = (np.arange(1, size + 1) / size) ** draws
-    out = np.diff(at, prepend=0.0)
-    out.flags.writeable = False
-    return out
+    return read_only(np.diff(at, prepend=0.0))
 
 
 def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float:

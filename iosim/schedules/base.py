@@ -14,7 +14,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.plan import KernelPlan, Plan
+from iosim.core.plan import KernelPlan, Plan, read_only
 from iosim.core.problem import CausalAlign, Direction, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import SPECS, kernel_defines, source
@@ -108,21 +108,21 @@ class BlockMap:
     @property
     def r(self) -> np.ndarray:
         """Rows per query block (Tm,)."""
-        return self._once("r_arr", lambda: _frozen(blocks(self.nq, self.bm)))
+        return self._once("r_arr", lambda: read_only(blocks(self.nq, self.bm)))
 
     @property
     def c(self) -> np.ndarray:
         """Columns per key block (Tn,)."""
-        return self._once("c_arr", lambda: _frozen(blocks(self.nk, self.bn)))
+        return self._once("c_arr", lambda: read_only(blocks(self.nk, self.bn)))
 
     @property
     def hi(self) -> np.ndarray:
         """Key blocks query block i visits: [0, hi_i)."""
         def hi():
             if not self.causal:
-                return _frozen(np.full(self.tm, self.tn, dtype=np.int64))
+                return read_only(np.full(self.tm, self.tn, dtype=np.int64))
             last_row = np.arange(self.tm, dtype=np.int64) * self.bm + self.r - 1 + self.offset
-            return _frozen(np.clip(last_row // self.bn + 1, 0, self.tn))
+            return read_only(np.clip(last_row // self.bn + 1, 0, self.tn))
         return self._once("hi_arr", hi)
 
     @property
@@ -134,20 +134,20 @@ class BlockMap:
                 return self.hi
             y = np.arange(self.tm, dtype=np.int64) * self.bm + self.offset  # first row's last key
             full = np.clip((y + 1) // self.bn, 0, self.tn - 1) + (y >= self.nk - 1)
-            return _frozen(np.minimum(full, self.hi))
+            return read_only(np.minimum(full, self.hi))
         return self._once("lo_arr", lo)
 
     @property
     def visit(self) -> np.ndarray:
         """bool (Tm, Tn): computed (not entirely above the causal diagonal)."""
         j = np.arange(self.tn)[None, :]
-        return self._once("visit", lambda: _frozen(j < self.hi[:, None]))
+        return self._once("visit", lambda: read_only(j < self.hi[:, None]))
 
     @property
     def diag(self) -> np.ndarray:
         """bool (Tm, Tn): computed and partly masked (needs the mask)."""
         j = np.arange(self.tn)[None, :]
-        return self._once("diag", lambda: _frozen((j >= self.lo[:, None]) & (j < self.hi[:, None])))
+        return self._once("diag", lambda: read_only((j >= self.lo[:, None]) & (j < self.hi[:, None])))
 
     def row_visits(self) -> np.ndarray:
         """Key blocks visited per query block (read-only)."""
@@ -158,7 +158,7 @@ class BlockMap:
         def cols():
             # query block i visits j < hi_i: count of i with hi_i > j (hi is non-decreasing)
             j = np.arange(self.tn)
-            return _frozen(self.tm - np.searchsorted(self.hi, j, side="right"))
+            return read_only(self.tm - np.searchsorted(self.hi, j, side="right"))
         return self._once("cols", cols)
 
     def row_tiles(self) -> np.ndarray:
@@ -169,7 +169,7 @@ class BlockMap:
                 # the total exact), not an array as long as N / block_m
                 return uniform_float(self.nq * self.nk / (self.tm * self.bm * self.bn))
             cc = np.where(self.hi >= self.tn, self.nk, self.hi * self.bn)
-            return _frozen(self.r * cc / (self.bm * self.bn))
+            return read_only(self.r * cc / (self.bm * self.bn))
         return self._once("row_tiles", rows)
 
     def col_tiles(self) -> np.ndarray:
@@ -179,14 +179,14 @@ class BlockMap:
                 return uniform_float(self.nq * self.nk / (self.tn * self.bm * self.bn))
             cum_r = np.concatenate(([0], np.cumsum(self.r)))
             first = np.searchsorted(self.hi, np.arange(self.tn), side="right")
-            return _frozen(self.c * (cum_r[-1] - cum_r[first]) / (self.bm * self.bn))
+            return read_only(self.c * (cum_r[-1] - cum_r[first]) / (self.bm * self.bn))
         return self._once("col_tiles", cols)
 
     def row_diag(self) -> np.ndarray:
         """Partly masked (diagonal) key blocks per query block (read-only)."""
         if not self.causal and self.tm > MANY_CTAS:
             return uniform(0)
-        return self._once("row_diag", lambda: _frozen(self.hi - self.lo))
+        return self._once("row_diag", lambda: read_only(self.hi - self.lo))
 
     def col_diag(self) -> np.ndarray:
         """Query blocks for which each key block is partly masked (read-only)."""
@@ -196,7 +196,7 @@ class BlockMap:
         def cols():
             # i has j in [lo_i, hi_i): lo and hi are non-decreasing in i
             j = np.arange(self.tn)
-            return _frozen(np.searchsorted(self.lo, j, side="right")
+            return read_only(np.searchsorted(self.lo, j, side="right")
                            - np.searchsorted(self.hi, j, side="right"))
         return self._once("col_diag", cols)
 
@@ -302,17 +302,17 @@ class BlockMap:
 
     def split_pairs(self, qb: int) -> np.ndarray:
         """Visited pairs of each split of qb query blocks, in launch order (KernelPlan.trips)."""
-        return self._once(("split_pairs", qb), lambda: _frozen(
+        return self._once(("split_pairs", qb), lambda: read_only(
             np.add.reduceat(self.hi, np.arange(0, self.tm, qb))))
 
     def split_diag(self, qb: int) -> np.ndarray:
         """Partly masked pairs of each split of qb query blocks (KernelPlan.masked)."""
-        return self._once(("split_diag", qb), lambda: _frozen(
+        return self._once(("split_diag", qb), lambda: read_only(
             np.add.reduceat(self.hi - self.lo, np.arange(0, self.tm, qb))))
 
     def col_split_pairs(self, kb: int) -> np.ndarray:
         """Visited pairs of each split of kb key blocks (fa1's backward), in launch order."""
-        return self._once(("col_split_pairs", kb), lambda: _frozen(
+        return self._once(("col_split_pairs", kb), lambda: read_only(
             np.add.reduceat(self.col_visits(), np.arange(0, self.tn, kb))))
 
     def col_split_diag(self, kb: int) -> np.ndarray:
@@ -321,7 +321,7 @@ class BlockMap:
             d = self.col_diag()
             if len(d) == 1 and self.tn > 1:  # uniform (no mask): every split alike
                 return d
-            return _frozen(np.add.reduceat(d, np.arange(0, self.tn, kb)))
+            return read_only(np.add.reduceat(d, np.arange(0, self.tn, kb)))
         return self._once(("col_split_diag", kb), diag)
 
     def rows_visited(self) -> int:
@@ -348,17 +348,17 @@ class WindowMap:
         self.nq, self.nk, self.bm, self.bn = nq, nk, bm, bn
         self.causal, self.offset, self.window = True, offset, window
         self.tm, self.tn = -(-nq // bm), -(-nk // bn)
-        self.r = _frozen(blocks(nq, bm))
-        self.c = _frozen(blocks(nk, bn))
+        self.r = read_only(blocks(nq, bm))
+        self.c = read_only(blocks(nk, bn))
         first = np.arange(self.tm, dtype=np.int64) * bm + offset  # the first row's diagonal
         last = first + self.r - 1
-        self.hi = _frozen(np.clip(last // bn + 1, 0, self.tn))
-        self.wlo = _frozen(np.minimum(np.clip((first - window) // bn, 0, self.tn), self.hi))
+        self.hi = read_only(np.clip(last // bn + 1, 0, self.tn))
+        self.wlo = read_only(np.minimum(np.clip((first - window) // bn, 0, self.tn), self.hi))
         # lo: blocks whose every key the first row sees below its diagonal (as BlockMap.lo)
         full = np.clip((first + 1) // bn, 0, self.tn - 1) + (first >= nk - 1)
-        self.lo = _frozen(np.minimum(full, self.hi))
+        self.lo = read_only(np.minimum(full, self.hi))
         # full_lo: the first block whose first key the last row's window still reaches
-        self.full_lo = _frozen(np.maximum(np.clip(-((window - last) // bn), 0, self.tn), self.wlo))
+        self.full_lo = read_only(np.maximum(np.clip(-((window - last) // bn), 0, self.tn), self.wlo))
         self._full = np.maximum(self.lo - self.full_lo, 0)  # fully visible blocks
 
     def _cc(self, h: np.ndarray) -> np.ndarray:
@@ -368,22 +368,22 @@ class WindowMap:
     @cached_property
     def visit(self) -> np.ndarray:
         j = np.arange(self.tn)[None, :]
-        return _frozen((j >= self.wlo[:, None]) & (j < self.hi[:, None]))
+        return read_only((j >= self.wlo[:, None]) & (j < self.hi[:, None]))
 
     @cached_property
     def diag(self) -> np.ndarray:
         j = np.arange(self.tn)[None, :]
         full = (j >= self.full_lo[:, None]) & (j < self.lo[:, None])
-        return _frozen(self.visit & ~full)
+        return read_only(self.visit & ~full)
 
     def row_visits(self) -> np.ndarray:
-        return _frozen(self.hi - self.wlo)
+        return read_only(self.hi - self.wlo)
 
     def row_tiles(self) -> np.ndarray:
-        return _frozen(self.r * (self._cc(self.hi) - self._cc(self.wlo)) / (self.bm * self.bn))
+        return read_only(self.r * (self._cc(self.hi) - self._cc(self.wlo)) / (self.bm * self.bn))
 
     def row_diag(self) -> np.ndarray:
-        return _frozen(self.hi - self.wlo - self._full)
+        return read_only(self.hi - self.wlo - self._full)
 
     def sum_hi(self) -> int:
         """(query block, key block) pairs visited."""
@@ -456,11 +456,6 @@ def _floor_sum(n: int, m: int, a: int, b: int) -> int:
     return total
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
-
-
 @lru_cache(maxsize=1024)
 def _block_map(nq: int, nk: int, causal: bool, offset: int, bm: int, bn: int) -> BlockMap:
     return BlockMap(nq, nk, bm, bn, causal, offset)
@@ -472,14 +467,14 @@ def last_first(bm: BlockMap | WindowMap, name: str, dtype=None) -> np.ndarray:
     every call (timing remembers a kernel's CTA period by its arrays)."""
     def make():
         out = getattr(bm, name)()[::-1]
-        return _frozen(out if dtype is None else out.astype(dtype))
+        return read_only(out if dtype is None else out.astype(dtype))
     return bm._once(("last_first", name, dtype), make) if isinstance(bm, BlockMap) else make()
 
 
 @lru_cache(maxsize=1024)
 def uniform_float(value: float) -> np.ndarray:
     """Trip counts (in full tiles) of a kernel whose CTAs all run `value` tiles."""
-    return _frozen(np.array([value], dtype=np.float64))
+    return read_only(np.array([value], dtype=np.float64))
 
 
 def whole_tiles(p: Problem, k: KernelPlan) -> np.ndarray:
@@ -499,7 +494,7 @@ def whole_tiles_of(p: Problem, bm: BlockMap, trips: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=256)
 def uniform(value: int) -> np.ndarray:
     """Trip counts of a kernel whose CTAs all run `value` trips (KernelPlan.trips)."""
-    return _frozen(np.array([value], dtype=np.int64))
+    return read_only(np.array([value], dtype=np.int64))
 
 
 def causal_valid(p: Problem) -> int:
