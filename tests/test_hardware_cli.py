@@ -38,6 +38,21 @@ def test_user_profile_by_path_and_what_if(tmp_path, capsys):
     assert "no [sources] entry for sm_count" in capsys.readouterr().err
 
 
+def test_a_profile_is_parsed_once_per_version_of_its_file(tmp_path, capsys):
+    # loaded again: the same frozen profile (a cost function's loop hits the model's caches
+    # kept by profile); the file changed: read again, whatever the clock's resolution (its size
+    # is in the key too); the warning of a user's unsourced field at every load
+    assert hardware.load("h100") is hardware.load("h100")
+    text = (hardware.PROFILE_DIR / "h100-sxm5-80gb.toml").read_text()
+    path = tmp_path / "mine.toml"
+    path.write_text(text.replace('sm_count = "NVIDIA', 'x = "'))
+    first = hardware.load(path)
+    assert hardware.load(path) is first and first.sm_count == 132
+    assert capsys.readouterr().err.count("no [sources] entry for sm_count") == 2
+    path.write_text(text.replace('sm_count = "NVIDIA', 'x = "').replace("sm_count = 132", "sm_count = 66"))
+    assert hardware.load(path).sm_count == 66
+
+
 def test_predict_json_has_the_shared_columns():
     r = iosim("predict", "--format", "json", "--seqlen", "1024")
     assert r.returncode == 0, r.stderr

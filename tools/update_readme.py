@@ -66,7 +66,8 @@ def block_sweep_speed() -> str:
             (f"sweep of {this['large_rows']:,} points to Parquet (points/s)",
              "large_points_per_second", "{:,.0f}"),
             ("its peak memory, main process (MiB)", "large_peak_main_mib", "{:,.0f}"),
-            ("`predict_rows`, one problem, four schedules (ms)", "predict_four_ms", "{:.2f}"),
+            ("`iosim.predict`, one problem, four schedules, a DataFrame (ms)", "predict_frame_ms", "{:.2f}"),
+            ("`predict_rows`, one problem, four schedules, rows as dicts (ms)", "predict_four_ms", "{:.2f}"),
             (f"a batch of {this.get('batch_points', 0):,} schedule-problems, planned and predicted "
              "(per second)", "batch_points_per_second", "{:,.0f}"),
             ("the same, the time alone (`limiter=False`, per second)", "batch_time_only_per_second",
@@ -113,7 +114,8 @@ def block_sweep_speed_cpu() -> str:
              "sweep_cpu_points_per_second", "{:,.0f}"),
             ("the same, `iosim sweep --workers 1 -o FILE.parquet` (points per CPU s)",
              "cli_cpu_points_per_second", "{:,.0f}"),
-            ("`predict_rows`, one problem, four schedules (CPU ms)", "predict_four_ms", "{:.2f}"),
+            ("`iosim.predict`, one problem, four schedules, a DataFrame (CPU ms)", "predict_frame_ms", "{:.2f}"),
+            ("`predict_rows`, one problem, four schedules, rows as dicts (CPU ms)", "predict_four_ms", "{:.2f}"),
             (f"a batch of {int(this['batch_points']):,} schedule-problems, planned and predicted "
              "(per CPU s)", "batch_points_per_second", "{:,.0f}"),
             ("the same batch, times alone (`predict_many(..., limiter=False)`, per CPU s)",

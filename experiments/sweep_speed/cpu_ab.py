@@ -11,7 +11,8 @@ medians. Writes experiments/sweep_speed/cpu_ab.json:
 - sweep: the issue's grid (sweep_speed.GRID, 19,800 points), `sweep_result(grid, workers=1)`,
   and `iosim sweep --workers 1 -o FILE.parquet` (its CLI module imported before the clock
   starts), points per CPU second;
-- predict four: `predict_rows` of one problem, four schedules, the best of 7 rounds of 50 (ms);
+- predict four: `predict_rows` of one problem, four schedules, and `iosim.predict` of it (the
+  same rows as a DataFrame), each the best of 7 rounds of 50 (ms);
 - batch: 216 problems x those four schedules planned and predicted (sweep_speed.PREDICT's
   batch: `predict_many`, else `predict.rows`, else `row` per Plan), the best of 3, per second;
   and, where `predict_many` takes `limiter=False`, the same batch's times alone (no `bound`);
@@ -93,6 +94,8 @@ with tempfile.TemporaryDirectory() as d:
     out["cli_cpu_points_per_second"] = points / (time.process_time() - t0)
 P.predict_rows(p, hw, four)
 out["predict_four_ms"] = cpu(lambda: P.predict_rows(p, hw, four), 50, 7) * 1e3
+P.predict(p, hw, four)
+out["predict_frame_ms"] = cpu(lambda: P.predict(p, hw, four), 50, 7) * 1e3
 n = len(batch())
 out.update(batch_points=n, batch_points_per_second=n / cpu(batch, 1, 3))
 try:  # the time alone (no limiter), a cost function's need, where predict_many offers it

@@ -18,8 +18,9 @@ compile iosim's sources, which no installed copy does):
 - memory: the peak resident memory (the sweep's own process, and its largest worker) of
   `iosim sweep -o FILE.parquet` on that grid and on a larger one (`LARGE`): a sweep that
   streams holds about the same whatever the grid size;
-- predict in Python: `predict_rows` of one problem, four schedules (naive, fa1, fa2, fa3),
-  the best of 7 rounds of 50 (ms); and a batch of 216 problems x those four schedules,
+- predict in Python: `iosim.predict` (its DataFrame) and `predict_rows` (its rows as dicts,
+  what the CLI prints) of one problem, four schedules (naive, fa1, fa2, fa3), each the best
+  of 7 rounds of 50 (ms); and a batch of 216 problems x those four schedules,
   planned and predicted (`iosim.predict_many` where the version has it, else `predict.rows`
   of the Plans, else `row` per Plan), in schedule-problems per second; on this version also
   the time alone (`limiter=False`) and a grid of 1,920 problems (8 N x 3 d x causal both x 8
@@ -105,7 +106,9 @@ def batch(probs=problems, limiter=True):
     return rows(plans) if rows else [P.row(pl, h) for pl, h in plans]
 
 n = len(batch())
+P.predict(p, hw, four)
 out = {"predict_four_ms": best(lambda: P.predict_rows(p, hw, four), 50) * 1e3,
+       "predict_frame_ms": best(lambda: P.predict(p, hw, four), 50) * 1e3,
        "batch_points": n, "batch_points_per_second": n / best(batch, 1, 3)}
 if many:  # this version: the time alone, and a grid of problems
     out["batch_time_only_per_second"] = n / best(lambda: batch(limiter=False), 1, 3)
@@ -343,6 +346,7 @@ def summarize(tree: Path, samples: list[dict], large: dict) -> dict:
         "large_peak_main_mib": large["main_mib"],
         "large_peak_worker_mib": large["worker_mib"],
         "predict_four_ms": med(x["python"]["predict_four_ms"] for x in samples),
+        "predict_frame_ms": med(x["python"]["predict_frame_ms"] for x in samples),
         "batch_points": samples[0]["python"]["batch_points"],
         "batch_points_per_second": med(x["python"]["batch_points_per_second"] for x in samples),
         **{k: med(x["python"][k] for x in samples) for k in (
@@ -438,7 +442,7 @@ def write(out: str, previous: dict, this: dict) -> None:
               f"{v['sweep_cli_parquet_points_per_second']:.0f} points/s (CLI, Parquet), "
               f"peak {v['sweep_cli_peak_main_mib']:.0f} MiB; large {v['large_rows']} rows "
               f"{v['large_points_per_second']:.0f} points/s, peak {v['large_peak_main_mib']:.0f} MiB; "
-              f"predict four {v['predict_four_ms']:.2f} ms, batch {v['batch_points_per_second']:.0f}/s, "
+              f"predict {v['predict_frame_ms']:.2f} ms (rows {v['predict_four_ms']:.2f} ms), batch {v['batch_points_per_second']:.0f}/s, "
               f"tune {v['tune_rank_seconds']:.3f} s ({v['tune_shell_seconds']:.2f} s shell)")
     print(f"million: {this['million_rows']} rows in {this['million_seconds']:.1f} s, peak "
           f"{this['million_peak_main_mib']:.0f} MiB main, {this['million_peak_worker_mib']:.0f} MiB worker")
