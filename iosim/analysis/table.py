@@ -797,16 +797,21 @@ def as_frame(cols: dict) -> pd.DataFrame:
 
 def _list_array(col: list, kinds: set) -> np.ndarray | None:
     """The numpy array pandas infers from a list column (its values' `kinds`), where that is
-    plain: values of one type (_TYPED's, in int64's reach), None alone (object), None and ints
-    that a float64 holds exactly (float64, NaN for None: a tile some Plans lack); else None."""
+    plain: values of one type (_TYPED's but str, in int64's reach), None alone (object), None
+    and ints that a float64 holds exactly (float64, NaN for None: a tile some Plans lack); else
+    None (pandas' own: str, ints past int64, other mixes)."""
     if kinds == {_NONE}:
         return np.full(len(col), None, dtype=object)
-    if kinds == {_NONE, int}:
-        return np.array(col, np.float64) if all(abs(v) < EXACT for v in col if v is not None) else None
-    if len(kinds) != 1 or str in kinds:  # str: pandas' own (object, or its str dtype)
+    tiles = kinds == {_NONE, int}
+    kind = float if tiles else next(iter(kinds)) if len(kinds) == 1 else None
+    if kind not in (int, float, bool):
         return None
-    typed = _typed(col)
-    return typed if isinstance(typed, np.ndarray) else None
+    try:
+        out = np.array(col, _TYPED[kind])
+    except OverflowError:
+        return None
+    # an int past 2^53 is a float past it (pandas' float64 of it is lossy: its own, then)
+    return None if tiles and (np.abs(out) >= EXACT).any() else out
 
 
 def _inferred(col):
