@@ -649,3 +649,96 @@ def test_distinct_pairs_are_first_seen_per_template():
         want_u += list(index)
         want_m.append(len(index))
     assert du.tolist() == want_u and dm.tolist() == want_m and back.tolist() == want_back
+
+
+def _predict_cases() -> list[tuple]:
+    """(problem, profile, schedules, tiles) for predict: both directions, causal, a sliding
+    window, GQA, decode (paged, ragged), fp8, tiles given, a schedule that cannot be planned,
+    counts past int64's reach, three GPUs."""
+    from iosim.schedules import Tiles
+
+    p = Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128)
+    four = ["naive", "fa1", "fa2", "fa3"]
+    return [
+        (p, "h100", four, Tiles()),
+        (p, "a100", None, Tiles()),
+        (p.model_copy(update={"direction": Direction.bwd, "causal": True}), "h200", four, Tiles()),
+        (Problem(batch=2, heads=16, seqlen_q=9000, head_dim=64, causal=True, window=1000), "h100", None, Tiles()),
+        (Problem(batch=3, heads=32, kv_heads=8, seqlen_q=2048, head_dim=128, causal=True), "a100", four, Tiles()),
+        (Problem(batch=16, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=8192, head_dim=128), "h100", None, Tiles()),
+        (Problem(batch=2, heads=32, kv_heads=4, seqlen_q=1, seqlen_k=4096, head_dim=128, page_size=16,
+                 seqlens_k=(1000, 4096)), "h200", None, Tiles()),
+        (p.model_copy(update={"dtype": Dtype.fp8_e4m3}), "h100", four, Tiles()),
+        (p, "h100", ["fa1", "fa2", "naive"], Tiles(block_m=64, block_n=64)),
+        (p, "h100", four, Tiles(block_m=256, block_n=128)),  # fa1's and fa3's over the SRAM
+        (p, "h200", four, Tiles(block_m=256, block_n=256)),  # naive's row alone
+        (p, "a100", ["fa2", "fa3"], Tiles()),  # fa3 on a GPU without wgmma: skipped
+        (Problem(batch=1, heads=1, seqlen_q=2**31 - 1, head_dim=128), "h100", ["naive", "fa2"], Tiles()),
+    ]
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_predict_s_frame_is_the_frame_of_its_rows(arrow):
+    """predict builds its frame from the columns (table.as_frame), not from a dict a row: the
+    frame, values, dtypes (Arrow or object strings, None tiles as float64 or object, ints past
+    int64) and column order included, and the skipped schedules are pandas' frame of
+    predict_rows' dicts, whose ratios to naive are Python's of each row's values."""
+    import contextlib
+    import warnings
+
+    import pandas as pd
+
+    from iosim.analysis.predict import predict, predict_rows
+
+    off = contextlib.nullcontext()
+    if not arrow:  # pandas' str dtype off (an option of pandas 3, deprecated): object strings
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pd.get_option("future.infer_string")
+        except KeyError:
+            pytest.skip("this pandas has no str inference to switch off")
+        off = pd.option_context("future.infer_string", False)
+    kinds = set()
+    with warnings.catch_warnings(), off:
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for p, name, schedules, tiles in _predict_cases():
+            hw = load(name)
+            rows, skipped = predict_rows(p, hw, schedules, tiles)
+            got, want = predict(p, hw, schedules, tiles), pd.DataFrame(rows)
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+            assert got.dtypes.tolist() == want.dtypes.tolist() and got.columns.dtype == want.columns.dtype
+            assert got.attrs["skipped"] == skipped
+            kinds |= {str(d) for d in got.dtypes} | {str(got.columns.dtype)}
+            base = next((r for r in rows if r["schedule"] == "naive"), None)
+            for r in rows if base else ():
+                two = base["hbm_read_bytes_2level"] + base["hbm_write_bytes_2level"]
+                assert r["hbm_vs_naive"] == (r["hbm_read_bytes_2level"] + r["hbm_write_bytes_2level"]) / two
+                assert r["time_vs_naive"] == r["time_pred_ms"] / base["time_pred_ms"]
+    strings = {"str"} if arrow else {"object"}
+    assert {"int64", "float64", "bool", "object"} | strings <= kinds, kinds  # each kind met
+
+
+def test_as_frame_without_pandas_blocks_is_pandas_frame(monkeypatch):
+    """Where pandas lacks create_dataframe_from_blocks (before pandas 3), as_frame is
+    pd.DataFrame's frame of the columns, the same frame its blocks make; predict's likewise."""
+    import pandas as pd
+    import pandas.api.internals
+
+    from iosim.analysis.predict import predict
+
+    hw = load("h100")
+    for p, name, schedules, tiles in _predict_cases()[:4]:
+        fast = predict(p, load(name), schedules, tiles)
+        with monkeypatch.context() as m:
+            m.delattr(pandas.api.internals, "create_dataframe_from_blocks")
+            slow = predict(p, load(name), schedules, tiles)
+        pd.testing.assert_frame_equal(fast, slow, check_exact=True)
+    p = Problem(batch=2, heads=16, seqlen_q=9000, head_dim=64, causal=True, window=1000)
+    temps = [t for s in ("naive", "fa1", "fa2") for t in table.templates([p, p.model_copy(update={"batch": 3})], hw, s)[0]]
+    for cols in (table.columns(temps), table.columns(temps, coded=True)):
+        fast = table.as_frame(cols)
+        with monkeypatch.context() as m:
+            m.delattr(pandas.api.internals, "create_dataframe_from_blocks")
+            slow = table.as_frame(cols)
+        pd.testing.assert_frame_equal(fast, slow, check_exact=True)

@@ -98,6 +98,14 @@ def predict_rows(problem: Problem, hw: HardwareProfile, schedules: list[str] | N
                  tiles: Tiles = Tiles(), tuned: TunedTiles | None = None) -> tuple[list[dict], dict]:
     """`predict`'s rows as dicts, and {schedule: why it was left out}: the same table without
     pandas (the CLI's default table prints these, and starts faster for it)."""
+    cols, skipped = _columns(problem, hw, schedules, tiles, tuned)
+    return table.as_rows(cols), skipped
+
+
+def _columns(problem: Problem, hw: HardwareProfile, schedules: list[str] | None, tiles: Tiles,
+             tuned: TunedTiles | None) -> tuple[dict, dict]:
+    """predict's table as columns (table.columns'), with each row's ratios to naive, and
+    {schedule: why it was left out}."""
     names = schedules or [s for s in defaults_for(problem) if s != "fa3" or hw.has_wgmma]
     for s in names:
         if s not in SCHEDULES:
@@ -105,20 +113,21 @@ def predict_rows(problem: Problem, hw: HardwareProfile, schedules: list[str] | N
     plans, skipped = [], {}
     for s in names:  # a schedule that cannot be planned is said why, the others still predicted
         try:
-            plans.append((predictable(plan(s, problem, hw, tiles, check=True, tuned=tuned), hw), hw))
+            plans.append(predictable(plan(s, problem, hw, tiles, check=True, tuned=tuned), hw))
         except InputError as e:
             skipped[s] = str(e).removeprefix(f"{s}: ")
-    out = rows(plans)
-    if not out:
+    if not plans:
         raise InputError("no schedule can run this problem: "
                          + "; ".join(f"{s}: {why}" for s, why in skipped.items()))
-    base = next((r for r in out if r["schedule"] == "naive"), None)
-    if base is not None:
-        two = base["hbm_read_bytes_2level"] + base["hbm_write_bytes_2level"]
-        for r in out:
-            r["hbm_vs_naive"] = (r["hbm_read_bytes_2level"] + r["hbm_write_bytes_2level"]) / two
-            r["time_vs_naive"] = r["time_pred_ms"] / base["time_pred_ms"]
-    return out, skipped
+    cols = table.columns([table.Template(pl, hw, [pl.problem]) for pl in plans])
+    if "naive" in cols["schedule"]:  # as Python divides a row's values (ints past 2^53 too)
+        i = cols["schedule"].index("naive")
+        two = [r + w for r, w in zip(table._py(cols["hbm_read_bytes_2level"]),
+                                     table._py(cols["hbm_write_bytes_2level"]))]
+        t = cols["time_pred_ms"].tolist()
+        cols["hbm_vs_naive"] = [x / two[i] for x in two]
+        cols["time_vs_naive"] = [x / t[i] for x in t]
+    return cols, skipped
 
 
 def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None,
@@ -129,7 +138,10 @@ def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None =
     `df.attrs["skipped"]`; InputError only when none can. `tuned`: a tiles file's entries."""
     import pandas as pd
 
-    out, skipped = predict_rows(problem, hw, schedules, tiles, tuned)
-    df = pd.DataFrame(out)
+    cols, skipped = _columns(problem, hw, schedules, tiles, tuned)
+    if any(isinstance(col, list) and table.ABSENT in col for col in cols.values()):
+        df = pd.DataFrame(table.as_rows(cols))  # a column some rows lack comes after the others'
+    else:  # the frame of the rows' dicts, built from the columns (table.as_frame)
+        df = table.as_frame(cols)
     df.attrs["skipped"] = skipped  # schedule -> why it was left out
     return df

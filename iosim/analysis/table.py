@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 EXT = {x: i for i, x in enumerate(timing.EXTENSIVE)}
 ROOF = timing.ROOFLINE  # the roofline's terms, in timing.roofline_terms' order
 INT_MAX = 2.0**62  # counts beyond this stay Python ints (an int64 would overflow)
+_NONE = type(None)
 ABSENT = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()  # a cell its row lacks (`window`)
 EXACT = 2.0**53  # ints below it are floats exactly: float division rounds as int division
 
@@ -483,7 +484,7 @@ class _Coded:
         return _objects(self.values)[self.codes].tolist()
 
     def frame(self, arrow_str=None):
-        """The column as a frame holds it (as_frame of plain()); `arrow_str`: _arrow_str()."""
+        """The column as a frame holds it (as_frame of plain()); `arrow_str`: _str_dtype()'s."""
         import pandas as pd
 
         vals, codes = self.values, self.codes
@@ -510,15 +511,6 @@ class _Coded:
 def _objects(vals: list) -> np.ndarray:
     """A 1-d object array of the values."""
     return np.array(vals + [None], dtype=object)[:-1]
-
-
-def _arrow_str():
-    """The string dtype a frame infers from str values where it keeps them in Arrow (pandas 3
-    with pyarrow), else None (asked each frame: pandas' options may change)."""
-    import pandas as pd
-
-    dtype = pd.Series(np.array(["a"], dtype=object)).dtype
-    return dtype if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" else None
 
 
 def _plain(col):
@@ -748,13 +740,112 @@ def _typed(col: list):
     return col
 
 
-def as_frame(cols: dict[str, list]) -> pd.DataFrame:
-    """Columns as a DataFrame (a cell a row lacks: missing, as in a frame of as_rows' dicts)."""
+def as_frame(cols: dict) -> pd.DataFrame:
+    """Columns (arrays, lists of Python values, _Coded) as the DataFrame pandas infers from
+    them, pd.DataFrame(cols)'s (a cell a row lacks: missing), built as pandas holds it: a numpy
+    dtype's columns as one 2-D block, the str columns' cells as one Arrow array sliced a column,
+    other columns inferred by pandas one by one (pd.Series). pd.DataFrame infers, converts and
+    consolidates column by column: for predict's frame (4 rows, 41 columns) some four times
+    this builder's time. pd.DataFrame itself where pandas lacks create_dataframe_from_blocks (< 3)."""
     import pandas as pd
 
-    arrow_str = _arrow_str() if any(isinstance(col, _Coded) for col in cols.values()) else None
-    return pd.DataFrame({c: col if isinstance(col, np.ndarray) else col.frame(arrow_str)
-                         if isinstance(col, _Coded) else _typed(col) for c, col in cols.items()})
+    try:
+        from pandas.api.internals import create_dataframe_from_blocks
+    except ImportError:
+        create_dataframe_from_blocks = None
+    n = len(next(iter(cols.values()))) if cols else 0
+    if create_dataframe_from_blocks is None or not n:
+        return pd.DataFrame({c: _typed(_plain(col)) if isinstance(_plain(col), list) else _plain(col)
+                             for c, col in cols.items()})
+    names = _columns_index(tuple(cols))
+    arrow_str = _str_dtype(names.dtype)  # the str dtype pandas infers, where Arrow holds it
+    same: dict = {}  # numpy dtype: [(position, column)]
+    strs, blocks = [], []  # the str columns' positions; (array, [position]) of the others
+    for j, col in enumerate(cols.values()):
+        if isinstance(col, _Coded):
+            col = col.frame(arrow_str)
+        if isinstance(col, list):
+            kinds = set(map(type, col))
+            if kinds == {str} and arrow_str is not None:
+                strs.append(j)
+                continue
+            if type(ABSENT) in kinds:
+                col = [None if v is ABSENT else v for v in col]
+                kinds = set(map(type, col))
+            arr = _list_array(col, kinds)
+            col = _inferred(col) if arr is None else arr
+        elif isinstance(col, np.ndarray) and col.dtype.kind not in "biuf":
+            col = _inferred(col)
+        if isinstance(col, np.ndarray):
+            same.setdefault(col.dtype, []).append((j, col))
+        else:
+            blocks.append((col, [j]))
+    for dtype, g in same.items():  # np.array: a third of np.stack's time (object: np.stack's
+        # arrays of arrays, not an array of their cells' lists)
+        cs = [c for _, c in g]
+        blocks.append((np.stack(cs) if dtype.kind == "O" else np.array(cs, dtype), [j for j, _ in g]))
+    if strs:
+        import pyarrow as pa
+        from pandas.arrays import ArrowStringArray
+
+        vals = list(cols.values())
+        cells = ArrowStringArray(pa.array([v for j in strs for v in vals[j]], pa.large_string()), dtype=arrow_str)
+        blocks += [(cells[i * n:(i + 1) * n], [j]) for i, j in enumerate(strs)]
+    return create_dataframe_from_blocks([(b, np.array(at, np.intp)) for b, at in blocks],
+                                        index=pd.RangeIndex(n), columns=names)
+
+
+def _list_array(col: list, kinds: set) -> np.ndarray | None:
+    """The numpy array pandas infers from a list column (its values' `kinds`), where that is
+    plain: values of one type (_TYPED's but str, in int64's reach), None alone (object), None
+    and ints that a float64 holds exactly (float64, NaN for None: a tile some Plans lack); else
+    None (pandas' own: str, ints past int64, other mixes)."""
+    if kinds == {_NONE}:
+        return np.full(len(col), None, dtype=object)
+    tiles = kinds == {_NONE, int}
+    kind = float if tiles else next(iter(kinds)) if len(kinds) == 1 else None
+    if kind not in (int, float, bool):
+        return None
+    try:
+        out = np.array(col, _TYPED[kind])
+    except OverflowError:
+        return None
+    # an int past 2^53 is a float past it (pandas' float64 of it is lossy: its own, then)
+    return None if tiles and (np.abs(out) >= EXACT).any() else out
+
+
+def _inferred(col):
+    """A column as pandas infers it: a numpy array, or an extension array (pandas' str)."""
+    import pandas as pd
+
+    s = pd.Series(col, copy=False)
+    return s.to_numpy() if isinstance(s.dtype, np.dtype) and s.dtype.kind in "biufO" else s.array
+
+
+_INDEX: dict = {}  # (column names, pandas infers str): their Index
+
+
+def _columns_index(names: tuple):
+    """The Index pandas makes of these column names, kept (a view handed out): Index() of
+    predict's 41 names costs a quarter of its frame's time. Kept apart by whether pandas infers
+    its str dtype (an option until pandas 4; its private flag, where pandas has it)."""
+    import pandas as pd
+
+    try:
+        from pandas._config import using_string_dtype
+    except ImportError:
+        return pd.Index(names)
+    key = names, using_string_dtype()
+    if key not in _INDEX:
+        _INDEX[key] = pd.Index(names)
+    return _INDEX[key].view()
+
+
+def _str_dtype(dtype):
+    """`dtype` where it is pandas' str held in Arrow (pandas 3 with pyarrow), else None."""
+    import pandas as pd
+
+    return dtype if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" else None
 
 
 def templates(problems: Sequence[Problem], hw: HardwareProfile, schedule: str,
