@@ -906,13 +906,24 @@ def kv_splits(plan: Plan) -> int:
     return max(kernel_splits(k) for k in plan.kernels)
 
 
+_DEFINES: dict = {}  # (entry, the values given) -> kernel_defines' dict
+
+
 def kernel_defines(entry: str, **values: int) -> dict[str, int]:
     """A Plan's defines for `entry`: the values given (its required defines), the MODEL_* facts
-    it checks and its selector macro."""
-    out = dict(values)
-    out.update(model_defines(entry, out))
-    if SPECS[entry].select:
-        out[SPECS[entry].select] = 1
+    it checks and its selector macro. The same dict for the same values, shared by every
+    KernelPlan that asks (nothing changes a Plan's defines): what the timing model derives
+    from a kernel's spec at its defines is remembered by the dict (timing._spec_facts)."""
+    key = (entry, *values.items())
+    out = _DEFINES.get(key)
+    if out is None:
+        out = dict(values)
+        out.update(model_defines(entry, out))
+        if SPECS[entry].select:
+            out[SPECS[entry].select] = 1
+        if len(_DEFINES) > 4096:  # bounded: a sweep's tiles and head_dims are a few hundred
+            _DEFINES.clear()
+        _DEFINES[key] = out
     return out
 
 

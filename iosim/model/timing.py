@@ -937,16 +937,37 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
            once.alu_flops, k.mask_alu, t.sram, two_r, two_w, fixed_r, fixed_w,
            loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.units,
            reduced_loop_reads(k, p, spec, size) if p is not None else 0.0)
-    nsync, in_l2 = sync_loads(k, spec), sync_in_l2(k, spec)
+    nsync, in_l2, turns, apart, under_pv, in_step, barrier, chain = _spec_facts(k, spec)
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
-             hw.pipeline.sync_overlap, nsync, float(in_l2), turn_waits(k, spec), 1.0 / hw.clock_hz,
+             hw.pipeline.sync_overlap, nsync, float(in_l2), turns, 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
-             k.loop_issue, float(softmax_apart(k, spec)), pad, k.loop_shadow,
-             float(softmax_under_pv(k, spec)), float(consumers_in_step(k, spec)),
-             barrier_trips(k, spec), _first_loads(two_r > 0, in_l2, nsync),
-             float(two_w > 0), loop_chain(k, spec))  # first_loads, store_drain
+             k.loop_issue, float(apart), pad, k.loop_shadow, float(under_pv), float(in_step),
+             barrier, _first_loads(two_r > 0, in_l2, nsync),
+             float(two_w > 0), chain)  # first_loads, store_drain
     return ext, inten, (None if uniform else (one, masked))
+
+
+_SPEC_FACTS: dict = {}  # (name, id(defines), round_trips, loop_issue) -> (defines, _spec_facts')
+
+
+def _spec_facts(k: KernelPlan, spec) -> tuple:
+    """(sync_loads, sync_in_l2, turn_waits, softmax_apart, softmax_under_pv, consumers_in_step,
+    barrier_trips, loop_chain) of a kernel: its KernelSpec's rules at its defines, and the
+    KernelPlan fields they fall back on. Remembered by its defines dict (kept, so its id is not
+    reused; kernel_defines gives one dict a set of values, and nothing changes a Plan's)."""
+    d = k.defines
+    key = (k.name, id(d), k.round_trips, k.loop_issue)
+    held = _SPEC_FACTS.get(key)
+    if held is not None and held[0] is d:
+        return held[1]
+    facts = (sync_loads(k, spec), sync_in_l2(k, spec), turn_waits(k, spec), softmax_apart(k, spec),
+             softmax_under_pv(k, spec), consumers_in_step(k, spec), barrier_trips(k, spec),
+             loop_chain(k, spec))
+    if len(_SPEC_FACTS) > 4096:  # bounded, as _PERIODS
+        _SPEC_FACTS.clear()
+    _SPEC_FACTS[key] = (d, facts)
+    return facts
 
 
 def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
