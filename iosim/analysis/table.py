@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.plan import Plan
+from iosim.core.plan import Plan, read_only
 from iosim.core.problem import Problem
 from iosim.core.rows import problem_fields
 from iosim.kernels import kernel_splits
@@ -98,6 +98,7 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     for i, k in enumerate(pl.kernels):
         e, inten, per = timing.kernel_raw(k, hw, p, size if ks[i] == splits else None)
         exts.append(e)
+        r.ext += e
         r.inten.append(inten)
         r.periods.append(per)
         pre, kr = memory.prefetch_ahead(k, elem), k.reuse
@@ -113,7 +114,6 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
             reuse += [kr.get(n, 0) for n in tensors] if kr else [0] * m
             ahead += [pre.get(n, 0) for n in tensors] if pre and not is_write else [0] * m
             touched.update(tensors)
-    r.ext = [v for e in exts for v in e]
     # the Plan's totals (Plan.traffic's and Plan.work's, summed as they sum them: ints, kernel
     # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic
     r.counts = [sum(c) for c in zip(*map(_TOTAL, exts))] + [touched_bytes(pl, size, touched)]
@@ -251,6 +251,21 @@ def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | Non
     return _made(_shapes([(pl, hw, scaled, probe)])[0])
 
 
+_RATE_ROWS: dict = {}  # id(timing._rates' tuple) -> (the tuple, it as a float64 array)
+
+
+def _rate_row(k, hw: HardwareProfile, p: Problem) -> np.ndarray:
+    """timing._rates (remembered per profile: the same tuple for the same rates) as an array,
+    made once a tuple (a list of arrays becomes one array at a third of a list of tuples' cost)."""
+    v = timing._rates(k, hw, p)
+    held = _RATE_ROWS.get(id(v))
+    if held is None or held[0] is not v:
+        if len(_RATE_ROWS) > 4096:  # bounded, as the profile's
+            _RATE_ROWS.clear()
+        held = _RATE_ROWS[id(v)] = (v, read_only(np.array(v, np.float64)))
+    return held[1]
+
+
 def _made(sh: _Shape | None) -> _Shape:
     if sh is None:
         raise Unscalable
@@ -296,11 +311,11 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         ea = np.array([v for r in raws for v in r.ext], np.float64)
         aa = np.array([v for r in raws for v in r.acc], np.float64)
         eb, ab = np.zeros(len(ea)), np.zeros(len(aa))
-    kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
+    rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
     inten = np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
-        np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64).reshape(-1, len(timing.RATE_FIELDS)),
+        np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)),
         # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
         inten[:, [OCC]] * inten[:, [SMS]]], axis=1)
     side = np.array([[x for r in raws for x in r.kin], [x for r in raws for x in r.reuse],
