@@ -967,7 +967,7 @@ def supported(plan: Plan) -> None:
     if p.causal and p.causal_offset and any(p.causal_align not in s.aligns for s in specs):
         raise InputError(f"the real {schedule} kernel masks top-left only "
                          "(allowed: --causal-align top-left, or Nq = Nk)")
+    dtype = p.dtype.value  # an enum's value: a descriptor's call each time it is read
     for s in specs:
-        if p.dtype.value not in s.dtypes:
-            raise InputError(f"dtype {p.dtype.value} has no real kernel "
-                             f"(allowed: {', '.join(s.dtypes)})")
+        if dtype not in s.dtypes:
+            raise InputError(f"dtype {dtype} has no real kernel (allowed: {', '.join(s.dtypes)})")
