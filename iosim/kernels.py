@@ -906,7 +906,7 @@ def kv_splits(plan: Plan) -> int:
     return max(kernel_splits(k) for k in plan.kernels)
 
 
-_DEFINES: dict = {}  # (entry, the values given) -> kernel_defines' dict
+_DEFINES: dict = {}  # (entry, id(its spec), the values given) -> (the spec, kernel_defines' dict)
 
 
 def kernel_defines(entry: str, **values: int) -> dict[str, int]:
@@ -914,16 +914,18 @@ def kernel_defines(entry: str, **values: int) -> dict[str, int]:
     it checks and its selector macro. The same dict for the same values, shared by every
     KernelPlan that asks (nothing changes a Plan's defines): what the timing model derives
     from a kernel's spec at its defines is remembered by the dict (timing._spec_facts)."""
-    key = (entry, *values.items())
-    out = _DEFINES.get(key)
-    if out is None:
-        out = dict(values)
-        out.update(model_defines(entry, out))
-        if SPECS[entry].select:
-            out[SPECS[entry].select] = 1
-        if len(_DEFINES) > 4096:  # bounded: a sweep's tiles and head_dims are a few hundred
-            _DEFINES.clear()
-        _DEFINES[key] = out
+    spec = SPECS[entry]  # its rules, by identity (a test may put another spec in its place)
+    key = (entry, id(spec), *values.items())
+    held = _DEFINES.get(key)
+    if held is not None and held[0] is spec:
+        return held[1]
+    out = dict(values)
+    out.update(model_defines(entry, out))
+    if spec.select:
+        out[spec.select] = 1
+    if len(_DEFINES) > 4096:  # bounded: a sweep's tiles and head_dims are a few hundred
+        _DEFINES.clear()
+    _DEFINES[key] = (spec, out)
     return out
 
 

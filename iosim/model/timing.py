@@ -950,25 +950,26 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
     return ext, inten, (None if uniform else (one, masked))
 
 
-_SPEC_FACTS: dict = {}  # (name, id(defines), round_trips, loop_issue) -> (defines, _spec_facts')
+_SPEC_FACTS: dict = {}  # (name, id(defines), id(spec), round_trips, loop_issue) -> (defines, spec, facts)
 
 
 def _spec_facts(k: KernelPlan, spec) -> tuple:
     """(sync_loads, sync_in_l2, turn_waits, softmax_apart, softmax_under_pv, consumers_in_step,
     barrier_trips, loop_chain) of a kernel: its KernelSpec's rules at its defines, and the
-    KernelPlan fields they fall back on. Remembered by its defines dict (kept, so its id is not
-    reused; kernel_defines gives one dict a set of values, and nothing changes a Plan's)."""
+    KernelPlan fields they fall back on. Remembered by its defines dict and its spec (both kept,
+    so their ids are not reused; kernel_defines gives one dict a set of values, nothing changes
+    a Plan's, and a spec put in another's place is another)."""
     d = k.defines
-    key = (k.name, id(d), k.round_trips, k.loop_issue)
+    key = (k.name, id(d), id(spec), k.round_trips, k.loop_issue)
     held = _SPEC_FACTS.get(key)
-    if held is not None and held[0] is d:
-        return held[1]
+    if held is not None and held[0] is d and held[1] is spec:
+        return held[2]
     facts = (sync_loads(k, spec), sync_in_l2(k, spec), turn_waits(k, spec), softmax_apart(k, spec),
              softmax_under_pv(k, spec), consumers_in_step(k, spec), barrier_trips(k, spec),
              loop_chain(k, spec))
     if len(_SPEC_FACTS) > 4096:  # bounded, as _PERIODS
         _SPEC_FACTS.clear()
-    _SPEC_FACTS[key] = (d, facts)
+    _SPEC_FACTS[key] = (d, spec, facts)
     return facts
 
 

@@ -544,20 +544,32 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     )
 
 
-@lru_cache(maxsize=1024)
+_GEMM_SPEC: dict = {}  # (name, id(its spec), tiles, head_dim, mask, element bytes) -> (spec, fields)
+
+
 def _gemm_spec(name: str, t: Tiles, head_dim: int, causal: bool, align: CausalAlign, e: int) -> dict:
     """A GEMM kernel's KernelPlan fields from its KernelSpec (defines, shared memory, the loop's
-    instructions): functions of its tiles, head_dim, mask and element bytes alone, remembered
-    (a Plan's two to four GEMMs ask each time)."""
+    instructions): functions of the spec, its tiles, head_dim, mask and element bytes alone,
+    remembered (a Plan's two to four GEMMs ask each time; the spec by identity: a test may put
+    another in its place)."""
+    spec = SPECS[name]
+    key = (name, id(spec), t, head_dim, causal, align, e)
+    held = _GEMM_SPEC.get(key)
+    if held is not None and held[0] is spec:
+        return held[1]
     defines = kernel_defines(name, BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
                              NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=head_dim,
                              **_mask_defines(causal, align))
-    return dict(
+    out = dict(
         defines=defines,
         # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
         smem_bytes=SPECS[name].smem(defines, e),
         loop_issue=SPECS[name].loop_issue(defines, e) if SPECS[name].loop_issue else 0.0,
     )
+    if len(_GEMM_SPEC) > 4096:  # bounded: tiles and head_dims asked for
+        _GEMM_SPEC.clear()
+    _GEMM_SPEC[key] = (spec, out)
+    return out
 
 
 def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
