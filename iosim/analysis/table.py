@@ -564,12 +564,14 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         batch, heads, kv = batch[at], heads[at], kv[at]
     u_all = batch * kv  # pairs()
     alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
-    du, dm, back = ((u_all, m, np.arange(len(m))) if alone else
+    # each row's (template, pairs) among the model's answers (alone: the rows in order, each
+    # array as it is) and its template (alone: unused)
+    du, dm, back = ((u_all, m, slice(None)) if alone else
                     _distinct(np.arange(len(templates)).repeat(m), u_all))
     md = _model(shapes, dm, du, limiter)
     t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
 
-    tcode = np.arange(len(templates)).repeat(m)  # each row's template
+    tcode = None if alone else np.arange(len(templates)).repeat(m)
     # a problem's fields (but batch, heads, kv_heads: a row's) and FLOPs, a shape's at once
     reps, scode = (list(range(len(templates))), tcode) if alone else _shapes_of(templates, m)
     fields = _fields([templates[i].plan.problem for i in reps])
