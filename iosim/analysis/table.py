@@ -446,11 +446,12 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
 
     # the Plan's largest kernel (the first of equals), by roofline and by predicted time
-    owner, pos = kt if one else np.arange(len(starts)).repeat(nks), np.arange(len(roof_s))
+    owner = kt if one else np.arange(len(starts)).repeat(nks)  # each row's (template, pairs)
 
     def largest(x: np.ndarray) -> np.ndarray:
-        hit = x == np.maximum.reduceat(x, starts)[owner]
-        return np.minimum.reduceat(np.where(hit, pos, len(x)), starts)
+        first = (x == np.maximum.reduceat(x, starts).repeat(nks)).nonzero()[0]
+        at = owner[first]
+        return first[np.concatenate([[True], at[1:] != at[:-1]])]
 
     main_at = largest(pred.seconds)
     # summed over the Plan's kernels
