@@ -906,13 +906,26 @@ def kv_splits(plan: Plan) -> int:
     return max(kernel_splits(k) for k in plan.kernels)
 
 
+_DEFINES: dict = {}  # (entry, id(its spec), the values given) -> (the spec, kernel_defines' dict)
+
+
 def kernel_defines(entry: str, **values: int) -> dict[str, int]:
     """A Plan's defines for `entry`: the values given (its required defines), the MODEL_* facts
-    it checks and its selector macro."""
+    it checks and its selector macro. The same dict for the same values, shared by every
+    KernelPlan that asks (nothing changes a Plan's defines): what the timing model derives
+    from a kernel's spec at its defines is remembered by the dict (timing._spec_facts)."""
+    spec = SPECS[entry]  # its rules, by identity (a test may put another spec in its place)
+    key = (entry, id(spec), *values.items())
+    held = _DEFINES.get(key)
+    if held is not None and held[0] is spec:
+        return held[1]
     out = dict(values)
     out.update(model_defines(entry, out))
-    if SPECS[entry].select:
-        out[SPECS[entry].select] = 1
+    if spec.select:
+        out[spec.select] = 1
+    if len(_DEFINES) > 4096:  # bounded: a sweep's tiles and head_dims are a few hundred
+        _DEFINES.clear()
+    _DEFINES[key] = (spec, out)
     return out
 
 
@@ -956,7 +969,7 @@ def supported(plan: Plan) -> None:
     if p.causal and p.causal_offset and any(p.causal_align not in s.aligns for s in specs):
         raise InputError(f"the real {schedule} kernel masks top-left only "
                          "(allowed: --causal-align top-left, or Nq = Nk)")
+    dtype = p.dtype.value  # an enum's value: a descriptor's call each time it is read
     for s in specs:
-        if p.dtype.value not in s.dtypes:
-            raise InputError(f"dtype {p.dtype.value} has no real kernel "
-                             f"(allowed: {', '.join(s.dtypes)})")
+        if dtype not in s.dtypes:
+            raise InputError(f"dtype {dtype} has no real kernel (allowed: {', '.join(s.dtypes)})")

@@ -206,7 +206,7 @@ MUTATIONS = [
      'streamed=(*k.streamed, "Q8", "Qs", "O", "LSE"),', "streamed=k.streamed,"),
     ("fa1 backward: prefetched lines never evicted before their load (no DRAM re-read)",
      "iosim/model/memory.py",
-     "again = 0.0 if ahead is None else refetched(count, ahead, w[kin], l2[kin])", "again = 0.0"),
+     "again = 0.0 if ahead is None else refetched(count, ahead, wk, l2k)", "again = 0.0"),
     ("fa1 backward: D_i two ops an element and dQ added on the SM", "iosim/schedules/flash.py",
      "    per_rd = 1\n", "    per_rd = 3 if fa1 else 1\n"),
     ("H200 calibrated with the H100's HBM efficiency", "hwprofiles/h200-sxm-141gb.calibrated.toml",

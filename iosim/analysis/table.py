@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.plan import Plan
+from iosim.core.plan import Plan, read_only
 from iosim.core.problem import Problem
 from iosim.core.rows import problem_fields
 from iosim.kernels import kernel_splits
@@ -99,6 +99,7 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     for i, k in enumerate(pl.kernels):
         e, inten, per = timing.kernel_raw(k, hw, p, size if ks[i] == splits else None)
         exts.append(e)
+        r.ext += e
         r.inten.append(inten)
         r.periods.append(per)
         pre, kr = memory.prefetch_ahead(k, elem), k.reuse
@@ -114,7 +115,6 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
             reuse += [kr.get(n, 0) for n in tensors] if kr else [0] * m
             ahead += [pre.get(n, 0) for n in tensors] if pre and not is_write else [0] * m
             touched.update(tensors)
-    r.ext = [v for e in exts for v in e]
     # the Plan's totals (Plan.traffic's and Plan.work's, summed as they sum them: ints, kernel
     # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic
     r.counts = [sum(c) for c in zip(*map(_TOTAL, exts))] + [touched_bytes(pl, size, touched)]
@@ -252,6 +252,30 @@ def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | Non
     return _made(_shapes([(pl, hw, scaled, probe)])[0])
 
 
+_RATE_ROWS: dict = {}  # id(timing._rates' tuple) -> (the tuple, it as a float64 array)
+
+
+def _rate_row(k, hw: HardwareProfile, p: Problem) -> np.ndarray:
+    """timing._rates (remembered per profile: the same tuple for the same rates) as an array,
+    made once a tuple (a list of arrays becomes one array at a third of a list of tuples' cost)."""
+    v = timing._rates(k, hw, p)
+    held = _RATE_ROWS.get(id(v))
+    if held is None or held[0] is not v:
+        if len(_RATE_ROWS) > 4096:  # bounded, as the profile's
+            _RATE_ROWS.clear()
+        held = _RATE_ROWS[id(v)] = (v, read_only(np.array(v, np.float64)))
+    return held[1]
+
+
+def _joined(parts) -> list:
+    """The parts (lists, tuples) end to end, in one list (+= a part at a time: faster than a
+    comprehension of their items)."""
+    out: list = []
+    for x in parts:
+        out += x
+    return out
+
+
 def _made(sh: _Shape | None) -> _Shape:
     if sh is None:
         raise Unscalable
@@ -294,18 +318,17 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         # ints, taken from the Plans' counts below), b = 0
         a = b = None
         bad = [False] * len(items)
-        ea = np.array([v for r in raws for v in r.ext], np.float64)
-        aa = np.array([v for r in raws for v in r.acc], np.float64)
+        ea = np.array(_joined(r.ext for r in raws), np.float64)
+        aa = np.array(_joined(r.acc for r in raws), np.float64)
         eb, ab = np.zeros(len(ea)), np.zeros(len(aa))
-    kernels = [(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    inten = np.array([x for r in raws for x in r.inten], np.float64).reshape(-1, len(timing.INTENSIVE))
+    rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
+    inten = np.array(_joined(x for r in raws for x in r.inten), np.float64).reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
-        np.array([timing._rates(k, hw, p) for k, hw, p in kernels], np.float64).reshape(-1, len(timing.RATE_FIELDS)),
+        np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)),
         # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
         inten[:, [OCC]] * inten[:, [SMS]]], axis=1)
-    side = np.array([[x for r in raws for x in r.kin], [x for r in raws for x in r.reuse],
-                     [x for r in raws for x in r.ahead], [x for r in raws for x in r.write]],
+    side = np.array(_joined(getattr(r, f) for f in ("kin", "reuse", "ahead", "write") for r in raws),
                     np.float64).reshape(4, -1).T
     accs = np.concatenate([side[:, :1], aa.reshape(-1, 2), ab.reshape(-1, 2), side[:, 1:]], axis=1)
     if a is not None:  # the Plans' totals, a and b, as Python values (a template's list each)
@@ -345,9 +368,9 @@ def _rows_of(sizes: np.ndarray, m: np.ndarray, one: bool = False
     """Templates t with sizes[t] items (kernels, accesses) each over m[t] problems, item by
     item within a problem, problem by problem: per row (its template, its problem's index
     among all problems, the item's index within the template). `one`: every m[t] is 1."""
-    if one:  # template t's problem is problem t
+    if one:  # template t's problem is problem t (the item's index: not asked for)
         t = np.arange(len(sizes)).repeat(sizes)
-        return t, t, np.arange(len(t)) - (sizes.cumsum() - sizes)[t]
+        return t, t, None
     per = sizes * m
     t = np.arange(len(sizes)).repeat(per)
     within = np.arange(per.sum()) - (per.cumsum() - per).repeat(per)
@@ -388,9 +411,8 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
                 periods.append(per)
     one = bool((m == 1).all())  # a problem a template (predict's rows): the rows in order
     kt, kp, ki = _rows_of(nk, m, one)
-    k = k0[kt] + ki  # each row's kernel
     kern = np.concatenate([sh.kern for sh in shapes])
-    kern = kern if one else kern[k]
+    kern = kern if one else kern[k0[kt] + ki]  # each row's kernel (one: the kernels in order)
     # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
     affine = any(sh.affine for sh in shapes)
     ext = kern[:, KERN["ext_a"]] + kern[:, KERN["ext_b"]] * uf[kp][:, None] if affine else kern[:, KERN["ext_a"]]
@@ -411,10 +433,11 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     dram_r, dram_w = memory.dram_arrays(kin, acc[:, 0], acc[:, 1], accs[:, ACCS["reuse"].start],
                                         accs[:, ACCS["write"].start].astype(bool), ext[:, EXT["units"]],
                                         slots, l2, accs[:, ACCS["ahead"].start])
+    pid = np.array(pid, np.int64)
     b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
-                     peaks[:, ROOF.index("launch")], periods, np.array(pid, np.int64)[k])
-    nks = nk.repeat(m)
-    starts = (nks.cumsum() - nks).astype(np.int64)
+                     peaks[:, ROOF.index("launch")], periods, pid if one else pid[k0[kt] + ki])
+    nks = nk if one else nk.repeat(m)  # each (template, pairs)'s kernels
+    starts = k0 if one else (nks.cumsum() - nks).astype(np.int64)
     pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
 
     # per (problem, kernel): the roofline's terms, the time's
@@ -423,22 +446,19 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
         ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]], ext[:, EXT["sram"]]]).T, peaks)
     roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
 
-    def per_plan(x: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(x, starts)
-
     # the Plan's largest kernel (the first of equals), by roofline and by predicted time
+    owner = kt if one else np.arange(len(starts)).repeat(nks)  # each row's (template, pairs)
+
     def largest(x: np.ndarray) -> np.ndarray:
-        top = np.maximum.reduceat(x, starts)
-        hit = x == top.repeat(nks)
-        first = hit.nonzero()[0]
-        owner = np.arange(len(starts)).repeat(nks)[first]
-        keep = np.concatenate([[True], owner[1:] != owner[:-1]])
-        return first[keep]
+        first = (x == np.maximum.reduceat(x, starts).repeat(nks)).nonzero()[0]
+        at = owner[first]
+        return first[np.concatenate([[True], at[1:] != at[:-1]])]
 
     main_at = largest(pred.seconds)
-    return _Model(per_plan(roof_s), per_plan(pred.seconds), per_plan(dram_r), per_plan(dram_w),
-                  roof_bound[largest(roof_s)], pred.busiest[main_at], pred.util[main_at],
-                  pred.group_bound if limiter else [None] * len(starts))
+    # summed over the Plan's kernels
+    roof, secs, d_r, d_w = np.add.reduceat(np.array([roof_s, pred.seconds, dram_r, dram_w]), starts, axis=1)
+    return _Model(roof, secs, d_r, d_w, roof_bound[largest(roof_s)], pred.busiest[main_at],
+                  pred.util[main_at], pred.group_bound if limiter else [None] * len(starts))
 
 
 def _distinct(t: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -537,19 +557,25 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         batch, heads, kv = batch[at], heads[at], kv[at]
     u_all = batch * kv  # pairs()
     alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
-    du, dm, back = ((u_all, m, np.arange(len(m))) if alone else
+    # each row's (template, pairs) among the model's answers (alone: the rows in order, each
+    # array as it is) and its template (alone: unused)
+    du, dm, back = ((u_all, m, slice(None)) if alone else
                     _distinct(np.arange(len(templates)).repeat(m), u_all))
     md = _model(shapes, dm, du, limiter)
     t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
 
-    tcode = np.arange(len(templates)).repeat(m)  # each row's template
+    tcode = None if alone else np.arange(len(templates)).repeat(m)
     # a problem's fields (but batch, heads, kv_heads: a row's) and FLOPs, a shape's at once
     reps, scode = (list(range(len(templates))), tcode) if alone else _shapes_of(templates, m)
-    fields = [problem_fields(templates[i].plan.problem) for i in reps]
+    fields = _fields([templates[i].plan.problem for i in reps])
     out: dict = {"hw": _rep([t.hw.name for t in templates], tcode, alone),
                  "schedule": _rep([t.plan.schedule for t in templates], tcode, alone)}
-    for name in dict.fromkeys(k for f in fields for k in f):
-        out[name] = _rep([f.get(name, ABSENT) for f in fields], scode, alone)
+    if all(f is fields[0] for f in fields):  # one problem's (predict's rows)
+        for name, v in fields[0].items():
+            out[name] = _rep([v] * len(fields), scode, alone)
+    else:
+        for name in dict.fromkeys(k for f in fields for k in f):
+            out[name] = _rep([f.get(name, ABSENT) for f in fields], scode, alone)
     out["batch"], out["heads"], out["kv_heads"] = batch, heads, kv
     plan_cols = [_plan_columns(t.plan) for t in templates]
     for name in plan_cols[0]:
@@ -580,7 +606,14 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         # kernel (this project's), published (someone's), or hypothetical (the model's alone)
         "backing": _rep([backing(t.plan, t.hw) for t in templates], tcode, alone),
         "notes": _rep([t.plan.notes for t in templates], tcode, alone)})
-    return out if coded else {c: _plain(col) for c, col in out.items()}
+    return out if coded or alone else {c: _plain(col) for c, col in out.items()}  # alone: plain
+
+
+def _fields(probs: list[Problem]) -> list[dict]:
+    """problem_fields of each problem, once a problem (predict's rows: one problem, a template
+    a schedule)."""
+    seen: dict = {}
+    return [seen.get(id(p)) or seen.setdefault(id(p), problem_fields(p)) for p in probs]
 
 
 def _bound(bound: list, back: np.ndarray, limiter: bool, alone: bool):
@@ -647,7 +680,11 @@ def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: b
     if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
         us = u_all.tolist()
         a, b = [sh.counts[0] for sh in shapes], [sh.counts[1] for sh in shapes]
-        vals = [[x + y * u for x, y in zip(aj, bj)] for aj, bj, u in zip(a, b, us)]
+        # b = 0 throughout where not affine (a template of its own problem): a as it is
+        vals = [[x + y * u for x, y in zip(aj, bj)] if sh.affine else aj
+                for aj, bj, u, sh in zip(a, b, us, shapes)]
+        if max(max(map(abs, aj)) for aj in a) + max(max(map(abs, bj)) for bj in b) * umax < INT_MAX:
+            return list(np.array(vals, np.int64).T)  # every column in int64's reach (no need to ask each)
         big = [max(map(abs, aj)) + max(map(abs, bj)) * umax >= INT_MAX for aj, bj in zip(zip(*a), zip(*b))]
         if not any(big):  # every column in int64's reach: one array
             return list(np.array(vals, np.int64).T)

@@ -122,6 +122,20 @@ class KernelPlan:
         return self.tiles or self.ctas
 
 
+_KERNEL_FIELDS = frozenset(KernelPlan.__dataclass_fields__)
+
+
+def revised(k: KernelPlan, **changes) -> KernelPlan:
+    """dataclasses.replace(k, **changes) at a quarter of its cost: a KernelPlan is a record
+    (every field set by __init__, as given, and nothing after it), so a copy of its fields
+    with these changed is the KernelPlan replace builds."""
+    if not _KERNEL_FIELDS.issuperset(changes):
+        raise TypeError(f"KernelPlan has no field {sorted(set(changes) - _KERNEL_FIELDS)}")
+    out = object.__new__(KernelPlan)
+    out.__dict__.update(k.__dict__, **changes)
+    return out
+
+
 def ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:
     """Resident CTAs per SM, limited by shared memory, registers, threads and the CTA cap."""
     limits = [hw.max_ctas_per_sm, hw.max_threads_per_sm // k.threads,

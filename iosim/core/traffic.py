@@ -46,8 +46,8 @@ class Traffic:
 
     def scaled(self, k: int) -> Traffic:
         """k copies (k >= 1), e.g. one per (batch, head)."""
-        return Traffic(MappingProxyType({n: v * k for n, v in self.reads.items()}),
-                       MappingProxyType({n: v * k for n, v in self.writes.items()}), self.sram * k)
+        return _made(MappingProxyType({n: v * k for n, v in self.reads.items()}),
+                     MappingProxyType({n: v * k for n, v in self.writes.items()}), self.sram * k)
 
     def __add__(self, o: Traffic) -> Traffic:
         return Traffic(_merge(self.reads, o.reads), _merge(self.writes, o.writes), self.sram + o.sram)
@@ -83,6 +83,15 @@ class Traffic:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _made(reads: MappingProxyType, writes: MappingProxyType, sram: int) -> Traffic:
+    """Traffic(reads, writes, sram) of mappings already clean (read-only, no zero entries), as
+    its scalings make them, without the calls of its __init__ and __post_init__ (a Plan scales
+    a few a kernel)."""
+    out = object.__new__(Traffic)
+    out.reads, out.writes, out.sram = reads, writes, sram
+    return out
 
 
 @dataclass(unsafe_hash=True)

@@ -138,18 +138,21 @@ def dram_arrays(kin, count, size, reuse, write, ctas, slots, l2, ahead=None
     prefetched a trip ahead (`ahead[i]` bytes a CTA's trip, `refetched`); per kernel its CTAs,
     resident CTA slots and usable L2 bytes."""
     nk = len(ctas)
-    wr = write
+    wr, rd = write, ~write
+    kw = kin[wr]
     distinct = np.minimum(count, size)
     per_cta = np.bincount(kin, distinct, nk) / ctas
     w = np.minimum(ctas, slots)  # a full wave (occupancy.wave)
+    wk, l2k = w[kin], l2[kin]  # each access's kernel's
     # the bytes of the repeated accesses that miss the L2
-    hit = hit_fraction(reuse, per_cta[kin], w[kin], l2[kin])
+    hit = hit_fraction(reuse, per_cta[kin], wk, l2k)
     missed = np.where(count > distinct, (count - distinct) * (1 - hit), 0.0)
-    again = 0.0 if ahead is None else refetched(count, ahead, w[kin], l2[kin])
-    read = np.bincount(kin[~wr], (distinct + missed + again)[~wr], nk)
-    written = np.bincount(kin[wr], distinct[wr], nk)
-    retained = np.where(written > 0, l2 * written / np.where(written > 0, written + read, 1), 0.0)
-    write_b = written - np.minimum(written, retained) + np.bincount(kin[wr], missed[wr], nk)
+    again = 0.0 if ahead is None else refetched(count, ahead, wk, l2k)
+    read = np.bincount(kin[rd], (distinct + missed + again)[rd], nk)
+    written = np.bincount(kw, distinct[wr], nk)
+    some = written > 0
+    retained = np.where(some, l2 * written / np.where(some, written + read, 1), 0.0)
+    write_b = written - np.minimum(written, retained) + np.bincount(kw, missed[wr], nk)
     return np.round(read), np.round(write_b)
 
 

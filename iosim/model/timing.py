@@ -874,7 +874,8 @@ _PERIODS: dict = {}  # (id(trips), id(masked)) -> (trips, masked, _period's answ
 
 
 def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
-    """(trips, masked trips, period, uniform, Σ trips, Σ masked) of one period of the launch
+    """(trips, masked trips, period, uniform, Σ trips, Σ masked, the first CTA's trips and
+    masked trips as floats) of one period of the launch
     order (the CTAs along grid x), repeated for every (batch, head); remembered per pair of
     arrays (a Plan's come from cached block maps, read-only). A masked trip is one of the CTA's
     trips (ragged tiles count a fraction of a trip): never more masked trips than trips, or a
@@ -889,6 +890,7 @@ def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
         one, low = np.broadcast_arrays(one, low)
         uniform = bool((one == one[0]).all() and (low == low[0]).all())
         out = (one, low, len(one), uniform, float(one.sum()), float(low.sum()))
+    out += (float(one[0]), float(low[0]))
     if len(_PERIODS) > 4096:  # bounded (a period is at most a few thousand numbers)
         _PERIODS.clear()
     _PERIODS[(id(trips), id(masked))] = (trips, masked, out)
@@ -919,7 +921,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
     CTA is alike) of one kernel: what facts_table makes its facts of, besides its DRAM bytes.
     `size`: memory.sizes(p, kernel_splits(k)), where the caller has it."""
     trips = k.trips if k.tile_trips is None else k.tile_trips
-    one, masked, period, uniform, sum_one, sum_masked = _period(trips, k.masked)
+    one, masked, period, uniform, sum_one, sum_masked, one0, masked0 = _period(trips, k.masked)
     # whole tiles per tile of work (KernelPlan.tile_trips: ragged tiles computed in full)
     pad = 1.0 if trips is k.trips else sum_one / max(_period(k.trips, k.masked)[4], 1e-300)
     w, once, t = k.work, k.once, k.traffic
@@ -937,16 +939,38 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
            once.alu_flops, k.mask_alu, t.sram, two_r, two_w, fixed_r, fixed_w,
            loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.units,
            reduced_loop_reads(k, p, spec, size) if p is not None else 0.0)
-    nsync, in_l2 = sync_loads(k, spec), sync_in_l2(k, spec)
+    nsync, in_l2, turns, apart, under_pv, in_step, barrier, chain = _spec_facts(k, spec)
     inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
-             float(one[0]), float(masked[0]), wg, warps, POLICIES[k.overlap], k.stages,
-             hw.pipeline.sync_overlap, nsync, float(in_l2), turn_waits(k, spec), 1.0 / hw.clock_hz,
+             one0, masked0, wg, warps, POLICIES[k.overlap], k.stages,
+             hw.pipeline.sync_overlap, nsync, float(in_l2), turns, 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
-             k.loop_issue, float(softmax_apart(k, spec)), pad, k.loop_shadow,
-             float(softmax_under_pv(k, spec)), float(consumers_in_step(k, spec)),
-             barrier_trips(k, spec), _first_loads(two_r > 0, in_l2, nsync),
-             float(two_w > 0), loop_chain(k, spec))  # first_loads, store_drain
+             k.loop_issue, float(apart), pad, k.loop_shadow, float(under_pv), float(in_step),
+             barrier, _first_loads(two_r > 0, in_l2, nsync),
+             float(two_w > 0), chain)  # first_loads, store_drain
     return ext, inten, (None if uniform else (one, masked))
+
+
+_SPEC_FACTS: dict = {}  # (name, id(defines), id(spec), round_trips, loop_issue) -> (defines, spec, facts)
+
+
+def _spec_facts(k: KernelPlan, spec) -> tuple:
+    """(sync_loads, sync_in_l2, turn_waits, softmax_apart, softmax_under_pv, consumers_in_step,
+    barrier_trips, loop_chain) of a kernel: its KernelSpec's rules at its defines, and the
+    KernelPlan fields they fall back on. Remembered by its defines dict and its spec (both kept,
+    so their ids are not reused; kernel_defines gives one dict a set of values, nothing changes
+    a Plan's, and a spec put in another's place is another)."""
+    d = k.defines
+    key = (k.name, id(d), id(spec), k.round_trips, k.loop_issue)
+    held = _SPEC_FACTS.get(key)
+    if held is not None and held[0] is d and held[1] is spec:
+        return held[2]
+    facts = (sync_loads(k, spec), sync_in_l2(k, spec), turn_waits(k, spec), softmax_apart(k, spec),
+             softmax_under_pv(k, spec), consumers_in_step(k, spec), barrier_trips(k, spec),
+             loop_chain(k, spec))
+    if len(_SPEC_FACTS) > 4096:  # bounded, as _PERIODS
+        _SPEC_FACTS.clear()
+    _SPEC_FACTS[key] = (d, spec, facts)
+    return facts
 
 
 def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,

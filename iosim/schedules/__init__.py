@@ -102,6 +102,8 @@ def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = DEFAUL
     given = tiles is not DEFAULT and tiles != DEFAULT  # the schedule's own tiles: nothing to check
     if check and given:
         knobs.check_values(tiles)
+    tiles = tiles if given else DEFAULT  # DEFAULT itself: known by identity below, and by the
+    # schedules' remembered tiles (no field compared again)
     tiles, source = knobs.resolve(tuned, name, problem, hw, tiles)
     pl = SCHEDULES[name](problem, hw, tiles)
     if check and tiles is not DEFAULT and tiles != DEFAULT:

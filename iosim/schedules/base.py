@@ -528,25 +528,48 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     bh = p.bh
     chunks = -(-K // t.block_k)
     trips = uniform(chunks)
-    defines = kernel_defines(name, BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
-                             NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=p.head_dim,
-                             **mask_defines(p))
     return KernelPlan(
         name=name, grid=(cn, rm, bh), threads=32 * t.warps,
-        # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
-        smem_bytes=SPECS[name].smem(defines, e),
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
         traffic=per_head.scaled(bh), work=work.scaled(bh), once=epilogue.scaled(bh),
         trips=trips, stages=t.stages,
         # an A row block serves the CTAs along x, a B column block every grid[0]-th CTA
         reuse={a: 1, b: cn},
-        overlap="async", source=source(name), defines=defines,
+        overlap="async", source=source(name),
         # A and B go through the k loop's ring, never a prologue; with k in one chunk there is
         # no loop for the C tile's stores to follow: the CTA loads, multiplies and stores in its
         # one trip, and the CTAs beside it overlap those phases
         streamed=(a, b, c) if chunks == 1 else (a, b),
+        **_gemm_spec(name, t, p.head_dim, p.causal, p.causal_align, e),
+    )
+
+
+_GEMM_SPEC: dict = {}  # (name, id(its spec), tiles, head_dim, mask, element bytes) -> (spec, fields)
+
+
+def _gemm_spec(name: str, t: Tiles, head_dim: int, causal: bool, align: CausalAlign, e: int) -> dict:
+    """A GEMM kernel's KernelPlan fields from its KernelSpec (defines, shared memory, the loop's
+    instructions): functions of the spec, its tiles, head_dim, mask and element bytes alone,
+    remembered (a Plan's two to four GEMMs ask each time; the spec by identity: a test may put
+    another in its place)."""
+    spec = SPECS[name]
+    key = (name, id(spec), t, head_dim, causal, align, e)
+    held = _GEMM_SPEC.get(key)
+    if held is not None and held[0] is spec:
+        return held[1]
+    defines = kernel_defines(name, BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
+                             NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=head_dim,
+                             **_mask_defines(causal, align))
+    out = dict(
+        defines=defines,
+        # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
+        smem_bytes=SPECS[name].smem(defines, e),
         loop_issue=SPECS[name].loop_issue(defines, e) if SPECS[name].loop_issue else 0.0,
     )
+    if len(_GEMM_SPEC) > 4096:  # bounded: tiles and head_dims asked for
+        _GEMM_SPEC.clear()
+    _GEMM_SPEC[key] = (spec, out)
+    return out
 
 
 def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
@@ -659,8 +682,12 @@ def _split_work(tm: int, hi_key: tuple[str, bytes], outer: str) -> tuple[np.ndar
 def mask_defines(p: Problem) -> dict[str, int]:
     """The kernels' causal-mask defines: IS_CAUSAL and, when causal, the diagonal's alignment
     (CAUSAL_BOTTOM_RIGHT: row i sees keys j <= i + Nk - Nq; else j <= i)."""
-    br = p.causal and p.causal_align is CausalAlign.bottom_right
-    return {"IS_CAUSAL": int(p.causal), "CAUSAL_BOTTOM_RIGHT": int(br)}
+    return _mask_defines(p.causal, p.causal_align)
+
+
+def _mask_defines(causal: bool, align: CausalAlign) -> dict[str, int]:
+    return {"IS_CAUSAL": int(causal),
+            "CAUSAL_BOTTOM_RIGHT": int(causal and align is CausalAlign.bottom_right)}
 
 
 def window_defines(p: Problem) -> dict[str, int]:

@@ -53,6 +53,9 @@ def bucket(table: dict[int, tuple], d: int) -> tuple:
     return next(v for k, v in sorted(table.items()) if d <= k)
 
 
+_TILES: dict = {}  # FlashStyle.tiles' answers: (id(style), arch, ...) -> (style, tiles)
+
+
 @dataclass(frozen=True)
 class FlashStyle:
     """What distinguishes FA2 from FA3 in the shared Q-outer / K/V-outer loop nests."""
@@ -67,13 +70,24 @@ class FlashStyle:
     window_tiles: dict[str, dict[int, tuple]] = field(default_factory=dict)  # forward, WINDOW >= 0
 
     def tiles(self, p: Problem, hw: HardwareProfile, t: Tiles, bwd: bool) -> Tiles:
+        """The tiles of this style's table for the arch, direction, window and head_dim, the
+        ones asked for (`t`) first; remembered (a style is kept: its id is not reused)."""
+        window = not bwd and p.window is not None
+        key = (id(self), hw.arch, bwd, window, p.head_dim, t)
+        held = _TILES.get(key)
+        if held is not None and held[0] is self:
+            return held[1]
         table = self.bwd_tiles if bwd else self.fwd_tiles
         table = table[hw.arch] if hw.arch in table else next(iter(table.values()))
-        if not bwd and p.window is not None:
+        if window:
             table = {**table, **self.window_tiles.get(hw.arch, {})}
         bm, bn, w, st = bucket(table, p.head_dim)
-        return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
-                     stages=t.stages or st)
+        out = Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
+                    stages=t.stages or st)
+        if len(_TILES) > 4096:  # bounded: archs, head_dims and tiles asked for
+            _TILES.clear()
+        _TILES[key] = (self, out)
+        return out
 
     def plan(self, p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         check_head_dim(self.name, p)

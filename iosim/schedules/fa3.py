@@ -47,7 +47,7 @@ from dataclasses import replace
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
-from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
+from iosim.core.plan import KernelPlan, Plan, ctas_per_sm, revised
 from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
 from iosim.kernels import DQ_WRITER, FA3_BWD_STATIC_SMEM, SPECS, fa3_bwd_consumers, kernel_defines, source
@@ -128,7 +128,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         threads = 32 * warps + PRODUCER_THREADS
         values = {n: v for n, v in k.defines.items() if n in SPECS[k.name].defines}
         values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=0)
-        k = replace(k, threads=threads, regs_per_thread=budget(threads),
+        k = revised(k, threads=threads, regs_per_thread=budget(threads),
                     defines=kernel_defines(k.name, **values), tile_trips=whole_tiles(p, k))
         ks.append(fp8_attention(p, k, t.lazy_rescale, t.persistent, hw) if fp8 else k)
     if fp8 and p.fp8_scaling is not Fp8Scaling.given:

@@ -28,16 +28,28 @@ def softmax_threads(nk: int) -> int:
     return min(256, max(64, 1 << max(0, (max(1, nk // 32) - 1).bit_length())))
 
 
+_GEMM_TILES: dict = {}  # (id(table), head_dim, tiles asked for) -> (table, gemm_tiles')
+
+
 def gemm_tiles(table: dict, p: Problem, t: Tiles) -> Tiles:
     # the bucket of the next head_dim up (the largest one beyond it: naive has no limit on d).
     # A d below the bucket's BLOCK_K takes the power of two >= d (>= 16, the MMA's k): the
     # kernel's swizzle needs tile rows of 2, 4 or a multiple of 8 16-byte chunks, and zero-fills
-    # the ragged end of k.
+    # the ragged end of k. Remembered (the table is kept, so its id is not reused; Tiles are
+    # frozen): a function of the table, head_dim and the tiles asked for alone.
+    key = (id(table), p.head_dim, t)
+    held = _GEMM_TILES.get(key)
+    if held is not None and held[0] is table:
+        return held[1]
     bm, bn, bk, st, w = next((v for k, v in sorted(table.items()) if p.head_dim <= k),
                              table[max(table)])
-    return Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
-                 block_k=t.block_k or min(bk, pow2_at_least(p.head_dim, 16)), warps=t.warps or w,
-                 stages=t.stages or st)
+    out = Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
+                block_k=t.block_k or min(bk, pow2_at_least(p.head_dim, 16)), warps=t.warps or w,
+                stages=t.stages or st)
+    if len(_GEMM_TILES) > 4096:  # bounded: head_dims and tiles asked for
+        _GEMM_TILES.clear()
+    _GEMM_TILES[key] = (table, out)
+    return out
 
 
 def row_reads(p: Problem) -> int:
