@@ -330,7 +330,7 @@ def _one(x: np.ndarray | float):
     of one profile: pnorm's fast path), else x (a float: itself)."""
     if isinstance(x, float):
         return x
-    v = float(x[0]) if len(x) else 1.0
+    v = float(x.flat[0]) if x.size else 1.0
     return v if (x == v).all() else x
 
 
@@ -446,6 +446,26 @@ class Trip:
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
             out[..., at] = Trip(terms[:, at])._time(code, port[at], level[..., at], n[..., at], q,
                                                     latency[at])
+        return out
+
+    def time_runs(self, runs, port, level, n, sync_overlap, latency) -> np.ndarray:
+        """Trip.time of _schedule's trips laid out as (3, rows): plain trips, masked ones and
+        epilogues (asynchronous), of rows sorted by policy (`runs`: each policy's code, first
+        row and end row; the arguments' last two axes (3, rows)): each policy on its rows'
+        plain and masked trips at once and the epilogues on their own, as views (no gather:
+        a few rows' cost is numpy's calls)."""
+        terms = np.array([getattr(self, x) for x in TRIP]).reshape(len(TRIP), *np.shape(port))
+        out = np.empty(np.shape(level))
+        q = sync_overlap
+        thr, warp = Trip(terms)._sm(port, n)  # (every mma.sync policy's, at once)
+        for code, a, z in runs:
+            out[..., :2, a:z] = Trip(terms[:, :2, a:z])._time(
+                code, port[:2, a:z], level[..., :2, a:z], n[..., :2, a:z],
+                q if isinstance(q, float) else q[:2, a:z], latency[:2, a:z],
+                (thr[..., :2, a:z], warp[:2, a:z]))
+        out[..., 2, :] = Trip(terms[:, 2])._time(EPILOGUE, port[2], level[..., 2, :], n[..., 2, :],
+                                                 q if isinstance(q, float) else q[2], latency[2],
+                                                 (thr[..., 2, :], warp[2]))
         return out
 
     def _sm(self, port, n) -> tuple:
@@ -1035,6 +1055,12 @@ class Batch:
         return len(self.table)
 
     @cached_property
+    def codes(self) -> np.ndarray:
+        """Each kernel's policy, as Trip.time computes by (_policies)."""
+        t = self.table
+        return _policies(t[:, FACTS.index("policy")], t[:, FACTS.index("stages")])
+
+    @cached_property
     def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The periods laid end to end, once for every _schedule pass over the batch: per
         period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
@@ -1075,6 +1101,8 @@ _TRIP_IN = _at(tuple(x for names in (
 _TRIP_EPI = (np.arange(3 * 3 + 2, 3 * 11, 3),  # the epilogue's sram, ..., chained, policy, stages
              np.array([0.0] * 6 + [POLICIES["async"], 2.0]))
 _TRIP_MASKED = 3 * 2 + 1
+EPILOGUE = int(_policies(_TRIP_EPI[1][-2], _TRIP_EPI[1][-1]))  # the epilogue's policy (Trip.time_runs)
+RUNS = 8  # policy runs of _schedule's rows up to which Trip.time_runs takes them as views
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
@@ -1154,8 +1182,17 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     if only_cap is not None:
         tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
+    occ = occ[tried]
+    sort = 3 * len(case) > SUBSET  # _schedule's rows sorted by policy (Trip.time_runs), then back
+    if sort:
+        order = np.argsort(b.codes[kidx[case]], kind="stable")
+        case, occ = case[order], occ[order]
     g = _Facts(b.table[kidx[case]])
-    sched, _, *bits = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case], deps, bound)
+    sched, _, *bits = _schedule(g, _rates_of(rates[case], g), occ * g.sms, b, kidx[case], deps, bound)
+    if sort:
+        back = np.empty(len(order), np.int64)
+        back[order] = np.arange(len(order))
+        sched, bits = sched[back], [x[back] for x in bits]
     counts = tried.sum(axis=1)
     least = np.minimum.reduceat(sched, counts.cumsum() - counts)
     return (least, np.bitwise_or.reduceat(bits[0], counts.cumsum() - counts)) if deps else least
@@ -1493,8 +1530,18 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     resident = np.concatenate((n, n, n, n, n, n, res, res, res)).reshape(3, 3 * m)
     port_lat = np.zeros((2, 3, m))  # the trips' port and latency terms (the epilogue's none)
     port_lat[:, 0] = port_lat[:, 1] = loop_port, lat
-    t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, 3 * m), resident,
-                   q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, 3, m)
+    # rows sorted by policy (_shortest's): each policy's rows a run, taken as views
+    if 3 * m > SUBSET:
+        codes = _policies(f.policy, f.stages)
+        cut = (codes[1:] != codes[:-1]).nonzero()[0] + 1
+    if 3 * m > SUBSET and len(cut) < RUNS:
+        ends = [0, *cut.tolist(), m]
+        runs = [(int(codes[a]), a, z) for a, z in zip(ends[:-1], ends[1:])]
+        t = trips.time_runs(runs, port_lat[0], levels.reshape(3, 3, m), resident.reshape(3, 3, m),
+                            q if isinstance(q, float) else flat(q).reshape(3, m), port_lat[1])
+    else:
+        t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, 3 * m), resident,
+                       q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, 3, m)
     trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
     if deps:  # the bits of the same terms (Trip.deps): port's, level's (the larger of its
         # L2 and DRAM times: a relief of the other leaves it), latency's, the fill's
