@@ -1055,6 +1055,11 @@ class Batch:
         return len(self.table)
 
     @cached_property
+    def q(self) -> float | np.ndarray:
+        """The profiles' sync_overlap: a float where they share it (_one)."""
+        return _one(self.table[:, FACTS.index("q")])
+
+    @cached_property
     def codes(self) -> np.ndarray:
         """Each kernel's policy, as Trip.time computes by (_policies)."""
         t = self.table
@@ -1092,12 +1097,20 @@ FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one
 # _schedule's trips (a plain loop trip, a masked one, the epilogue): the facts of each that
 # Trip.of takes (_TRIP_OF, its arguments), then its policy and stages (Trip.time's), as FACTS
 # columns, the three trips' in a row; the epilogue's own (_TRIP_EPI: no bytes, no instructions
-# beyond its work, no barrier; an asynchronous trip); a masked trip's ALU work (the mask's on top)
+# beyond its work, no barrier; an asynchronous trip); a masked trip's ALU work (the mask's on top);
+# then the row's facts Trip.of takes (_TRIP_ROW, the same for its three trips: each trip's
+# entries of every argument laid out alike, end to end, numpy's fastest operands) and the
+# rates it takes (_TRIP_RATES)
 _TRIP_OF = ("flops", "exps", "alu", "sram", "extra", "fill", "shadow", "barrier", "chained")
+_TRIP_ROW = ("warps", "cyc", "apart", "under_pv", "in_step", "wg", "inst_per_op")
 _TRIP_IN = _at(tuple(x for names in (
     ("a_flops", "a_flops", "o_flops"), ("a_exps", "a_exps", "o_exps"), ("a_alu", "a_alu", "o_alu"),
     ("a_sram",) * 3, ("x_trip",) * 3, ("a_fill",) * 3, ("x_shadow",) * 3, ("barrier",) * 3,
-    ("x_chain",) * 3, ("policy",) * 3, ("stages",) * 3) for x in names), FACTS)
+    ("x_chain",) * 3, ("policy",) * 3, ("stages",) * 3, *((x,) * 3 for x in _TRIP_ROW))
+    for x in names), FACTS)
+_TRIP_RATES = ("tensor", "sfu", "alu", "sram", "issue", "inst_cycles", "mma_cycles", "chain_cycles")
+_TRIP_ROWS = 3 * (len(_TRIP_OF) + 2)  # the trips' own facts, before the row's
+TILE = 4096  # trip entries up to which _schedule lays out the rows' facts and rates as the trips'
 _TRIP_EPI = (np.arange(3 * 3 + 2, 3 * 11, 3),  # the epilogue's sram, ..., chained, policy, stages
              np.array([0.0] * 6 + [POLICIES["async"], 2.0]))
 _TRIP_MASKED = 3 * 2 + 1
@@ -1469,13 +1482,23 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # leading axis of the bandwidth share alone, which Trip.time's answer keeps. The three
     # trips' facts (_TRIP_IN) in one gather of the rows' facts, the epilogue's own set
     zero = np.zeros(m)
-    x = f.table.T[_TRIP_IN]  # (facts, m): each fact's entries contiguous
+    few = 3 * m <= TILE
+    x = f.table.T[_TRIP_IN if few else _TRIP_IN[:_TRIP_ROWS]]  # (facts, m): each fact's entries contiguous
     x[_TRIP_EPI[0]] = _TRIP_EPI[1][:, None]
     x[_TRIP_MASKED] += f.mask
-    parts = Trip.of(**dict(zip(_TRIP_OF, x.reshape(-1, 3, m))), warps=f.warps, r=r, cyc=f.cyc,
-                    apart=f.apart, under_pv=f.under_pv, in_step=f.in_step)
-    policy, stages = x[-6:].reshape(2, 3 * m)  # the three trips' (Trip.time's)
-    trips = Trip(**{x: flat(getattr(parts, x)) for x in TRIP})  # (each term's entries end to end)
+    x = x.reshape(-1, 3 * m)  # each fact's 3m entries (the three trips' end to end)
+    *args, policy, stages = x[:len(_TRIP_OF) + 2]  # (and the three trips' policy and stages)
+    if few:  # the row's facts and rates three times over, as the trips' (numpy's fastest operands)
+        row = dict(zip(_TRIP_ROW, x[len(_TRIP_OF) + 2:]))
+        rates = np.array([getattr(r, x) for x in _TRIP_RATES])
+        r3 = Rates.__new__(Rates)
+        r3.__dict__.update(zip(_TRIP_RATES, np.concatenate((rates, rates, rates), axis=1)),
+                           wgmma=row.pop("wg").astype(bool), inst_per_op=row.pop("inst_per_op"))
+        trips = Trip.of(**dict(zip(_TRIP_OF, args)), r=r3, **row)  # (each term's entries end to end)
+    else:  # many: broadcast (no copies)
+        parts = Trip.of(**{x: a.reshape(3, m) for x, a in zip(_TRIP_OF, args)}, warps=f.warps, r=r,
+                        cyc=f.cyc, apart=f.apart, under_pv=f.under_pv, in_step=f.in_step)
+        trips = Trip(**{x: flat(getattr(parts, x)) for x in TRIP})
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
@@ -1484,7 +1507,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     in_step = trips.tensor[:m] + trips.sfu[:m] + trips.alu[:m]
     fill = np.where(f.policy == POLICIES["warpspecialized"],
                     np.where(trips.apart[:m] > 0, np.maximum(turn, in_step), turn), 0.0)
-    q = _one(f.q)  # a float where the batch's profiles share it (pnorm's fast path)
+    q = b.q if isinstance(b.q, float) else _one(f.q)  # a float where the profiles share it (pnorm's fast path)
 
     # Durations of one CTA when `conc` CTAs run at once: with the global bandwidth split
     # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
@@ -1518,11 +1541,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         return share * np.maximum((rd + wr + x) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
 
     rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
+    rd1, rd_f, wr_f = rd, f.fixed_r / ctas, f.fixed_w / ctas  # the first trip's loads; per CTA once
     # round trips the trip waits for (to L2 where the kernel's lines are there, else to DRAM),
     # and a wgmma consumer's waits at its GEMM turns
     lat = f.nsync * np.where(f.l2sync > 0, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
-    # through the SM's port: a trip's bytes, its reductions' once (their reads are the L2's)
-    loop_port, lv = port(rd - f.red, wr), level(rd, wr, shares, f.loop_x)
+    # a loop trip's bytes, the fixed part's and the first trip's loads, as the rows of one
+    # stack: through the SM's port (a trip's reductions' once: their reads are the L2's), and
+    # the L2/DRAM time of one CTA (`solo`: times the CTAs that share them)
+    loop_port, fixed_port, port1 = port(np.array([rd - f.red, rd_f, rd1]), np.array([wr, wr_f, zero]))
+    solo = level(np.array([rd, rd_f, rd1]), np.array([wr, wr_f, zero]), 1.0, np.array([f.loop_x, zero, zero]))
+    lv = shares * solo[0]
     # the epilogue as an asynchronous trip with no bytes of its own; rows: the bandwidth
     # shared, the SM's units alone, and those at the last wave's `res` CTAs an SM
     levels = np.zeros((3, 3, m))
@@ -1565,11 +1593,10 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         d_fill = np.where(f.policy == POLICIES["warpspecialized"], np.where(
             trips.apart[:m] > 0, _max_deps([turn, in_step], [d_turn, td.tensor[:m] | td.sfu[:m] | td.alu[:m]]),
             d_turn), 0)
-    loop_rw = rd, wr
-    rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
+    rd, wr = rd_f, wr_f
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
-    fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, np.array([conc, zero, zero]))), epilogue], q)
+    fixed = pnorm([np.maximum(fixed_port, np.array([conc, zero, zero]) * solo[1]), epilogue], q)
     fixed, fixed_t = fixed[:2] + fill, fixed[2]
     # a CTA that holds its SM alone (its shared memory admits one CTA an SM) waits, before its
     # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
@@ -1580,8 +1607,6 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # would let the fit trade fa1's backward's L2 waits against the launch overhead)
     ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
             & (f.occ == 1))
-    rd1 = f.loop_r / f.steps  # the first trip's loads
-    port1 = port(rd1, 0.0)
     drain = f.drain * r.load_latency
     ring = np.where(ring, r.load_latency + port1 + drain, 0.0)
     fixed, fixed_t = fixed + ring, fixed_t + (fill + ring)
@@ -1635,7 +1660,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     if b.periods:  # unequal CTAs: durations of one period summed with the shared bandwidth,
         # one by one without (rows grouped by kernel period length)
         # a loop trip's and the fixed part's L2/DRAM time per CTA sharing them
-        lv1, lf1 = level(*loop_rw, 1.0, f.loop_x), level(rd, wr, 1.0)
+        lv1, lf1 = solo[0], solo[1]
         lengths, begin, trips_of, masked_of = b.stacks
         pid = b.pidx[kidx] + 1
         ix = np.flatnonzero(lengths[pid] > 0)
@@ -1691,7 +1716,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # grows with the SM count, and more SMs must never come out slower); a lone CTA's ring
     # waits them through its port already. Its last CTAs wait for their stores' drain (a lone
     # CTA's: in its ring).
-    burst = np.minimum(level(rd1, 0.0, ctas), chain)
+    burst = np.minimum(ctas * solo[2], chain)
     edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
     if deps:
         # the unequal rows: the schedule of their CTAs (the SM-side durations, d_c's terms) and
