@@ -410,15 +410,14 @@ class Trip:
             warp_other=((other - chained) * r.inst_cycles + chained * r.chain_cycles) / warps * cyc,
             # consumers in step share the tensor cores at once: no turns
             groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
-            apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
-            under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)),
-            in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)),
+            apart=np.where(wg, apart, 0.0), under_pv=np.where(wg, under_pv, 0.0),
+            in_step=np.where(wg, in_step, 0.0),
             # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
             # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
             # MMAs at once, and each waits on average for (w - 1) / w of the
             # sub-partition's tensor time (its share of the CTA's)
             queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
-                           * flops / r.tensor) + np.zeros(np.shape(flops)))
+                           * flops / r.tensor))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -1127,8 +1126,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     seconds of cases of unequal CTAs are a lower bound on theirs (_schedule's `bound`, at
     every occupancy below the cap too), those of the others the same to the bit."""
     table = b.table
-    rates = b.rates[kidx] * RELIEF_FACTORS[relief]
-    f = _Facts(table[kidx])
+    rates = b.rates.take(kidx, 0) * RELIEF_FACTORS.take(relief, 0)  # (take: a faster gather)
+    f = _Facts(table.take(kidx, 0))
     r = _rates_of(rates, f)
     limits = _fluid(f, r)
     top = limits.max(axis=0)
@@ -1200,8 +1199,8 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     if sort:
         order = np.argsort(b.codes[kidx[case]], kind="stable")
         case, occ = case[order], occ[order]
-    g = _Facts(b.table[kidx[case]])
-    sched, _, *bits = _schedule(g, _rates_of(rates[case], g), occ * g.sms, b, kidx[case], deps, bound)
+    g = _Facts(b.table.take(kidx[case], 0))
+    sched, _, *bits = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kidx[case], deps, bound)
     if sort:
         back = np.empty(len(order), np.int64)
         back[order] = np.arange(len(order))
@@ -1752,13 +1751,11 @@ MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best foun
 
 
 def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarray,
-           relaxed: np.ndarray) -> np.ndarray:
+           relaxed: np.ndarray, first: np.ndarray, top: np.ndarray) -> np.ndarray:
     """(kernels, RELIEFS) lower bounds on each relief's time; `relaxed` (the times known so
     far) gets the exact ones: the launch relief's (the busy time stays) and those of rates a
-    kernel never uses (they change nothing)."""
+    kernel never uses (they change nothing). `first`, `top`: lim's argmax and max per kernel."""
     seconds = busy + launch
-    top = lim.max(axis=1)
-    first = lim.argmax(axis=1)
     second = np.where(np.arange(lim.shape[1]) == first[:, None], -np.inf, lim).max(axis=1)
     # a unit's or level's relief: never below half the time, nor below another unit's or
     # level's time; the others' (port, latency, launch): never below any
@@ -1859,23 +1856,24 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
     busy_all, limits_all, *bits = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n),
                                         deps=limiter_too and not every)
-    busy = busy_all.reshape(n, step)[:, 0]  # (each kernel's first case: its profile's rates)
+    busy_all = busy_all.reshape(n, step)
+    busy = busy_all[:, 0]  # (each kernel's first case: its profile's rates)
     lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
     launch = b.launch
-    busiest = lim.argmax(axis=1)
-    util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
+    busiest, top = lim.argmax(axis=1), lim.max(axis=1)  # (the largest: the busiest's)
+    some = busy > 0
+    util = np.where(some, top / np.where(some, busy, 1.0), 1.0)
     out = Predicted(busy + launch, busiest, util)
     if not limiter_too:
         return out
-    relaxed = np.empty((n, nr))
-    relaxed.fill(np.nan)
+    relaxed = np.full((n, nr), np.nan)
     if every:
-        relaxed[:, :LAUNCH] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
+        relaxed[:, :LAUNCH] = busy_all[:, 1:] + launch[:, None]
     need = np.ones((n, nr), bool)
     # a rate the kernel never uses changes nothing (latency and launch: always used)
     need[:, LIMIT_AT] = lim > 0
     need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
-    lower = _lower(busy, launch, lim, need, relaxed)
+    lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
     if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
         same = (bits[0][:, None] >> np.arange(LAUNCH)) & 1 == 0
         seconds = (busy + launch)[:, None]
