@@ -458,13 +458,13 @@ class Trip:
         q = sync_overlap
         thr, warp = Trip(terms)._sm(port, n)  # (every mma.sync policy's, at once)
         for code, a, z in runs:
-            out[..., :2, a:z] = Trip(terms[:, :2, a:z])._time(
+            out[..., :2, a:z] = _Terms(terms[:, :2, a:z])._time(
                 code, port[:2, a:z], level[..., :2, a:z], n[..., :2, a:z],
                 q if isinstance(q, float) else q[:2, a:z], latency[:2, a:z],
                 (thr[..., :2, a:z], warp[:2, a:z]))
-        out[..., 2, :] = Trip(terms[:, 2])._time(EPILOGUE, port[2], level[..., 2, :], n[..., 2, :],
-                                                 q if isinstance(q, float) else q[2], latency[2],
-                                                 (thr[..., 2, :], warp[2]))
+        out[..., 2, :] = _Terms(terms[:, 2])._time(EPILOGUE, port[2], level[..., 2, :], n[..., 2, :],
+                                                   q if isinstance(q, float) else q[2], latency[2],
+                                                   (thr[..., 2, :], warp[2]))
         return out
 
     def _sm(self, port, n) -> tuple:
@@ -604,6 +604,21 @@ class Trip:
         # a max that holds such a trip must hold its bits in every term: _schedule's do, each
         # of its terms holds the same trips)
         return d_lat | d_port | d_warp | d_level | d_thr
+
+
+class _Terms(Trip):
+    """A Trip whose terms are the rows of one array, each made a view only when _time asks
+    for it (the mma.sync policies given the SM's throughput ask for none)."""
+
+    def __init__(self, terms: np.ndarray):
+        self.terms = terms
+
+    def __getattr__(self, x: str) -> np.ndarray:
+        v = self.__dict__[x] = self.terms[_TRIP_AT[x]]
+        return v
+
+
+_TRIP_AT = {x: i for i, x in enumerate(TRIP)}
 
 
 # what a relief may change, as bits of RELIEFS (Trip.deps, _schedule's `deps`)
