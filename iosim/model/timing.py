@@ -1574,11 +1574,11 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     port_lat[:, 0] = port_lat[:, 1] = loop_port, lat
     # rows sorted by policy (_shortest's): each policy's rows a run, taken as views
     if 3 * m > SUBSET:
-        codes = _policies(f.policy, f.stages)
+        codes = b.codes.take(kidx)
         cut = (codes[1:] != codes[:-1]).nonzero()[0] + 1
     if 3 * m > SUBSET and len(cut) < RUNS:
         ends = [0, *cut.tolist(), m]
-        runs = [(int(codes[a]), a, z) for a, z in zip(ends[:-1], ends[1:])]
+        runs = list(zip(map(int, codes.take(ends[:-1]).tolist()), ends[:-1], ends[1:]))
         t = trips.time_runs(runs, port_lat[0], levels.reshape(3, 3, m), resident.reshape(3, 3, m),
                             q if isinstance(q, float) else flat(q).reshape(3, m), port_lat[1])
     else:
