@@ -447,21 +447,25 @@ class Trip:
                                                     latency[at])
         return out
 
-    def time_runs(self, runs, port, level, n, sync_overlap, latency) -> np.ndarray:
+    def time_runs(self, runs, port, level, n, sync_overlap, latency, masked=True) -> np.ndarray:
         """Trip.time of _schedule's trips laid out as (3, rows): plain trips, masked ones and
         epilogues (asynchronous), of rows sorted by policy (`runs`: each policy's code, first
         row and end row; the arguments' last two axes (3, rows)): each policy on its rows'
         plain and masked trips at once and the epilogues on their own, as views (no gather:
-        a few rows' cost is numpy's calls)."""
+        a few rows' cost is numpy's calls). Without `masked` trips (none of the rows has one),
+        those of the plain ones stand in for them (their time is taken no times)."""
         terms = np.array([getattr(self, x) for x in TRIP]).reshape(len(TRIP), *np.shape(port))
         out = np.empty(np.shape(level))
         q = sync_overlap
         thr, warp = Trip(terms)._sm(port, n)  # (every mma.sync policy's, at once)
+        k = 2 if masked else 1
         for code, a, z in runs:
-            out[..., :2, a:z] = _Terms(terms[:, :2, a:z])._time(
-                code, port[:2, a:z], level[..., :2, a:z], n[..., :2, a:z],
-                q if isinstance(q, float) else q[:2, a:z], latency[:2, a:z],
-                (thr[..., :2, a:z], warp[:2, a:z]))
+            out[..., :k, a:z] = _Terms(terms[:, :k, a:z])._time(
+                code, port[:k, a:z], level[..., :k, a:z], n[..., :k, a:z],
+                q if isinstance(q, float) else q[:k, a:z], latency[:k, a:z],
+                (thr[..., :k, a:z], warp[:k, a:z]))
+        if not masked:
+            out[..., 1, :] = out[..., 0, :]
         out[..., 2, :] = _Terms(terms[:, 2])._time(EPILOGUE, port[2], level[..., 2, :], n[..., 2, :],
                                                    q if isinstance(q, float) else q[2], latency[2],
                                                    (thr[..., 2, :], warp[2]))
@@ -1579,8 +1583,10 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     if 3 * m > SUBSET and len(cut) < RUNS:
         ends = [0, *cut.tolist(), m]
         runs = list(zip(map(int, codes.take(ends[:-1]).tolist()), ends[:-1], ends[1:]))
+        # (no masked trips: a masked trip's extra time is taken no times, 0 in its place)
+        masked = bool(b.periods) or bool(f.total_masked.any() or f.masked0.any())
         t = trips.time_runs(runs, port_lat[0], levels.reshape(3, 3, m), resident.reshape(3, 3, m),
-                            q if isinstance(q, float) else flat(q).reshape(3, m), port_lat[1])
+                            q if isinstance(q, float) else flat(q).reshape(3, m), port_lat[1], masked)
     else:
         t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, 3 * m), resident,
                        q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, 3, m)
