@@ -1241,7 +1241,9 @@ def _tile(x, k: int):
 
 def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
     """Rates of arrays from rate rows (RATE_FIELDS columns) and the cases' facts."""
-    return Rates(**dict(zip(RATE_FIELDS, rv.T)), wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
+    r = Rates.__new__(Rates)  # (its fields set at once: the dataclass's __init__ sets each)
+    r.__dict__.update(zip(RATE_FIELDS, rv.T), wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
+    return r
 
 
 def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port, lat,
@@ -1777,13 +1779,13 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     far) gets the exact ones: the launch relief's (the busy time stays) and those of rates a
     kernel never uses (they change nothing). `first`, `top`: lim's argmax and max per kernel."""
     seconds = busy + launch
-    second = np.where(np.arange(lim.shape[1]) == first[:, None], -np.inf, lim).max(axis=1)
+    largest = np.arange(len(LIMITS)) == first[:, None]
+    second = np.where(largest, -np.inf, lim).max(axis=1)
     # a unit's or level's relief: never below half the time, nor below another unit's or
     # level's time; the others' (port, latency, launch): never below any
     others = top[:, None].repeat(len(RELIEFS), axis=1)
     own = others.copy()
-    others[:, LIMIT_AT] = np.where(first[:, None] == np.arange(len(LIMITS)),
-                                   np.maximum(second, 0.0)[:, None], top[:, None])
+    others[:, LIMIT_AT] = np.where(largest, np.maximum(second, 0.0)[:, None], top[:, None])
     own[:, LIMIT_AT] = lim
     at = launch[:, None]
     lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
