@@ -448,27 +448,28 @@ class Trip:
         return out
 
     def time_runs(self, runs, port, level, n, sync_overlap, latency, masked=True) -> np.ndarray:
-        """Trip.time of _schedule's trips laid out as (3, rows): plain trips, masked ones and
-        epilogues (asynchronous), of rows sorted by policy (`runs`: each policy's code, first
-        row and end row; the arguments' last two axes (3, rows)): each policy on its rows'
-        plain and masked trips at once and the epilogues on their own, as views (no gather:
-        a few rows' cost is numpy's calls). Without `masked` trips (none of the rows has one),
-        those of the plain ones stand in for them (their time is taken no times)."""
+        """Trip.time of _schedule's trips laid out as (trips, rows): plain trips, masked ones
+        (where _schedule keeps them) and epilogues (asynchronous, the last), of rows sorted by
+        policy (`runs`: each policy's code, first row and end row; the arguments' last two
+        axes (trips, rows)): each policy on its rows' loop trips at once and the epilogues on
+        their own, as views (no gather: a few rows' cost is numpy's calls). Without `masked`
+        trips (none of the rows has one), the plain ones' times stand in for theirs (taken no
+        times)."""
         terms = np.array([getattr(self, x) for x in TRIP]).reshape(len(TRIP), *np.shape(port))
         out = np.empty(np.shape(level))
         q = sync_overlap
         thr, warp = Trip(terms)._sm(port, n)  # (every mma.sync policy's, at once)
-        k = 2 if masked else 1
+        k = len(port) - 1 if masked else 1  # (the epilogues: the last)
         for code, a, z in runs:
             out[..., :k, a:z] = _Terms(terms[:, :k, a:z])._time(
                 code, port[:k, a:z], level[..., :k, a:z], n[..., :k, a:z],
                 q if isinstance(q, float) else q[:k, a:z], latency[:k, a:z],
                 (thr[..., :k, a:z], warp[:k, a:z]))
-        if not masked:
+        if k < len(port) - 1:
             out[..., 1, :] = out[..., 0, :]
-        out[..., 2, :] = _Terms(terms[:, 2])._time(EPILOGUE, port[2], level[..., 2, :], n[..., 2, :],
-                                                   q if isinstance(q, float) else q[2], latency[2],
-                                                   (thr[..., 2, :], warp[2]))
+        out[..., -1, :] = _Terms(terms[:, -1])._time(EPILOGUE, port[-1], level[..., -1, :], n[..., -1, :],
+                                                     q if isinstance(q, float) else q[-1], latency[-1],
+                                                     (thr[..., -1, :], warp[-1]))
         return out
 
     def _sm(self, port, n) -> tuple:
@@ -1121,16 +1122,19 @@ FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one
 # rates it takes (_TRIP_RATES)
 _TRIP_OF = ("flops", "exps", "alu", "sram", "extra", "fill", "shadow", "barrier", "chained")
 _TRIP_ROW = ("warps", "cyc", "apart", "under_pv", "in_step", "wg", "inst_per_op")
-_TRIP_IN = _at(tuple(x for names in (
+_TRIP_FACTS = (
     ("a_flops", "a_flops", "o_flops"), ("a_exps", "a_exps", "o_exps"), ("a_alu", "a_alu", "o_alu"),
     ("a_sram",) * 3, ("x_trip",) * 3, ("a_fill",) * 3, ("x_shadow",) * 3, ("barrier",) * 3,
     ("x_chain",) * 3, ("policy",) * 3, ("stages",) * 3, *((x,) * 3 for x in _TRIP_ROW))
-    for x in names), FACTS)
+# the three trips' (plain, masked, epilogue), and (_schedule's rows without masked trips) the
+# plain one's and the epilogue's alone
+_TRIP_IN = {3: _at(tuple(x for names in _TRIP_FACTS for x in names), FACTS),
+            2: _at(tuple(x for names in _TRIP_FACTS for x in names[::2]), FACTS)}
 _TRIP_RATES = ("tensor", "sfu", "alu", "sram", "issue", "inst_cycles", "mma_cycles", "chain_cycles")
-_TRIP_ROWS = 3 * (len(_TRIP_OF) + 2)  # the trips' own facts, before the row's
+_TRIP_ROWS = len(_TRIP_OF) + 2  # each trip's own facts, before the row's
 TILE = 4096  # trip entries up to which _schedule lays out the rows' facts and rates as the trips'
-_TRIP_EPI = (np.arange(3 * 3 + 2, 3 * 11, 3),  # the epilogue's sram, ..., chained, policy, stages
-             np.array([0.0] * 6 + [POLICIES["async"], 2.0]))
+_TRIP_EPI = ({t: np.arange(t * 3 + t - 1, t * 11, t) for t in (2, 3)},  # the epilogue's sram, ...,
+             np.array([0.0] * 6 + [POLICIES["async"], 2.0]))  # chained, policy, stages (of t trips a row)
 _TRIP_MASKED = 3 * 2 + 1
 EPILOGUE = int(_policies(_TRIP_EPI[1][-2], _TRIP_EPI[1][-1]))  # the epilogue's policy (Trip.time_runs)
 RUNS = 8  # policy runs of _schedule's rows up to which Trip.time_runs takes them as views
@@ -1493,8 +1497,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
-    def flat(x):  # a (3 trips, m) or (m,) array as one of 3m entries
-        return x.ravel() if x.ndim == 2 else np.concatenate((x, x, x))
+    def flat(x):  # a (trips, m) or (m,) array as one of nt x m entries
+        return x.ravel() if x.ndim == 2 else np.concatenate((x,) * nt)
 
     # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
     # the epilogue (the work done once per CTA), in one Trip of 3m entries (the rates and the
@@ -1503,16 +1507,20 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # trips' facts (_TRIP_IN) in one gather of the rows' facts, the epilogue's own set
     zero = np.zeros(m)
     few = 3 * m <= TILE
-    x = f.table.T[_TRIP_IN if few else _TRIP_IN[:_TRIP_ROWS]]  # (facts, m): each fact's entries contiguous
-    x[_TRIP_EPI[0]] = _TRIP_EPI[1][:, None]
-    x[_TRIP_MASKED] += f.mask
-    x = x.reshape(-1, 3 * m)  # each fact's 3m entries (the three trips' end to end)
+    # (a few rows of which none has a masked trip, no unequal CTAs and no bits asked: the plain
+    # trip and the epilogue alone, `nt` trips a row; a masked trip's extra time is taken no times)
+    nt = 2 if few and not deps and not b.periods and not (f.total_masked.any() or f.masked0.any()) else 3
+    x = f.table.T[_TRIP_IN[nt] if few else _TRIP_IN[nt][:nt * _TRIP_ROWS]]  # (facts, m): each fact's entries contiguous
+    x[_TRIP_EPI[0][nt]] = _TRIP_EPI[1][:, None]
+    if nt == 3:
+        x[_TRIP_MASKED] += f.mask
+    x = x.reshape(-1, nt * m)  # each fact's entries of its trips (end to end)
     *args, policy, stages = x[:len(_TRIP_OF) + 2]  # (and the three trips' policy and stages)
     if few:  # the row's facts and rates three times over, as the trips' (numpy's fastest operands)
         row = dict(zip(_TRIP_ROW, x[len(_TRIP_OF) + 2:]))
         rates = np.array([getattr(r, x) for x in _TRIP_RATES])
         r3 = Rates.__new__(Rates)
-        r3.__dict__.update(zip(_TRIP_RATES, np.concatenate((rates, rates, rates), axis=1)),
+        r3.__dict__.update(zip(_TRIP_RATES, np.concatenate((rates,) * nt, axis=1)),
                            wgmma=row.pop("wg").astype(bool), inst_per_op=row.pop("inst_per_op"))
         trips = Trip.of(**dict(zip(_TRIP_OF, args)), r=r3, **row)  # (each term's entries end to end)
     else:  # many: broadcast (no copies)
@@ -1573,11 +1581,11 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     lv = shares * solo[0]
     # the epilogue as an asynchronous trip with no bytes of its own; rows: the bandwidth
     # shared, the SM's units alone, and those at the last wave's `res` CTAs an SM
-    levels = np.zeros((3, 3, m))
-    levels[:2, 0] = levels[:2, 1] = lv
-    resident = np.concatenate((n, n, n, n, n, n, res, res, res)).reshape(3, 3 * m)
-    port_lat = np.zeros((2, 3, m))  # the trips' port and latency terms (the epilogue's none)
-    port_lat[:, 0] = port_lat[:, 1] = loop_port, lat
+    levels = np.zeros((3, nt, m))
+    levels[:2, :nt - 1] = lv[:, None]
+    resident = np.concatenate((n,) * (2 * nt) + (res,) * nt).reshape(3, nt * m)
+    port_lat = np.zeros((2, nt, m))  # the trips' port and latency terms (the epilogue's none)
+    port_lat[0, :nt - 1], port_lat[1, :nt - 1] = loop_port, lat
     # rows sorted by policy (_shortest's): each policy's rows a run, taken as views
     if 3 * m > SUBSET:
         codes = b.codes.take(kidx)
@@ -1587,12 +1595,13 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         runs = list(zip(map(int, codes.take(ends[:-1]).tolist()), ends[:-1], ends[1:]))
         # (no masked trips: a masked trip's extra time is taken no times, 0 in its place)
         masked = bool(b.periods) or bool(f.total_masked.any() or f.masked0.any())
-        t = trips.time_runs(runs, port_lat[0], levels.reshape(3, 3, m), resident.reshape(3, 3, m),
-                            q if isinstance(q, float) else flat(q).reshape(3, m), port_lat[1], masked)
+        t = trips.time_runs(runs, port_lat[0], levels, resident.reshape(3, nt, m),
+                            q if isinstance(q, float) else flat(q).reshape(nt, m), port_lat[1], masked)
     else:
-        t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, 3 * m), resident,
-                       q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, 3, m)
-    trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
+        t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, nt * m), resident,
+                       q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, nt, m)
+    trip, epilogue = t[:, 0], t[:, -1]
+    extra = t[:, 1] - t[:, 0] if nt == 3 else (0.0, 0.0, 0.0)
     if deps:  # the bits of the same terms (Trip.deps): port's, level's (the larger of its
         # L2 and DRAM times: a relief of the other leaves it), latency's, the fill's
         td = _trip_deps(trips)
