@@ -1509,7 +1509,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     few = 3 * m <= TILE
     # (a few rows of which none has a masked trip, no unequal CTAs and no bits asked: the plain
     # trip and the epilogue alone, `nt` trips a row; a masked trip's extra time is taken no times)
-    nt = 2 if few and not deps and not b.periods and not (f.total_masked.any() or f.masked0.any()) else 3
+    masked = bool(b.periods) or bool(f.total_masked.any() or f.masked0.any())
+    nt = 2 if few and not deps and not masked else 3
     x = f.table.T[_TRIP_IN[nt] if few else _TRIP_IN[nt][:nt * _TRIP_ROWS]]  # (facts, m): each fact's entries contiguous
     x[_TRIP_EPI[0][nt]] = _TRIP_EPI[1][:, None]
     if nt == 3:
@@ -1594,7 +1595,6 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         ends = [0, *cut.tolist(), m]
         runs = list(zip(map(int, codes.take(ends[:-1]).tolist()), ends[:-1], ends[1:]))
         # (no masked trips: a masked trip's extra time is taken no times, 0 in its place)
-        masked = bool(b.periods) or bool(f.total_masked.any() or f.masked0.any())
         t = trips.time_runs(runs, port_lat[0], levels, resident.reshape(3, nt, m),
                             q if isinstance(q, float) else flat(q).reshape(nt, m), port_lat[1], masked)
     else:
