@@ -314,12 +314,19 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
 
 def _norm(ts, safe, q: float):
     """(Σ (t / safe)^q)^(1/q), one exponent q (as 0-d arrays: numpy takes those faster than
-    Python's floats, to the same bits)."""
-    e = np.array(q)
-    s = (ts[0] / safe) ** e
+    Python's floats, to the same bits; made once per exponent)."""
+    e = _EXPONENTS.get(q)
+    if e is None:
+        if len(_EXPONENTS) > 256:
+            _EXPONENTS.clear()
+        e = _EXPONENTS[q] = (np.array(q), np.array(1 / q))
+    s = (ts[0] / safe) ** e[0]
     for t in ts[1:]:
-        s = s + (t / safe) ** e
-    return s ** np.array(1 / q)
+        s = s + (t / safe) ** e[0]
+    return s ** e[1]
+
+
+_EXPONENTS: dict = {}  # _norm's exponent q -> (q, 1 / q) as 0-d arrays
 
 
 _TINY = np.array(5e-324)  # the smallest positive float (pnorm's)
@@ -1168,7 +1175,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     # (no unequal CTAs in the batch: none)
     paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else np.zeros(len(cap), bool)
     if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps, bound=bound)
+        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired if b.periods else None,
+                         deps=deps, bound=bound)
         best, bits = best if deps else (best, None)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
