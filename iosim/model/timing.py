@@ -314,12 +314,19 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
 
 def _norm(ts, safe, q: float):
     """(Σ (t / safe)^q)^(1/q), one exponent q (as 0-d arrays: numpy takes those faster than
-    Python's floats, to the same bits)."""
-    e = np.array(q)
-    s = (ts[0] / safe) ** e
+    Python's floats, to the same bits; made once per exponent)."""
+    e = _EXPONENTS.get(q)
+    if e is None:
+        if len(_EXPONENTS) > 256:
+            _EXPONENTS.clear()
+        e = _EXPONENTS[q] = (np.array(q), np.array(1 / q))
+    s = (ts[0] / safe) ** e[0]
     for t in ts[1:]:
-        s = s + (t / safe) ** e
-    return s ** np.array(1 / q)
+        s = s + (t / safe) ** e[0]
+    return s ** e[1]
+
+
+_EXPONENTS: dict = {}  # _norm's exponent q -> (q, 1 / q) as 0-d arrays
 
 
 _TINY = np.array(5e-324)  # the smallest positive float (pnorm's)
@@ -330,7 +337,7 @@ def _one(x: np.ndarray | float):
     of one profile: pnorm's fast path), else x (a float: itself)."""
     if isinstance(x, float):
         return x
-    v = float(x[0]) if len(x) else 1.0
+    v = float(x.flat[0]) if x.size else 1.0
     return v if (x == v).all() else x
 
 
@@ -410,15 +417,14 @@ class Trip:
             warp_other=((other - chained) * r.inst_cycles + chained * r.chain_cycles) / warps * cyc,
             # consumers in step share the tensor cores at once: no turns
             groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
-            apart=np.where(wg, apart, 0.0) + np.zeros(np.shape(flops)),
-            under_pv=np.where(wg, under_pv, 0.0) + np.zeros(np.shape(flops)),
-            in_step=np.where(wg, in_step, 0.0) + np.zeros(np.shape(flops)),
+            apart=np.where(wg, apart, 0.0), under_pv=np.where(wg, under_pv, 0.0),
+            in_step=np.where(wg, in_step, 0.0),
             # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
             # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
             # MMAs at once, and each waits on average for (w - 1) / w of the
             # sub-partition's tensor time (its share of the CTA's)
             queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
-                           * flops / r.tensor) + np.zeros(np.shape(flops)))
+                           * flops / r.tensor))
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -446,6 +452,31 @@ class Trip:
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
             out[..., at] = Trip(terms[:, at])._time(code, port[at], level[..., at], n[..., at], q,
                                                     latency[at])
+        return out
+
+    def time_runs(self, runs, port, level, n, sync_overlap, latency, masked=True) -> np.ndarray:
+        """Trip.time of _schedule's trips laid out as (trips, rows): plain trips, masked ones
+        (where _schedule keeps them) and epilogues (asynchronous, the last), of rows sorted by
+        policy (`runs`: each policy's code, first row and end row; the arguments' last two
+        axes (trips, rows)): each policy on its rows' loop trips at once and the epilogues on
+        their own, as views (no gather: a few rows' cost is numpy's calls). Without `masked`
+        trips (none of the rows has one), the plain ones' times stand in for theirs (taken no
+        times)."""
+        terms = np.array([getattr(self, x) for x in TRIP]).reshape(len(TRIP), *np.shape(port))
+        out = np.empty(np.shape(level))
+        q = sync_overlap
+        thr, warp = Trip(terms)._sm(port, n)  # (every mma.sync policy's, at once)
+        k = len(port) - 1 if masked else 1  # (the epilogues: the last)
+        for code, a, z in runs:
+            out[..., :k, a:z] = _Terms(terms[:, :k, a:z])._time(
+                code, port[:k, a:z], level[..., :k, a:z], n[..., :k, a:z],
+                q if isinstance(q, float) else q[:k, a:z], latency[:k, a:z],
+                (thr[..., :k, a:z], warp[:k, a:z]))
+        if k < len(port) - 1:
+            out[..., 1, :] = out[..., 0, :]
+        out[..., -1, :] = _Terms(terms[:, -1])._time(EPILOGUE, port[-1], level[..., -1, :], n[..., -1, :],
+                                                     q if isinstance(q, float) else q[-1], latency[-1],
+                                                     (thr[..., -1, :], warp[-1]))
         return out
 
     def _sm(self, port, n) -> tuple:
@@ -585,6 +616,21 @@ class Trip:
         # a max that holds such a trip must hold its bits in every term: _schedule's do, each
         # of its terms holds the same trips)
         return d_lat | d_port | d_warp | d_level | d_thr
+
+
+class _Terms(Trip):
+    """A Trip whose terms are the rows of one array, each made a view only when _time asks
+    for it (the mma.sync policies given the SM's throughput ask for none)."""
+
+    def __init__(self, terms: np.ndarray):
+        self.terms = terms
+
+    def __getattr__(self, x: str) -> np.ndarray:
+        v = self.__dict__[x] = self.terms[_TRIP_AT[x]]
+        return v
+
+
+_TRIP_AT = {x: i for i, x in enumerate(TRIP)}
 
 
 # what a relief may change, as bits of RELIEFS (Trip.deps, _schedule's `deps`)
@@ -1059,6 +1105,17 @@ class Batch:
         return len(self.table)
 
     @cached_property
+    def q(self) -> float | np.ndarray:
+        """The profiles' sync_overlap: a float where they share it (_one)."""
+        return _one(self.table[:, FACTS.index("q")])
+
+    @cached_property
+    def codes(self) -> np.ndarray:
+        """Each kernel's policy, as Trip.time computes by (_policies)."""
+        t = self.table
+        return _policies(t[:, FACTS.index("policy")], t[:, FACTS.index("stages")])
+
+    @cached_property
     def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The periods laid end to end, once for every _schedule pass over the batch: per
         period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
@@ -1090,15 +1147,28 @@ FEW = 1024  # cases up to which _busy schedules every occupancy of a case in one
 # _schedule's trips (a plain loop trip, a masked one, the epilogue): the facts of each that
 # Trip.of takes (_TRIP_OF, its arguments), then its policy and stages (Trip.time's), as FACTS
 # columns, the three trips' in a row; the epilogue's own (_TRIP_EPI: no bytes, no instructions
-# beyond its work, no barrier; an asynchronous trip); a masked trip's ALU work (the mask's on top)
+# beyond its work, no barrier; an asynchronous trip); a masked trip's ALU work (the mask's on top);
+# then the row's facts Trip.of takes (_TRIP_ROW, the same for its three trips: each trip's
+# entries of every argument laid out alike, end to end, numpy's fastest operands) and the
+# rates it takes (_TRIP_RATES)
 _TRIP_OF = ("flops", "exps", "alu", "sram", "extra", "fill", "shadow", "barrier", "chained")
-_TRIP_IN = _at(tuple(x for names in (
+_TRIP_ROW = ("warps", "cyc", "apart", "under_pv", "in_step", "wg", "inst_per_op")
+_TRIP_FACTS = (
     ("a_flops", "a_flops", "o_flops"), ("a_exps", "a_exps", "o_exps"), ("a_alu", "a_alu", "o_alu"),
     ("a_sram",) * 3, ("x_trip",) * 3, ("a_fill",) * 3, ("x_shadow",) * 3, ("barrier",) * 3,
-    ("x_chain",) * 3, ("policy",) * 3, ("stages",) * 3) for x in names), FACTS)
-_TRIP_EPI = (np.arange(3 * 3 + 2, 3 * 11, 3),  # the epilogue's sram, ..., chained, policy, stages
-             np.array([0.0] * 6 + [POLICIES["async"], 2.0]))
+    ("x_chain",) * 3, ("policy",) * 3, ("stages",) * 3, *((x,) * 3 for x in _TRIP_ROW))
+# the three trips' (plain, masked, epilogue), and (_schedule's rows without masked trips) the
+# plain one's and the epilogue's alone
+_TRIP_IN = {3: _at(tuple(x for names in _TRIP_FACTS for x in names), FACTS),
+            2: _at(tuple(x for names in _TRIP_FACTS for x in names[::2]), FACTS)}
+_TRIP_RATES = ("tensor", "sfu", "alu", "sram", "issue", "inst_cycles", "mma_cycles", "chain_cycles")
+_TRIP_ROWS = len(_TRIP_OF) + 2  # each trip's own facts, before the row's
+TILE = 4096  # trip entries up to which _schedule lays out the rows' facts and rates as the trips'
+_TRIP_EPI = ({t: np.arange(t * 3 + t - 1, t * 11, t) for t in (2, 3)},  # the epilogue's sram, ...,
+             np.array([0.0] * 6 + [POLICIES["async"], 2.0]))  # chained, policy, stages (of t trips a row)
 _TRIP_MASKED = 3 * 2 + 1
+EPILOGUE = int(_policies(_TRIP_EPI[1][-2], _TRIP_EPI[1][-1]))  # the epilogue's policy (Trip.time_runs)
+RUNS = 8  # policy runs of _schedule's rows up to which Trip.time_runs takes them as views
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
@@ -1110,8 +1180,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     seconds of cases of unequal CTAs are a lower bound on theirs (_schedule's `bound`, at
     every occupancy below the cap too), those of the others the same to the bit."""
     table = b.table
-    rates = b.rates[kidx] * RELIEF_FACTORS[relief]
-    f = _Facts(table[kidx])
+    rates = b.rates.take(kidx, 0) * RELIEF_FACTORS.take(relief, 0)  # (take: a faster gather)
+    f = _Facts(table.take(kidx, 0))
     r = _rates_of(rates, f)
     limits = _fluid(f, r)
     top = limits.max(axis=0)
@@ -1129,7 +1199,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     # (no unequal CTAs in the batch: none)
     paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else np.zeros(len(cap), bool)
     if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps, bound=bound)
+        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired if b.periods else None,
+                         deps=deps, bound=bound)
         best, bits = best if deps else (best, None)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
@@ -1178,8 +1249,17 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     if only_cap is not None:
         tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
-    g = _Facts(b.table[kidx[case]])
-    sched, _, *bits = _schedule(g, _rates_of(rates[case], g), occ[tried] * g.sms, b, kidx[case], deps, bound)
+    occ = occ[tried]
+    sort = 3 * len(case) > SUBSET  # _schedule's rows sorted by policy (Trip.time_runs), then back
+    if sort:
+        order = np.argsort(b.codes[kidx[case]], kind="stable")
+        case, occ = case[order], occ[order]
+    g = _Facts(b.table.take(kidx[case], 0))
+    sched, _, *bits = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kidx[case], deps, bound)
+    if sort:
+        back = np.empty(len(order), np.int64)
+        back[order] = np.arange(len(order))
+        sched, bits = sched[back], [x[back] for x in bits]
     counts = tried.sum(axis=1)
     least = np.minimum.reduceat(sched, counts.cumsum() - counts)
     return (least, np.bitwise_or.reduceat(bits[0], counts.cumsum() - counts)) if deps else least
@@ -1197,7 +1277,9 @@ def _tile(x, k: int):
 
 def _rates_of(rv: np.ndarray, f: _Facts) -> Rates:
     """Rates of arrays from rate rows (RATE_FIELDS columns) and the cases' facts."""
-    return Rates(**dict(zip(RATE_FIELDS, rv.T)), wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
+    r = Rates.__new__(Rates)  # (its fields set at once: the dataclass's __init__ sets each)
+    r.__dict__.update(zip(RATE_FIELDS, rv.T), wgmma=f.wg.astype(bool), inst_per_op=f.inst_per_op)
+    return r
 
 
 def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port, lat,
@@ -1447,8 +1529,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ctas, m = f.ctas, len(f.ctas)
     conc = np.minimum(ctas, slots)
 
-    def flat(x):  # a (3 trips, m) or (m,) array as one of 3m entries
-        return x.ravel() if x.ndim == 2 else np.concatenate((x, x, x))
+    def flat(x):  # a (trips, m) or (m,) array as one of nt x m entries
+        return x.ravel() if x.ndim == 2 else np.concatenate((x,) * nt)
 
     # three trips per row: a plain loop trip, a masked one (the mask's ALU work on top) and
     # the epilogue (the work done once per CTA), in one Trip of 3m entries (the rates and the
@@ -1456,13 +1538,28 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # leading axis of the bandwidth share alone, which Trip.time's answer keeps. The three
     # trips' facts (_TRIP_IN) in one gather of the rows' facts, the epilogue's own set
     zero = np.zeros(m)
-    x = f.table.T[_TRIP_IN]  # (facts, m): each fact's entries contiguous
-    x[_TRIP_EPI[0]] = _TRIP_EPI[1][:, None]
-    x[_TRIP_MASKED] += f.mask
-    parts = Trip.of(**dict(zip(_TRIP_OF, x.reshape(-1, 3, m))), warps=f.warps, r=r, cyc=f.cyc,
-                    apart=f.apart, under_pv=f.under_pv, in_step=f.in_step)
-    policy, stages = x[-6:].reshape(2, 3 * m)  # the three trips' (Trip.time's)
-    trips = Trip(**{x: flat(getattr(parts, x)) for x in TRIP})  # (each term's entries end to end)
+    few = 3 * m <= TILE
+    # (a few rows of which none has a masked trip, no unequal CTAs and no bits asked: the plain
+    # trip and the epilogue alone, `nt` trips a row; a masked trip's extra time is taken no times)
+    masked = bool(b.periods) or bool(f.total_masked.any() or f.masked0.any())
+    nt = 2 if few and not deps and not masked else 3
+    x = f.table.T[_TRIP_IN[nt] if few else _TRIP_IN[nt][:nt * _TRIP_ROWS]]  # (facts, m): each fact's entries contiguous
+    x[_TRIP_EPI[0][nt]] = _TRIP_EPI[1][:, None]
+    if nt == 3:
+        x[_TRIP_MASKED] += f.mask
+    x = x.reshape(-1, nt * m)  # each fact's entries of its trips (end to end)
+    *args, policy, stages = x[:len(_TRIP_OF) + 2]  # (and the three trips' policy and stages)
+    if few:  # the row's facts and rates three times over, as the trips' (numpy's fastest operands)
+        row = dict(zip(_TRIP_ROW, x[len(_TRIP_OF) + 2:]))
+        rates = np.array([getattr(r, x) for x in _TRIP_RATES])
+        r3 = Rates.__new__(Rates)
+        r3.__dict__.update(zip(_TRIP_RATES, np.concatenate((rates,) * nt, axis=1)),
+                           wgmma=row.pop("wg").astype(bool), inst_per_op=row.pop("inst_per_op"))
+        trips = Trip.of(**dict(zip(_TRIP_OF, args)), r=r3, **row)  # (each term's entries end to end)
+    else:  # many: broadcast (no copies)
+        parts = Trip.of(**{x: a.reshape(3, m) for x, a in zip(_TRIP_OF, args)}, warps=f.warps, r=r,
+                        cyc=f.cyc, apart=f.apart, under_pv=f.under_pv, in_step=f.in_step)
+        trips = Trip(**{x: flat(getattr(parts, x)) for x in TRIP})
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
@@ -1471,7 +1568,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     in_step = trips.tensor[:m] + trips.sfu[:m] + trips.alu[:m]
     fill = np.where(f.policy == POLICIES["warpspecialized"],
                     np.where(trips.apart[:m] > 0, np.maximum(turn, in_step), turn), 0.0)
-    q = _one(f.q)  # a float where the batch's profiles share it (pnorm's fast path)
+    q = b.q if isinstance(b.q, float) else _one(f.q)  # a float where the profiles share it (pnorm's fast path)
 
     # Durations of one CTA when `conc` CTAs run at once: with the global bandwidth split
     # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
@@ -1505,21 +1602,38 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         return share * np.maximum((rd + wr + x) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
 
     rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
+    rd1, rd_f, wr_f = rd, f.fixed_r / ctas, f.fixed_w / ctas  # the first trip's loads; per CTA once
     # round trips the trip waits for (to L2 where the kernel's lines are there, else to DRAM),
     # and a wgmma consumer's waits at its GEMM turns
     lat = f.nsync * np.where(f.l2sync > 0, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
-    # through the SM's port: a trip's bytes, its reductions' once (their reads are the L2's)
-    loop_port, lv = port(rd - f.red, wr), level(rd, wr, shares, f.loop_x)
+    # a loop trip's bytes, the fixed part's and the first trip's loads, as the rows of one
+    # stack: through the SM's port (a trip's reductions' once: their reads are the L2's), and
+    # the L2/DRAM time of one CTA (`solo`: times the CTAs that share them)
+    loop_port, fixed_port, port1 = port(np.array([rd - f.red, rd_f, rd1]), np.array([wr, wr_f, zero]))
+    solo = level(np.array([rd, rd_f, rd1]), np.array([wr, wr_f, zero]), 1.0, np.array([f.loop_x, zero, zero]))
+    lv = shares * solo[0]
     # the epilogue as an asynchronous trip with no bytes of its own; rows: the bandwidth
     # shared, the SM's units alone, and those at the last wave's `res` CTAs an SM
-    levels = np.zeros((3, 3, m))
-    levels[:2, 0] = levels[:2, 1] = lv
-    resident = np.concatenate((n, n, n, n, n, n, res, res, res)).reshape(3, 3 * m)
-    port_lat = np.zeros((2, 3, m))  # the trips' port and latency terms (the epilogue's none)
-    port_lat[:, 0] = port_lat[:, 1] = loop_port, lat
-    t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, 3 * m), resident,
-                   q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, 3, m)
-    trip, extra, epilogue = t[:, 0], t[:, 1] - t[:, 0], t[:, 2]
+    levels = np.zeros((3, nt, m))
+    levels[:2, :nt - 1] = lv[:, None]
+    resident = np.concatenate((n,) * (2 * nt) + (res,) * nt).reshape(3, nt * m)
+    port_lat = np.zeros((2, nt, m))  # the trips' port and latency terms (the epilogue's none)
+    port_lat[0, :nt - 1], port_lat[1, :nt - 1] = loop_port, lat
+    # rows sorted by policy (_shortest's): each policy's rows a run, taken as views
+    if 3 * m > SUBSET:
+        codes = b.codes.take(kidx)
+        cut = (codes[1:] != codes[:-1]).nonzero()[0] + 1
+    if 3 * m > SUBSET and len(cut) < RUNS:
+        ends = [0, *cut.tolist(), m]
+        runs = list(zip(map(int, codes.take(ends[:-1]).tolist()), ends[:-1], ends[1:]))
+        # (no masked trips: a masked trip's extra time is taken no times, 0 in its place)
+        t = trips.time_runs(runs, port_lat[0], levels, resident.reshape(3, nt, m),
+                            q if isinstance(q, float) else flat(q).reshape(nt, m), port_lat[1], masked)
+    else:
+        t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, nt * m), resident,
+                       q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, nt, m)
+    trip, epilogue = t[:, 0], t[:, -1]
+    extra = t[:, 1] - t[:, 0] if nt == 3 else (0.0, 0.0, 0.0)
     if deps:  # the bits of the same terms (Trip.deps): port's, level's (the larger of its
         # L2 and DRAM times: a relief of the other leaves it), latency's, the fill's
         td = _trip_deps(trips)
@@ -1542,11 +1656,10 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         d_fill = np.where(f.policy == POLICIES["warpspecialized"], np.where(
             trips.apart[:m] > 0, _max_deps([turn, in_step], [d_turn, td.tensor[:m] | td.sfu[:m] | td.alu[:m]]),
             d_turn), 0)
-    loop_rw = rd, wr
-    rd, wr = f.fixed_r / ctas, f.fixed_w / ctas
+    rd, wr = rd_f, wr_f
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
-    fixed = pnorm([np.maximum(port(rd, wr), level(rd, wr, np.array([conc, zero, zero]))), epilogue], q)
+    fixed = pnorm([np.maximum(fixed_port, np.array([conc, zero, zero]) * solo[1]), epilogue], q)
     fixed, fixed_t = fixed[:2] + fill, fixed[2]
     # a CTA that holds its SM alone (its shared memory admits one CTA an SM) waits, before its
     # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
@@ -1557,8 +1670,6 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # would let the fit trade fa1's backward's L2 waits against the launch overhead)
     ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
             & (f.occ == 1))
-    rd1 = f.loop_r / f.steps  # the first trip's loads
-    port1 = port(rd1, 0.0)
     drain = f.drain * r.load_latency
     ring = np.where(ring, r.load_latency + port1 + drain, 0.0)
     fixed, fixed_t = fixed + ring, fixed_t + (fill + ring)
@@ -1612,7 +1723,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     if b.periods:  # unequal CTAs: durations of one period summed with the shared bandwidth,
         # one by one without (rows grouped by kernel period length)
         # a loop trip's and the fixed part's L2/DRAM time per CTA sharing them
-        lv1, lf1 = level(*loop_rw, 1.0, f.loop_x), level(rd, wr, 1.0)
+        lv1, lf1 = solo[0], solo[1]
         lengths, begin, trips_of, masked_of = b.stacks
         pid = b.pidx[kidx] + 1
         ix = np.flatnonzero(lengths[pid] > 0)
@@ -1668,7 +1779,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # grows with the SM count, and more SMs must never come out slower); a lone CTA's ring
     # waits them through its port already. Its last CTAs wait for their stores' drain (a lone
     # CTA's: in its ring).
-    burst = np.minimum(level(rd1, 0.0, ctas), chain)
+    burst = np.minimum(ctas * solo[2], chain)
     edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
     if deps:
         # the unequal rows: the schedule of their CTAs (the SM-side durations, d_c's terms) and
@@ -1704,20 +1815,18 @@ MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best foun
 
 
 def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarray,
-           relaxed: np.ndarray) -> np.ndarray:
+           relaxed: np.ndarray, first: np.ndarray, top: np.ndarray) -> np.ndarray:
     """(kernels, RELIEFS) lower bounds on each relief's time; `relaxed` (the times known so
     far) gets the exact ones: the launch relief's (the busy time stays) and those of rates a
-    kernel never uses (they change nothing)."""
+    kernel never uses (they change nothing). `first`, `top`: lim's argmax and max per kernel."""
     seconds = busy + launch
-    top = lim.max(axis=1)
-    first = lim.argmax(axis=1)
-    second = np.where(np.arange(lim.shape[1]) == first[:, None], -np.inf, lim).max(axis=1)
+    largest = np.arange(len(LIMITS)) == first[:, None]
+    second = np.where(largest, -np.inf, lim).max(axis=1)
     # a unit's or level's relief: never below half the time, nor below another unit's or
     # level's time; the others' (port, latency, launch): never below any
     others = top[:, None].repeat(len(RELIEFS), axis=1)
     own = others.copy()
-    others[:, LIMIT_AT] = np.where(first[:, None] == np.arange(len(LIMITS)),
-                                   np.maximum(second, 0.0)[:, None], top[:, None])
+    others[:, LIMIT_AT] = np.where(largest, np.maximum(second, 0.0)[:, None], top[:, None])
     own[:, LIMIT_AT] = lim
     at = launch[:, None]
     lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
@@ -1811,23 +1920,24 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
     busy_all, limits_all, *bits = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n),
                                         deps=limiter_too and not every)
-    busy = busy_all.reshape(n, step)[:, 0]  # (each kernel's first case: its profile's rates)
+    busy_all = busy_all.reshape(n, step)
+    busy = busy_all[:, 0]  # (each kernel's first case: its profile's rates)
     lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
     launch = b.launch
-    busiest = lim.argmax(axis=1)
-    util = np.where(busy > 0, lim[np.arange(n), busiest] / np.where(busy > 0, busy, 1.0), 1.0)
+    busiest, top = lim.argmax(axis=1), lim.max(axis=1)  # (the largest: the busiest's)
+    some = busy > 0
+    util = np.where(some, top / np.where(some, busy, 1.0), 1.0)
     out = Predicted(busy + launch, busiest, util)
     if not limiter_too:
         return out
-    relaxed = np.empty((n, nr))
-    relaxed.fill(np.nan)
+    relaxed = np.full((n, nr), np.nan)
     if every:
-        relaxed[:, :LAUNCH] = busy_all.reshape(n, step)[:, 1:] + launch[:, None]
+        relaxed[:, :LAUNCH] = busy_all[:, 1:] + launch[:, None]
     need = np.ones((n, nr), bool)
     # a rate the kernel never uses changes nothing (latency and launch: always used)
     need[:, LIMIT_AT] = lim > 0
     need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
-    lower = _lower(busy, launch, lim, need, relaxed)
+    lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
     if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
         same = (bits[0][:, None] >> np.arange(LAUNCH)) & 1 == 0
         seconds = (busy + launch)[:, None]
