@@ -761,6 +761,7 @@ def _picker(rows: list[int]):
 
 # a list column whose values are all of one of these types: as the array a frame infers from it
 _TYPED = {str: object, bool: bool, int: np.int64, float: np.float64}
+_LISTED = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64)}  # as_frame's
 
 
 def _typed(col: list):
@@ -809,6 +810,10 @@ def as_frame(cols: dict) -> pd.DataFrame:
             if type(ABSENT) in kinds:
                 col = [None if v is ABSENT else v for v in col]
                 kinds = set(map(type, col))
+            if len(kinds) == 1 and (kind := next(iter(kinds))) in _LISTED:
+                # one plain type: the list itself joins its dtype's block (made in one np.array)
+                same.setdefault(_LISTED[kind], []).append((j, col))
+                continue
             arr = _list_array(col, kinds)
             col = _inferred(col) if arr is None else arr
         elif isinstance(col, np.ndarray) and col.dtype.kind not in "biuf":
@@ -820,7 +825,15 @@ def as_frame(cols: dict) -> pd.DataFrame:
     for dtype, g in same.items():  # np.array: a third of np.stack's time (object: np.stack's
         # arrays of arrays, not an array of their cells' lists)
         cs = [c for _, c in g]
-        blocks.append((np.stack(cs) if dtype.kind == "O" else np.array(cs, dtype), [j for j, _ in g]))
+        try:
+            block = np.stack(cs) if dtype.kind == "O" else np.array(cs, dtype)
+        except OverflowError:  # a list's ints past int64's reach: each list as pandas infers it
+            for j, c in g:
+                arr = c if isinstance(c, np.ndarray) else _list_array(c, {int})
+                arr = _inferred(c) if arr is None else arr
+                blocks.append((arr[None] if isinstance(arr, np.ndarray) else arr, [j]))  # a 2-D block
+            continue
+        blocks.append((block, [j for j, _ in g]))
     if strs:
         import pyarrow as pa
         from pandas.arrays import ArrowStringArray
