@@ -556,7 +556,7 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     if at is not None:
         batch, heads, kv = batch[at], heads[at], kv[at]
     u_all = batch * kv  # pairs()
-    alone = bool((m == 1).all())  # a template a problem (predict's rows): nothing to repeat
+    alone = all(len(t.problems) == 1 for t in templates)  # a template a problem (predict's rows): nothing to repeat
     # each row's (template, pairs) among the model's answers (alone: the rows in order, each
     # array as it is) and its template (alone: unused)
     du, dm, back = ((u_all, m, slice(None)) if alone else
@@ -583,7 +583,7 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
     dr, dw = d_r.astype(np.int64), d_w.astype(np.int64)
     cap = np.array([t.hw.hbm_capacity_bytes for t in templates]).repeat(m)
-    strs = lambda names, at: _rep_rows(np.array(names, dtype=object)[at], alone) if alone else _Coded(list(names), at)  # noqa: E731
+    strs = lambda names, at: [names[i] for i in at.tolist()] if alone else _Coded(list(names), at)  # noqa: E731
     out.update({
         "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
         "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
@@ -618,7 +618,9 @@ def _fields(probs: list[Problem]) -> list[dict]:
 
 def _bound(bound: list, back: np.ndarray, limiter: bool, alone: bool):
     """The limiter's column: each (template, pairs)'s name a row (None without `limiter`)."""
-    if alone or (limiter and not all(type(b) is str for b in bound)):
+    if alone:  # a row each (template, pairs), in order
+        return list(bound)
+    if limiter and not all(type(b) is str for b in bound):
         return _rep_rows(_objects(bound)[back], alone)
     return _Coded(bound, back) if limiter else np.full(len(back), None, dtype=object)
 
@@ -841,8 +843,9 @@ def as_frame(cols: dict) -> pd.DataFrame:
         vals = list(cols.values())
         cells = ArrowStringArray(pa.array([v for j in strs for v in vals[j]], pa.large_string()), dtype=arrow_str)
         blocks += [(cells[i * n:(i + 1) * n], [j]) for i, j in enumerate(strs)]
-    return create_dataframe_from_blocks([(b, np.array(at, np.intp)) for b, at in blocks],
-                                        index=pd.RangeIndex(n), columns=names)
+    pos = np.arange(len(names), dtype=np.intp)  # a column's placement: a view of it
+    return create_dataframe_from_blocks([(b, pos[at[0]:at[0] + 1] if len(at) == 1 else np.array(at, np.intp))
+                                         for b, at in blocks], index=pd.RangeIndex(n), columns=names)
 
 
 def _list_array(col: list, kinds: set) -> np.ndarray | None:
