@@ -680,8 +680,11 @@ def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: b
     array, or Python ints where a column could pass int64's reach."""
     umax = float(u_all.max())
     if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
+        a = [sh.counts[0] for sh in shapes]
+        if not any(sh.affine for sh in shapes) and max(max(map(abs, aj)) for aj in a) < INT_MAX:
+            return list(np.array(a, np.int64).T)  # b = 0 throughout: a as it is, in int64's reach
         us = u_all.tolist()
-        a, b = [sh.counts[0] for sh in shapes], [sh.counts[1] for sh in shapes]
+        b = [sh.counts[1] for sh in shapes]
         # b = 0 throughout where not affine (a template of its own problem): a as it is
         vals = [[x + y * u for x, y in zip(aj, bj)] if sh.affine else aj
                 for aj, bj, u, sh in zip(a, b, us, shapes)]
