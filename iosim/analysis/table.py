@@ -446,18 +446,14 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
         ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]], ext[:, EXT["sram"]]]).T, peaks)
     roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
 
-    # the Plan's largest kernel (the first of equals), by roofline and by predicted time
-    owner = kt if one else np.arange(len(starts)).repeat(nks)  # each row's (template, pairs)
-
-    def largest(x: np.ndarray) -> np.ndarray:
-        first = (x == np.maximum.reduceat(x, starts).repeat(nks)).nonzero()[0]
-        at = owner[first]
-        return first[np.concatenate([[True], at[1:] != at[:-1]])]
-
-    main_at = largest(pred.seconds)
+    # the Plan's largest kernel (the first of equals), by roofline and by predicted time (both
+    # at once, a row each: a kernel's index where it is its Plan's largest, else past the end)
+    x = np.array([roof_s, pred.seconds])
+    at = np.where(x == np.maximum.reduceat(x, starts, axis=1).repeat(nks, axis=1), np.arange(len(kern)), len(kern))
+    roof_at, main_at = np.minimum.reduceat(at, starts, axis=1)
     # summed over the Plan's kernels
     roof, secs, d_r, d_w = np.add.reduceat(np.array([roof_s, pred.seconds, dram_r, dram_w]), starts, axis=1)
-    return _Model(roof, secs, d_r, d_w, roof_bound[largest(roof_s)], pred.busiest[main_at],
+    return _Model(roof, secs, d_r, d_w, roof_bound[roof_at], pred.busiest[main_at],
                   pred.util[main_at], pred.group_bound if limiter else [None] * len(starts))
 
 

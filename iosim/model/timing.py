@@ -1830,10 +1830,20 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     own[:, LIMIT_AT] = lim
     at = launch[:, None]
     lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
-    relaxed[:, LAUNCH] = lower[:, LAUNCH] = busy + launch / 2
-    idle = ~need
-    relaxed[idle] = lower[idle] = seconds[idle.nonzero()[0]]
+    _exact(busy, launch, need, relaxed, lower)
     return lower
+
+
+def _exact(busy: np.ndarray, launch: np.ndarray, need: np.ndarray, *into: np.ndarray) -> None:
+    """The reliefs' times known exactly (_lower's), written into each of `into` ((kernels,
+    RELIEFS) arrays): the launch relief's (the busy time stays) and those of rates a kernel
+    never uses (they change nothing)."""
+    at_launch = busy + launch / 2
+    idle = ~need
+    seconds = (busy + launch)[idle.nonzero()[0]]
+    for x in into:
+        x[:, LAUNCH] = at_launch
+        x[idle] = seconds
 
 
 def _chosen(times: np.ndarray) -> list[str]:
@@ -1937,7 +1947,12 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     # a rate the kernel never uses changes nothing (latency and launch: always used)
     need[:, LIMIT_AT] = lim > 0
     need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
-    lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
+    if every and not kernel_bounds:  # every relief known: the lower bounds' one use, each
+        # kernel's own limiter's search, is not asked for; the exact times alone
+        lower = None
+        _exact(busy, launch, need, relaxed)
+    else:
+        lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
     if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
         same = (bits[0][:, None] >> np.arange(LAUNCH)) & 1 == 0
         seconds = (busy + launch)[:, None]
