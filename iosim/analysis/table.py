@@ -395,6 +395,12 @@ class _Model:
     bound: list
 
 
+# roofline_table's counts taken from EXTENSIVE as they are: their columns, and EXTENSIVE's
+_ROOF_AS_IS = np.array([0, 1, 2, 5], np.intp)
+_ROOF_EXT = np.array([EXT[x] for x in ("flops", "exps", "alu", "sram")], np.intp)
+_DRAM_BYTES = timing.FACTS.index("dram_bytes")
+
+
 def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool) -> _Model:
     """The DRAM estimate and the cycle model of every template at each of its pairs (`u`, m[t]
     of them for template t, in order), in one numpy pass over every (problem, kernel) and
@@ -441,9 +447,12 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
 
     # per (problem, kernel): the roofline's terms, the time's
-    terms = timing.roofline_table(np.array([
-        ext[:, EXT["flops"]], ext[:, EXT["exps"]], ext[:, EXT["alu"]], dram_r + dram_w,
-        ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]], ext[:, EXT["sram"]]]).T, peaks)
+    # (the counts a column: gathered at once; the DRAM bytes' sum the facts table's)
+    counts = np.empty((len(kern), 6))
+    counts[:, _ROOF_AS_IS] = ext[:, _ROOF_EXT]
+    counts[:, 3] = b.table[:, _DRAM_BYTES]
+    np.add(ext[:, EXT["two_r"]], ext[:, EXT["two_w"]], out=counts[:, 4])
+    terms = timing.roofline_table(counts, peaks)
     roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
 
     # the Plan's largest kernel (the first of equals), by roofline and by predicted time (both
