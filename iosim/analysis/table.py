@@ -407,14 +407,16 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     (problem, DRAM access)."""
     uf = u.astype(np.float64)
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
-    nk, na = np.array([(len(sh.kern), len(sh.accs)) for sh in shapes], np.int64).reshape(-1, 2).T
-    k0 = nk.cumsum() - nk  # each template's first kernel among all templates' kernels
-    periods, pid = [], []
+    # (with k0: each template's first kernel among all templates' kernels)
+    sizes, periods, pid, k = [], [], [], 0
     for sh in shapes:
+        sizes.append((len(sh.kern), len(sh.accs), k))
+        k += len(sh.kern)
         for per in sh.periods:
             pid.append(-1 if per is None else len(periods))
             if per is not None:
                 periods.append(per)
+    nk, na, k0 = np.array(sizes, np.int64).reshape(-1, 3).T
     one = bool((m == 1).all())  # a problem a template (predict's rows): the rows in order
     kt, kp, ki = _rows_of(nk, m, one)
     kern = np.concatenate([sh.kern for sh in shapes])
@@ -423,7 +425,8 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     affine = any(sh.affine for sh in shapes)
     ext = kern[:, KERN["ext_a"]] + kern[:, KERN["ext_b"]] * uf[kp][:, None] if affine else kern[:, KERN["ext_a"]]
     inten, rates, slots = kern[:, KERN["inten"]], kern[:, KERN["rates"]], kern[:, KERN["slots"]][:, 0]
-    peaks = np.array([sh.peaks for sh in shapes], np.float64)[kt]
+    peaks = (np.array([sh.peaks for sh, (n, _, _) in zip(shapes, sizes) for _ in range(n)], np.float64)
+             .reshape(-1, len(ROOF) + 1) if one else np.array([sh.peaks for sh in shapes], np.float64)[kt])
     peaks, l2 = peaks[:, :-1], peaks[:, -1]
     # every (problem, DRAM access)
     at, ap, ai = _rows_of(na, m, one)

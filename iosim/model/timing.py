@@ -1943,8 +1943,7 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     # the profile's rates and every relief but the launch's (the last: _lower's, exactly)
     step = nr if every else 1
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
-    busy_all, limits_all, *bits = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n),
-                                        deps=limiter_too and not every)
+    busy_all, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too and not every)
     busy_all = busy_all.reshape(n, step)
     busy = busy_all[:, 0]  # (each kernel's first case: its profile's rates)
     lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
@@ -2048,6 +2047,16 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     out.bound = _chosen(relaxed) if kernel_bounds else None
     if len(starts):  # NaN where one kernel's is unknown
         out.group_bound = _chosen(np.add.reduceat(relaxed, starts, axis=0))
+    return out
+
+
+@lru_cache(maxsize=256)
+def _cases(n: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """predict_batch's first pass: each of n kernels with each of its first `step` cases
+    (kernels, cases), made once per size (read-only)."""
+    out = np.arange(n).repeat(step), _rep(np.arange(step), n)
+    for x in out:
+        x.setflags(write=False)
     return out
 
 
