@@ -1135,11 +1135,19 @@ class Batch:
         """The periods laid end to end, once for every _schedule pass over the batch: per
         period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
         period's (trips, masked trips) as float64."""
+        if not self.periods:  # (most batches of few kernels: no numpy call)
+            return _NO_STACKS
         length = np.array([0] + [len(pr[0]) for pr in self.periods], np.int64)
         start = np.concatenate(([0], np.cumsum(length)[:-1]))
         flat = (np.concatenate([np.zeros(0)] + [np.asarray(pr[j], np.float64) for pr in self.periods])
                 for j in (0, 1))
         return length, start, *flat
+
+
+# Batch.stacks without periods (read-only: shared by every such batch)
+_NO_STACKS = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(0))
+for _x in _NO_STACKS:
+    _x.setflags(write=False)
 
 
 def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) -> Batch:
