@@ -1873,11 +1873,10 @@ def _chosen(times: np.ndarray) -> list[str]:
     """ranked()'s first, per row of (rows, RELIEFS) times, of the reliefs whose times are known
     (not NaN): only the ones within 1e-8 of the shortest can share its rounded key, so only
     they are ranked."""
-    known = ~np.isnan(times)
-    best = np.where(known, times, np.inf).min(axis=1, keepdims=True)
-    near = known & (times <= best * (1 + 1e-8))
+    best = np.fmin.reduce(times, axis=1, keepdims=True)  # (the known's; NaN: none known)
+    near = times <= best * (1 + 1e-8)  # (NaN, unknown, compares False)
     first = near.argmax(axis=1)
-    out = [RELIEFS[j] for j in first]
+    out = [RELIEFS[j] for j in first.tolist()]
     for i in np.flatnonzero(near.sum(axis=1) > 1):
         out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
     return out
