@@ -131,7 +131,8 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         ks.append(fp8_attention(p, k, t.lazy_rescale, t.persistent, hw) if fp8 else k)
     if fp8 and p.fp8_scaling is not Fp8Scaling.given:
         ks[:0] = quant_kernels(p, ks[0].block_m, ks[0].block_n)
-    return replace(pl, kernels=tuple(ks))
+    # replace(pl, kernels=...) without its field walk: pl is new, none of its properties asked
+    return Plan(pl.schedule, pl.problem, pl.hw, tuple(ks), pl.notes)
 
 
 _FWD_DEFINES: dict = {}  # (entry, id(its spec), id(FlashStyle's defines), warps) -> (spec, defines, fa3's)
