@@ -157,6 +157,8 @@ NE = len(timing.EXTENSIVE)
 KERN = _span(("ext_a", NE), ("ext_b", NE), ("inten", len(timing.INTENSIVE)),
              ("rates", len(timing.RATE_FIELDS)), ("slots", 1))
 OCC, SMS = timing.INTENSIVE.index("occ"), timing.INTENSIVE.index("sms")
+KERN_WIDTH, KERN_SLOTS = KERN["slots"].stop, KERN["slots"].start
+KERN_OCC, KERN_SMS = KERN["inten"].start + OCC, KERN["inten"].start + SMS
 ACCS = _span(("kin", 1), ("acc_a", 2), ("acc_b", 2), ("reuse", 1), ("ahead", 1), ("write", 1))
 
 
@@ -318,16 +320,27 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         # ints, taken from the Plans' counts below), b = 0
         a = b = None
         bad = [False] * len(items)
-        ea = np.array(_joined(r.ext for r in raws), np.float64)
         aa = np.array(_joined(r.acc for r in raws), np.float64)
-        eb, ab = np.zeros(len(ea)), np.zeros(len(aa))
-    rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    inten = np.array(_joined(x for r in raws for x in r.inten), np.float64).reshape(-1, len(timing.INTENSIVE))
-    kern = np.concatenate([
-        ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
-        np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)),
-        # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
-        inten[:, [OCC]] * inten[:, [SMS]]], axis=1)
+        ab = np.zeros(len(aa))
+        # every kernel's row of KERN's columns in one list, one array (b = 0; slots below)
+        zeros, flat = [0] * ne, []
+        for (pl, hw, _, _), r in zip(items, raws):
+            ext = r.ext
+            for j, k in enumerate(pl.kernels):
+                flat += ext[j * ne:(j + 1) * ne]
+                flat += zeros
+                flat += r.inten[j]
+                flat += timing._rates(k, hw, pl.problem)
+                flat.append(0)
+        kern = np.array(flat, np.float64).reshape(-1, KERN_WIDTH)
+    if a is not None:
+        rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
+        inten = np.array(_joined(x for r in raws for x in r.inten), np.float64).reshape(-1, len(timing.INTENSIVE))
+        kern = np.concatenate([
+            ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
+            np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)), inten[:, :1]], axis=1)
+    # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
+    kern[:, KERN_SLOTS] = kern[:, KERN_OCC] * kern[:, KERN_SMS]
     side = np.array(_joined(getattr(r, f) for f in ("kin", "reuse", "ahead", "write") for r in raws),
                     np.float64).reshape(4, -1).T
     accs = np.concatenate([side[:, :1], aa.reshape(-1, 2), ab.reshape(-1, 2), side[:, 1:]], axis=1)

@@ -916,6 +916,17 @@ def _rates(k: KernelPlan, hw: HardwareProfile, p: Problem) -> tuple[float, ...]:
     return v
 
 
+def _ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:
+    """ctas_per_sm, remembered per profile: a function of the kernel's threads, registers and
+    shared memory alone."""
+    held = _held(hw)
+    key = ("occ", k.threads, k.regs_per_thread, k.smem_bytes)
+    v = held.get(key)
+    if v is None:
+        v = held[key] = ctas_per_sm(k, hw)
+    return v
+
+
 _PERIODS: dict = {}  # (id(trips), id(masked)) -> (trips, masked, _period's answer)
 
 
@@ -986,7 +997,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
            loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.units,
            reduced_loop_reads(k, p, spec, size) if p is not None else 0.0)
     nsync, in_l2, turns, apart, under_pv, in_step, barrier, chain = _spec_facts(k, spec)
-    inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
+    inten = (hw.sm_count, _ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              one0, masked0, wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, nsync, float(in_l2), turns, 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
