@@ -157,6 +157,8 @@ NE = len(timing.EXTENSIVE)
 KERN = _span(("ext_a", NE), ("ext_b", NE), ("inten", len(timing.INTENSIVE)),
              ("rates", len(timing.RATE_FIELDS)), ("slots", 1))
 OCC, SMS = timing.INTENSIVE.index("occ"), timing.INTENSIVE.index("sms")
+KERN_WIDTH, KERN_SLOTS = KERN["slots"].stop, KERN["slots"].start
+KERN_OCC, KERN_SMS = KERN["inten"].start + OCC, KERN["inten"].start + SMS
 ACCS = _span(("kin", 1), ("acc_a", 2), ("acc_b", 2), ("reuse", 1), ("ahead", 1), ("write", 1))
 
 
@@ -318,16 +320,27 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         # ints, taken from the Plans' counts below), b = 0
         a = b = None
         bad = [False] * len(items)
-        ea = np.array(_joined(r.ext for r in raws), np.float64)
         aa = np.array(_joined(r.acc for r in raws), np.float64)
-        eb, ab = np.zeros(len(ea)), np.zeros(len(aa))
-    rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    inten = np.array(_joined(x for r in raws for x in r.inten), np.float64).reshape(-1, len(timing.INTENSIVE))
-    kern = np.concatenate([
-        ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
-        np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)),
-        # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
-        inten[:, [OCC]] * inten[:, [SMS]]], axis=1)
+        ab = np.zeros(len(aa))
+        # every kernel's row of KERN's columns in one list, one array (b = 0; slots below)
+        zeros, flat = [0] * ne, []
+        for (pl, hw, _, _), r in zip(items, raws):
+            ext = r.ext
+            for j, k in enumerate(pl.kernels):
+                flat += ext[j * ne:(j + 1) * ne]
+                flat += zeros
+                flat += r.inten[j]
+                flat += timing._rates(k, hw, pl.problem)
+                flat.append(0)
+        kern = np.array(flat, np.float64).reshape(-1, KERN_WIDTH)
+    if a is not None:
+        rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
+        inten = np.array(_joined(x for r in raws for x in r.inten), np.float64).reshape(-1, len(timing.INTENSIVE))
+        kern = np.concatenate([
+            ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
+            np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)), inten[:, :1]], axis=1)
+    # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
+    kern[:, KERN_SLOTS] = kern[:, KERN_OCC] * kern[:, KERN_SMS]
     side = np.array(_joined(getattr(r, f) for f in ("kin", "reuse", "ahead", "write") for r in raws),
                     np.float64).reshape(4, -1).T
     accs = np.concatenate([side[:, :1], aa.reshape(-1, 2), ab.reshape(-1, 2), side[:, 1:]], axis=1)
@@ -395,20 +408,28 @@ class _Model:
     bound: list
 
 
+# roofline_table's counts taken from EXTENSIVE as they are: their columns, and EXTENSIVE's
+_ROOF_AS_IS = np.array([0, 1, 2, 5], np.intp)
+_ROOF_EXT = np.array([EXT[x] for x in ("flops", "exps", "alu", "sram")], np.intp)
+_DRAM_BYTES = timing.FACTS.index("dram_bytes")
+
+
 def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool) -> _Model:
     """The DRAM estimate and the cycle model of every template at each of its pairs (`u`, m[t]
     of them for template t, in order), in one numpy pass over every (problem, kernel) and
     (problem, DRAM access)."""
     uf = u.astype(np.float64)
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
-    nk, na = np.array([(len(sh.kern), len(sh.accs)) for sh in shapes], np.int64).reshape(-1, 2).T
-    k0 = nk.cumsum() - nk  # each template's first kernel among all templates' kernels
-    periods, pid = [], []
+    # (with k0: each template's first kernel among all templates' kernels)
+    sizes, periods, pid, k = [], [], [], 0
     for sh in shapes:
+        sizes.append((len(sh.kern), len(sh.accs), k))
+        k += len(sh.kern)
         for per in sh.periods:
             pid.append(-1 if per is None else len(periods))
             if per is not None:
                 periods.append(per)
+    nk, na, k0 = np.array(sizes, np.int64).reshape(-1, 3).T
     one = bool((m == 1).all())  # a problem a template (predict's rows): the rows in order
     kt, kp, ki = _rows_of(nk, m, one)
     kern = np.concatenate([sh.kern for sh in shapes])
@@ -417,7 +438,8 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     affine = any(sh.affine for sh in shapes)
     ext = kern[:, KERN["ext_a"]] + kern[:, KERN["ext_b"]] * uf[kp][:, None] if affine else kern[:, KERN["ext_a"]]
     inten, rates, slots = kern[:, KERN["inten"]], kern[:, KERN["rates"]], kern[:, KERN["slots"]][:, 0]
-    peaks = np.array([sh.peaks for sh in shapes], np.float64)[kt]
+    peaks = (np.array([sh.peaks for sh, (n, _, _) in zip(shapes, sizes) for _ in range(n)], np.float64)
+             .reshape(-1, len(ROOF) + 1) if one else np.array([sh.peaks for sh in shapes], np.float64)[kt])
     peaks, l2 = peaks[:, :-1], peaks[:, -1]
     # every (problem, DRAM access)
     at, ap, ai = _rows_of(na, m, one)
@@ -441,23 +463,22 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
 
     # per (problem, kernel): the roofline's terms, the time's
-    terms = timing.roofline_table(np.array([
-        ext[:, EXT["flops"]], ext[:, EXT["exps"]], ext[:, EXT["alu"]], dram_r + dram_w,
-        ext[:, EXT["two_r"]] + ext[:, EXT["two_w"]], ext[:, EXT["sram"]]]).T, peaks)
+    # (the counts a column: gathered at once; the DRAM bytes' sum the facts table's)
+    counts = np.empty((len(kern), 6))
+    counts[:, _ROOF_AS_IS] = ext[:, _ROOF_EXT]
+    counts[:, 3] = b.table[:, _DRAM_BYTES]
+    np.add(ext[:, EXT["two_r"]], ext[:, EXT["two_w"]], out=counts[:, 4])
+    terms = timing.roofline_table(counts, peaks)
     roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
 
-    # the Plan's largest kernel (the first of equals), by roofline and by predicted time
-    owner = kt if one else np.arange(len(starts)).repeat(nks)  # each row's (template, pairs)
-
-    def largest(x: np.ndarray) -> np.ndarray:
-        first = (x == np.maximum.reduceat(x, starts).repeat(nks)).nonzero()[0]
-        at = owner[first]
-        return first[np.concatenate([[True], at[1:] != at[:-1]])]
-
-    main_at = largest(pred.seconds)
+    # the Plan's largest kernel (the first of equals), by roofline and by predicted time (both
+    # at once, a row each: a kernel's index where it is its Plan's largest, else past the end)
+    x = np.array([roof_s, pred.seconds])
+    at = np.where(x == np.maximum.reduceat(x, starts, axis=1).repeat(nks, axis=1), np.arange(len(kern)), len(kern))
+    roof_at, main_at = np.minimum.reduceat(at, starts, axis=1)
     # summed over the Plan's kernels
     roof, secs, d_r, d_w = np.add.reduceat(np.array([roof_s, pred.seconds, dram_r, dram_w]), starts, axis=1)
-    return _Model(roof, secs, d_r, d_w, roof_bound[largest(roof_s)], pred.busiest[main_at],
+    return _Model(roof, secs, d_r, d_w, roof_bound[roof_at], pred.busiest[main_at],
                   pred.util[main_at], pred.group_bound if limiter else [None] * len(starts))
 
 

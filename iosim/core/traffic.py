@@ -21,6 +21,9 @@ def _merge(a: Mapping[str, int], b: Mapping[str, int]) -> Mapping[str, int]:
     return MappingProxyType({k: v for k, v in out.items() if v})
 
 
+_EMPTY: Mapping[str, int] = MappingProxyType({})  # read-only: one shared by every Traffic without
+
+
 def _clean(m: Mapping[str, int]) -> Mapping[str, int]:
     """Python ints, zero entries dropped (they carry no information), read-only."""
     return MappingProxyType({k: int(v) for k, v in m.items() if v})
@@ -32,8 +35,8 @@ def _clean(m: Mapping[str, int]) -> Mapping[str, int]:
 # it had frozen.
 @dataclass
 class Traffic:
-    reads: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    writes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    reads: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    writes: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     sram: int = 0
 
     def __post_init__(self) -> None:
@@ -50,7 +53,7 @@ class Traffic:
                      MappingProxyType({n: v * k for n, v in self.writes.items()}), self.sram * k)
 
     def __add__(self, o: Traffic) -> Traffic:
-        return Traffic(_merge(self.reads, o.reads), _merge(self.writes, o.writes), self.sram + o.sram)
+        return _made(_merge(self.reads, o.reads), _merge(self.writes, o.writes), self.sram + o.sram)
 
     @staticmethod
     def total(parts: Sequence[Traffic]) -> Traffic:
@@ -62,9 +65,9 @@ class Traffic:
                 reads[n] = reads.get(n, 0) + v
             for n, v in t.writes.items():
                 writes[n] = writes.get(n, 0) + v
-        return Traffic(MappingProxyType({n: v for n, v in reads.items() if v}),
-                       MappingProxyType({n: v for n, v in writes.items() if v}),
-                       sum(t.sram for t in parts))
+        return _made(MappingProxyType({n: v for n, v in reads.items() if v}),
+                     MappingProxyType({n: v for n, v in writes.items() if v}),
+                     sum(t.sram for t in parts))
 
     @property
     def hbm_read(self) -> int:
@@ -117,9 +120,9 @@ class Work:
 
 def reads(sram: bool = True, **tensors: int) -> Traffic:
     """HBM reads of the given tensors; each tile read lands in SRAM once when `sram`."""
-    return Traffic(reads=tensors, sram=sum(tensors.values()) if sram else 0)
+    return _made(_clean(tensors), _EMPTY, sum(tensors.values()) if sram else 0)
 
 
 def writes(sram: bool = True, **tensors: int) -> Traffic:
     """HBM writes of the given tensors; each tile is staged through SRAM once when `sram`."""
-    return Traffic(writes=tensors, sram=sum(tensors.values()) if sram else 0)
+    return _made(_EMPTY, _clean(tensors), sum(tensors.values()) if sram else 0)

@@ -916,6 +916,17 @@ def _rates(k: KernelPlan, hw: HardwareProfile, p: Problem) -> tuple[float, ...]:
     return v
 
 
+def _ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:
+    """ctas_per_sm, remembered per profile: a function of the kernel's threads, registers and
+    shared memory alone."""
+    held = _held(hw)
+    key = ("occ", k.threads, k.regs_per_thread, k.smem_bytes)
+    v = held.get(key)
+    if v is None:
+        v = held[key] = ctas_per_sm(k, hw)
+    return v
+
+
 _PERIODS: dict = {}  # (id(trips), id(masked)) -> (trips, masked, _period's answer)
 
 
@@ -986,7 +997,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
            loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.units,
            reduced_loop_reads(k, p, spec, size) if p is not None else 0.0)
     nsync, in_l2, turns, apart, under_pv, in_step, barrier, chain = _spec_facts(k, spec)
-    inten = (hw.sm_count, ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
+    inten = (hw.sm_count, _ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              one0, masked0, wg, warps, POLICIES[k.overlap], k.stages,
              hw.pipeline.sync_overlap, nsync, float(in_l2), turns, 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
@@ -1040,15 +1051,12 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     part, whole = np.array([ext[:, e["mask_alu"]], dram_r, dram_w]), np.array([total_masked, two_r, two_w])
     some = whole > 0
     two = two_r + two_w
-    out = np.empty((len(ctas), len(FACTS)))
-    # the facts taken as they are, a block each; then the computed ones
-    out[:, _AS_IS[0][0]], out[:, _AS_IS[1][0]] = inten[:, _AS_IS[0][1]], ext[:, _AS_IS[1][1]]
-    out[:, _STEP_AT] = loop / steps[:, None]
-    out[:, _ONCE_AT] = once / ctas[:, None]
-    out[:, _SHARE_AT] = np.where(some, part / np.where(some, whole, 1), 0.0).T
-    out[:, _PLAIN_AT] = np.array([reps, total_trips, total_masked, steps, two + ext[:, e["l2_extra"]],
-                                  dram_r + dram_w, two > 0]).T
-    return out
+    # the facts taken as they are and the computed ones, block by block end to end, then put
+    # in FACTS' order (_BLOCKS_AT: one gather)
+    return np.concatenate((inten, ext, loop / steps[:, None], once / ctas[:, None],
+                           np.where(some, part / np.where(some, whole, 1), 0.0).T,
+                           np.array([reps, total_trips, total_masked, steps, two + ext[:, e["l2_extra"]],
+                                     dram_r + dram_w, two > 0]).T), axis=1)[:, _BLOCKS_AT]
 
 
 def _as_is(names: tuple, computed: set) -> tuple[list, list]:
@@ -1077,6 +1085,24 @@ _AS_IS = (_as_is(INTENSIVE, _COMPUTED), _as_is(EXTENSIVE, _COMPUTED))
 if set(FACTS) != _COMPUTED | {FACTS[i] for i in _AS_IS[0][0] + _AS_IS[1][0]}:
     raise AssertionError("a fact that facts_table neither computes nor takes as it is")
 _AS_IS = tuple(tuple(np.array(x, np.intp) for x in pair) for pair in _AS_IS)  # fancy indices
+
+
+def _blocks_at() -> np.ndarray:
+    """Per column of FACTS, its column among facts_table's blocks laid end to end (INTENSIVE,
+    EXTENSIVE, then the computed blocks, in order: a later block's wins)."""
+    at, base = np.full(len(FACTS), -1, np.intp), 0
+    for cols, of, width in ((*_AS_IS[0], len(INTENSIVE)), (*_AS_IS[1], len(EXTENSIVE))):
+        at[cols] = base + of
+        base += width
+    for cols in (_STEP_AT, _ONCE_AT, _SHARE_AT, _PLAIN_AT):
+        at[cols] = base + np.arange(len(cols))
+        base += len(cols)
+    if (at < 0).any():
+        raise AssertionError("a fact facts_table does not make")
+    return at
+
+
+_BLOCKS_AT = _blocks_at()
 
 
 class _Facts:
@@ -1120,11 +1146,19 @@ class Batch:
         """The periods laid end to end, once for every _schedule pass over the batch: per
         period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
         period's (trips, masked trips) as float64."""
+        if not self.periods:  # (most batches of few kernels: no numpy call)
+            return _NO_STACKS
         length = np.array([0] + [len(pr[0]) for pr in self.periods], np.int64)
         start = np.concatenate(([0], np.cumsum(length)[:-1]))
         flat = (np.concatenate([np.zeros(0)] + [np.asarray(pr[j], np.float64) for pr in self.periods])
                 for j in (0, 1))
         return length, start, *flat
+
+
+# Batch.stacks without periods (read-only: shared by every such batch)
+_NO_STACKS = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(0))
+for _x in _NO_STACKS:
+    _x.setflags(write=False)
 
 
 def batch_of(jobs: Sequence[tuple[KernelPlan, Dram, HardwareProfile, Problem]]) -> Batch:
@@ -1830,21 +1864,30 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     own[:, LIMIT_AT] = lim
     at = launch[:, None]
     lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
-    relaxed[:, LAUNCH] = lower[:, LAUNCH] = busy + launch / 2
-    idle = ~need
-    relaxed[idle] = lower[idle] = seconds[idle.nonzero()[0]]
+    _exact(busy, launch, need, relaxed, lower)
     return lower
+
+
+def _exact(busy: np.ndarray, launch: np.ndarray, need: np.ndarray, *into: np.ndarray) -> None:
+    """The reliefs' times known exactly (_lower's), written into each of `into` ((kernels,
+    RELIEFS) arrays): the launch relief's (the busy time stays) and those of rates a kernel
+    never uses (they change nothing)."""
+    at_launch = busy + launch / 2
+    idle = ~need
+    seconds = (busy + launch)[idle.nonzero()[0]]
+    for x in into:
+        x[:, LAUNCH] = at_launch
+        x[idle] = seconds
 
 
 def _chosen(times: np.ndarray) -> list[str]:
     """ranked()'s first, per row of (rows, RELIEFS) times, of the reliefs whose times are known
     (not NaN): only the ones within 1e-8 of the shortest can share its rounded key, so only
     they are ranked."""
-    known = ~np.isnan(times)
-    best = np.where(known, times, np.inf).min(axis=1, keepdims=True)
-    near = known & (times <= best * (1 + 1e-8))
+    best = np.fmin.reduce(times, axis=1, keepdims=True)  # (the known's; NaN: none known)
+    near = times <= best * (1 + 1e-8)  # (NaN, unknown, compares False)
     first = near.argmax(axis=1)
-    out = [RELIEFS[j] for j in first]
+    out = [RELIEFS[j] for j in first.tolist()]
     for i in np.flatnonzero(near.sum(axis=1) > 1):
         out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
     return out
@@ -1918,8 +1961,7 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     # the profile's rates and every relief but the launch's (the last: _lower's, exactly)
     step = nr if every else 1
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
-    busy_all, limits_all, *bits = _busy(b, np.arange(n).repeat(step), _rep(np.arange(step), n),
-                                        deps=limiter_too and not every)
+    busy_all, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too and not every)
     busy_all = busy_all.reshape(n, step)
     busy = busy_all[:, 0]  # (each kernel's first case: its profile's rates)
     lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
@@ -1937,7 +1979,12 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     # a rate the kernel never uses changes nothing (latency and launch: always used)
     need[:, LIMIT_AT] = lim > 0
     need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
-    lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
+    if every and not kernel_bounds:  # every relief known: the lower bounds' one use, each
+        # kernel's own limiter's search, is not asked for; the exact times alone
+        lower = None
+        _exact(busy, launch, need, relaxed)
+    else:
+        lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
     if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
         same = (bits[0][:, None] >> np.arange(LAUNCH)) & 1 == 0
         seconds = (busy + launch)[:, None]
@@ -2018,6 +2065,16 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     out.bound = _chosen(relaxed) if kernel_bounds else None
     if len(starts):  # NaN where one kernel's is unknown
         out.group_bound = _chosen(np.add.reduceat(relaxed, starts, axis=0))
+    return out
+
+
+@lru_cache(maxsize=256)
+def _cases(n: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """predict_batch's first pass: each of n kernels with each of its first `step` cases
+    (kernels, cases), made once per size (read-only)."""
+    out = np.arange(n).repeat(step), _rep(np.arange(step), n)
+    for x in out:
+        x.setflags(write=False)
     return out
 
 

@@ -100,9 +100,10 @@ class BlockMap:
         return _block_map(p.seqlen_q, p.seqlen_k, p.causal, off, bm, bn)
 
     def _once(self, key, fn):
-        if key not in self._memo:
-            self._memo[key] = fn()
-        return self._memo[key]
+        v = self._memo.get(key, self._memo)  # the memo itself: not made yet (a value may be None)
+        if v is self._memo:
+            v = self._memo[key] = fn()
+        return v
 
     # ------------------------------------------------ per-block arrays (built on first use)
     @property
@@ -465,6 +466,11 @@ def last_first(bm: BlockMap | WindowMap, name: str, dtype=None) -> np.ndarray:
     """The map's per-query-block array `name` in launch order, the last query block first (a
     causal grid's longest CTAs first), as `dtype`; a BlockMap's is made once, the same array at
     every call (timing remembers a kernel's CTA period by its arrays)."""
+    if isinstance(bm, BlockMap):  # made already: no closure to build
+        held = bm._memo.get(("last_first", name, dtype))
+        if held is not None:
+            return held
+
     def make():
         out = getattr(bm, name)()[::-1]
         return read_only(out if dtype is None else out.astype(dtype))

@@ -133,6 +133,26 @@ def _fixed(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     return out
 
 
+_FWD_DEFINES: dict = {}  # (ids of its specs, id(aux), id(tile), split rows) -> (spec, aux, tile, answer)
+
+
+def _fwd_defines(main: str, aux: dict, tile: dict, split_rows: int) -> tuple:
+    """The forward's (defines, fa1_init's defines, K/V readers): functions of the specs, _fixed's
+    aux and tile defines (by identity: kept here) and the rows a CTA alone, remembered."""
+    spec = (SPECS[main], SPECS["fa1_init"])  # by identity: a test may put another in its place
+    key = (*map(id, spec), id(aux), id(tile), split_rows)
+    held = _FWD_DEFINES.get(key)
+    if (held is not None and held[0][0] is spec[0] and held[0][1] is spec[1] and held[1] is aux
+            and held[2] is tile):
+        return held[3]
+    defines = kernel_defines(main, **aux, **tile, SPLIT_ROWS=split_rows)
+    out = (defines, kernel_defines("fa1_init", **aux), spec[0].kv_readers(defines))
+    if len(_FWD_DEFINES) > 4096:  # bounded, as _FIXED
+        _FWD_DEFINES.clear()
+    _FWD_DEFINES[key] = (spec, aux, tile, out)
+    return out
+
+
 def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple[int, int]:
     """What of fa1's Plan depends on batch x heads besides the counts that grow with it: the
     (query, key) blocks a CTA takes."""
@@ -143,24 +163,23 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     t, main, aux, tile, smem, bm, qb, kb = _setup(p, hw, t)
     fwd, bh = p.direction is Direction.fwd, p.bh
     splits = -(-bm.tn // kb)
-    defines = kernel_defines(main, **aux, **tile,
-                             **({"SPLIT_ROWS": qb * t.block_m} if fwd else
-                                {"STAGES": t.stages, "SPLIT_COLS": kb * t.block_n,
-                                 "DQ_ATOMIC": int(splits > 1)}))
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
         tm = bm.tm
+        defines, init_defines, readers = _fwd_defines(main, aux, tile, qb * t.block_m)
         ks.append(KernelPlan("fa1_init", (tm, p.heads, p.batch), 128, 0, 32, t.block_m,
                              p.head_dim, fa1_init(p).scaled(bh), Work(),
                              trips=uniform(1), source=source("fa1_init"),
-                             defines=kernel_defines("fa1_init", **aux)))
+                             defines=init_defines))
         ks.append(KernelPlan("fa1_fwd", (-(-tm // qb), p.heads, p.batch), 32 * t.warps, smem,
                              REGS, t.block_m, t.block_n,
-                             **fa1_fwd(p, bm, qb, SPECS[main].kv_readers(defines)).launch(bh),
+                             **fa1_fwd(p, bm, qb, readers).launch(bh),
                              trips=bm.split_pairs(qb), masked=bm.split_diag(qb),
                              reuse=GQA_REUSE, overlap="drift", source=source(main),
                              defines=defines))
     else:
+        defines = kernel_defines(main, **aux, **tile, STAGES=t.stages, SPLIT_COLS=kb * t.block_n,
+                                 DQ_ATOMIC=int(splits > 1))
         n = p.seqlen_q * p.head_dim
         init = Traffic(writes={"dQacc": n * F32})
         ks.append(KernelPlan("fa1_bwd_init", (bm.tm, p.heads, p.batch), AUX_THREADS, 0, 32,

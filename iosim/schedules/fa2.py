@@ -94,19 +94,17 @@ class FlashStyle:
         bwd = p.direction is Direction.bwd
         t = self.tiles(p, hw, t, bwd)
         fwd_entry, bwd_entry = f"{self.name}_fwd", f"{self.name}_bwd"
-        tile = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
-                    NUM_WARPS=t.warps, STAGES=t.stages, **mask_defines(p))
         if bwd:
+            tile = dict(HEAD_DIM=p.head_dim, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
+                        NUM_WARPS=t.warps, STAGES=t.stages, **mask_defines(p))
             defines = kernel_defines(bwd_entry, **tile) if bwd_entry in SPECS else tile
             # a backward with no kernel (fa3's, modelled) takes fa2_bwd.cu's layout and reads
             # each operand once
             spec = SPECS.get(bwd_entry, SPECS["fa2_bwd"])
             rd = spec.bwd_readers(defines) if bwd_entry in SPECS else Readers()
+            smem = spec.smem(defines, p.elem_bytes)
         else:
-            spec = SPECS[fwd_entry]
-            defines = kernel_defines(fwd_entry, HEAD_DIM_PAD=spec.head_dim_pad(p.head_dim),
-                                     **tile, **window_defines(p))
-        smem = spec.smem(defines, p.elem_bytes)
+            defines, smem, readers = _fwd_spec(fwd_entry, t, p)
         check_smem(self.name, smem, hw, p)
         bm, bh = BlockMap.of(p, t.block_m, t.block_n), p.bh
         tm, tn = bm.tm, bm.tn
@@ -117,7 +115,7 @@ class FlashStyle:
             trips = last_first(bm, "row_tiles")
             ks.append(KernelPlan(fwd_entry, (tm, p.heads, p.batch), threads, smem,
                                  self.regs, t.block_m, t.block_n,
-                                 **fa2_fwd(p, bm, spec.kv_readers(defines)).launch(bh),
+                                 **fa2_fwd(p, bm, readers).launch(bh),
                                  trips=trips, masked=last_first(bm, "row_diag"),
                                  tile_trips=whole_tiles_of(p, bm, trips),  # ragged tiles in full
                                  stages=t.stages,
@@ -154,6 +152,29 @@ class FlashStyle:
                 ks.append(gqa_reduce(p, ("dK", "dV")))
         notes = f"{t.block_m}x{t.block_n} tiles, {t.warps} warps, {t.stages}-stage K/V pipeline"
         return Plan(self.name, p, hw.name, tuple(ks), notes)
+
+
+_FWD_SPEC: dict = {}  # (entry, id(its spec), id(tiles), head_dim, mask, window, bytes) -> (spec, tiles, facts)
+
+
+def _fwd_spec(entry: str, t: Tiles, p: Problem) -> tuple[dict, int, int]:
+    """A forward kernel's (defines, shared memory, K/V readers) from its KernelSpec: functions
+    of the spec, its tiles, head_dim, mask, window and element bytes alone, remembered (the
+    spec and tiles by identity, both kept: FlashStyle.tiles gives one Tiles a set of values;
+    a test may put another spec in its place)."""
+    spec = SPECS[entry]
+    key = (entry, id(spec), id(t), p.head_dim, p.causal, p.causal_align, p.window, p.elem_bytes)
+    held = _FWD_SPEC.get(key)
+    if held is not None and held[0] is spec and held[1] is t:
+        return held[2]
+    defines = kernel_defines(entry, HEAD_DIM_PAD=spec.head_dim_pad(p.head_dim), HEAD_DIM=p.head_dim,
+                             BLOCK_M=t.block_m, BLOCK_N=t.block_n, NUM_WARPS=t.warps,
+                             STAGES=t.stages, **mask_defines(p), **window_defines(p))
+    out = (defines, spec.smem(defines, p.elem_bytes), spec.kv_readers(defines))
+    if len(_FWD_SPEC) > 4096:  # bounded: tiles and head_dims asked for
+        _FWD_SPEC.clear()
+    _FWD_SPEC[key] = (spec, t, out)
+    return out
 
 
 FA2 = FlashStyle("fa2", FWD_TILES, BWD_TILES, overlap="async", threads_extra=0, regs=255,

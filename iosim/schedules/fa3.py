@@ -126,14 +126,35 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     for k in pl.kernels:
         warps = k.block_m // 16 if k.block_m % 64 == 0 else k.threads // 32 - 4
         threads = 32 * warps + PRODUCER_THREADS
-        values = {n: v for n, v in k.defines.items() if n in SPECS[k.name].defines}
-        values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=0)
         k = revised(k, threads=threads, regs_per_thread=budget(threads),
-                    defines=kernel_defines(k.name, **values), tile_trips=whole_tiles(p, k))
+                    defines=_fwd_defines(k.name, k.defines, warps), tile_trips=whole_tiles(p, k))
         ks.append(fp8_attention(p, k, t.lazy_rescale, t.persistent, hw) if fp8 else k)
     if fp8 and p.fp8_scaling is not Fp8Scaling.given:
         ks[:0] = quant_kernels(p, ks[0].block_m, ks[0].block_n)
-    return replace(pl, kernels=tuple(ks))
+    # replace(pl, kernels=...) without its field walk: pl is new, none of its properties asked
+    return Plan(pl.schedule, pl.problem, pl.hw, tuple(ks), pl.notes)
+
+
+_FWD_DEFINES: dict = {}  # (entry, id(its spec), id(FlashStyle's defines), warps) -> (spec, defines, fa3's)
+
+
+def _fwd_defines(entry: str, defines: dict, warps: int) -> dict:
+    """fa3.cu's forward defines from the FlashStyle kernel's (those its spec takes) with its
+    warps: a function of the spec, those defines and the warps alone, remembered (kernel_defines
+    gives one dict a set of values, kept here; the spec by identity: a test may put another in
+    its place)."""
+    spec = SPECS[entry]
+    key = (entry, id(spec), id(defines), warps)
+    held = _FWD_DEFINES.get(key)
+    if held is not None and held[0] is spec and held[1] is defines:
+        return held[2]
+    values = {n: v for n, v in defines.items() if n in spec.defines}
+    values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=0)
+    out = kernel_defines(entry, **values)
+    if len(_FWD_DEFINES) > 4096:  # bounded, as kernel_defines'
+        _FWD_DEFINES.clear()
+    _FWD_DEFINES[key] = (spec, defines, out)
+    return out
 
 
 def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple[int, ...]:

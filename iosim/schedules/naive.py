@@ -122,17 +122,37 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
     )
 
 
+_NARROWED: dict = {}  # (id(tiles), block_n) -> (tiles, those tiles block_n wide)
+
+
+def _narrowed(t: Tiles, bn: int) -> Tiles:
+    """Tiles(t.block_m, bn, t.block_k, t.warps, t.stages), remembered (t by identity: gemm_tiles
+    gives one Tiles a set of values, kept here; a Tiles costs microseconds to build)."""
+    key = (id(t), bn)
+    held = _NARROWED.get(key)
+    if held is not None and held[0] is t:
+        return held[1]
+    out = Tiles(t.block_m, bn, t.block_k, t.warps, t.stages)
+    if len(_NARROWED) > 4096:  # bounded, as gemm_tiles'
+        _NARROWED.clear()
+    _NARROWED[key] = (t, out)
+    return out
+
+
+def _pv_tiles(pv: Tiles, d: int) -> Tiles:
+    """O = PV has d columns: a tile no wider than the power of two >= d (the swizzle's rows);
+    when d is not a multiple of the tile, half as wide (the ragged edge's bounds checks cost
+    the registers of the wider tile: 128 columns spilled on H100)."""
+    bn = min(pv.block_n, pow2_at_least(d, 16))
+    if d % bn and bn > 16:
+        bn //= 2
+    return _narrowed(pv, bn)
+
+
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles(), ours: bool = True) -> Plan:
     """Standard attention as kernels/naive.cu runs it (`ours`), or its passes as PyTorch's
     autograd runs them (standard.backward: the GEMMs alike, the row kernels not ours)."""
-    qk, pv = gemm_tiles(QK_TILES, p, t), gemm_tiles(PV_TILES, p, t)
-    # O = PV has d columns: a tile no wider than the power of two >= d (the swizzle's rows);
-    # when d is not a multiple of the tile, half as wide (the ragged edge's bounds checks cost
-    # the registers of the wider tile: 128 columns spilled on H100)
-    bn = min(pv.block_n, pow2_at_least(p.head_dim, 16))
-    if p.head_dim % bn and bn > 16:
-        bn //= 2
-    pv = Tiles(pv.block_m, bn, pv.block_k, pv.warps, pv.stages)
+    qk, pv = gemm_tiles(QK_TILES, p, t), _pv_tiles(gemm_tiles(PV_TILES, p, t), p.head_dim)
     e, nq, nk, d = p.elem_bytes, p.seqlen_q, p.seqlen_k, p.head_dim
     ks: list[KernelPlan] = []
     if p.direction is Direction.fwd:
@@ -151,7 +171,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles(), ours: bool = True)
         rows = p.bh * nq
         # dV = PᵀdO and dK = dSᵀQ read their A operand transposed (ldmatrix.trans): at 128
         # columns that path spills on H100 (nvcc 13, 128 registers), so at most 64 columns
-        pt = Tiles(pv.block_m, min(pv.block_n, 64), pv.block_k, pv.warps, pv.stages)
+        pt = _narrowed(pv, min(pv.block_n, 64))
         ks += [
             gemm("naive_bwd_dv", p, nk, d, nq, pt, "P", "dO", "dV" + x, e, 0, hw),
             gemm("naive_bwd_dp", p, nq, nk, d, qk, "dO", "V", "dP", e, 0, hw),
