@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from iosim.core.hardware import InputError
+from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import CausalAlign, Direction, Dtype, Problem
 
@@ -906,7 +907,7 @@ def kv_splits(plan: Plan) -> int:
     return max(kernel_splits(k) for k in plan.kernels)
 
 
-_DEFINES: dict = {}  # (entry, id(its spec), the values given) -> (the spec, kernel_defines' dict)
+_DEFINES = Memo()  # (entry, id(its spec), the values given) -> (the spec, kernel_defines' dict)
 
 
 def kernel_defines(entry: str, **values: int) -> dict[str, int]:
@@ -916,17 +917,14 @@ def kernel_defines(entry: str, **values: int) -> dict[str, int]:
     from a kernel's spec at its defines is remembered by the dict (timing._spec_facts)."""
     spec = SPECS[entry]  # its rules, by identity (a test may put another spec in its place)
     key = (entry, id(spec), *values.items())
-    held = _DEFINES.get(key)
-    if held is not None and held[0] is spec:
-        return held[1]
+    out = _DEFINES.get(key, spec)
+    if out is not MISS:
+        return out
     out = dict(values)
     out.update(model_defines(entry, out))
     if spec.select:
         out[spec.select] = 1
-    if len(_DEFINES) > 4096:  # bounded: a sweep's tiles and head_dims are a few hundred
-        _DEFINES.clear()
-    _DEFINES[key] = (spec, out)
-    return out
+    return _DEFINES.put(key, (spec,), out)
 
 
 def source(entry: str) -> str | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.memo import MISS, Memo
 from iosim.core.plan import Plan, read_only
 from iosim.core.problem import Problem
 from iosim.core.rows import problem_fields
@@ -254,19 +255,17 @@ def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | Non
     return _made(_shapes([(pl, hw, scaled, probe)])[0])
 
 
-_RATE_ROWS: dict = {}  # id(timing._rates' tuple) -> (the tuple, it as a float64 array)
+_RATE_ROWS = Memo()  # id(timing._rates' tuple) -> (the tuple, it as a float64 array)
 
 
 def _rate_row(k, hw: HardwareProfile, p: Problem) -> np.ndarray:
     """timing._rates (remembered per profile: the same tuple for the same rates) as an array,
     made once a tuple (a list of arrays becomes one array at a third of a list of tuples' cost)."""
     v = timing._rates(k, hw, p)
-    held = _RATE_ROWS.get(id(v))
-    if held is None or held[0] is not v:
-        if len(_RATE_ROWS) > 4096:  # bounded, as the profile's
-            _RATE_ROWS.clear()
-        held = _RATE_ROWS[id(v)] = (v, read_only(np.array(v, np.float64)))
-    return held[1]
+    row = _RATE_ROWS.get(id(v), v)
+    if row is MISS:
+        row = _RATE_ROWS.put(id(v), (v,), read_only(np.array(v, np.float64)))
+    return row
 
 
 def _joined(parts) -> list:

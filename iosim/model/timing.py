@@ -26,6 +26,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile
+from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan, read_only
 from iosim.core.problem import Problem
 from iosim.kernels import SPECS, kernel_splits
@@ -927,7 +928,7 @@ def _ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:
     return v
 
 
-_PERIODS: dict = {}  # (id(trips), id(masked)) -> (trips, masked, _period's answer)
+_PERIODS = Memo()  # (id(trips), id(masked)) -> (trips, masked, _period's answer)
 
 
 def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
@@ -937,9 +938,10 @@ def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
     arrays (a Plan's come from cached block maps, read-only). A masked trip is one of the CTA's
     trips (ragged tiles count a fraction of a trip): never more masked trips than trips, or a
     faster plain trip would lengthen the CTA."""
-    held = _PERIODS.get((id(trips), id(masked)))
-    if held is not None and held[0] is trips and held[1] is masked:
-        return held[2]
+    key = (id(trips), id(masked))
+    out = _PERIODS.get(key, trips, masked)
+    if out is not MISS:
+        return out
     one, low = trips, np.minimum(masked, trips)
     if len(one) == 1 and len(low) == 1:  # every CTA alike
         out = (one, low, 1, True, float(one[0]), float(low[0]))
@@ -947,11 +949,7 @@ def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
         one, low = np.broadcast_arrays(one, low)
         uniform = bool((one == one[0]).all() and (low == low[0]).all())
         out = (one, low, len(one), uniform, float(one.sum()), float(low.sum()))
-    out += (float(one[0]), float(low[0]))
-    if len(_PERIODS) > 4096:  # bounded (a period is at most a few thousand numbers)
-        _PERIODS.clear()
-    _PERIODS[(id(trips), id(masked))] = (trips, masked, out)
-    return out
+    return _PERIODS.put(key, (trips, masked), out + (float(one[0]), float(low[0])))
 
 
 # facts of one kernel, the columns of _Facts
@@ -1007,7 +1005,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
     return ext, inten, (None if uniform else (one, masked))
 
 
-_SPEC_FACTS: dict = {}  # (name, id(defines), id(spec), round_trips, loop_issue) -> (defines, spec, facts)
+_SPEC_FACTS = Memo()  # (name, id(defines), id(spec), round_trips, loop_issue) -> (defines, spec, facts)
 
 
 def _spec_facts(k: KernelPlan, spec) -> tuple:
@@ -1018,16 +1016,13 @@ def _spec_facts(k: KernelPlan, spec) -> tuple:
     a Plan's, and a spec put in another's place is another)."""
     d = k.defines
     key = (k.name, id(d), id(spec), k.round_trips, k.loop_issue)
-    held = _SPEC_FACTS.get(key)
-    if held is not None and held[0] is d and held[1] is spec:
-        return held[2]
-    facts = (sync_loads(k, spec), sync_in_l2(k, spec), turn_waits(k, spec), softmax_apart(k, spec),
-             softmax_under_pv(k, spec), consumers_in_step(k, spec), barrier_trips(k, spec),
-             loop_chain(k, spec))
-    if len(_SPEC_FACTS) > 4096:  # bounded, as _PERIODS
-        _SPEC_FACTS.clear()
-    _SPEC_FACTS[key] = (d, spec, facts)
-    return facts
+    facts = _SPEC_FACTS.get(key, d, spec)
+    if facts is not MISS:
+        return facts
+    return _SPEC_FACTS.put(key, (d, spec), (
+        sync_loads(k, spec), sync_in_l2(k, spec), turn_waits(k, spec), softmax_apart(k, spec),
+        softmax_under_pv(k, spec), consumers_in_step(k, spec), barrier_trips(k, spec),
+        loop_chain(k, spec)))
 
 
 def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,

@@ -14,6 +14,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan, read_only
 from iosim.core.problem import CausalAlign, Direction, Problem
 from iosim.core.traffic import Traffic, Work
@@ -550,7 +551,7 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     )
 
 
-_GEMM_SPEC: dict = {}  # (name, id(its spec), tiles, head_dim, mask, element bytes) -> (spec, fields)
+_GEMM_SPEC = Memo()  # (name, id(its spec), tiles, head_dim, mask, element bytes) -> (spec, fields)
 
 
 def _gemm_spec(name: str, t: Tiles, head_dim: int, causal: bool, align: CausalAlign, e: int) -> dict:
@@ -560,22 +561,18 @@ def _gemm_spec(name: str, t: Tiles, head_dim: int, causal: bool, align: CausalAl
     another in its place)."""
     spec = SPECS[name]
     key = (name, id(spec), t, head_dim, causal, align, e)
-    held = _GEMM_SPEC.get(key)
-    if held is not None and held[0] is spec:
-        return held[1]
+    out = _GEMM_SPEC.get(key, spec)
+    if out is not MISS:
+        return out
     defines = kernel_defines(name, BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
                              NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=head_dim,
                              **_mask_defines(causal, align))
-    out = dict(
+    return _GEMM_SPEC.put(key, (spec,), dict(
         defines=defines,
         # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
         smem_bytes=SPECS[name].smem(defines, e),
         loop_issue=SPECS[name].loop_issue(defines, e) if SPECS[name].loop_issue else 0.0,
-    )
-    if len(_GEMM_SPEC) > 4096:  # bounded: tiles and head_dims asked for
-        _GEMM_SPEC.clear()
-    _GEMM_SPEC[key] = (spec, out)
-    return out
+    ))
 
 
 def gqa_reduce(p: Problem, tensors: tuple[str, ...]) -> KernelPlan:
@@ -607,20 +604,16 @@ def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
     return _split_blocks_cached(bh, tm, slots, None if hi is None else _array_key(hi), outer)
 
 
-_KEYS: dict = {}  # id(array) -> (array, _array_key's answer)
+_KEYS = Memo()  # id(array) -> (array, _array_key's answer)
 
 
 def _array_key(a: np.ndarray) -> tuple[str, bytes]:
     """(dtype, bytes) of an array, the same bytes object for the same array (a BlockMap's are
     made once, read-only): its hash, which a bytes object keeps, is not computed again."""
-    held = _KEYS.get(id(a))
-    if held is not None and held[0] is a and not a.flags.writeable:
-        return held[1]
-    key = (a.dtype.str, a.tobytes())
-    if len(_KEYS) > 4096:  # bounded, as the lru caches it feeds
-        _KEYS.clear()
-    _KEYS[id(a)] = (a, key)
-    return key
+    key = _KEYS.get(id(a), a)
+    if key is not MISS and not a.flags.writeable:
+        return key
+    return _KEYS.put(id(a), (a,), (a.dtype.str, a.tobytes()))
 
 
 @lru_cache(maxsize=4096)

@@ -33,6 +33,7 @@ and `loop_shadow`, iosim.kernels FA1_*, from tools/fa1_sass.py).
 from __future__ import annotations
 
 from iosim.core.hardware import HardwareProfile
+from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
@@ -105,7 +106,7 @@ def _setup(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     return t, main, aux, tile, smem, bm, qb, kb
 
 
-_FIXED: dict = {}  # (problem's shape_key, id(profile), tiles) -> (profile, _fixed's answer)
+_FIXED = Memo()  # (problem's shape_key, id(profile), tiles) -> (profile, _fixed's answer)
 
 
 def _fixed(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
@@ -113,9 +114,9 @@ def _fixed(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     entry, defines, shared memory, block map, CTA slots; remembered (a sweep asks for every
     batch and head count of a shape)."""
     key = (p.shape_key(), id(hw), t)
-    held = _FIXED.get(key)
-    if held is not None and held[0] is hw:
-        return held[1]
+    out = _FIXED.get(key, hw)
+    if out is not MISS:
+        return out
     check_head_dim("fa1", p)
     t = tiles(p, hw, t)
     main = "fa1_fwd" if p.direction is Direction.fwd else "fa1_bwd"
@@ -126,14 +127,10 @@ def _fixed(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     check_smem("fa1", smem, hw, p)
     bm = BlockMap.of(p, t.block_m, t.block_n)
     probe = KernelPlan(main, (1, 1, 1), 32 * t.warps, smem, REGS, 0, 0, Traffic(), Work())
-    out = (t, main, aux, tile, smem, bm, ctas_per_sm(probe, hw) * hw.sm_count)
-    if len(_FIXED) > 4096:
-        _FIXED.clear()
-    _FIXED[key] = (hw, out)
-    return out
+    return _FIXED.put(key, (hw,), (t, main, aux, tile, smem, bm, ctas_per_sm(probe, hw) * hw.sm_count))
 
 
-_FWD_DEFINES: dict = {}  # (ids of its specs, id(aux), id(tile), split rows) -> (spec, aux, tile, answer)
+_FWD_DEFINES = Memo()  # (ids of its specs, id(aux), id(tile), split rows) -> (spec, aux, tile, answer)
 
 
 def _fwd_defines(main: str, aux: dict, tile: dict, split_rows: int) -> tuple:
@@ -141,16 +138,12 @@ def _fwd_defines(main: str, aux: dict, tile: dict, split_rows: int) -> tuple:
     aux and tile defines (by identity: kept here) and the rows a CTA alone, remembered."""
     spec = (SPECS[main], SPECS["fa1_init"])  # by identity: a test may put another in its place
     key = (*map(id, spec), id(aux), id(tile), split_rows)
-    held = _FWD_DEFINES.get(key)
-    if (held is not None and held[0][0] is spec[0] and held[0][1] is spec[1] and held[1] is aux
-            and held[2] is tile):
-        return held[3]
+    out = _FWD_DEFINES.get(key, *spec, aux, tile)
+    if out is not MISS:
+        return out
     defines = kernel_defines(main, **aux, **tile, SPLIT_ROWS=split_rows)
-    out = (defines, kernel_defines("fa1_init", **aux), spec[0].kv_readers(defines))
-    if len(_FWD_DEFINES) > 4096:  # bounded, as _FIXED
-        _FWD_DEFINES.clear()
-    _FWD_DEFINES[key] = (spec, aux, tile, out)
-    return out
+    return _FWD_DEFINES.put(key, (*spec, aux, tile),
+                            (defines, kernel_defines("fa1_init", **aux), spec[0].kv_readers(defines)))
 
 
 def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple[int, int]:

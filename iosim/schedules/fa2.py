@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from iosim.core.hardware import HardwareProfile
+from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Problem
 from iosim.kernels import SPECS, Readers, kernel_defines, source
@@ -53,7 +54,7 @@ def bucket(table: dict[int, tuple], d: int) -> tuple:
     return next(v for k, v in sorted(table.items()) if d <= k)
 
 
-_TILES: dict = {}  # FlashStyle.tiles' answers: (id(style), arch, ...) -> (style, tiles)
+_TILES = Memo()  # FlashStyle.tiles' answers: (id(style), arch, ...) -> (style, tiles)
 
 
 @dataclass(frozen=True)
@@ -74,20 +75,16 @@ class FlashStyle:
         ones asked for (`t`) first; remembered (a style is kept: its id is not reused)."""
         window = not bwd and p.window is not None
         key = (id(self), hw.arch, bwd, window, p.head_dim, t)
-        held = _TILES.get(key)
-        if held is not None and held[0] is self:
-            return held[1]
+        out = _TILES.get(key, self)
+        if out is not MISS:
+            return out
         table = self.bwd_tiles if bwd else self.fwd_tiles
         table = table[hw.arch] if hw.arch in table else next(iter(table.values()))
         if window:
             table = {**table, **self.window_tiles.get(hw.arch, {})}
         bm, bn, w, st = bucket(table, p.head_dim)
-        out = Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn, warps=t.warps or w,
-                    stages=t.stages or st)
-        if len(_TILES) > 4096:  # bounded: archs, head_dims and tiles asked for
-            _TILES.clear()
-        _TILES[key] = (self, out)
-        return out
+        return _TILES.put(key, (self,), Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
+                                              warps=t.warps or w, stages=t.stages or st))
 
     def plan(self, p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         check_head_dim(self.name, p)
@@ -154,7 +151,7 @@ class FlashStyle:
         return Plan(self.name, p, hw.name, tuple(ks), notes)
 
 
-_FWD_SPEC: dict = {}  # (entry, id(its spec), id(tiles), head_dim, mask, window, bytes) -> (spec, tiles, facts)
+_FWD_SPEC = Memo()  # (entry, id(its spec), id(tiles), head_dim, mask, window, bytes) -> (spec, tiles, facts)
 
 
 def _fwd_spec(entry: str, t: Tiles, p: Problem) -> tuple[dict, int, int]:
@@ -164,17 +161,14 @@ def _fwd_spec(entry: str, t: Tiles, p: Problem) -> tuple[dict, int, int]:
     a test may put another spec in its place)."""
     spec = SPECS[entry]
     key = (entry, id(spec), id(t), p.head_dim, p.causal, p.causal_align, p.window, p.elem_bytes)
-    held = _FWD_SPEC.get(key)
-    if held is not None and held[0] is spec and held[1] is t:
-        return held[2]
+    out = _FWD_SPEC.get(key, spec, t)
+    if out is not MISS:
+        return out
     defines = kernel_defines(entry, HEAD_DIM_PAD=spec.head_dim_pad(p.head_dim), HEAD_DIM=p.head_dim,
                              BLOCK_M=t.block_m, BLOCK_N=t.block_n, NUM_WARPS=t.warps,
                              STAGES=t.stages, **mask_defines(p), **window_defines(p))
-    out = (defines, spec.smem(defines, p.elem_bytes), spec.kv_readers(defines))
-    if len(_FWD_SPEC) > 4096:  # bounded: tiles and head_dims asked for
-        _FWD_SPEC.clear()
-    _FWD_SPEC[key] = (spec, t, out)
-    return out
+    return _FWD_SPEC.put(key, (spec, t),
+                         (defines, spec.smem(defines, p.elem_bytes), spec.kv_readers(defines)))
 
 
 FA2 = FlashStyle("fa2", FWD_TILES, BWD_TILES, overlap="async", threads_extra=0, regs=255,

@@ -47,6 +47,7 @@ from dataclasses import replace
 import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
+from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan, ctas_per_sm, revised
 from iosim.core.problem import Direction, Dtype, Fp8Scaling, Problem
 from iosim.core.traffic import Traffic, Work
@@ -135,7 +136,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
     return Plan(pl.schedule, pl.problem, pl.hw, tuple(ks), pl.notes)
 
 
-_FWD_DEFINES: dict = {}  # (entry, id(its spec), id(FlashStyle's defines), warps) -> (spec, defines, fa3's)
+_FWD_DEFINES = Memo()  # (entry, id(its spec), id(FlashStyle's defines), warps) -> (spec, defines, fa3's)
 
 
 def _fwd_defines(entry: str, defines: dict, warps: int) -> dict:
@@ -145,16 +146,12 @@ def _fwd_defines(entry: str, defines: dict, warps: int) -> dict:
     its place)."""
     spec = SPECS[entry]
     key = (entry, id(spec), id(defines), warps)
-    held = _FWD_DEFINES.get(key)
-    if held is not None and held[0] is spec and held[1] is defines:
-        return held[2]
+    out = _FWD_DEFINES.get(key, spec, defines)
+    if out is not MISS:
+        return out
     values = {n: v for n, v in defines.items() if n in spec.defines}
     values.update(NUM_WARPS=warps, PINGPONG=int(warps == 8), FP8_E4M3=0)
-    out = kernel_defines(entry, **values)
-    if len(_FWD_DEFINES) > 4096:  # bounded, as kernel_defines'
-        _FWD_DEFINES.clear()
-    _FWD_DEFINES[key] = (spec, defines, out)
-    return out
+    return _FWD_DEFINES.put(key, (spec, defines), kernel_defines(entry, **values))
 
 
 def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple[int, ...]:

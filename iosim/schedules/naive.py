@@ -11,6 +11,7 @@ Nothing is skipped for causal: the GEMMs compute the full N×N; only the softmax
 from __future__ import annotations
 
 from iosim.core.hardware import HardwareProfile
+from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Traffic, Work
@@ -28,7 +29,7 @@ def softmax_threads(nk: int) -> int:
     return min(256, max(64, 1 << max(0, (max(1, nk // 32) - 1).bit_length())))
 
 
-_GEMM_TILES: dict = {}  # (id(table), head_dim, tiles asked for) -> (table, gemm_tiles')
+_GEMM_TILES = Memo()  # (id(table), head_dim, tiles asked for) -> (table, gemm_tiles')
 
 
 def gemm_tiles(table: dict, p: Problem, t: Tiles) -> Tiles:
@@ -38,18 +39,15 @@ def gemm_tiles(table: dict, p: Problem, t: Tiles) -> Tiles:
     # the ragged end of k. Remembered (the table is kept, so its id is not reused; Tiles are
     # frozen): a function of the table, head_dim and the tiles asked for alone.
     key = (id(table), p.head_dim, t)
-    held = _GEMM_TILES.get(key)
-    if held is not None and held[0] is table:
-        return held[1]
+    out = _GEMM_TILES.get(key, table)
+    if out is not MISS:
+        return out
     bm, bn, bk, st, w = next((v for k, v in sorted(table.items()) if p.head_dim <= k),
                              table[max(table)])
     out = Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
                 block_k=t.block_k or min(bk, pow2_at_least(p.head_dim, 16)), warps=t.warps or w,
                 stages=t.stages or st)
-    if len(_GEMM_TILES) > 4096:  # bounded: head_dims and tiles asked for
-        _GEMM_TILES.clear()
-    _GEMM_TILES[key] = (table, out)
-    return out
+    return _GEMM_TILES.put(key, (table,), out)
 
 
 def row_reads(p: Problem) -> int:
@@ -122,21 +120,17 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
     )
 
 
-_NARROWED: dict = {}  # (id(tiles), block_n) -> (tiles, those tiles block_n wide)
+_NARROWED = Memo()  # (id(tiles), block_n) -> (tiles, those tiles block_n wide)
 
 
 def _narrowed(t: Tiles, bn: int) -> Tiles:
     """Tiles(t.block_m, bn, t.block_k, t.warps, t.stages), remembered (t by identity: gemm_tiles
     gives one Tiles a set of values, kept here; a Tiles costs microseconds to build)."""
     key = (id(t), bn)
-    held = _NARROWED.get(key)
-    if held is not None and held[0] is t:
-        return held[1]
-    out = Tiles(t.block_m, bn, t.block_k, t.warps, t.stages)
-    if len(_NARROWED) > 4096:  # bounded, as gemm_tiles'
-        _NARROWED.clear()
-    _NARROWED[key] = (t, out)
-    return out
+    out = _NARROWED.get(key, t)
+    if out is not MISS:
+        return out
+    return _NARROWED.put(key, (t,), Tiles(t.block_m, bn, t.block_k, t.warps, t.stages))
 
 
 def _pv_tiles(pv: Tiles, d: int) -> Tiles:
