@@ -742,3 +742,24 @@ def test_as_frame_without_pandas_blocks_is_pandas_frame(monkeypatch):
             m.delattr(pandas.api.internals, "create_dataframe_from_blocks")
             slow = table.as_frame(cols)
         pd.testing.assert_frame_equal(fast, slow, check_exact=True)
+
+
+def test_dram_bytes_past_int64_stay_whole_numbers():
+    # an astronomically large problem: naive's DRAM estimate passes 2^63 bytes. Its bytes stay
+    # whole Python ints, as the counts do (an int64 cast wrapped them to -2^63, and the
+    # intensity with them), alike one problem at a time and many at once
+    from iosim.analysis.predict import predict_many, predict_rows
+
+    hw = load("h100")
+    big = Problem(batch=2**20, heads=128, seqlen_q=2**20, head_dim=256)
+    rows, _ = predict_rows(big, hw, ["naive", "fa2"])
+    naive = rows[0]
+    assert naive["dram_read_bytes"] >= 2**63 and type(naive["dram_read_bytes"]) is int
+    for r in rows:
+        assert r["dram_read_bytes"] > 0 and r["dram_write_bytes"] > 0
+        assert r["intensity_flop_per_byte"] == (r["tensor_flops"] + r["alu_flops"]) / (
+            r["dram_read_bytes"] + r["dram_write_bytes"])
+    df = predict_many([big, Problem(batch=4, heads=8, seqlen_q=1024, head_dim=64)], hw, ["naive", "fa2"])
+    at = df.seqlen_q == big.seqlen_q
+    assert df.dram_read_bytes[at].tolist() == [r["dram_read_bytes"] for r in rows]
+    assert (df.dram_read_bytes > 0).all()

@@ -601,7 +601,7 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     for name in plan_cols[0]:
         out[name] = _rep([c[name] for c in plan_cols], tcode, alone)
     rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
-    dr, dw = d_r.astype(np.int64), d_w.astype(np.int64)
+    dr, dw = _whole(d_r), _whole(d_w)
     cap = np.array([t.hw.hbm_capacity_bytes for t in templates]).repeat(m)
     strs = lambda names, at: [names[i] for i in at.tolist()] if alone else _Coded(list(names), at)  # noqa: E731
     out.update({
@@ -682,12 +682,20 @@ def _rep_rows(col: np.ndarray, alone: bool):
     return typed if isinstance(typed, np.ndarray) else col.tolist()
 
 
-def _intensity(tf, alu, dr: np.ndarray, dw: np.ndarray) -> np.ndarray:
+def _whole(x: np.ndarray):
+    """The DRAM estimate's bytes as whole numbers: int64, or Python ints (a list) where one is
+    past INT_MAX, as the counts are (an astronomically large problem's: a cast would wrap)."""
+    if len(x) and x.max() >= INT_MAX:
+        return [int(v) for v in x.tolist()]
+    return x.astype(np.int64)
+
+
+def _intensity(tf, alu, dr, dw) -> np.ndarray:
     """(tensor + ALU FLOPs) / DRAM bytes (at least 1) a row, as Python divides the ints: in
     float64 where both ints are floats exactly (below 2^53), the other rows one by one."""
+    if not all(isinstance(x, np.ndarray) for x in (tf, alu, dr, dw)):
+        return np.array([(x + y) / max(r + w, 1) for x, y, r, w in zip(_py(tf), _py(alu), _py(dr), _py(dw))])
     den = np.maximum(dr + dw, 1)
-    if not (isinstance(tf, np.ndarray) and isinstance(alu, np.ndarray)):
-        return np.array([(x + y) / d for x, y, d in zip(_py(tf), _py(alu), den.tolist())])
     num = tf + alu  # no overflow: each < INT_MAX = 2^62
     out = num / den
     for i in np.flatnonzero((num >= EXACT) | (den >= EXACT)).tolist():
