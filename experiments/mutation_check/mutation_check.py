@@ -6,7 +6,7 @@
     python experiments/mutation_check/mutation_check.py WORDS   (only the mutations whose name
         contains WORDS, or one of several phrases separated by "|", and the baseline; printed,
         the JSON file left as it is)
-    options before WORDS: --jobs N (mutations at a time, default 2), --first (stop each run at
+    options, before or after WORDS: --jobs N (mutations at a time, default 2), --first (stop each run at
         its first failing test: `by` names one killer, not all; for a many-core machine's
         10-minute limit), --out FILE (write the JSON there instead)
 
@@ -273,10 +273,12 @@ def main() -> None:
     if args[:1] == ["--from-logs"]:
         from_logs(args[1:], Path(__file__).with_name("mutation_check.json"))
         return
-    jobs, first, out = 2, False, None
-    while args and args[0].startswith("--"):
+    jobs, first, out, phrases = 2, False, None, []
+    while args:  # options anywhere: one after the phrases is an option, not more of a phrase
         opt = args.pop(0)
-        if opt == "--first":
+        if not opt.startswith("--"):
+            phrases.append(opt)
+        elif opt == "--first":
             first = True
         elif opt in ("--jobs", "--out") and args:
             val = args.pop(0)
@@ -292,9 +294,12 @@ def main() -> None:
         print(r, flush=True)
         return r
 
-    words = " ".join(args)  # phrases separated by "|": a mutation named by any of them
+    words = " ".join(phrases)  # phrases separated by "|": a mutation named by any of them
     chosen = [m for i, m in enumerate(MUTATIONS)
               if i == 0 or any(w.strip() in m[0] for w in words.split("|"))]
+    if words and len(chosen) == 1:  # (the baseline alone: a phrase that names no mutation)
+        print(f"error: no mutation's name contains '{words}'", file=sys.stderr)
+        sys.exit(2)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, chosen))
     if out or not words:
