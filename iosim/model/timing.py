@@ -205,11 +205,17 @@ def _relief_factors() -> np.ndarray:
 RELIEF_FACTORS = _relief_factors()
 
 
+# numbers of the hot expressions as 0-d arrays: numpy takes those faster than Python's numbers
+# (about half a microsecond a call), to the same bits
+_ZERO, _ONE, _FOUR, _WARP, _MMA, _LDS, _INF = (np.array(float(x)) for x in (
+    0, 1, 4, 32, MMA_FLOPS, LDS_BYTES, math.inf))
+
+
 def _instructions(tensor_flops, ops, sram_bytes, wgmma, inst_per_op):
     """(mma, other) warp instructions, elementwise (instructions' formula)."""
-    ops_inst = inst_per_op * ops / 32
-    return (np.where(wgmma, 0.0, tensor_flops / MMA_FLOPS),
-            np.where(wgmma, ops_inst, ops_inst + sram_bytes / LDS_BYTES))
+    ops_inst = inst_per_op * ops / _WARP
+    return (np.where(wgmma, _ZERO, tensor_flops / _MMA),
+            np.where(wgmma, ops_inst, ops_inst + sram_bytes / _LDS))
 
 
 def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: HardwareProfile,
@@ -395,6 +401,13 @@ class Trip:
     def __init__(self, terms: np.ndarray | None = None, **named):
         # (not a dataclass: Trip.time builds one a policy, and a dataclass's fields cost a call each)
         self.__dict__.update(named if terms is None else zip(TRIP, terms))  # (rows as views)
+        if terms is not None:
+            self.terms = terms
+
+    def _terms(self) -> np.ndarray:
+        """The terms as the rows of one array (TRIP's order; the one given, if any)."""
+        t = self.__dict__.get("terms")
+        return np.array([getattr(self, x) for x in TRIP]) if t is None else t
 
     @classmethod
     def of(cls, flops, exps, alu, sram, warps, r: Rates, cyc, extra=0.0, apart=0.0,
@@ -404,28 +417,48 @@ class Trip:
         (smem_fill); `shadow`: instructions issued in the MMAs' shadow (loop_shadow): issue
         slots, no chain; `barrier`: the share of trips that begin at a CTA barrier
         (barrier_trips); `chained`: those of `extra` that are steps of the warps' dependent
-        address chains (loop_chain), on the chain at chain_cycles each."""
-        wg = r.wgmma
-        mma, other = _instructions(flops, alu + exps, sram, wg, r.inst_per_op)
+        address chains (loop_chain), on the chain at chain_cycles each (Trip.stack's terms)."""
+        x = np.broadcast_arrays(flops, exps, alu, sram, extra, fill, shadow, barrier, chained,
+                                *(getattr(r, n) for n in _TRIP_RATES), apart, under_pv, in_step,
+                                warps, cyc, r.wgmma, r.inst_per_op)
+        shape = x[0].shape
+        x = np.array(x, np.float64).reshape(len(x), -1)  # (rows of at least one entry: arrays)
+        w, n = len(_TRIP_OF), len(_TRIP_OF) + len(_TRIP_RATES)
+        t = cls.stack(x[:w], x[w:n], x[n + 3], x[n + 4], x[n:n + 3], x[n + 5] != 0, x[n + 6]).terms
+        return cls(t.reshape(len(TRIP), *shape))
+
+    @classmethod
+    def stack(cls, work: np.ndarray, rates: np.ndarray, warps, cyc, turns: np.ndarray, wg,
+              inst_per_op) -> Trip:
+        """Trip.of of its operands stacked: `work` the rows of _TRIP_OF (its sram row
+        overwritten), `rates` those of _TRIP_RATES, `turns` apart, under_pv and in_step, each
+        broadcast against the others' trailing axes; the terms made as the rows of one array
+        (TRIP's), several at once (numpy's calls, not the entries, cost a few rows' time)."""
+        flops, exps, alu, sram, extra, fill, shadow, barrier, chained = work
+        tensor_r, _, _, _, issue_r, inst_r, mma_r, chain_r = rates
+        t = np.zeros((len(TRIP), *np.broadcast_shapes(work.shape[1:], rates.shape[1:])))
+        mma, other = _instructions(flops, alu + exps, sram, wg, inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
         issued = other + shadow
-        return cls(
-            tensor=flops / r.tensor, sfu=exps / r.sfu, alu=alu / r.alu,
-            sram=(sram - fill) / r.sram,
-            issue=(mma + issued) / r.issue,
-            dispatch=np.where(wg, 0.0, flops / r.tensor + issued * r.inst_cycles / r.issue),
-            warp_mma=mma / warps * r.mma_cycles * cyc,
-            warp_other=((other - chained) * r.inst_cycles + chained * r.chain_cycles) / warps * cyc,
-            # consumers in step share the tensor cores at once: no turns
-            groups=np.where(wg & (np.asarray(in_step) == 0), np.maximum(1.0, warps / 4), 1.0),
-            apart=np.where(wg, apart, 0.0), under_pv=np.where(wg, under_pv, 0.0),
-            in_step=np.where(wg, in_step, 0.0),
-            # a trip released at a CTA barrier: the CTA's w warps of a sub-partition (one
-            # warp scheduler each: the profile's issue_per_clk_per_sm an SM) reach their
-            # MMAs at once, and each waits on average for (w - 1) / w of the
-            # sub-partition's tensor time (its share of the CTA's)
-            queue=np.where(wg, 0.0, barrier * np.maximum(0.0, 1.0 - np.round(r.issue * cyc) / warps)
-                           * flops / r.tensor))
+        np.subtract(sram, fill, out=sram)  # the bytes the shared-memory pipe carries
+        tensor = np.divide(work[:4], rates[:4], out=t[:4])[0]  # tensor, sfu, alu, sram
+        np.divide(mma + issued, issue_r, out=t[4])  # issue
+        np.multiply(mma / warps * mma_r, cyc, out=t[5])  # warp_mma
+        np.multiply(((other - chained) * inst_r + chained * chain_r) / warps, cyc, out=t[6])  # warp_other
+        # groups: consumers in step share the tensor cores at once: no turns
+        t[7] = np.where(wg & (turns[2] == 0), np.maximum(_ONE, warps / _FOUR), _ONE)
+        np.copyto(t[9:12], turns, where=wg)  # apart, under_pv, in_step: wgmma's alone
+        # dispatch and queue (rows 8 and 12), mma.sync's alone: the tensor time (the same
+        # division as `tensor`'s) and the other instructions' issue, added; a trip released at
+        # a CTA barrier: the CTA's w warps of a sub-partition (one warp scheduler each: the
+        # profile's issue_per_clk_per_sm an SM) reach their MMAs at once, and each waits on
+        # average for (w - 1) / w of the sub-partition's tensor time (its share of the CTA's)
+        sync = np.empty((2, *t.shape[1:]))
+        np.add(tensor, issued * inst_r / issue_r, out=sync[0])
+        np.divide(barrier * np.maximum(_ZERO, _ONE - np.round(issue_r * cyc) / warps) * flops, tensor_r,
+                  out=sync[1])
+        np.copyto(t[8::4], sync, where=np.logical_not(wg))
+        return cls(t)
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -447,7 +480,7 @@ class Trip:
                           where=policy == code)
             return out
         out = np.empty(np.shape(level))
-        terms = np.array([getattr(self, x) for x in TRIP])
+        terms = self._terms()
         for code in codes.tolist():  # many: each policy on its own entries (one gather of all terms)
             at = (policy == code).nonzero()[0]
             q = sync_overlap if isinstance(sync_overlap, float) else sync_overlap[at]
@@ -459,25 +492,26 @@ class Trip:
         """Trip.time of _schedule's trips laid out as (trips, rows): plain trips, masked ones
         (where _schedule keeps them) and epilogues (asynchronous, the last), of rows sorted by
         policy (`runs`: each policy's code, first row and end row; the arguments' last two
-        axes (trips, rows)): each policy on its rows' loop trips at once and the epilogues on
-        their own, as views (no gather: a few rows' cost is numpy's calls). Without `masked`
+        axes (trips, rows)): the epilogues' policy on every entry at once, each other policy
+        on its rows' loop trips, as views (no gather: a few rows' cost is numpy's calls). Without `masked`
         trips (none of the rows has one), the plain ones' times stand in for theirs (taken no
         times)."""
-        terms = np.array([getattr(self, x) for x in TRIP]).reshape(len(TRIP), *np.shape(port))
-        out = np.empty(np.shape(level))
+        terms = self._terms().reshape(len(TRIP), *np.shape(port))
         q = sync_overlap
         thr, warp = Trip(terms)._sm(port, n)  # (every mma.sync policy's, at once)
+        # the epilogues' policy on every entry at once (the SM's throughput and a warp's chain
+        # all it takes of the terms): the epilogues' times and those of the runs of its policy
+        out = _Terms(terms)._time(EPILOGUE, port, level, n, q, latency, (thr, warp))
         k = len(port) - 1 if masked else 1  # (the epilogues: the last)
         for code, a, z in runs:
+            if code == EPILOGUE:
+                continue
             out[..., :k, a:z] = _Terms(terms[:, :k, a:z])._time(
                 code, port[:k, a:z], level[..., :k, a:z], n[..., :k, a:z],
                 q if isinstance(q, float) else q[:k, a:z], latency[:k, a:z],
                 (thr[..., :k, a:z], warp[:k, a:z]))
         if k < len(port) - 1:
             out[..., 1, :] = out[..., 0, :]
-        out[..., -1, :] = _Terms(terms[:, -1])._time(EPILOGUE, port[-1], level[..., -1, :], n[..., -1, :],
-                                                     q if isinstance(q, float) else q[-1], latency[-1],
-                                                     (thr[..., -1, :], warp[-1]))
         return out
 
     def _sm(self, port, n) -> tuple:
@@ -501,13 +535,13 @@ class Trip:
             # other unsynchronised phases do (each of these three cases computed only where
             # some entry is one: the same bits, fewer numpy calls)
             pipes = self.sfu + self.alu
-            if self.apart.any():
+            if np.count_nonzero(self.apart):  # (faster than .any())
                 pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
                                  self.sfu + self.alu)
             # a warpgroup's softmax under its own previous P·V (`under_pv`) as well as under the
             # other warpgroups' GEMMs overlaps the tensor cores' work better (PV_OVERLAP)
             pv = sync_overlap
-            if self.under_pv.any():
+            if np.count_nonzero(self.under_pv):
                 pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
             soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)
             thr = n * _max(soft, self.sram, self.issue, port)
@@ -516,7 +550,7 @@ class Trip:
             # warps at once: at the MUFU's and FP32 pipes' rate where that is slower than the
             # warps' own issue
             other = self.warp_other
-            if self.in_step.any():
+            if np.count_nonzero(self.in_step):
                 other = np.where(self.in_step > 0, np.maximum(self.warp_other, self.sfu + self.alu),
                                  self.warp_other)
             chain = self.tensor / self.groups + other + latency
@@ -555,7 +589,7 @@ class Trip:
             # for them (fa1's forward with two CTAs on an SM)
             chain = latency + port + warp
             share = np.divide(port, chain, out=np.zeros(np.broadcast(port, chain).shape), where=chain > 0)
-            queued = (n - 1) * share * port
+            queued = (n - _ONE) * share * port
             return pnorm([chain + queued, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
         return pnorm([latency + port + warp, level, thr], sync_overlap)
@@ -1577,18 +1611,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     if nt == 3:
         x[_TRIP_MASKED] += f.mask
     x = x.reshape(-1, nt * m)  # each fact's entries of its trips (end to end)
-    *args, policy, stages = x[:len(_TRIP_OF) + 2]  # (and the three trips' policy and stages)
+    policy, stages = x[len(_TRIP_OF):len(_TRIP_OF) + 2]  # (the trips' policy and stages)
+    rates = np.array([getattr(r, x) for x in _TRIP_RATES])
     if few:  # the row's facts and rates three times over, as the trips' (numpy's fastest operands)
-        row = dict(zip(_TRIP_ROW, x[len(_TRIP_OF) + 2:]))
-        rates = np.array([getattr(r, x) for x in _TRIP_RATES])
-        r3 = Rates.__new__(Rates)
-        r3.__dict__.update(zip(_TRIP_RATES, np.concatenate((rates,) * nt, axis=1)),
-                           wgmma=row.pop("wg").astype(bool), inst_per_op=row.pop("inst_per_op"))
-        trips = Trip.of(**dict(zip(_TRIP_OF, args)), r=r3, **row)  # (each term's entries end to end)
+        warps, cyc, _, _, _, wg, inst_per_op = x[len(_TRIP_OF) + 2:]
+        trips = Trip.stack(x[:len(_TRIP_OF)], np.concatenate((rates,) * nt, axis=1), warps, cyc,
+                           x[len(_TRIP_OF) + 4:len(_TRIP_OF) + 7], wg.astype(bool), inst_per_op)
     else:  # many: broadcast (no copies)
-        parts = Trip.of(**{x: a.reshape(3, m) for x, a in zip(_TRIP_OF, args)}, warps=f.warps, r=r,
-                        cyc=f.cyc, apart=f.apart, under_pv=f.under_pv, in_step=f.in_step)
-        trips = Trip(**{x: flat(getattr(parts, x)) for x in TRIP})
+        parts = Trip.stack(x[:len(_TRIP_OF)].reshape(len(_TRIP_OF), 3, m), rates[:, None], f.warps, f.cyc,
+                           np.array([f.apart, f.under_pv, f.in_step])[:, None], r.wgmma, r.inst_per_op)
+        trips = Trip(parts.terms.reshape(len(TRIP), 3 * m))
     # a warp-specialized pipeline fills once per CTA: the first warpgroup's GEMMs and softmax
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
