@@ -345,13 +345,14 @@ def _one(x: np.ndarray | float):
     if isinstance(x, float):
         return x
     v = float(x.flat[0]) if x.size else 1.0
-    return v if (x == v).all() else x
+    return x if np.count_nonzero(x != v) else v  # (count_nonzero: faster than .all())
 
 
 SUBSET = 128  # entries above which Trip.time computes each policy on its own entries only
 # the overlap policies, as codes of a case (Trip.time)
 POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4, "drift": 5,
             "prefetch": 6}
+_WS, _ASYNC = (np.array(float(POLICIES[x])) for x in ("warpspecialized", "async"))  # policy codes
 # `drift`: how much better than synchronous phases (sync_overlap) the bandwidth share and the
 # SM's throughput of drifting warps overlap: the exponent's multiple (1: `none`, as if the
 # warps ran in step; inf: perfectly, the larger of the two). Not fitted by calibrate: chosen
@@ -436,7 +437,7 @@ class Trip:
         (TRIP's), several at once (numpy's calls, not the entries, cost a few rows' time)."""
         flops, exps, alu, sram, extra, fill, shadow, barrier, chained = work
         tensor_r, _, _, _, issue_r, inst_r, mma_r, chain_r = rates
-        t = np.zeros((len(TRIP), *np.broadcast_shapes(work.shape[1:], rates.shape[1:])))
+        t = np.zeros((len(TRIP), *np.broadcast(flops, tensor_r).shape))
         mma, other = _instructions(flops, alu + exps, sram, wg, inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
         issued = other + shadow
@@ -446,7 +447,7 @@ class Trip:
         np.multiply(mma / warps * mma_r, cyc, out=t[5])  # warp_mma
         np.multiply(((other - chained) * inst_r + chained * chain_r) / warps, cyc, out=t[6])  # warp_other
         # groups: consumers in step share the tensor cores at once: no turns
-        t[7] = np.where(wg & (turns[2] == 0), np.maximum(_ONE, warps / _FOUR), _ONE)
+        t[7] = np.where(wg & (turns[2] == _ZERO), np.maximum(_ONE, warps / _FOUR), _ONE)
         np.copyto(t[9:12], turns, where=wg)  # apart, under_pv, in_step: wgmma's alone
         # dispatch and queue (rows 8 and 12), mma.sync's alone: the tensor time (the same
         # division as `tensor`'s) and the other instructions' issue, added; a trip released at
@@ -455,7 +456,8 @@ class Trip:
         # average for (w - 1) / w of the sub-partition's tensor time (its share of the CTA's)
         sync = np.empty((2, *t.shape[1:]))
         np.add(tensor, issued * inst_r / issue_r, out=sync[0])
-        np.divide(barrier * np.maximum(_ZERO, _ONE - np.round(issue_r * cyc) / warps) * flops, tensor_r,
+        # (rint: np.round's to no decimals, without its Python layer)
+        np.divide(barrier * np.maximum(_ZERO, _ONE - np.rint(issue_r * cyc) / warps) * flops, tensor_r,
                   out=sync[1])
         np.copyto(t[8::4], sync, where=np.logical_not(wg))
         return cls(t)
@@ -588,7 +590,7 @@ class Trip:
             # it busy (port / chain, as alone: mean value analysis's arrival theorem) and wait
             # for them (fa1's forward with two CTAs on an SM)
             chain = latency + port + warp
-            share = np.divide(port, chain, out=np.zeros(np.broadcast(port, chain).shape), where=chain > 0)
+            share = np.divide(port, chain, out=np.zeros(np.shape(chain)), where=chain > _ZERO)  # (chain: port's shape too)
             queued = (n - _ONE) * share * port
             return pnorm([chain + queued, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
@@ -1604,7 +1606,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     few = 3 * m <= TILE
     # (a few rows of which none has a masked trip, no unequal CTAs and no bits asked: the plain
     # trip and the epilogue alone, `nt` trips a row; a masked trip's extra time is taken no times)
-    masked = bool(b.periods) or bool(f.total_masked.any() or f.masked0.any())
+    masked = bool(b.periods) or bool(np.count_nonzero(f.total_masked) or np.count_nonzero(f.masked0))
     nt = 2 if few and not deps and not masked else 3
     x = f.table.T[_TRIP_IN[nt] if few else _TRIP_IN[nt][:nt * _TRIP_ROWS]]  # (facts, m): each fact's entries contiguous
     x[_TRIP_EPI[0][nt]] = _TRIP_EPI[1][:, None]
@@ -1625,17 +1627,20 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # have no other warpgroup's work to hide under; consumer warpgroups without turns (`apart`)
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
     # (exp2 and FP32) of all of them, one after the other
+    ws = f.policy == _WS
     turn = trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m]
     in_step = trips.tensor[:m] + trips.sfu[:m] + trips.alu[:m]
-    fill = np.where(f.policy == POLICIES["warpspecialized"],
-                    np.where(trips.apart[:m] > 0, np.maximum(turn, in_step), turn), 0.0)
+    fill = np.where(ws, np.where(trips.apart[:m] > _ZERO, np.maximum(turn, in_step), turn), _ZERO)
     q = b.q if isinstance(b.q, float) else _one(f.q)  # a float where the profiles share it (pnorm's fast path)
 
     # Durations of one CTA when `conc` CTAs run at once: with the global bandwidth split
     # between them (`share` = conc), and (share = 0) the SM's own units alone, what a wave
     # costs however bandwidth is shared: [with, without].
-    n = -(-conc // f.sms)  # resident per SM on the busiest SMs
-    shares = np.array([conc, zero])
+    # resident per SM on the busiest SMs (whole numbers below 2^53: the quotient rounds to no
+    # whole number it is not, and ceil's is -(-conc // sms)'s, in fewer and faster calls)
+    n = np.ceil(conc / f.sms)
+    shares3 = np.array([conc, zero, zero])  # (and with the fixed part's third row: the last wave's)
+    shares = shares3[:2]
     # the last, partial wave of alike CTAs (`left` of them; 0: none) beyond the full waves: the
     # block scheduler places each CTA on whichever SM has a slot free, so the `left` CTAs
     # spread over the SMs, ceil(left / SMs) an SM (`res`), each as fast as that residency lets
@@ -1643,7 +1648,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # two an SM ran two or three CTAs an SM, the last 8 alone): a third row of the trips' times
     full = np.floor(ctas / slots)
     left = ctas - full * slots
-    res = np.maximum(1.0, np.ceil(left / f.sms))
+    res = np.maximum(_ONE, np.ceil(left / f.sms))
 
     # a loop that streams its operands from DRAM (KernelPlan.streamed: each byte read once, by
     # one CTA) with its loads pipelined ahead (a cp.async ring of 2 or more stages, TMA) fills
@@ -1652,31 +1657,37 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # synchronous loads keep one tile in flight a CTA and wait out their round trips
     # (load_latency) long before that. Measured on such streams (decode's K/V); kernels whose
     # DRAM bytes a trip are the L2 model's estimate of re-read tiles are left to their port
-    piped = (((f.policy == POLICIES["async"]) & (f.stages > 1))
-             | (f.policy == POLICIES["warpspecialized"])) & (f.streams > 0)
-    sm_dram = np.where(piped, r.sm_dram, np.inf)
+    piped = (((f.policy == _ASYNC) & (f.stages > _ONE)) | ws) & (f.streams > _ZERO)
+    sm_dram = np.where(piped, r.sm_dram, _INF)
 
-    def port(rd, wr):  # through this SM's own load/store path (its DRAM reads: sm_dram)
-        return np.maximum((rd + wr) / r.port, rd * f.dram_r / sm_dram)
+    def port(rd, wr, sums=None):  # through this SM's own load/store path (its DRAM reads:
+        # sm_dram); `sums`: (rd + wr, rd x dram_r), where the caller has them
+        rw, rdd = (rd + wr, rd * f.dram_r) if sums is None else sums
+        return np.maximum(rw / r.port, rdd / sm_dram)
 
-    def level(rd, wr, share, x=0.0):  # this CTA's share of L2 (`x`: its extra L2 work) and DRAM
-        return share * np.maximum((rd + wr + x) / r.l2, (rd * f.dram_r + wr * f.dram_w) / r.hbm)
+    def level(rd, wr, share, x=0.0, sums=None):  # this CTA's share of L2 (`x`: its extra L2
+        # work) and DRAM
+        rw, rdd = (rd + wr, rd * f.dram_r) if sums is None else sums
+        return share * np.maximum((rw + x) / r.l2, (rdd + wr * f.dram_w) / r.hbm)
 
     rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
     rd1, rd_f, wr_f = rd, f.fixed_r / ctas, f.fixed_w / ctas  # the first trip's loads; per CTA once
     # round trips the trip waits for (to L2 where the kernel's lines are there, else to DRAM),
     # and a wgmma consumer's waits at its GEMM turns
-    lat = f.nsync * np.where(f.l2sync > 0, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
+    lat = f.nsync * np.where(f.l2sync > _ZERO, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
     # a loop trip's bytes, the fixed part's and the first trip's loads, as the rows of one
     # stack: through the SM's port (a trip's reductions' once: their reads are the L2's), and
-    # the L2/DRAM time of one CTA (`solo`: times the CTAs that share them)
-    loop_port, fixed_port, port1 = port(np.array([rd - f.red, rd_f, rd1]), np.array([wr, wr_f, zero]))
-    solo = level(np.array([rd, rd_f, rd1]), np.array([wr, wr_f, zero]), 1.0, np.array([f.loop_x, zero, zero]))
-    lv = shares * solo[0]
+    # the L2/DRAM time of one CTA (`solo`: times the CTAs that share them); the two stacks
+    # one, their sums (port's and level's) at once
+    rd6, wr6 = np.array([rd - f.red, rd_f, rd1, rd, rd_f, rd1]), np.array([wr, wr_f, zero] * 2)
+    rw, rdd = rd6 + wr6, rd6 * f.dram_r
+    loop_port, fixed_port, port1 = port(None, None, (rw[:3], rdd[:3]))
+    solo = level(None, wr6[3:], _ONE, np.array([f.loop_x, zero, zero]), (rw[3:], rdd[3:]))
     # the epilogue as an asynchronous trip with no bytes of its own; rows: the bandwidth
     # shared, the SM's units alone, and those at the last wave's `res` CTAs an SM
     levels = np.zeros((3, nt, m))
-    levels[:2, :nt - 1] = lv[:, None]
+    np.multiply(shares[:, None], solo[0], out=levels[:2, :nt - 1])
+    lv = levels[:2, 0]  # shares x solo[0]
     resident = np.concatenate((n,) * (2 * nt) + (res,) * nt).reshape(3, nt * m)
     port_lat = np.zeros((2, nt, m))  # the trips' port and latency terms (the epilogue's none)
     port_lat[0, :nt - 1], port_lat[1, :nt - 1] = loop_port, lat
@@ -1720,7 +1731,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     rd, wr = rd_f, wr_f
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
-    fixed = pnorm([np.maximum(fixed_port, np.array([conc, zero, zero]) * solo[1]), epilogue], q)
+    fixed = pnorm([np.maximum(fixed_port, shares3 * solo[1]), epilogue], q)
     fixed, fixed_t = fixed[:2] + fill, fixed[2]
     # a CTA that holds its SM alone (its shared memory admits one CTA an SM) waits, before its
     # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
@@ -1729,13 +1740,12 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # ... and at its end for its stores' drain (store_drain), before the next CTA can take its
     # place: a round trip, priced at the measured one (load_latency; the fitted L2 round trip
     # would let the fit trade fa1's backward's L2 waits against the launch overhead)
-    ring = ((f.stages > 1) & (f.policy != POLICIES["warpspecialized"]) & (f.total_trips > 0)
-            & (f.occ == 1))
+    ring = (f.stages > _ONE) & ~ws & (f.total_trips > _ZERO) & (f.occ == _ONE)
     drain = f.drain * r.load_latency
-    ring = np.where(ring, r.load_latency + port1 + drain, 0.0)
+    ring = np.where(ring, r.load_latency + port1 + drain, _ZERO)
     fixed, fixed_t = fixed + ring, fixed_t + (fill + ring)
     if deps:  # every term of the row's CTA parts, with the share and without
-        fp, fl = port(rd, wr), level(rd, wr, np.array([conc, zero, zero]))
+        fp, fl = port(rd, wr), level(rd, wr, shares3)
         d_fp, d_lf1 = _dep(fp, BIT["port"]), level_bits(rd, wr)
         d_waits = d_fill | np.where(ring != 0, BIT["latency"] | _dep(port(f.loop_r / f.steps, 0.0), BIT["port"]), 0)
         d_fixed = _max_deps([fp, fl], [d_fp, np.where(fl != 0, d_lf1, 0)])  # (3 rows, m)
@@ -1757,8 +1767,11 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     (fixed, fixed_c), (trip, trip_c, trip_t), (extra, extra_c, extra_t) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
     # out across waves; the last, partial wave at its own residency (`res`, where fewer)
-    d = fixed + f.one0 * trip + f.masked0 * extra
-    d_c = fixed_c + f.one0 * trip_c + f.masked0 * extra_c
+    d = fixed + f.one0 * trip
+    d_c = fixed_c + f.one0 * trip_c
+    if nt == 3:  # (else no row has a masked trip: its term is a zero, which adds nothing to
+        # these sums of times, never -0)
+        d, d_c = d + f.masked0 * extra, d_c + f.masked0 * extra_c
 
     def alone(ix, res, share):  # rows ix's CTA parts at `res` CTAs an SM, with `share` CTAs
         # sharing L2 and DRAM (0: the SM's units alone; both per row of ix)
@@ -1773,8 +1786,11 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                                                for v, d in zip(lv, (d_lv1, d_lf1)))))
         return parts
 
-    last = np.where((left > 0) & (res < n), fixed_t + f.one0 * trip_t + f.masked0 * extra_t,
-                    np.where(left > 0, d_c, 0.0))
+    partial = left > _ZERO
+    last_t = fixed_t + f.one0 * trip_t
+    if nt == 3:
+        last_t = last_t + f.masked0 * extra_t
+    last = np.where(partial & (res < n), last_t, np.where(partial, d_c, _ZERO))
     out = np.where(ctas <= slots, d, np.maximum(full * d_c + last, ctas * d / slots))
     if deps:  # (the waves' larger term: _max_deps; the unequal rows' below, all of them)
         d_last = np.where((left > 0) & (res < n), d_dur[2], 0)
@@ -1831,8 +1847,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                     wins[ix[two]] = end > spread[two]
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
-    ws = f.policy == POLICIES["warpspecialized"]
-    chain = np.where(ws, trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m] + lat,
+    chain = np.where(ws, turn + lat,  # (turn: the tensor time over groups plus the other chain)
                      trips.warp_mma[:m] + trips.warp_other[:m] + trips.queue[:m])
     # The kernel's edges, once. Its CTAs wait for their first trip's loads (first_loads) at
     # once through L2 and DRAM, which no earlier trip's work overlaps: the grid's first loads,
@@ -1841,7 +1856,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # waits them through its port already. Its last CTAs wait for their stores' drain (a lone
     # CTA's: in its ring).
     burst = np.minimum(ctas * solo[2], chain)
-    edges = np.where(ring > 0, np.maximum(0.0, burst - port1), f.head * burst + drain)
+    edges = np.where(ring > _ZERO, np.maximum(_ZERO, burst - port1), f.head * burst + drain)
     if deps:
         # the unequal rows: the schedule of their CTAs (the SM-side durations, d_c's terms) and
         # the spread of their summed durations (d's): the latter shrinks under any relief,
