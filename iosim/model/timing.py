@@ -353,6 +353,7 @@ SUBSET = 128  # entries above which Trip.time computes each policy on its own en
 POLICIES = {"warpspecialized": 0, "async": 1, "lockstep": 2, "none": 3, "spread": 4, "drift": 5,
             "prefetch": 6}
 _WS, _ASYNC = (np.array(float(POLICIES[x])) for x in ("warpspecialized", "async"))  # policy codes
+WARPSPECIALIZED = POLICIES["warpspecialized"]
 # `drift`: how much better than synchronous phases (sync_overlap) the bandwidth share and the
 # SM's throughput of drifting warps overlap: the exponent's multiple (1: `none`, as if the
 # warps ran in step; inf: perfectly, the larger of the two). Not fitted by calibrate: chosen
@@ -476,7 +477,7 @@ class Trip:
             return self._time(int(codes[0]), port, level, n, sync_overlap, latency)
         if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
             out = np.empty(np.shape(level))
-            sm = self._sm(port, n)  # (every mma.sync policy's)
+            sm = self._sm(port, n, latency)  # (every mma.sync policy's)
             for code in codes:
                 np.copyto(out, self._time(int(code), port, level, n, sync_overlap, latency, sm),
                           where=policy == code)
@@ -500,29 +501,31 @@ class Trip:
         times)."""
         terms = self._terms().reshape(len(TRIP), *np.shape(port))
         q = sync_overlap
-        thr, warp = Trip(terms)._sm(port, n)  # (every mma.sync policy's, at once)
+        thr, warp, sync = Trip(terms)._sm(port, n, latency)  # (every mma.sync policy's, at once)
         # the epilogues' policy on every entry at once (the SM's throughput and a warp's chain
         # all it takes of the terms): the epilogues' times and those of the runs of its policy
-        out = _Terms(terms)._time(EPILOGUE, port, level, n, q, latency, (thr, warp))
+        out = _Terms(terms)._time(EPILOGUE, port, level, n, q, latency, (thr, warp, sync))
         k = len(port) - 1 if masked else 1  # (the epilogues: the last)
         for code, a, z in runs:
             if code == EPILOGUE:
                 continue
-            out[..., :k, a:z] = _Terms(terms[:, :k, a:z])._time(
+            # (warp-specialized trips take most terms: all at once, as views)
+            out[..., :k, a:z] = (Trip if code == WARPSPECIALIZED else _Terms)(terms[:, :k, a:z])._time(
                 code, port[:k, a:z], level[..., :k, a:z], n[..., :k, a:z],
                 q if isinstance(q, float) else q[:k, a:z], latency[:k, a:z],
-                (thr[..., :k, a:z], warp[:k, a:z]))
+                (thr[..., :k, a:z], warp[:k, a:z], sync[:k, a:z]))
         if k < len(port) - 1:
             out[..., 1, :] = out[..., 0, :]
         return out
 
-    def _sm(self, port, n) -> tuple:
-        """(the SM's throughput, a warp's chain) of mma.sync trips, `n` CTAs an SM."""
+    def _sm(self, port, n, latency) -> tuple:
+        """(the SM's throughput, a warp's chain, and that after its round trips and bytes: a
+        synchronous trip's) of mma.sync trips, `n` CTAs an SM."""
         # an mma.sync holds its sub-partition's dispatch while the tensor core reads its
         # register operands: other warps' instructions issue between MMAs, not beside them
         thr = n * _max(self.dispatch, self.sfu, self.alu, self.sram, self.issue, port)
         warp = self.warp_mma + self.warp_other + self.queue  # queue: after a CTA barrier
-        return thr, warp
+        return thr, warp, latency + port + warp
 
     def _time(self, policy: int, port, level, n, sync_overlap, latency, sm=None) -> np.ndarray:
         """Trip.time for entries that share one policy (`sm`: _sm's answer, where known)."""
@@ -536,10 +539,9 @@ class Trip:
             # FP32 work issues while another's exp2 holds the MUFU, the two combine as the
             # other unsynchronised phases do (each of these three cases computed only where
             # some entry is one: the same bits, fewer numpy calls)
-            pipes = self.sfu + self.alu
+            pipes = sfu_alu = self.sfu + self.alu
             if np.count_nonzero(self.apart):  # (faster than .any())
-                pipes = np.where(self.apart > 0, pnorm([self.sfu, self.alu], sync_overlap),
-                                 self.sfu + self.alu)
+                pipes = np.where(self.apart > _ZERO, pnorm([self.sfu, self.alu], sync_overlap), sfu_alu)
             # a warpgroup's softmax under its own previous P·V (`under_pv`) as well as under the
             # other warpgroups' GEMMs overlaps the tensor cores' work better (PV_OVERLAP)
             pv = sync_overlap
@@ -553,11 +555,11 @@ class Trip:
             # warps' own issue
             other = self.warp_other
             if np.count_nonzero(self.in_step):
-                other = np.where(self.in_step > 0, np.maximum(self.warp_other, self.sfu + self.alu),
+                other = np.where(self.in_step > _ZERO, np.maximum(self.warp_other, sfu_alu),
                                  self.warp_other)
             chain = self.tensor / self.groups + other + latency
             return _max(port, chain, level, thr)
-        thr, warp = self._sm(port, n) if sm is None else sm
+        thr, warp, sync = self._sm(port, n, latency) if sm is None else sm
         if policy == POLICIES["async"]:  # with more than one stage; the round trips of plain
             # loads its issue waits for (sync_loads: decode's per-row table reads) bound the
             # trip, not added to the chain (docs/model.md: as measured)
@@ -565,7 +567,7 @@ class Trip:
         if policy == POLICIES["spread"]:  # one-trip CTAs, many to an SM, each started as
             # another ends: their phases spread, so loads, compute and stores of different CTAs
             # overlap as a fluid (a CTA still takes its own chain)
-            return _max(latency + port + warp, level, thr)
+            return _max(sync, level, thr)  # (sync: latency + port + warp)
         if policy == POLICIES["lockstep"]:  # barriers inside the trip: the warps' phases
             # cannot drift, so their chain and the SM's throughput combine as synchronous phases.
             # The chain holds the trip's bytes through the SM's own load/store path (the port),
@@ -589,12 +591,12 @@ class Trip:
             # busy with each other CTA's bytes for the share of time that CTA's own chain keeps
             # it busy (port / chain, as alone: mean value analysis's arrival theorem) and wait
             # for them (fa1's forward with two CTAs on an SM)
-            chain = latency + port + warp
+            chain = sync  # latency + port + warp
             share = np.divide(port, chain, out=np.zeros(np.shape(chain)), where=chain > _ZERO)  # (chain: port's shape too)
             queued = (n - _ONE) * share * port
             return pnorm([chain + queued, busy], sync_overlap)
         # synchronous loads: the warps wait a round trip (`latency`), then the bytes, then compute
-        return pnorm([latency + port + warp, level, thr], sync_overlap)
+        return pnorm([sync, level, thr], sync_overlap)  # (sync: latency + port + warp)
 
     def deps(self, td: Trip, policy, stages, port, level, n, sync_overlap, latency,
              d_port, d_level, d_lat) -> np.ndarray:
