@@ -434,11 +434,11 @@ class Trip:
               inst_per_op) -> Trip:
         """Trip.of of its operands stacked: `work` the rows of _TRIP_OF (its sram row
         overwritten), `rates` those of _TRIP_RATES, `turns` apart, under_pv and in_step, each
-        broadcast against the others' trailing axes; the terms made as the rows of one array
+        broadcast against work's trailing axes (the terms' shape); the terms made as the rows of one array
         (TRIP's), several at once (numpy's calls, not the entries, cost a few rows' time)."""
         flops, exps, alu, sram, extra, fill, shadow, barrier, chained = work
         tensor_r, _, _, _, issue_r, inst_r, mma_r, chain_r = rates
-        t = np.zeros((len(TRIP), *np.broadcast(flops, tensor_r).shape))
+        t = np.zeros((len(TRIP), *work.shape[1:]))
         mma, other = _instructions(flops, alu + exps, sram, wg, inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
         issued = other + shadow
@@ -1231,7 +1231,7 @@ _TRIP_IN = {3: _at(tuple(x for names in _TRIP_FACTS for x in names), FACTS),
 _TRIP_RATES = ("tensor", "sfu", "alu", "sram", "issue", "inst_cycles", "mma_cycles", "chain_cycles")
 _TRIP_ROWS = len(_TRIP_OF) + 2  # each trip's own facts, before the row's
 TILE = 4096  # trip entries up to which _schedule lays out the rows' facts and rates as the trips'
-_TRIP_EPI = ({t: np.arange(t * 3 + t - 1, t * 11, t) for t in (2, 3)},  # the epilogue's sram, ...,
+_TRIP_EPI = ({t: slice(t * 3 + t - 1, t * 11, t) for t in (2, 3)},  # the epilogue's sram, ...,
              np.array([0.0] * 6 + [POLICIES["async"], 2.0]))  # chained, policy, stages (of t trips a row)
 _TRIP_MASKED = 3 * 2 + 1
 EPILOGUE = int(_policies(_TRIP_EPI[1][-2], _TRIP_EPI[1][-1]))  # the epilogue's policy (Trip.time_runs)
@@ -1659,7 +1659,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # synchronous loads keep one tile in flight a CTA and wait out their round trips
     # (load_latency) long before that. Measured on such streams (decode's K/V); kernels whose
     # DRAM bytes a trip are the L2 model's estimate of re-read tiles are left to their port
-    piped = (((f.policy == _ASYNC) & (f.stages > _ONE)) | ws) & (f.streams > _ZERO)
+    staged = f.stages > _ONE
+    piped = (((f.policy == _ASYNC) & staged) | ws) & (f.streams > _ZERO)
     sm_dram = np.where(piped, r.sm_dram, _INF)
 
     def port(rd, wr, sums=None):  # through this SM's own load/store path (its DRAM reads:
@@ -1742,7 +1743,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # ... and at its end for its stores' drain (store_drain), before the next CTA can take its
     # place: a round trip, priced at the measured one (load_latency; the fitted L2 round trip
     # would let the fit trade fa1's backward's L2 waits against the launch overhead)
-    ring = (f.stages > _ONE) & ~ws & (f.total_trips > _ZERO) & (f.occ == _ONE)
+    ring = staged & ~ws & (f.total_trips > _ZERO) & (f.occ == _ONE)  # (staged: f.stages > 1)
     drain = f.drain * r.load_latency
     ring = np.where(ring, r.load_latency + port1 + drain, _ZERO)
     fixed, fixed_t = fixed + ring, fixed_t + (fill + ring)
