@@ -1270,28 +1270,39 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
     its cap, and at the cap `with_cap` (each case must have one; `only_cap`: cases scheduled at
     their cap alone); with `deps`, also the bits of all the schedules it takes the least of."""
-    bits = 1 << np.arange(int(cap.max()).bit_length())
+    bits = _POW2[:int(cap.max()).bit_length()]
     occ = np.empty((len(cap), len(bits) + 1), np.int64)
     occ[:, :-1], occ[:, -1] = bits, cap
     tried = np.empty(occ.shape, bool)
-    tried[:, :-1], tried[:, -1] = bits < cap[:, None], with_cap
+    np.less(bits, cap[:, None], out=tried[:, :-1])
+    tried[:, -1] = with_cap
     if only_cap is not None:
         tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
-    occ = occ[tried]
+    occ, kc = occ[tried], kidx.take(case)
     sort = 3 * len(case) > SUBSET  # _schedule's rows sorted by policy (Trip.time_runs), then back
     if sort:
-        order = np.argsort(b.codes[kidx[case]], kind="stable")
-        case, occ = case[order], occ[order]
-    g = _Facts(b.table.take(kidx[case], 0))
-    sched, _, *bits = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kidx[case], deps, bound)
+        order = np.argsort(b.codes.take(kc), kind="stable")
+        case, occ, kc = case.take(order), occ.take(order), kc.take(order)
+    g = _Facts(b.table.take(kc, 0))
+    sched, _, *more = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kc, deps, bound)
     if sort:
-        back = np.empty(len(order), np.int64)
-        back[order] = np.arange(len(order))
-        sched, bits = sched[back], [x[back] for x in bits]
-    counts = tried.sum(axis=1)
-    least = np.minimum.reduceat(sched, counts.cumsum() - counts)
-    return (least, np.bitwise_or.reduceat(bits[0], counts.cumsum() - counts)) if deps else least
+        sched, more = _unsort(sched, order), [_unsort(x, order) for x in more]
+    # where each case's rows start (bincount: a case's rows, in whatever order)
+    counts = np.bincount(case, minlength=len(cap))
+    starts = counts.cumsum() - counts
+    least = np.minimum.reduceat(sched, starts)
+    return (least, np.bitwise_or.reduceat(more[0], starts)) if deps else least
+
+
+_POW2 = 1 << np.arange(63, dtype=np.int64)  # _shortest's occupancies below a cap
+
+
+def _unsort(x: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """x's entries back in their places before `order` sorted them (one scatter)."""
+    out = np.empty_like(x)
+    out[order] = x
+    return out
 
 
 def _rep(a: np.ndarray, k: int) -> np.ndarray:
@@ -1841,6 +1852,10 @@ if LAUNCH != len(RELIEFS) - 1:  # predict_batch's one pass leaves the last relie
     raise AssertionError("the launch relief must be the last of RELIEFS")
 LIMIT_AT = np.array([RELIEFS.index(u) for u in LIMITS])  # the columns of RELIEFS that are LIMITS
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
+_PORT, _NEED_PORT = RELIEFS.index("port"), FACTS.index("need_port")
+_LIMIT_NO = np.arange(len(LIMITS))
+# numpy 2 takes a Python float operand slower than a 0-d array
+_TWO, _NEAR = np.array(2.0), np.array(1 + 1e-8)  # (_chosen's: within 1e-8 of the shortest)
 
 
 def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarray,
@@ -1849,7 +1864,7 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     far) gets the exact ones: the launch relief's (the busy time stays) and those of rates a
     kernel never uses (they change nothing). `first`, `top`: lim's argmax and max per kernel."""
     seconds = busy + launch
-    largest = np.arange(len(LIMITS)) == first[:, None]
+    largest = _LIMIT_NO == first[:, None]
     second = np.where(largest, -np.inf, lim).max(axis=1)
     # a unit's or level's relief: never below half the time, nor below another unit's or
     # level's time; the others' (port, latency, launch): never below any
@@ -1859,20 +1874,20 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     own[:, LIMIT_AT] = lim
     at = launch[:, None]
     lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
-    _exact(busy, launch, need, relaxed, lower)
+    _exact(busy, launch, need, seconds, relaxed, lower)
     return lower
 
 
-def _exact(busy: np.ndarray, launch: np.ndarray, need: np.ndarray, *into: np.ndarray) -> None:
+def _exact(busy: np.ndarray, launch: np.ndarray, need: np.ndarray, seconds: np.ndarray,
+           *into: np.ndarray) -> None:
     """The reliefs' times known exactly (_lower's), written into each of `into` ((kernels,
     RELIEFS) arrays): the launch relief's (the busy time stays) and those of rates a kernel
-    never uses (they change nothing)."""
-    at_launch = busy + launch / 2
-    idle = ~need
-    seconds = (busy + launch)[idle.nonzero()[0]]
+    never uses (they change nothing: `seconds`, busy + launch)."""
+    at_launch = busy + launch / _TWO
+    idle, seconds = ~need, seconds[:, None]
     for x in into:
         x[:, LAUNCH] = at_launch
-        x[idle] = seconds
+        np.copyto(x, seconds, where=idle)
 
 
 def _chosen(times: np.ndarray) -> list[str]:
@@ -1880,10 +1895,10 @@ def _chosen(times: np.ndarray) -> list[str]:
     (not NaN): only the ones within 1e-8 of the shortest can share its rounded key, so only
     they are ranked."""
     best = np.fmin.reduce(times, axis=1, keepdims=True)  # (the known's; NaN: none known)
-    near = times <= best * (1 + 1e-8)  # (NaN, unknown, compares False)
+    near = times <= best * _NEAR  # (NaN, unknown, compares False)
     first = near.argmax(axis=1)
     out = [RELIEFS[j] for j in first.tolist()]
-    for i in np.flatnonzero(near.sum(axis=1) > 1):
+    for i in (near.sum(axis=1) > 1).nonzero()[0]:
         out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
     return out
 
@@ -1962,22 +1977,24 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
     launch = b.launch
     busiest, top = lim.argmax(axis=1), lim.max(axis=1)  # (the largest: the busiest's)
-    some = busy > 0
-    util = np.where(some, top / np.where(some, busy, 1.0), 1.0)
+    util = np.ones(n)  # (1 where the kernel takes no time)
+    np.divide(top, busy, out=util, where=busy > 0)
     out = Predicted(busy + launch, busiest, util)
     if not limiter_too:
         return out
-    relaxed = np.full((n, nr), np.nan)
-    if every:
-        relaxed[:, :LAUNCH] = busy_all[:, 1:] + launch[:, None]
+    if every:  # (every entry written below)
+        relaxed = np.empty((n, nr))
+        np.add(busy_all[:, 1:], launch[:, None], out=relaxed[:, :LAUNCH])
+    else:
+        relaxed = np.full((n, nr), np.nan)
     need = np.ones((n, nr), bool)
     # a rate the kernel never uses changes nothing (latency and launch: always used)
     need[:, LIMIT_AT] = lim > 0
-    need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
+    need[:, _PORT] = b.table[:, _NEED_PORT] > 0
     if every and not kernel_bounds:  # every relief known: the lower bounds' one use, each
         # kernel's own limiter's search, is not asked for; the exact times alone
         lower = None
-        _exact(busy, launch, need, relaxed)
+        _exact(busy, launch, need, out.seconds, relaxed)
     else:
         lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
     if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
