@@ -42,6 +42,9 @@ LEVELS = ("l2", "hbm")  # levels shared by all SMs
 # instruction and per synchronous load's round trip halved) and the launch overhead (halved)
 RELIEFS = (*UNITS, "port", *LEVELS, "latency", "launch")
 LIMITS = (*UNITS, *LEVELS)  # the fluid limits, in the order `busiest` breaks ties
+# 0 and 1 as 0-d arrays: numpy 2 takes a Python number operand slower than an array of the
+# other operand's dtype (float64 here)
+_ZERO, _ONE = np.array(0.0), np.array(1.0)
 
 
 @dataclass(frozen=True)
@@ -1036,22 +1039,24 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     total_trips, total_masked = inten[:, s["sum_one"]] * reps, inten[:, s["sum_masked"]] * reps
     # the loop's work and bytes are spread over its tiles of work: trips less the padding of
     # ragged tiles computed in full (each trip then a whole tile's work)
-    steps = np.where(total_trips > 0, total_trips / inten[:, s["pad"]], 1.0)
+    steps = np.where(total_trips > _ZERO, total_trips / inten[:, s["pad"]], _ONE)
     two_r, two_w = ext[:, e["two_r"]], ext[:, e["two_w"]]
     once = ext[:, _ONCE[1]]
     loop = ext[:, _STEP[1]]  # the loop's: less the once-per-CTA work, and the mask's ALU ops
     loop[:, :len(_ONCE[0])] -= once
-    loop[:, _STEP[0].index("a_alu")] -= ext[:, e["mask_alu"]]
+    loop[:, _A_ALU] -= ext[:, e["mask_alu"]]
     # ALU ops of a masked trip; DRAM shares of the two-level bytes
     part, whole = np.array([ext[:, e["mask_alu"]], dram_r, dram_w]), np.array([total_masked, two_r, two_w])
-    some = whole > 0
+    some = whole > _ZERO
+    share = np.zeros(part.shape)  # (0 where the whole is none)
+    np.divide(part, whole, out=share, where=some)
     two = two_r + two_w
     # the facts taken as they are and the computed ones, block by block end to end, then put
     # in FACTS' order (_BLOCKS_AT: one gather)
     return np.concatenate((inten, ext, loop / steps[:, None], once / ctas[:, None],
-                           np.where(some, part / np.where(some, whole, 1), 0.0).T,
+                           share.T,
                            np.array([reps, total_trips, total_masked, steps, two + ext[:, e["l2_extra"]],
-                                     dram_r + dram_w, two > 0]).T), axis=1)[:, _BLOCKS_AT]
+                                     dram_r + dram_w, two > _ZERO]).T), axis=1)[:, _BLOCKS_AT]
 
 
 def _as_is(names: tuple, computed: set) -> tuple[list, list]:
@@ -1073,6 +1078,7 @@ _STEP = (("a_flops", "a_exps", "a_alu", "a_sram", "a_fill", "loop_x", "red"),
 _ONCE = (("o_flops", "o_exps", "o_alu"), _at(("o_flops", "o_exps", "o_alu"), EXTENSIVE))
 _SHARE = ("mask", "dram_r", "dram_w")
 _PLAIN = ("reps", "total_trips", "total_masked", "steps", "l2_bytes", "dram_bytes", "need_port")
+_A_ALU = _STEP[0].index("a_alu")
 _STEP_AT, _ONCE_AT, _SHARE_AT, _PLAIN_AT = (_at(b, FACTS) for b in (_STEP[0], _ONCE[0], _SHARE, _PLAIN))
 _COMPUTED = {*_STEP[0], *_ONCE[0], *_SHARE, *_PLAIN}
 # (the others come from INTENSIVE and EXTENSIVE as they are)
@@ -1977,8 +1983,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
     launch = b.launch
     busiest, top = lim.argmax(axis=1), lim.max(axis=1)  # (the largest: the busiest's)
-    util = np.ones(n)  # (1 where the kernel takes no time)
-    np.divide(top, busy, out=util, where=busy > 0)
+    util = np.empty(n)
+    util.fill(1.0)  # (where the kernel takes no time)
+    np.divide(top, busy, out=util, where=busy > _ZERO)
     out = Predicted(busy + launch, busiest, util)
     if not limiter_too:
         return out
@@ -1987,10 +1994,11 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         np.add(busy_all[:, 1:], launch[:, None], out=relaxed[:, :LAUNCH])
     else:
         relaxed = np.full((n, nr), np.nan)
-    need = np.ones((n, nr), bool)
+    need = np.empty((n, nr), bool)
+    need.fill(True)
     # a rate the kernel never uses changes nothing (latency and launch: always used)
-    need[:, LIMIT_AT] = lim > 0
-    need[:, _PORT] = b.table[:, _NEED_PORT] > 0
+    need[:, LIMIT_AT] = lim > _ZERO
+    need[:, _PORT] = b.table[:, _NEED_PORT] > _ZERO
     if every and not kernel_bounds:  # every relief known: the lower bounds' one use, each
         # kernel's own limiter's search, is not asked for; the exact times alone
         lower = None
