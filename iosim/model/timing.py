@@ -113,6 +113,7 @@ def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> Kern
 RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "sm_dram", "l2", "hbm",
                "mma_cycles", "inst_cycles", "chain_cycles", "load_latency", "l2_latency", "turn_wait",
                "launch")
+_FLUID_RATES = np.array([RATE_FIELDS.index(x) for x in LIMITS], np.intp)  # _fluid's, in LIMITS' order
 
 
 @dataclass  # not frozen: a batch builds several, and a frozen one's fields cost a call each
@@ -226,16 +227,16 @@ def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: Hardwar
     return float(mma), float(other)
 
 
-def _fluid(f: _Facts, r: Rates) -> np.ndarray:
-    """Seconds each unit and level needs for the whole kernel at its efficient rate, per case:
-    (LIMITS, cases), the work over the rate of each (one division)."""
-    sms = f.sms
+def _fluid(f: _Facts, rv: np.ndarray) -> np.ndarray:
+    """Seconds each unit and level needs for the whole kernel at its efficient rate, per case
+    (rv: the cases' rate rows, RATE_FIELDS columns): (LIMITS, cases), the work over the rate
+    of each (one division; the units' rates per SM, times the SMs)."""
     mma, other = _instructions(f.flops, f.alu + f.exps, f.sram, f.wg, f.inst_per_op)
     # beyond the work (KernelPlan.loop_issue, loop_shadow)
     other = other + (f.x_trip + f.x_shadow) * f.total_trips
-    return (np.array([f.flops, f.exps, f.alu, f.sram - f.fill, mma + other, f.l2_bytes, f.dram_bytes])
-            / np.array([r.tensor * sms, r.sfu * sms, r.alu * sms, r.sram * sms, r.issue * sms,
-                        r.l2, r.hbm]))
+    rate = rv.take(_FLUID_RATES, 1).T
+    rate[:len(UNITS)] *= f.sms
+    return np.array([f.flops, f.exps, f.alu, f.sram - f.fill, mma + other, f.l2_bytes, f.dram_bytes]) / rate
 
 
 def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) -> dict[str, float]:
@@ -245,9 +246,7 @@ def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) ->
                         np.array([dram.read], np.float64), np.array([dram.write], np.float64))
     table[:, FACTS.index("sms")] = sms
     table[:, FACTS.index("inst_per_op")] = r.inst_per_op
-    f = _Facts(table)
-    rv = _rates_of(np.array([r.vector()], dtype=np.float64), f)
-    return dict(zip(LIMITS, _fluid(f, rv)[:, 0].tolist()))
+    return dict(zip(LIMITS, _fluid(_Facts(table), np.array([r.vector()], np.float64))[:, 0].tolist()))
 
 
 def _split(k: KernelPlan, p: Problem, size: dict | None = None) -> tuple[float, float, float, float]:
@@ -1107,11 +1106,18 @@ _BLOCKS_AT = _blocks_at()
 
 
 class _Facts:
-    """FACTS as arrays, one entry per case (the rows of `table`)."""
+    """FACTS (or those of `names`: its columns) as arrays, one entry per case (the rows of `table`)."""
 
-    def __init__(self, table: np.ndarray):
+    def __init__(self, table: np.ndarray, names: tuple = FACTS):
         self.table = table
-        self.__dict__.update(zip(FACTS, table.T))  # the columns as views, at a quarter of setattr's cost
+        self.__dict__.update(zip(names, table.T))  # the columns as views, at a quarter of setattr's cost
+
+
+# the facts _busy takes itself (Batch.busy_facts; _fluid's, the occupancy cap's, the tail's)
+_BUSY_FACTS = ("flops", "exps", "alu", "sram", "fill", "wg", "inst_per_op", "x_trip", "x_shadow",
+               "total_trips", "l2_bytes", "dram_bytes", "sms", "occ", "ctas", "tail")
+_BUSY_AT = _at(_BUSY_FACTS, FACTS)
+_L2_LATENCY = RATE_FIELDS.index("l2_latency")
 
 
 @dataclass
@@ -1130,6 +1136,11 @@ class Batch:
 
     def __len__(self) -> int:
         return len(self.table)
+
+    @cached_property
+    def busy_facts(self) -> np.ndarray:
+        """The table's columns of _BUSY_FACTS (a narrow table: fewer columns for _busy to gather)."""
+        return self.table.take(_BUSY_AT, 1)
 
     @cached_property
     def q(self) -> float | np.ndarray:
@@ -1214,11 +1225,11 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     other leaves them as they are, to the last bit (_schedule's `deps`). With `bound`, the
     seconds of cases of unequal CTAs are a lower bound on theirs (_schedule's `bound`, at
     every occupancy below the cap too), those of the others the same to the bit."""
-    table = b.table
     rates = b.rates.take(kidx, 0) * RELIEF_FACTORS.take(relief, 0)  # (take: a faster gather)
-    f = _Facts(table.take(kidx, 0))
-    r = _rates_of(rates, f)
-    limits = _fluid(f, r)
+    few = len(kidx) <= FEW
+    # (few: the facts this function takes itself, _shortest gathers its own)
+    f = _Facts(b.busy_facts.take(kidx, 0), _BUSY_FACTS) if few else _Facts(b.table.take(kidx, 0))
+    limits = _fluid(f, rates)
     top = limits.max(axis=0)
 
     # the occupancies each case is scheduled at: CTAs resident on one SM overlap at least as
@@ -1232,16 +1243,17 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     # schedule the hardware runs, nor a bound on one (a long CTA alone on an SM first finishes
     # sooner than beside another)
     # (no unequal CTAs in the batch: none)
-    paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else np.zeros(len(cap), bool)
-    if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired if b.periods else None,
-                         deps=deps, bound=bound)
+    paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else None
+    if few:  # numpy's cost per call outweighs the rows: all in one pass
+        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps, bound=bound)
         best, bits = best if deps else (best, None)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
         # and above a floor of the occupancies below it: o CTAs an SM run the kernel's trips,
         # each no shorter than a warp's dependent chain, o x SMs at a time (the most below
         # the cap, 2^(e-1) for cap - 1 = x 2^e with x in [0.5, 1), has the lowest floor)
+        r = _rates_of(rates, f)
+        paired = np.zeros(len(cap), bool) if paired is None else paired
         best, chain, *bits = _schedule(f, r, cap * f.sms, b, kidx, deps, bound)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
         # (and the kernel's drain: every schedule's edges or its lone CTAs' rings hold it)
@@ -1261,7 +1273,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
             best[i] = np.minimum(best[i], less)
     # after the last CTA's loop, a chain of dependent round trips to L2 no other work overlaps
     # (KernelPlan.tail_round_trips: split-KV decode's fused combine, on lines other SMs wrote)
-    tail = f.tail * r.l2_latency
+    tail = f.tail * rates[:, _L2_LATENCY]
     if deps:  # the schedule past the fluid limits: a relief of theirs shortens one, leaves it
         # the larger; else either may change it (a relief may lengthen a schedule)
         top_bits = _max_deps(limits, [_dep(v, BIT[u]) for u, v in zip(LIMITS, limits)])
