@@ -1117,6 +1117,7 @@ class _Facts:
 _BUSY_FACTS = ("flops", "exps", "alu", "sram", "fill", "wg", "inst_per_op", "x_trip", "x_shadow",
                "total_trips", "l2_bytes", "dram_bytes", "sms", "occ", "ctas", "tail")
 _BUSY_AT = _at(_BUSY_FACTS, FACTS)
+_Q_AT, _POLICY_AT, _STAGES_AT = (FACTS.index(x) for x in ("q", "policy", "stages"))  # (Batch's)
 _L2_LATENCY = RATE_FIELDS.index("l2_latency")
 
 
@@ -1145,13 +1146,13 @@ class Batch:
     @cached_property
     def q(self) -> float | np.ndarray:
         """The profiles' sync_overlap: a float where they share it (_one)."""
-        return _one(self.table[:, FACTS.index("q")])
+        return _one(self.table[:, _Q_AT])
 
     @cached_property
     def codes(self) -> np.ndarray:
         """Each kernel's policy, as Trip.time computes by (_policies)."""
         t = self.table
-        return _policies(t[:, FACTS.index("policy")], t[:, FACTS.index("stages")])
+        return _policies(t[:, _POLICY_AT], t[:, _STAGES_AT])
 
     @cached_property
     def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
