@@ -465,7 +465,7 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     # per (problem, kernel): the roofline's terms, the time's
     # (the counts a column: gathered at once; the DRAM bytes' sum the facts table's)
     counts = np.empty((len(kern), 6))
-    counts[:, _ROOF_AS_IS] = ext[:, _ROOF_EXT]
+    counts[:, _ROOF_AS_IS] = ext.take(_ROOF_EXT, 1)
     counts[:, 3] = b.table[:, _DRAM_BYTES]
     np.add(ext[:, EXT["two_r"]], ext[:, EXT["two_w"]], out=counts[:, 4])
     terms = timing.roofline_table(counts, peaks)

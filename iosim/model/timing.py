@@ -1040,8 +1040,8 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     # ragged tiles computed in full (each trip then a whole tile's work)
     steps = np.where(total_trips > _ZERO, total_trips / inten[:, s["pad"]], _ONE)
     two_r, two_w = ext[:, e["two_r"]], ext[:, e["two_w"]]
-    once = ext[:, _ONCE[1]]
-    loop = ext[:, _STEP[1]]  # the loop's: less the once-per-CTA work, and the mask's ALU ops
+    once = ext.take(_ONCE[1], 1)  # (take: a faster gather)
+    loop = ext.take(_STEP[1], 1)  # the loop's: less the once-per-CTA work, and the mask's ALU ops
     loop[:, :len(_ONCE[0])] -= once
     loop[:, _A_ALU] -= ext[:, e["mask_alu"]]
     # ALU ops of a masked trip; DRAM shares of the two-level bytes
@@ -1055,7 +1055,7 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     return np.concatenate((inten, ext, loop / steps[:, None], once / ctas[:, None],
                            share.T,
                            np.array([reps, total_trips, total_masked, steps, two + ext[:, e["l2_extra"]],
-                                     dram_r + dram_w, two > _ZERO]).T), axis=1)[:, _BLOCKS_AT]
+                                     dram_r + dram_w, two > _ZERO]).T), axis=1).take(_BLOCKS_AT, 1)
 
 
 def _as_is(names: tuple, computed: set) -> tuple[list, list]:
@@ -1873,6 +1873,7 @@ LIMIT_AT = np.array([RELIEFS.index(u) for u in LIMITS])  # the columns of RELIEF
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 _PORT, _NEED_PORT = RELIEFS.index("port"), FACTS.index("need_port")
 _LIMIT_NO = np.arange(len(LIMITS))
+_LAST = np.array(len(RELIEFS) - 1)  # _chosen's: RELIEFS' last column
 # numpy 2 takes a Python float operand slower than a 0-d array
 _TWO, _NEAR = np.array(2.0), np.array(1 + 1e-8)  # (_chosen's: within 1e-8 of the shortest)
 
@@ -1917,8 +1918,10 @@ def _chosen(times: np.ndarray) -> list[str]:
     near = times <= best * _NEAR  # (NaN, unknown, compares False)
     first = near.argmax(axis=1)
     out = [RELIEFS[j] for j in first.tolist()]
-    for i in (near.sum(axis=1) > 1).nonzero()[0]:
-        out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
+    # (more than one near: its last near one not its first; or none near, kept as it is)
+    for i in (first != _LAST - near[:, ::-1].argmax(axis=1)).nonzero()[0]:
+        if near[i].sum() > 1:
+            out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
     return out
 
 
