@@ -473,11 +473,13 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
 
     # the Plan's largest kernel (the first of equals), by roofline and by predicted time (both
     # at once, a row each: a kernel's index where it is its Plan's largest, else past the end)
-    x = np.array([roof_s, pred.seconds])
+    # (with the DRAM bytes: the rows summed below)
+    y = np.array([roof_s, pred.seconds, dram_r, dram_w])
+    x = y[:2]
     at = np.where(x == np.maximum.reduceat(x, starts, axis=1).repeat(nks, axis=1), np.arange(len(kern)), len(kern))
     roof_at, main_at = np.minimum.reduceat(at, starts, axis=1)
     # summed over the Plan's kernels
-    roof, secs, d_r, d_w = np.add.reduceat(np.array([roof_s, pred.seconds, dram_r, dram_w]), starts, axis=1)
+    roof, secs, d_r, d_w = np.add.reduceat(y, starts, axis=1)
     return _Model(roof, secs, d_r, d_w, roof_bound[roof_at], pred.busiest[main_at],
                   pred.util[main_at], pred.group_bound if limiter else [None] * len(starts))
 
