@@ -209,10 +209,9 @@ def _relief_factors() -> np.ndarray:
 RELIEF_FACTORS = _relief_factors()
 
 
-# numbers of the hot expressions as 0-d arrays: numpy takes those faster than Python's numbers
-# (about half a microsecond a call), to the same bits
-_ZERO, _ONE, _FOUR, _WARP, _MMA, _LDS, _INF = (np.array(float(x)) for x in (
-    0, 1, 4, 32, MMA_FLOPS, LDS_BYTES, math.inf))
+# more numbers of the hot expressions as 0-d arrays (as _ZERO and _ONE): numpy takes those
+# faster than Python's numbers (about half a microsecond a call), to the same bits
+_FOUR, _WARP, _MMA, _LDS, _INF = (np.array(float(x)) for x in (4, 32, MMA_FLOPS, LDS_BYTES, math.inf))
 
 
 def _instructions(tensor_flops, ops, sram_bytes, wgmma, inst_per_op):
