@@ -849,7 +849,7 @@ class _Rows:
         return out
 
     def cumsums(self, x: np.ndarray) -> np.ndarray:
-        out = np.empty(len(x))
+        out = np.empty(len(x), x.dtype)
         for n, a, z, lo, hi in self.blocks:
             out[lo:hi] = np.cumsum(x[lo:hi].reshape(z - a, n), axis=1).ravel()
         return out
@@ -878,22 +878,24 @@ def _list_schedule(dc: np.ndarray, rows: _Rows, reps, slots, first=None) -> np.n
     """list_schedule of periods of several lengths at once (`dc` laid out as `rows`)."""
     # CTA c of the last period, (reps - 1) x period + c in launch order
     last = (np.asarray(reps) - 1).astype(np.int64)[rows.seg]  # whole numbers (a float reps)
-    finish = rows.max(_starts(dc, rows, rows.seg, last, rows.pos, np.asarray(slots)[rows.seg]) + dc)
+    k = last * rows.size[rows.seg] + rows.pos
+    finish = rows.max(_starts(dc, rows, rows.seg, last, np.asarray(slots)[rows.seg], k) + dc)
     return finish if first is None else np.maximum(finish, first)
 
 
-def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, periods: np.ndarray, kind: np.ndarray,
-            slots) -> np.ndarray:
+def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, periods: np.ndarray, slots, k: np.ndarray,
+            c: np.ndarray | None = None) -> np.ndarray:
     """Start of CTA k = periods x period + kind (launch order; of row `row` of `dc`, one
-    period's durations laid out as `rows`, with its `slots`) on the first slot to free: at
+    period's durations laid out as `rows`, with its `slots`; `c`: its kind's place in `dc`,
+    None: each entry of `dc` is its own CTA, of row rows.seg) on the first slot to free: at
     once while slots are free (k < slots: whole numbers, exact in float64); after that, when a
     slot frees: by then the slots have run what was launched before k, less what the CTAs
     still running have left, on average one residual life each, E[d^2] / (2 E[d]) (renewal
     theory; the Graham bound without it is pessimistic by up to one CTA)."""
     total = rows.sums(dc)
     residual = rows.sums(dc * dc) / (2 * total)
-    before = (rows.cumsums(dc) - dc)[kind + rows.off[row]] + periods * total[row]
-    k = periods * rows.size[row] + kind
+    before = rows.cumsums(dc) - dc
+    before = (before if c is None else before[c]) + periods * total[row]
     return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual[row]))
 
 
@@ -1402,6 +1404,7 @@ def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float
                _expected_max(one, sms - pairs) if sms > pairs else 0.0)
 
 
+_ZERO = np.array(0.0)  # (a 0-d operand: numpy takes it faster than a Python float, to the same bits)
 BINS = 16  # shared_end's: the CTAs left when the last one starts, in this many bins
 # rows of _past_wave at a time: each of its (rows, slots) temporaries, 32 x 264 x 8 B on an
 # H100, stays in a core's cache (all of a big batch's rows at once ran slower)
@@ -1475,12 +1478,14 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     n = len(ctas)
     r = np.arange(n)[:, None]
     period, off = rows.size[:, None], rows.off[:-1, None]
-    j = np.arange(int(slots.max()))[None, :]
-    valid = j < slots[:, None]
-    k = ctas[:, None] - slots[:, None] + j  # launch order of the last `slots` CTAs
+    sl = slots.tolist()
+    width = max(sl)
+    j = np.arange(width)
+    valid = None if min(sl) == width else j < slots[:, None]  # (None: every row's own slots)
+    k = (ctas - slots)[:, None] + j  # launch order of the last `slots` CTAs
     periods, kind = np.divmod(k, period)  # (one integer division for both)
-    start = _starts(dc, rows, r, periods, kind, slots[:, None])
     c = kind + off  # its kind, in `dc`
+    start = _starts(dc, rows, r, periods, slots[:, None], k, c)
     # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
     # durations in order; where none of those before it ends first, then) and no sooner than
     # its first end: the renewal average misses that the first places to free are the first
@@ -1489,30 +1494,32 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     order = np.empty(len(dc), np.int64)  # each row's kinds, shortest first
     for m, a, z, lo, hi in rows.blocks:
         order[lo:hi] = np.argsort(dc[lo:hi].reshape(z - a, m), axis=1).ravel()
-    s = slots[rows.seg]
-    count = s // rows.size[rows.seg] + (order < s % rows.size[rows.seg])
-    upto = np.cumsum(count)
-    upto -= (upto - count)[rows.off[:-1]][rows.seg]  # first-wave CTAs up to each kind, shortest first
+    times, more = np.divmod(slots[rows.seg], rows.size[rows.seg])
+    upto = rows.cumsums(times + (order < more))  # first-wave CTAs up to each kind, shortest first
     # the kinds whose first-wave CTAs have all ended by the q-th end (q <= slots.max()):
     # counted, each row's counts apart
     q = k - slots[:, None]
-    width = j.shape[1] + 1
+    width += 1
     nth = np.bincount(rows.seg * width + upto, minlength=n * width).reshape(n, width).cumsum(axis=1)
     nth = nth.ravel()[np.minimum(np.maximum(q, 0), width - 1) + r * width]
     ranked = dc[order + rows.off[rows.seg]]  # each row's durations, shortest first
     ends = ranked[np.minimum(nth, period - 1) + off]
     refill = (q >= 0) & (q < slots[:, None])
-    start = np.where(refill, np.clip(start, ranked[off], ends), start)
-    start = np.where(valid, start, 0.0)
+    # (np.clip's bits: the larger of the start and the first end, then the lesser of that and `ends`)
+    start = np.where(refill, np.minimum(np.maximum(start, ranked[off]), ends), start)
+    if valid is not None:
+        start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
     dk = dc[c]  # each CTA's duration
-    two = np.where(valid, np.maximum(0.0, start + dk - last), 0.0)  # left, shared
+    two = np.maximum(_ZERO, start + dk - last)  # left, shared
+    if valid is not None:
+        two = np.where(valid, two, 0.0)
     lone = two / dk * d1[c]  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
     top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
     at = np.minimum((two * (BINS / top)).astype(np.int64), BINS - 1) + r * BINS
-    if not valid.all():  # (the CTAs past a row's own slots apart)
+    if valid is not None:  # (the CTAs past a row's own slots apart)
         at, two, lone = at[valid], two[valid], lone[valid]
     at, two, lone = at.ravel(), two.ravel(), lone.ravel()
     w = np.bincount(at, minlength=n * BINS).reshape(n, BINS).astype(np.float64)
