@@ -1302,6 +1302,11 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     return (least, np.bitwise_or.reduceat(bits[0], counts.cumsum() - counts)) if deps else least
 
 
+_ZERO = np.array(0.0)  # (a 0-d operand: numpy takes it faster than a Python float, to the same bits)
+# _alone's epilogue: its policy, stages, port, level and latency terms (Trip.time's arguments)
+_EPI_ARGS = np.array([POLICIES["async"], 2.0, 0.0, 0.0, 0.0])[:, None]
+
+
 def _rep(a: np.ndarray, k: int) -> np.ndarray:
     """`a` repeated k times end to end (np.tile's result, without its overhead)."""
     return np.concatenate((a,) * k)
@@ -1328,21 +1333,27 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
     first stage)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
-    sub = Trip(**{x: getattr(trips, x)[sel] for x in TRIP})
+    sub = Trip(np.array([getattr(trips, x) for x in TRIP]).take(sel, 1))  # (one gather of every term)
     k = len(ix)
-
-    def three(plain, epi):  # per row of ix: the loop trip (plain and masked), the epilogue
-        return np.concatenate([plain, plain, np.broadcast_to(epi, (k,))])
-
-    def at(x):
-        return np.broadcast_to(x, (m,))[ix]
-
+    # per row of ix (one gather): the loop trip's policy, stages, port and latency terms, the
+    # fixed part's port term and waits
+    rows = np.empty((6, m))
+    for i, x in enumerate((f.policy, f.stages, loop_port, lat, fixed_port, waits)):
+        rows[i] = x
+    rows = rows.take(ix, 1)
+    # Trip.time's arguments of the three trips (a loop trip plain and masked, the epilogue:
+    # asynchronous, two stages, no port or latency term, no bandwidth share): policy, stages,
+    # port, level, residency, latency
+    args = np.empty((6, 3, k))
+    args[[0, 1, 2, 5], :2] = rows[:4, None]
+    args[[0, 1, 2, 3, 5], 2] = _EPI_ARGS
+    np.add(levels[0], _ZERO, out=args[3, :2])  # (+ 0: a zero's sign, as the sum with zeros gives)
+    args[4] = res
     qi = q if isinstance(q, float) else q[ix]
-    t = sub.time(three(f.policy[ix], POLICIES["async"]), three(f.stages[ix], 2.0),
-                 three(at(loop_port), 0.0), three(levels[0] + np.zeros(k), 0.0),
-                 three(res, res),
-                 qi if isinstance(qi, float) else three(qi, qi), three(at(lat), 0.0)).reshape(3, k)
-    fixed = pnorm([np.maximum(at(fixed_port), levels[1]) + np.zeros(k), t[2]], qi) + at(waits)
+    policy, stages, port, level, n, latency = args.reshape(6, 3 * k)
+    t = sub.time(policy, stages, port, level, n,
+                 qi if isinstance(qi, float) else np.concatenate((qi, qi, qi)), latency).reshape(3, k)
+    fixed = pnorm([np.maximum(rows[4], levels[1]) + _ZERO, t[2]], qi) + rows[5]
     return fixed, t[0], t[1] - t[0]
 
 
@@ -1404,7 +1415,6 @@ def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float
                _expected_max(one, sms - pairs) if sms > pairs else 0.0)
 
 
-_ZERO = np.array(0.0)  # (a 0-d operand: numpy takes it faster than a Python float, to the same bits)
 BINS = 16  # shared_end's: the CTAs left when the last one starts, in this many bins
 # rows of _past_wave at a time: each of its (rows, slots) temporaries, 32 x 264 x 8 B on an
 # H100, stays in a core's cache (all of a big batch's rows at once ran slower)
@@ -1534,10 +1544,12 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
     `w`), the expected latest of `pairs` SMs' pairs drawn at random (shared_pairs's)."""
     a2, b2, a1, b1 = two[:, :, None], two[:, None, :], one[:, :, None], one[:, None, :]
     first = np.minimum(a2, b2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        done = first + np.where(a2 <= b2, np.where(b2 > 0, 1 - first / b2, 0.0) * b1,
-                                (1 - first / a2) * a1)
-    done = done.reshape(len(two), -1)
+    # the longer of the two (shared_pairs's: b where a <= b) and what it has left alone;
+    # what it had left by then a share 1 - first / longer of that, none where both are 0
+    shorter = a2 <= b2
+    longer, alone = np.where(shorter, b2, a2), np.where(shorter, b1, a1)
+    ratio = np.divide(first, longer, out=np.ones(first.shape), where=longer > 0)
+    done = (first + (1 - ratio) * alone).reshape(len(two), -1)
     ww = (w[:, :, None] * w[:, None, :]).ravel()
     order = np.argsort(done, axis=1)
     order += np.arange(0, done.size, done.shape[1])[:, None]  # (rows apart, one gather)
