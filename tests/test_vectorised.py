@@ -422,7 +422,7 @@ def test_period_stacks_hold_each_kernel_s_period():
     jobs = [(k, d, hw, pl.problem) for pl, hw in items
             for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
     b = timing.batch_of(jobs)
-    lengths, start, trips, masked = b.stacks
+    lengths, start, (trips, masked) = b.stacks
     assert len(b.periods) > 10 and len(set(lengths[1:].tolist())) > 2  # several lengths
     for i in range(len(b)):
         pid = int(b.pidx[i])

@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
+from itertools import accumulate
 
 import numpy as np
 
@@ -1145,21 +1146,23 @@ class Batch:
         return _policies(t[:, FACTS.index("policy")], t[:, FACTS.index("stages")])
 
     @cached_property
-    def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The periods laid end to end, once for every _schedule pass over the batch: per
         period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
-        period's (trips, masked trips) as float64."""
+        period's (trips, masked trips) as float64, the two rows of one array (one gather)."""
         if not self.periods:  # (most batches of few kernels: no numpy call)
             return _NO_STACKS
-        length = np.array([0] + [len(pr[0]) for pr in self.periods], np.int64)
-        start = np.concatenate(([0], np.cumsum(length)[:-1]))
-        flat = (np.concatenate([np.zeros(0)] + [np.asarray(pr[j], np.float64) for pr in self.periods])
-                for j in (0, 1))
-        return length, start, *flat
+        lengths = [len(pr[0]) for pr in self.periods]
+        ends = list(accumulate(lengths))
+        return (np.array([0, *lengths], np.int64), np.array([0, 0, *ends[:-1]], np.int64),
+                np.concatenate([np.asarray(pr, np.float64) for pr in self.periods], axis=1))
 
 
+# _schedule's columns of FACTS (the unequal rows' facts, one gather)
+_PERIOD, _TOTAL_TRIPS, _TOTAL_MASKED, _REPS, _SMS, _CTAS = (
+    FACTS.index(x) for x in ("period", "total_trips", "total_masked", "reps", "sms", "ctas"))
 # Batch.stacks without periods (read-only: shared by every such batch)
-_NO_STACKS = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(0))
+_NO_STACKS = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((2, 0)))
 for _x in _NO_STACKS:
     _x.setflags(write=False)
 
@@ -1762,8 +1765,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
 
     def alone(ix, res, share):  # rows ix's CTA parts at `res` CTAs an SM, with `share` CTAs
         # sharing L2 and DRAM (0: the SM's units alone; both per row of ix)
-        lv_at = (share * lv1[ix], share * lf1[ix])
-        parts = _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
+        lv_at = tuple(share * solo[:2].take(ix, 1))  # a loop trip's, the fixed part's
+        parts = _alone(f, trips, ix, res, q, loop_port, lat, fixed_port, fill + ring, m, lv_at)
         use = np.flatnonzero(used[ix]) if deps else ()
         if len(use):  # its bits (asked_bits; a share made of the row's durations: their bits
             # are the row's already)
@@ -1783,15 +1786,15 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         wins = np.zeros(m, bool)  # the unequal rows' own: their first CTA's, pairs'
     if b.periods:  # unequal CTAs: durations of one period summed with the shared bandwidth,
         # one by one without (rows grouped by kernel period length)
-        # a loop trip's and the fixed part's L2/DRAM time per CTA sharing them
-        lv1, lf1 = solo[0], solo[1]
-        lengths, begin, trips_of, masked_of = b.stacks
+        lengths, begin, period_trips = b.stacks
         pid = b.pidx[kidx] + 1
         ix = np.flatnonzero(lengths[pid] > 0)
 
-        def spread_of(ix, reps):  # a period's durations summed, reps times over the slots
-            d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
-                     + f.total_masked[ix] / reps * extra[ix])
+        def spread_of(ix, reps, g=None):  # a period's durations summed, reps times over the
+            # slots (`g`: the rows' facts, where taken)
+            g = f.table.take(ix, 0) if g is None else g
+            d_sum = (fixed[ix] * g[:, _PERIOD] + g[:, _TOTAL_TRIPS] / reps * trip[ix]
+                     + g[:, _TOTAL_MASKED] / reps * extra[ix])
             return reps * d_sum / slots[ix]
 
         if bound:  # what the time is the max of the spread with: not computed
@@ -1799,33 +1802,41 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         elif len(ix):
             # every length's periods in one pass: the rows laid out end to end (_Rows), shorter
             # periods first
-            ix = ix[np.argsort(lengths[pid[ix]], kind="stable")]
-            rows = _Rows.of(lengths[pid[ix]])
-            at, seg = begin[pid[ix]][rows.seg] + rows.pos, rows.seg
-            one, msk = trips_of[at], masked_of[at]
-            reps = f.reps[ix]
-            dc = fixed_c[ix][seg] + one * trip_c[ix][seg] + msk * extra_c[ix][seg]
+            size = lengths[pid[ix]]
+            order = np.argsort(size, kind="stable")
+            ix = ix[order]
+            rows = _Rows.of(size[order])
+            seg = rows.seg
+            trips_of = period_trips[:, begin[pid[ix]][seg] + rows.pos]  # each entry's (trips, masked)
+            one, msk = trips_of
+            g = f.table.take(ix, 0)  # the rows' facts
+            reps, sms, on = g[:, _REPS], g[:, _SMS], slots[ix]
+            e = ix[seg]  # each entry's row of the batch
+            dc = fixed_c[e] + one * trip_c[e] + msk * extra_c[e]
             # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
             # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
             # CTAs at two an SM, 4 SMs held two)
-            two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
-            big, share = _longest(dc, reps, conc[ix], slots[ix], rows)
+            held = n[ix]  # CTAs an SM
+            two = np.flatnonzero((held == 2) & (g[:, _CTAS] > sms))
+            big, share = _longest(dc, reps, conc[ix], on, rows)
             # the CTA parts: the longest CTA that starts with the launch, at its share of the
             # bandwidth (_longest), and the pairs' CTAs alone
-            parts = alone(np.concatenate((ix, ix[two])), np.concatenate((n[ix], np.ones(len(two)))),
+            parts = alone(np.concatenate((ix, ix[two])), np.concatenate((held, np.ones(len(two)))),
                           np.concatenate((share, np.zeros(len(two)))))
             fixed1, trip1, extra1 = (x[:len(ix)] for x in parts)
             big += rows.off[:-1]
-            first = fixed1 + one[big] * trip1 + msk[big] * extra1
-            listed, spread = _list_schedule(dc, rows, reps, slots[ix], first), spread_of(ix, reps)
+            one1, msk1 = trips_of[:, big]
+            first = fixed1 + one1 * trip1 + msk1 * extra1
+            listed, spread = _list_schedule(dc, rows, reps, on, first), spread_of(ix, reps, g)
             out[ix] = np.maximum(listed, spread)
             if deps:
                 wins[ix] = listed > spread
             if len(two):
                 p1, t1, x1 = (x[len(ix):] for x in parts)
                 pairs, at = rows.take(two)
-                d1 = p1[pairs.seg] + one[at] * t1[pairs.seg] + msk[at] * x1[pairs.seg]
-                end = _shared_ends(b, dc[at], d1, pairs, reps[two], slots[ix[two]], f.sms[ix[two]])
+                one1, msk1 = trips_of[:, at]
+                d1 = p1[pairs.seg] + one1 * t1[pairs.seg] + msk1 * x1[pairs.seg]
+                end = _shared_ends(b, dc[at], d1, pairs, reps[two], on[two], sms[two])
                 out[ix[two]] = np.maximum(end, spread[two])
                 if deps:
                     wins[ix[two]] = end > spread[two]
