@@ -878,26 +878,30 @@ def list_schedule(dc: np.ndarray, reps, slots, first=None) -> np.ndarray | float
 def _list_schedule(dc: np.ndarray, rows: _Rows, reps, slots, first=None) -> np.ndarray:
     """list_schedule of periods of several lengths at once (`dc` laid out as `rows`)."""
     # CTA c of the last period, (reps - 1) x period + c in launch order
-    last = (np.asarray(reps) - 1).astype(np.int64)[rows.seg]  # whole numbers (a float reps)
-    k = last * rows.size[rows.seg] + rows.pos
+    periods = (np.asarray(reps) - 1).astype(np.int64)  # whole numbers (a float reps)
+    last = periods[rows.seg]
+    # (None: every row's last period launched past its first wave)
+    k = None if (periods * rows.size >= slots).all() else last * rows.size[rows.seg] + rows.pos
     finish = rows.max(_starts(dc, rows, rows.seg, last, np.asarray(slots)[rows.seg], k) + dc)
     return finish if first is None else np.maximum(finish, first)
 
 
-def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, periods: np.ndarray, slots, k: np.ndarray,
-            c: np.ndarray | None = None) -> np.ndarray:
+def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, periods: np.ndarray, slots,
+            k: np.ndarray | None, c: np.ndarray | None = None) -> np.ndarray:
     """Start of CTA k = periods x period + kind (launch order; of row `row` of `dc`, one
     period's durations laid out as `rows`, with its `slots`; `c`: its kind's place in `dc`,
     None: each entry of `dc` is its own CTA, of row rows.seg) on the first slot to free: at
     once while slots are free (k < slots: whole numbers, exact in float64); after that, when a
     slot frees: by then the slots have run what was launched before k, less what the CTAs
     still running have left, on average one residual life each, E[d^2] / (2 E[d]) (renewal
-    theory; the Graham bound without it is pessimistic by up to one CTA)."""
+    theory; the Graham bound without it is pessimistic by up to one CTA). `k` None: every
+    one of them launched past the first wave (k >= slots)."""
     total = rows.sums(dc)
     residual = rows.sums(dc * dc) / (2 * total)
     before = rows.cumsums(dc) - dc
     before = (before if c is None else before[c]) + periods * total[row]
-    return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual[row]))
+    start = np.maximum(_ZERO, before / slots - residual[row])
+    return start if k is None else np.where(k < slots, 0.0, start)
 
 
 # ------------------------------------------------------------------ one kernel's facts
@@ -1468,8 +1472,9 @@ def _shared_ends(b: Batch, dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, sl
     last = np.array([reps, slots, sms], np.float64).T
     keys = []  # each row's inputs as bytes (a length's rows at once)
     for n, a, z, lo, hi in rows.blocks:
-        cols = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), last[a:z]), axis=1)
-        keys += cols.view(np.dtype((np.void, cols.shape[1] * 8))).ravel().tolist()
+        raw = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), last[a:z]), axis=1).tobytes()
+        w = len(raw) // (z - a)
+        keys += [raw[i:i + w] for i in range(0, len(raw), w)]
     todo: dict = {}  # each input not known yet: its first row
     for i, k in enumerate(keys):
         if k not in b.ends:
@@ -1498,7 +1503,9 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     k = (ctas - slots)[:, None] + j  # launch order of the last `slots` CTAs
     periods, kind = np.divmod(k, period)  # (one integer division for both)
     c = kind + off  # its kind, in `dc`
-    start = _starts(dc, rows, r, periods, slots[:, None], k, c)
+    # (the first of them launched past the first wave, k >= slots, in every row: no select)
+    wave = None if all(x >= 2 * y for x, y in zip(ctas.tolist(), sl)) else k
+    start = _starts(dc, rows, r, periods, slots[:, None], wave, c)
     # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
     # durations in order; where none of those before it ends first, then) and no sooner than
     # its first end: the renewal average misses that the first places to free are the first
@@ -1574,10 +1581,14 @@ def _longest(dc, reps, conc, slots, rows: _Rows | None = None) -> tuple[np.ndarr
     CTAs, its busiest SM 3.5% short of the non-causal kernel's, not the 10% of a CTA alone)."""
     if rows is None:
         dc, rows = _Rows.square(dc)
-    first = np.where(rows.pos < np.asarray(slots)[rows.seg], dc, -np.inf)
+    if rows.blocks and max(x[0] for x in rows.blocks) <= np.min(slots):  # (every CTA of a period starts with it)
+        first = dc
+    else:
+        first = np.where(rows.pos < np.asarray(slots)[rows.seg], dc, -np.inf)
     d = rows.max(first)
-    share = np.minimum(conc, reps * rows.sums(np.minimum(dc, d[rows.seg])) / d)
-    return rows.first(first == d[rows.seg]), share
+    dk = d[rows.seg]
+    share = np.minimum(conc, reps * rows.sums(np.minimum(dc, dk)) / d)
+    return rows.first(first == dk), share
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
