@@ -1503,30 +1503,17 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     k = (ctas - slots)[:, None] + j  # launch order of the last `slots` CTAs
     periods, kind = np.divmod(k, period)  # (one integer division for both)
     c = kind + off  # its kind, in `dc`
+    launched = ctas.tolist()
     # (the first of them launched past the first wave, k >= slots, in every row: no select)
-    wave = None if all(x >= 2 * y for x, y in zip(ctas.tolist(), sl)) else k
+    wave = None if all(x >= 2 * y for x, y in zip(launched, sl)) else k
     start = _starts(dc, rows, r, periods, slots[:, None], wave, c)
     # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
     # durations in order; where none of those before it ends first, then) and no sooner than
     # its first end: the renewal average misses that the first places to free are the first
-    # wave's shortest CTAs. The first wave holds each kind of CTA slots // period times, the
-    # first slots % period kinds once more
-    order = np.empty(len(dc), np.int64)  # each row's kinds, shortest first
-    for m, a, z, lo, hi in rows.blocks:
-        order[lo:hi] = np.argsort(dc[lo:hi].reshape(z - a, m), axis=1).ravel()
-    times, more = np.divmod(slots[rows.seg], rows.size[rows.seg])
-    upto = rows.cumsums(times + (order < more))  # first-wave CTAs up to each kind, shortest first
-    # the kinds whose first-wave CTAs have all ended by the q-th end (q <= slots.max()):
-    # counted, each row's counts apart
-    q = k - slots[:, None]
-    width += 1
-    nth = np.bincount(rows.seg * width + upto, minlength=n * width).reshape(n, width).cumsum(axis=1)
-    nth = nth.ravel()[np.minimum(np.maximum(q, 0), width - 1) + r * width]
-    ranked = dc[order + rows.off[rows.seg]]  # each row's durations, shortest first
-    ends = ranked[np.minimum(nth, period - 1) + off]
-    refill = (q >= 0) & (q < slots[:, None])
-    # (np.clip's bits: the larger of the start and the first end, then the lesser of that and `ends`)
-    start = np.where(refill, np.minimum(np.maximum(start, ranked[off]), ends), start)
+    # wave's shortest CTAs (the q-th end of the first wave, q = k - slots < slots: none where
+    # every row launches 3 x slots CTAs or more)
+    if not all(x >= 3 * y for x, y in zip(launched, sl)):
+        start = _refill(dc, rows, r, start, k - slots[:, None], slots, width)
     if valid is not None:
         start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
@@ -1547,6 +1534,30 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     a2 = np.bincount(at, two, n * BINS).reshape(n, BINS) / safe
     a1 = np.bincount(at, lone, n * BINS).reshape(n, BINS) / safe
     return last[:, 0] + _pairs_max(a2, a1, w / w.sum(axis=1, keepdims=True), slots - sms)
+
+
+def _refill(dc, rows: _Rows, r, start, q, slots, width) -> np.ndarray:
+    """_past_wave's starts (`start`) of the CTAs that take the first wave's places as its CTAs
+    end (the q-th end, 0 <= q < slots) bounded by those ends."""
+    n = len(slots)
+    period, off = rows.size[:, None], rows.off[:-1, None]
+    # The first wave holds each kind of CTA slots // period times, the first slots % period
+    # kinds once more
+    order = np.empty(len(dc), np.int64)  # each row's kinds, shortest first
+    for m, a, z, lo, hi in rows.blocks:
+        order[lo:hi] = np.argsort(dc[lo:hi].reshape(z - a, m), axis=1).ravel()
+    times, more = np.divmod(slots[rows.seg], rows.size[rows.seg])
+    upto = rows.cumsums(times + (order < more))  # first-wave CTAs up to each kind, shortest first
+    # the kinds whose first-wave CTAs have all ended by the q-th end (q <= slots.max()):
+    # counted, each row's counts apart
+    width += 1
+    nth = np.bincount(rows.seg * width + upto, minlength=n * width).reshape(n, width).cumsum(axis=1)
+    nth = nth.ravel()[np.minimum(np.maximum(q, 0), width - 1) + r * width]
+    ranked = dc[order + rows.off[rows.seg]]  # each row's durations, shortest first
+    ends = ranked[np.minimum(nth, period - 1) + off]
+    refill = (q >= 0) & (q < slots[:, None])
+    # (np.clip's bits: the larger of the start and the first end, then the lesser of that and `ends`)
+    return np.where(refill, np.minimum(np.maximum(start, ranked[off]), ends), start)
 
 
 def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarray) -> np.ndarray:
