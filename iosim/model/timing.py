@@ -844,12 +844,18 @@ class _Rows:
         return sub, self.off[i][sub.seg] + sub.pos
 
     def sums(self, x: np.ndarray) -> np.ndarray:
+        if len(self.blocks) == 1:  # (one length: the one pass, no copy)
+            n, a, z, lo, hi = self.blocks[0]
+            return x[lo:hi].reshape(z - a, n).sum(axis=1)
         out = np.empty(len(self.size))
         for n, a, z, lo, hi in self.blocks:
             out[a:z] = x[lo:hi].reshape(z - a, n).sum(axis=1)
         return out
 
     def cumsums(self, x: np.ndarray) -> np.ndarray:
+        if len(self.blocks) == 1:  # (one length: the one pass, no copy)
+            n, a, z, lo, hi = self.blocks[0]
+            return np.cumsum(x[lo:hi].reshape(z - a, n), axis=1).ravel()
         out = np.empty(len(x), x.dtype)
         for n, a, z, lo, hi in self.blocks:
             out[lo:hi] = np.cumsum(x[lo:hi].reshape(z - a, n), axis=1).ravel()
