@@ -855,10 +855,10 @@ class _Rows:
     def cumsums(self, x: np.ndarray) -> np.ndarray:
         if len(self.blocks) == 1:  # (one length: the one pass, no copy)
             n, a, z, lo, hi = self.blocks[0]
-            return np.cumsum(x[lo:hi].reshape(z - a, n), axis=1).ravel()
+            return np.add.accumulate(x[lo:hi].reshape(z - a, n), axis=1).ravel()
         out = np.empty(len(x), x.dtype)
         for n, a, z, lo, hi in self.blocks:
-            out[lo:hi] = np.cumsum(x[lo:hi].reshape(z - a, n), axis=1).ravel()
+            out[lo:hi] = np.add.accumulate(x[lo:hi].reshape(z - a, n), axis=1).ravel()
         return out
 
     def max(self, x: np.ndarray) -> np.ndarray:
@@ -1454,15 +1454,14 @@ def _shared_end(dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, slots, sms) -
     """shared_end of periods of several lengths at once (`dc`, `d1` laid out as `rows`)."""
     reps, slots, sms = (np.asarray(x, np.int64) for x in (reps, slots, sms))
     ctas = reps * rows.size
+    if 0 < len(ctas) <= PAST_ROWS and (ctas > slots).all():  # (all past the first wave, at once: no gather)
+        return _past_wave(dc, d1, rows, ctas, slots, sms)
     out = np.empty(len(ctas))
     wave = ctas <= slots
     for i in np.flatnonzero(wave):
         lo, hi = rows.off[i], rows.off[i + 1]
         out[i] = shared_pairs(dc[lo:hi], d1[lo:hi], int(ctas[i]), int(sms[i]))
     past = np.flatnonzero(~wave)
-    if 0 < len(past) == len(ctas) <= PAST_ROWS:  # (all of them at once: no gather)
-        out[:] = _past_wave(dc, d1, rows, ctas, slots, sms)
-        return out
     for lo in range(0, len(past), PAST_ROWS):
         i = past[lo:lo + PAST_ROWS]
         sub, at = rows.take(i)
@@ -1581,7 +1580,7 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
     order = np.argsort(done, axis=1)
     order += np.arange(0, done.size, done.shape[1])[:, None]  # (rows apart, one gather)
     v, p = done.ravel()[order], ww[order]
-    at = np.minimum(np.cumsum(p, axis=1), 1.0) ** pairs[:, None]
+    at = np.minimum(np.add.accumulate(p, axis=1), 1.0) ** pairs[:, None]
     at[:, 1:] -= at[:, :-1].copy()  # (np.diff's, the first less 0)
     return np.sum(v * at, axis=1)
 
