@@ -1169,8 +1169,8 @@ class Batch:
 
 
 # _schedule's columns of FACTS (the unequal rows' facts, one gather)
-_PERIOD, _TOTAL_TRIPS, _TOTAL_MASKED, _REPS, _SMS, _CTAS = (
-    FACTS.index(x) for x in ("period", "total_trips", "total_masked", "reps", "sms", "ctas"))
+_PERIOD, _TOTAL_TRIPS, _TOTAL_MASKED, _REPS, _SMS = (
+    FACTS.index(x) for x in ("period", "total_trips", "total_masked", "reps", "sms"))
 # Batch.stacks without periods (read-only: shared by every such batch)
 _NO_STACKS = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((2, 0)))
 for _x in _NO_STACKS:
@@ -1341,7 +1341,8 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
            fixed_port, waits, m: int, levels=(0.0, 0.0)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(fixed part, plain trip, a masked trip's extra) of one CTA of rows `ix` at `res` (per
     row of ix) CTAs an SM, without the bandwidth share (the SM's own units) or, `levels`, with its share
-    of L2/DRAM time (a loop trip's, the fixed part's; per row of ix). `trips`: _schedule's
+    of L2/DRAM time (a loop trip's, the fixed part's; per row of ix). `loop_port`, `lat`,
+    `fixed_port`, `waits`: per row of the m (arrays of m). `trips`: _schedule's
     Trip of 3m entries (plain trips, masked, epilogues); `q`: its sync_overlap (a float or per
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
     first stage)."""
@@ -1350,10 +1351,7 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     k = len(ix)
     # per row of ix (one gather): the loop trip's policy, stages, port and latency terms, the
     # fixed part's port term and waits
-    rows = np.empty((6, m))
-    for i, x in enumerate((f.policy, f.stages, loop_port, lat, fixed_port, waits)):
-        rows[i] = x
-    rows = rows.take(ix, 1)
+    rows = np.array((f.policy, f.stages, loop_port, lat, fixed_port, waits)).take(ix, 1)
     # Trip.time's arguments of the three trips (a loop trip plain and masked, the epilogue:
     # asynchronous, two stages, no port or latency term, no bandwidth share): policy, stages,
     # port, level, residency, latency
@@ -1602,9 +1600,8 @@ def _longest(dc, reps, conc, slots, rows: _Rows | None = None) -> tuple[np.ndarr
     else:
         first = np.where(rows.pos < np.asarray(slots)[rows.seg], dc, -np.inf)
     d = rows.max(first)
-    dk = d[rows.seg]
-    share = np.minimum(conc, reps * rows.sums(np.minimum(dc, dk)) / d)
-    return rows.first(first == dk), share
+    share = np.minimum(conc, reps * rows.sums(np.minimum(dc, d[rows.seg])) / d)
+    return rows.first(first == d[rows.seg]), share
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
@@ -1844,7 +1841,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
             # CTAs at two an SM, 4 SMs held two)
             held = n[ix]  # CTAs an SM
-            two = np.flatnonzero((held == 2) & (g[:, _CTAS] > sms))
+            two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
             big, share = _longest(dc, reps, conc[ix], on, rows)
             # the CTA parts: the longest CTA that starts with the launch, at its share of the
             # bandwidth (_longest), and the pairs' CTAs alone
