@@ -801,6 +801,9 @@ def turn_waits(k: KernelPlan, spec=...) -> int:
     return spec.turn_waits(k.defines) if spec is not None and spec.turn_waits else 0
 
 
+_NONE = np.iinfo(np.int64).max  # (_Rows.first's place of no entry)
+
+
 @dataclass(frozen=True)
 class _Rows:
     """Rows of unequal lengths (periods of CTA durations) laid end to end in one flat array,
@@ -866,7 +869,7 @@ class _Rows:
 
     def first(self, at: np.ndarray) -> np.ndarray:
         """Per row, the place of the first of its entries where `at` holds."""
-        return np.minimum.reduceat(np.where(at, self.pos, np.iinfo(np.int64).max), self.off[:-1])
+        return np.minimum.reduceat(np.where(at, self.pos, _NONE), self.off[:-1])
 
 
 def list_schedule(dc: np.ndarray, reps, slots, first=None) -> np.ndarray | float:
