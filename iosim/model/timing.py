@@ -1319,7 +1319,7 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
 
 
 _ZERO = np.array(0.0)  # (a 0-d operand: numpy takes it faster than a Python float, to the same bits)
-# _alone's epilogue: its policy, stages, port, level and latency terms (Trip.time's arguments)
+# _alone's epilogue: its policy, stages, port, latency and level terms (Trip.time's arguments)
 _EPI_ARGS = np.array([POLICIES["async"], 2.0, 0.0, 0.0, 0.0])[:, None]
 
 
@@ -1357,14 +1357,14 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     rows = np.array((f.policy, f.stages, loop_port, lat, fixed_port, waits)).take(ix, 1)
     # Trip.time's arguments of the three trips (a loop trip plain and masked, the epilogue:
     # asynchronous, two stages, no port or latency term, no bandwidth share): policy, stages,
-    # port, level, residency, latency
+    # port, latency, level, residency
     args = np.empty((6, 3, k))
-    args[[0, 1, 2, 5], :2] = rows[:4, None]
-    args[[0, 1, 2, 3, 5], 2] = _EPI_ARGS
-    np.add(levels[0], _ZERO, out=args[3, :2])  # (+ 0: a zero's sign, as the sum with zeros gives)
-    args[4] = res
+    args[:4, :2] = rows[:4, None]
+    args[:5, 2] = _EPI_ARGS
+    np.add(levels[0], _ZERO, out=args[4, :2])  # (+ 0: a zero's sign, as the sum with zeros gives)
+    args[5] = res
     qi = q if isinstance(q, float) else q[ix]
-    policy, stages, port, level, n, latency = args.reshape(6, 3 * k)
+    policy, stages, port, latency, level, n = args.reshape(6, 3 * k)
     t = sub.time(policy, stages, port, level, n,
                  qi if isinstance(qi, float) else np.concatenate((qi, qi, qi)), latency).reshape(3, k)
     fixed = pnorm([np.maximum(rows[4], levels[1]) + _ZERO, t[2]], qi) + rows[5]
