@@ -888,10 +888,14 @@ def _list_schedule(dc: np.ndarray, rows: _Rows, reps, slots, first=None) -> np.n
     """list_schedule of periods of several lengths at once (`dc` laid out as `rows`)."""
     # CTA c of the last period, (reps - 1) x period + c in launch order
     periods = (np.asarray(reps) - 1).astype(np.int64)  # whole numbers (a float reps)
-    last = periods[rows.seg]
-    # (None: every row's last period launched past its first wave)
-    k = None if (periods * rows.size >= slots).all() else last * rows.size[rows.seg] + rows.pos
-    finish = rows.max(_starts(dc, rows, rows.seg, last, np.asarray(slots)[rows.seg], k) + dc)
+    past = (periods * rows.size >= slots).all()  # every row's last period launched past its first wave
+    if past and len(rows.blocks) == 1:  # (one length: each row's terms as a column, no gathers)
+        start = _starts(dc, rows, None, periods, np.asarray(slots), None)
+    else:
+        last = periods[rows.seg]
+        k = None if past else last * rows.size[rows.seg] + rows.pos
+        start = _starts(dc, rows, rows.seg, last, np.asarray(slots)[rows.seg], k)
+    finish = rows.max(start + dc)
     return finish if first is None else np.maximum(finish, first)
 
 
@@ -904,12 +908,17 @@ def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, periods: np.ndarray, s
     slot frees: by then the slots have run what was launched before k, less what the CTAs
     still running have left, on average one residual life each, E[d^2] / (2 E[d]) (renewal
     theory; the Graham bound without it is pessimistic by up to one CTA). `k` None: every
-    one of them launched past the first wave (k >= slots)."""
+    one of them launched past the first wave (k >= slots). `row` None: `rows` of one length,
+    each entry of `dc` its own CTA, `periods` and `slots` per row (their columns broadcast)."""
     total = rows.sums(dc)
     residual = rows.sums(dc * dc) / (2 * total)
     before = rows.cumsums(dc) - dc
-    before = (before if c is None else before[c]) + periods * total[row]
-    start = np.maximum(_ZERO, before / slots - residual[row])
+    if row is None:
+        before = before.reshape(len(total), -1) + (periods * total)[:, None]
+        start = np.maximum(_ZERO, before / slots[:, None] - residual[:, None]).ravel()
+    else:
+        before = (before if c is None else before[c]) + periods * total[row]
+        start = np.maximum(_ZERO, before / slots - residual[row])
     return start if k is None else np.where(k < slots, 0.0, start)
 
 
