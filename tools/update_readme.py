@@ -67,6 +67,9 @@ def block_sweep_speed() -> str:
              "large_points_per_second", "{:,.0f}"),
             ("its peak memory, main process (MiB)", "large_peak_main_mib", "{:,.0f}"),
             ("`iosim.predict`, one problem, four schedules, a DataFrame (ms)", "predict_frame_ms", "{:.2f}"),
+            ("the same, causal (ms)", "predict_causal_ms", "{:.2f}"),
+            ("the same, 24 problems in turn (N, d, causal, batch x heads varied), per problem (ms)",
+             "predict_varied_ms", "{:.2f}"),
             ("`predict_rows`, one problem, four schedules, rows as dicts (ms)", "predict_four_ms", "{:.2f}"),
             (f"a batch of {this.get('batch_points', 0):,} schedule-problems, planned and predicted "
              "(per second)", "batch_points_per_second", "{:,.0f}"),
@@ -115,6 +118,9 @@ def block_sweep_speed_cpu() -> str:
             ("the same, `iosim sweep --workers 1 -o FILE.parquet` (points per CPU s)",
              "cli_cpu_points_per_second", "{:,.0f}"),
             ("`iosim.predict`, one problem, four schedules, a DataFrame (CPU ms)", "predict_frame_ms", "{:.2f}"),
+            ("the same, causal (CPU ms)", "predict_causal_ms", "{:.2f}"),
+            ("the same, 24 problems in turn (N, d, causal, batch x heads varied), per problem (CPU ms)",
+             "predict_varied_ms", "{:.2f}"),
             ("`predict_rows`, one problem, four schedules, rows as dicts (CPU ms)", "predict_four_ms", "{:.2f}"),
             (f"a batch of {int(this['batch_points']):,} schedule-problems, planned and predicted "
              "(per CPU s)", "batch_points_per_second", "{:,.0f}"),

@@ -12,7 +12,10 @@ medians. Writes experiments/sweep_speed/cpu_ab.json:
   and `iosim sweep --workers 1 -o FILE.parquet` (its CLI module imported before the clock
   starts), points per CPU second;
 - predict four: `predict_rows` of one problem, four schedules, and `iosim.predict` of it (the
-  same rows as a DataFrame), each the best of 7 rounds of 50 (ms);
+  same rows as a DataFrame), each the best of 7 rounds of 50 (ms); `iosim.predict` of the same
+  problem causal (the same); and of 24 problems in turn (N 1024/8192/32768, d 64/128, causal
+  both, batch x heads 1 x 16 and 8 x 32: nothing remembered of one problem serves the next),
+  per problem, the best of 7 rounds of 2 passes;
 - batch: 216 problems x those four schedules planned and predicted (sweep_speed.PREDICT's
   batch: `predict_many`, else `predict.rows`, else `row` per Plan), the best of 3, per second;
   and, where `predict_many` takes `limiter=False`, the same batch's times alone (no `bound`);
@@ -96,6 +99,14 @@ P.predict_rows(p, hw, four)
 out["predict_four_ms"] = cpu(lambda: P.predict_rows(p, hw, four), 50, 7) * 1e3
 P.predict(p, hw, four)
 out["predict_frame_ms"] = cpu(lambda: P.predict(p, hw, four), 50, 7) * 1e3
+causal = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128, causal=True)
+varied = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c) for n in (1024, 8192, 32768)
+          for d in (64, 128) for c in (False, True) for b, h in ((1, 16), (8, 32))]
+for q in [causal, *varied]:
+    P.predict(q, hw, four)
+out["predict_causal_ms"] = cpu(lambda: P.predict(causal, hw, four), 50, 7) * 1e3
+# 24 problems in turn: nothing remembered of one problem serves the next
+out["predict_varied_ms"] = cpu(lambda: [P.predict(q, hw, four) for q in varied], 2, 7) * 1e3 / len(varied)
 n = len(batch())
 out.update(batch_points=n, batch_points_per_second=n / cpu(batch, 1, 3))
 try:  # the time alone (no limiter), a cost function's need, where predict_many offers it

@@ -417,7 +417,6 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     """The DRAM estimate and the cycle model of every template at each of its pairs (`u`, m[t]
     of them for template t, in order), in one numpy pass over every (problem, kernel) and
     (problem, DRAM access)."""
-    uf = u.astype(np.float64)
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
     # (with k0: each template's first kernel among all templates' kernels)
     sizes, periods, pid, k = [], [], [], 0
@@ -430,21 +429,23 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
                 periods.append(per)
     nk, na, k0 = np.array(sizes, np.int64).reshape(-1, 3).T
     one = bool((m == 1).all())  # a problem a template (predict's rows): the rows in order
-    kt, kp, ki = _rows_of(nk, m, one)
-    kern = np.concatenate([sh.kern for sh in shapes])
-    kern = kern if one else kern[k0[kt] + ki]  # each row's kernel (one: the kernels in order)
     # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
     affine = any(sh.affine for sh in shapes)
+    uf = u.astype(np.float64) if affine else None
+    # (one, not affine: each row's template and problem not asked for)
+    kt, kp, ki = _rows_of(nk, m, one) if affine or not one else (None, None, None)
+    kern = np.concatenate([sh.kern for sh in shapes])
+    kern = kern if one else kern[k0[kt] + ki]  # each row's kernel (one: the kernels in order)
     ext = kern[:, KERN["ext_a"]] + kern[:, KERN["ext_b"]] * uf[kp][:, None] if affine else kern[:, KERN["ext_a"]]
     inten, rates, slots = kern[:, KERN["inten"]], kern[:, KERN["rates"]], kern[:, KERN["slots"]][:, 0]
-    peaks = (np.array([sh.peaks for sh, (n, _, _) in zip(shapes, sizes) for _ in range(n)], np.float64)
-             .reshape(-1, len(ROOF) + 1) if one else np.array([sh.peaks for sh in shapes], np.float64)[kt])
+    peaks = np.array([sh.peaks for sh in shapes], np.float64)
+    peaks = peaks.repeat(nk, axis=0) if one else peaks[kt]  # each row's template's
     peaks, l2 = peaks[:, :-1], peaks[:, -1]
     # every (problem, DRAM access)
-    at, ap, ai = _rows_of(na, m, one)
+    at, ap, ai = _rows_of(na, m, one) if affine or not one else (None, None, None)
     accs = np.concatenate([sh.accs for sh in shapes])
-    if one:
-        kin = k0[at] + accs[:, 0].astype(np.int64)
+    if one:  # (each access's template's first kernel, k0[at])
+        kin = k0.repeat(na) + accs[:, 0].astype(np.int64)
     else:
         accs = accs[(na.cumsum() - na)[at] + ai]  # each row's access
         row0 = (nk * m).cumsum() - nk * m  # each template's first (problem, kernel) row
@@ -464,7 +465,7 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     # per (problem, kernel): the roofline's terms, the time's
     # (the counts a column: gathered at once; the DRAM bytes' sum the facts table's)
     counts = np.empty((len(kern), 6))
-    counts[:, _ROOF_AS_IS] = ext[:, _ROOF_EXT]
+    counts[:, _ROOF_AS_IS] = ext.take(_ROOF_EXT, 1)
     counts[:, 3] = b.table[:, _DRAM_BYTES]
     np.add(ext[:, EXT["two_r"]], ext[:, EXT["two_w"]], out=counts[:, 4])
     terms = timing.roofline_table(counts, peaks)
@@ -472,11 +473,13 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
 
     # the Plan's largest kernel (the first of equals), by roofline and by predicted time (both
     # at once, a row each: a kernel's index where it is its Plan's largest, else past the end)
-    x = np.array([roof_s, pred.seconds])
+    # (with the DRAM bytes: the rows summed below)
+    y = np.array([roof_s, pred.seconds, dram_r, dram_w])
+    x = y[:2]
     at = np.where(x == np.maximum.reduceat(x, starts, axis=1).repeat(nks, axis=1), np.arange(len(kern)), len(kern))
     roof_at, main_at = np.minimum.reduceat(at, starts, axis=1)
     # summed over the Plan's kernels
-    roof, secs, d_r, d_w = np.add.reduceat(np.array([roof_s, pred.seconds, dram_r, dram_w]), starts, axis=1)
+    roof, secs, d_r, d_w = np.add.reduceat(y, starts, axis=1)
     return _Model(roof, secs, d_r, d_w, roof_bound[roof_at], pred.busiest[main_at],
                   pred.util[main_at], pred.group_bound if limiter else [None] * len(starts))
 

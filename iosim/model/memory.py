@@ -64,10 +64,13 @@ def hit_fraction(reuse, per_cta, wave, l2):
     touch a tile again are `reuse` apart in launch order, each CTA brings `per_cta` bytes,
     `wave` CTAs run at once and `l2` bytes of L2 are usable (see the module docstring);
     elementwise over arrays."""
-    alone = np.minimum(1.0, l2 / np.maximum(per_cta * wave, 1))
-    same_wave = np.maximum(0.0, 1 - reuse / wave)
-    apart = same_wave + (1 - same_wave) * np.minimum(1.0, l2 / np.maximum(per_cta * reuse, 1))
+    alone = np.minimum(_ONE, l2 / np.maximum(per_cta * wave, _ONE))
+    same_wave = np.maximum(_ZERO, _ONE - reuse / wave)
+    apart = same_wave + (_ONE - same_wave) * np.minimum(_ONE, l2 / np.maximum(per_cta * reuse, _ONE))
     return np.where(reuse <= 0, alone, apart)
+
+
+_ZERO, _ONE = np.array(0.0), np.array(1.0)  # (numpy 2 takes a Python float operand slower)
 
 
 def same_cta_rereads(plan: Plan) -> bool:
@@ -126,8 +129,8 @@ def refetched(count, ahead, resident, l2):
     `ahead` bytes through the L2 (0: not prefetched), finds a line still there with probability
     PREFETCH_L2_SHARE x l2 / (resident x ahead), capped at 1; elementwise."""
     moved = ahead * resident
-    kept = np.minimum(1.0, PREFETCH_L2_SHARE * l2 / np.maximum(moved, 1))
-    return np.where(ahead > 0, count * (1 - kept), 0.0)
+    kept = np.minimum(_ONE, PREFETCH_L2_SHARE * l2 / np.maximum(moved, _ONE))
+    return np.where(ahead > 0, count * (_ONE - kept), _ZERO)
 
 
 def dram_arrays(kin, count, size, reuse, write, ctas, slots, l2, ahead=None
@@ -146,14 +149,15 @@ def dram_arrays(kin, count, size, reuse, write, ctas, slots, l2, ahead=None
     wk, l2k = w[kin], l2[kin]  # each access's kernel's
     # the bytes of the repeated accesses that miss the L2
     hit = hit_fraction(reuse, per_cta[kin], wk, l2k)
-    missed = np.where(count > distinct, (count - distinct) * (1 - hit), 0.0)
+    missed = np.where(count > distinct, (count - distinct) * (_ONE - hit), _ZERO)
     again = 0.0 if ahead is None else refetched(count, ahead, wk, l2k)
     read = np.bincount(kin[rd], (distinct + missed + again)[rd], nk)
     written = np.bincount(kw, distinct[wr], nk)
     some = written > 0
-    retained = np.where(some, l2 * written / np.where(some, written + read, 1), 0.0)
+    retained = np.zeros(nk)  # (none where nothing is written)
+    np.divide(l2 * written, written + read, out=retained, where=some)
     write_b = written - np.minimum(written, retained) + np.bincount(kw, missed[wr], nk)
-    return np.round(read), np.round(write_b)
+    return np.rint(read), np.rint(write_b)  # (np.round's, to whole bytes)
 
 
 def estimate(plan: Plan, hw: HardwareProfile) -> list[Dram]:

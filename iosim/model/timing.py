@@ -43,6 +43,9 @@ LEVELS = ("l2", "hbm")  # levels shared by all SMs
 # instruction and per synchronous load's round trip halved) and the launch overhead (halved)
 RELIEFS = (*UNITS, "port", *LEVELS, "latency", "launch")
 LIMITS = (*UNITS, *LEVELS)  # the fluid limits, in the order `busiest` breaks ties
+# 0 and 1 as 0-d arrays: numpy 2 takes a Python number operand slower than an array of the
+# other operand's dtype (float64 here)
+_ZERO, _ONE = np.array(0.0), np.array(1.0)
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ def roofline(k: KernelPlan, dram: Dram, hw: HardwareProfile, plan: Plan) -> Kern
 RATE_FIELDS = ("tensor", "sfu", "alu", "sram", "issue", "port", "sm_dram", "l2", "hbm",
                "mma_cycles", "inst_cycles", "chain_cycles", "load_latency", "l2_latency", "turn_wait",
                "launch")
+_FLUID_RATES = np.array([RATE_FIELDS.index(x) for x in LIMITS], np.intp)  # _fluid's, in LIMITS' order
 
 
 @dataclass  # not frozen: a batch builds several, and a frozen one's fields cost a call each
@@ -224,16 +228,16 @@ def instructions(tensor_flops: float, ops: float, sram_bytes: float, hw: Hardwar
     return float(mma), float(other)
 
 
-def _fluid(f: _Facts, r: Rates) -> np.ndarray:
-    """Seconds each unit and level needs for the whole kernel at its efficient rate, per case:
-    (LIMITS, cases), the work over the rate of each (one division)."""
-    sms = f.sms
+def _fluid(f: _Facts, rv: np.ndarray) -> np.ndarray:
+    """Seconds each unit and level needs for the whole kernel at its efficient rate, per case
+    (rv: the cases' rate rows, RATE_FIELDS columns): (LIMITS, cases), the work over the rate
+    of each (one division; the units' rates per SM, times the SMs)."""
     mma, other = _instructions(f.flops, f.alu + f.exps, f.sram, f.wg, f.inst_per_op)
     # beyond the work (KernelPlan.loop_issue, loop_shadow)
     other = other + (f.x_trip + f.x_shadow) * f.total_trips
-    return (np.array([f.flops, f.exps, f.alu, f.sram - f.fill, mma + other, f.l2_bytes, f.dram_bytes])
-            / np.array([r.tensor * sms, r.sfu * sms, r.alu * sms, r.sram * sms, r.issue * sms,
-                        r.l2, r.hbm]))
+    rate = rv.take(_FLUID_RATES, 1).T
+    rate[:len(UNITS)] *= f.sms
+    return np.array([f.flops, f.exps, f.alu, f.sram - f.fill, mma + other, f.l2_bytes, f.dram_bytes]) / rate
 
 
 def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) -> dict[str, float]:
@@ -243,9 +247,7 @@ def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) ->
                         np.array([dram.read], np.float64), np.array([dram.write], np.float64))
     table[:, FACTS.index("sms")] = sms
     table[:, FACTS.index("inst_per_op")] = r.inst_per_op
-    f = _Facts(table)
-    rv = _rates_of(np.array([r.vector()], dtype=np.float64), f)
-    return dict(zip(LIMITS, _fluid(f, rv)[:, 0].tolist()))
+    return dict(zip(LIMITS, _fluid(_Facts(table), np.array([r.vector()], np.float64))[:, 0].tolist()))
 
 
 def _split(k: KernelPlan, p: Problem, size: dict | None = None) -> tuple[float, float, float, float]:
@@ -1067,22 +1069,24 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     total_trips, total_masked = inten[:, s["sum_one"]] * reps, inten[:, s["sum_masked"]] * reps
     # the loop's work and bytes are spread over its tiles of work: trips less the padding of
     # ragged tiles computed in full (each trip then a whole tile's work)
-    steps = np.where(total_trips > 0, total_trips / inten[:, s["pad"]], 1.0)
+    steps = np.where(total_trips > _ZERO, total_trips / inten[:, s["pad"]], _ONE)
     two_r, two_w = ext[:, e["two_r"]], ext[:, e["two_w"]]
-    once = ext[:, _ONCE[1]]
-    loop = ext[:, _STEP[1]]  # the loop's: less the once-per-CTA work, and the mask's ALU ops
+    once = ext.take(_ONCE[1], 1)  # (take: a faster gather)
+    loop = ext.take(_STEP[1], 1)  # the loop's: less the once-per-CTA work, and the mask's ALU ops
     loop[:, :len(_ONCE[0])] -= once
-    loop[:, _STEP[0].index("a_alu")] -= ext[:, e["mask_alu"]]
+    loop[:, _A_ALU] -= ext[:, e["mask_alu"]]
     # ALU ops of a masked trip; DRAM shares of the two-level bytes
     part, whole = np.array([ext[:, e["mask_alu"]], dram_r, dram_w]), np.array([total_masked, two_r, two_w])
-    some = whole > 0
+    some = whole > _ZERO
+    share = np.zeros(part.shape)  # (0 where the whole is none)
+    np.divide(part, whole, out=share, where=some)
     two = two_r + two_w
     # the facts taken as they are and the computed ones, block by block end to end, then put
     # in FACTS' order (_BLOCKS_AT: one gather)
     return np.concatenate((inten, ext, loop / steps[:, None], once / ctas[:, None],
-                           np.where(some, part / np.where(some, whole, 1), 0.0).T,
+                           share.T,
                            np.array([reps, total_trips, total_masked, steps, two + ext[:, e["l2_extra"]],
-                                     dram_r + dram_w, two > 0]).T), axis=1)[:, _BLOCKS_AT]
+                                     dram_r + dram_w, two > _ZERO]).T), axis=1).take(_BLOCKS_AT, 1)
 
 
 def _as_is(names: tuple, computed: set) -> tuple[list, list]:
@@ -1104,6 +1108,7 @@ _STEP = (("a_flops", "a_exps", "a_alu", "a_sram", "a_fill", "loop_x", "red"),
 _ONCE = (("o_flops", "o_exps", "o_alu"), _at(("o_flops", "o_exps", "o_alu"), EXTENSIVE))
 _SHARE = ("mask", "dram_r", "dram_w")
 _PLAIN = ("reps", "total_trips", "total_masked", "steps", "l2_bytes", "dram_bytes", "need_port")
+_A_ALU = _STEP[0].index("a_alu")
 _STEP_AT, _ONCE_AT, _SHARE_AT, _PLAIN_AT = (_at(b, FACTS) for b in (_STEP[0], _ONCE[0], _SHARE, _PLAIN))
 _COMPUTED = {*_STEP[0], *_ONCE[0], *_SHARE, *_PLAIN}
 # (the others come from INTENSIVE and EXTENSIVE as they are)
@@ -1132,11 +1137,19 @@ _BLOCKS_AT = _blocks_at()
 
 
 class _Facts:
-    """FACTS as arrays, one entry per case (the rows of `table`)."""
+    """FACTS (or those of `names`: its columns) as arrays, one entry per case (the rows of `table`)."""
 
-    def __init__(self, table: np.ndarray):
+    def __init__(self, table: np.ndarray, names: tuple = FACTS):
         self.table = table
-        self.__dict__.update(zip(FACTS, table.T))  # the columns as views, at a quarter of setattr's cost
+        self.__dict__.update(zip(names, table.T))  # the columns as views, at a quarter of setattr's cost
+
+
+# the facts _busy takes itself (Batch.busy_facts; _fluid's, the occupancy cap's, the tail's)
+_BUSY_FACTS = ("flops", "exps", "alu", "sram", "fill", "wg", "inst_per_op", "x_trip", "x_shadow",
+               "total_trips", "l2_bytes", "dram_bytes", "sms", "occ", "ctas", "tail")
+_BUSY_AT = _at(_BUSY_FACTS, FACTS)
+_Q_AT, _POLICY_AT, _STAGES_AT = (FACTS.index(x) for x in ("q", "policy", "stages"))  # (Batch's)
+_L2_LATENCY = RATE_FIELDS.index("l2_latency")
 
 
 @dataclass
@@ -1157,15 +1170,20 @@ class Batch:
         return len(self.table)
 
     @cached_property
+    def busy_facts(self) -> np.ndarray:
+        """The table's columns of _BUSY_FACTS (a narrow table: fewer columns for _busy to gather)."""
+        return self.table.take(_BUSY_AT, 1)
+
+    @cached_property
     def q(self) -> float | np.ndarray:
         """The profiles' sync_overlap: a float where they share it (_one)."""
-        return _one(self.table[:, FACTS.index("q")])
+        return _one(self.table[:, _Q_AT])
 
     @cached_property
     def codes(self) -> np.ndarray:
         """Each kernel's policy, as Trip.time computes by (_policies)."""
         t = self.table
-        return _policies(t[:, FACTS.index("policy")], t[:, FACTS.index("stages")])
+        return _policies(t[:, _POLICY_AT], t[:, _STAGES_AT])
 
     @cached_property
     def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1241,11 +1259,11 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     other leaves them as they are, to the last bit (_schedule's `deps`). With `bound`, the
     seconds of cases of unequal CTAs are a lower bound on theirs (_schedule's `bound`, at
     every occupancy below the cap too), those of the others the same to the bit."""
-    table = b.table
     rates = b.rates.take(kidx, 0) * RELIEF_FACTORS.take(relief, 0)  # (take: a faster gather)
-    f = _Facts(table.take(kidx, 0))
-    r = _rates_of(rates, f)
-    limits = _fluid(f, r)
+    few = len(kidx) <= FEW
+    # (few: the facts this function takes itself, _shortest gathers its own)
+    f = _Facts(b.busy_facts.take(kidx, 0), _BUSY_FACTS) if few else _Facts(b.table.take(kidx, 0))
+    limits = _fluid(f, rates)
     top = limits.max(axis=0)
 
     # the occupancies each case is scheduled at: CTAs resident on one SM overlap at least as
@@ -1259,16 +1277,17 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     # schedule the hardware runs, nor a bound on one (a long CTA alone on an SM first finishes
     # sooner than beside another)
     # (no unequal CTAs in the batch: none)
-    paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else np.zeros(len(cap), bool)
-    if len(kidx) <= FEW:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired if b.periods else None,
-                         deps=deps, bound=bound)
+    paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else None
+    if few:  # numpy's cost per call outweighs the rows: all in one pass
+        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps, bound=bound)
         best, bits = best if deps else (best, None)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
         # and above a floor of the occupancies below it: o CTAs an SM run the kernel's trips,
         # each no shorter than a warp's dependent chain, o x SMs at a time (the most below
         # the cap, 2^(e-1) for cap - 1 = x 2^e with x in [0.5, 1), has the lowest floor)
+        r = _rates_of(rates, f)
+        paired = np.zeros(len(cap), bool) if paired is None else paired
         best, chain, *bits = _schedule(f, r, cap * f.sms, b, kidx, deps, bound)
         fewer = np.ldexp(1.0, np.frexp(np.maximum(cap - 1, 1))[1] - 1)
         # (and the kernel's drain: every schedule's edges or its lone CTAs' rings hold it)
@@ -1288,7 +1307,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
             best[i] = np.minimum(best[i], less)
     # after the last CTA's loop, a chain of dependent round trips to L2 no other work overlaps
     # (KernelPlan.tail_round_trips: split-KV decode's fused combine, on lines other SMs wrote)
-    tail = f.tail * r.l2_latency
+    tail = f.tail * rates[:, _L2_LATENCY]
     if deps:  # the schedule past the fluid limits: a relief of theirs shortens one, leaves it
         # the larger; else either may change it (a relief may lengthen a schedule)
         top_bits = _max_deps(limits, [_dep(v, BIT[u]) for u, v in zip(LIMITS, limits)])
@@ -1303,28 +1322,39 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
     its cap, and at the cap `with_cap` (each case must have one; `only_cap`: cases scheduled at
     their cap alone); with `deps`, also the bits of all the schedules it takes the least of."""
-    bits = 1 << np.arange(int(cap.max()).bit_length())
+    bits = _POW2[:int(cap.max()).bit_length()]
     occ = np.empty((len(cap), len(bits) + 1), np.int64)
     occ[:, :-1], occ[:, -1] = bits, cap
     tried = np.empty(occ.shape, bool)
-    tried[:, :-1], tried[:, -1] = bits < cap[:, None], with_cap
+    np.less(bits, cap[:, None], out=tried[:, :-1])
+    tried[:, -1] = with_cap
     if only_cap is not None:
         tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
-    occ = occ[tried]
+    occ, kc = occ[tried], kidx.take(case)
     sort = 3 * len(case) > SUBSET  # _schedule's rows sorted by policy (Trip.time_runs), then back
     if sort:
-        order = np.argsort(b.codes[kidx[case]], kind="stable")
-        case, occ = case[order], occ[order]
-    g = _Facts(b.table.take(kidx[case], 0))
-    sched, _, *bits = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kidx[case], deps, bound)
+        order = np.argsort(b.codes.take(kc), kind="stable")
+        case, occ, kc = case.take(order), occ.take(order), kc.take(order)
+    g = _Facts(b.table.take(kc, 0))
+    sched, _, *more = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kc, deps, bound)
     if sort:
-        back = np.empty(len(order), np.int64)
-        back[order] = np.arange(len(order))
-        sched, bits = sched[back], [x[back] for x in bits]
-    counts = tried.sum(axis=1)
-    least = np.minimum.reduceat(sched, counts.cumsum() - counts)
-    return (least, np.bitwise_or.reduceat(bits[0], counts.cumsum() - counts)) if deps else least
+        sched, more = _unsort(sched, order), [_unsort(x, order) for x in more]
+    # where each case's rows start (bincount: a case's rows, in whatever order)
+    counts = np.bincount(case, minlength=len(cap))
+    starts = counts.cumsum() - counts
+    least = np.minimum.reduceat(sched, starts)
+    return (least, np.bitwise_or.reduceat(more[0], starts)) if deps else least
+
+
+_POW2 = 1 << np.arange(63, dtype=np.int64)  # _shortest's occupancies below a cap
+
+
+def _unsort(x: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """x's entries back in their places before `order` sorted them (one scatter)."""
+    out = np.empty_like(x)
+    out[order] = x
+    return out
 
 
 _ZERO = np.array(0.0)  # (a 0-d operand: numpy takes it faster than a Python float, to the same bits)
@@ -1920,6 +1950,11 @@ if LAUNCH != len(RELIEFS) - 1:  # predict_batch's one pass leaves the last relie
     raise AssertionError("the launch relief must be the last of RELIEFS")
 LIMIT_AT = np.array([RELIEFS.index(u) for u in LIMITS])  # the columns of RELIEFS that are LIMITS
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
+_PORT, _NEED_PORT = RELIEFS.index("port"), FACTS.index("need_port")
+_LIMIT_NO = np.arange(len(LIMITS))
+_LAST = np.array(len(RELIEFS) - 1)  # _chosen's: RELIEFS' last column
+# numpy 2 takes a Python float operand slower than a 0-d array
+_TWO, _NEAR = np.array(2.0), np.array(1 + 1e-8)  # (_chosen's: within 1e-8 of the shortest)
 
 
 def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarray,
@@ -1928,7 +1963,7 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     far) gets the exact ones: the launch relief's (the busy time stays) and those of rates a
     kernel never uses (they change nothing). `first`, `top`: lim's argmax and max per kernel."""
     seconds = busy + launch
-    largest = np.arange(len(LIMITS)) == first[:, None]
+    largest = _LIMIT_NO == first[:, None]
     second = np.where(largest, -np.inf, lim).max(axis=1)
     # a unit's or level's relief: never below half the time, nor below another unit's or
     # level's time; the others' (port, latency, launch): never below any
@@ -1938,20 +1973,20 @@ def _lower(busy: np.ndarray, launch: np.ndarray, lim: np.ndarray, need: np.ndarr
     own[:, LIMIT_AT] = lim
     at = launch[:, None]
     lower = _max((seconds / 2)[:, None], others + at, own / 2 + at)
-    _exact(busy, launch, need, relaxed, lower)
+    _exact(busy, launch, need, seconds, relaxed, lower)
     return lower
 
 
-def _exact(busy: np.ndarray, launch: np.ndarray, need: np.ndarray, *into: np.ndarray) -> None:
+def _exact(busy: np.ndarray, launch: np.ndarray, need: np.ndarray, seconds: np.ndarray,
+           *into: np.ndarray) -> None:
     """The reliefs' times known exactly (_lower's), written into each of `into` ((kernels,
     RELIEFS) arrays): the launch relief's (the busy time stays) and those of rates a kernel
-    never uses (they change nothing)."""
-    at_launch = busy + launch / 2
-    idle = ~need
-    seconds = (busy + launch)[idle.nonzero()[0]]
+    never uses (they change nothing: `seconds`, busy + launch)."""
+    at_launch = busy + launch / _TWO
+    idle, seconds = ~need, seconds[:, None]
     for x in into:
         x[:, LAUNCH] = at_launch
-        x[idle] = seconds
+        np.copyto(x, seconds, where=idle)
 
 
 def _chosen(times: np.ndarray) -> list[str]:
@@ -1959,11 +1994,13 @@ def _chosen(times: np.ndarray) -> list[str]:
     (not NaN): only the ones within 1e-8 of the shortest can share its rounded key, so only
     they are ranked."""
     best = np.fmin.reduce(times, axis=1, keepdims=True)  # (the known's; NaN: none known)
-    near = times <= best * (1 + 1e-8)  # (NaN, unknown, compares False)
+    near = times <= best * _NEAR  # (NaN, unknown, compares False)
     first = near.argmax(axis=1)
     out = [RELIEFS[j] for j in first.tolist()]
-    for i in np.flatnonzero(near.sum(axis=1) > 1):
-        out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
+    # (more than one near: its last near one not its first; or none near, kept as it is)
+    for i in (first != _LAST - near[:, ::-1].argmax(axis=1)).nonzero()[0]:
+        if near[i].sum() > 1:
+            out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
     return out
 
 
@@ -2041,22 +2078,26 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
     launch = b.launch
     busiest, top = lim.argmax(axis=1), lim.max(axis=1)  # (the largest: the busiest's)
-    some = busy > 0
-    util = np.where(some, top / np.where(some, busy, 1.0), 1.0)
+    util = np.empty(n)
+    util.fill(1.0)  # (where the kernel takes no time)
+    np.divide(top, busy, out=util, where=busy > _ZERO)
     out = Predicted(busy + launch, busiest, util)
     if not limiter_too:
         return out
-    relaxed = np.full((n, nr), np.nan)
-    if every:
-        relaxed[:, :LAUNCH] = busy_all[:, 1:] + launch[:, None]
-    need = np.ones((n, nr), bool)
+    if every:  # (every entry written below)
+        relaxed = np.empty((n, nr))
+        np.add(busy_all[:, 1:], launch[:, None], out=relaxed[:, :LAUNCH])
+    else:
+        relaxed = np.full((n, nr), np.nan)
+    need = np.empty((n, nr), bool)
+    need.fill(True)
     # a rate the kernel never uses changes nothing (latency and launch: always used)
-    need[:, LIMIT_AT] = lim > 0
-    need[:, RELIEFS.index("port")] = b.table[:, FACTS.index("need_port")] > 0
+    need[:, LIMIT_AT] = lim > _ZERO
+    need[:, _PORT] = b.table[:, _NEED_PORT] > _ZERO
     if every and not kernel_bounds:  # every relief known: the lower bounds' one use, each
         # kernel's own limiter's search, is not asked for; the exact times alone
         lower = None
-        _exact(busy, launch, need, relaxed)
+        _exact(busy, launch, need, out.seconds, relaxed)
     else:
         lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
     if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
