@@ -1357,7 +1357,6 @@ def _unsort(x: np.ndarray, order: np.ndarray) -> np.ndarray:
     return out
 
 
-_ZERO = np.array(0.0)  # (a 0-d operand: numpy takes it faster than a Python float, to the same bits)
 # _alone's epilogue: its policy, stages, port, latency and level terms (Trip.time's arguments)
 _EPI_ARGS = np.array([POLICIES["async"], 2.0, 0.0, 0.0, 0.0])[:, None]
 
