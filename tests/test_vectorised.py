@@ -725,7 +725,8 @@ def test_a_short_frame_is_pandas_frame_of_its_cells_types(arrow):
     once (table._short_frame): a table of the same names whose cells' types differ (a float
     among ints, ints past int64's reach, tiles past float64's exact ints (objects past
     int64's), a None among str, an int32 or object array) is still the frame pandas infers
-    from it, Arrow strings on and off; the layout serves the tables it fits."""
+    from it, Arrow strings on and off; the layout serves the tables it fits. With `dicts`
+    (predict's), the frame of the rows' dicts where a row lacks a cell."""
     import contextlib
     import warnings
 
@@ -757,6 +758,12 @@ def test_a_short_frame_is_pandas_frame_of_its_cells_types(arrow):
             pd.testing.assert_frame_equal(got, want, check_exact=True)
             assert got.dtypes.tolist() == want.dtypes.tolist() and got.columns.dtype == want.columns.dtype
         assert table._short_frame(base, 3, create_dataframe_from_blocks) is not None  # the layout's
+        # predict's (dicts): pandas' frame of the rows' dicts, a column the first row lacks last
+        for lacking in ({}, {"tile": [table.ABSENT, 64, None]}, {"s": ["a", "b", table.ABSENT]}):
+            cols = {**base, **lacking}
+            want = pd.DataFrame(table.as_rows(cols))
+            pd.testing.assert_frame_equal(table.as_frame(cols, dicts=True), want, check_exact=True)
+            assert (want.columns[-1] == "tile") == ("tile" in lacking)
 
 
 def test_as_frame_without_pandas_blocks_is_pandas_frame(monkeypatch):

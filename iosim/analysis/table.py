@@ -815,13 +815,16 @@ def _typed(col: list):
     return col
 
 
-def as_frame(cols: dict) -> pd.DataFrame:
+def as_frame(cols: dict, dicts: bool = False) -> pd.DataFrame:
     """Columns (arrays, lists of Python values, _Coded) as the DataFrame pandas infers from
     them, pd.DataFrame(cols)'s (a cell a row lacks: missing), built as pandas holds it: a numpy
     dtype's columns as one 2-D block, the str columns' cells as one Arrow array sliced a column,
-    other columns inferred by pandas one by one (pd.Series). pd.DataFrame infers, converts and
-    consolidates column by column: for predict's frame (4 rows, 41 columns) some four times
-    this builder's time. pd.DataFrame itself where pandas lacks create_dataframe_from_blocks (< 3)."""
+    other columns inferred by pandas one by one (pd.Series); a short table (predict's) by the
+    layout its types give (_short_frame). pd.DataFrame infers, converts and consolidates column
+    by column: for predict's frame (4 rows, 41 columns) some four times this builder's time.
+    pd.DataFrame itself where pandas lacks create_dataframe_from_blocks (< 3). `dicts` (lists
+    and arrays, predict's): pandas' frame of as_rows' dicts, which differs where a row lacks a
+    cell (a column the first row lacks comes after its columns): that frame, then."""
     import pandas as pd
 
     try:
@@ -830,6 +833,8 @@ def as_frame(cols: dict) -> pd.DataFrame:
         create_dataframe_from_blocks = None
     n = len(next(iter(cols.values()))) if cols else 0
     if create_dataframe_from_blocks is None or not n:
+        if dicts and any(isinstance(col, list) and ABSENT in col for col in cols.values()):
+            return pd.DataFrame(as_rows(cols))
         return pd.DataFrame({c: _typed(_plain(col)) if isinstance(_plain(col), list) else _plain(col)
                              for c, col in cols.items()})
     if n <= _SHORT:  # predict's table: its layout known from its columns' and cells' types
@@ -849,6 +854,8 @@ def as_frame(cols: dict) -> pd.DataFrame:
                 strs.append(j)
                 continue
             if type(ABSENT) in kinds:
+                if dicts:
+                    return pd.DataFrame(as_rows(cols))
                 col = [None if v is ABSENT else v for v in col]
                 kinds = set(map(type, col))
             if len(kinds) == 1 and (kind := next(iter(kinds))) in _LISTED:
@@ -908,7 +915,8 @@ class _Cells:
 class _Layout:
     """as_frame's blocks for columns and cells of these types, worked out once: the numpy
     blocks (dtype, getter of their columns, placement), the None-and-int columns (float64:
-    their ints to check exact), and the str columns (getter, placements, their dtype)."""
+    their ints to check exact), and the str columns (getter, (rows of their cells, placement)
+    each, their dtype)."""
 
     blocks: list
     exact: list
@@ -934,7 +942,7 @@ def _short_frame(cols: dict, n: int, build):
     kinds = (tuple(map(type, chain.from_iterable(top.lists(vals)))), tuple(map(_DTYPE, top.arrays(vals))))
     lay = top.layouts.get(kinds, MISS)
     if lay is MISS:
-        lay = top.layouts[kinds] = _layout(vals, top.names.dtype)
+        lay = top.layouts[kinds] = _layout(vals, n, top.names.dtype)
     if lay is None:
         return None
     for j in lay.exact:  # an int past 2^53: pandas' float64 of it is lossy (its own, then)
@@ -950,7 +958,7 @@ def _short_frame(cols: dict, n: int, build):
 
         cells = ArrowStringArray(pa.array(list(chain.from_iterable(lay.strs(vals))), pa.large_string()),
                                  dtype=lay.arrow_str)
-        blocks += [(cells[i * n:(i + 1) * n], at.copy()) for i, at in enumerate(lay.str_at)]
+        blocks += [(cells[rows], at.copy()) for rows, at in lay.str_at]
     # a placement of each block's own (pandas' BlockPlacement holds the array given)
     return build(blocks, index=top.rows.view(), columns=top.names.view())
 
@@ -970,8 +978,8 @@ def _cells(types: tuple, names: tuple, n: int) -> _Cells | None:
                   _columns_index(names), pd.RangeIndex(n), {})
 
 
-def _layout(vals: tuple, names_dtype) -> _Layout | None:
-    """The blocks as_frame makes of these columns (lists and 1-d arrays), by their types
+def _layout(vals: tuple, n: int, names_dtype) -> _Layout | None:
+    """The blocks as_frame makes of these columns (lists and arrays of n rows), by their types
     alone: an array joins its dtype's block, a list of one plain type its numpy dtype's, of
     None and ints float64's (NaN for None), of None the object block, of str an Arrow str
     column (the object block where pandas' str is not Arrow's); None where pandas' inference
@@ -981,7 +989,7 @@ def _layout(vals: tuple, names_dtype) -> _Layout | None:
     exact, strs = [], []
     for j, col in enumerate(vals):
         if isinstance(col, np.ndarray):
-            if col.dtype.kind not in "biuf" or col.ndim != 1:
+            if col.dtype.kind not in "biuf":
                 return None
             same.setdefault(col.dtype, []).append(j)
             continue
@@ -1000,7 +1008,8 @@ def _layout(vals: tuple, names_dtype) -> _Layout | None:
             return None
         same.setdefault(dtype, []).append(j)
     blocks = [(dtype, _picker(js), np.array(js, np.intp)) for dtype, js in same.items()]
-    return _Layout(blocks, exact, _picker(strs), [np.array([j], np.intp) for j in strs], arrow_str)
+    return _Layout(blocks, exact, _picker(strs), [(slice(i * n, (i + 1) * n), np.array([j], np.intp))
+                                                   for i, j in enumerate(strs)], arrow_str)
 
 
 _USING_STR = None  # pandas' using_string_dtype, once imported
