@@ -725,7 +725,7 @@ def test_a_short_frame_is_pandas_frame_of_its_cells_types(arrow):
     once (table._short_frame): a table of the same names whose cells' types differ (a float
     among ints, ints past int64's reach, tiles past float64's exact ints (objects past
     int64's), a None among str, an int32 or object array) is still the frame pandas infers
-    from it, Arrow strings on and off; the layout serves the tables it fits. With `dicts`
+    from it, Arrow strings on, off and held in Python; the layout serves the tables it fits. With `dicts`
     (predict's), the frame of the rows' dicts where a row lacks a cell."""
     import contextlib
     import warnings
@@ -764,6 +764,10 @@ def test_a_short_frame_is_pandas_frame_of_its_cells_types(arrow):
             want = pd.DataFrame(table.as_rows(cols))
             pd.testing.assert_frame_equal(table.as_frame(cols, dicts=True), want, check_exact=True)
             assert (want.columns[-1] == "tile") == ("tile" in lacking)
+    if arrow:  # pandas' str held in Python (names of their own: an Index is kept per names)
+        with pd.option_context("mode.string_storage", "python"):
+            cols = {f"{c} (python)": col for c, col in base.items()}
+            pd.testing.assert_frame_equal(table.as_frame(cols), pd.DataFrame(cols), check_exact=True)
 
 
 def test_as_frame_without_pandas_blocks_is_pandas_frame(monkeypatch):

@@ -942,6 +942,8 @@ def _short_frame(cols: dict, n: int, build):
     kinds = (tuple(map(type, chain.from_iterable(top.lists(vals)))), tuple(map(_DTYPE, top.arrays(vals))))
     lay = top.layouts.get(kinds, MISS)
     if lay is MISS:
+        if len(top.layouts) > 64:
+            top.layouts.clear()
         lay = top.layouts[kinds] = _layout(vals, n, top.names.dtype)
     if lay is None:
         return None
@@ -997,6 +999,8 @@ def _layout(vals: tuple, n: int, names_dtype) -> _Layout | None:
         if kinds == {str} and arrow_str is not None:
             strs.append(j)
             continue
+        if kinds == {str} and not isinstance(names_dtype, np.dtype):  # pandas' str held in Python: its own
+            return None
         if kinds in ({str}, {_NONE}):
             dtype = np.dtype(object)
         elif kinds == {_NONE, int}:
