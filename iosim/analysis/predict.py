@@ -136,12 +136,7 @@ def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None =
     unless asked for by name). Adds each schedule's ratios to naive. A schedule that cannot be
     planned (tiles over the SRAM, head_dim out of range) is left out, with the reason in
     `df.attrs["skipped"]`; InputError only when none can. `tuned`: a tiles file's entries."""
-    import pandas as pd
-
     cols, skipped = _columns(problem, hw, schedules, tiles, tuned)
-    if any(isinstance(col, list) and table.ABSENT in col for col in cols.values()):
-        df = pd.DataFrame(table.as_rows(cols))  # a column some rows lack comes after the others'
-    else:  # the frame of the rows' dicts, built from the columns (table.as_frame)
-        df = table.as_frame(cols)
+    df = table.as_frame(cols, dicts=True)  # the frame of the rows' dicts, built from the columns
     df.attrs["skipped"] = skipped  # schedule -> why it was left out
     return df

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
@@ -814,13 +815,16 @@ def _typed(col: list):
     return col
 
 
-def as_frame(cols: dict) -> pd.DataFrame:
+def as_frame(cols: dict, dicts: bool = False) -> pd.DataFrame:
     """Columns (arrays, lists of Python values, _Coded) as the DataFrame pandas infers from
     them, pd.DataFrame(cols)'s (a cell a row lacks: missing), built as pandas holds it: a numpy
     dtype's columns as one 2-D block, the str columns' cells as one Arrow array sliced a column,
-    other columns inferred by pandas one by one (pd.Series). pd.DataFrame infers, converts and
-    consolidates column by column: for predict's frame (4 rows, 41 columns) some four times
-    this builder's time. pd.DataFrame itself where pandas lacks create_dataframe_from_blocks (< 3)."""
+    other columns inferred by pandas one by one (pd.Series); a short table (predict's) by the
+    layout its types give (_short_frame). pd.DataFrame infers, converts and consolidates column
+    by column: for predict's frame (4 rows, 41 columns) some four times this builder's time.
+    pd.DataFrame itself where pandas lacks create_dataframe_from_blocks (< 3). `dicts` (lists
+    and arrays, predict's): pandas' frame of as_rows' dicts, which differs where a row lacks a
+    cell (a column the first row lacks comes after its columns): that frame, then."""
     import pandas as pd
 
     try:
@@ -829,8 +833,14 @@ def as_frame(cols: dict) -> pd.DataFrame:
         create_dataframe_from_blocks = None
     n = len(next(iter(cols.values()))) if cols else 0
     if create_dataframe_from_blocks is None or not n:
+        if dicts and any(isinstance(col, list) and ABSENT in col for col in cols.values()):
+            return pd.DataFrame(as_rows(cols))
         return pd.DataFrame({c: _typed(_plain(col)) if isinstance(_plain(col), list) else _plain(col)
                              for c, col in cols.items()})
+    if n <= _SHORT:  # predict's table: its layout known from its columns' and cells' types
+        df = _short_frame(cols, n, create_dataframe_from_blocks)
+        if df is not None:
+            return df
     names = _columns_index(tuple(cols))
     arrow_str = _str_dtype(names.dtype)  # the str dtype pandas infers, where Arrow holds it
     same: dict = {}  # numpy dtype: [(position, column)]
@@ -844,6 +854,8 @@ def as_frame(cols: dict) -> pd.DataFrame:
                 strs.append(j)
                 continue
             if type(ABSENT) in kinds:
+                if dicts:
+                    return pd.DataFrame(as_rows(cols))
                 col = [None if v is ABSENT else v for v in col]
                 kinds = set(map(type, col))
             if len(kinds) == 1 and (kind := next(iter(kinds))) in _LISTED:
@@ -880,6 +892,144 @@ def as_frame(cols: dict) -> pd.DataFrame:
     pos = np.arange(len(names), dtype=np.intp)  # a column's placement: a view of it
     return create_dataframe_from_blocks([(b, pos[at[0]:at[0] + 1] if len(at) == 1 else np.array(at, np.intp))
                                          for b, at in blocks], index=pd.RangeIndex(n), columns=names)
+
+
+_SHORT = 64  # rows: a table this short (predict's) is built from its layout (_Layout)
+_LAYOUTS: dict = {}  # (names, rows, pandas infers str, each column's type): _Cells or None
+
+
+@dataclass
+class _Cells:
+    """A table's list columns and arrays (getters of a tuple of its columns), its names' Index
+    and its rows' RangeIndex (views handed out), and the _Layout (None: as_frame's general way)
+    for each (its list cells' types, its arrays' dtypes)."""
+
+    lists: object
+    arrays: object
+    names: object
+    rows: object
+    layouts: dict
+
+
+@dataclass
+class _Layout:
+    """as_frame's blocks for columns and cells of these types, worked out once: the numpy
+    blocks (dtype, getter of their columns, placement), the None-and-int columns (float64:
+    their ints to check exact), and the str columns (getter, (rows of their cells, placement)
+    each, their dtype)."""
+
+    blocks: list
+    exact: list
+    strs: object
+    str_at: list
+    arrow_str: object
+
+
+def _short_frame(cols: dict, n: int, build):
+    """as_frame's frame of a short table (n rows) of lists and arrays, by the layout their
+    types give (_layout, worked out once for these names and types: no loop over columns);
+    None where as_frame's general way is needed (a _Coded column, a column pandas infers
+    itself, ints past int64's reach, tiles past float64's exact ints)."""
+    vals = tuple(cols.values())
+    key = (tuple(cols), n, _infers_str(), tuple(map(type, vals)))
+    top = _LAYOUTS.get(key, MISS)
+    if top is MISS:
+        if len(_LAYOUTS) > 256:
+            _LAYOUTS.clear()
+        top = _LAYOUTS[key] = _cells(key[3], key[0], n)
+    if top is None:
+        return None
+    kinds = (tuple(map(type, chain.from_iterable(top.lists(vals)))), tuple(map(_DTYPE, top.arrays(vals))))
+    lay = top.layouts.get(kinds, MISS)
+    if lay is MISS:
+        if len(top.layouts) > 64:
+            top.layouts.clear()
+        lay = top.layouts[kinds] = _layout(vals, n, top.names.dtype)
+    if lay is None:
+        return None
+    for j in lay.exact:  # an int past 2^53: pandas' float64 of it is lossy (its own, then)
+        if max(map(abs, filter(None, vals[j])), default=0) >= EXACT:
+            return None
+    try:
+        blocks = [(np.array(get(vals), dtype), at.copy()) for dtype, get, at in lay.blocks]
+    except OverflowError:  # ints past int64's reach: pandas' own inference
+        return None
+    if lay.str_at:
+        import pyarrow as pa
+        from pandas.arrays import ArrowStringArray
+
+        cells = ArrowStringArray(pa.array(list(chain.from_iterable(lay.strs(vals))), pa.large_string()),
+                                 dtype=lay.arrow_str)
+        blocks += [(cells[rows], at.copy()) for rows, at in lay.str_at]
+    # a placement of each block's own (pandas' BlockPlacement holds the array given)
+    return build(blocks, index=top.rows.view(), columns=top.names.view())
+
+
+_DTYPE = attrgetter("dtype")
+
+
+def _cells(types: tuple, names: tuple, n: int) -> _Cells | None:
+    """_Cells of a table of n rows whose columns are of these types; None where one is
+    neither a list nor an array (_Coded)."""
+    import pandas as pd
+
+    if not set(types) <= {list, np.ndarray}:
+        return None
+    return _Cells(_picker([j for j, t in enumerate(types) if t is list]),
+                  _picker([j for j, t in enumerate(types) if t is np.ndarray]),
+                  _columns_index(names), pd.RangeIndex(n), {})
+
+
+def _layout(vals: tuple, n: int, names_dtype) -> _Layout | None:
+    """The blocks as_frame makes of these columns (lists and arrays of n rows), by their types
+    alone: an array joins its dtype's block, a list of one plain type its numpy dtype's, of
+    None and ints float64's (NaN for None), of None the object block, of str an Arrow str
+    column (the object block where pandas' str is not Arrow's); None where pandas' inference
+    is needed (other arrays, other mixes)."""
+    arrow_str = _str_dtype(names_dtype)
+    same: dict = {}  # dtype: [column position]
+    exact, strs = [], []
+    for j, col in enumerate(vals):
+        if isinstance(col, np.ndarray):
+            if col.dtype.kind not in "biuf":
+                return None
+            same.setdefault(col.dtype, []).append(j)
+            continue
+        kinds = set(map(type, col))
+        if kinds == {str} and arrow_str is not None:
+            strs.append(j)
+            continue
+        if kinds == {str} and not isinstance(names_dtype, np.dtype):  # pandas' str held in Python: its own
+            return None
+        if kinds in ({str}, {_NONE}):
+            dtype = np.dtype(object)
+        elif kinds == {_NONE, int}:
+            dtype = np.dtype(np.float64)
+            exact.append(j)
+        elif len(kinds) == 1 and (kind := next(iter(kinds))) in _LISTED:
+            dtype = _LISTED[kind]
+        else:
+            return None
+        same.setdefault(dtype, []).append(j)
+    blocks = [(dtype, _picker(js), np.array(js, np.intp)) for dtype, js in same.items()]
+    return _Layout(blocks, exact, _picker(strs), [(slice(i * n, (i + 1) * n), np.array([j], np.intp))
+                                                   for i, j in enumerate(strs)], arrow_str)
+
+
+_USING_STR = None  # pandas' using_string_dtype, once imported
+
+
+def _infers_str() -> bool | None:
+    """Whether pandas infers its str dtype (an option until pandas 4); None where pandas has
+    no such flag."""
+    global _USING_STR
+    if _USING_STR is None:
+        try:
+            from pandas._config import using_string_dtype
+        except ImportError:
+            using_string_dtype = lambda: None  # noqa: E731
+        _USING_STR = using_string_dtype
+    return _USING_STR()
 
 
 def _list_array(col: list, kinds: set) -> np.ndarray | None:
