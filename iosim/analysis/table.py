@@ -42,6 +42,9 @@ INT_MAX = 2.0**62  # counts beyond this stay Python ints (an int64 would overflo
 _NONE = type(None)
 ABSENT = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()  # a cell its row lacks (`window`)
 EXACT = 2.0**53  # ints below it are floats exactly: float division rounds as int division
+# the columns' unit factors as 0-d arrays (numpy takes a Python number operand slower; the
+# same float64 values, so the same products)
+_MS, _TERA, _PCT = np.array(1e3), np.array(1e12), np.array(100.0)
 FEW = 16  # rows up to which a column's Python values cost fewer calls than its numpy array's
 
 
@@ -303,23 +306,23 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     (_fits), every template's facts in one array a kind, each template's a view of them; None
     where a count is not whole, or the probe's Plan is not alike."""
     raws = [_raw(pl, hw) for pl, hw, _, _ in items]
-    v0, v1, u0, u1, alike = [], [], [], [], []
-    for (pl, hw, scaled, probe), r in zip(items, raws):
-        flat, u = _flat(r), pairs(pl.problem)
-        if probe is not None:
-            r1 = _raw(probe, hw)
-            alike.append(len(probe.kernels) == len(pl.kernels)
-                         and _accesses(r1, probe) == _accesses(r, pl))
-            v1.append(_flat(r1) if alike[-1] else flat)
-            u1.append(pairs(probe.problem) if alike[-1] else u + 1)
-        else:  # proportional to u, or its own counts: the line through (u, v) and (u + 1, v)
-            alike.append(True)
-            v1.append(None if scaled else flat)
-            u1.append(0 if scaled else u + 1)
-        v0.append(flat)
-        u0.append(u)
     ne = len(timing.EXTENSIVE)
     if any(scaled or probe is not None for _, _, scaled, probe in items):
+        v0, v1, u0, u1, alike = [], [], [], [], []
+        for (pl, hw, scaled, probe), r in zip(items, raws):
+            flat, u = _flat(r), pairs(pl.problem)
+            if probe is not None:
+                r1 = _raw(probe, hw)
+                alike.append(len(probe.kernels) == len(pl.kernels)
+                             and _accesses(r1, probe) == _accesses(r, pl))
+                v1.append(_flat(r1) if alike[-1] else flat)
+                u1.append(pairs(probe.problem) if alike[-1] else u + 1)
+            else:  # proportional to u, or its own counts: the line through (u, v) and (u + 1, v)
+                alike.append(True)
+                v1.append(None if scaled else flat)
+                u1.append(0 if scaled else u + 1)
+            v0.append(flat)
+            u0.append(u)
         a, b, bad = _fits(v0, v1, u0, u1)
         # each template's counts, end to end: its kernels' (EXTENSIVE), its accesses' ([count,
         # size]) and its totals, a and b; cut apart by what each entry is (0, 1, 2) at once
@@ -333,7 +336,7 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     else:  # templates of their own problems (predict's rows): a as it is (its totals, Python's
         # ints, taken from the Plans' counts below), b = 0
         a = b = None
-        bad = [False] * len(items)
+        alike, bad = [True] * len(items), [False] * len(items)
         aa = np.array(_joined(r.acc for r in raws), np.float64)
         ab = np.zeros(len(aa))
         ea = np.array(_joined(r.ext for r in raws), np.float64)
@@ -588,7 +591,11 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     du, dm, back = ((u_all, m, slice(None)) if alone else
                     _distinct(np.arange(len(templates)).repeat(m), u_all))
     md = _model(shapes, dm, du, limiter)
-    t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
+    # each row's answers (alone: the model's arrays as they are, a row each)
+    t_roof, t_pred, d_r, d_w, roof_bound, busiest, util = (
+        (md.roof, md.pred, md.dram_r, md.dram_w, md.roof_bound, md.busiest, md.util) if alone else
+        (md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back], md.roof_bound[back],
+         md.busiest[back], md.util[back]))
 
     tcode = None if alone else np.arange(len(templates)).repeat(m)
     # a problem's fields (but batch, heads, kv_heads: a row's) and FLOPs, a shape's at once
@@ -597,15 +604,19 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     out: dict = {"hw": _rep([t.hw.name for t in templates], tcode, alone),
                  "schedule": _rep([t.plan.schedule for t in templates], tcode, alone)}
     if all(f is fields[0] for f in fields):  # one problem's (predict's rows)
-        for name, v in fields[0].items():
-            out[name] = _rep([v] * len(fields), scode, alone)
+        n = len(fields)
+        if alone:
+            out.update({name: [v] * n for name, v in fields[0].items()})
+        else:
+            for name, v in fields[0].items():
+                out[name] = _Coded([v] * n, scode)
     else:
         for name in dict.fromkeys(k for f in fields for k in f):
             out[name] = _rep([f.get(name, ABSENT) for f in fields], scode, alone)
     out["batch"], out["heads"], out["kv_heads"] = batch, heads, kv
-    plan_cols = [_plan_columns(t.plan) for t in templates]
-    for name in plan_cols[0]:
-        out[name] = _rep([c[name] for c in plan_cols], tcode, alone)
+    plan_cols = [_plan_columns(t.plan) for t in templates]  # each the same names, in order
+    for name, col in zip(plan_cols[0], zip(*[c.values() for c in plan_cols])):
+        out[name] = _rep(list(col), tcode, alone)
     rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
     dr, dw = _whole(d_r), _whole(d_w)
     cap = np.array([t.hw.hbm_capacity_bytes for t in templates])
@@ -617,15 +628,15 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
         "tensor_flops": tf, "exp_ops": ex, "alu_flops": alu,
         "intensity_flop_per_byte": _intensity(tf, alu, dr, dw),
-        "time_roofline_ms": t_roof * 1e3,
-        "bound_roofline": strs(ROOF, md.roof_bound[back]),
-        "time_pred_ms": t_pred * 1e3,
-        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], alone, reps, scode) / t_pred / 1e12,
+        "time_roofline_ms": t_roof * _MS,
+        "bound_roofline": strs(ROOF, roof_bound),
+        "time_pred_ms": t_pred * _MS,
+        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], alone, reps, scode) / t_pred / _TERA,
         # the limiter: what a 2x rate shortens most
         "bound": _bound(md.bound, back, limiter, alone),
         # the main kernel's busiest unit, and its share of its efficient peak
-        "busiest": strs(timing.LIMITS, md.busiest[back]),
-        "util_pct": 100 * md.util[back],
+        "busiest": strs(timing.LIMITS, busiest),
+        "util_pct": _PCT * util,
         "kernels": (nks if alone else nks.repeat(m)),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
         "hbm_footprint_bytes": foot,
@@ -715,11 +726,12 @@ def _intensity(tf, alu, dr, dw) -> np.ndarray:
 def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: bool) -> list:
     """The Plan totals (_Raw.counts) of every row, a + b·u: whole numbers, a column an int64
     array, or Python ints where a column could pass int64's reach."""
-    umax = float(u_all.max())
     if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
         a = [sh.counts[0] for sh in shapes]
         if not any(sh.affine for sh in shapes) and max(max(map(abs, aj)) for aj in a) < INT_MAX:
             return list(np.array(a, np.int64).T)  # b = 0 throughout: a as it is, in int64's reach
+    umax = float(u_all.max())
+    if alone:
         us = u_all.tolist()
         b = [sh.counts[1] for sh in shapes]
         # b = 0 throughout where not affine (a template of its own problem): a as it is
