@@ -900,7 +900,10 @@ for _s in ("pre", "convert"):  # fa3's backward runs fa2_bwd.cu's, under its own
 def kernel_splits(k: KernelPlan) -> int:
     """The KV splits of a split-KV kernel (its NUM_SPLITS), 1 for the others: the S of the
     partial tensors."""
-    return k.defines.get("NUM_SPLITS", 1) if k.name in SPECS and "NUM_SPLITS" in SPECS[k.name].defines else 1
+    d = k.defines
+    if "NUM_SPLITS" not in d:  # 1 either way (most kernels: asked first, at a lookup's cost)
+        return 1
+    return d["NUM_SPLITS"] if k.name in SPECS and "NUM_SPLITS" in SPECS[k.name].defines else 1
 
 
 def kv_splits(plan: Plan) -> int:
