@@ -1030,9 +1030,9 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
     nsync, in_l2, turns, apart, under_pv, in_step, barrier, chain = _spec_facts(k, spec)
     inten = (hw.sm_count, _ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              one0, masked0, wg, warps, POLICIES[k.overlap], k.stages,
-             hw.pipeline.sync_overlap, nsync, float(in_l2), turns, 1.0 / hw.clock_hz,
+             hw.pipeline.sync_overlap, nsync, in_l2, turns, 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
-             k.loop_issue, float(apart), pad, k.loop_shadow, float(under_pv), float(in_step),
+             k.loop_issue, apart, pad, k.loop_shadow, under_pv, in_step,
              barrier, _first_loads(two_r > 0, in_l2, nsync),
              float(two_w > 0), chain)  # first_loads, store_drain
     return ext, inten, (None if uniform else (one, masked))
@@ -1043,8 +1043,8 @@ _SPEC_FACTS = Memo()  # (name, id(defines), id(spec), round_trips, loop_issue) -
 
 def _spec_facts(k: KernelPlan, spec) -> tuple:
     """(sync_loads, sync_in_l2, turn_waits, softmax_apart, softmax_under_pv, consumers_in_step,
-    barrier_trips, loop_chain) of a kernel: its KernelSpec's rules at its defines, and the
-    KernelPlan fields they fall back on. Remembered by its defines dict and its spec (both kept,
+    barrier_trips, loop_chain) of a kernel, the yes/no facts as floats (as kernel_raw takes
+    them): its KernelSpec's rules at its defines, and the KernelPlan fields they fall back on. Remembered by its defines dict and its spec (both kept,
     so their ids are not reused; kernel_defines gives one dict a set of values, nothing changes
     a Plan's, and a spec put in another's place is another)."""
     d = k.defines
@@ -1053,9 +1053,9 @@ def _spec_facts(k: KernelPlan, spec) -> tuple:
     if facts is not MISS:
         return facts
     return _SPEC_FACTS.put(key, (d, spec), (
-        sync_loads(k, spec), sync_in_l2(k, spec), turn_waits(k, spec), softmax_apart(k, spec),
-        softmax_under_pv(k, spec), consumers_in_step(k, spec), barrier_trips(k, spec),
-        loop_chain(k, spec)))
+        sync_loads(k, spec), float(sync_in_l2(k, spec)), turn_waits(k, spec),
+        float(softmax_apart(k, spec)), float(softmax_under_pv(k, spec)),
+        float(consumers_in_step(k, spec)), barrier_trips(k, spec), loop_chain(k, spec)))
 
 
 def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
