@@ -900,7 +900,10 @@ for _s in ("pre", "convert"):  # fa3's backward runs fa2_bwd.cu's, under its own
 def kernel_splits(k: KernelPlan) -> int:
     """The KV splits of a split-KV kernel (its NUM_SPLITS), 1 for the others: the S of the
     partial tensors."""
-    return k.defines.get("NUM_SPLITS", 1) if k.name in SPECS and "NUM_SPLITS" in SPECS[k.name].defines else 1
+    d = k.defines
+    if "NUM_SPLITS" not in d:  # 1 either way (most kernels: asked first, at a lookup's cost)
+        return 1
+    return d["NUM_SPLITS"] if k.name in SPECS and "NUM_SPLITS" in SPECS[k.name].defines else 1
 
 
 def kv_splits(plan: Plan) -> int:
@@ -944,19 +947,18 @@ def supported(plan: Plan) -> None:
     schedule, p = plan.schedule, plan.problem
     specs = [SPECS.get(k.name) for k in plan.kernels]
     bwd = p.direction is Direction.bwd
-    if any(modelled_only(k) for k in plan.kernels):
+    if any(map(modelled_only, plan.kernels)):
         raise InputError(f"no real kernel for {schedule} with the FA3 paper's dQ-writer warp "
                          "(modelled only; allowed: the Plan's own kernel)")
-    if bwd and None in specs:
-        raise InputError(f"no real backward kernel for schedule {schedule} "
-                         "(allowed with --direction bwd: naive, fa1, fa2, fa3)")
-    fixed = any(s.head_dims is not None for s in specs if s is not None)
-    if bwd and p.head_dim not in BASE_HEAD_DIMS and fixed:
+    if None in specs:
+        if bwd:
+            raise InputError(f"no real backward kernel for schedule {schedule} "
+                             "(allowed with --direction bwd: naive, fa1, fa2, fa3)")
+        raise InputError(f"no real kernel for schedule {schedule} (allowed: naive, fa1, fa2, fa3)")
+    if bwd and p.head_dim not in BASE_HEAD_DIMS and any(s.head_dims is not None for s in specs):
         raise InputError(f"head_dim={p.head_dim} has no real backward kernel for {schedule} "
                          f"(allowed: {', '.join(map(str, BASE_HEAD_DIMS))}; any multiple of 8 "
                          f"up to {MAX_HEAD_DIM} with fa1)")
-    if None in specs:
-        raise InputError(f"no real kernel for schedule {schedule} (allowed: naive, fa1, fa2, fa3)")
     if p.head_dim % 8 or p.head_dim > MAX_HEAD_DIM:
         raise InputError(f"head_dim={p.head_dim} has no real kernel "
                          f"(allowed: a multiple of 8 up to {MAX_HEAD_DIM})")

@@ -422,7 +422,7 @@ def test_period_stacks_hold_each_kernel_s_period():
     jobs = [(k, d, hw, pl.problem) for pl, hw in items
             for k, d in zip(pl.kernels, memory.estimate(pl, hw))]
     b = timing.batch_of(jobs)
-    lengths, start, trips, masked = b.stacks
+    lengths, start, (trips, masked) = b.stacks
     assert len(b.periods) > 10 and len(set(lengths[1:].tolist())) > 2  # several lengths
     for i in range(len(b)):
         pid = int(b.pidx[i])
@@ -717,6 +717,61 @@ def test_predict_s_frame_is_the_frame_of_its_rows(arrow):
                 assert r["time_vs_naive"] == r["time_pred_ms"] / base["time_pred_ms"]
     strings = {"str"} if arrow else {"object"}
     assert {"int64", "float64", "bool", "object"} | strings <= kinds, kinds  # each kind met
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_a_short_frame_is_pandas_frame_of_its_cells_types(arrow):
+    """A short table (predict's) is built by the layout its names and types give, worked out
+    once (table._short_frame): a table of the same names whose cells' types differ (a float
+    among ints, ints past int64's reach, tiles past float64's exact ints (objects past
+    int64's), a None among str, an int32 or object array) is still the frame pandas infers
+    from it, Arrow strings on, off and held in Python; the layout serves the tables it fits. With `dicts`
+    (predict's), the frame of the rows' dicts where a row lacks a cell."""
+    import contextlib
+    import warnings
+
+    import pandas as pd
+
+    try:
+        from pandas.api.internals import create_dataframe_from_blocks
+    except ImportError:  # pandas < 3: as_frame is pd.DataFrame's frame
+        create_dataframe_from_blocks = None
+    off = contextlib.nullcontext()
+    if not arrow:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pd.get_option("future.infer_string")
+        except KeyError:
+            pytest.skip("this pandas has no str inference to switch off")
+        off = pd.option_context("future.infer_string", False)
+    base = {"s": ["a", "b", "c"], "i": [1, 2, 3], "f": [0.5, 2.0, 3.0], "b": [True, False, True],
+            "tile": [None, 64, None], "none": [None] * 3, "arr": np.arange(3), "x": np.ones(3),
+            "t": ["x", "y", "z"], "fits": np.array([True, True, False])}
+    changes = [{}, {"i": [1, 2.5, 3]}, {"i": [1, 2**70, 3]}, {"tile": [None, 2**53 + 1, None]},
+               {"tile": [None, 2**64, None]}, {"tile": [None, -(2**63) - 5, 0]}, {"tile": [None, 2**53 - 1, 0]}, {"s": ["a", None, "c"]}, {"none": [None, 1.5, None]},
+               {"arr": np.arange(3, dtype=np.int32)}, {"arr": np.array(["p", "q", "r"], dtype=object)},
+               {"f": [1, 2, 3]}, {"t": [1, 2, 3]}, {}]
+    with warnings.catch_warnings(), off:
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for change in changes:
+            cols = {**base, **change}
+            want = pd.DataFrame(cols)
+            got = table.as_frame(cols)
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+            assert got.dtypes.tolist() == want.dtypes.tolist() and got.columns.dtype == want.columns.dtype
+        if create_dataframe_from_blocks is not None:  # the layout's frame
+            assert table._short_frame(base, 3, create_dataframe_from_blocks) is not None
+        # predict's (dicts): pandas' frame of the rows' dicts, a column the first row lacks last
+        for lacking in ({}, {"tile": [table.ABSENT, 64, None]}, {"s": ["a", "b", table.ABSENT]}):
+            cols = {**base, **lacking}
+            want = pd.DataFrame(table.as_rows(cols))
+            pd.testing.assert_frame_equal(table.as_frame(cols, dicts=True), want, check_exact=True)
+            assert (want.columns[-1] == "tile") == ("tile" in lacking)
+    if arrow:  # pandas' str held in Python (names of their own: an Index is kept per names)
+        with pd.option_context("mode.string_storage", "python"):
+            cols = {f"{c} (python)": col for c, col in base.items()}
+            pd.testing.assert_frame_equal(table.as_frame(cols), pd.DataFrame(cols), check_exact=True)
 
 
 def test_as_frame_without_pandas_blocks_is_pandas_frame(monkeypatch):

@@ -14,7 +14,7 @@ from iosim.analysis.table import predictable
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Direction, Problem
-from iosim.schedules import ALL, SCHEDULES, Tiles, defaults_for, plan
+from iosim.schedules import ALL, DEFAULT, SCHEDULES, Tiles, defaults_for, plan
 from iosim.schedules.knobs import TunedTiles
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def _collector_paused() -> Iterator[None]:
 
 
 def predict_many(problems: Sequence[Problem], hw: HardwareProfile,
-                 schedules: Sequence[str] | None = None, tiles: Tiles = Tiles(),
+                 schedules: Sequence[str] | None = None, tiles: Tiles = DEFAULT,
                  tuned: TunedTiles | None = None, limiter: bool = True) -> pd.DataFrame:
     """predict's rows for many problems at once, schedule by schedule, problems in order: the
     problems of one shape share a template Plan and all are predicted in one batch
@@ -95,7 +95,7 @@ def directions(direction: str) -> list[Direction]:
 
 
 def predict_rows(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None,
-                 tiles: Tiles = Tiles(), tuned: TunedTiles | None = None) -> tuple[list[dict], dict]:
+                 tiles: Tiles = DEFAULT, tuned: TunedTiles | None = None) -> tuple[list[dict], dict]:
     """`predict`'s rows as dicts, and {schedule: why it was left out}: the same table without
     pandas (the CLI's default table prints these, and starts faster for it)."""
     cols, skipped = _columns(problem, hw, schedules, tiles, tuned)
@@ -131,17 +131,12 @@ def _columns(problem: Problem, hw: HardwareProfile, schedules: list[str] | None,
 
 
 def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None = None,
-            tiles: Tiles = Tiles(), tuned: TunedTiles | None = None) -> pd.DataFrame:
+            tiles: Tiles = DEFAULT, tuned: TunedTiles | None = None) -> pd.DataFrame:
     """All schedules side by side for one problem (fa3 is left out on GPUs without wgmma
     unless asked for by name). Adds each schedule's ratios to naive. A schedule that cannot be
     planned (tiles over the SRAM, head_dim out of range) is left out, with the reason in
     `df.attrs["skipped"]`; InputError only when none can. `tuned`: a tiles file's entries."""
-    import pandas as pd
-
     cols, skipped = _columns(problem, hw, schedules, tiles, tuned)
-    if any(isinstance(col, list) and table.ABSENT in col for col in cols.values()):
-        df = pd.DataFrame(table.as_rows(cols))  # a column some rows lack comes after the others'
-    else:  # the frame of the rows' dicts, built from the columns (table.as_frame)
-        df = table.as_frame(cols)
+    df = table.as_frame(cols, dicts=True)  # the frame of the rows' dicts, built from the columns
     df.attrs["skipped"] = skipped  # schedule -> why it was left out
     return df

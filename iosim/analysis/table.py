@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,10 @@ INT_MAX = 2.0**62  # counts beyond this stay Python ints (an int64 would overflo
 _NONE = type(None)
 ABSENT = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()  # a cell its row lacks (`window`)
 EXACT = 2.0**53  # ints below it are floats exactly: float division rounds as int division
+# the columns' unit factors as 0-d arrays (numpy takes a Python number operand slower; the
+# same float64 values, so the same products)
+_MS, _TERA, _PCT = np.array(1e3), np.array(1e12), np.array(100.0)
+FEW = 16  # rows up to which a column's Python values cost fewer calls than its numpy array's
 
 
 def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
@@ -89,37 +94,51 @@ class _Raw:
 
 def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     p = pl.problem
-    ks = [kernel_splits(k) for k in pl.kernels]
+    kernels = pl.kernels
+    ks = [kernel_splits(k) for k in kernels]
     splits = max(ks)  # kv_splits(pl)
     size = memory.sizes(p, splits)
     elem = p.elem_bytes
-    r = _Raw([], [], [], [], [], [], [], [], [], [])
-    acc, names, kin, write, reuse, ahead = r.acc, r.names, r.kin, r.write, r.reuse, r.ahead
+    ext, acc, names, kin, inten, periods, reuse, ahead, write = [], [], [], [], [], [], [], [], []
     exts = []  # per kernel, its EXTENSIVE counts
-    touched: set = set()  # the tensors the kernels read or write
-    for i, k in enumerate(pl.kernels):
-        e, inten, per = timing.kernel_raw(k, hw, p, size if ks[i] == splits else None)
+    for i, k in enumerate(kernels):
+        e, fi, per = timing.kernel_raw(k, hw, p, size if ks[i] == splits else None)
         exts.append(e)
-        r.ext += e
-        r.inten.append(inten)
-        r.periods.append(per)
-        pre, kr = memory.prefetch_ahead(k, elem), k.reuse
-        for is_write, tensors in ((0, k.traffic.reads), (1, k.traffic.writes)):
-            m = len(tensors)
-            if not m:
-                continue
-            names += tensors
-            for n, v in tensors.items():
-                acc += (v, size[n])
-            kin += [i] * m
-            write += [is_write] * m
-            reuse += [kr.get(n, 0) for n in tensors] if kr else [0] * m
-            ahead += [pre.get(n, 0) for n in tensors] if pre and not is_write else [0] * m
-            touched.update(tensors)
+        ext += e
+        inten.append(fi)
+        periods.append(per)
+        # its accesses, reads then writes (a kernel's reads and writes at once: a list a field)
+        t = k.traffic
+        rd, wr = t.reads, t.writes
+        nr, nw = len(rd), len(wr)
+        names += rd
+        names += wr
+        for n, v in rd.items():
+            acc += (v, size[n])
+        for n, v in wr.items():
+            acc += (v, size[n])
+        kin += [i] * (nr + nw)
+        write += [0] * nr
+        write += [1] * nw
+        kr = k.reuse
+        if kr:
+            reuse += [kr.get(n, 0) for n in rd]
+            reuse += [kr.get(n, 0) for n in wr]
+        else:
+            reuse += [0] * (nr + nw)
+        pre = memory.prefetch_ahead(k, elem)
+        if pre:
+            ahead += [pre.get(n, 0) for n in rd]
+        else:
+            ahead += [0] * nr
+        ahead += [0] * nw
     # the Plan's totals (Plan.traffic's and Plan.work's, summed as they sum them: ints, kernel
-    # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic
-    r.counts = [sum(c) for c in zip(*map(_TOTAL, exts))] + [touched_bytes(pl, size, touched)]
-    return r
+    # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic; the
+    # tensors the kernels read or write (`names`) at their full size
+    counts = ([0 + x for x in _TOTAL(exts[0])] if len(exts) == 1  # sum() of one: 0 + it
+              else [sum(c) for c in zip(*map(_TOTAL, exts))])
+    counts.append(touched_bytes(pl, size, set(names)))
+    return _Raw(ext, acc, counts, names, kin, inten, periods, reuse, ahead, write)
 
 
 # the Plan totals of _Raw.counts (2-level read, write, sram, tensor, exp, alu) among EXTENSIVE
@@ -288,23 +307,23 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     (_fits), every template's facts in one array a kind, each template's a view of them; None
     where a count is not whole, or the probe's Plan is not alike."""
     raws = [_raw(pl, hw) for pl, hw, _, _ in items]
-    v0, v1, u0, u1, alike = [], [], [], [], []
-    for (pl, hw, scaled, probe), r in zip(items, raws):
-        flat, u = _flat(r), pairs(pl.problem)
-        if probe is not None:
-            r1 = _raw(probe, hw)
-            alike.append(len(probe.kernels) == len(pl.kernels)
-                         and _accesses(r1, probe) == _accesses(r, pl))
-            v1.append(_flat(r1) if alike[-1] else flat)
-            u1.append(pairs(probe.problem) if alike[-1] else u + 1)
-        else:  # proportional to u, or its own counts: the line through (u, v) and (u + 1, v)
-            alike.append(True)
-            v1.append(None if scaled else flat)
-            u1.append(0 if scaled else u + 1)
-        v0.append(flat)
-        u0.append(u)
     ne = len(timing.EXTENSIVE)
     if any(scaled or probe is not None for _, _, scaled, probe in items):
+        v0, v1, u0, u1, alike = [], [], [], [], []
+        for (pl, hw, scaled, probe), r in zip(items, raws):
+            flat, u = _flat(r), pairs(pl.problem)
+            if probe is not None:
+                r1 = _raw(probe, hw)
+                alike.append(len(probe.kernels) == len(pl.kernels)
+                             and _accesses(r1, probe) == _accesses(r, pl))
+                v1.append(_flat(r1) if alike[-1] else flat)
+                u1.append(pairs(probe.problem) if alike[-1] else u + 1)
+            else:  # proportional to u, or its own counts: the line through (u, v) and (u + 1, v)
+                alike.append(True)
+                v1.append(None if scaled else flat)
+                u1.append(0 if scaled else u + 1)
+            v0.append(flat)
+            u0.append(u)
         a, b, bad = _fits(v0, v1, u0, u1)
         # each template's counts, end to end: its kernels' (EXTENSIVE), its accesses' ([count,
         # size]) and its totals, a and b; cut apart by what each entry is (0, 1, 2) at once
@@ -318,26 +337,17 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     else:  # templates of their own problems (predict's rows): a as it is (its totals, Python's
         # ints, taken from the Plans' counts below), b = 0
         a = b = None
-        bad = [False] * len(items)
+        alike, bad = [True] * len(items), [False] * len(items)
         aa = np.array(_joined(r.acc for r in raws), np.float64)
         ab = np.zeros(len(aa))
-        # every kernel's row of KERN's columns in one list, one array (b = 0; slots below)
-        zeros, flat = [0] * ne, []
-        for (pl, hw, _, _), r in zip(items, raws):
-            ext = r.ext
-            for j, k in enumerate(pl.kernels):
-                flat += ext[j * ne:(j + 1) * ne]
-                flat += zeros
-                flat += r.inten[j]
-                flat += timing._rates(k, hw, pl.problem)
-                flat.append(0)
-        kern = np.array(flat, np.float64).reshape(-1, KERN_WIDTH)
-    if a is not None:
-        rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-        inten = np.array(_joined(x for r in raws for x in r.inten), np.float64).reshape(-1, len(timing.INTENSIVE))
-        kern = np.concatenate([
-            ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
-            np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)), inten[:, :1]], axis=1)
+        ea = np.array(_joined(r.ext for r in raws), np.float64)
+        eb = np.zeros(len(ea))
+    # every kernel's row of KERN's columns, a block of them a numpy call (slots below)
+    rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
+    inten = np.array(_joined(x for r in raws for x in r.inten), np.float64).reshape(-1, len(timing.INTENSIVE))
+    kern = np.concatenate([
+        ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
+        np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)), inten[:, :1]], axis=1)
     # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
     kern[:, KERN_SLOTS] = kern[:, KERN_OCC] * kern[:, KERN_SMS]
     side = np.array(_joined(getattr(r, f) for f in ("kin", "reuse", "ahead", "write") for r in raws),
@@ -585,7 +595,11 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     du, dm, back = ((u_all, m, slice(None)) if alone else
                     _distinct(np.arange(len(templates)).repeat(m), u_all))
     md = _model(shapes, dm, du, limiter)
-    t_roof, t_pred, d_r, d_w = md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back]
+    # each row's answers (alone: the model's arrays as they are, a row each)
+    t_roof, t_pred, d_r, d_w, roof_bound, busiest, util = (
+        (md.roof, md.pred, md.dram_r, md.dram_w, md.roof_bound, md.busiest, md.util) if alone else
+        (md.roof[back], md.pred[back], md.dram_r[back], md.dram_w[back], md.roof_bound[back],
+         md.busiest[back], md.util[back]))
 
     tcode = None if alone else np.arange(len(templates)).repeat(m)
     # a problem's fields (but batch, heads, kv_heads: a row's) and FLOPs, a shape's at once
@@ -594,34 +608,40 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     out: dict = {"hw": _rep([t.hw.name for t in templates], tcode, alone),
                  "schedule": _rep([t.plan.schedule for t in templates], tcode, alone)}
     if all(f is fields[0] for f in fields):  # one problem's (predict's rows)
-        for name, v in fields[0].items():
-            out[name] = _rep([v] * len(fields), scode, alone)
+        n = len(fields)
+        if alone:
+            out.update({name: [v] * n for name, v in fields[0].items()})
+        else:
+            for name, v in fields[0].items():
+                out[name] = _Coded([v] * n, scode)
     else:
         for name in dict.fromkeys(k for f in fields for k in f):
             out[name] = _rep([f.get(name, ABSENT) for f in fields], scode, alone)
     out["batch"], out["heads"], out["kv_heads"] = batch, heads, kv
-    plan_cols = [_plan_columns(t.plan) for t in templates]
-    for name in plan_cols[0]:
-        out[name] = _rep([c[name] for c in plan_cols], tcode, alone)
+    plan_cols = [_plan_columns(t.plan) for t in templates]  # each the same names, in order
+    for name, col in zip(plan_cols[0], zip(*[c.values() for c in plan_cols])):
+        out[name] = _rep(list(col), tcode, alone)
     rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
     dr, dw = _whole(d_r), _whole(d_w)
-    cap = np.array([t.hw.hbm_capacity_bytes for t in templates]).repeat(m)
+    cap = np.array([t.hw.hbm_capacity_bytes for t in templates])
+    cap = cap if alone else cap.repeat(m)
+    nks = np.array([len(t.plan.kernels) for t in templates], np.int64)
     strs = lambda names, at: [names[i] for i in at.tolist()] if alone else _Coded(list(names), at)  # noqa: E731
     out.update({
         "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
         "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
         "tensor_flops": tf, "exp_ops": ex, "alu_flops": alu,
         "intensity_flop_per_byte": _intensity(tf, alu, dr, dw),
-        "time_roofline_ms": t_roof * 1e3,
-        "bound_roofline": strs(ROOF, md.roof_bound[back]),
-        "time_pred_ms": t_pred * 1e3,
-        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], alone, reps, scode) / t_pred / 1e12,
+        "time_roofline_ms": t_roof * _MS,
+        "bound_roofline": strs(ROOF, roof_bound),
+        "time_pred_ms": t_pred * _MS,
+        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], alone, reps, scode) / t_pred / _TERA,
         # the limiter: what a 2x rate shortens most
         "bound": _bound(md.bound, back, limiter, alone),
         # the main kernel's busiest unit, and its share of its efficient peak
-        "busiest": strs(timing.LIMITS, md.busiest[back]),
-        "util_pct": 100 * md.util[back],
-        "kernels": np.array([len(t.plan.kernels) for t in templates], np.int64).repeat(m),
+        "busiest": strs(timing.LIMITS, busiest),
+        "util_pct": _PCT * util,
+        "kernels": (nks if alone else nks.repeat(m)),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
         "hbm_footprint_bytes": foot,
         "fits": (foot <= cap if isinstance(foot, np.ndarray) else
@@ -695,8 +715,9 @@ def _whole(x: np.ndarray):
 
 def _intensity(tf, alu, dr, dw) -> np.ndarray:
     """(tensor + ALU FLOPs) / DRAM bytes (at least 1) a row, as Python divides the ints: in
-    float64 where both ints are floats exactly (below 2^53), the other rows one by one."""
-    if not all(isinstance(x, np.ndarray) for x in (tf, alu, dr, dw)):
+    float64 where both ints are floats exactly (below 2^53), the other rows one by one; a few
+    rows (predict's) all one by one: fewer calls than numpy's, the same quotients."""
+    if len(tf) <= FEW or not all(isinstance(x, np.ndarray) for x in (tf, alu, dr, dw)):
         return np.array([(x + y) / max(r + w, 1) for x, y, r, w in zip(_py(tf), _py(alu), _py(dr), _py(dw))])
     den = np.maximum(dr + dw, 1)
     num = tf + alu  # no overflow: each < INT_MAX = 2^62
@@ -709,11 +730,12 @@ def _intensity(tf, alu, dr, dw) -> np.ndarray:
 def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: bool) -> list:
     """The Plan totals (_Raw.counts) of every row, a + b·u: whole numbers, a column an int64
     array, or Python ints where a column could pass int64's reach."""
-    umax = float(u_all.max())
     if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
         a = [sh.counts[0] for sh in shapes]
         if not any(sh.affine for sh in shapes) and max(max(map(abs, aj)) for aj in a) < INT_MAX:
             return list(np.array(a, np.int64).T)  # b = 0 throughout: a as it is, in int64's reach
+    umax = float(u_all.max())
+    if alone:
         us = u_all.tolist()
         b = [sh.counts[1] for sh in shapes]
         # b = 0 throughout where not affine (a template of its own problem): a as it is
@@ -814,13 +836,16 @@ def _typed(col: list):
     return col
 
 
-def as_frame(cols: dict) -> pd.DataFrame:
+def as_frame(cols: dict, dicts: bool = False) -> pd.DataFrame:
     """Columns (arrays, lists of Python values, _Coded) as the DataFrame pandas infers from
     them, pd.DataFrame(cols)'s (a cell a row lacks: missing), built as pandas holds it: a numpy
     dtype's columns as one 2-D block, the str columns' cells as one Arrow array sliced a column,
-    other columns inferred by pandas one by one (pd.Series). pd.DataFrame infers, converts and
-    consolidates column by column: for predict's frame (4 rows, 41 columns) some four times
-    this builder's time. pd.DataFrame itself where pandas lacks create_dataframe_from_blocks (< 3)."""
+    other columns inferred by pandas one by one (pd.Series); a short table (predict's) by the
+    layout its types give (_short_frame). pd.DataFrame infers, converts and consolidates column
+    by column: for predict's frame (4 rows, 41 columns) some four times this builder's time.
+    pd.DataFrame itself where pandas lacks create_dataframe_from_blocks (< 3). `dicts` (lists
+    and arrays, predict's): pandas' frame of as_rows' dicts, which differs where a row lacks a
+    cell (a column the first row lacks comes after its columns): that frame, then."""
     import pandas as pd
 
     try:
@@ -829,8 +854,14 @@ def as_frame(cols: dict) -> pd.DataFrame:
         create_dataframe_from_blocks = None
     n = len(next(iter(cols.values()))) if cols else 0
     if create_dataframe_from_blocks is None or not n:
+        if dicts and any(isinstance(col, list) and ABSENT in col for col in cols.values()):
+            return pd.DataFrame(as_rows(cols))
         return pd.DataFrame({c: _typed(_plain(col)) if isinstance(_plain(col), list) else _plain(col)
                              for c, col in cols.items()})
+    if n <= _SHORT:  # predict's table: its layout known from its columns' and cells' types
+        df = _short_frame(cols, n, create_dataframe_from_blocks)
+        if df is not None:
+            return df
     names = _columns_index(tuple(cols))
     arrow_str = _str_dtype(names.dtype)  # the str dtype pandas infers, where Arrow holds it
     same: dict = {}  # numpy dtype: [(position, column)]
@@ -844,6 +875,8 @@ def as_frame(cols: dict) -> pd.DataFrame:
                 strs.append(j)
                 continue
             if type(ABSENT) in kinds:
+                if dicts:
+                    return pd.DataFrame(as_rows(cols))
                 col = [None if v is ABSENT else v for v in col]
                 kinds = set(map(type, col))
             if len(kinds) == 1 and (kind := next(iter(kinds))) in _LISTED:
@@ -880,6 +913,144 @@ def as_frame(cols: dict) -> pd.DataFrame:
     pos = np.arange(len(names), dtype=np.intp)  # a column's placement: a view of it
     return create_dataframe_from_blocks([(b, pos[at[0]:at[0] + 1] if len(at) == 1 else np.array(at, np.intp))
                                          for b, at in blocks], index=pd.RangeIndex(n), columns=names)
+
+
+_SHORT = 64  # rows: a table this short (predict's) is built from its layout (_Layout)
+_LAYOUTS: dict = {}  # (names, rows, pandas infers str, each column's type): _Cells or None
+
+
+@dataclass
+class _Cells:
+    """A table's list columns and arrays (getters of a tuple of its columns), its names' Index
+    and its rows' RangeIndex (views handed out), and the _Layout (None: as_frame's general way)
+    for each (its list cells' types, its arrays' dtypes)."""
+
+    lists: object
+    arrays: object
+    names: object
+    rows: object
+    layouts: dict
+
+
+@dataclass
+class _Layout:
+    """as_frame's blocks for columns and cells of these types, worked out once: the numpy
+    blocks (dtype, getter of their columns, placement), the None-and-int columns (float64:
+    their ints to check exact), and the str columns (getter, (rows of their cells, placement)
+    each, their dtype)."""
+
+    blocks: list
+    exact: list
+    strs: object
+    str_at: list
+    arrow_str: object
+
+
+def _short_frame(cols: dict, n: int, build):
+    """as_frame's frame of a short table (n rows) of lists and arrays, by the layout their
+    types give (_layout, worked out once for these names and types: no loop over columns);
+    None where as_frame's general way is needed (a _Coded column, a column pandas infers
+    itself, ints past int64's reach, tiles past float64's exact ints)."""
+    vals = tuple(cols.values())
+    key = (tuple(cols), n, _infers_str(), tuple(map(type, vals)))
+    top = _LAYOUTS.get(key, MISS)
+    if top is MISS:
+        if len(_LAYOUTS) > 256:
+            _LAYOUTS.clear()
+        top = _LAYOUTS[key] = _cells(key[3], key[0], n)
+    if top is None:
+        return None
+    kinds = (tuple(map(type, chain.from_iterable(top.lists(vals)))), tuple(map(_DTYPE, top.arrays(vals))))
+    lay = top.layouts.get(kinds, MISS)
+    if lay is MISS:
+        if len(top.layouts) > 64:
+            top.layouts.clear()
+        lay = top.layouts[kinds] = _layout(vals, n, top.names.dtype)
+    if lay is None:
+        return None
+    for j in lay.exact:  # an int past 2^53: pandas' float64 of it is lossy (its own, then)
+        if max(map(abs, filter(None, vals[j])), default=0) >= EXACT:
+            return None
+    try:
+        blocks = [(np.array(get(vals), dtype), at.copy()) for dtype, get, at in lay.blocks]
+    except OverflowError:  # ints past int64's reach: pandas' own inference
+        return None
+    if lay.str_at:
+        import pyarrow as pa
+        from pandas.arrays import ArrowStringArray
+
+        cells = ArrowStringArray(pa.array(list(chain.from_iterable(lay.strs(vals))), pa.large_string()),
+                                 dtype=lay.arrow_str)
+        blocks += [(cells[rows], at.copy()) for rows, at in lay.str_at]
+    # a placement of each block's own (pandas' BlockPlacement holds the array given)
+    return build(blocks, index=top.rows.view(), columns=top.names.view())
+
+
+_DTYPE = attrgetter("dtype")
+
+
+def _cells(types: tuple, names: tuple, n: int) -> _Cells | None:
+    """_Cells of a table of n rows whose columns are of these types; None where one is
+    neither a list nor an array (_Coded)."""
+    import pandas as pd
+
+    if not set(types) <= {list, np.ndarray}:
+        return None
+    return _Cells(_picker([j for j, t in enumerate(types) if t is list]),
+                  _picker([j for j, t in enumerate(types) if t is np.ndarray]),
+                  _columns_index(names), pd.RangeIndex(n), {})
+
+
+def _layout(vals: tuple, n: int, names_dtype) -> _Layout | None:
+    """The blocks as_frame makes of these columns (lists and arrays of n rows), by their types
+    alone: an array joins its dtype's block, a list of one plain type its numpy dtype's, of
+    None and ints float64's (NaN for None), of None the object block, of str an Arrow str
+    column (the object block where pandas' str is not Arrow's); None where pandas' inference
+    is needed (other arrays, other mixes)."""
+    arrow_str = _str_dtype(names_dtype)
+    same: dict = {}  # dtype: [column position]
+    exact, strs = [], []
+    for j, col in enumerate(vals):
+        if isinstance(col, np.ndarray):
+            if col.dtype.kind not in "biuf":
+                return None
+            same.setdefault(col.dtype, []).append(j)
+            continue
+        kinds = set(map(type, col))
+        if kinds == {str} and arrow_str is not None:
+            strs.append(j)
+            continue
+        if kinds == {str} and not isinstance(names_dtype, np.dtype):  # pandas' str held in Python: its own
+            return None
+        if kinds in ({str}, {_NONE}):
+            dtype = np.dtype(object)
+        elif kinds == {_NONE, int}:
+            dtype = np.dtype(np.float64)
+            exact.append(j)
+        elif len(kinds) == 1 and (kind := next(iter(kinds))) in _LISTED:
+            dtype = _LISTED[kind]
+        else:
+            return None
+        same.setdefault(dtype, []).append(j)
+    blocks = [(dtype, _picker(js), np.array(js, np.intp)) for dtype, js in same.items()]
+    return _Layout(blocks, exact, _picker(strs), [(slice(i * n, (i + 1) * n), np.array([j], np.intp))
+                                                   for i, j in enumerate(strs)], arrow_str)
+
+
+_USING_STR = None  # pandas' using_string_dtype, once imported
+
+
+def _infers_str() -> bool | None:
+    """Whether pandas infers its str dtype (an option until pandas 4); None where pandas has
+    no such flag."""
+    global _USING_STR
+    if _USING_STR is None:
+        try:
+            from pandas._config import using_string_dtype
+        except ImportError:
+            using_string_dtype = lambda: None  # noqa: E731
+        _USING_STR = using_string_dtype
+    return _USING_STR()
 
 
 def _list_array(col: list, kinds: set) -> np.ndarray | None:

@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
+from itertools import accumulate
 
 import numpy as np
 
@@ -839,6 +840,9 @@ def turn_waits(k: KernelPlan, spec=...) -> int:
     return spec.turn_waits(k.defines) if spec is not None and spec.turn_waits else 0
 
 
+_NONE = np.iinfo(np.int64).max  # (_Rows.first's place of no entry)
+
+
 @dataclass(frozen=True)
 class _Rows:
     """Rows of unequal lengths (periods of CTA durations) laid end to end in one flat array,
@@ -856,6 +860,12 @@ class _Rows:
     @classmethod
     def of(cls, size: np.ndarray) -> _Rows:
         size = np.asarray(size, np.int64)
+        s = size.tolist()
+        if s and s[0] > 0 and s.count(s[0]) == len(s):  # one length (most): each entry's row and
+            # place by one division (the layout the general path gives, in fewer numpy calls)
+            n, k = s[0], len(s)
+            return cls(size, np.arange(0, (k + 1) * n, n), *np.divmod(np.arange(k * n), n),
+                       ((n, 0, k, 0, k * n),))
         off = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=off[1:])
         seg = np.repeat(np.arange(len(size)), size)
@@ -876,15 +886,21 @@ class _Rows:
         return sub, self.off[i][sub.seg] + sub.pos
 
     def sums(self, x: np.ndarray) -> np.ndarray:
+        if len(self.blocks) == 1:  # (one length: the one pass, no copy)
+            n, a, z, lo, hi = self.blocks[0]
+            return x[lo:hi].reshape(z - a, n).sum(axis=1)
         out = np.empty(len(self.size))
         for n, a, z, lo, hi in self.blocks:
             out[a:z] = x[lo:hi].reshape(z - a, n).sum(axis=1)
         return out
 
     def cumsums(self, x: np.ndarray) -> np.ndarray:
-        out = np.empty(len(x))
+        if len(self.blocks) == 1:  # (one length: the one pass, no copy)
+            n, a, z, lo, hi = self.blocks[0]
+            return np.add.accumulate(x[lo:hi].reshape(z - a, n), axis=1).ravel()
+        out = np.empty(len(x), x.dtype)
         for n, a, z, lo, hi in self.blocks:
-            out[lo:hi] = np.cumsum(x[lo:hi].reshape(z - a, n), axis=1).ravel()
+            out[lo:hi] = np.add.accumulate(x[lo:hi].reshape(z - a, n), axis=1).ravel()
         return out
 
     def max(self, x: np.ndarray) -> np.ndarray:
@@ -892,7 +908,7 @@ class _Rows:
 
     def first(self, at: np.ndarray) -> np.ndarray:
         """Per row, the place of the first of its entries where `at` holds."""
-        return np.minimum.reduceat(np.where(at, self.pos, np.iinfo(np.int64).max), self.off[:-1])
+        return np.minimum.reduceat(np.where(at, self.pos, _NONE), self.off[:-1])
 
 
 def list_schedule(dc: np.ndarray, reps, slots, first=None) -> np.ndarray | float:
@@ -910,24 +926,39 @@ def list_schedule(dc: np.ndarray, reps, slots, first=None) -> np.ndarray | float
 def _list_schedule(dc: np.ndarray, rows: _Rows, reps, slots, first=None) -> np.ndarray:
     """list_schedule of periods of several lengths at once (`dc` laid out as `rows`)."""
     # CTA c of the last period, (reps - 1) x period + c in launch order
-    last = (np.asarray(reps) - 1).astype(np.int64)[rows.seg]  # whole numbers (a float reps)
-    finish = rows.max(_starts(dc, rows, rows.seg, last, rows.pos, np.asarray(slots)[rows.seg]) + dc)
+    periods = (np.asarray(reps) - 1).astype(np.int64)  # whole numbers (a float reps)
+    past = (periods * rows.size >= slots).all()  # every row's last period launched past its first wave
+    if past and len(rows.blocks) == 1:  # (one length: each row's terms as a column, no gathers)
+        start = _starts(dc, rows, None, periods, np.asarray(slots), None)
+    else:
+        last = periods[rows.seg]
+        k = None if past else last * rows.size[rows.seg] + rows.pos
+        start = _starts(dc, rows, rows.seg, last, np.asarray(slots)[rows.seg], k)
+    finish = rows.max(start + dc)
     return finish if first is None else np.maximum(finish, first)
 
 
-def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, periods: np.ndarray, kind: np.ndarray,
-            slots) -> np.ndarray:
+def _starts(dc: np.ndarray, rows: _Rows, row: np.ndarray, periods: np.ndarray, slots,
+            k: np.ndarray | None, c: np.ndarray | None = None) -> np.ndarray:
     """Start of CTA k = periods x period + kind (launch order; of row `row` of `dc`, one
-    period's durations laid out as `rows`, with its `slots`) on the first slot to free: at
+    period's durations laid out as `rows`, with its `slots`; `c`: its kind's place in `dc`,
+    None: each entry of `dc` is its own CTA, of row rows.seg) on the first slot to free: at
     once while slots are free (k < slots: whole numbers, exact in float64); after that, when a
     slot frees: by then the slots have run what was launched before k, less what the CTAs
     still running have left, on average one residual life each, E[d^2] / (2 E[d]) (renewal
-    theory; the Graham bound without it is pessimistic by up to one CTA)."""
+    theory; the Graham bound without it is pessimistic by up to one CTA). `k` None: every
+    one of them launched past the first wave (k >= slots). `row` None: `rows` of one length,
+    each entry of `dc` its own CTA, `periods` and `slots` per row (their columns broadcast)."""
     total = rows.sums(dc)
     residual = rows.sums(dc * dc) / (2 * total)
-    before = (rows.cumsums(dc) - dc)[kind + rows.off[row]] + periods * total[row]
-    k = periods * rows.size[row] + kind
-    return np.where(k < slots, 0.0, np.maximum(0.0, before / slots - residual[row]))
+    before = rows.cumsums(dc) - dc
+    if row is None:
+        before = before.reshape(len(total), -1) + (periods * total)[:, None]
+        start = np.maximum(_ZERO, before / slots[:, None] - residual[:, None]).ravel()
+    else:
+        before = (before if c is None else before[c]) + periods * total[row]
+        start = np.maximum(_ZERO, before / slots - residual[row])
+    return start if k is None else np.where(k < slots, 0.0, start)
 
 
 # ------------------------------------------------------------------ one kernel's facts
@@ -1036,9 +1067,9 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
     nsync, in_l2, turns, apart, under_pv, in_step, barrier, chain = _spec_facts(k, spec)
     inten = (hw.sm_count, _ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              one0, masked0, wg, warps, POLICIES[k.overlap], k.stages,
-             hw.pipeline.sync_overlap, nsync, float(in_l2), turns, 1.0 / hw.clock_hz,
+             hw.pipeline.sync_overlap, nsync, in_l2, turns, 1.0 / hw.clock_hz,
              k.inst_per_op or hw.pipeline.inst_per_op, k.tail_round_trips, float(bool(k.streamed)),
-             k.loop_issue, float(apart), pad, k.loop_shadow, float(under_pv), float(in_step),
+             k.loop_issue, apart, pad, k.loop_shadow, under_pv, in_step,
              barrier, _first_loads(two_r > 0, in_l2, nsync),
              float(two_w > 0), chain)  # first_loads, store_drain
     return ext, inten, (None if uniform else (one, masked))
@@ -1049,8 +1080,8 @@ _SPEC_FACTS = Memo()  # (name, id(defines), id(spec), round_trips, loop_issue) -
 
 def _spec_facts(k: KernelPlan, spec) -> tuple:
     """(sync_loads, sync_in_l2, turn_waits, softmax_apart, softmax_under_pv, consumers_in_step,
-    barrier_trips, loop_chain) of a kernel: its KernelSpec's rules at its defines, and the
-    KernelPlan fields they fall back on. Remembered by its defines dict and its spec (both kept,
+    barrier_trips, loop_chain) of a kernel, the yes/no facts as floats (as kernel_raw takes
+    them): its KernelSpec's rules at its defines, and the KernelPlan fields they fall back on. Remembered by its defines dict and its spec (both kept,
     so their ids are not reused; kernel_defines gives one dict a set of values, nothing changes
     a Plan's, and a spec put in another's place is another)."""
     d = k.defines
@@ -1059,9 +1090,9 @@ def _spec_facts(k: KernelPlan, spec) -> tuple:
     if facts is not MISS:
         return facts
     return _SPEC_FACTS.put(key, (d, spec), (
-        sync_loads(k, spec), sync_in_l2(k, spec), turn_waits(k, spec), softmax_apart(k, spec),
-        softmax_under_pv(k, spec), consumers_in_step(k, spec), barrier_trips(k, spec),
-        loop_chain(k, spec)))
+        sync_loads(k, spec), float(sync_in_l2(k, spec)), turn_waits(k, spec),
+        float(softmax_apart(k, spec)), float(softmax_under_pv(k, spec)),
+        float(consumers_in_step(k, spec)), barrier_trips(k, spec), loop_chain(k, spec)))
 
 
 def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
@@ -1192,21 +1223,23 @@ class Batch:
         return _policies(t[:, _POLICY_AT], t[:, _STAGES_AT])
 
     @cached_property
-    def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The periods laid end to end, once for every _schedule pass over the batch: per
         period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
-        period's (trips, masked trips) as float64."""
+        period's (trips, masked trips) as float64, the two rows of one array (one gather)."""
         if not self.periods:  # (most batches of few kernels: no numpy call)
             return _NO_STACKS
-        length = np.array([0] + [len(pr[0]) for pr in self.periods], np.int64)
-        start = np.concatenate(([0], np.cumsum(length)[:-1]))
-        flat = (np.concatenate([np.zeros(0)] + [np.asarray(pr[j], np.float64) for pr in self.periods])
-                for j in (0, 1))
-        return length, start, *flat
+        lengths = [len(pr[0]) for pr in self.periods]
+        ends = list(accumulate(lengths))
+        return (np.array([0, *lengths], np.int64), np.array([0, 0, *ends[:-1]], np.int64),
+                np.concatenate([np.asarray(pr, np.float64) for pr in self.periods], axis=1))
 
 
+# _schedule's columns of FACTS (the unequal rows' facts, one gather)
+_PERIOD, _TOTAL_TRIPS, _TOTAL_MASKED, _REPS, _SMS = (
+    FACTS.index(x) for x in ("period", "total_trips", "total_masked", "reps", "sms"))
 # Batch.stacks without periods (read-only: shared by every such batch)
-_NO_STACKS = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(0))
+_NO_STACKS = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((2, 0)))
 for _x in _NO_STACKS:
     _x.setflags(write=False)
 
@@ -1361,6 +1394,10 @@ def _unsort(x: np.ndarray, order: np.ndarray) -> np.ndarray:
     return out
 
 
+# _alone's epilogue: its policy, stages, port, latency and level terms (Trip.time's arguments)
+_EPI_ARGS = np.array([POLICIES["async"], 2.0, 0.0, 0.0, 0.0])[:, None]
+
+
 def _rep(a: np.ndarray, k: int) -> np.ndarray:
     """`a` repeated k times end to end (np.tile's result, without its overhead)."""
     return np.concatenate((a,) * k)
@@ -1382,26 +1419,30 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
            fixed_port, waits, m: int, levels=(0.0, 0.0)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(fixed part, plain trip, a masked trip's extra) of one CTA of rows `ix` at `res` (per
     row of ix) CTAs an SM, without the bandwidth share (the SM's own units) or, `levels`, with its share
-    of L2/DRAM time (a loop trip's, the fixed part's; per row of ix). `trips`: _schedule's
+    of L2/DRAM time (a loop trip's, the fixed part's; per row of ix). `loop_port`, `lat`,
+    `fixed_port`, `waits`: per row of the m (arrays of m). `trips`: _schedule's
     Trip of 3m entries (plain trips, masked, epilogues); `q`: its sync_overlap (a float or per
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
     first stage)."""
     sel = (np.arange(3)[:, None] * m + ix).ravel()
-    sub = Trip(**{x: getattr(trips, x)[sel] for x in TRIP})
+    sub = Trip(np.array([getattr(trips, x) for x in TRIP]).take(sel, 1))  # (one gather of every term)
     k = len(ix)
-
-    def three(plain, epi):  # per row of ix: the loop trip (plain and masked), the epilogue
-        return np.concatenate([plain, plain, np.broadcast_to(epi, (k,))])
-
-    def at(x):
-        return np.broadcast_to(x, (m,))[ix]
-
+    # per row of ix (one gather): the loop trip's policy, stages, port and latency terms, the
+    # fixed part's port term and waits
+    rows = np.array((f.policy, f.stages, loop_port, lat, fixed_port, waits)).take(ix, 1)
+    # Trip.time's arguments of the three trips (a loop trip plain and masked, the epilogue:
+    # asynchronous, two stages, no port or latency term, no bandwidth share): policy, stages,
+    # port, latency, level, residency
+    args = np.empty((6, 3, k))
+    args[:4, :2] = rows[:4, None]
+    args[:5, 2] = _EPI_ARGS
+    np.add(levels[0], _ZERO, out=args[4, :2])  # (+ 0: a zero's sign, as the sum with zeros gives)
+    args[5] = res
     qi = q if isinstance(q, float) else q[ix]
-    t = sub.time(three(f.policy[ix], POLICIES["async"]), three(f.stages[ix], 2.0),
-                 three(at(loop_port), 0.0), three(levels[0] + np.zeros(k), 0.0),
-                 three(res, res),
-                 qi if isinstance(qi, float) else three(qi, qi), three(at(lat), 0.0)).reshape(3, k)
-    fixed = pnorm([np.maximum(at(fixed_port), levels[1]) + np.zeros(k), t[2]], qi) + at(waits)
+    policy, stages, port, latency, level, n = args.reshape(6, 3 * k)
+    t = sub.time(policy, stages, port, level, n,
+                 qi if isinstance(qi, float) else np.concatenate((qi, qi, qi)), latency).reshape(3, k)
+    fixed = pnorm([np.maximum(rows[4], levels[1]) + _ZERO, t[2]], qi) + rows[5]
     return fixed, t[0], t[1] - t[0]
 
 
@@ -1489,6 +1530,8 @@ def _shared_end(dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, slots, sms) -
     """shared_end of periods of several lengths at once (`dc`, `d1` laid out as `rows`)."""
     reps, slots, sms = (np.asarray(x, np.int64) for x in (reps, slots, sms))
     ctas = reps * rows.size
+    if 0 < len(ctas) <= PAST_ROWS and (ctas > slots).all():  # (all past the first wave, at once: no gather)
+        return _past_wave(dc, d1, rows, ctas, slots, sms)
     out = np.empty(len(ctas))
     wave = ctas <= slots
     for i in np.flatnonzero(wave):
@@ -1510,12 +1553,17 @@ def _shared_ends(b: Batch, dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, sl
     last = np.array([reps, slots, sms], np.float64).T
     keys = []  # each row's inputs as bytes (a length's rows at once)
     for n, a, z, lo, hi in rows.blocks:
-        cols = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), last[a:z]), axis=1)
-        keys += cols.view(np.dtype((np.void, cols.shape[1] * 8))).ravel().tolist()
+        raw = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), last[a:z]), axis=1).tobytes()
+        w = len(raw) // (z - a)
+        keys += [raw[i:i + w] for i in range(0, len(raw), w)]
     todo: dict = {}  # each input not known yet: its first row
     for i, k in enumerate(keys):
         if k not in b.ends:
             todo.setdefault(k, i)
+    if len(todo) == len(keys):  # every row new and its own (no gather)
+        out = _shared_end(dc, d1, rows, reps, slots, sms)
+        b.ends.update(zip(todo, out.tolist()))
+        return out
     if todo:
         i = np.array(list(todo.values()))
         sub, at = rows.take(i)
@@ -1529,44 +1577,37 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     n = len(ctas)
     r = np.arange(n)[:, None]
     period, off = rows.size[:, None], rows.off[:-1, None]
-    j = np.arange(int(slots.max()))[None, :]
-    valid = j < slots[:, None]
-    k = ctas[:, None] - slots[:, None] + j  # launch order of the last `slots` CTAs
+    sl = slots.tolist()
+    width = max(sl)
+    j = np.arange(width)
+    valid = None if min(sl) == width else j < slots[:, None]  # (None: every row's own slots)
+    k = (ctas - slots)[:, None] + j  # launch order of the last `slots` CTAs
     periods, kind = np.divmod(k, period)  # (one integer division for both)
-    start = _starts(dc, rows, r, periods, kind, slots[:, None])
     c = kind + off  # its kind, in `dc`
+    launched = ctas.tolist()
+    # (the first of them launched past the first wave, k >= slots, in every row: no select)
+    wave = None if all(x >= 2 * y for x, y in zip(launched, sl)) else k
+    start = _starts(dc, rows, r, periods, slots[:, None], wave, c)
     # the j-th CTA past the first wave starts no later than the first wave's j-th end (its
     # durations in order; where none of those before it ends first, then) and no sooner than
     # its first end: the renewal average misses that the first places to free are the first
-    # wave's shortest CTAs. The first wave holds each kind of CTA slots // period times, the
-    # first slots % period kinds once more
-    order = np.empty(len(dc), np.int64)  # each row's kinds, shortest first
-    for m, a, z, lo, hi in rows.blocks:
-        order[lo:hi] = np.argsort(dc[lo:hi].reshape(z - a, m), axis=1).ravel()
-    s = slots[rows.seg]
-    count = s // rows.size[rows.seg] + (order < s % rows.size[rows.seg])
-    upto = np.cumsum(count)
-    upto -= (upto - count)[rows.off[:-1]][rows.seg]  # first-wave CTAs up to each kind, shortest first
-    # the kinds whose first-wave CTAs have all ended by the q-th end (q <= slots.max()):
-    # counted, each row's counts apart
-    q = k - slots[:, None]
-    width = j.shape[1] + 1
-    nth = np.bincount(rows.seg * width + upto, minlength=n * width).reshape(n, width).cumsum(axis=1)
-    nth = nth.ravel()[np.minimum(np.maximum(q, 0), width - 1) + r * width]
-    ranked = dc[order + rows.off[rows.seg]]  # each row's durations, shortest first
-    ends = ranked[np.minimum(nth, period - 1) + off]
-    refill = (q >= 0) & (q < slots[:, None])
-    start = np.where(refill, np.clip(start, ranked[off], ends), start)
-    start = np.where(valid, start, 0.0)
+    # wave's shortest CTAs (the q-th end of the first wave, q = k - slots < slots: none where
+    # every row launches 3 x slots CTAs or more)
+    if not all(x >= 3 * y for x, y in zip(launched, sl)):
+        start = _refill(dc, rows, r, start, k - slots[:, None], slots, width)
+    if valid is not None:
+        start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
     dk = dc[c]  # each CTA's duration
-    two = np.where(valid, np.maximum(0.0, start + dk - last), 0.0)  # left, shared
+    two = np.maximum(_ZERO, start + dk - last)  # left, shared
+    if valid is not None:
+        two = np.where(valid, two, 0.0)
     lone = two / dk * d1[c]  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
     top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
     at = np.minimum((two * (BINS / top)).astype(np.int64), BINS - 1) + r * BINS
-    if not valid.all():  # (the CTAs past a row's own slots apart)
+    if valid is not None:  # (the CTAs past a row's own slots apart)
         at, two, lone = at[valid], two[valid], lone[valid]
     at, two, lone = at.ravel(), two.ravel(), lone.ravel()
     w = np.bincount(at, minlength=n * BINS).reshape(n, BINS).astype(np.float64)
@@ -1576,20 +1617,46 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     return last[:, 0] + _pairs_max(a2, a1, w / w.sum(axis=1, keepdims=True), slots - sms)
 
 
+def _refill(dc, rows: _Rows, r, start, q, slots, width) -> np.ndarray:
+    """_past_wave's starts (`start`) of the CTAs that take the first wave's places as its CTAs
+    end (the q-th end, 0 <= q < slots) bounded by those ends."""
+    n = len(slots)
+    period, off = rows.size[:, None], rows.off[:-1, None]
+    # The first wave holds each kind of CTA slots // period times, the first slots % period
+    # kinds once more
+    order = np.empty(len(dc), np.int64)  # each row's kinds, shortest first
+    for m, a, z, lo, hi in rows.blocks:
+        order[lo:hi] = np.argsort(dc[lo:hi].reshape(z - a, m), axis=1).ravel()
+    times, more = np.divmod(slots[rows.seg], rows.size[rows.seg])
+    upto = rows.cumsums(times + (order < more))  # first-wave CTAs up to each kind, shortest first
+    # the kinds whose first-wave CTAs have all ended by the q-th end (q <= slots.max()):
+    # counted, each row's counts apart
+    width += 1
+    nth = np.bincount(rows.seg * width + upto, minlength=n * width).reshape(n, width).cumsum(axis=1)
+    nth = nth.ravel()[np.minimum(np.maximum(q, 0), width - 1) + r * width]
+    ranked = dc[order + rows.off[rows.seg]]  # each row's durations, shortest first
+    ends = ranked[np.minimum(nth, period - 1) + off]
+    refill = (q >= 0) & (q < slots[:, None])
+    # (np.clip's bits: the larger of the start and the first end, then the lesser of that and `ends`)
+    return np.where(refill, np.minimum(np.maximum(start, ranked[off]), ends), start)
+
+
 def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """Per case (rows of `two`, `one`: what CTAs have left, shared and alone, each as likely as
     `w`), the expected latest of `pairs` SMs' pairs drawn at random (shared_pairs's)."""
     a2, b2, a1, b1 = two[:, :, None], two[:, None, :], one[:, :, None], one[:, None, :]
     first = np.minimum(a2, b2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        done = first + np.where(a2 <= b2, np.where(b2 > 0, 1 - first / b2, 0.0) * b1,
-                                (1 - first / a2) * a1)
-    done = done.reshape(len(two), -1)
+    # the longer of the two (shared_pairs's: b where a <= b) and what it has left alone;
+    # what it had left by then a share 1 - first / longer of that, none where both are 0
+    shorter = a2 <= b2
+    longer, alone = np.where(shorter, b2, a2), np.where(shorter, b1, a1)
+    ratio = np.divide(first, longer, out=np.ones(first.shape), where=longer > 0)
+    done = (first + (1 - ratio) * alone).reshape(len(two), -1)
     ww = (w[:, :, None] * w[:, None, :]).ravel()
     order = np.argsort(done, axis=1)
     order += np.arange(0, done.size, done.shape[1])[:, None]  # (rows apart, one gather)
     v, p = done.ravel()[order], ww[order]
-    at = np.minimum(np.cumsum(p, axis=1), 1.0) ** pairs[:, None]
+    at = np.minimum(np.add.accumulate(p, axis=1), 1.0) ** pairs[:, None]
     at[:, 1:] -= at[:, :-1].copy()  # (np.diff's, the first less 0)
     return np.sum(v * at, axis=1)
 
@@ -1606,7 +1673,10 @@ def _longest(dc, reps, conc, slots, rows: _Rows | None = None) -> tuple[np.ndarr
     CTAs, its busiest SM 3.5% short of the non-causal kernel's, not the 10% of a CTA alone)."""
     if rows is None:
         dc, rows = _Rows.square(dc)
-    first = np.where(rows.pos < np.asarray(slots)[rows.seg], dc, -np.inf)
+    if rows.blocks and max(x[0] for x in rows.blocks) <= np.min(slots):  # (every CTA of a period starts with it)
+        first = dc
+    else:
+        first = np.where(rows.pos < np.asarray(slots)[rows.seg], dc, -np.inf)
     d = rows.max(first)
     share = np.minimum(conc, reps * rows.sums(np.minimum(dc, d[rows.seg])) / d)
     return rows.first(first == d[rows.seg]), share
@@ -1807,8 +1877,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
 
     def alone(ix, res, share):  # rows ix's CTA parts at `res` CTAs an SM, with `share` CTAs
         # sharing L2 and DRAM (0: the SM's units alone; both per row of ix)
-        lv_at = (share * lv1[ix], share * lf1[ix])
-        parts = _alone(f, trips, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, lv_at)
+        lv_at = tuple(share * solo[:2].take(ix, 1))  # a loop trip's, the fixed part's
+        parts = _alone(f, trips, ix, res, q, loop_port, lat, fixed_port, fill + ring, m, lv_at)
         use = np.flatnonzero(used[ix]) if deps else ()
         if len(use):  # its bits (asked_bits; a share made of the row's durations: their bits
             # are the row's already)
@@ -1831,15 +1901,15 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         wins = np.zeros(m, bool)  # the unequal rows' own: their first CTA's, pairs'
     if b.periods:  # unequal CTAs: durations of one period summed with the shared bandwidth,
         # one by one without (rows grouped by kernel period length)
-        # a loop trip's and the fixed part's L2/DRAM time per CTA sharing them
-        lv1, lf1 = solo[0], solo[1]
-        lengths, begin, trips_of, masked_of = b.stacks
+        lengths, begin, period_trips = b.stacks
         pid = b.pidx[kidx] + 1
         ix = np.flatnonzero(lengths[pid] > 0)
 
-        def spread_of(ix, reps):  # a period's durations summed, reps times over the slots
-            d_sum = (fixed[ix] * f.period[ix] + f.total_trips[ix] / reps * trip[ix]
-                     + f.total_masked[ix] / reps * extra[ix])
+        def spread_of(ix, reps, g=None):  # a period's durations summed, reps times over the
+            # slots (`g`: the rows' facts, where taken)
+            g = f.table.take(ix, 0) if g is None else g
+            d_sum = (fixed[ix] * g[:, _PERIOD] + g[:, _TOTAL_TRIPS] / reps * trip[ix]
+                     + g[:, _TOTAL_MASKED] / reps * extra[ix])
             return reps * d_sum / slots[ix]
 
         if bound:  # what the time is the max of the spread with: not computed
@@ -1847,33 +1917,41 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         elif len(ix):
             # every length's periods in one pass: the rows laid out end to end (_Rows), shorter
             # periods first
-            ix = ix[np.argsort(lengths[pid[ix]], kind="stable")]
-            rows = _Rows.of(lengths[pid[ix]])
-            at, seg = begin[pid[ix]][rows.seg] + rows.pos, rows.seg
-            one, msk = trips_of[at], masked_of[at]
-            reps = f.reps[ix]
-            dc = fixed_c[ix][seg] + one * trip_c[ix][seg] + msk * extra_c[ix][seg]
+            size = lengths[pid[ix]]
+            order = np.argsort(size, kind="stable")
+            ix = ix[order]
+            rows = _Rows.of(size[order])
+            seg = rows.seg
+            trips_of = period_trips[:, begin[pid[ix]][seg] + rows.pos]  # each entry's (trips, masked)
+            one, msk = trips_of
+            g = f.table.take(ix, 0)  # the rows' facts
+            reps, sms, on = g[:, _REPS], g[:, _SMS], slots[ix]
+            e = ix[seg]  # each entry's row of the batch
+            dc = fixed_c[e] + one * trip_c[e] + msk * extra_c[e]
             # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
             # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
             # CTAs at two an SM, 4 SMs held two)
+            held = n[ix]  # CTAs an SM
             two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
-            big, share = _longest(dc, reps, conc[ix], slots[ix], rows)
+            big, share = _longest(dc, reps, conc[ix], on, rows)
             # the CTA parts: the longest CTA that starts with the launch, at its share of the
             # bandwidth (_longest), and the pairs' CTAs alone
-            parts = alone(np.concatenate((ix, ix[two])), np.concatenate((n[ix], np.ones(len(two)))),
+            parts = alone(np.concatenate((ix, ix[two])), np.concatenate((held, np.ones(len(two)))),
                           np.concatenate((share, np.zeros(len(two)))))
             fixed1, trip1, extra1 = (x[:len(ix)] for x in parts)
             big += rows.off[:-1]
-            first = fixed1 + one[big] * trip1 + msk[big] * extra1
-            listed, spread = _list_schedule(dc, rows, reps, slots[ix], first), spread_of(ix, reps)
+            one1, msk1 = trips_of[:, big]
+            first = fixed1 + one1 * trip1 + msk1 * extra1
+            listed, spread = _list_schedule(dc, rows, reps, on, first), spread_of(ix, reps, g)
             out[ix] = np.maximum(listed, spread)
             if deps:
                 wins[ix] = listed > spread
             if len(two):
                 p1, t1, x1 = (x[len(ix):] for x in parts)
                 pairs, at = rows.take(two)
-                d1 = p1[pairs.seg] + one[at] * t1[pairs.seg] + msk[at] * x1[pairs.seg]
-                end = _shared_ends(b, dc[at], d1, pairs, reps[two], slots[ix[two]], f.sms[ix[two]])
+                one1, msk1 = trips_of[:, at]
+                d1 = p1[pairs.seg] + one1 * t1[pairs.seg] + msk1 * x1[pairs.seg]
+                end = _shared_ends(b, dc[at], d1, pairs, reps[two], on[two], sms[two])
                 out[ix[two]] = np.maximum(end, spread[two])
                 if deps:
                     wins[ix[two]] = end > spread[two]

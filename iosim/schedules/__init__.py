@@ -113,4 +113,4 @@ def plan(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = DEFAUL
     return pl
 
 
-__all__ = ["AFFINE", "ALL", "SCHEDULES", "Tiles", "defaults_for", "plan", "shape", "shapes"]
+__all__ = ["AFFINE", "ALL", "DEFAULT", "SCHEDULES", "Tiles", "defaults_for", "plan", "shape", "shapes"]
