@@ -70,6 +70,8 @@ def block_sweep_speed() -> str:
             ("the same, causal (ms)", "predict_causal_ms", "{:.2f}"),
             ("the same, 24 problems in turn (N, d, causal, batch x heads varied), per problem (ms)",
              "predict_varied_ms", "{:.2f}"),
+            ("the same, problems never asked before (no cache keyed by a shape serves them), per problem (ms)",
+             "predict_new_ms", "{:.2f}"),
             ("`predict_rows`, one problem, four schedules, rows as dicts (ms)", "predict_four_ms", "{:.2f}"),
             (f"a batch of {this.get('batch_points', 0):,} schedule-problems, planned and predicted "
              "(per second)", "batch_points_per_second", "{:,.0f}"),
@@ -121,6 +123,8 @@ def block_sweep_speed_cpu() -> str:
             ("the same, causal (CPU ms)", "predict_causal_ms", "{:.2f}"),
             ("the same, 24 problems in turn (N, d, causal, batch x heads varied), per problem (CPU ms)",
              "predict_varied_ms", "{:.2f}"),
+            ("the same, problems never asked before (no cache keyed by a shape serves them), per problem (CPU ms)",
+             "predict_new_ms", "{:.2f}"),
             ("`predict_rows`, one problem, four schedules, rows as dicts (CPU ms)", "predict_four_ms", "{:.2f}"),
             (f"a batch of {int(this['batch_points']):,} schedule-problems, planned and predicted "
              "(per CPU s)", "batch_points_per_second", "{:,.0f}"),

@@ -14,8 +14,11 @@ medians. Writes experiments/sweep_speed/cpu_ab.json:
 - predict four: `predict_rows` of one problem, four schedules, and `iosim.predict` of it (the
   same rows as a DataFrame), each the best of 7 rounds of 50 (ms); `iosim.predict` of the same
   problem causal (the same); and of 24 problems in turn (N 1024/8192/32768, d 64/128, causal
-  both, batch x heads 1 x 16 and 8 x 32: nothing remembered of one problem serves the next),
-  per problem, the best of 7 rounds of 2 passes;
+  both, batch x heads 1 x 16 and 8 x 32: nothing remembered of one problem serves the next; the
+  schedules' caches of a shape's tiles and block maps do serve a problem's second pass), per
+  problem, the best of 7 rounds of 2 passes; and of problems never asked before (7 rounds of
+  24, N = 1056 + 64 i distinct for every problem, d 64/128, causal both, batch 1..8, heads
+  8..32: no cache keyed by a shape serves them), per problem, the best round's mean;
 - batch: 216 problems x those four schedules planned and predicted (sweep_speed.PREDICT's
   batch: `predict_many`, else `predict.rows`, else `row` per Plan), the best of 3, per second;
   and, where `predict_many` takes `limiter=False`, the same batch's times alone (no `bound`);
@@ -107,6 +110,10 @@ for q in [causal, *varied]:
 out["predict_causal_ms"] = cpu(lambda: P.predict(causal, hw, four), 50, 7) * 1e3
 # 24 problems in turn: nothing remembered of one problem serves the next
 out["predict_varied_ms"] = cpu(lambda: [P.predict(q, hw, four) for q in varied], 2, 7) * 1e3 / len(varied)
+# problems never asked before, 24 a round, each round its own (N distinct for every problem)
+new = [[iosim.Problem(batch=(1, 2, 4, 8)[i % 4], heads=(8, 16, 32)[i % 3], seqlen_q=1056 + 64 * (24 * r + i),
+                      head_dim=(64, 128)[i % 2], causal=bool(i // 2 % 2)) for i in range(24)] for r in range(7)]
+out["predict_new_ms"] = min(cpu(lambda: [P.predict(q, hw, four) for q in qs], 1, 1) for qs in new) * 1e3 / 24
 n = len(batch())
 out.update(batch_points=n, batch_points_per_second=n / cpu(batch, 1, 3))
 try:  # the time alone (no limiter), a cost function's need, where predict_many offers it

@@ -22,7 +22,10 @@ compile iosim's sources, which no installed copy does):
   what the CLI prints) of one problem, four schedules (naive, fa1, fa2, fa3), each the best
   of 7 rounds of 50 (ms); `iosim.predict` of that problem causal, and of 24 problems in turn
   (N 1024/8192/32768, d 64/128, causal both, batch x heads 1 x 16 and 8 x 32: nothing
-  remembered of one problem serves the next; per problem, the best of 7 rounds of 2 passes);
+  remembered of one problem serves the next; per problem, the best of 7 rounds of 2 passes; the
+  schedules' caches of a shape's tiles and block maps do serve a problem's second pass), and of
+  problems never asked before (7 rounds of 24, N distinct for every problem: no cache keyed by a
+  shape serves them; per problem, the best round's mean);
   and a batch of 216 problems x those four schedules,
   planned and predicted (`iosim.predict_many` where the version has it, else `predict.rows`
   of the Plans, else `row` per Plan), in schedule-problems per second; on this version also
@@ -98,6 +101,11 @@ problems = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
 causal = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128, causal=True)
 varied = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c) for n in (1024, 8192, 32768)
           for d in (64, 128) for c in (False, True) for b, h in ((1, 16), (8, 32))]
+# problems never asked before, 24 a round, each round its own: N distinct for every problem
+# (1056 + 64 i: none a power of two, as every other benchmark's N), d 64/128, causal both, batch 1..8, heads 8..32: no cache keyed by a shape or
+# a problem serves them (a cache of what many shapes share still does)
+new = [[iosim.Problem(batch=(1, 2, 4, 8)[i % 4], heads=(8, 16, 32)[i % 3], seqlen_q=1056 + 64 * (24 * r + i),
+                      head_dim=(64, 128)[i % 2], causal=bool(i // 2 % 2)) for i in range(24)] for r in range(7)]
 rows = getattr(P, "rows", None)
 many = getattr(P, "predict_many", None)
 # a grid of problems (N, d, causal, batch, heads): many problems share a shape
@@ -120,6 +128,7 @@ out = {"predict_four_ms": best(lambda: P.predict_rows(p, hw, four), 50) * 1e3,
        # 24 problems in turn: nothing remembered of one problem serves the next
        "predict_varied_ms": best(lambda: [P.predict(q, hw, four) for q in varied], 2) * 1e3 / len(varied),
        "batch_points": n, "batch_points_per_second": n / best(batch, 1, 3)}
+out["predict_new_ms"] = min(best(lambda: [P.predict(q, hw, four) for q in qs], 1, 1) for qs in new) * 1e3 / 24
 if many:  # this version: the time alone, and a grid of problems
     out["batch_time_only_per_second"] = n / best(lambda: batch(limiter=False), 1, 3)
     g = len(batch(grid))
@@ -359,6 +368,7 @@ def summarize(tree: Path, samples: list[dict], large: dict) -> dict:
         "predict_frame_ms": med(x["python"]["predict_frame_ms"] for x in samples),
         "predict_causal_ms": med(x["python"]["predict_causal_ms"] for x in samples),
         "predict_varied_ms": med(x["python"]["predict_varied_ms"] for x in samples),
+        "predict_new_ms": med(x["python"]["predict_new_ms"] for x in samples),
         "batch_points": samples[0]["python"]["batch_points"],
         "batch_points_per_second": med(x["python"]["batch_points_per_second"] for x in samples),
         **{k: med(x["python"][k] for x in samples) for k in (
@@ -454,7 +464,7 @@ def write(out: str, previous: dict, this: dict) -> None:
               f"{v['sweep_cli_parquet_points_per_second']:.0f} points/s (CLI, Parquet), "
               f"peak {v['sweep_cli_peak_main_mib']:.0f} MiB; large {v['large_rows']} rows "
               f"{v['large_points_per_second']:.0f} points/s, peak {v['large_peak_main_mib']:.0f} MiB; "
-              f"predict {v['predict_frame_ms']:.2f} ms (causal {v['predict_causal_ms']:.2f}, varied {v['predict_varied_ms']:.2f}, rows {v['predict_four_ms']:.2f} ms), batch {v['batch_points_per_second']:.0f}/s, "
+              f"predict {v['predict_frame_ms']:.2f} ms (causal {v['predict_causal_ms']:.2f}, varied {v['predict_varied_ms']:.2f}, new {v['predict_new_ms']:.2f}, rows {v['predict_four_ms']:.2f} ms), batch {v['batch_points_per_second']:.0f}/s, "
               f"tune {v['tune_rank_seconds']:.3f} s ({v['tune_shell_seconds']:.2f} s shell)")
     print(f"million: {this['million_rows']} rows in {this['million_seconds']:.1f} s, peak "
           f"{this['million_peak_main_mib']:.0f} MiB main, {this['million_peak_worker_mib']:.0f} MiB worker")
