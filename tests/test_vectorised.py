@@ -677,28 +677,38 @@ def _predict_cases() -> list[tuple]:
     ]
 
 
+def _strings(arrow: bool):
+    """A context with pandas' str dtype as it is (`arrow`), or off (an option of pandas 3,
+    deprecated: object strings); the test skipped where this pandas has no such option."""
+    import contextlib
+    import warnings
+
+    import pandas as pd
+
+    if arrow:
+        return contextlib.nullcontext()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pd.get_option("future.infer_string")
+    except KeyError:
+        pytest.skip("this pandas has no str inference to switch off")
+    return pd.option_context("future.infer_string", False)
+
+
 @pytest.mark.parametrize("arrow", [True, False])
 def test_predict_s_frame_is_the_frame_of_its_rows(arrow):
     """predict builds its frame from the columns (table.as_frame), not from a dict a row: the
     frame, values, dtypes (Arrow or object strings, None tiles as float64 or object, ints past
     int64) and column order included, and the skipped schedules are pandas' frame of
     predict_rows' dicts, whose ratios to naive are Python's of each row's values."""
-    import contextlib
     import warnings
 
     import pandas as pd
 
     from iosim.analysis.predict import predict, predict_rows
 
-    off = contextlib.nullcontext()
-    if not arrow:  # pandas' str dtype off (an option of pandas 3, deprecated): object strings
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                pd.get_option("future.infer_string")
-        except KeyError:
-            pytest.skip("this pandas has no str inference to switch off")
-        off = pd.option_context("future.infer_string", False)
+    off = _strings(arrow)
     kinds = set()
     with warnings.catch_warnings(), off:
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -727,7 +737,6 @@ def test_a_short_frame_is_pandas_frame_of_its_cells_types(arrow):
     int64's), a None among str, an int32 or object array) is still the frame pandas infers
     from it, Arrow strings on, off and held in Python; the layout serves the tables it fits. With `dicts`
     (predict's), the frame of the rows' dicts where a row lacks a cell."""
-    import contextlib
     import warnings
 
     import pandas as pd
@@ -736,15 +745,7 @@ def test_a_short_frame_is_pandas_frame_of_its_cells_types(arrow):
         from pandas.api.internals import create_dataframe_from_blocks
     except ImportError:  # pandas < 3: as_frame is pd.DataFrame's frame
         create_dataframe_from_blocks = None
-    off = contextlib.nullcontext()
-    if not arrow:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                pd.get_option("future.infer_string")
-        except KeyError:
-            pytest.skip("this pandas has no str inference to switch off")
-        off = pd.option_context("future.infer_string", False)
+    off = _strings(arrow)
     base = {"s": ["a", "b", "c"], "i": [1, 2, 3], "f": [0.5, 2.0, 3.0], "b": [True, False, True],
             "tile": [None, 64, None], "none": [None] * 3, "arr": np.arange(3), "x": np.ones(3),
             "t": ["x", "y", "z"], "fits": np.array([True, True, False])}
