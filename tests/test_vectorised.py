@@ -819,3 +819,23 @@ def test_dram_bytes_past_int64_stay_whole_numbers():
     at = df.seqlen_q == big.seqlen_q
     assert df.dram_read_bytes[at].tolist() == [r["dram_read_bytes"] for r in rows]
     assert (df.dram_read_bytes > 0).all()
+
+
+def test_a_frame_follows_the_string_storage_pandas_is_set_to_after_a_first_frame():
+    """The column Index and frame layout kept for predict's names (table._columns_index,
+    _short_frame) are kept apart by where pandas keeps the strs it infers: predict's frame
+    after `mode.string_storage` changes is still pd.DataFrame of its rows' dicts (a kept
+    Index of the first storage's dtype would differ in its columns' dtype)."""
+    import pandas as pd
+
+    from iosim.analysis.predict import predict, predict_rows
+
+    hw, p = load("h100"), Problem(batch=2, heads=8, seqlen_q=1024, head_dim=64)
+    before = pd.get_option("mode.string_storage")
+    predict(p, hw)
+    for storage in {"python", "pyarrow"} - {before}:
+        with pd.option_context("mode.string_storage", storage):
+            got, want = predict(p, hw), pd.DataFrame(predict_rows(p, hw)[0])
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+            assert got.columns.dtype == want.columns.dtype
+    pd.testing.assert_frame_equal(predict(p, hw), pd.DataFrame(predict_rows(p, hw)[0]), check_exact=True)

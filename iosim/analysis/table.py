@@ -952,7 +952,7 @@ def _short_frame(cols: dict, n: int, build):
     None where as_frame's general way is needed (a _Coded column, a column pandas infers
     itself, ints past int64's reach, tiles past float64's exact ints)."""
     vals = tuple(cols.values())
-    key = (tuple(cols), n, _infers_str(), tuple(map(type, vals)))
+    key = (tuple(cols), n, _str_mode(), tuple(map(type, vals)))
     top = _LAYOUTS.get(key, MISS)
     if top is MISS:
         if len(_LAYOUTS) > 256:
@@ -1040,17 +1040,20 @@ def _layout(vals: tuple, n: int, names_dtype) -> _Layout | None:
 _USING_STR = None  # pandas' using_string_dtype, once imported
 
 
-def _infers_str() -> bool | None:
-    """Whether pandas infers its str dtype (an option until pandas 4); None where pandas has
-    no such flag."""
+def _str_mode() -> tuple:
+    """How pandas holds the strs it infers: whether it infers its str dtype (an option until
+    pandas 4; None where pandas has no such flag) and where it keeps them (`mode.string_storage`:
+    Arrow or Python), the two options a kept column Index or frame layout depends on."""
     global _USING_STR
+    import pandas as pd
+
     if _USING_STR is None:
         try:
             from pandas._config import using_string_dtype
         except ImportError:
             using_string_dtype = lambda: None  # noqa: E731
         _USING_STR = using_string_dtype
-    return _USING_STR()
+    return _USING_STR(), pd.get_option("mode.string_storage")
 
 
 def _list_array(col: list, kinds: set) -> np.ndarray | None:
@@ -1085,15 +1088,11 @@ _INDEX: dict = {}  # (column names, pandas infers str): their Index
 
 def _columns_index(names: tuple):
     """The Index pandas makes of these column names, kept (a view handed out): Index() of
-    predict's 41 names costs a quarter of its frame's time. Kept apart by whether pandas infers
-    its str dtype (an option until pandas 4; its private flag, where pandas has it)."""
+    predict's 41 names costs a quarter of its frame's time. Kept apart by how pandas holds the
+    strs it infers (_str_mode: its str dtype's flag and storage)."""
     import pandas as pd
 
-    try:
-        from pandas._config import using_string_dtype
-    except ImportError:
-        return pd.Index(names)
-    key = names, using_string_dtype()
+    key = names, _str_mode()
     if key not in _INDEX:
         _INDEX[key] = pd.Index(names)
     return _INDEX[key].view()
