@@ -46,6 +46,17 @@ def block_predict_long() -> str:
     return "```\n$ iosim " + " ".join(args) + "\n" + run(*args) + "```"
 
 
+def _predict_rows(unit: str) -> list[tuple[str, str, str]]:
+    """Both speed tables' rows of iosim.predict and predict_rows (label, key, format), in `unit`."""
+    return [(f"`iosim.predict`, one problem, four schedules, a DataFrame ({unit})", "predict_frame_ms", "{:.2f}"),
+            (f"the same, causal ({unit})", "predict_causal_ms", "{:.2f}"),
+            (f"the same, 24 problems in turn (N, d, causal, batch x heads varied), per problem ({unit})",
+             "predict_varied_ms", "{:.2f}"),
+            (f"the same, problems never asked before (no cache keyed by a shape serves them), per problem ({unit})",
+             "predict_new_ms", "{:.2f}"),
+            (f"`predict_rows`, one problem, four schedules, rows as dicts ({unit})", "predict_four_ms", "{:.2f}")]
+
+
 def block_sweep_speed() -> str:
     path = ROOT / "experiments" / "sweep_speed" / "sweep_speed.json"
     if not path.exists():
@@ -66,13 +77,7 @@ def block_sweep_speed() -> str:
             (f"sweep of {this['large_rows']:,} points to Parquet (points/s)",
              "large_points_per_second", "{:,.0f}"),
             ("its peak memory, main process (MiB)", "large_peak_main_mib", "{:,.0f}"),
-            ("`iosim.predict`, one problem, four schedules, a DataFrame (ms)", "predict_frame_ms", "{:.2f}"),
-            ("the same, causal (ms)", "predict_causal_ms", "{:.2f}"),
-            ("the same, 24 problems in turn (N, d, causal, batch x heads varied), per problem (ms)",
-             "predict_varied_ms", "{:.2f}"),
-            ("the same, problems never asked before (no cache keyed by a shape serves them), per problem (ms)",
-             "predict_new_ms", "{:.2f}"),
-            ("`predict_rows`, one problem, four schedules, rows as dicts (ms)", "predict_four_ms", "{:.2f}"),
+            *_predict_rows("ms"),
             (f"a batch of {this.get('batch_points', 0):,} schedule-problems, planned and predicted "
              "(per second)", "batch_points_per_second", "{:,.0f}"),
             ("the same, the time alone (`limiter=False`, per second)", "batch_time_only_per_second",
@@ -119,13 +124,7 @@ def block_sweep_speed_cpu() -> str:
              "sweep_cpu_points_per_second", "{:,.0f}"),
             ("the same, `iosim sweep --workers 1 -o FILE.parquet` (points per CPU s)",
              "cli_cpu_points_per_second", "{:,.0f}"),
-            ("`iosim.predict`, one problem, four schedules, a DataFrame (CPU ms)", "predict_frame_ms", "{:.2f}"),
-            ("the same, causal (CPU ms)", "predict_causal_ms", "{:.2f}"),
-            ("the same, 24 problems in turn (N, d, causal, batch x heads varied), per problem (CPU ms)",
-             "predict_varied_ms", "{:.2f}"),
-            ("the same, problems never asked before (no cache keyed by a shape serves them), per problem (CPU ms)",
-             "predict_new_ms", "{:.2f}"),
-            ("`predict_rows`, one problem, four schedules, rows as dicts (CPU ms)", "predict_four_ms", "{:.2f}"),
+            *_predict_rows("CPU ms"),
             (f"a batch of {int(this['batch_points']):,} schedule-problems, planned and predicted "
              "(per CPU s)", "batch_points_per_second", "{:,.0f}"),
             ("the same batch, times alone (`predict_many(..., limiter=False)`, per CPU s)",

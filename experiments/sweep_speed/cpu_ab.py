@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_speed import GRID, ROOT, cpu_name, grid_args, run  # noqa: E402
+from sweep_speed import GRID, PROBLEM_SETS, ROOT, cpu_name, grid_args, run  # noqa: E402
 
 CHILD = """
 import json, sys, tempfile, time
@@ -102,17 +102,12 @@ P.predict_rows(p, hw, four)
 out["predict_four_ms"] = cpu(lambda: P.predict_rows(p, hw, four), 50, 7) * 1e3
 P.predict(p, hw, four)
 out["predict_frame_ms"] = cpu(lambda: P.predict(p, hw, four), 50, 7) * 1e3
-causal = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128, causal=True)
-varied = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c) for n in (1024, 8192, 32768)
-          for d in (64, 128) for c in (False, True) for b, h in ((1, 16), (8, 32))]
+PROBLEM_SETS
 for q in [causal, *varied]:
     P.predict(q, hw, four)
 out["predict_causal_ms"] = cpu(lambda: P.predict(causal, hw, four), 50, 7) * 1e3
 # 24 problems in turn: nothing remembered of one problem serves the next
 out["predict_varied_ms"] = cpu(lambda: [P.predict(q, hw, four) for q in varied], 2, 7) * 1e3 / len(varied)
-# problems never asked before, 24 a round, each round its own (N distinct for every problem)
-new = [[iosim.Problem(batch=(1, 2, 4, 8)[i % 4], heads=(8, 16, 32)[i % 3], seqlen_q=1056 + 64 * (24 * r + i),
-                      head_dim=(64, 128)[i % 2], causal=bool(i // 2 % 2)) for i in range(24)] for r in range(7)]
 out["predict_new_ms"] = min(cpu(lambda: [P.predict(q, hw, four) for q in qs], 1, 1) for qs in new) * 1e3 / 24
 n = len(batch())
 out.update(batch_points=n, batch_points_per_second=n / cpu(batch, 1, 3))
@@ -139,7 +134,7 @@ q = iosim.Problem(batch=4, heads=16, seqlen_q=4096, head_dim=128)
 tune.rank("fa2", [q], hw)  # fills the compile cache
 out["tune_rank_seconds"] = cpu(lambda: tune.rank("fa2", [q], hw), 1, 5)
 print(json.dumps(out))
-"""
+""".replace("PROBLEM_SETS\n", PROBLEM_SETS)
 
 
 def shell_cpu(tree: Path, args: list[str]) -> float:

@@ -16,6 +16,10 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep_speed import PROBLEM_SETS  # noqa: E402
 
 SNIP = r'''
 import json, time
@@ -24,9 +28,8 @@ from iosim.analysis import predict as P
 from iosim.core.hardware import load
 hw = load("h100"); four = ["naive", "fa1", "fa2", "fa3"]
 rec = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128)
-cau = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128, causal=True)
-var = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c) for n in (1024, 8192, 32768)
-       for d in (64, 128) for c in (False, True) for b, h in ((1, 16), (8, 32))]
+PROBLEM_SETS
+cau, var = causal, varied
 for p in [rec, cau] + var: P.predict(p, hw, four)
 def best(f, n=50, k=7):
     o = []
@@ -39,7 +42,7 @@ def cyc():
     for p in var: P.predict(p, hw, four)
 print(json.dumps({"record": best(lambda: P.predict(rec, hw, four)), "causal": best(lambda: P.predict(cau, hw, four)),
                   "varied": best(cyc, 2) / len(var), "rows": best(lambda: P.predict_rows(rec, hw, four))}))
-'''
+'''.replace("PROBLEM_SETS\n", PROBLEM_SETS)
 
 
 def main() -> None:

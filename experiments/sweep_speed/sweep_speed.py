@@ -75,6 +75,18 @@ GRID = {"seqlen": "256..131072", "head_dim": "64,128,256", "causal": "both", "ba
 LARGE = {**GRID, "batch": "1..128", "heads": "8..128:8"}  # 8 x 16 instead of 6 x 5: 4.3x the points
 # 1,013,760 points: both directions and two dtypes, 11 batch sizes, 32 head counts
 MILLION = {**GRID, "batch": "1..1024", "heads": "4..128:4", "direction": "both", "dtype": "bf16,fp16"}
+# iosim.predict's problem sets beyond the record problem (`iosim` in scope), in PREDICT and
+# cpu_ab.py's CHILD: the record problem causal; 24 problems in turn; problems never asked before
+PROBLEM_SETS = """causal = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128, causal=True)
+varied = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c) for n in (1024, 8192, 32768)
+          for d in (64, 128) for c in (False, True) for b, h in ((1, 16), (8, 32))]
+# problems never asked before, 24 a round, each round its own: N distinct for every problem
+# (1056 + 64 i: none a power of two, as every other benchmark's N), d 64/128, causal both,
+# batch 1..8, heads 8..32: no cache keyed by a shape or a problem serves them (a cache of what
+# many shapes share still does)
+new = [[iosim.Problem(batch=(1, 2, 4, 8)[i % 4], heads=(8, 16, 32)[i % 3], seqlen_q=1056 + 64 * (24 * r + i),
+                      head_dim=(64, 128)[i % 2], causal=bool(i // 2 % 2)) for i in range(24)] for r in range(7)]
+"""
 PREDICT = """
 import json, time
 import iosim
@@ -98,14 +110,7 @@ def best(f, n, k=7):
 problems = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c)
             for n in (512, 1024, 2048, 4096, 8192, 16384) for d in (64, 128) for c in (False, True)
             for b in (1, 4, 16) for h in (8, 32, 64)][:BATCH]
-causal = iosim.Problem(batch=4, heads=32, seqlen_q=4096, head_dim=128, causal=True)
-varied = [iosim.Problem(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=c) for n in (1024, 8192, 32768)
-          for d in (64, 128) for c in (False, True) for b, h in ((1, 16), (8, 32))]
-# problems never asked before, 24 a round, each round its own: N distinct for every problem
-# (1056 + 64 i: none a power of two, as every other benchmark's N), d 64/128, causal both, batch 1..8, heads 8..32: no cache keyed by a shape or
-# a problem serves them (a cache of what many shapes share still does)
-new = [[iosim.Problem(batch=(1, 2, 4, 8)[i % 4], heads=(8, 16, 32)[i % 3], seqlen_q=1056 + 64 * (24 * r + i),
-                      head_dim=(64, 128)[i % 2], causal=bool(i // 2 % 2)) for i in range(24)] for r in range(7)]
+PROBLEM_SETS
 rows = getattr(P, "rows", None)
 many = getattr(P, "predict_many", None)
 # a grid of problems (N, d, causal, batch, heads): many problems share a shape
@@ -135,7 +140,7 @@ if many:  # this version: the time alone, and a grid of problems
     out.update({"grid_points": g, "grid_points_per_second": g / best(lambda: batch(grid), 1, 3),
                 "grid_time_only_per_second": g / best(lambda: batch(grid, False), 1, 3)})
 print(json.dumps(out))
-""".replace("BATCH", "216")
+""".replace("BATCH", "216").replace("PROBLEM_SETS\n", PROBLEM_SETS)
 TUNE = """
 import json, time
 import iosim
