@@ -70,7 +70,9 @@ def hit_fraction(reuse, per_cta, wave, l2):
     return np.where(reuse <= 0, alone, apart)
 
 
-_ZERO, _ONE = np.array(0.0), np.array(1.0)  # (numpy 2 takes a Python float operand slower)
+# 0 and 1 as 0-d arrays (also timing's): numpy 2 takes a Python number operand slower than an
+# array of the other operand's dtype (float64 here)
+_ZERO, _ONE = np.array(0.0), np.array(1.0)
 
 
 def same_cta_rereads(plan: Plan) -> bool:

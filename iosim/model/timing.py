@@ -31,7 +31,7 @@ from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan, read_only
 from iosim.core.problem import Problem
 from iosim.kernels import SPECS, kernel_splits
-from iosim.model.memory import Dram, sizes
+from iosim.model.memory import _ONE, _ZERO, Dram, sizes  # (0-d 0 and 1: numpy 2 takes those faster)
 from iosim.model.occupancy import ctas_per_sm
 
 UNITS = ("tensor", "sfu", "alu", "sram", "issue")  # per-SM units
@@ -43,9 +43,6 @@ LEVELS = ("l2", "hbm")  # levels shared by all SMs
 # instruction and per synchronous load's round trip halved) and the launch overhead (halved)
 RELIEFS = (*UNITS, "port", *LEVELS, "latency", "launch")
 LIMITS = (*UNITS, *LEVELS)  # the fluid limits, in the order `busiest` breaks ties
-# 0 and 1 as 0-d arrays: numpy 2 takes a Python number operand slower than an array of the
-# other operand's dtype (float64 here)
-_ZERO, _ONE = np.array(0.0), np.array(1.0)
 
 
 @dataclass(frozen=True)
