@@ -775,6 +775,45 @@ def test_a_short_frame_is_pandas_frame_of_its_cells_types(arrow):
             pd.testing.assert_frame_equal(table.as_frame(cols), pd.DataFrame(cols), check_exact=True)
 
 
+@pytest.mark.parametrize("arrow", [True, False])
+def test_a_short_frame_through_pandas_blocks_is_the_frame_of_its_public_builder(arrow, monkeypatch):
+    """A short frame (predict's) is built from pandas' own block classes where this pandas has
+    them (private API: table._pandas_blocks, table._built), else through the public
+    create_dataframe_from_blocks: each way, predict's frame is pandas' frame of predict_rows'
+    dicts, values, dtypes (Arrow or object strings, str held in Arrow or Python) and the
+    columns' dtype; each way is the one taken (str held in Python: neither, pandas infers
+    them)."""
+    import warnings
+
+    import pandas as pd
+
+    from iosim.analysis.predict import predict, predict_rows
+
+    built = []
+    real = table._built
+    monkeypatch.setattr(table, "_built", lambda *a: built.append(1) or real(*a))
+    ways = [True, False] if table._pandas_blocks() is not None else [False]
+    storages = ["pyarrow", "python"] if arrow else [pd.get_option("mode.string_storage")]
+    with warnings.catch_warnings(), _strings(arrow):
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for fast in ways:
+            with monkeypatch.context() as m:
+                if not fast:  # as where this pandas lacks them
+                    m.setattr(table, "_PANDAS_BLOCKS", False)
+                for storage in storages:
+                    with pd.option_context("mode.string_storage", storage):
+                        for p, name, schedules, tiles in _predict_cases()[:9]:
+                            hw = load(name)
+                            built.clear()
+                            got = predict(p, hw, schedules, tiles)
+                            want = pd.DataFrame(predict_rows(p, hw, schedules, tiles)[0])
+                            pd.testing.assert_frame_equal(got, want, check_exact=True)
+                            assert got.dtypes.tolist() == want.dtypes.tolist()
+                            assert got.columns.dtype == want.columns.dtype
+                            # (pandas' str held in Python: as_frame's general way, no layout)
+                            assert bool(built) == (fast and not (arrow and storage == "python"))
+
+
 def test_as_frame_without_pandas_blocks_is_pandas_frame(monkeypatch):
     """Where pandas lacks create_dataframe_from_blocks (before pandas 3), as_frame is
     pd.DataFrame's frame of the columns, the same frame its blocks make; predict's likewise."""

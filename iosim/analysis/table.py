@@ -937,13 +937,25 @@ class _Layout:
     """as_frame's blocks for columns and cells of these types, worked out once: the numpy
     blocks (dtype, getter of their columns, placement), the None-and-int columns (float64:
     their ints to check exact), and the str columns (getter, (rows of their cells, placement)
-    each, their dtype)."""
+    each: an array, and a slice for _built, their dtype)."""
 
     blocks: list
     exact: list
     strs: object
     str_at: list
+    str_slots: list
     arrow_str: object
+    proto: object = None  # an empty ArrowStringArray of the dtype (str_maker's)
+
+    def str_maker(self):
+        """The str columns' ArrowStringArray of an Arrow (chunked) array, as pandas makes it of
+        an operation's result (_from_pyarrow_array of an empty one of the dtype: no check)."""
+        if self.proto is None:
+            import pyarrow as pa
+            from pandas.arrays import ArrowStringArray
+
+            self.proto = ArrowStringArray(pa.array([], pa.large_string()), dtype=self.arrow_str)
+        return self.proto._from_pyarrow_array
 
 
 def _short_frame(cols: dict, n: int, build):
@@ -972,18 +984,71 @@ def _short_frame(cols: dict, n: int, build):
         if max(map(abs, filter(None, vals[j])), default=0) >= EXACT:
             return None
     try:
-        blocks = [(np.array(get(vals), dtype), at.copy()) for dtype, get, at in lay.blocks]
+        arrays = [np.array(get(vals), dtype) for dtype, get, _ in lay.blocks]
     except OverflowError:  # ints past int64's reach: pandas' own inference
         return None
-    if lay.str_at:
+    cells = None
+    if lay.str_at:  # the str cells, column after column, as one Arrow array: a column a slice
         import pyarrow as pa
+
+        cells = pa.array(list(chain.from_iterable(lay.strs(vals))), pa.large_string())
+    fast = _pandas_blocks()
+    if fast is not None:
+        return _built(fast, arrays, cells, n, lay, top)
+    blocks = [(a, at.copy()) for a, (_, _, at) in zip(arrays, lay.blocks)]
+    if cells is not None:
         from pandas.arrays import ArrowStringArray
 
-        cells = ArrowStringArray(pa.array(list(chain.from_iterable(lay.strs(vals))), pa.large_string()),
-                                 dtype=lay.arrow_str)
-        blocks += [(cells[rows], at.copy()) for rows, at in lay.str_at]
+        strs = ArrowStringArray(cells, dtype=lay.arrow_str)
+        blocks += [(strs[rows], at.copy()) for rows, at in lay.str_at]
     # a placement of each block's own (pandas' BlockPlacement holds the array given)
     return build(blocks, index=top.rows.view(), columns=top.names.view())
+
+
+_PANDAS_BLOCKS = None  # _pandas_blocks(): pandas' block makers, False where this pandas lacks them
+
+
+def _pandas_blocks():
+    """pandas' own block and manager classes and its Arrow str array's maker from an Arrow
+    array (private API), to build a short frame's blocks directly: create_dataframe_from_blocks
+    asks each block's class, 2-D shape and values' coercion (what a _Layout already knows:
+    numpy blocks of plain dtypes, 1-D Arrow str arrays) and checks the manager's shapes, and
+    slicing an ArrowStringArray checks its slice: half of a predict frame's build (14 blocks,
+    10 of them str columns). None where this pandas lacks them: as_frame then builds through
+    the public function (test_vectorised builds predict's frames both ways)."""
+    global _PANDAS_BLOCKS
+    if _PANDAS_BLOCKS is None:
+        try:
+            from pandas import DataFrame
+            from pandas._libs.internals import BlockPlacement
+            from pandas.arrays import ArrowStringArray
+            from pandas.core.internals.blocks import ExtensionBlock, NumpyBlock
+            from pandas.core.internals.managers import BlockManager
+
+            ArrowStringArray._from_pyarrow_array  # noqa: B018 (pandas 3's; an AttributeError before)
+            _PANDAS_BLOCKS = (BlockPlacement, NumpyBlock, ExtensionBlock, BlockManager, DataFrame._from_mgr)
+        except (ImportError, AttributeError):
+            _PANDAS_BLOCKS = False
+    return _PANDAS_BLOCKS or None
+
+
+def _built(fast: tuple, arrays: list, cells, n: int, lay: _Layout, top: _Cells):
+    """The frame create_dataframe_from_blocks builds of these blocks (a _Layout's numpy
+    arrays, each str column a slice of the Arrow array `cells`), from pandas' own classes
+    (_pandas_blocks): each numpy block a NumpyBlock (pandas' class of a bool, int, float or
+    object dtype), each str column an ExtensionBlock of an ArrowStringArray of the layout's
+    dtype, their shapes right by construction (no check)."""
+    place, numpy_block, ext_block, manager, from_mgr = fast
+    # a placement of each block's own (pandas' BlockPlacement holds the array given)
+    blocks = [numpy_block(a, ndim=2, placement=place(at.copy())) for a, (_, _, at) in zip(arrays, lay.blocks)]
+    if cells is not None:
+        import pyarrow as pa
+
+        whole, strs = pa.chunked_array([cells]), lay.str_maker()
+        blocks += [ext_block(strs(whole.slice(rows.start, n)), ndim=2, placement=place(at))
+                   for rows, at in lay.str_slots]
+    mgr = manager(blocks, [top.names.view(), top.rows.view()], verify_integrity=False)
+    return from_mgr(mgr, mgr.axes)
 
 
 _DTYPE = attrgetter("dtype")
@@ -1033,8 +1098,9 @@ def _layout(vals: tuple, n: int, names_dtype) -> _Layout | None:
             return None
         same.setdefault(dtype, []).append(j)
     blocks = [(dtype, _picker(js), np.array(js, np.intp)) for dtype, js in same.items()]
-    return _Layout(blocks, exact, _picker(strs), [(slice(i * n, (i + 1) * n), np.array([j], np.intp))
-                                                   for i, j in enumerate(strs)], arrow_str)
+    rows = [slice(i * n, (i + 1) * n) for i in range(len(strs))]
+    return _Layout(blocks, exact, _picker(strs), [(r, np.array([j], np.intp)) for r, j in zip(rows, strs)],
+                   [(r, slice(j, j + 1)) for r, j in zip(rows, strs)], arrow_str)
 
 
 _USING_STR = None  # pandas' using_string_dtype, once imported
