@@ -780,8 +780,9 @@ def test_a_short_frame_through_pandas_blocks_is_the_frame_of_its_public_builder(
     """A short frame (predict's) is built from pandas' own block classes where this pandas has
     them (private API: table._pandas_blocks, table._built), else through the public
     create_dataframe_from_blocks: each way, predict's frame is pandas' frame of predict_rows'
-    dicts, values, dtypes (Arrow or object strings, str held in Arrow or Python) and the
-    columns' dtype; each way is the one taken (str held in Python: neither, pandas infers
+    dicts, values, dtypes (Arrow or object strings, str held in Arrow or Python), the
+    columns' dtype and a dtype's columns as one array (pandas takes a block's rows in its
+    columns' order); each way is the one taken (str held in Python: neither, pandas infers
     them)."""
     import warnings
 
@@ -810,8 +811,24 @@ def test_a_short_frame_through_pandas_blocks_is_the_frame_of_its_public_builder(
                             pd.testing.assert_frame_equal(got, want, check_exact=True)
                             assert got.dtypes.tolist() == want.dtypes.tolist()
                             assert got.columns.dtype == want.columns.dtype
+                            for kind in ("int64", "float64", "bool"):  # a block's array as pandas takes it
+                                pd.testing.assert_frame_equal(pd.DataFrame(got.select_dtypes(kind).to_numpy()),
+                                                              pd.DataFrame(want.select_dtypes(kind).to_numpy()))
                             # (pandas' str held in Python: as_frame's general way, no layout)
                             assert bool(built) == (fast and not (arrow and storage == "python"))
+
+
+def test_the_str_mode_read_from_pandas_options_is_pd_get_option_s():
+    """table._str_mode reads pandas' str storage from its options dict (private API) where
+    that dict holds it, else through pd.get_option: both readers answer as pd.get_option,
+    for each storage pandas is set to."""
+    import pandas as pd
+
+    fast, slow = table._str_mode_reader(), table._str_mode_reader(private=False)
+    for storage in ("python", "pyarrow", pd.get_option("mode.string_storage")):
+        with pd.option_context("mode.string_storage", storage):
+            assert fast() == slow() == (slow()[0], storage)
+            assert table._str_mode() == slow()
 
 
 def test_as_frame_without_pandas_blocks_is_pandas_frame(monkeypatch):
