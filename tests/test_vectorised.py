@@ -818,6 +818,28 @@ def test_a_short_frame_through_pandas_blocks_is_the_frame_of_its_public_builder(
                             assert bool(built) == (fast and not (arrow and storage == "python"))
 
 
+def test_a_str_column_made_directly_is_pandas_own():
+    """table._arrow_strs: a short frame's str column made of an Arrow slice by pandas' own
+    maker (_from_pyarrow_array, private API) or directly (its three attributes set) is
+    pandas' array of the strs, attributes alike."""
+    import pandas as pd
+
+    try:
+        import pyarrow as pa
+        from pandas.arrays import ArrowStringArray
+
+        dtype = pd.StringDtype("pyarrow", na_value=np.nan)
+    except (ImportError, TypeError):
+        pytest.skip("no pyarrow, or a pandas without its str dtype")
+    cells = pa.chunked_array([pa.array(["x", "a", "b", "c"], pa.large_string())]).slice(1, 3)
+    made = [table._arrow_strs(dtype, direct) for direct in (True, False)]
+    for make in made:
+        got = make(cells)
+        pd.testing.assert_extension_array_equal(got, pd.array(["a", "b", "c"], dtype=dtype))
+        assert got.dtype == dtype and type(got) is ArrowStringArray
+    assert vars(made[0](cells)).keys() == vars(made[1](cells)).keys()
+
+
 def test_the_str_mode_read_from_pandas_options_is_pd_get_option_s():
     """table._str_mode reads pandas' str storage from its options dict (private API) where
     that dict holds it, else through pd.get_option: both readers answer as pd.get_option,

@@ -376,13 +376,15 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     return out
 
 
-def _plan_columns(pl: Plan) -> dict:
-    """The columns a template's rows share, besides the problem's."""
-    m = pl.main
-    return {"block_m": pl.block_m, "block_n": pl.block_n,
-            "warps": m.defines.get("NUM_WARPS", m.threads // 32), "stages": m.stages,
-            "split_rows": m.defines.get("SPLIT_ROWS"),  # fa1's query rows per CTA
-            "split_cols": m.defines.get("SPLIT_COLS")}  # fa1 backward's key rows per CTA
+def _plan_columns(plans: list[Plan]) -> dict[str, list]:
+    """The columns a template's rows share, besides the problem's: a value a Plan each."""
+    ms = [pl.main for pl in plans]  # (a Plan's block_m and block_n: its main kernel's)
+    ds = [m.defines for m in ms]
+    return {"block_m": [m.block_m for m in ms], "block_n": [m.block_n for m in ms],
+            "warps": [d.get("NUM_WARPS", m.threads // 32) for d, m in zip(ds, ms)],
+            "stages": [m.stages for m in ms],
+            "split_rows": [d.get("SPLIT_ROWS") for d in ds],  # fa1's query rows per CTA
+            "split_cols": [d.get("SPLIT_COLS") for d in ds]}  # fa1 backward's key rows per CTA
 
 
 def _rows_of(sizes: np.ndarray, m: np.ndarray, one: bool = False
@@ -570,6 +572,9 @@ def _plain(col):
     return col.plain() if isinstance(col, _Coded) else col
 
 
+_BHK = attrgetter("batch", "heads", "kv_heads")
+
+
 def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = False,
             rows: tuple[Sequence[Problem], np.ndarray] | None = None) -> dict[str, list]:
     """The rows (predict's shared columns) of every problem of every template, in order, as
@@ -584,8 +589,11 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     shapes = [t.facts or _made(next(made)) for t in templates]
     m = np.array([len(t.problems) for t in templates], np.int64)
     probs, at = rows or ([p for t in templates for p in t.problems], None)
-    batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
-                        for f in ("batch", "heads", "kv_heads"))
+    if len(probs) <= FEW:  # (a few rows, predict's: one call)
+        batch, heads, kv = np.array(list(map(_BHK, probs)), np.int64).reshape(-1, 3).T
+    else:
+        batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
+                            for f in ("batch", "heads", "kv_heads"))
     if at is not None:
         batch, heads, kv = batch[at], heads[at], kv[at]
     u_all = batch * kv  # pairs()
@@ -618,13 +626,18 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         for name in dict.fromkeys(k for f in fields for k in f):
             out[name] = _rep([f.get(name, ABSENT) for f in fields], scode, alone)
     out["batch"], out["heads"], out["kv_heads"] = batch, heads, kv
-    plan_cols = [_plan_columns(t.plan) for t in templates]  # each the same names, in order
-    for name, col in zip(plan_cols[0], zip(*[c.values() for c in plan_cols])):
-        out[name] = _rep(list(col), tcode, alone)
+    for name, col in _plan_columns([t.plan for t in templates]).items():
+        out[name] = _rep(col, tcode, alone)
     rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
     dr, dw = _whole(d_r), _whole(d_w)
-    cap = np.array([t.hw.hbm_capacity_bytes for t in templates])
-    cap = cap if alone else cap.repeat(m)
+    if all(t.hw is templates[0].hw for t in templates):  # one card's (predict's): its capacity
+        cap = templates[0].hw.hbm_capacity_bytes
+        fits = (foot <= cap if isinstance(foot, np.ndarray) else np.array([f <= cap for f in foot], bool))
+    else:
+        cap = np.array([t.hw.hbm_capacity_bytes for t in templates])
+        cap = cap if alone else cap.repeat(m)
+        fits = (foot <= cap if isinstance(foot, np.ndarray) else
+                np.array([f <= c for f, c in zip(foot, cap.tolist())], bool))
     nks = np.array([len(t.plan.kernels) for t in templates], np.int64)
     strs = lambda names, at: [names[i] for i in at.tolist()] if alone else _Coded(list(names), at)  # noqa: E731
     out.update({
@@ -644,8 +657,7 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         "kernels": (nks if alone else nks.repeat(m)),
         # the tensors' HBM at once, against the card's: a problem that cannot run says so
         "hbm_footprint_bytes": foot,
-        "fits": (foot <= cap if isinstance(foot, np.ndarray) else
-                 np.array([f <= c for f, c in zip(foot, cap.tolist())], bool)),
+        "fits": fits,
         # kernel (this project's), published (someone's), or hypothetical (the model's alone)
         "backing": _rep([backing(t.plan, t.hw) for t in templates], tcode, alone),
         "notes": _rep([t.plan.notes for t in templates], tcode, alone)})
@@ -689,7 +701,10 @@ def _fa_flops(templates: Sequence[Template], bh: np.ndarray, alone: bool, reps: 
     floats, else once a shape (_shapes_of: `reps`, each row's `shape`) for all its rows at
     once, the same float operations a row."""
     if alone:
-        return np.array([t.plan.problem.fa_flops(x) for t, x in zip(templates, bh.tolist())], np.float64)
+        ps, xs = [t.plan.problem for t in templates], bh.tolist()
+        if all(q is ps[0] for q in ps) and xs.count(xs[0]) == len(xs):  # one problem's rows (predict's)
+            return np.full(len(xs), ps[0].fa_flops(xs[0]), np.float64)
+        return np.array([q.fa_flops(x) for q, x in zip(ps, xs)], np.float64)
     order = np.argsort(shape, kind="stable")
     out = np.empty(len(bh))
     for i, at in zip(reps, _split(order, np.bincount(shape, minlength=len(reps)))):
@@ -708,9 +723,11 @@ def _rep_rows(col: np.ndarray, alone: bool):
 def _whole(x: np.ndarray):
     """The DRAM estimate's bytes as whole numbers: int64, or Python ints (a list) where one is
     past INT_MAX, as the counts are (an astronomically large problem's: a cast would wrap)."""
-    if len(x) and x.max() >= INT_MAX:
-        return [int(v) for v in x.tolist()]
-    return x.astype(np.int64)
+    if len(x) <= FEW:  # (a few rows, predict's: Python's max, fewer calls than numpy's)
+        big = max(x.tolist(), default=0) >= INT_MAX
+    else:
+        big = x.max() >= INT_MAX
+    return [int(v) for v in x.tolist()] if big else x.astype(np.int64)
 
 
 def _intensity(tf, alu, dr, dw) -> np.ndarray:
@@ -946,17 +963,35 @@ class _Layout:
     str_at: list
     str_slots: list
     arrow_str: object
-    proto: object = None  # an empty ArrowStringArray of the dtype (str_maker's)
+    proto: object = None  # str_maker's, once made
 
     def str_maker(self):
-        """The str columns' ArrowStringArray of an Arrow (chunked) array, as pandas makes it of
-        an operation's result (_from_pyarrow_array of an empty one of the dtype: no check)."""
+        """The str columns' ArrowStringArray of an Arrow chunked array (_arrow_strs)."""
         if self.proto is None:
-            import pyarrow as pa
-            from pandas.arrays import ArrowStringArray
+            self.proto = _arrow_strs(self.arrow_str)
+        return self.proto
 
-            self.proto = ArrowStringArray(pa.array([], pa.large_string()), dtype=self.arrow_str)
-        return self.proto._from_pyarrow_array
+
+def _arrow_strs(dtype, direct: bool = True):
+    """An ArrowStringArray of this dtype of an Arrow chunked array, as pandas makes it of an
+    operation's result (private API: _from_pyarrow_array of an empty one of the dtype, no
+    check); `direct`, where that maker sets just the array, the dtype and a cache, those three
+    set here (some 40% fewer instructions)."""
+    import pyarrow as pa
+    from pandas.arrays import ArrowStringArray
+
+    empty = pa.array([], pa.large_string())
+    maker = ArrowStringArray(empty, dtype=dtype)._from_pyarrow_array
+    if not direct or set(vars(maker(pa.chunked_array([empty])))) != {"_pa_array", "_dtype", "_cache"}:
+        return maker
+    new = ArrowStringArray.__new__
+
+    def made(values):
+        out = new(ArrowStringArray)
+        out._pa_array, out._dtype, out._cache = values, dtype, {}
+        return out
+
+    return made
 
 
 def _short_frame(cols: dict, n: int, build):
