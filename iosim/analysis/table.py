@@ -750,7 +750,9 @@ def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: b
     if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
         a = [sh.counts[0] for sh in shapes]
         if not any(sh.affine for sh in shapes) and max(max(map(abs, aj)) for aj in a) < INT_MAX:
-            return list(np.array(a, np.int64).T)  # b = 0 throughout: a as it is, in int64's reach
+            # b = 0 throughout: a as it is, in int64's reach; a few rows (predict's) as lists of
+            # Python's ints (as_frame's int64, fewer calls than an array's)
+            return [list(c) for c in zip(*a)] if len(a) <= FEW else list(np.array(a, np.int64).T)
     umax = float(u_all.max())
     if alone:
         us = u_all.tolist()
