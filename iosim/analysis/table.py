@@ -587,7 +587,8 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     todo = [(t.plan, t.hw, len(t.problems) > 1, None) for t in templates if t.facts is None]
     made = iter(_shapes(todo) if todo else [])
     shapes = [t.facts or _made(next(made)) for t in templates]
-    m = np.array([len(t.problems) for t in templates], np.int64)
+    alone = all(len(t.problems) == 1 for t in templates)  # a template a problem (predict's rows): nothing to repeat
+    m = np.ones(len(templates), np.int64) if alone else np.array([len(t.problems) for t in templates], np.int64)
     probs, at = rows or ([p for t in templates for p in t.problems], None)
     if len(probs) <= FEW:  # (a few rows, predict's: one call)
         batch, heads, kv = np.array(list(map(_BHK, probs)), np.int64).reshape(-1, 3).T
@@ -597,7 +598,6 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     if at is not None:
         batch, heads, kv = batch[at], heads[at], kv[at]
     u_all = batch * kv  # pairs()
-    alone = all(len(t.problems) == 1 for t in templates)  # a template a problem (predict's rows): nothing to repeat
     # each row's (template, pairs) among the model's answers (alone: the rows in order, each
     # array as it is) and its template (alone: unused)
     du, dm, back = ((u_all, m, slice(None)) if alone else
@@ -638,7 +638,8 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         cap = cap if alone else cap.repeat(m)
         fits = (foot <= cap if isinstance(foot, np.ndarray) else
                 np.array([f <= c for f, c in zip(foot, cap.tolist())], bool))
-    nks = np.array([len(t.plan.kernels) for t in templates], np.int64)
+    nks = [len(t.plan.kernels) for t in templates]  # a few rows (predict's): Python's ints
+    nks = nks if alone and len(nks) <= FEW else np.array(nks, np.int64)
     strs = lambda names, at: [names[i] for i in at.tolist()] if alone else _Coded(list(names), at)  # noqa: E731
     out.update({
         "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
@@ -954,10 +955,10 @@ class _Cells:
 @dataclass
 class _Layout:
     """as_frame's blocks for columns and cells of these types, worked out once: the numpy
-    blocks (dtype, getters of their columns: an int block's arrays, then its lists, and the
-    order that puts them back, or None; their placement), the None-and-int columns (float64: their ints to check exact), and the str
-    columns (getter, (rows of their cells, placement) each: an array, and a slice for
-    _built, their dtype)."""
+    blocks (dtype, getter of their columns, whether its cells are read one by one: an int
+    block with lists; placement), the None-and-int columns (float64: their ints to check
+    exact), and the str columns (getter, (rows of their cells, placement) each: an array,
+    and a slice for _built, their dtype)."""
 
     blocks: list
     exact: list
@@ -1022,8 +1023,9 @@ def _short_frame(cols: dict, n: int, build):
         if max(map(abs, filter(None, vals[j])), default=0) >= EXACT:
             return None
     try:
-        arrays = [np.array(get[0](vals), dtype) if order is None else
-                  np.concatenate([np.array(g(vals), dtype) for g in get])[order] for dtype, get, order, _ in lay.blocks]
+        arrays = [np.fromiter(chain.from_iterable([c if type(c) is list else c.tolist() for c in get(vals)]),
+                              dtype, len(at) * n).reshape(len(at), n) if flat else np.array(get(vals), dtype)
+                  for dtype, get, flat, at in lay.blocks]
     except OverflowError:  # ints past int64's reach: pandas' own inference
         return None
     cells = None
@@ -1136,16 +1138,10 @@ def _layout(vals: tuple, n: int, names_dtype) -> _Layout | None:
         else:
             return None
         same.setdefault(dtype, []).append(j)
-    blocks = []
-    for dtype, js in same.items():
-        # an int block's arrays, then its lists, each in one call, joined and put in the
-        # columns' order (pandas takes a block's rows in its columns' order: a single block's
-        # array as the frame's): numpy takes a mix of arrays and lists of ints in one call
-        # some 1.6 times slower
-        parts = [[j for j in js if isinstance(vals[j], np.ndarray)], [j for j in js if isinstance(vals[j], list)]]
-        parts = [x for x in parts if x] if dtype.kind in "iu" else [js]
-        order = np.argsort([j for x in parts for j in x]) if len(parts) > 1 else None
-        blocks.append((dtype, tuple(map(_picker, parts)), order, np.array(js, np.intp)))
+    # an int64 block with lists: its cells as Python's ints, read by np.fromiter (numpy's
+    # array of a mix of arrays and lists of ints costs some twice as much: its shape's search)
+    blocks = [(dtype, _picker(js), dtype == np.int64 and any(isinstance(vals[j], list) for j in js),
+               np.array(js, np.intp)) for dtype, js in same.items()]
     rows = [slice(i * n, (i + 1) * n) for i in range(len(strs))]
     return _Layout(blocks, exact, _picker(strs), [(r, np.array([j], np.intp)) for r, j in zip(rows, strs)],
                    [(r, slice(j, j + 1)) for r, j in zip(rows, strs)], arrow_str)

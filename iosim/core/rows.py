@@ -54,10 +54,11 @@ def point_key(v) -> str:
 
 
 def problem_fields(p: Problem) -> dict:
-    out = {"direction": p.direction.value, "batch": p.batch, "heads": p.heads,
+    # (an enum member's _value_: its value, without .value's descriptor call)
+    out = {"direction": p.direction._value_, "batch": p.batch, "heads": p.heads,
            "kv_heads": p.kv_heads, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k,
-           "head_dim": p.head_dim, "dtype": p.dtype.value, "causal": p.causal,
-           "causal_align": p.causal_align.value}
+           "head_dim": p.head_dim, "dtype": p.dtype._value_, "causal": p.causal,
+           "causal_align": p.causal_align._value_}
     if p.window is not None:
         out.update({"window": p.window})
     if p.page_size is not None:
