@@ -1713,7 +1713,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # trip and the epilogue alone, `nt` trips a row; a masked trip's extra time is taken no times)
     masked = bool(b.periods) or bool(np.count_nonzero(f.total_masked) or np.count_nonzero(f.masked0))
     nt = 2 if few and not deps and not masked else 3
-    x = f.table.T.take(_TRIP_IN[nt] if few else _TRIP_IN[nt][:nt * _TRIP_ROWS], 0)  # (facts, m): each fact's entries contiguous
+    x = f.table.T[_TRIP_IN[nt] if few else _TRIP_IN[nt][:nt * _TRIP_ROWS]]  # (facts, m): each fact's entries contiguous
     x[_TRIP_EPI[0][nt]] = _TRIP_EPI[1][:, None]
     if nt == 3:
         x[_TRIP_MASKED] += f.mask
@@ -1781,7 +1781,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         return share * np.maximum((rw + x) / r.l2, (rdd + wr * f.dram_w) / r.hbm)
 
     # a loop trip's reads and writes, and a CTA's once (one division: _BYTES_AT's rows)
-    rd, wr, rd_f, wr_f = np.divide(*f.table.T.take(_BYTES_AT, 0).reshape(2, 4, m))
+    # (fancy indexing: `take` of the transposed table would copy all of it first)
+    rd, wr, rd_f, wr_f = np.divide(*f.table.T[_BYTES_AT].reshape(2, 4, m))
     rd1 = rd  # the first trip's loads
     # round trips the trip waits for (to L2 where the kernel's lines are there, else to DRAM),
     # and a wgmma consumer's waits at its GEMM turns
