@@ -303,7 +303,9 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
         # The terms are times, never negative: where all are zero the sum over the smallest
         # positive float is zero too, and top x 0 is top; elsewhere the float is top itself
         # (no select: the general path's bits, to the sign of a zero)
-        return top * _norm(terms, np.maximum(top, _TINY), p)
+        s = _norm(terms, np.maximum(top, _TINY), p)
+        s *= top  # (top x s's bits; in place: s is _norm's own)
+        return s
     plain = (top <= 0) | np.isinf(p)
     safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
 
@@ -327,10 +329,16 @@ def _norm(ts, safe, q: float):
         if len(_EXPONENTS) > 256:
             _EXPONENTS.clear()
         e = _EXPONENTS[q] = (np.array(q), np.array(1 / q))
-    s = (ts[0] / safe) ** e[0]
+    # (in place where the operand is a temporary of this function's: the same bits, fewer arrays
+    # made; safe has every term's shape)
+    s = ts[0] / safe
+    s **= e[0]
     for t in ts[1:]:
-        s = s + (t / safe) ** e[0]
-    return s ** e[1]
+        u = t / safe
+        u **= e[0]
+        s += u
+    s **= e[1]
+    return s
 
 
 _EXPONENTS: dict = {}  # _norm's exponent q -> (q, 1 / q) as 0-d arrays
@@ -507,7 +515,9 @@ class Trip:
         out = _Terms(terms)._time(EPILOGUE, port, level, n, q, latency, (thr, warp, sync))
         k = len(port) - 1 if masked else 1  # (the epilogues: the last)
         for code, a, z in runs:
-            if code == EPILOGUE:
+            if code == EPILOGUE or code in _NORMS and not np.count_nonzero(out[..., :k, a:z]):
+                # (a run whose trips have no work, every term 0 where the epilogues' policy's
+                # largest is: any p-norm of them the same +0, not computed)
                 continue
             # (warp-specialized trips take most terms: all at once, as views)
             out[..., :k, a:z] = (Trip if code == WARPSPECIALIZED else _Terms)(terms[:, :k, a:z])._time(
@@ -1288,6 +1298,9 @@ _TRIP_EPI = ({t: slice(t * 3 + t - 1, t * 11, t) for t in (2, 3)},  # the epilog
 _TRIP_MASKED = 3 * 2 + 1
 EPILOGUE = int(_policies(_TRIP_EPI[1][-2], _TRIP_EPI[1][-1]))  # the epilogue's policy (Trip.time_runs)
 RUNS = 8  # policy runs of _schedule's rows up to which Trip.time_runs takes them as views
+# the policies whose trip time is a p-norm of no terms but the epilogues' policy's (port,
+# warp, latency, level, thr): 0 where all of those are (Trip.time_runs)
+_NORMS = {POLICIES[x] for x in ("lockstep", "none", "drift", "prefetch")}
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
