@@ -1,5 +1,5 @@
 """numpy's power of 540 float64 entries (a _schedule p-norm's size) by a 0-d exponent (the
-profile's sync_overlap): random entries in (0, 1), ones, zeros; and np.where against an add
+profile's sync_overlap): random entries in (0, 1), ones, zeros, and an add of the random ones
 (microseconds a call, best of 9 x 5000).
 
     python experiments/sweep_speed/sched22/pow_zeros.py
@@ -16,6 +16,5 @@ def t(f, n=5000):
 q = np.array(1.8466278582474316)
 n = 540
 r, o, z = np.random.default_rng(0).random(n), np.ones(n), np.zeros(n)
-m = r > 0.5
-print(f"power: random {t(lambda: r ** q):.2f}, ones {t(lambda: o ** q):.2f}, zeros {t(lambda: z ** q):.2f} us")
-print(f"add {t(lambda: r + o):.2f}, np.where {t(lambda: np.where(m, r, o)):.2f} us")
+print(f"power: random {t(lambda: r ** q):.2f}, ones {t(lambda: o ** q):.2f}, zeros {t(lambda: z ** q):.2f} us; "
+      f"add {t(lambda: r + o):.2f} us")
