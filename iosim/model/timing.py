@@ -1243,9 +1243,9 @@ class Batch:
                 np.concatenate([np.asarray(pr, np.float64) for pr in self.periods], axis=1))
 
 
-# _schedule's columns of FACTS (the unequal rows' facts, one gather)
 # _schedule's bytes a trip and a CTA (loop_r / steps, ...: the first four over the last four)
 _BYTES_AT = _at(("loop_r", "loop_w", "fixed_r", "fixed_w", "steps", "steps", "ctas", "ctas"), FACTS)
+# _schedule's columns of FACTS (the unequal rows' facts, one gather)
 _PERIOD, _TOTAL_TRIPS, _TOTAL_MASKED, _REPS, _SMS, _CTAS = (
     FACTS.index(x) for x in ("period", "total_trips", "total_masked", "reps", "sms", "ctas"))
 # Batch.stacks without periods (read-only: shared by every such batch)
