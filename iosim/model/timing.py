@@ -23,6 +23,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate
+from operator import attrgetter
 
 import numpy as np
 
@@ -302,7 +303,9 @@ def pnorm(terms: Sequence, p) -> np.ndarray | float:
         # The terms are times, never negative: where all are zero the sum over the smallest
         # positive float is zero too, and top x 0 is top; elsewhere the float is top itself
         # (no select: the general path's bits, to the sign of a zero)
-        return top * _norm(terms, np.maximum(top, _TINY), p)
+        s = _norm(terms, np.maximum(top, _TINY), p)
+        s *= top  # (top x s's bits; in place: s is _norm's own)
+        return s
     plain = (top <= 0) | np.isinf(p)
     safe, q = np.where(plain, 1.0, top), np.where(np.isinf(p), 1.0, p)  # plain: top, whatever q
 
@@ -326,10 +329,16 @@ def _norm(ts, safe, q: float):
         if len(_EXPONENTS) > 256:
             _EXPONENTS.clear()
         e = _EXPONENTS[q] = (np.array(q), np.array(1 / q))
-    s = (ts[0] / safe) ** e[0]
+    # (in place where the operand is a temporary of this function's: the same bits, fewer arrays
+    # made; safe has every term's shape)
+    s = ts[0] / safe
+    s **= e[0]
     for t in ts[1:]:
-        s = s + (t / safe) ** e[0]
-    return s ** e[1]
+        u = t / safe
+        u **= e[0]
+        s += u
+    s **= e[1]
+    return s
 
 
 _EXPONENTS: dict = {}  # _norm's exponent q -> (q, 1 / q) as 0-d arrays
@@ -444,8 +453,9 @@ class Trip:
         np.subtract(sram, fill, out=sram)  # the bytes the shared-memory pipe carries
         tensor = np.divide(work[:4], rates[:4], out=t[:4])[0]  # tensor, sfu, alu, sram
         np.divide(mma + issued, issue_r, out=t[4])  # issue
-        np.multiply(mma / warps * mma_r, cyc, out=t[5])  # warp_mma
-        np.multiply(((other - chained) * inst_r + chained * chain_r) / warps, cyc, out=t[6])  # warp_other
+        np.multiply(mma / warps, mma_r, out=t[5])  # warp_mma
+        np.divide((other - chained) * inst_r + chained * chain_r, warps, out=t[6])  # warp_other
+        t[5:7] *= cyc  # (both in cycles)
         # groups: consumers in step share the tensor cores at once: no turns
         t[7] = np.where(wg & (turns[2] == _ZERO), np.maximum(_ONE, warps / _FOUR), _ONE)
         np.copyto(t[9:12], turns, where=wg)  # apart, under_pv, in_step: wgmma's alone
@@ -454,12 +464,11 @@ class Trip:
         # a CTA barrier: the CTA's w warps of a sub-partition (one warp scheduler each: the
         # profile's issue_per_clk_per_sm an SM) reach their MMAs at once, and each waits on
         # average for (w - 1) / w of the sub-partition's tensor time (its share of the CTA's)
-        sync = np.empty((2, *t.shape[1:]))
-        np.add(tensor, issued * inst_r / issue_r, out=sync[0])
+        np.add(tensor, issued * inst_r / issue_r, out=t[8])
         # (rint: np.round's to no decimals, without its Python layer)
         np.divide(barrier * np.maximum(_ZERO, _ONE - np.rint(issue_r * cyc) / warps) * flops, tensor_r,
-                  out=sync[1])
-        np.copyto(t[8::4], sync, where=np.logical_not(wg))
+                  out=t[12])
+        np.copyto(t[8::4], _ZERO, where=wg)  # (wgmma's: none)
         return cls(t)
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
@@ -477,8 +486,8 @@ class Trip:
         if len(policy) <= SUBSET:  # few entries: numpy's cost per call outweighs them
             out = np.empty(np.shape(level))
             sm = self._sm(port, n, latency)  # (every mma.sync policy's)
-            for code in codes:
-                np.copyto(out, self._time(int(code), port, level, n, sync_overlap, latency, sm),
+            for code in codes.tolist():
+                np.copyto(out, self._time(code, port, level, n, sync_overlap, latency, sm),
                           where=policy == code)
             return out
         out = np.empty(np.shape(level))
@@ -506,7 +515,9 @@ class Trip:
         out = _Terms(terms)._time(EPILOGUE, port, level, n, q, latency, (thr, warp, sync))
         k = len(port) - 1 if masked else 1  # (the epilogues: the last)
         for code, a, z in runs:
-            if code == EPILOGUE:
+            if code == EPILOGUE or code in _NORMS and not np.count_nonzero(out[..., :k, a:z]):
+                # (a run whose trips have no work, every term 0 where the epilogues' policy's
+                # largest is: any p-norm of them the same +0, not computed)
                 continue
             # (warp-specialized trips take most terms: all at once, as views)
             out[..., :k, a:z] = (Trip if code == WARPSPECIALIZED else _Terms)(terms[:, :k, a:z])._time(
@@ -866,10 +877,10 @@ class _Rows:
         off = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=off[1:])
         seg = np.repeat(np.arange(len(size)), size)
-        edges = [0, *(np.flatnonzero(size[1:] != size[:-1]) + 1).tolist(), len(size)]
+        edges = [0, *((size[1:] != size[:-1]).nonzero()[0] + 1).tolist(), len(size)]
         o = off.tolist()
-        return cls(size, off, seg, np.arange(o[-1]) - off[seg],
-                   tuple((int(size[a]), a, z, o[a], o[z]) for a, z in zip(edges[:-1], edges[1:]) if z > a))
+        return cls(size, off, seg, np.arange(o[-1]) - off.take(seg),
+                   tuple((s[a], a, z, o[a], o[z]) for a, z in zip(edges[:-1], edges[1:]) if z > a))
 
     @classmethod
     def square(cls, dc) -> tuple[np.ndarray, _Rows]:
@@ -879,8 +890,8 @@ class _Rows:
 
     def take(self, i: np.ndarray) -> tuple[_Rows, np.ndarray]:
         """The rows i (ascending) and where their entries are in this layout."""
-        sub = _Rows.of(self.size[i])
-        return sub, self.off[i][sub.seg] + sub.pos
+        sub = _Rows.of(self.size.take(i))
+        return sub, self.off.take(i).take(sub.seg) + sub.pos
 
     def sums(self, x: np.ndarray) -> np.ndarray:
         if len(self.blocks) == 1:  # (one length: the one pass, no copy)
@@ -1232,9 +1243,11 @@ class Batch:
                 np.concatenate([np.asarray(pr, np.float64) for pr in self.periods], axis=1))
 
 
+# _schedule's bytes a trip and a CTA (loop_r / steps, ...: the first four over the last four)
+_BYTES_AT = _at(("loop_r", "loop_w", "fixed_r", "fixed_w", "steps", "steps", "ctas", "ctas"), FACTS)
 # _schedule's columns of FACTS (the unequal rows' facts, one gather)
-_PERIOD, _TOTAL_TRIPS, _TOTAL_MASKED, _REPS, _SMS = (
-    FACTS.index(x) for x in ("period", "total_trips", "total_masked", "reps", "sms"))
+_PERIOD, _TOTAL_TRIPS, _TOTAL_MASKED, _REPS, _SMS, _CTAS = (
+    FACTS.index(x) for x in ("period", "total_trips", "total_masked", "reps", "sms", "ctas"))
 # Batch.stacks without periods (read-only: shared by every such batch)
 _NO_STACKS = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((2, 0)))
 for _x in _NO_STACKS:
@@ -1276,6 +1289,8 @@ _TRIP_FACTS = (
 _TRIP_IN = {3: _at(tuple(x for names in _TRIP_FACTS for x in names), FACTS),
             2: _at(tuple(x for names in _TRIP_FACTS for x in names[::2]), FACTS)}
 _TRIP_RATES = ("tensor", "sfu", "alu", "sram", "issue", "inst_cycles", "mma_cycles", "chain_cycles")
+# a Rates' _TRIP_RATES, each t times over (t trips a row), in one call
+_TRIP_RATES_OF = {t: attrgetter(*(x for x in _TRIP_RATES for _ in range(t))) for t in (1, 2, 3)}
 _TRIP_ROWS = len(_TRIP_OF) + 2  # each trip's own facts, before the row's
 TILE = 4096  # trip entries up to which _schedule lays out the rows' facts and rates as the trips'
 _TRIP_EPI = ({t: slice(t * 3 + t - 1, t * 11, t) for t in (2, 3)},  # the epilogue's sram, ...,
@@ -1283,6 +1298,9 @@ _TRIP_EPI = ({t: slice(t * 3 + t - 1, t * 11, t) for t in (2, 3)},  # the epilog
 _TRIP_MASKED = 3 * 2 + 1
 EPILOGUE = int(_policies(_TRIP_EPI[1][-2], _TRIP_EPI[1][-1]))  # the epilogue's policy (Trip.time_runs)
 RUNS = 8  # policy runs of _schedule's rows up to which Trip.time_runs takes them as views
+# the policies whose trip time is a p-norm of no terms but the epilogues' policy's (port,
+# warp, latency, level, thr): 0 where all of those are (Trip.time_runs)
+_NORMS = {POLICIES[x] for x in ("lockstep", "none", "drift", "prefetch")}
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
@@ -1391,6 +1409,7 @@ def _unsort(x: np.ndarray, order: np.ndarray) -> np.ndarray:
     return out
 
 
+_THREE = np.arange(3)[:, None]  # (_alone's three trips, a column)
 # _alone's epilogue: its policy, stages, port, latency and level terms (Trip.time's arguments)
 _EPI_ARGS = np.array([POLICIES["async"], 2.0, 0.0, 0.0, 0.0])[:, None]
 
@@ -1421,8 +1440,8 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     Trip of 3m entries (plain trips, masked, epilogues); `q`: its sync_overlap (a float or per
     row); `waits`: what a CTA's fixed part adds to its phases (a pipeline's fill, a ring's
     first stage)."""
-    sel = (np.arange(3)[:, None] * m + ix).ravel()
-    sub = Trip(np.array([getattr(trips, x) for x in TRIP]).take(sel, 1))  # (one gather of every term)
+    sel = (_THREE * m + ix).ravel()
+    sub = Trip(trips._terms().take(sel, 1))  # (one gather of every term)
     k = len(ix)
     # per row of ix (one gather): the loop trip's policy, stages, port and latency terms, the
     # fixed part's port term and waits
@@ -1670,13 +1689,14 @@ def _longest(dc, reps, conc, slots, rows: _Rows | None = None) -> tuple[np.ndarr
     CTAs, its busiest SM 3.5% short of the non-causal kernel's, not the 10% of a CTA alone)."""
     if rows is None:
         dc, rows = _Rows.square(dc)
-    if rows.blocks and max(x[0] for x in rows.blocks) <= np.min(slots):  # (every CTA of a period starts with it)
+    if rows.blocks and max(x[0] for x in rows.blocks) <= np.asarray(slots).min():  # (every CTA of a period starts with it)
         first = dc
     else:
-        first = np.where(rows.pos < np.asarray(slots)[rows.seg], dc, -np.inf)
+        first = np.where(rows.pos < np.asarray(slots).take(rows.seg), dc, -np.inf)
     d = rows.max(first)
-    share = np.minimum(conc, reps * rows.sums(np.minimum(dc, d[rows.seg])) / d)
-    return rows.first(first == d[rows.seg]), share
+    at = d.take(rows.seg)  # (each entry's row's)
+    share = np.minimum(conc, reps * rows.sums(np.minimum(dc, at)) / d)
+    return rows.first(first == at), share
 
 
 def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
@@ -1712,12 +1732,14 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         x[_TRIP_MASKED] += f.mask
     x = x.reshape(-1, nt * m)  # each fact's entries of its trips (end to end)
     policy, stages = x[len(_TRIP_OF):len(_TRIP_OF) + 2]  # (the trips' policy and stages)
-    rates = np.array([getattr(r, x) for x in _TRIP_RATES])
-    if few:  # the row's facts and rates three times over, as the trips' (numpy's fastest operands)
+    if few:  # the row's facts and rates three times over, as the trips' (numpy's fastest operands;
+        # the rates in one concatenation: each rate's rows, its trips' end to end)
         warps, cyc, _, _, _, wg, inst_per_op = x[len(_TRIP_OF) + 2:]
-        trips = Trip.stack(x[:len(_TRIP_OF)], np.concatenate((rates,) * nt, axis=1), warps, cyc,
+        rates = np.concatenate(_TRIP_RATES_OF[nt](r)).reshape(len(_TRIP_RATES), nt * m)
+        trips = Trip.stack(x[:len(_TRIP_OF)], rates, warps, cyc,
                            x[len(_TRIP_OF) + 4:len(_TRIP_OF) + 7], wg.astype(bool), inst_per_op)
     else:  # many: broadcast (no copies)
+        rates = np.array(_TRIP_RATES_OF[1](r))
         parts = Trip.stack(x[:len(_TRIP_OF)].reshape(len(_TRIP_OF), 3, m), rates[:, None], f.warps, f.cyc,
                            np.array([f.apart, f.under_pv, f.in_step])[:, None], r.wgmma, r.inst_per_op)
         trips = Trip(parts.terms.reshape(len(TRIP), 3 * m))
@@ -1765,12 +1787,16 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         return np.maximum(rw / r.port, rdd / sm_dram)
 
     def level(rd, wr, share, x=0.0, sums=None):  # this CTA's share of L2 (`x`: its extra L2
-        # work) and DRAM
+        # work) and DRAM (share None: one CTA's, `sums` with its `x` already)
         rw, rdd = (rd + wr, rd * f.dram_r) if sums is None else sums
+        if share is None:
+            return np.maximum(rw / r.l2, (rdd + wr * f.dram_w) / r.hbm)
         return share * np.maximum((rw + x) / r.l2, (rdd + wr * f.dram_w) / r.hbm)
 
-    rd, wr = f.loop_r / f.steps, f.loop_w / f.steps
-    rd1, rd_f, wr_f = rd, f.fixed_r / ctas, f.fixed_w / ctas  # the first trip's loads; per CTA once
+    # a loop trip's reads and writes, and a CTA's once (one division: _BYTES_AT's rows)
+    # (fancy indexing: `take` of the transposed table would copy all of it first)
+    rd, wr, rd_f, wr_f = np.divide(*f.table.T[_BYTES_AT].reshape(2, 4, m))
+    rd1 = rd  # the first trip's loads
     # round trips the trip waits for (to L2 where the kernel's lines are there, else to DRAM),
     # and a wgmma consumer's waits at its GEMM turns
     lat = f.nsync * np.where(f.l2sync > _ZERO, r.l2_latency, r.load_latency) + f.nturn * r.turn_wait
@@ -1781,7 +1807,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     rd6, wr6 = np.array([rd - f.red, rd_f, rd1, rd, rd_f, rd1]), np.array([wr, wr_f, zero] * 2)
     rw, rdd = rd6 + wr6, rd6 * f.dram_r
     loop_port, fixed_port, port1 = port(None, None, (rw[:3], rdd[:3]))
-    solo = level(None, wr6[3:], _ONE, np.array([f.loop_x, zero, zero]), (rw[3:], rdd[3:]))
+    rw[3] += f.loop_x  # (the loop trip's extra L2 work, level's `x`, in place: the others' + 0 adds nothing)
+    solo = level(None, wr6[3:], None, sums=(rw[3:], rdd[3:]))
     # the epilogue as an asynchronous trip with no bytes of its own; rows: the bandwidth
     # shared, the SM's units alone, and those at the last wave's `res` CTAs an SM
     levels = np.zeros((3, nt, m))
@@ -1830,8 +1857,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     rd, wr = rd_f, wr_f
     # a CTA loads its own slice, then computes its epilogue: synchronous phases, which the
     # other resident CTAs overlap as imperfectly as FA1's trips
-    fixed = pnorm([np.maximum(fixed_port, shares3 * solo[1]), epilogue], q)
-    fixed, fixed_t = fixed[:2] + fill, fixed[2]
+    fixed = pnorm([np.maximum(fixed_port, shares3 * solo[1]), epilogue], q)  # (the three rows')
+    fixed[:2] += fill
     # a CTA that holds its SM alone (its shared memory admits one CTA an SM) waits, before its
     # first trip, for its cp.async ring's first stage (whatever the policy of its trips): a
     # DRAM round trip and that stage's bytes through its port, with no other CTA's trips on the
@@ -1842,7 +1869,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     ring = staged & ~ws & (f.total_trips > _ZERO) & (f.occ == _ONE)  # (staged: f.stages > 1)
     drain = f.drain * r.load_latency
     ring = np.where(ring, r.load_latency + port1 + drain, _ZERO)
-    fixed, fixed_t = fixed + ring, fixed_t + (fill + ring)
+    waits = fill + ring  # (the last wave's, and _alone's)
+    fixed[:2] += ring
+    fixed[2] += waits
     if deps:  # every term of the row's CTA parts, with the share and without
         fp, fl = port(rd, wr), level(rd, wr, shares3)
         d_fp, d_lf1 = _dep(fp, BIT["port"]), level_bits(rd, wr)
@@ -1860,22 +1889,23 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                 ix, res, l0, l1, dl0, dl1 = (np.concatenate(x) for x in zip(*asked))
                 asked.clear()
                 np.bitwise_or.at(acc, ix, _alone_deps(
-                    f, trips, td, ix, res, q, loop_port, lat, port(rd, wr), fill + ring, m, (l0, l1),
+                    f, trips, td, ix, res, q, loop_port, lat, port(rd, wr), waits, m, (l0, l1),
                     {"port": d_lport, "lat": d_lat, "fixed_port": d_fp, "waits": d_waits,
                      "levels": (dl0, dl1)}))
-    (fixed, fixed_c), (trip, trip_c, trip_t), (extra, extra_c, extra_t) = fixed, trip, extra
     # every CTA alike: one duration; waves of the SM-side time, the shared bandwidth evening
-    # out across waves; the last, partial wave at its own residency (`res`, where fewer)
-    d = fixed + f.one0 * trip
-    d_c = fixed_c + f.one0 * trip_c
+    # out across waves; the last, partial wave at its own residency (`res`, where fewer): the
+    # three rows' at once
+    dur = fixed + f.one0 * trip
     if nt == 3:  # (else no row has a masked trip: its term is a zero, which adds nothing to
         # these sums of times, never -0)
-        d, d_c = d + f.masked0 * extra, d_c + f.masked0 * extra_c
+        dur += f.masked0 * extra
+    d, d_c, last_t = dur
+    (fixed, fixed_c, _), (trip, trip_c, _), (extra, extra_c, _) = fixed, trip, extra
 
     def alone(ix, res, share):  # rows ix's CTA parts at `res` CTAs an SM, with `share` CTAs
         # sharing L2 and DRAM (0: the SM's units alone; both per row of ix)
         lv_at = tuple(share * solo[:2].take(ix, 1))  # a loop trip's, the fixed part's
-        parts = _alone(f, trips, ix, res, q, loop_port, lat, fixed_port, fill + ring, m, lv_at)
+        parts = _alone(f, trips, ix, res, q, loop_port, lat, fixed_port, waits, m, lv_at)
         use = np.flatnonzero(used[ix]) if deps else ()
         if len(use):  # its bits (asked_bits; a share made of the row's durations: their bits
             # are the row's already)
@@ -1886,9 +1916,6 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
         return parts
 
     partial = left > _ZERO
-    last_t = fixed_t + f.one0 * trip_t
-    if nt == 3:
-        last_t = last_t + f.masked0 * extra_t
     last = np.where(partial & (res < n), last_t, np.where(partial, d_c, _ZERO))
     out = np.where(ctas <= slots, d, np.maximum(full * d_c + last, ctas * d / slots))
     if deps:  # (the waves' larger term: _max_deps; the unequal rows' below, all of them)
@@ -1899,45 +1926,47 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     if b.periods:  # unequal CTAs: durations of one period summed with the shared bandwidth,
         # one by one without (rows grouped by kernel period length)
         lengths, begin, period_trips = b.stacks
-        pid = b.pidx[kidx] + 1
-        ix = np.flatnonzero(lengths[pid] > 0)
+        # (gathers by `take`: numpy's fancy indexing gives the same entries, slower)
+        pid = b.pidx.take(kidx) + 1
+        ix = (lengths.take(pid) > 0).nonzero()[0]
 
         def spread_of(ix, reps, g=None):  # a period's durations summed, reps times over the
             # slots (`g`: the rows' facts, where taken)
             g = f.table.take(ix, 0) if g is None else g
-            d_sum = (fixed[ix] * g[:, _PERIOD] + g[:, _TOTAL_TRIPS] / reps * trip[ix]
-                     + g[:, _TOTAL_MASKED] / reps * extra[ix])
-            return reps * d_sum / slots[ix]
+            d_sum = (fixed.take(ix) * g[:, _PERIOD] + g[:, _TOTAL_TRIPS] / reps * trip.take(ix)
+                     + g[:, _TOTAL_MASKED] / reps * extra.take(ix))
+            return reps * d_sum / slots.take(ix)
 
         if bound:  # what the time is the max of the spread with: not computed
             out[ix] = spread_of(ix, f.reps[ix])
         elif len(ix):
             # every length's periods in one pass: the rows laid out end to end (_Rows), shorter
             # periods first
-            size = lengths[pid[ix]]
+            pix = pid.take(ix)
+            size = lengths.take(pix)
             order = np.argsort(size, kind="stable")
-            ix = ix[order]
-            rows = _Rows.of(size[order])
+            ix = ix.take(order)
+            rows = _Rows.of(size.take(order))
             seg = rows.seg
-            trips_of = period_trips[:, begin[pid[ix]][seg] + rows.pos]  # each entry's (trips, masked)
+            trips_of = period_trips.take(begin.take(pix.take(order)).take(seg) + rows.pos, 1)  # each entry's (trips, masked)
             one, msk = trips_of
             g = f.table.take(ix, 0)  # the rows' facts
-            reps, sms, on = g[:, _REPS], g[:, _SMS], slots[ix]
-            e = ix[seg]  # each entry's row of the batch
-            dc = fixed_c[e] + one * trip_c[e] + msk * extra_c[e]
+            reps, sms, on = g[:, _REPS], g[:, _SMS], slots.take(ix)
+            e = ix.take(seg)  # each entry's row of the batch
+            dc = fixed_c.take(e) + one * trip_c.take(e) + msk * extra_c.take(e)
             # two CTAs on some SMs: each pair shares its SM while both run, the one left alone at
             # its own speed (shared_end; ncu, experiments/ncu_mechanism/h100/small15b: 136 causal
             # CTAs at two an SM, 4 SMs held two)
-            held = n[ix]  # CTAs an SM
-            two = np.flatnonzero((n[ix] == 2) & (ctas[ix] > f.sms[ix]))
-            big, share = _longest(dc, reps, conc[ix], on, rows)
+            held = n.take(ix)  # CTAs an SM
+            two = ((held == 2) & (g[:, _CTAS] > sms)).nonzero()[0]
+            big, share = _longest(dc, reps, conc.take(ix), on, rows)
             # the CTA parts: the longest CTA that starts with the launch, at its share of the
             # bandwidth (_longest), and the pairs' CTAs alone
-            parts = alone(np.concatenate((ix, ix[two])), np.concatenate((held, np.ones(len(two)))),
+            parts = alone(np.concatenate((ix, ix.take(two))), np.concatenate((held, np.ones(len(two)))),
                           np.concatenate((share, np.zeros(len(two)))))
             fixed1, trip1, extra1 = (x[:len(ix)] for x in parts)
             big += rows.off[:-1]
-            one1, msk1 = trips_of[:, big]
+            one1, msk1 = trips_of.take(big, 1)
             first = fixed1 + one1 * trip1 + msk1 * extra1
             listed, spread = _list_schedule(dc, rows, reps, on, first), spread_of(ix, reps, g)
             out[ix] = np.maximum(listed, spread)
@@ -1946,9 +1975,9 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             if len(two):
                 p1, t1, x1 = (x[len(ix):] for x in parts)
                 pairs, at = rows.take(two)
-                one1, msk1 = trips_of[:, at]
-                d1 = p1[pairs.seg] + one1 * t1[pairs.seg] + msk1 * x1[pairs.seg]
-                end = _shared_ends(b, dc[at], d1, pairs, reps[two], on[two], sms[two])
+                one1, msk1 = trips_of.take(at, 1)
+                d1 = p1.take(pairs.seg) + one1 * t1.take(pairs.seg) + msk1 * x1.take(pairs.seg)
+                end = _shared_ends(b, dc.take(at), d1, pairs, reps.take(two), on.take(two), sms.take(two))
                 out[ix[two]] = np.maximum(end, spread[two])
                 if deps:
                     wins[ix[two]] = end > spread[two]
