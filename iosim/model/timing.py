@@ -1521,6 +1521,7 @@ def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float
 
 
 BINS = 16  # shared_end's: the CTAs left when the last one starts, in this many bins
+_BINS, _FLOOR = np.array(float(BINS)), np.array(1e-300)  # (_past_wave's, 0-d: numpy takes those faster)
 # rows of _past_wave at a time: each of its (rows, slots) temporaries, 32 x 264 x 8 B on an
 # H100, stays in a core's cache (all of a big batch's rows at once ran slower)
 PAST_ROWS = 32
@@ -1544,7 +1545,7 @@ def shared_end(dc: np.ndarray, d1: np.ndarray, reps, slots, sms) -> np.ndarray |
 
 def _shared_end(dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, slots, sms) -> np.ndarray:
     """shared_end of periods of several lengths at once (`dc`, `d1` laid out as `rows`)."""
-    reps, slots, sms = (np.asarray(x, np.int64) for x in (reps, slots, sms))
+    reps, slots, sms = np.asarray(reps, np.int64), np.asarray(slots, np.int64), np.asarray(sms, np.int64)
     ctas = reps * rows.size
     if 0 < len(ctas) <= PAST_ROWS and (ctas > slots).all():  # (all past the first wave, at once: no gather)
         return _past_wave(dc, d1, rows, ctas, slots, sms)
@@ -1566,12 +1567,11 @@ def _shared_ends(b: Batch, dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, sl
     for all passes over the batch `b`: a relief that leaves a kernel's durations as they were
     (one not on its CTAs' critical path) gives the rows the base pass had, so the same answer
     (each row's answer is its own inputs' alone)."""
-    last = np.array([reps, slots, sms], np.float64).T
-    keys = []  # each row's inputs as bytes (a length's rows at once)
+    keys = []  # each row's inputs as bytes (a length's rows at once: each row one void item)
     for n, a, z, lo, hi in rows.blocks:
-        raw = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), last[a:z]), axis=1).tobytes()
-        w = len(raw) // (z - a)
-        keys += [raw[i:i + w] for i in range(0, len(raw), w)]
+        raw = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), reps[a:z, None],
+                              slots[a:z, None], sms[a:z, None]), axis=1, dtype=np.float64)
+        keys += raw.view(np.dtype((np.void, 8 * (2 * n + 3)))).ravel().tolist()
     todo: dict = {}  # each input not known yet: its first row
     for i, k in enumerate(keys):
         if k not in b.ends:
@@ -1621,8 +1621,8 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     lone = two / dk * d1[c]  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
-    top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
-    at = np.minimum((two * (BINS / top)).astype(np.int64), BINS - 1) + r * BINS
+    top = np.maximum(two.max(axis=1, keepdims=True), _FLOOR)
+    at = np.minimum((two * (_BINS / top)).astype(np.int64), BINS - 1) + r * BINS
     if valid is not None:  # (the CTAs past a row's own slots apart)
         at, two, lone = at[valid], two[valid], lone[valid]
     at, two, lone = at.ravel(), two.ravel(), lone.ravel()
@@ -1662,19 +1662,20 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
     `w`), the expected latest of `pairs` SMs' pairs drawn at random (shared_pairs's)."""
     a2, b2, a1, b1 = two[:, :, None], two[:, None, :], one[:, :, None], one[:, None, :]
     first = np.minimum(a2, b2)
-    # the longer of the two (shared_pairs's: b where a <= b) and what it has left alone;
-    # what it had left by then a share 1 - first / longer of that, none where both are 0
-    shorter = a2 <= b2
-    longer, alone = np.where(shorter, b2, a2), np.where(shorter, b1, a1)
-    ratio = np.divide(first, longer, out=np.ones(first.shape), where=longer > 0)
-    done = (first + (1 - ratio) * alone).reshape(len(two), -1)
+    # what the longer of the two (shared_pairs's: b where a <= b) has left alone; what it had
+    # left by then a share 1 - first / longer of that. The longer is the larger (what is left
+    # is >= +0, no NaN), at least the smallest float: where both are 0 the share is then 1, not
+    # shared_pairs's 0, of what is left alone, 0 there too (_past_wave's `lone`): the same +0
+    top = np.maximum(two, _TINY)
+    ratio = first / np.maximum(top[:, :, None], top[:, None, :])
+    done = (first + (_ONE - ratio) * np.where(a2 <= b2, b1, a1)).reshape(len(two), -1)
     ww = (w[:, :, None] * w[:, None, :]).ravel()
-    order = np.argsort(done, axis=1)
+    order = done.argsort(axis=1)
     order += np.arange(0, done.size, done.shape[1])[:, None]  # (rows apart, one gather)
     v, p = done.ravel()[order], ww[order]
-    at = np.minimum(np.add.accumulate(p, axis=1), 1.0) ** pairs[:, None]
+    at = np.minimum(np.add.accumulate(p, axis=1), _ONE) ** pairs[:, None]
     at[:, 1:] -= at[:, :-1].copy()  # (np.diff's, the first less 0)
-    return np.sum(v * at, axis=1)
+    return (v * at).sum(axis=1)
 
 
 def _longest(dc, reps, conc, slots, rows: _Rows | None = None) -> tuple[np.ndarray, np.ndarray]:
