@@ -1572,19 +1572,25 @@ def _shared_ends(b: Batch, dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, sl
         raw = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), reps[a:z, None],
                               slots[a:z, None], sms[a:z, None]), axis=1, dtype=np.float64)
         keys += raw.view(np.dtype((np.void, 8 * (2 * n + 3)))).ravel().tolist()
-    todo: dict = {}  # each input not known yet: its first row
+    ends, todo = b.ends, {}  # todo: each input not known yet: its first row
     for i, k in enumerate(keys):
-        if k not in b.ends:
+        if k not in ends:
             todo.setdefault(k, i)
     if len(todo) == len(keys):  # every row new and its own (no gather)
         out = _shared_end(dc, d1, rows, reps, slots, sms)
-        b.ends.update(zip(todo, out.tolist()))
+        ends.update(zip(todo, out.tolist()))
         return out
     if todo:
         i = np.array(list(todo.values()))
-        sub, at = rows.take(i)
-        b.ends.update(zip(todo, _shared_end(dc[at], d1[at], sub, reps[i], slots[i], sms[i]).tolist()))
-    return np.array([b.ends[k] for k in keys], np.float64)
+        if len(rows.blocks) == 1:  # (one length: the rows' entries by one take)
+            n = rows.blocks[0][0]
+            sub, dc, d1 = _Rows.of(rows.size.take(i)), dc.reshape(-1, n).take(i, 0), d1.reshape(-1, n).take(i, 0)
+            dc, d1 = dc.ravel(), d1.ravel()
+        else:
+            sub, at = rows.take(i)
+            dc, d1 = dc.take(at), d1.take(at)
+        ends.update(zip(todo, _shared_end(dc, d1, sub, reps.take(i), slots.take(i), sms.take(i)).tolist()))
+    return np.array(list(map(ends.__getitem__, keys)), np.float64)
 
 
 def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
@@ -1614,11 +1620,11 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     if valid is not None:
         start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
-    dk = dc[c]  # each CTA's duration
+    dk = dc.take(c)  # each CTA's duration
     two = np.maximum(_ZERO, start + dk - last)  # left, shared
     if valid is not None:
         two = np.where(valid, two, 0.0)
-    lone = two / dk * d1[c]  # and alone
+    lone = two / dk * d1.take(c)  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
     top = np.maximum(two.max(axis=1, keepdims=True), _FLOOR)
