@@ -1648,19 +1648,19 @@ def _refill(dc, rows: _Rows, r, start, q, slots, width) -> np.ndarray:
     # kinds once more
     order = np.empty(len(dc), np.int64)  # each row's kinds, shortest first
     for m, a, z, lo, hi in rows.blocks:
-        order[lo:hi] = np.argsort(dc[lo:hi].reshape(z - a, m), axis=1).ravel()
-    times, more = np.divmod(slots[rows.seg], rows.size[rows.seg])
+        order[lo:hi] = dc[lo:hi].reshape(z - a, m).argsort(axis=1).ravel()
+    times, more = np.divmod(slots.take(rows.seg), rows.size.take(rows.seg))
     upto = rows.cumsums(times + (order < more))  # first-wave CTAs up to each kind, shortest first
     # the kinds whose first-wave CTAs have all ended by the q-th end (q <= slots.max()):
     # counted, each row's counts apart
     width += 1
     nth = np.bincount(rows.seg * width + upto, minlength=n * width).reshape(n, width).cumsum(axis=1)
-    nth = nth.ravel()[np.minimum(np.maximum(q, 0), width - 1) + r * width]
-    ranked = dc[order + rows.off[rows.seg]]  # each row's durations, shortest first
-    ends = ranked[np.minimum(nth, period - 1) + off]
+    nth = nth.ravel().take(np.minimum(np.maximum(q, 0), width - 1) + r * width)
+    ranked = dc.take(order + rows.off.take(rows.seg))  # each row's durations, shortest first
+    ends = ranked.take(np.minimum(nth, period - 1) + off)
     refill = (q >= 0) & (q < slots[:, None])
     # (np.clip's bits: the larger of the start and the first end, then the lesser of that and `ends`)
-    return np.where(refill, np.minimum(np.maximum(start, ranked[off]), ends), start)
+    return np.where(refill, np.minimum(np.maximum(start, ranked.take(off)), ends), start)
 
 
 def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarray) -> np.ndarray:
