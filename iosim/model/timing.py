@@ -1633,7 +1633,7 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
         at, two, lone = at[valid], two[valid], lone[valid]
     at, two, lone = at.ravel(), two.ravel(), lone.ravel()
     w = np.bincount(at, minlength=n * BINS).reshape(n, BINS).astype(np.float64)
-    safe = np.maximum(w, 1.0)
+    safe = np.maximum(w, _ONE)
     a2 = np.bincount(at, two, n * BINS).reshape(n, BINS) / safe
     a1 = np.bincount(at, lone, n * BINS).reshape(n, BINS) / safe
     return last[:, 0] + _pairs_max(a2, a1, w / w.sum(axis=1, keepdims=True), slots - sms)
