@@ -1521,6 +1521,7 @@ def shared_pairs(two: np.ndarray, one: np.ndarray, ctas: int, sms: int) -> float
 
 
 BINS = 16  # shared_end's: the CTAs left when the last one starts, in this many bins
+_BINS, _FLOOR = np.array(float(BINS)), np.array(1e-300)  # (_past_wave's, 0-d: numpy takes those faster)
 # rows of _past_wave at a time: each of its (rows, slots) temporaries, 32 x 264 x 8 B on an
 # H100, stays in a core's cache (all of a big batch's rows at once ran slower)
 PAST_ROWS = 32
@@ -1544,7 +1545,7 @@ def shared_end(dc: np.ndarray, d1: np.ndarray, reps, slots, sms) -> np.ndarray |
 
 def _shared_end(dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, slots, sms) -> np.ndarray:
     """shared_end of periods of several lengths at once (`dc`, `d1` laid out as `rows`)."""
-    reps, slots, sms = (np.asarray(x, np.int64) for x in (reps, slots, sms))
+    reps, slots, sms = np.asarray(reps, np.int64), np.asarray(slots, np.int64), np.asarray(sms, np.int64)
     ctas = reps * rows.size
     if 0 < len(ctas) <= PAST_ROWS and (ctas > slots).all():  # (all past the first wave, at once: no gather)
         return _past_wave(dc, d1, rows, ctas, slots, sms)
@@ -1566,25 +1567,30 @@ def _shared_ends(b: Batch, dc: np.ndarray, d1: np.ndarray, rows: _Rows, reps, sl
     for all passes over the batch `b`: a relief that leaves a kernel's durations as they were
     (one not on its CTAs' critical path) gives the rows the base pass had, so the same answer
     (each row's answer is its own inputs' alone)."""
-    last = np.array([reps, slots, sms], np.float64).T
-    keys = []  # each row's inputs as bytes (a length's rows at once)
+    keys = []  # each row's inputs as bytes (a length's rows at once: each row one void item)
     for n, a, z, lo, hi in rows.blocks:
-        raw = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), last[a:z]), axis=1).tobytes()
-        w = len(raw) // (z - a)
-        keys += [raw[i:i + w] for i in range(0, len(raw), w)]
-    todo: dict = {}  # each input not known yet: its first row
+        raw = np.concatenate((dc[lo:hi].reshape(z - a, n), d1[lo:hi].reshape(z - a, n), reps[a:z, None],
+                              slots[a:z, None], sms[a:z, None]), axis=1, dtype=np.float64)
+        keys += raw.view(np.dtype((np.void, 8 * (2 * n + 3)))).ravel().tolist()
+    ends, todo = b.ends, {}  # todo: each input not known yet: its first row
     for i, k in enumerate(keys):
-        if k not in b.ends:
+        if k not in ends:
             todo.setdefault(k, i)
     if len(todo) == len(keys):  # every row new and its own (no gather)
         out = _shared_end(dc, d1, rows, reps, slots, sms)
-        b.ends.update(zip(todo, out.tolist()))
+        ends.update(zip(todo, out.tolist()))
         return out
     if todo:
         i = np.array(list(todo.values()))
-        sub, at = rows.take(i)
-        b.ends.update(zip(todo, _shared_end(dc[at], d1[at], sub, reps[i], slots[i], sms[i]).tolist()))
-    return np.array([b.ends[k] for k in keys], np.float64)
+        if len(rows.blocks) == 1:  # (one length: the rows' entries by one take)
+            n = rows.blocks[0][0]
+            sub, dc, d1 = _Rows.of(rows.size.take(i)), dc.reshape(-1, n).take(i, 0), d1.reshape(-1, n).take(i, 0)
+            dc, d1 = dc.ravel(), d1.ravel()
+        else:
+            sub, at = rows.take(i)
+            dc, d1 = dc.take(at), d1.take(at)
+        ends.update(zip(todo, _shared_end(dc, d1, sub, reps.take(i), slots.take(i), sms.take(i)).tolist()))
+    return np.array(list(map(ends.__getitem__, keys)), np.float64)
 
 
 def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
@@ -1614,20 +1620,20 @@ def _past_wave(dc, d1, rows: _Rows, ctas, slots, sms) -> np.ndarray:
     if valid is not None:
         start = np.where(valid, start, 0.0)
     last = start.max(axis=1, keepdims=True)
-    dk = dc[c]  # each CTA's duration
+    dk = dc.take(c)  # each CTA's duration
     two = np.maximum(_ZERO, start + dk - last)  # left, shared
     if valid is not None:
         two = np.where(valid, two, 0.0)
-    lone = two / dk * d1[c]  # and alone
+    lone = two / dk * d1.take(c)  # and alone
     # what is left, in BINS bins of equal width, each as likely as the CTAs in it (at most
     # 1/(2 BINS) of the longest off: a numerical shortcut)
-    top = np.maximum(two.max(axis=1, keepdims=True), 1e-300)
-    at = np.minimum((two * (BINS / top)).astype(np.int64), BINS - 1) + r * BINS
+    top = np.maximum(two.max(axis=1, keepdims=True), _FLOOR)
+    at = np.minimum((two * (_BINS / top)).astype(np.int64), BINS - 1) + r * BINS
     if valid is not None:  # (the CTAs past a row's own slots apart)
         at, two, lone = at[valid], two[valid], lone[valid]
     at, two, lone = at.ravel(), two.ravel(), lone.ravel()
     w = np.bincount(at, minlength=n * BINS).reshape(n, BINS).astype(np.float64)
-    safe = np.maximum(w, 1.0)
+    safe = np.maximum(w, _ONE)
     a2 = np.bincount(at, two, n * BINS).reshape(n, BINS) / safe
     a1 = np.bincount(at, lone, n * BINS).reshape(n, BINS) / safe
     return last[:, 0] + _pairs_max(a2, a1, w / w.sum(axis=1, keepdims=True), slots - sms)
@@ -1642,19 +1648,19 @@ def _refill(dc, rows: _Rows, r, start, q, slots, width) -> np.ndarray:
     # kinds once more
     order = np.empty(len(dc), np.int64)  # each row's kinds, shortest first
     for m, a, z, lo, hi in rows.blocks:
-        order[lo:hi] = np.argsort(dc[lo:hi].reshape(z - a, m), axis=1).ravel()
-    times, more = np.divmod(slots[rows.seg], rows.size[rows.seg])
+        order[lo:hi] = dc[lo:hi].reshape(z - a, m).argsort(axis=1).ravel()
+    times, more = np.divmod(slots.take(rows.seg), rows.size.take(rows.seg))
     upto = rows.cumsums(times + (order < more))  # first-wave CTAs up to each kind, shortest first
     # the kinds whose first-wave CTAs have all ended by the q-th end (q <= slots.max()):
     # counted, each row's counts apart
     width += 1
     nth = np.bincount(rows.seg * width + upto, minlength=n * width).reshape(n, width).cumsum(axis=1)
-    nth = nth.ravel()[np.minimum(np.maximum(q, 0), width - 1) + r * width]
-    ranked = dc[order + rows.off[rows.seg]]  # each row's durations, shortest first
-    ends = ranked[np.minimum(nth, period - 1) + off]
+    nth = nth.ravel().take(np.minimum(np.maximum(q, 0), width - 1) + r * width)
+    ranked = dc.take(order + rows.off.take(rows.seg))  # each row's durations, shortest first
+    ends = ranked.take(np.minimum(nth, period - 1) + off)
     refill = (q >= 0) & (q < slots[:, None])
     # (np.clip's bits: the larger of the start and the first end, then the lesser of that and `ends`)
-    return np.where(refill, np.minimum(np.maximum(start, ranked[off]), ends), start)
+    return np.where(refill, np.minimum(np.maximum(start, ranked.take(off)), ends), start)
 
 
 def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarray) -> np.ndarray:
@@ -1662,19 +1668,20 @@ def _pairs_max(two: np.ndarray, one: np.ndarray, w: np.ndarray, pairs: np.ndarra
     `w`), the expected latest of `pairs` SMs' pairs drawn at random (shared_pairs's)."""
     a2, b2, a1, b1 = two[:, :, None], two[:, None, :], one[:, :, None], one[:, None, :]
     first = np.minimum(a2, b2)
-    # the longer of the two (shared_pairs's: b where a <= b) and what it has left alone;
-    # what it had left by then a share 1 - first / longer of that, none where both are 0
-    shorter = a2 <= b2
-    longer, alone = np.where(shorter, b2, a2), np.where(shorter, b1, a1)
-    ratio = np.divide(first, longer, out=np.ones(first.shape), where=longer > 0)
-    done = (first + (1 - ratio) * alone).reshape(len(two), -1)
+    # what the longer of the two (shared_pairs's: b where a <= b) has left alone; what it had
+    # left by then a share 1 - first / longer of that. The longer is the larger (what is left
+    # is >= +0, no NaN), at least the smallest float: where both are 0 the share is then 1, not
+    # shared_pairs's 0, of what is left alone, 0 there too (_past_wave's `lone`): the same +0
+    top = np.maximum(two, _TINY)
+    ratio = first / np.maximum(top[:, :, None], top[:, None, :])
+    done = (first + (_ONE - ratio) * np.where(a2 <= b2, b1, a1)).reshape(len(two), -1)
     ww = (w[:, :, None] * w[:, None, :]).ravel()
-    order = np.argsort(done, axis=1)
+    order = done.argsort(axis=1)
     order += np.arange(0, done.size, done.shape[1])[:, None]  # (rows apart, one gather)
     v, p = done.ravel()[order], ww[order]
-    at = np.minimum(np.add.accumulate(p, axis=1), 1.0) ** pairs[:, None]
+    at = np.minimum(np.add.accumulate(p, axis=1), _ONE) ** pairs[:, None]
     at[:, 1:] -= at[:, :-1].copy()  # (np.diff's, the first less 0)
-    return np.sum(v * at, axis=1)
+    return (v * at).sum(axis=1)
 
 
 def _longest(dc, reps, conc, slots, rows: _Rows | None = None) -> tuple[np.ndarray, np.ndarray]:
