@@ -639,11 +639,10 @@ def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
     the forward's, "max", are the K/V blocks its last query block visits)."""
     counts = _even_counts(tm)
     if hi is None or (hi == hi[0]).all():
-        def eff(s: int) -> float:
-            w = bh * s / slots
-            return w / math.ceil(w)
-        best = max(eff(s) for s in counts)
-        s = next(s for s in counts if eff(s) >= SPLIT_EFFICIENCY * best)
+        # the wave efficiency of every count at once (the same float operations as one by one)
+        w = bh * np.array(counts) / slots
+        eff = w / np.ceil(w)
+        s = counts[int(np.argmax(eff >= SPLIT_EFFICIENCY * eff.max()))]
         return -(-tm // s)
 
     counts_, longest, mean, n = _split_work(tm, (hi.dtype.str, hi.tobytes()), outer)
@@ -655,27 +654,40 @@ def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
 @lru_cache(maxsize=1024)
 def _even_counts(tm: int) -> tuple[int, ...]:
     """The split counts that even splits of tm blocks produce, ceil(tm / qb), rising (a head's
-    blocks are the same for every batch and head count a sweep asks about)."""
-    return tuple(sorted({-(-tm // qb) for qb in range(1, tm + 1)}))
+    blocks are the same for every batch and head count a sweep asks about): those of the
+    few qb < k = isqrt(tm) + 1, and every count up to ceil(tm / k) (past k, ceil(tm / qb)
+    falls by at most 1 as qb grows by 1, qb(qb + 1) > tm, down to 1 at qb = tm)."""
+    k = math.isqrt(tm) + 1
+    return tuple(sorted({-(-tm // qb) for qb in range(1, k)}.union(range(1, -(-tm // k) + 1))))
 
 
 @lru_cache(maxsize=4096)
 def _split_work(tm: int, hi_key: tuple[str, bytes], outer: str) -> tuple[np.ndarray, ...]:
     """Per split count of a head's tm blocks (those even splits produce, rising): the count,
     the longest split's work and the mean split's, in trips, and the splits (what the makespan
-    takes from the blocks, whatever batch x heads)."""
+    takes from the blocks, whatever batch x heads). Every count's splits at once: a split's
+    sums from the running sums of `hi`, its largest from the splits of `hi` repeated once a
+    count; the work is whole and half trips, so its sums are exact in any order (the mean as
+    numpy's of each count's splits)."""
     hi = np.frombuffer(hi_key[1], hi_key[0])
-    counts = _even_counts(tm)
-    longest, mean, n = [], [], []
-    for s in counts:
-        starts = np.arange(0, tm, -(-tm // s))
-        steps = (np.maximum.reduceat(hi, starts) if outer == "max"
-                 else np.add.reduceat((hi > 0).astype(np.int64), starts))
-        work = np.add.reduceat(hi, starts) + KV_LOAD_TRIPS * steps
-        longest.append(float(work.max()))
-        mean.append(float(work.mean()))
-        n.append(len(starts))
-    return (np.array(counts), np.array(longest), np.array(mean), np.array(n, np.float64))
+    counts = np.array(_even_counts(tm))
+    qb = -(-tm // counts)  # blocks a split, per count
+    n = -(-tm // qb)  # its splits
+    first = np.cumsum(n) - n  # each count's first split among all
+    size = np.repeat(qb, n)
+    start = (np.arange(n.sum()) - np.repeat(first, n)) * size  # each split's first block
+    end = np.minimum(start + size, tm)
+    if outer == "max":  # the largest hi of each split: its last where hi rises (the forward's
+        # rows), else of hi repeated, a count's copy each
+        steps = (hi[end - 1] if (hi[1:] >= hi[:-1]).all() else
+                 np.maximum.reduceat(np.tile(hi, len(counts)), start + np.repeat(np.arange(len(counts)) * tm, n)))
+    else:  # the blocks of a split with hi > 0
+        run = np.concatenate(([0], np.cumsum(hi > 0)))
+        steps = run[end] - run[start]
+    run = np.concatenate(([0], np.cumsum(hi)))
+    work = (run[end] - run[start]) + KV_LOAD_TRIPS * steps
+    return (counts, np.maximum.reduceat(work, first), np.add.reduceat(work, first) / n,
+            n.astype(np.float64))
 
 
 def mask_defines(p: Problem) -> dict[str, int]:
