@@ -123,8 +123,12 @@ class BlockMap:
         def hi():
             if not self.causal:
                 return read_only(np.full(self.tm, self.tn, dtype=np.int64))
-            last_row = np.arange(self.tm, dtype=np.int64) * self.bm + self.r - 1 + self.offset
-            return read_only(np.clip(last_row // self.bn + 1, 0, self.tn))
+            # each block's last row, i·bm + r_i - 1 (+ offset: its last key), in place
+            h = np.arange(self.bm - 1 + self.offset, self.bm * self.tm + self.offset, self.bm)
+            h[-1] = self.nq - 1 + self.offset
+            h //= self.bn
+            h += 1
+            return read_only(np.minimum(np.maximum(h, 0, out=h), self.tn, out=h))  # clip's
         return self._once("hi_arr", hi)
 
     @property
@@ -134,9 +138,12 @@ class BlockMap:
         def lo():
             if not self.causal:
                 return self.hi
-            y = np.arange(self.tm, dtype=np.int64) * self.bm + self.offset  # first row's last key
-            full = np.clip((y + 1) // self.bn, 0, self.tn - 1) + (y >= self.nk - 1)
-            return read_only(np.minimum(full, self.hi))
+            y = np.arange(self.offset, self.bm * self.tm + self.offset, self.bm)  # first row's last key
+            full = y + 1
+            full //= self.bn
+            np.minimum(np.maximum(full, 0, out=full), self.tn - 1, out=full)  # clip's, in place
+            full += y >= self.nk - 1
+            return read_only(np.minimum(full, self.hi, out=full))
         return self._once("lo_arr", lo)
 
     @property
@@ -170,7 +177,9 @@ class BlockMap:
                 # so many CTAs alike that the ragged last one is noise: their mean (one number,
                 # the total exact), not an array as long as N / block_m
                 return uniform_float(self.nq * self.nk / (self.tm * self.bm * self.bn))
-            cc = np.where(self.hi >= self.tn, self.nk, self.hi * self.bn)
+            # hi·bn at most Nk: Nk exactly where hi = Tn ((Tn - 1)·bn < Nk <= Tn·bn)
+            cc = self.hi * self.bn
+            np.minimum(cc, self.nk, out=cc)
             return read_only(self.r * cc / (self.bm * self.bn))
         return self._once("row_tiles", rows)
 
