@@ -17,7 +17,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan, read_only
 from iosim.core.problem import CausalAlign, Direction, Problem
-from iosim.core.traffic import Traffic, Work
+from iosim.core.traffic import Traffic, Work, copies
 from iosim.kernels import SPECS, kernel_defines, source
 
 F32 = 4  # bytes of the fp32 statistics (ℓ, m, LSE, D) and fp32 accumulators kept in HBM
@@ -537,17 +537,17 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     rm, cn = -(-M // t.block_m), -(-N // t.block_n)  # row and column blocks
     a_bytes = M * K * e * cn  # each A row block read once per column block
     b_bytes = N * K * e * rm
-    per_head = Traffic(reads={a: a_bytes, b: b_bytes}, writes={c: M * N * c_bytes},
-                       sram=2 * (a_bytes + b_bytes))
-    epilogue = Work(alu_flops=epilogue_alu * M * N)  # once per CTA, on its C tile
-    work = Work(tensor_flops=2 * M * N * K) + epilogue
     bh = p.bh
+    # per head, bh copies: its reads and writes, the MMAs, and the epilogue's ALU work once per
+    # CTA, on its C tile (Work(tensor_flops=2MNK) + epilogue, scaled: the same ints)
+    traffic = copies({a: a_bytes, b: b_bytes}, {c: M * N * c_bytes}, 2 * (a_bytes + b_bytes), bh)
+    epilogue = epilogue_alu * M * N * bh
     chunks = -(-K // t.block_k)
     trips = uniform(chunks)
     return KernelPlan(
         name=name, grid=(cn, rm, bh), threads=32 * t.warps,
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
-        traffic=per_head.scaled(bh), work=work.scaled(bh), once=epilogue.scaled(bh),
+        traffic=traffic, work=Work(2 * M * N * K * bh, 0, epilogue), once=Work(0, 0, epilogue),
         trips=trips, stages=t.stages,
         # an A row block serves the CTAs along x, a B column block every grid[0]-th CTA
         reuse={a: 1, b: cn},
