@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -308,7 +309,7 @@ class BlockMap:
             return self._cc(self._hi_of(self.tm - 1))
         def loaded():  # the splits' last blocks' hi at once (hi_i: _hi_of(i) of every i)
             h = self.hi[np.minimum(np.arange(qb, self.tm + qb, qb), self.tm) - 1]
-            return int(np.where(h >= self.tn, self.nk, h * self.bn).sum())
+            return int(np.minimum(h * self.bn, self.nk).sum())  # cc(h): Nk where h = Tn
         return self._once(("kv_rows_loaded", qb), loaded)
 
     def split_pairs(self, qb: int) -> np.ndarray:
@@ -424,10 +425,10 @@ def _window_map(nq: int, nk: int, offset: int, window: int, bm: int, bn: int) ->
     return WindowMap(nq, nk, bm, bn, offset, window)
 
 
-@dataclass(frozen=True)
-class _Rows:
+class _Rows(NamedTuple):
     """Σ_{i<n} clip(floor((a·i + b)/c), 0, top) in closed form (floor_sum), split as the sum
-    over the rows below the top clip (`middle`) and how many rows sit at the top."""
+    over the rows below the top clip (`middle`) and how many rows sit at the top (a NamedTuple:
+    a new block map makes a few, a frozen dataclass costs a call a field)."""
 
     total: int
     middle: int
