@@ -164,7 +164,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         tm = bm.tm
         defines, init_defines, readers = _fwd_defines(main, aux, tile, qb * t.block_m)
         ks.append(KernelPlan("fa1_init", (tm, p.heads, p.batch), 128, 0, 32, t.block_m,
-                             p.head_dim, fa1_init(p).scaled(bh), Work(),
+                             p.head_dim, fa1_init(p, bh), Work(),
                              trips=uniform(1), source=source("fa1_init"),
                              defines=init_defines))
         ks.append(KernelPlan("fa1_fwd", (-(-tm // qb), p.heads, p.batch), 32 * t.warps, smem,
