@@ -11,7 +11,14 @@ from iosim.core.hardware import load
 from iosim.core.plan import ctas_per_sm
 from iosim.core.problem import Problem
 from iosim.schedules import plan
-from iosim.schedules.base import SPLIT_EFFICIENCY, BlockMap, split_blocks
+from iosim.schedules.base import (
+    KV_LOAD_TRIPS,
+    SPLIT_EFFICIENCY,
+    BlockMap,
+    _even_counts,
+    _split_work,
+    split_blocks,
+)
 
 H100 = load("h100-sxm5-80gb")
 
@@ -221,3 +228,36 @@ def test_gpu_split_cases_split_as_they_say():
     assert all(g > 1 for g in grids[:-1]) and grids[-1] == 1, grids
     kb = [plan("fa1", problem(c, "bf16"), H100).main.defines["SPLIT_COLS"] for c in FA1_SPLIT_CASES]
     assert kb[2] > 64 and kb[4] > 64  # several key blocks a split (Bc = 64 at d = 128)
+
+
+def _split_work_one_by_one(tm: int, hi: np.ndarray, outer: str) -> tuple:
+    """base._split_work's answer, one split count at a time (what it computes at once)."""
+    counts = sorted({-(-tm // qb) for qb in range(1, tm + 1)})
+    longest, mean, n = [], [], []
+    for s in counts:
+        starts = np.arange(0, tm, -(-tm // s))
+        steps = (np.maximum.reduceat(hi, starts) if outer == "max"
+                 else np.add.reduceat((hi > 0).astype(np.int64), starts))
+        work = np.add.reduceat(hi, starts) + KV_LOAD_TRIPS * steps
+        longest.append(float(work.max()))
+        mean.append(float(work.mean()))
+        n.append(len(starts))
+    return np.array(counts), np.array(longest), np.array(mean), np.array(n, np.float64)
+
+
+def test_split_counts_and_their_work_at_once_are_those_one_by_one():
+    """_even_counts (every ceil(tm / qb), from O(sqrt(tm)) of them) and _split_work (every
+    count's splits in one numpy pass) equal the counts and work taken one split count at a time,
+    to the bit: rising key blocks (the forward's rows), falling (the backward's key blocks) and
+    any order."""
+    for tm in range(1, 3000):
+        assert _even_counts.__wrapped__(tm) == tuple(sorted({-(-tm // qb) for qb in range(1, tm + 1)}))
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        tm = int(rng.integers(1, 400))
+        hi = np.sort(rng.integers(0, 3000, tm))
+        hi = (hi, hi[::-1].copy(), rng.integers(0, 3000, tm))[trial % 3].astype(np.int64)
+        for outer in ("max", "count"):
+            got = _split_work.__wrapped__(tm, (hi.dtype.str, hi.tobytes()), outer)
+            for a, b in zip(got, _split_work_one_by_one(tm, hi, outer)):
+                assert a.dtype == b.dtype and a.tobytes() == b.tobytes()

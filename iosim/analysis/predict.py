@@ -111,9 +111,17 @@ def _columns(problem: Problem, hw: HardwareProfile, schedules: list[str] | None,
         if s not in SCHEDULES:
             raise InputError(f"unknown schedule '{s}' (allowed: {', '.join(SCHEDULES)})")
     plans, skipped = [], {}
+    try:  # predictable's check of the profile's rate for the dtype, once: a Plan's problem is this
+        hw.tensor_peak(problem.dtype)
+        no_rate = None
+    except InputError as e:
+        no_rate = e
     for s in names:  # a schedule that cannot be planned is said why, the others still predicted
         try:
-            plans.append(predictable(plan(s, problem, hw, tiles, check=True, tuned=tuned), hw))
+            pl = plan(s, problem, hw, tiles, check=True, tuned=tuned)
+            if no_rate is not None or pl.problem.dtype is not problem.dtype:
+                pl = predictable(pl, hw)  # (raises what it raises)
+            plans.append(pl)
         except InputError as e:
             skipped[s] = str(e).removeprefix(f"{s}: ")
     if not plans:

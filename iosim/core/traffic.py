@@ -118,6 +118,14 @@ class Work:
                     sum(w.alu_flops for w in parts))
 
 
+def copies(reads: Mapping[str, int], writes: Mapping[str, int], sram: int, k: int) -> Traffic:
+    """Traffic(reads, writes, sram).scaled(k) in one pass (k copies, e.g. one per (batch,
+    head)): the counts as Python ints times k, zero entries dropped, without the per-copy
+    Traffic a Plan's kernel would build only to scale it."""
+    return _made(MappingProxyType({n: int(v) * k for n, v in reads.items() if v}),
+                 MappingProxyType({n: int(v) * k for n, v in writes.items() if v}), sram * k)
+
+
 def reads(sram: bool = True, **tensors: int) -> Traffic:
     """HBM reads of the given tensors; each tile read lands in SRAM once when `sram`."""
     return _made(_clean(tensors), _EMPTY, sum(tensors.values()) if sram else 0)

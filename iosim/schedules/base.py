@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan, read_only
 from iosim.core.problem import CausalAlign, Direction, Problem
-from iosim.core.traffic import Traffic, Work
+from iosim.core.traffic import Traffic, Work, copies
 from iosim.kernels import SPECS, kernel_defines, source
 
 F32 = 4  # bytes of the fp32 statistics (ℓ, m, LSE, D) and fp32 accumulators kept in HBM
@@ -123,8 +124,12 @@ class BlockMap:
         def hi():
             if not self.causal:
                 return read_only(np.full(self.tm, self.tn, dtype=np.int64))
-            last_row = np.arange(self.tm, dtype=np.int64) * self.bm + self.r - 1 + self.offset
-            return read_only(np.clip(last_row // self.bn + 1, 0, self.tn))
+            # each block's last row, i·bm + r_i - 1 (+ offset: its last key), in place
+            h = np.arange(self.bm - 1 + self.offset, self.bm * self.tm + self.offset, self.bm)
+            h[-1] = self.nq - 1 + self.offset
+            h //= self.bn
+            h += 1
+            return read_only(np.minimum(np.maximum(h, 0, out=h), self.tn, out=h))  # clip's
         return self._once("hi_arr", hi)
 
     @property
@@ -134,9 +139,12 @@ class BlockMap:
         def lo():
             if not self.causal:
                 return self.hi
-            y = np.arange(self.tm, dtype=np.int64) * self.bm + self.offset  # first row's last key
-            full = np.clip((y + 1) // self.bn, 0, self.tn - 1) + (y >= self.nk - 1)
-            return read_only(np.minimum(full, self.hi))
+            y = np.arange(self.offset, self.bm * self.tm + self.offset, self.bm)  # first row's last key
+            full = y + 1
+            full //= self.bn
+            np.minimum(np.maximum(full, 0, out=full), self.tn - 1, out=full)  # clip's, in place
+            full += y >= self.nk - 1
+            return read_only(np.minimum(full, self.hi, out=full))
         return self._once("lo_arr", lo)
 
     @property
@@ -170,7 +178,9 @@ class BlockMap:
                 # so many CTAs alike that the ragged last one is noise: their mean (one number,
                 # the total exact), not an array as long as N / block_m
                 return uniform_float(self.nq * self.nk / (self.tm * self.bm * self.bn))
-            cc = np.where(self.hi >= self.tn, self.nk, self.hi * self.bn)
+            # hi·bn at most Nk: Nk exactly where hi = Tn ((Tn - 1)·bn < Nk <= Tn·bn)
+            cc = self.hi * self.bn
+            np.minimum(cc, self.nk, out=cc)
             return read_only(self.r * cc / (self.bm * self.bn))
         return self._once("row_tiles", rows)
 
@@ -299,7 +309,7 @@ class BlockMap:
             return self._cc(self._hi_of(self.tm - 1))
         def loaded():  # the splits' last blocks' hi at once (hi_i: _hi_of(i) of every i)
             h = self.hi[np.minimum(np.arange(qb, self.tm + qb, qb), self.tm) - 1]
-            return int(np.where(h >= self.tn, self.nk, h * self.bn).sum())
+            return int(np.minimum(h * self.bn, self.nk).sum())  # cc(h): Nk where h = Tn
         return self._once(("kv_rows_loaded", qb), loaded)
 
     def split_pairs(self, qb: int) -> np.ndarray:
@@ -415,10 +425,10 @@ def _window_map(nq: int, nk: int, offset: int, window: int, bm: int, bn: int) ->
     return WindowMap(nq, nk, bm, bn, offset, window)
 
 
-@dataclass(frozen=True)
-class _Rows:
+class _Rows(NamedTuple):
     """Σ_{i<n} clip(floor((a·i + b)/c), 0, top) in closed form (floor_sum), split as the sum
-    over the rows below the top clip (`middle`) and how many rows sit at the top."""
+    over the rows below the top clip (`middle`) and how many rows sit at the top (a NamedTuple:
+    a new block map makes a few, a frozen dataclass costs a call a field)."""
 
     total: int
     middle: int
@@ -528,17 +538,17 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     rm, cn = -(-M // t.block_m), -(-N // t.block_n)  # row and column blocks
     a_bytes = M * K * e * cn  # each A row block read once per column block
     b_bytes = N * K * e * rm
-    per_head = Traffic(reads={a: a_bytes, b: b_bytes}, writes={c: M * N * c_bytes},
-                       sram=2 * (a_bytes + b_bytes))
-    epilogue = Work(alu_flops=epilogue_alu * M * N)  # once per CTA, on its C tile
-    work = Work(tensor_flops=2 * M * N * K) + epilogue
     bh = p.bh
+    # per head, bh copies: its reads and writes, the MMAs, and the epilogue's ALU work once per
+    # CTA, on its C tile (Work(tensor_flops=2MNK) + epilogue, scaled: the same ints)
+    traffic = copies({a: a_bytes, b: b_bytes}, {c: M * N * c_bytes}, 2 * (a_bytes + b_bytes), bh)
+    epilogue = epilogue_alu * M * N * bh
     chunks = -(-K // t.block_k)
     trips = uniform(chunks)
     return KernelPlan(
         name=name, grid=(cn, rm, bh), threads=32 * t.warps,
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
-        traffic=per_head.scaled(bh), work=work.scaled(bh), once=epilogue.scaled(bh),
+        traffic=traffic, work=Work(2 * M * N * K * bh, 0, epilogue), once=Work(0, 0, epilogue),
         trips=trips, stages=t.stages,
         # an A row block serves the CTAs along x, a B column block every grid[0]-th CTA
         reuse={a: 1, b: cn},
@@ -639,11 +649,10 @@ def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
     the forward's, "max", are the K/V blocks its last query block visits)."""
     counts = _even_counts(tm)
     if hi is None or (hi == hi[0]).all():
-        def eff(s: int) -> float:
-            w = bh * s / slots
-            return w / math.ceil(w)
-        best = max(eff(s) for s in counts)
-        s = next(s for s in counts if eff(s) >= SPLIT_EFFICIENCY * best)
+        # the wave efficiency of every count at once (the same float operations as one by one)
+        w = bh * np.array(counts) / slots
+        eff = w / np.ceil(w)
+        s = counts[int(np.argmax(eff >= SPLIT_EFFICIENCY * eff.max()))]
         return -(-tm // s)
 
     counts_, longest, mean, n = _split_work(tm, (hi.dtype.str, hi.tobytes()), outer)
@@ -655,27 +664,40 @@ def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
 @lru_cache(maxsize=1024)
 def _even_counts(tm: int) -> tuple[int, ...]:
     """The split counts that even splits of tm blocks produce, ceil(tm / qb), rising (a head's
-    blocks are the same for every batch and head count a sweep asks about)."""
-    return tuple(sorted({-(-tm // qb) for qb in range(1, tm + 1)}))
+    blocks are the same for every batch and head count a sweep asks about): those of the
+    few qb < k = isqrt(tm) + 1, and every count up to ceil(tm / k) (past k, ceil(tm / qb)
+    falls by at most 1 as qb grows by 1, qb(qb + 1) > tm, down to 1 at qb = tm)."""
+    k = math.isqrt(tm) + 1
+    return tuple(sorted({-(-tm // qb) for qb in range(1, k)}.union(range(1, -(-tm // k) + 1))))
 
 
 @lru_cache(maxsize=4096)
 def _split_work(tm: int, hi_key: tuple[str, bytes], outer: str) -> tuple[np.ndarray, ...]:
     """Per split count of a head's tm blocks (those even splits produce, rising): the count,
     the longest split's work and the mean split's, in trips, and the splits (what the makespan
-    takes from the blocks, whatever batch x heads)."""
+    takes from the blocks, whatever batch x heads). Every count's splits at once: a split's
+    sums from the running sums of `hi`, its largest from the splits of `hi` repeated once a
+    count; the work is whole and half trips, so its sums are exact in any order (the mean as
+    numpy's of each count's splits)."""
     hi = np.frombuffer(hi_key[1], hi_key[0])
-    counts = _even_counts(tm)
-    longest, mean, n = [], [], []
-    for s in counts:
-        starts = np.arange(0, tm, -(-tm // s))
-        steps = (np.maximum.reduceat(hi, starts) if outer == "max"
-                 else np.add.reduceat((hi > 0).astype(np.int64), starts))
-        work = np.add.reduceat(hi, starts) + KV_LOAD_TRIPS * steps
-        longest.append(float(work.max()))
-        mean.append(float(work.mean()))
-        n.append(len(starts))
-    return (np.array(counts), np.array(longest), np.array(mean), np.array(n, np.float64))
+    counts = np.array(_even_counts(tm))
+    qb = -(-tm // counts)  # blocks a split, per count
+    n = -(-tm // qb)  # its splits
+    first = np.cumsum(n) - n  # each count's first split among all
+    size = np.repeat(qb, n)
+    start = (np.arange(n.sum()) - np.repeat(first, n)) * size  # each split's first block
+    end = np.minimum(start + size, tm)
+    if outer == "max":  # the largest hi of each split: its last where hi rises (the forward's
+        # rows), else of hi repeated, a count's copy each
+        steps = (hi[end - 1] if (hi[1:] >= hi[:-1]).all() else
+                 np.maximum.reduceat(np.tile(hi, len(counts)), start + np.repeat(np.arange(len(counts)) * tm, n)))
+    else:  # the blocks of a split with hi > 0
+        run = np.concatenate(([0], np.cumsum(hi > 0)))
+        steps = run[end] - run[start]
+    run = np.concatenate(([0], np.cumsum(hi)))
+    work = (run[end] - run[start]) + KV_LOAD_TRIPS * steps
+    return (counts, np.maximum.reduceat(work, first), np.add.reduceat(work, first) / n,
+            n.astype(np.float64))
 
 
 def mask_defines(p: Problem) -> dict[str, int]:

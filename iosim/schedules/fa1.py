@@ -32,6 +32,8 @@ and `loop_shadow`, iosim.kernels FA1_*, from tools/fa1_sass.py).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from iosim.core.hardware import HardwareProfile
 from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
@@ -126,7 +128,8 @@ def _fixed(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     smem = SPECS[main].smem({**aux, **tile, "STAGES": t.stages}, p.elem_bytes)
     check_smem("fa1", smem, hw, p)
     bm = BlockMap.of(p, t.block_m, t.block_n)
-    probe = KernelPlan(main, (1, 1, 1), 32 * t.warps, smem, REGS, 0, 0, Traffic(), Work())
+    # what ctas_per_sm reads of the kernel (a KernelPlan's threads, registers, shared memory)
+    probe = SimpleNamespace(threads=32 * t.warps, regs_per_thread=REGS, smem_bytes=smem)
     return _FIXED.put(key, (hw,), (t, main, aux, tile, smem, bm, ctas_per_sm(probe, hw) * hw.sm_count))
 
 
@@ -161,7 +164,7 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
         tm = bm.tm
         defines, init_defines, readers = _fwd_defines(main, aux, tile, qb * t.block_m)
         ks.append(KernelPlan("fa1_init", (tm, p.heads, p.batch), 128, 0, 32, t.block_m,
-                             p.head_dim, fa1_init(p).scaled(bh), Work(),
+                             p.head_dim, fa1_init(p, bh), Work(),
                              trips=uniform(1), source=source("fa1_init"),
                              defines=init_defines))
         ks.append(KernelPlan("fa1_fwd", (-(-tm // qb), p.heads, p.batch), 32 * t.warps, smem,

@@ -14,7 +14,7 @@ from iosim.core.hardware import HardwareProfile
 from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Problem
-from iosim.core.traffic import Traffic, Work
+from iosim.core.traffic import Work, copies
 from iosim.kernels import SPECS, kernel_defines, source
 from iosim.schedules.base import Tiles, causal_valid, gemm, gqa_reduce, mask_defines, pow2_at_least, uniform
 
@@ -103,8 +103,8 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
     row_bytes = nk * e * len(ins)
     in_smem = row_bytes <= hw.smem_per_block_optin_bytes
     passes = 1 if in_smem else 2
-    t = Traffic(reads={x: passes * p.bh * read * e for x in ins}, writes={out: rows * nk * e},
-                sram=2 * p.bh * read * e * len(ins) if in_smem else 0)
+    t = copies({x: passes * p.bh * read * e for x in ins}, {out: rows * nk * e},
+               2 * p.bh * read * e * len(ins) if in_smem else 0, 1)
     threads = softmax_threads(nk)
     merge_alu, merge_exp = SPECS[name].row_merge if ours else (0, 0)
     merges = rows * row_merges(threads)
