@@ -1286,13 +1286,15 @@ RUNS = 8  # policy runs of _schedule's rows up to which Trip.time_runs takes the
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
-          bound: bool = False) -> tuple:
+          bound: bool = False, idle: Callable | None = None) -> tuple:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
     batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits ((LIMITS, cases));
     with `deps`, also per case the reliefs (RELIEFS bits) that may change its seconds: any
     other leaves them as they are, to the last bit (_schedule's `deps`). With `bound`, the
     seconds of cases of unequal CTAs are a lower bound on theirs (_schedule's `bound`, at
-    every occupancy below the cap too), those of the others the same to the bit."""
+    every occupancy below the cap too), those of the others the same to the bit. `idle`: of
+    the fluid limits, the cases whose seconds the caller takes no further (predict_batch's
+    rates a kernel never uses): not scheduled (their seconds then any; the last case's kept)."""
     rates = b.rates.take(kidx, 0) * RELIEF_FACTORS.take(relief, 0)  # (take: a faster gather)
     few = len(kidx) <= FEW
     # (few: the facts this function takes itself, _shortest gathers its own)
@@ -1313,7 +1315,10 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     # (no unequal CTAs in the batch: none)
     paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else None
     if few:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps, bound=bound)
+        # (idle cases: no occupancy tried)
+        used = True if idle is None else ~idle(limits)
+        best = _shortest(b, kidx, rates, cap if idle is None else cap * used, with_cap=used,
+                         only_cap=paired, deps=deps, bound=bound)
         best, bits = best if deps else (best, None)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
@@ -1993,6 +1998,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
 LAUNCH = RELIEFS.index("launch")
 if LAUNCH != len(RELIEFS) - 1:  # predict_batch's one pass leaves the last relief out
     raise AssertionError("the launch relief must be the last of RELIEFS")
+if RELIEFS[LAUNCH - 1] in (*LIMITS, "port"):  # predict_batch's idle cases: never its last
+    raise AssertionError("the relief before the launch's must be one every kernel uses")
 LIMIT_AT = np.array([RELIEFS.index(u) for u in LIMITS])  # the columns of RELIEFS that are LIMITS
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 _PORT, _NEED_PORT = RELIEFS.index("port"), FACTS.index("need_port")
@@ -2116,8 +2123,25 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     every = limiter_too and n <= ONE_PASS
     # the profile's rates and every relief but the launch's (the last: _lower's, exactly)
     step = nr if every else 1
+    if limiter_too:
+        need = np.empty((n, nr), bool)
+        need.fill(True)
+        need[:, _PORT] = b.table[:, _NEED_PORT] > _ZERO
+
+    def idle(limits: np.ndarray) -> np.ndarray:  # (every relief in one pass) a rate the
+        # kernel never uses changes nothing (latency and launch: always used; _exact's): its
+        # relief's case is not scheduled
+        need[:, LIMIT_AT] = limits[:, ::step].T > _ZERO  # (each kernel's first case's)
+        out = np.empty((n, step), bool)
+        out[:, 0] = False
+        np.logical_not(need[:, :LAUNCH], out=out[:, 1:])
+        return out.reshape(-1)
+
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
-    busy_all, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too and not every)
+    if every:
+        (busy_all, limits_all), bits = _busy(b, *_cases(n, step), idle=idle), ()
+    else:
+        busy_all, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too)
     busy_all = busy_all.reshape(n, step)
     busy = busy_all[:, 0]  # (each kernel's first case: its profile's rates)
     lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
@@ -2134,11 +2158,8 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         np.add(busy_all[:, 1:], launch[:, None], out=relaxed[:, :LAUNCH])
     else:
         relaxed = np.full((n, nr), np.nan)
-    need = np.empty((n, nr), bool)
-    need.fill(True)
-    # a rate the kernel never uses changes nothing (latency and launch: always used)
-    need[:, LIMIT_AT] = lim > _ZERO
-    need[:, _PORT] = b.table[:, _NEED_PORT] > _ZERO
+    if not every:  # a rate the kernel never uses changes nothing (idle's)
+        need[:, LIMIT_AT] = lim > _ZERO
     if every and not kernel_bounds:  # every relief known: the lower bounds' one use, each
         # kernel's own limiter's search, is not asked for; the exact times alone
         lower = None
