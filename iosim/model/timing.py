@@ -1998,8 +1998,6 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
 LAUNCH = RELIEFS.index("launch")
 if LAUNCH != len(RELIEFS) - 1:  # predict_batch's one pass leaves the last relief out
     raise AssertionError("the launch relief must be the last of RELIEFS")
-if RELIEFS[LAUNCH - 1] in (*LIMITS, "port"):  # predict_batch's idle cases: never its last
-    raise AssertionError("the relief before the launch's must be one every kernel uses")
 LIMIT_AT = np.array([RELIEFS.index(u) for u in LIMITS])  # the columns of RELIEFS that are LIMITS
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 _PORT, _NEED_PORT = RELIEFS.index("port"), FACTS.index("need_port")
@@ -2121,50 +2119,55 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     relief in the first pass: numpy's cost per call outweighs the rows."""
     n, nr = len(b), len(RELIEFS)
     every = limiter_too and n <= ONE_PASS
-    # the profile's rates and every relief but the launch's (the last: _lower's, exactly)
+    # every relief but the launch's (_lower's, exactly) and the profile's rates, in RELIEFS'
+    # columns (the launch's: the profile's; _cases)
     step = nr if every else 1
-    if limiter_too:
-        need = np.empty((n, nr), bool)
-        need.fill(True)
-        need[:, _PORT] = b.table[:, _NEED_PORT] > _ZERO
+    launch = b.launch
+    idle = None  # (every relief in one pass) (kernels, RELIEFS) of the rates it never uses
 
-    def idle(limits: np.ndarray) -> np.ndarray:  # (every relief in one pass) a rate the
-        # kernel never uses changes nothing (latency and launch: always used; _exact's): its
-        # relief's case is not scheduled
-        need[:, LIMIT_AT] = limits[:, ::step].T > _ZERO  # (each kernel's first case's)
-        out = np.empty((n, step), bool)
-        out[:, 0] = False
-        np.logical_not(need[:, :LAUNCH], out=out[:, 1:])
-        return out.reshape(-1)
+    def idles(limits: np.ndarray) -> np.ndarray:  # a rate the kernel never uses changes
+        # nothing (latency and launch: always used; _exact's): its relief's case is not
+        # scheduled (its time the kernel's)
+        nonlocal idle
+        v = np.empty((n, nr))  # (the fluid limits and port bytes at the profile's rates)
+        v.fill(1.0)
+        v[:, LIMIT_AT] = limits[:, LAUNCH::nr].T
+        v[:, _PORT] = b.table[:, _NEED_PORT]
+        idle = v <= _ZERO
+        return idle.reshape(-1)
 
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
     if every:
-        (busy_all, limits_all), bits = _busy(b, *_cases(n, step), idle=idle), ()
+        (busy_all, limits_all), bits = _busy(b, *_cases(n, step), idle=idles), ()
+        relaxed = busy_all.reshape(n, nr) + launch[:, None]  # (its launch column: the seconds)
+        seconds = relaxed[:, LAUNCH].copy()
+        busy = busy_all[LAUNCH::nr]
     else:
-        busy_all, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too)
-    busy_all = busy_all.reshape(n, step)
-    busy = busy_all[:, 0]  # (each kernel's first case: its profile's rates)
-    lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
-    launch = b.launch
-    busiest, top = lim.argmax(axis=1), lim.max(axis=1)  # (the largest: the busiest's)
+        busy, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too)
+        seconds = busy + launch
+    lim = limits_all[:, step - 1::step]  # (LIMITS, kernels): at the profile's rates
+    busiest, top = lim.argmax(axis=0), np.maximum.reduce(lim)  # (the largest: the busiest's)
     util = np.empty(n)
     util.fill(1.0)  # (where the kernel takes no time)
     np.divide(top, busy, out=util, where=busy > _ZERO)
-    out = Predicted(busy + launch, busiest, util)
+    out = Predicted(seconds, busiest, util)
     if not limiter_too:
         return out
-    if every:  # (every entry written below)
-        relaxed = np.empty((n, nr))
-        np.add(busy_all[:, 1:], launch[:, None], out=relaxed[:, :LAUNCH])
+    lim = lim.T
+    if every:  # a rate the kernel never uses leaves its seconds; the launch's relief (_exact's)
+        np.copyto(relaxed, seconds[:, None], where=idle)
+        relaxed[:, LAUNCH] = busy + launch / _TWO
     else:
         relaxed = np.full((n, nr), np.nan)
-    if not every:  # a rate the kernel never uses changes nothing (idle's)
-        need[:, LIMIT_AT] = lim > _ZERO
-    if every and not kernel_bounds:  # every relief known: the lower bounds' one use, each
-        # kernel's own limiter's search, is not asked for; the exact times alone
-        lower = None
-        _exact(busy, launch, need, out.seconds, relaxed)
-    else:
+    lower = None  # every relief known, the lower bounds' one use (each kernel's own limiter's
+    # search) not asked for: none
+    if not every or kernel_bounds:
+        if every:
+            need = ~idle
+        else:  # a rate the kernel never uses changes nothing
+            need = np.ones((n, nr), bool)
+            need[:, LIMIT_AT] = lim > _ZERO
+            need[:, _PORT] = b.table[:, _NEED_PORT] > _ZERO
         lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
     if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
         same = (bits[0][:, None] >> np.arange(LAUNCH)) & 1 == 0
@@ -2252,8 +2255,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
 @lru_cache(maxsize=256)
 def _cases(n: int, step: int) -> tuple[np.ndarray, np.ndarray]:
     """predict_batch's first pass: each of n kernels with each of its first `step` cases
-    (kernels, cases), made once per size (read-only)."""
-    out = np.arange(n).repeat(step), _rep(np.arange(step), n)
+    (kernels, cases), made once per size (read-only): RELIEF_FACTORS' rows 1 to step - 1, then
+    its row 0 (the profile's rates: the last case's, a kernel's time, scheduled)."""
+    out = np.arange(n).repeat(step), _rep(np.arange(1, step + 1) % step, n)
     for x in out:
         x.setflags(write=False)
     return out
