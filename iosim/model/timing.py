@@ -1304,13 +1304,15 @@ _NORMS = {POLICIES[x] for x in ("lockstep", "none", "drift", "prefetch")}
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
-          bound: bool = False) -> tuple:
+          bound: bool = False, idle: Callable | None = None) -> tuple:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
     batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits ((LIMITS, cases));
     with `deps`, also per case the reliefs (RELIEFS bits) that may change its seconds: any
     other leaves them as they are, to the last bit (_schedule's `deps`). With `bound`, the
     seconds of cases of unequal CTAs are a lower bound on theirs (_schedule's `bound`, at
-    every occupancy below the cap too), those of the others the same to the bit."""
+    every occupancy below the cap too), those of the others the same to the bit. `idle`: of
+    the fluid limits, the cases whose seconds the caller takes no further (predict_batch's
+    rates a kernel never uses): not scheduled (their seconds then any; the last case's kept)."""
     rates = b.rates.take(kidx, 0) * RELIEF_FACTORS.take(relief, 0)  # (take: a faster gather)
     few = len(kidx) <= FEW
     # (few: the facts this function takes itself, _shortest gathers its own)
@@ -1331,7 +1333,10 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     # (no unequal CTAs in the batch: none)
     paired = (cap == 2) & (b.pidx[kidx] >= 0) & (f.ctas <= 2 * f.sms) if b.periods else None
     if few:  # numpy's cost per call outweighs the rows: all in one pass
-        best = _shortest(b, kidx, rates, cap, with_cap=True, only_cap=paired, deps=deps, bound=bound)
+        # (idle cases: no occupancy tried)
+        used = True if idle is None else ~idle(limits)
+        best = _shortest(b, kidx, rates, cap if idle is None else cap * used, with_cap=used,
+                         only_cap=paired, deps=deps, bound=bound)
         best, bits = best if deps else (best, None)
     else:  # the cap first (the best almost always), then fewer at a time where that could
         # do better: where the cap's time is above the fluid limits (every occupancy's floor)
@@ -2150,36 +2155,55 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
     relief in the first pass: numpy's cost per call outweighs the rows."""
     n, nr = len(b), len(RELIEFS)
     every = limiter_too and n <= ONE_PASS
-    # the profile's rates and every relief but the launch's (the last: _lower's, exactly)
+    # every relief but the launch's (_lower's, exactly) and the profile's rates, in RELIEFS'
+    # columns (the launch's: the profile's; _cases)
     step = nr if every else 1
-    # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
-    busy_all, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too and not every)
-    busy_all = busy_all.reshape(n, step)
-    busy = busy_all[:, 0]  # (each kernel's first case: its profile's rates)
-    lim = limits_all.reshape(len(LIMITS), n, step)[:, :, 0].T
     launch = b.launch
-    busiest, top = lim.argmax(axis=1), lim.max(axis=1)  # (the largest: the busiest's)
+    idle = None  # (every relief in one pass) (kernels, RELIEFS) of the rates it never uses
+
+    def idles(limits: np.ndarray) -> np.ndarray:  # a rate the kernel never uses changes
+        # nothing (latency and launch: always used; _exact's): its relief's case is not
+        # scheduled (its time the kernel's)
+        nonlocal idle
+        v = np.empty((n, nr))  # (the fluid limits and port bytes at the profile's rates)
+        v.fill(1.0)
+        v[:, LIMIT_AT] = limits[:, LAUNCH::nr].T
+        v[:, _PORT] = b.table[:, _NEED_PORT]
+        idle = v <= _ZERO
+        return idle.reshape(-1)
+
+    # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
+    if every:
+        (busy_all, limits_all), bits = _busy(b, *_cases(n, step), idle=idles), ()
+        relaxed = busy_all.reshape(n, nr) + launch[:, None]  # (its launch column: the seconds)
+        seconds = relaxed[:, LAUNCH].copy()
+        busy = busy_all[LAUNCH::nr]
+    else:
+        busy, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too)
+        seconds = busy + launch
+    lim = limits_all[:, step - 1::step]  # (LIMITS, kernels): at the profile's rates
+    busiest, top = lim.argmax(axis=0), np.maximum.reduce(lim)  # (the largest: the busiest's)
     util = np.empty(n)
     util.fill(1.0)  # (where the kernel takes no time)
     np.divide(top, busy, out=util, where=busy > _ZERO)
-    out = Predicted(busy + launch, busiest, util)
+    out = Predicted(seconds, busiest, util)
     if not limiter_too:
         return out
-    if every:  # (every entry written below)
-        relaxed = np.empty((n, nr))
-        np.add(busy_all[:, 1:], launch[:, None], out=relaxed[:, :LAUNCH])
+    lim = lim.T
+    if every:  # a rate the kernel never uses leaves its seconds; the launch's relief (_exact's)
+        np.copyto(relaxed, seconds[:, None], where=idle)
+        relaxed[:, LAUNCH] = busy + launch / _TWO
     else:
         relaxed = np.full((n, nr), np.nan)
-    need = np.empty((n, nr), bool)
-    need.fill(True)
-    # a rate the kernel never uses changes nothing (latency and launch: always used)
-    need[:, LIMIT_AT] = lim > _ZERO
-    need[:, _PORT] = b.table[:, _NEED_PORT] > _ZERO
-    if every and not kernel_bounds:  # every relief known: the lower bounds' one use, each
-        # kernel's own limiter's search, is not asked for; the exact times alone
-        lower = None
-        _exact(busy, launch, need, out.seconds, relaxed)
-    else:
+    lower = None  # every relief known, the lower bounds' one use (each kernel's own limiter's
+    # search) not asked for: none
+    if not every or kernel_bounds:
+        if every:
+            need = ~idle
+        else:  # a rate the kernel never uses changes nothing
+            need = np.ones((n, nr), bool)
+            need[:, LIMIT_AT] = lim > _ZERO
+            need[:, _PORT] = b.table[:, _NEED_PORT] > _ZERO
         lower = _lower(busy, launch, lim, need, relaxed, busiest, top)
     if bits:  # a relief that changes no term of a kernel's time leaves it: known exactly
         same = (bits[0][:, None] >> np.arange(LAUNCH)) & 1 == 0
@@ -2267,8 +2291,9 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
 @lru_cache(maxsize=256)
 def _cases(n: int, step: int) -> tuple[np.ndarray, np.ndarray]:
     """predict_batch's first pass: each of n kernels with each of its first `step` cases
-    (kernels, cases), made once per size (read-only)."""
-    out = np.arange(n).repeat(step), _rep(np.arange(step), n)
+    (kernels, cases), made once per size (read-only): RELIEF_FACTORS' rows 1 to step - 1, then
+    its row 0 (the profile's rates: the last case's, a kernel's time, scheduled)."""
+    out = np.arange(n).repeat(step), _rep(np.arange(1, step + 1) % step, n)
     for x in out:
         x.setflags(write=False)
     return out
