@@ -1,7 +1,11 @@
 """Instructions per call of one function of predict (its args captured from the record and causal
 problems' predict), per tree: python irf.py FUNC TREE [TREE...]  FUNC: model|predict_batch|dram|facts|chosen|predict"""
-import os, re, subprocess, sys
+import os
+import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
+
 N = int(os.environ.get("N", 300))
 SETUP = r'''
 import copy, numpy as np, iosim
