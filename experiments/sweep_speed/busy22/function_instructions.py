@@ -40,11 +40,13 @@ for _ in range(5): run_FUNC()
 import gc; gc.collect(); gc.disable()
 '''
 def run(tree, func, n):
-    code = SETUP.replace("FUNC", func) + "\nfor _ in range(%d):\n    run_%s()\n" % (n, func)
+    code = SETUP.replace("FUNC", func) + f"\nfor _ in range({n}):\n    run_{func}()\n"
     r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
                        capture_output=True, text=True, cwd=tree, env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": tree})
     m = re.search(r"Collected : (\d+)", r.stderr)
-    if not m or r.returncode: print(r.stderr[-3000:]); raise SystemExit
+    if not m or r.returncode:
+        print(r.stderr[-3000:])
+        raise SystemExit
     return int(m.group(1))
 func, trees = sys.argv[1], sys.argv[2:]
 with ThreadPoolExecutor(2) as ex:
