@@ -49,8 +49,7 @@ class Traffic:
 
     def scaled(self, k: int) -> Traffic:
         """k copies (k >= 1), e.g. one per (batch, head)."""
-        return _made(MappingProxyType({n: v * k for n, v in self.reads.items()}),
-                     MappingProxyType({n: v * k for n, v in self.writes.items()}), self.sram * k)
+        return copies(self.reads, self.writes, self.sram, k)
 
     def __add__(self, o: Traffic) -> Traffic:
         return _made(_merge(self.reads, o.reads), _merge(self.writes, o.writes), self.sram + o.sram)

@@ -16,15 +16,6 @@ from iosim.kernels import Readers
 from iosim.schedules.base import F32, BlockMap
 
 
-class _Bytes(NamedTuple):
-    """A loop nest's HBM reads and writes by tensor and its SRAM bytes, per (batch, head): its
-    Traffic's parts, built into the launch's Traffic at once (traffic.copies)."""
-
-    reads: dict[str, int]
-    writes: dict[str, int]
-    sram: int
-
-
 class Counts(NamedTuple):
     """One loop nest's totals per (batch, head), and the parts of `work` that the timing model
     places apart from the loop trips."""
@@ -60,7 +51,7 @@ def fa1_fwd(p: Problem, bm: BlockMap, qb: int, readers: int = 1) -> Counts:
     step, once by each warp that splits Q_i's rows (kernels/fa1.cu: every warp)."""
     d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
     kv, sr, sc, rc = bm.kv_rows_loaded(qb), bm.sum_r(), bm.sum_c(), bm.sum_rc()
-    t = _Bytes(
+    t = dict(  # Counts' reads, writes and sram (per (batch, head))
         reads={"K": kv * d * e, "V": kv * d * e,  # K_j, V_j once per outer step of each split
                "Q": sr * d * e, "Oacc": sr * d * F32,  # Q_i, O_i at every inner step
                "L": sr * F32, "M": sr * F32},
@@ -82,7 +73,7 @@ def fa1_fwd(p: Problem, bm: BlockMap, qb: int, readers: int = 1) -> Counts:
         # per O element: α·O + β·PV (3).
         alu_flops=4 * rc + mask + 10 * sr + 3 * sr * d,
     )
-    return Counts(*t, w, mask_alu=mask)
+    return Counts(**t, work=w, mask_alu=mask)
 
 
 def fa1_init(p: Problem, n: int = 1) -> Traffic:
@@ -97,7 +88,7 @@ def fa2_fwd(p: Problem, bm: BlockMap, readers: int = 1) -> Counts:
     warp that splits the query rows (mma.sync: every warp; wgmma: every consumer warpgroup)."""
     d, e, nq = p.head_dim, p.elem_bytes, p.seqlen_q
     sr, sc, rc = bm.sum_r(), bm.sum_c(), bm.sum_rc()
-    t = _Bytes(
+    t = dict(
         reads={"Q": nq * d * e, "K": sc * d * e, "V": sc * d * e},
         writes={"O": nq * d * e, "LSE": nq * F32},
         # smem: Q stored once and read (ldmatrix) by every S = QKᵀ, each warp its own rows;
@@ -114,7 +105,7 @@ def fa2_fwd(p: Problem, bm: BlockMap, readers: int = 1) -> Counts:
         # per row per tile: m_new, m_new·scale, α's argument (2), ℓ update (2); acc *= α.
         alu_flops=3 * rc + mask + sr * (6 + d),
     ) + once
-    return Counts(*t, w, once, mask)
+    return Counts(**t, work=w, once=once, mask_alu=mask)
 
 
 def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> Counts:
@@ -133,7 +124,7 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> C
     x = "_expanded" if p.group > 1 else ""
     stats = {"O": sr * d * e, "L": sr * F32, "M": sr * F32} if fa1 else \
             {"LSE": sr * F32, "D": sr * F32}
-    t = _Bytes(
+    t = dict(
         reads={"K": kv * d * e, "V": kv * d * e, "Q": sr * d * e, "dO": sr * d * e,
                "dQacc": sr * d * F32, **stats},
         writes={"dQacc": sr * d * F32, "dK" + x: p.seqlen_k * d * e,
@@ -163,7 +154,7 @@ def flash_bwd(p: Problem, bm: BlockMap, fa1: bool, rd: Readers = Readers()) -> C
         exp_ops=rc,
         alu_flops=per_rc * rc + mask + (2 * sr if fa1 else 0) + per_rd * sr * d,
     ) + once
-    return Counts(*t, w, once, mask)
+    return Counts(**t, work=w, once=once, mask_alu=mask)
 
 
 def fa2_bwd_pre(p: Problem) -> tuple[Traffic, Work]:
