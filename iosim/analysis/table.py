@@ -602,14 +602,21 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     alone = all(len(t.problems) == 1 for t in templates)  # a template a problem (predict's rows): nothing to repeat
     m = np.ones(len(templates), np.int64) if alone else np.array([len(t.problems) for t in templates], np.int64)
     probs, at = rows or ([p for t in templates for p in t.problems], None)
-    if len(probs) <= FEW:  # (a few rows, predict's: one call)
-        batch, heads, kv = np.array(list(map(_BHK, probs)), np.int64).reshape(-1, 3).T
+    # a template a row, a few rows (predict's): columns of Python values, lists, where as_frame
+    # and as_rows take them so (as_frame's numpy block of their type; fewer calls than arrays')
+    few = alone and len(templates) <= FEW and at is None
+    if few:
+        batch, heads, kv = map(list, zip(*map(_BHK, probs)))
+        u_all = np.array([b * k for b, k in zip(batch, kv)], np.int64)  # pairs()
     else:
-        batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
-                            for f in ("batch", "heads", "kv_heads"))
-    if at is not None:
-        batch, heads, kv = batch[at], heads[at], kv[at]
-    u_all = batch * kv  # pairs()
+        if len(probs) <= FEW:  # (a few rows: one call)
+            batch, heads, kv = np.array(list(map(_BHK, probs)), np.int64).reshape(-1, 3).T
+        else:
+            batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
+                                for f in ("batch", "heads", "kv_heads"))
+        if at is not None:
+            batch, heads, kv = batch[at], heads[at], kv[at]
+        u_all = batch * kv  # pairs()
     # each row's (template, pairs) among the model's answers (alone: the rows in order, each
     # array as it is) and its template (alone: unused)
     du, dm, back = ((u_all, m, slice(None)) if alone else
@@ -644,7 +651,6 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         for name, col in _plan_columns([t.plan for t in templates]).items():
             out[name] = _Coded(col, tcode)
     rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
-    few = alone and len(templates) <= FEW  # (predict's rows: lists of Python values, fewer calls)
     dr, dw = _whole(d_r, few), _whole(d_w, few)
     if all(t.hw is templates[0].hw for t in templates):  # one card's (predict's): its capacity
         cap = templates[0].hw.hbm_capacity_bytes
@@ -666,7 +672,8 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         "time_roofline_ms": t_roof * _MS,
         "bound_roofline": strs(ROOF, roof_bound),
         "time_pred_ms": t_pred * _MS,
-        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], alone, reps, scode) / t_pred / _TERA,
+        "tflops_pred": _fa_flops(templates, [b * h for b, h in zip(batch, heads)] if few else batch * heads,
+                                 alone, reps, scode) / t_pred / _TERA,
         # the limiter: what a 2x rate shortens most
         "bound": _bound(md.bound, back, limiter, alone),
         # the main kernel's busiest unit, and its share of its efficient peak
@@ -720,9 +727,9 @@ def _fa_flops(templates: Sequence[Template], bh: np.ndarray, alone: bool, reps: 
               shape: np.ndarray) -> np.ndarray:
     """Problem.fa_flops of every row (`bh`: its B x H): a row a template (`alone`), Python's
     floats, else once a shape (_shapes_of: `reps`, each row's `shape`) for all its rows at
-    once, the same float operations a row."""
+    once, the same float operations a row (`bh` a list or an array)."""
     if alone:
-        ps, xs = [t.plan.problem for t in templates], bh.tolist()
+        ps, xs = [t.plan.problem for t in templates], _py(bh)
         if all(q is ps[0] for q in ps) and xs.count(xs[0]) == len(xs):  # one problem's rows (predict's)
             return np.full(len(xs), ps[0].fa_flops(xs[0]), np.float64)
         return np.array([q.fa_flops(x) for q, x in zip(ps, xs)], np.float64)
@@ -1007,7 +1014,7 @@ class _Cells:
 class _Layout:
     """as_frame's blocks for columns and cells of these types, worked out once: the numpy
     blocks (dtype, getter of their columns, whether its cells are read one by one: an int
-    block with lists; placement), the None-and-int columns (float64: their ints to check
+    block with lists, _LISTS where all its columns are lists; placement), the None-and-int columns (float64: their ints to check
     exact), and the str columns (getter, (rows of their cells, placement) each: an array,
     and a slice for _built, their dtype)."""
 
@@ -1075,7 +1082,8 @@ def _short_frame(cols: dict, n: int, build):
         if max(map(abs, filter(None, vals[j])), default=0) >= EXACT:
             return None
     try:
-        arrays = [np.fromiter(chain.from_iterable([c if type(c) is list else c.tolist() for c in get(vals)]),
+        arrays = [np.fromiter(chain.from_iterable(get(vals) if flat is _LISTS else
+                                                  [c if type(c) is list else c.tolist() for c in get(vals)]),
                               dtype, len(at) * n).reshape(len(at), n) if flat else np.array(get(vals), dtype)
                   for dtype, get, flat, at in lay.blocks]
     except OverflowError:  # ints past int64's reach: pandas' own inference
@@ -1150,6 +1158,7 @@ def _built(fast: tuple, arrays: list, cells, n: int, lay: _Layout, top: _Cells):
 
 
 _DTYPE = attrgetter("dtype")
+_LISTS = "lists"  # a _Layout's int64 block of lists alone
 
 
 def _cells(types: tuple, names: tuple, n: int) -> _Cells | None:
@@ -1196,8 +1205,10 @@ def _layout(vals: tuple, n: int, names_dtype) -> _Layout | None:
             return None
         same.setdefault(dtype, []).append(j)
     # an int64 block with lists: its cells as Python's ints, read by np.fromiter (numpy's
-    # array of a mix of arrays and lists of ints costs some twice as much: its shape's search)
-    blocks = [(dtype, _picker(js), dtype == np.int64 and any(isinstance(vals[j], list) for j in js),
+    # array of a mix of arrays and lists of ints costs some twice as much: its shape's search);
+    # _LISTS where every column is a list (its cells as they are)
+    blocks = [(dtype, _picker(js), dtype == np.int64 and (
+               _LISTS if all(isinstance(vals[j], list) for j in js) else any(isinstance(vals[j], list) for j in js)),
                np.array(js, np.intp)) for dtype, js in same.items()]
     rows = [slice(i * n, (i + 1) * n) for i in range(len(strs))]
     return _Layout(blocks, exact, _picker(strs), [(r, np.array([j], np.intp)) for r, j in zip(rows, strs)],
