@@ -49,6 +49,7 @@ EXACT = 2.0**53  # ints below it are floats exactly: float division rounds as in
 # same float64 values, so the same products)
 _MS, _TERA, _PCT = np.array(1e3), np.array(1e12), np.array(100.0)
 FEW = 16  # rows up to which a column's Python values cost fewer calls than its numpy array's
+_ONES = read_only(np.ones(FEW, np.int64))  # a few templates' problems a template (predict's rows)
 
 
 def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
@@ -600,11 +601,12 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     made = iter(_shapes(todo) if todo else [])
     shapes = [t.facts or _made(next(made)) for t in templates]
     alone = all(len(t.problems) == 1 for t in templates)  # a template a problem (predict's rows): nothing to repeat
-    m = np.ones(len(templates), np.int64) if alone else np.array([len(t.problems) for t in templates], np.int64)
     probs, at = rows or ([p for t in templates for p in t.problems], None)
     # a template a row, a few rows (predict's): columns of Python values, lists, where as_frame
     # and as_rows take them so (as_frame's numpy block of their type; fewer calls than arrays')
     few = alone and len(templates) <= FEW and at is None
+    m = (_ONES[:len(templates)] if few else np.ones(len(templates), np.int64) if alone else
+         np.array([len(t.problems) for t in templates], np.int64))
     if few:
         batch, heads, kv = map(list, zip(*map(_BHK, probs)))
         u_all = np.array([b * k for b, k in zip(batch, kv)], np.int64)  # pairs()
@@ -672,8 +674,8 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         "time_roofline_ms": t_roof * _MS,
         "bound_roofline": strs(ROOF, roof_bound),
         "time_pred_ms": t_pred * _MS,
-        "tflops_pred": _fa_flops(templates, [b * h for b, h in zip(batch, heads)] if few else batch * heads,
-                                 alone, reps, scode) / t_pred / _TERA,
+        "tflops_pred": _tflops(_fa_flops(templates, [b * h for b, h in zip(batch, heads)] if few else batch * heads,
+                                         alone, reps, scode), t_pred, few),
         # the limiter: what a 2x rate shortens most
         "bound": _bound(md.bound, back, limiter, alone),
         # the main kernel's busiest unit, and its share of its efficient peak
@@ -727,17 +729,27 @@ def _fa_flops(templates: Sequence[Template], bh: np.ndarray, alone: bool, reps: 
               shape: np.ndarray) -> np.ndarray:
     """Problem.fa_flops of every row (`bh`: its B x H): a row a template (`alone`), Python's
     floats, else once a shape (_shapes_of: `reps`, each row's `shape`) for all its rows at
-    once, the same float operations a row (`bh` a list or an array)."""
+    once, the same float operations a row (`bh` a list or an array; `alone`: a list)."""
     if alone:
         ps, xs = [t.plan.problem for t in templates], _py(bh)
         if all(q is ps[0] for q in ps) and xs.count(xs[0]) == len(xs):  # one problem's rows (predict's)
-            return np.full(len(xs), ps[0].fa_flops(xs[0]), np.float64)
-        return np.array([q.fa_flops(x) for q, x in zip(ps, xs)], np.float64)
+            return [ps[0].fa_flops(xs[0])] * len(xs)
+        return [q.fa_flops(x) for q, x in zip(ps, xs)]
     order = np.argsort(shape, kind="stable")
     out = np.empty(len(bh))
     for i, at in zip(reps, _split(order, np.bincount(shape, minlength=len(reps)))):
         out[at] = templates[i].plan.problem.fa_flops(bh[at])
     return out
+
+
+def _tflops(flops, t_pred: np.ndarray, few: bool):
+    """TFLOP/s a row: FLOPs / predicted seconds / 1e12; a few rows (`few`, predict's) as
+    Python divides them (the same float64 divisions, a list), where no time is 0."""
+    if few:
+        ts = t_pred.tolist()
+        if 0.0 not in ts:
+            return [f / t / 1e12 for f, t in zip(flops, ts)]
+    return np.asarray(flops, np.float64) / t_pred / _TERA
 
 
 def _rep_rows(col: np.ndarray, alone: bool):
