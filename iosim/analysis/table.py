@@ -766,7 +766,10 @@ def _whole(x: np.ndarray, few: bool = False):
     `few` (predict's rows): Python's ints, a list (as_frame's int64 where they are in its reach;
     int() truncates as the cast does)."""
     if few:
-        return list(map(int, x.tolist()))
+        try:
+            return list(map(int, x.tolist()))
+        except ValueError:  # (a NaN: the cast's answer, as before)
+            pass
     if len(x) <= FEW:  # (a few rows: Python's max, fewer calls than numpy's)
         big = max(x.tolist(), default=0) >= INT_MAX
     else:
