@@ -16,7 +16,7 @@ import os
 import sys
 from itertools import chain
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "frame22", "cg"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "frame22", "cg"))
 
 import numpy as np  # noqa: E402
 from harness import measure  # noqa: E402
