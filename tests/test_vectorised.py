@@ -917,3 +917,24 @@ def test_a_frame_follows_the_string_storage_pandas_is_set_to_after_a_first_frame
             pd.testing.assert_frame_equal(got, want, check_exact=True)
             assert got.columns.dtype == want.columns.dtype
     pd.testing.assert_frame_equal(predict(p, hw), pd.DataFrame(predict_rows(p, hw)[0]), check_exact=True)
+
+
+def test_a_few_rows_python_values_are_the_arrays_values():
+    """table.columns of a few rows (predict's) keeps some columns as Python values: the DRAM
+    bytes as int() of the estimate (the int64 cast's values: truncated; a NaN the cast's), and
+    TFLOP/s as Python divides (numpy's float64 divisions, to the bit; numpy's own where a time
+    is 0)."""
+    import warnings
+
+    x = np.array([0.0, 1.5, 2.9, 2.0**52 + 1, 2.0**61, 12859813285.0])
+    assert table._whole(x, True) == table._whole(x).tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        nan = np.array([np.nan, 3.0])
+        assert np.array_equal(table._whole(nan, True), table._whole(nan))
+    rng = np.random.default_rng(3)
+    flops, t = rng.uniform(1e9, 1e16, 64), rng.uniform(1e-6, 1.0, 64)
+    few = table._tflops(flops.tolist(), t, True)
+    assert type(few) is list and np.array_equal(np.array(few), flops / t / 1e12)
+    with np.errstate(divide="ignore"):
+        assert isinstance(table._tflops([1.0, 2.0], np.array([0.0, 1.0]), True), np.ndarray)

@@ -49,6 +49,7 @@ EXACT = 2.0**53  # ints below it are floats exactly: float division rounds as in
 # same float64 values, so the same products)
 _MS, _TERA, _PCT = np.array(1e3), np.array(1e12), np.array(100.0)
 FEW = 16  # rows up to which a column's Python values cost fewer calls than its numpy array's
+_ONES = read_only(np.ones(FEW, np.int64))  # a few templates' problems a template (predict's rows)
 
 
 def predictable(pl: Plan, hw: HardwareProfile) -> Plan:
@@ -600,16 +601,24 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
     made = iter(_shapes(todo) if todo else [])
     shapes = [t.facts or _made(next(made)) for t in templates]
     alone = all(len(t.problems) == 1 for t in templates)  # a template a problem (predict's rows): nothing to repeat
-    m = np.ones(len(templates), np.int64) if alone else np.array([len(t.problems) for t in templates], np.int64)
     probs, at = rows or ([p for t in templates for p in t.problems], None)
-    if len(probs) <= FEW:  # (a few rows, predict's: one call)
-        batch, heads, kv = np.array(list(map(_BHK, probs)), np.int64).reshape(-1, 3).T
+    # a template a row, a few rows (predict's): columns of Python values, lists, where as_frame
+    # and as_rows take them so (as_frame's numpy block of their type; fewer calls than arrays')
+    few = alone and len(templates) <= FEW and at is None
+    m = (_ONES[:len(templates)] if few else np.ones(len(templates), np.int64) if alone else
+         np.array([len(t.problems) for t in templates], np.int64))
+    if few:
+        batch, heads, kv = map(list, zip(*map(_BHK, probs)))
+        u_all = np.array([b * k for b, k in zip(batch, kv)], np.int64)  # pairs()
     else:
-        batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
-                            for f in ("batch", "heads", "kv_heads"))
-    if at is not None:
-        batch, heads, kv = batch[at], heads[at], kv[at]
-    u_all = batch * kv  # pairs()
+        if len(probs) <= FEW:  # (a few rows: one call)
+            batch, heads, kv = np.array(list(map(_BHK, probs)), np.int64).reshape(-1, 3).T
+        else:
+            batch, heads, kv = (np.fromiter(map(attrgetter(f), probs), np.int64, len(probs))
+                                for f in ("batch", "heads", "kv_heads"))
+        if at is not None:
+            batch, heads, kv = batch[at], heads[at], kv[at]
+        u_all = batch * kv  # pairs()
     # each row's (template, pairs) among the model's answers (alone: the rows in order, each
     # array as it is) and its template (alone: unused)
     du, dm, back = ((u_all, m, slice(None)) if alone else
@@ -638,13 +647,17 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         for name in dict.fromkeys(k for f in fields for k in f):
             out[name] = _rep([f.get(name, ABSENT) for f in fields], scode, alone)
     out["batch"], out["heads"], out["kv_heads"] = batch, heads, kv
-    for name, col in _plan_columns([t.plan for t in templates]).items():
-        out[name] = _rep(col, tcode, alone)
+    if alone:  # a Plan's value a row: its lists as they are
+        out.update(_plan_columns([t.plan for t in templates]))
+    else:
+        for name, col in _plan_columns([t.plan for t in templates]).items():
+            out[name] = _Coded(col, tcode)
     rd, wr, sram, tf, ex, alu, foot = _counts(shapes, m, u_all, alone)
-    dr, dw = _whole(d_r), _whole(d_w)
+    dr, dw = _whole(d_r, few), _whole(d_w, few)
     if all(t.hw is templates[0].hw for t in templates):  # one card's (predict's): its capacity
         cap = templates[0].hw.hbm_capacity_bytes
-        fits = (foot <= cap if isinstance(foot, np.ndarray) else np.array([f <= cap for f in foot], bool))
+        fits = (foot <= cap if isinstance(foot, np.ndarray) else
+                [f <= cap for f in foot] if few else np.array([f <= cap for f in foot], bool))
     else:
         cap = np.array([t.hw.hbm_capacity_bytes for t in templates])
         cap = cap if alone else cap.repeat(m)
@@ -657,11 +670,12 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
         "hbm_read_bytes_2level": rd, "hbm_write_bytes_2level": wr,
         "dram_read_bytes": dr, "dram_write_bytes": dw, "sram_bytes": sram,
         "tensor_flops": tf, "exp_ops": ex, "alu_flops": alu,
-        "intensity_flop_per_byte": _intensity(tf, alu, dr, dw),
+        "intensity_flop_per_byte": _intensity(tf, alu, dr, dw, few),
         "time_roofline_ms": t_roof * _MS,
         "bound_roofline": strs(ROOF, roof_bound),
         "time_pred_ms": t_pred * _MS,
-        "tflops_pred": _fa_flops(templates, out["batch"] * out["heads"], alone, reps, scode) / t_pred / _TERA,
+        "tflops_pred": _tflops(_fa_flops(templates, [b * h for b, h in zip(batch, heads)] if few else batch * heads,
+                                         alone, reps, scode), t_pred, few),
         # the limiter: what a 2x rate shortens most
         "bound": _bound(md.bound, back, limiter, alone),
         # the main kernel's busiest unit, and its share of its efficient peak
@@ -680,6 +694,9 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
 def _fields(probs: list[Problem]) -> list[dict]:
     """problem_fields of each problem, once a problem (predict's rows: one problem, a template
     a schedule)."""
+    p = probs[0] if probs else None
+    if all(q is p for q in probs):  # one problem's (predict's rows): its fields once
+        return [problem_fields(p)] * len(probs) if probs else []
     seen: dict = {}
     return [seen.get(id(p)) or seen.setdefault(id(p), problem_fields(p)) for p in probs]
 
@@ -712,17 +729,27 @@ def _fa_flops(templates: Sequence[Template], bh: np.ndarray, alone: bool, reps: 
               shape: np.ndarray) -> np.ndarray:
     """Problem.fa_flops of every row (`bh`: its B x H): a row a template (`alone`), Python's
     floats, else once a shape (_shapes_of: `reps`, each row's `shape`) for all its rows at
-    once, the same float operations a row."""
+    once, the same float operations a row (`bh` a list or an array; `alone`: a list)."""
     if alone:
-        ps, xs = [t.plan.problem for t in templates], bh.tolist()
+        ps, xs = [t.plan.problem for t in templates], _py(bh)
         if all(q is ps[0] for q in ps) and xs.count(xs[0]) == len(xs):  # one problem's rows (predict's)
-            return np.full(len(xs), ps[0].fa_flops(xs[0]), np.float64)
-        return np.array([q.fa_flops(x) for q, x in zip(ps, xs)], np.float64)
+            return [ps[0].fa_flops(xs[0])] * len(xs)
+        return [q.fa_flops(x) for q, x in zip(ps, xs)]
     order = np.argsort(shape, kind="stable")
     out = np.empty(len(bh))
     for i, at in zip(reps, _split(order, np.bincount(shape, minlength=len(reps)))):
         out[at] = templates[i].plan.problem.fa_flops(bh[at])
     return out
+
+
+def _tflops(flops, t_pred: np.ndarray, few: bool):
+    """TFLOP/s a row: FLOPs / predicted seconds / 1e12; a few rows (`few`, predict's) as
+    Python divides them (the same float64 divisions, a list), where no time is 0."""
+    if few:
+        ts = t_pred.tolist()
+        if 0.0 not in ts:
+            return [f / t / 1e12 for f, t in zip(flops, ts)]
+    return np.asarray(flops, np.float64) / t_pred / _TERA
 
 
 def _rep_rows(col: np.ndarray, alone: bool):
@@ -733,20 +760,30 @@ def _rep_rows(col: np.ndarray, alone: bool):
     return typed if isinstance(typed, np.ndarray) else col.tolist()
 
 
-def _whole(x: np.ndarray):
+def _whole(x: np.ndarray, few: bool = False):
     """The DRAM estimate's bytes as whole numbers: int64, or Python ints (a list) where one is
-    past INT_MAX, as the counts are (an astronomically large problem's: a cast would wrap)."""
-    if len(x) <= FEW:  # (a few rows, predict's: Python's max, fewer calls than numpy's)
+    past INT_MAX, as the counts are (an astronomically large problem's: a cast would wrap).
+    `few` (predict's rows): Python's ints, a list (as_frame's int64 where they are in its reach;
+    int() truncates as the cast does)."""
+    if few:
+        try:
+            return list(map(int, x.tolist()))
+        except ValueError:  # (a NaN: the cast's answer, as before)
+            pass
+    if len(x) <= FEW:  # (a few rows: Python's max, fewer calls than numpy's)
         big = max(x.tolist(), default=0) >= INT_MAX
     else:
         big = x.max() >= INT_MAX
     return [int(v) for v in x.tolist()] if big else x.astype(np.int64)
 
 
-def _intensity(tf, alu, dr, dw) -> np.ndarray:
+def _intensity(tf, alu, dr, dw, few: bool = False):
     """(tensor + ALU FLOPs) / DRAM bytes (at least 1) a row, as Python divides the ints: in
     float64 where both ints are floats exactly (below 2^53), the other rows one by one; a few
-    rows (predict's) all one by one: fewer calls than numpy's, the same quotients."""
+    rows all one by one: fewer calls than numpy's, the same quotients (`few`, predict's rows:
+    Python's floats, a list)."""
+    if few:
+        return [(x + y) / max(r + w, 1) for x, y, r, w in zip(_py(tf), _py(alu), _py(dr), _py(dw))]
     if len(tf) <= FEW or not all(isinstance(x, np.ndarray) for x in (tf, alu, dr, dw)):
         return np.array([(x + y) / max(r + w, 1) for x, y, r, w in zip(_py(tf), _py(alu), _py(dr), _py(dw))])
     den = np.maximum(dr + dw, 1)
@@ -762,10 +799,10 @@ def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: b
     array, or Python ints where a column could pass int64's reach."""
     if alone:  # a template a row: Python's ints, no object arrays (predict's rows)
         a = [sh.counts[0] for sh in shapes]
-        if not any(sh.affine for sh in shapes) and max(max(map(abs, aj)) for aj in a) < INT_MAX:
+        if not any(map(_AFFINE, shapes)) and max(map(abs, chain.from_iterable(a))) < INT_MAX:
             # b = 0 throughout: a as it is, in int64's reach; a few rows (predict's) as lists of
             # Python's ints (as_frame's int64, fewer calls than an array's)
-            return [list(c) for c in zip(*a)] if len(a) <= FEW else list(np.array(a, np.int64).T)
+            return list(map(list, zip(*a))) if len(a) <= FEW else list(np.array(a, np.int64).T)
     umax = float(u_all.max())
     if alone:
         us = u_all.tolist()
@@ -789,6 +826,9 @@ def _counts(shapes: Sequence[_Shape], m: np.ndarray, u_all: np.ndarray, alone: b
         else:
             out.append(a[:, j].astype(np.int64).repeat(m) + b[:, j].astype(np.int64).repeat(m) * u_all)
     return out
+
+
+_AFFINE = attrgetter("affine")
 
 
 def _split(x: np.ndarray, m: np.ndarray) -> list[np.ndarray]:
@@ -846,7 +886,12 @@ def take(cols: dict, rows: Sequence[int]) -> dict:
 
 def _picker(rows: list[int]):
     """A list's values at these rows, as a tuple."""
-    return itemgetter(*rows) if len(rows) > 1 else lambda col: tuple(col[i] for i in rows)
+    if len(rows) > 1:
+        return itemgetter(*rows)
+    if rows:
+        i = rows[0]
+        return lambda col: (col[i],)
+    return lambda col: ()
 
 
 # a list column whose values are all of one of these types: as the array a frame infers from it
@@ -878,14 +923,11 @@ def as_frame(cols: dict, dicts: bool = False) -> pd.DataFrame:
     pd.DataFrame itself where pandas lacks create_dataframe_from_blocks (< 3). `dicts` (lists
     and arrays, predict's): pandas' frame of as_rows' dicts, which differs where a row lacks a
     cell (a column the first row lacks comes after its columns): that frame, then."""
-    import pandas as pd
-
-    try:
-        from pandas.api.internals import create_dataframe_from_blocks
-    except ImportError:
-        create_dataframe_from_blocks = None
+    create_dataframe_from_blocks = _from_blocks()
     n = len(next(iter(cols.values()))) if cols else 0
     if create_dataframe_from_blocks is None or not n:
+        import pandas as pd
+
         if dicts and any(isinstance(col, list) and ABSENT in col for col in cols.values()):
             return pd.DataFrame(as_rows(cols))
         return pd.DataFrame({c: _typed(_plain(col)) if isinstance(_plain(col), list) else _plain(col)
@@ -894,6 +936,8 @@ def as_frame(cols: dict, dicts: bool = False) -> pd.DataFrame:
         df = _short_frame(cols, n, create_dataframe_from_blocks)
         if df is not None:
             return df
+    import pandas as pd
+
     names = _columns_index(tuple(cols))
     arrow_str = _str_dtype(names.dtype)  # the str dtype pandas infers, where Arrow holds it
     same: dict = {}  # numpy dtype: [(position, column)]
@@ -947,6 +991,23 @@ def as_frame(cols: dict, dicts: bool = False) -> pd.DataFrame:
                                          for b, at in blocks], index=pd.RangeIndex(n), columns=names)
 
 
+_INTERNALS = None  # pandas.api.internals, once imported (False: this pandas lacks it)
+
+
+def _from_blocks():
+    """pandas' create_dataframe_from_blocks (pandas >= 3), None where this pandas lacks it
+    (asked of the module each call: a test takes it away; an import statement a call costs
+    some ten times the attribute's read)."""
+    global _INTERNALS
+    if _INTERNALS is None:
+        try:
+            import pandas.api.internals as internals
+        except ImportError:
+            internals = False
+        _INTERNALS = internals
+    return getattr(_INTERNALS, "create_dataframe_from_blocks", None) if _INTERNALS else None
+
+
 _SHORT = 64  # rows: a table this short (predict's) is built from its layout (_Layout)
 _LAYOUTS: dict = {}  # (names, rows, pandas infers str, each column's type): _Cells or None
 
@@ -968,7 +1029,7 @@ class _Cells:
 class _Layout:
     """as_frame's blocks for columns and cells of these types, worked out once: the numpy
     blocks (dtype, getter of their columns, whether its cells are read one by one: an int
-    block with lists; placement), the None-and-int columns (float64: their ints to check
+    block with lists, _LISTS where all its columns are lists; placement), the None-and-int columns (float64: their ints to check
     exact), and the str columns (getter, (rows of their cells, placement) each: an array,
     and a slice for _built, their dtype)."""
 
@@ -979,6 +1040,7 @@ class _Layout:
     str_slots: list
     arrow_str: object
     proto: object = None  # str_maker's, once made
+    placed: tuple | None = None  # _built's BlockPlacements: the numpy blocks', the str columns'
 
     def str_maker(self):
         """The str columns' ArrowStringArray of an Arrow chunked array (_arrow_strs)."""
@@ -1035,7 +1097,8 @@ def _short_frame(cols: dict, n: int, build):
         if max(map(abs, filter(None, vals[j])), default=0) >= EXACT:
             return None
     try:
-        arrays = [np.fromiter(chain.from_iterable([c if type(c) is list else c.tolist() for c in get(vals)]),
+        arrays = [np.fromiter(chain.from_iterable(get(vals) if flat is _LISTS else
+                                                  [c if type(c) is list else c.tolist() for c in get(vals)]),
                               dtype, len(at) * n).reshape(len(at), n) if flat else np.array(get(vals), dtype)
                   for dtype, get, flat, at in lay.blocks]
     except OverflowError:  # ints past int64's reach: pandas' own inference
@@ -1092,19 +1155,25 @@ def _built(fast: tuple, arrays: list, cells, n: int, lay: _Layout, top: _Cells):
     object dtype), each str column an ExtensionBlock of an ArrowStringArray of the layout's
     dtype, their shapes right by construction (no check)."""
     place, numpy_block, ext_block, manager, from_mgr = fast
-    # a placement of each block's own (pandas' BlockPlacement holds the array given)
-    blocks = [numpy_block(a, ndim=2, placement=place(at.copy())) for a, (*_, at) in zip(arrays, lay.blocks)]
+    if lay.placed is None:  # the layout's placements, made once: pandas makes a new one where
+        # it moves a block (insert, delete: BlockPlacement's methods return new ones), never
+        # changes one, so the frames of a layout share them
+        lay.placed = ([place(at.copy()) for *_, at in lay.blocks], [place(at) for _, at in lay.str_slots])
+    nums, texts = lay.placed
+    # (Block's arguments by position: values, placement, ndim; some third less than by name)
+    blocks = [numpy_block(a, at, 2) for a, at in zip(arrays, nums)]
     if cells is not None:
         import pyarrow as pa
 
         whole, strs = pa.chunked_array([cells]), lay.str_maker()
-        blocks += [ext_block(strs(whole.slice(rows.start, n)), ndim=2, placement=place(at))
-                   for rows, at in lay.str_slots]
+        blocks += [ext_block(strs(whole.slice(rows.start, n)), at, 2)
+                   for (rows, _), at in zip(lay.str_slots, texts)]
     mgr = manager(blocks, [top.names.view(), top.rows.view()], verify_integrity=False)
     return from_mgr(mgr, mgr.axes)
 
 
 _DTYPE = attrgetter("dtype")
+_LISTS = "lists"  # a _Layout's int64 block of lists alone
 
 
 def _cells(types: tuple, names: tuple, n: int) -> _Cells | None:
@@ -1151,8 +1220,10 @@ def _layout(vals: tuple, n: int, names_dtype) -> _Layout | None:
             return None
         same.setdefault(dtype, []).append(j)
     # an int64 block with lists: its cells as Python's ints, read by np.fromiter (numpy's
-    # array of a mix of arrays and lists of ints costs some twice as much: its shape's search)
-    blocks = [(dtype, _picker(js), dtype == np.int64 and any(isinstance(vals[j], list) for j in js),
+    # array of a mix of arrays and lists of ints costs some twice as much: its shape's search);
+    # _LISTS where every column is a list (its cells as they are)
+    blocks = [(dtype, _picker(js), dtype == np.int64 and (
+               _LISTS if all(isinstance(vals[j], list) for j in js) else any(isinstance(vals[j], list) for j in js)),
                np.array(js, np.intp)) for dtype, js in same.items()]
     rows = [slice(i * n, (i + 1) * n) for i in range(len(strs))]
     return _Layout(blocks, exact, _picker(strs), [(r, np.array([j], np.intp)) for r, j in zip(rows, strs)],
