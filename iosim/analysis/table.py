@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from struct import error as StructError
 from struct import pack
@@ -94,6 +94,9 @@ class _Raw:
     write: list  # per access: 1 a write, 0 a read
 
 
+_ZEROS = repeat(0)  # get's default, an item each (map's second iterable)
+
+
 def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     p = pl.problem
     kernels = pl.kernels
@@ -104,7 +107,8 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
     ext, acc, names, kin, inten, periods, reuse, ahead, write = [], [], [], [], [], [], [], [], []
     exts = []  # per kernel, its EXTENSIVE counts
     for i, k in enumerate(kernels):
-        e, fi, per = timing.kernel_raw(k, hw, p, size if ks[i] == splits else None)
+        # (its accesses' (count, size), reads then writes, from kernel_raw's pass over them)
+        e, fi, per = timing.kernel_raw(k, hw, p, size if ks[i] == splits else None, acc)
         exts.append(e)
         ext += e
         inten.append(fi)
@@ -115,25 +119,21 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
         nr, nw = len(rd), len(wr)
         names += rd
         names += wr
-        for n, v in rd.items():
-            acc += (v, size[n])
-        for n, v in wr.items():
-            acc += (v, size[n])
         kin += [i] * (nr + nw)
         write += [0] * nr
         write += [1] * nw
         kr = k.reuse
-        if kr:
-            reuse += [kr.get(n, 0) for n in rd]
-            reuse += [kr.get(n, 0) for n in wr]
+        if kr:  # (map of the dict's get: no comprehension's frame)
+            reuse += map(kr.get, rd, _ZEROS)
+            reuse += map(kr.get, wr, _ZEROS)
         else:
             reuse += [0] * (nr + nw)
         pre = memory.prefetch_ahead(k, elem)
         if pre:
-            ahead += [pre.get(n, 0) for n in rd]
+            ahead += map(pre.get, rd, _ZEROS)
+            ahead += [0] * nw
         else:
-            ahead += [0] * nr
-        ahead += [0] * nw
+            ahead += [0] * (nr + nw)
     # the Plan's totals (Plan.traffic's and Plan.work's, summed as they sum them: ints, kernel
     # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic; the
     # tensors the kernels read or write (`names`) at their full size

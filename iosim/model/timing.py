@@ -253,10 +253,12 @@ def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) ->
     return dict(zip(LIMITS, _fluid(_Facts(table), np.array([r.vector()], np.float64))[:, 0].tolist()))
 
 
-def _split(k: KernelPlan, p: Problem, size: dict | None = None) -> tuple[float, float, float, float]:
+def _split(k: KernelPlan, p: Problem, size: dict | None = None, acc: list | None = None
+           ) -> tuple[float, float, float, float]:
     """(read, write) bytes moved once per CTA (prologue/epilogue, whole kernel) and
     (read, write) bytes streamed by the loop trips (whole kernel), two-level counts. `size`:
-    memory.sizes(p, kernel_splits(k)), where the caller has it."""
+    memory.sizes(p, kernel_splits(k)), where the caller has it. `acc`: a list extended with
+    each access's (count, tensor size), reads then writes, in the same pass (table._raw's)."""
     if size is None:
         size = sizes(p, kernel_splits(k))
     t, streamed, out = k.traffic, k.streamed, []
@@ -264,8 +266,11 @@ def _split(k: KernelPlan, p: Problem, size: dict | None = None) -> tuple[float, 
         fixed = whole = 0
         for n, v in tensors.items():
             whole += v
-            if v <= size[n] and n not in streamed:
+            s = size[n]
+            if v <= s and n not in streamed:
                 fixed += v
+            if acc is not None:
+                acc += (v, s)
         out += (fixed, whole - fixed)
     return out[0], out[2], out[1], out[3]
 
@@ -1049,10 +1054,12 @@ INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0",
              "x_chain")
 
 
-def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict | None = None) -> tuple:
+def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict | None = None,
+               acc: list | None = None) -> tuple:
     """(EXTENSIVE counts, INTENSIVE facts, the period's (trips, masked trips) or None when every
     CTA is alike) of one kernel: what facts_table makes its facts of, besides its DRAM bytes.
-    `size`: memory.sizes(p, kernel_splits(k)), where the caller has it."""
+    `size`: memory.sizes(p, kernel_splits(k)), where the caller has it; `acc` (with p): a list
+    extended with its accesses' (count, tensor size), reads then writes (_split's)."""
     trips = k.trips if k.tile_trips is None else k.tile_trips
     one, masked, period, uniform, sum_one, sum_masked, one0, masked0 = _period(trips, k.masked)
     # whole tiles per tile of work (KernelPlan.tile_trips: ragged tiles computed in full)
@@ -1063,7 +1070,7 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
     spec = SPECS.get(k.name)  # looked up once, for every fact of it below
     if p is not None:
         size = sizes(p, kernel_splits(k)) if size is None else size
-        fixed_r, fixed_w, loop_r, loop_w = _split(k, p, size)
+        fixed_r, fixed_w, loop_r, loop_w = _split(k, p, size, acc)
         two_r, two_w = fixed_r + loop_r, fixed_w + loop_w  # the whole counts (ints: exact)
     else:
         fixed_r, fixed_w, loop_r, loop_w = 0, 0, 0, 0
