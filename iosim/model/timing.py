@@ -1025,13 +1025,15 @@ def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
     out = _PERIODS.get(key, trips, masked)
     if out is not MISS:
         return out
-    one, low = trips, np.minimum(masked, trips)
-    if len(one) == 1 and len(low) == 1:  # every CTA alike
+    one, low = trips, np.minimum(masked, trips)  # (low: the two's length)
+    if len(low) == 1:  # every CTA alike
         out = (one, low, 1, True, float(one[0]), float(low[0]))
     else:
-        one, low = np.broadcast_arrays(one, low)
+        if len(one) != len(low):
+            one, low = np.broadcast_arrays(one, low)
+        # (np.add.reduce: ndarray.sum's own reduction, without its Python wrapper)
         uniform = bool((one == one[0]).all() and (low == low[0]).all())
-        out = (one, low, len(one), uniform, float(one.sum()), float(low.sum()))
+        out = (one, low, len(one), uniform, float(np.add.reduce(one)), float(np.add.reduce(low)))
     return _PERIODS.put(key, (trips, masked), out + (float(one[0]), float(low[0])))
 
 
