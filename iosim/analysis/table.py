@@ -97,12 +97,20 @@ class _Raw:
 _ZEROS = repeat(0)  # get's default, an item each (map's second iterable)
 
 
-def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
+def _raw(pl: Plan, hw: HardwareProfile, sized: dict | None = None) -> _Raw:
+    """`sized`: a dict of memory.sizes' answers by (id(problem), splits) that the caller keeps
+    for one batch (its Plans mostly of one problem: sizes' cache hashes the problem, a few
+    microseconds each time)."""
     p = pl.problem
     kernels = pl.kernels
     ks = [kernel_splits(k) for k in kernels]
     splits = max(ks)  # kv_splits(pl)
-    size = memory.sizes(p, splits)
+    if sized is None:
+        size = memory.sizes(p, splits)
+    else:
+        size = sized.get((id(p), splits))
+        if size is None:
+            size = sized[id(p), splits] = memory.sizes(p, splits)
     elem = p.elem_bytes
     ext, acc, names, kin, inten, periods, reuse, ahead, write = [], [], [], [], [], [], [], [], []
     exts = []  # per kernel, its EXTENSIVE counts
@@ -318,14 +326,15 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     """_shape of each (Plan, profile, scaled, probe) at once: the counts fitted in one pass
     (_fits), every template's facts in one array a kind, each template's a view of them; None
     where a count is not whole, or the probe's Plan is not alike."""
-    raws = [_raw(pl, hw) for pl, hw, _, _ in items]
+    sized: dict = {}  # (the items' problems, all alive: their ids are theirs meanwhile)
+    raws = [_raw(pl, hw, sized) for pl, hw, _, _ in items]
     ne = len(timing.EXTENSIVE)
     if any(scaled or probe is not None for _, _, scaled, probe in items):
         v0, v1, u0, u1, alike = [], [], [], [], []
         for (pl, hw, scaled, probe), r in zip(items, raws):
             flat, u = _flat(r), pairs(pl.problem)
             if probe is not None:
-                r1 = _raw(probe, hw)
+                r1 = _raw(probe, hw, sized)
                 alike.append(len(probe.kernels) == len(pl.kernels)
                              and _accesses(r1, probe) == _accesses(r, pl))
                 v1.append(_flat(r1) if alike[-1] else flat)

@@ -1077,9 +1077,10 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
     else:
         fixed_r, fixed_w, loop_r, loop_w = 0, 0, 0, 0
         two_r, two_w = t.hbm_read, t.hbm_write
-    ext = (k.ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
+    ctas = k.ctas
+    ext = (ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
            once.alu_flops, k.mask_alu, t.sram, two_r, two_w, fixed_r, fixed_w,
-           loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.units,
+           loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.tiles or ctas,  # k.units
            reduced_loop_reads(k, p, spec, size) if p is not None else 0.0)
     nsync, in_l2, turns, apart, under_pv, in_step, barrier, chain = _spec_facts(k, spec)
     inten = (hw.sm_count, _ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,

@@ -1,13 +1,15 @@
 """Instructions (callgrind's Ir) of the parts of iosim.predict branch counts23 works on,
 counted alone: each part runs inside functools.reduce, and callgrind collects only while
 functools_reduce runs (--collect-atstart=no --toggle-collect) and dumps when it returns
-(--dump-after), one dump a part, the last seven dumps (a few earlier calls of reduce, in
+(--dump-after), one dump a part, the last nine dumps (a few earlier calls of reduce, in
 imports: a few thousand instructions). Parts: the four Plans (schedules.plan, as
 predict._columns asks) and table._shapes of them (the counts), the record problem (b4 h32
 N4096 d128) and its causal twin, warm; and for problems never asked before (counts22's 24,
 the shape caches cleared before each, as ../counts22/cold_parts_instr.py) the clearing alone,
 it and the Plans, it and the Plans and their _shapes: cold_plans is the second less the first,
-cold_shapes the third less the second. One process a tree (PYTHONPATH the tree),
+cold_shapes the third less the second; and, nothing cleared, 48 problems of lengths asked of
+nothing before (3001 + 8i and 5001 + 8i): fresh_plans their Plans, fresh_shapes
+the _shapes of Plans made before. One process a tree (PYTHONPATH the tree),
 PYTHONHASHSEED=0, the collector off.
 
     python experiments/sweep_speed/counts23/toggle_instr.py TREE [TREE ...] [--calls 100]
@@ -67,6 +69,15 @@ def cold(i, what):
             table._shapes([(pl, hw, False, None) for pl in ps])
 for what in range(3):
     run(lambda i: cold(i, what), 48)
+# fresh: 48 problems of lengths asked of nothing before (nothing cleared), their Plans, then
+# (other lengths, their Plans made before) their _shapes
+def fresh(n0):
+    return [iosim.Problem(batch=(1, 2, 4, 8)[i % 4], heads=(8, 16, 32)[i % 3], seqlen_q=n0 + 8 * i,
+                          head_dim=(64, 128)[i % 2], causal=bool(i // 2 % 2)) for i in range(48)]
+new = fresh(3001)
+run(lambda i: [table.predictable(plan(s, new[i], hw, check=True), hw) for s in four], 48)
+new = [[table.predictable(plan(s, q, hw, check=True), hw) for s in four] for q in fresh(5001)]
+run(lambda i: table._shapes([(pl, hw, False, None) for pl in new[i]]), 48)
 """
 PARTS = ("plans", "shapes", "plans_causal", "shapes_causal")
 
@@ -96,10 +107,11 @@ def main() -> None:
     with ThreadPoolExecutor(2) as pool:
         got = dict(zip(a.trees, pool.map(lambda t: dumps(t, a.calls), a.trees)))
     for t in a.trees:
-        g = got[t][-7:]  # (reduce's earlier calls: in imports, a few thousand instructions)
+        g = got[t][-9:]  # (reduce's earlier calls: in imports, a few thousand instructions)
         warm = "  ".join(f"{p} {x / a.calls:,.0f}" for p, x in zip(PARTS, g[:4]))
         c0, c1, c2 = g[4:7]
-        print(f"{t}: {warm}  cold_plans {(c1 - c0) / 48:,.0f}  cold_shapes {(c2 - c1) / 48:,.0f} instructions a call")
+        print(f"{t}: {warm}  cold_plans {(c1 - c0) / 48:,.0f}  cold_shapes {(c2 - c1) / 48:,.0f}"
+              f"  fresh_plans {g[7] / 48:,.0f}  fresh_shapes {g[8] / 48:,.0f} instructions a call")
 
 
 if __name__ == "__main__":
