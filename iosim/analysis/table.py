@@ -359,20 +359,33 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         # ints, taken from the Plans' counts below), b = 0
         a = b = None
         alike, bad = [True] * len(items), [False] * len(items)
-        aa = _floats(_joined(r.acc for r in raws))
-        ab = np.zeros(len(aa))
-        ea = _floats(_joined(r.ext for r in raws))
-        eb = np.zeros(len(ea))
+    # the kernels' INTENSIVE facts, the accesses' kernel, reuse, ahead and write, and (templates
+    # of their own problems) the accesses' and kernels' counts as they are: one conversion
+    vals = _joined(x for r in raws for x in r.inten)
+    ni = len(vals)
+    for f in ("kin", "reuse", "ahead", "write"):
+        for r in raws:
+            vals += getattr(r, f)
+    ns = len(vals)
+    if a is None:
+        for r in raws:
+            vals += r.acc
+        nc = len(vals)
+        for r in raws:
+            vals += r.ext
+    vals = _floats(vals)
+    if a is None:
+        aa, ea = vals[ns:nc], vals[nc:]
+        ab, eb = np.zeros(nc - ns), np.zeros(len(vals) - nc)
     # every kernel's row of KERN's columns, a block of them a numpy call (slots below)
     rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    inten = _floats(_joined(x for r in raws for x in r.inten)).reshape(-1, len(timing.INTENSIVE))
+    inten = vals[:ni].reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
         np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)), inten[:, :1]], axis=1)
     # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
     kern[:, KERN_SLOTS] = kern[:, KERN_OCC] * kern[:, KERN_SMS]
-    side = _floats(_joined(getattr(r, f) for f in ("kin", "reuse", "ahead", "write") for r in raws)
-                   ).reshape(4, -1).T
+    side = vals[ni:ns].reshape(4, -1).T
     accs = np.concatenate([side[:, :1], aa.reshape(-1, 2), ab.reshape(-1, 2), side[:, 1:]], axis=1)
     if a is not None:  # the Plans' totals, a and b, as Python values (a template's list each)
         ends = np.cumsum(lens[2::3]).tolist()

@@ -1078,10 +1078,15 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
         fixed_r, fixed_w, loop_r, loop_w = 0, 0, 0, 0
         two_r, two_w = t.hbm_read, t.hbm_write
     ctas = k.ctas
+    # (the spec's rules asked only where it has them: most kernels have none, and each would
+    # answer 0.0 through a call)
     ext = (ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
-           once.alu_flops, k.mask_alu, t.sram, two_r, two_w, fixed_r, fixed_w,
-           loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.tiles or ctas,  # k.units
-           reduced_loop_reads(k, p, spec, size) if p is not None else 0.0)
+           once.alu_flops, k.mask_alu, t.sram, two_r, two_w, fixed_r, fixed_w, loop_r, loop_w,
+           0.0 if spec is None or spec.l2_weights is None else l2_extra(k, spec),
+           smem_fill(k, spec) if spec is not None and spec.smem_fills else 0.0,
+           k.tiles or ctas,  # k.units
+           0.0 if p is None or spec is None or spec.l2_reductions is None
+           else reduced_loop_reads(k, p, spec, size))
     nsync, in_l2, turns, apart, under_pv, in_step, barrier, chain = _spec_facts(k, spec)
     inten = (hw.sm_count, _ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              one0, masked0, wg, warps, POLICIES[k.overlap], k.stages,
