@@ -103,7 +103,7 @@ def _raw(pl: Plan, hw: HardwareProfile, sized: dict | None = None) -> _Raw:
     microseconds each time)."""
     p = pl.problem
     kernels = pl.kernels
-    ks = [kernel_splits(k) for k in kernels]
+    ks = list(map(kernel_splits, kernels))  # (map: no comprehension's function to build)
     splits = max(ks)  # kv_splits(pl)
     if sized is None:
         size = memory.sizes(p, splits)
@@ -146,7 +146,7 @@ def _raw(pl: Plan, hw: HardwareProfile, sized: dict | None = None) -> _Raw:
     # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic; the
     # tensors the kernels read or write (`names`) at their full size
     counts = ([0 + x for x in _TOTAL(exts[0])] if len(exts) == 1  # sum() of one: 0 + it
-              else [sum(c) for c in zip(*map(_TOTAL, exts))])
+              else list(map(sum, zip(*map(_TOTAL, exts)))))
     counts.append(touched_bytes(pl, size, set(names)))
     return _Raw(ext, acc, counts, names, kin, inten, periods, reuse, ahead, write)
 
@@ -361,7 +361,10 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         alike, bad = [True] * len(items), [False] * len(items)
     # the kernels' INTENSIVE facts, the accesses' kernel, reuse, ahead and write, and (templates
     # of their own problems) the accesses' and kernels' counts as they are: one conversion
-    vals = _joined(x for r in raws for x in r.inten)
+    vals: list = []
+    for r in raws:
+        for x in r.inten:
+            vals += x
     ni = len(vals)
     for f in ("kin", "reuse", "ahead", "write"):
         for r in raws:
