@@ -106,15 +106,22 @@ def tensor_shape(p: Problem, name: str, splits: int = 1) -> tuple[int, ...]:
     return tuple(dims[x] for x in TENSORS[name].shape)
 
 
+# tensor_sizes' table: TENSORS' distinct shapes, and per tensor (the counts' name, its shape's
+# index among them, its bytes an element or 0: fp32's or the dtype's, fp32 or not); a problem
+# multiplies out each shape once (the 55 tensors have 14)
+_SHAPES = tuple(dict.fromkeys(t.shape for t in TENSORS.values()))
+_SIZED = tuple((MODEL_NAMES.get(n, n), _SHAPES.index(t.shape), t.nbytes, t.f32) for n, t in TENSORS.items())
+
+
 def tensor_sizes(p: Problem, splits: int = 1) -> dict[str, int]:
     """Bytes of every named tensor in HBM, under the launcher's and the counts' names."""
-    out, e, dims = {}, io_bytes(p), _dims(p, splits)
-    for n, t in TENSORS.items():
-        elems = 1
-        for x in t.shape:
-            elems *= dims[x]
-        out[MODEL_NAMES.get(n, n)] = elems * (t.nbytes or (F32 if t.f32 else e))
-    return out
+    e, dims, elems = io_bytes(p), _dims(p, splits), []
+    for shape in _SHAPES:
+        n = 1
+        for x in shape:
+            n *= dims[x]
+        elems.append(n)
+    return {name: elems[i] * (nb or (F32 if f32 else e)) for name, i, nb, f32 in _SIZED}
 
 
 def io_bytes(p: Problem) -> int:

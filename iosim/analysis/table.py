@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from struct import error as StructError
 from struct import pack
@@ -95,17 +95,29 @@ class _Raw:
     write: list  # per access: 1 a write, 0 a read
 
 
-def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
+_ZEROS = repeat(0)  # get's default, an item each (map's second iterable)
+
+
+def _raw(pl: Plan, hw: HardwareProfile, sized: dict | None = None) -> _Raw:
+    """`sized`: a dict of memory.sizes' answers by (id(problem), splits) that the caller keeps
+    for one batch (its Plans mostly of one problem: sizes' cache hashes the problem, a few
+    microseconds each time)."""
     p = pl.problem
     kernels = pl.kernels
-    ks = [kernel_splits(k) for k in kernels]
+    ks = list(map(kernel_splits, kernels))  # (map: no comprehension's function to build)
     splits = max(ks)  # kv_splits(pl)
-    size = memory.sizes(p, splits)
+    if sized is None:
+        size = memory.sizes(p, splits)
+    else:
+        size = sized.get((id(p), splits))
+        if size is None:
+            size = sized[id(p), splits] = memory.sizes(p, splits)
     elem = p.elem_bytes
     ext, acc, names, kin, inten, periods, reuse, ahead, write = [], [], [], [], [], [], [], [], []
     exts = []  # per kernel, its EXTENSIVE counts
     for i, k in enumerate(kernels):
-        e, fi, per = timing.kernel_raw(k, hw, p, size if ks[i] == splits else None)
+        # (its accesses' (count, size), reads then writes, from kernel_raw's pass over them)
+        e, fi, per = timing.kernel_raw(k, hw, p, size if ks[i] == splits else None, acc)
         exts.append(e)
         ext += e
         inten.append(fi)
@@ -116,30 +128,26 @@ def _raw(pl: Plan, hw: HardwareProfile) -> _Raw:
         nr, nw = len(rd), len(wr)
         names += rd
         names += wr
-        for n, v in rd.items():
-            acc += (v, size[n])
-        for n, v in wr.items():
-            acc += (v, size[n])
         kin += [i] * (nr + nw)
         write += [0] * nr
         write += [1] * nw
         kr = k.reuse
-        if kr:
-            reuse += [kr.get(n, 0) for n in rd]
-            reuse += [kr.get(n, 0) for n in wr]
+        if kr:  # (map of the dict's get: no comprehension's frame)
+            reuse += map(kr.get, rd, _ZEROS)
+            reuse += map(kr.get, wr, _ZEROS)
         else:
             reuse += [0] * (nr + nw)
         pre = memory.prefetch_ahead(k, elem)
         if pre:
-            ahead += [pre.get(n, 0) for n in rd]
+            ahead += map(pre.get, rd, _ZEROS)
+            ahead += [0] * nw
         else:
-            ahead += [0] * nr
-        ahead += [0] * nw
+            ahead += [0] * (nr + nw)
     # the Plan's totals (Plan.traffic's and Plan.work's, summed as they sum them: ints, kernel
     # by kernel) from its kernels' EXTENSIVE counts, without building the Plan's Traffic; the
     # tensors the kernels read or write (`names`) at their full size
     counts = ([0 + x for x in _TOTAL(exts[0])] if len(exts) == 1  # sum() of one: 0 + it
-              else [sum(c) for c in zip(*map(_TOTAL, exts))])
+              else list(map(sum, zip(*map(_TOTAL, exts)))))
     counts.append(touched_bytes(pl, size, set(names)))
     return _Raw(ext, acc, counts, names, kin, inten, periods, reuse, ahead, write)
 
@@ -319,14 +327,15 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
     """_shape of each (Plan, profile, scaled, probe) at once: the counts fitted in one pass
     (_fits), every template's facts in one array a kind, each template's a view of them; None
     where a count is not whole, or the probe's Plan is not alike."""
-    raws = [_raw(pl, hw) for pl, hw, _, _ in items]
+    sized: dict = {}  # (the items' problems, all alive: their ids are theirs meanwhile)
+    raws = [_raw(pl, hw, sized) for pl, hw, _, _ in items]
     ne = len(timing.EXTENSIVE)
     if any(scaled or probe is not None for _, _, scaled, probe in items):
         v0, v1, u0, u1, alike = [], [], [], [], []
         for (pl, hw, scaled, probe), r in zip(items, raws):
             flat, u = _flat(r), pairs(pl.problem)
             if probe is not None:
-                r1 = _raw(probe, hw)
+                r1 = _raw(probe, hw, sized)
                 alike.append(len(probe.kernels) == len(pl.kernels)
                              and _accesses(r1, probe) == _accesses(r, pl))
                 v1.append(_flat(r1) if alike[-1] else flat)
@@ -351,20 +360,36 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         # ints, taken from the Plans' counts below), b = 0
         a = b = None
         alike, bad = [True] * len(items), [False] * len(items)
-        aa = _floats(_joined(r.acc for r in raws))
-        ab = np.zeros(len(aa))
-        ea = _floats(_joined(r.ext for r in raws))
-        eb = np.zeros(len(ea))
+    # the kernels' INTENSIVE facts, the accesses' kernel, reuse, ahead and write, and (templates
+    # of their own problems) the accesses' and kernels' counts as they are: one conversion
+    vals: list = []
+    for r in raws:
+        for x in r.inten:
+            vals += x
+    ni = len(vals)
+    for f in ("kin", "reuse", "ahead", "write"):
+        for r in raws:
+            vals += getattr(r, f)
+    ns = len(vals)
+    if a is None:
+        for r in raws:
+            vals += r.acc
+        nc = len(vals)
+        for r in raws:
+            vals += r.ext
+    vals = _floats(vals)
+    if a is None:
+        aa, ea = vals[ns:nc], vals[nc:]
+        ab, eb = np.zeros(nc - ns), np.zeros(len(vals) - nc)
     # every kernel's row of KERN's columns, a block of them a numpy call (slots below)
     rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
-    inten = _floats(_joined(x for r in raws for x in r.inten)).reshape(-1, len(timing.INTENSIVE))
+    inten = vals[:ni].reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
         np.array(rates, np.float64).reshape(-1, len(timing.RATE_FIELDS)), inten[:, :1]], axis=1)
     # resident CTA slots: ctas_per_sm x SMs (kernel_raw's), whole numbers exactly
     kern[:, KERN_SLOTS] = kern[:, KERN_OCC] * kern[:, KERN_SMS]
-    side = _floats(_joined(getattr(r, f) for f in ("kin", "reuse", "ahead", "write") for r in raws)
-                   ).reshape(4, -1).T
+    side = vals[ni:ns].reshape(4, -1).T
     accs = np.concatenate([side[:, :1], aa.reshape(-1, 2), ab.reshape(-1, 2), side[:, 1:]], axis=1)
     if a is not None:  # the Plans' totals, a and b, as Python values (a template's list each)
         ends = np.cumsum(lens[2::3]).tolist()

@@ -120,9 +120,20 @@ class Work:
 def copies(reads: Mapping[str, int], writes: Mapping[str, int], sram: int, k: int) -> Traffic:
     """Traffic(reads, writes, sram).scaled(k) in one pass (k copies, e.g. one per (batch,
     head)): the counts as Python ints times k, zero entries dropped, without the per-copy
-    Traffic a Plan's kernel would build only to scale it."""
-    return _made(MappingProxyType({n: int(v) * k for n, v in reads.items() if v}),
-                 MappingProxyType({n: int(v) * k for n, v in writes.items() if v}), sram * k)
+    Traffic a Plan's kernel would build only to scale it. (Loops, not comprehensions: a
+    comprehension is a function built and called, more than its few entries cost; every
+    kernel of every Plan comes through here.)"""
+    r: dict[str, int] = {}
+    for n, v in reads.items():
+        if v:
+            r[n] = int(v) * k
+    w: dict[str, int] = {}
+    for n, v in writes.items():
+        if v:
+            w[n] = int(v) * k
+    out = object.__new__(Traffic)  # (as _made)
+    out.reads, out.writes, out.sram = MappingProxyType(r), MappingProxyType(w), sram * k
+    return out
 
 
 def reads(sram: bool = True, **tensors: int) -> Traffic:

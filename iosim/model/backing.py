@@ -83,7 +83,7 @@ def tensor_bytes(plan: Plan, size: dict[str, int] | None = None,
 
 def touched_bytes(plan: Plan, size: dict[str, int], touched: set[str]) -> int:
     """Σ tensor_bytes (ints: any order sums them alike), without its dict."""
-    return sum([size[n] for n in _touched(plan, touched) if n in size])
+    return sum(map(size.__getitem__, filter(size.__contains__, _touched(plan, touched))))
 
 
 def footprint_bytes(plan: Plan) -> int:

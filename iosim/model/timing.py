@@ -253,10 +253,12 @@ def fluid(k: KernelPlan, dram: Dram, r: Rates, sms: int, hw: HardwareProfile) ->
     return dict(zip(LIMITS, _fluid(_Facts(table), np.array([r.vector()], np.float64))[:, 0].tolist()))
 
 
-def _split(k: KernelPlan, p: Problem, size: dict | None = None) -> tuple[float, float, float, float]:
+def _split(k: KernelPlan, p: Problem, size: dict | None = None, acc: list | None = None
+           ) -> tuple[float, float, float, float]:
     """(read, write) bytes moved once per CTA (prologue/epilogue, whole kernel) and
     (read, write) bytes streamed by the loop trips (whole kernel), two-level counts. `size`:
-    memory.sizes(p, kernel_splits(k)), where the caller has it."""
+    memory.sizes(p, kernel_splits(k)), where the caller has it. `acc`: a list extended with
+    each access's (count, tensor size), reads then writes, in the same pass (table._raw's)."""
     if size is None:
         size = sizes(p, kernel_splits(k))
     t, streamed, out = k.traffic, k.streamed, []
@@ -264,8 +266,11 @@ def _split(k: KernelPlan, p: Problem, size: dict | None = None) -> tuple[float, 
         fixed = whole = 0
         for n, v in tensors.items():
             whole += v
-            if v <= size[n] and n not in streamed:
+            s = size[n]
+            if v <= s and n not in streamed:
                 fixed += v
+            if acc is not None:
+                acc += (v, s)
         out += (fixed, whole - fixed)
     return out[0], out[2], out[1], out[3]
 
@@ -1020,13 +1025,15 @@ def _period(trips: np.ndarray, masked: np.ndarray) -> tuple:
     out = _PERIODS.get(key, trips, masked)
     if out is not MISS:
         return out
-    one, low = trips, np.minimum(masked, trips)
-    if len(one) == 1 and len(low) == 1:  # every CTA alike
+    one, low = trips, np.minimum(masked, trips)  # (low: the two's length)
+    if len(low) == 1:  # every CTA alike
         out = (one, low, 1, True, float(one[0]), float(low[0]))
     else:
-        one, low = np.broadcast_arrays(one, low)
+        if len(one) != len(low):
+            one, low = np.broadcast_arrays(one, low)
+        # (np.add.reduce: ndarray.sum's own reduction, without its Python wrapper)
         uniform = bool((one == one[0]).all() and (low == low[0]).all())
-        out = (one, low, len(one), uniform, float(one.sum()), float(low.sum()))
+        out = (one, low, len(one), uniform, float(np.add.reduce(one)), float(np.add.reduce(low)))
     return _PERIODS.put(key, (trips, masked), out + (float(one[0]), float(low[0])))
 
 
@@ -1049,10 +1056,12 @@ INTENSIVE = ("sms", "occ", "period", "uniform", "sum_one", "sum_masked", "one0",
              "x_chain")
 
 
-def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict | None = None) -> tuple:
+def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict | None = None,
+               acc: list | None = None) -> tuple:
     """(EXTENSIVE counts, INTENSIVE facts, the period's (trips, masked trips) or None when every
     CTA is alike) of one kernel: what facts_table makes its facts of, besides its DRAM bytes.
-    `size`: memory.sizes(p, kernel_splits(k)), where the caller has it."""
+    `size`: memory.sizes(p, kernel_splits(k)), where the caller has it; `acc` (with p): a list
+    extended with its accesses' (count, tensor size), reads then writes (_split's)."""
     trips = k.trips if k.tile_trips is None else k.tile_trips
     one, masked, period, uniform, sum_one, sum_masked, one0, masked0 = _period(trips, k.masked)
     # whole tiles per tile of work (KernelPlan.tile_trips: ragged tiles computed in full)
@@ -1063,15 +1072,21 @@ def kernel_raw(k: KernelPlan, hw: HardwareProfile, p: Problem | None, size: dict
     spec = SPECS.get(k.name)  # looked up once, for every fact of it below
     if p is not None:
         size = sizes(p, kernel_splits(k)) if size is None else size
-        fixed_r, fixed_w, loop_r, loop_w = _split(k, p, size)
+        fixed_r, fixed_w, loop_r, loop_w = _split(k, p, size, acc)
         two_r, two_w = fixed_r + loop_r, fixed_w + loop_w  # the whole counts (ints: exact)
     else:
         fixed_r, fixed_w, loop_r, loop_w = 0, 0, 0, 0
         two_r, two_w = t.hbm_read, t.hbm_write
-    ext = (k.ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
-           once.alu_flops, k.mask_alu, t.sram, two_r, two_w, fixed_r, fixed_w,
-           loop_r, loop_w, l2_extra(k, spec), smem_fill(k, spec), k.units,
-           reduced_loop_reads(k, p, spec, size) if p is not None else 0.0)
+    ctas = k.ctas
+    # (the spec's rules asked only where it has them: most kernels have none, and each would
+    # answer 0.0 through a call)
+    ext = (ctas, w.tensor_flops, w.exp_ops, w.alu_flops, once.tensor_flops, once.exp_ops,
+           once.alu_flops, k.mask_alu, t.sram, two_r, two_w, fixed_r, fixed_w, loop_r, loop_w,
+           0.0 if spec is None or spec.l2_weights is None else l2_extra(k, spec),
+           smem_fill(k, spec) if spec is not None and spec.smem_fills else 0.0,
+           k.tiles or ctas,  # k.units
+           0.0 if p is None or spec is None or spec.l2_reductions is None
+           else reduced_loop_reads(k, p, spec, size))
     nsync, in_l2, turns, apart, under_pv, in_step, barrier, chain = _spec_facts(k, spec)
     inten = (hw.sm_count, _ctas_per_sm(k, hw), period, uniform, sum_one, sum_masked,
              one0, masked0, wg, warps, POLICIES[k.overlap], k.stages,

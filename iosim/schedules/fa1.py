@@ -108,17 +108,27 @@ def _setup(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     return t, main, aux, tile, smem, bm, qb, kb
 
 
-_FIXED = Memo()  # (problem's shape_key, id(profile), tiles) -> (profile, _fixed's answer)
+# (direction, head_dim, dtype, mask, id(profile), tiles) -> (profile, _fixed's answer less
+# the block map)
+_FIXED = Memo()
 
 
 def _fixed(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     """What _setup takes from the problem's shape alone (not from batch x heads): tiles,
-    entry, defines, shared memory, block map, CTA slots; remembered (a sweep asks for every
-    batch and head count of a shape)."""
-    key = (p.shape_key(), id(hw), t)
+    entry, defines, shared memory, block map, CTA slots; all but the block map (BlockMap.of's,
+    of the lengths) functions of the direction, head_dim, dtype and mask, remembered (a sweep
+    asks for every batch and head count of a shape, and every length; one set of defines
+    dicts, so the memos keyed by their identity serve every length)."""
+    key = (p.direction, p.head_dim, p.dtype, p.causal, p.causal_align, id(hw), t)
     out = _FIXED.get(key, hw)
-    if out is not MISS:
-        return out
+    if out is MISS:
+        out = _FIXED.put(key, (hw,), _unmapped(p, hw, t))
+    t, main, aux, tile, smem, slots = out
+    return t, main, aux, tile, smem, BlockMap.of(p, t.block_m, t.block_n), slots
+
+
+def _unmapped(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
+    """_fixed's answer but the block map."""
     check_head_dim("fa1", p)
     t = tiles(p, hw, t)
     main = "fa1_fwd" if p.direction is Direction.fwd else "fa1_bwd"
@@ -127,10 +137,9 @@ def _fixed(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
                 NUM_WARPS=t.warps, **mask_defines(p))
     smem = SPECS[main].smem({**aux, **tile, "STAGES": t.stages}, p.elem_bytes)
     check_smem("fa1", smem, hw, p)
-    bm = BlockMap.of(p, t.block_m, t.block_n)
     # what ctas_per_sm reads of the kernel (a KernelPlan's threads, registers, shared memory)
     probe = SimpleNamespace(threads=32 * t.warps, regs_per_thread=REGS, smem_bytes=smem)
-    return _FIXED.put(key, (hw,), (t, main, aux, tile, smem, bm, ctas_per_sm(probe, hw) * hw.sm_count))
+    return t, main, aux, tile, smem, ctas_per_sm(probe, hw) * hw.sm_count
 
 
 _FWD_DEFINES = Memo()  # (ids of its specs, id(aux), id(tile), split rows) -> (spec, aux, tile, answer)
