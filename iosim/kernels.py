@@ -951,6 +951,32 @@ def kernel_rules(plan: Plan) -> list[tuple[str, bool, str]]:
 def supported(plan: Plan) -> None:
     """Refuse, in one line, a Plan that no real kernel runs (an entry with no spec is modelled
     only), or whose problem its kernels' specs do not take."""
+    # every rule below at once, in one pass (backing asks it of every predicted row); where one
+    # fails, _refuse says which, in the rules' order
+    p, specs = plan.problem, []
+    for k in plan.kernels:
+        s = SPECS.get(k.name)
+        if s is None or k.defines.get(DQ_WRITER):
+            return _refused(plan)
+        specs.append(s)
+    d, dtype = p.head_dim, p.dtype._value_  # (an enum's value: a descriptor's call each read)
+    for s in specs:
+        if (s.head_dims is not None and d not in s.head_dims) or dtype not in s.dtypes:
+            return _refused(plan)
+    if (d % 8 or d > MAX_HEAD_DIM
+            or (p.direction is Direction.bwd and d not in BASE_HEAD_DIMS
+                and any(s.head_dims is not None for s in specs))
+            or (p.causal and p.causal_offset and any(p.causal_align not in s.aligns for s in specs))):
+        return _refused(plan)
+
+
+def _refused(plan: Plan) -> None:
+    _refuse(plan)  # raises the first rule that fails
+    raise AssertionError(f"supported: no rule of {plan.schedule}'s Plan fails, yet its one pass refused it")
+
+
+def _refuse(plan: Plan) -> None:
+    """supported's rules one by one: raises the first that fails (none: returns)."""
     schedule, p = plan.schedule, plan.problem
     specs = [SPECS.get(k.name) for k in plan.kernels]
     bwd = p.direction is Direction.bwd

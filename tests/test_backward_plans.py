@@ -238,3 +238,49 @@ def test_fa3_backward_dq_warp_spares_the_consumers_their_dq_wait():
     assert measured_dq_bulk(row) == 0 and measured_dq_bulk(row | {"dq_bulk": 2.0}) == 2
     assert measured_dq_bulk(row | {"direction": "fwd"}) is None
     assert measured_dq_bulk(row | {"deterministic": True}) is None
+
+
+def _verdict(check, pl) -> str | None:
+    try:
+        check(pl)
+    except InputError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.parametrize("top_left_only", [False, True])
+def test_supported_one_pass_refuses_what_its_rules_refuse_and_says_the_same(top_left_only, monkeypatch):
+    """supported's one pass over every rule (backing asks it of each predicted row) refuses a
+    Plan exactly when one of its rules, taken one by one in their order, does, with that
+    rule's line: head_dims off every kernel's, dtypes, backward head dims, fa3's modelled
+    dQ-writer warp, and (every spec made to mask top-left only: none does today) bottom-right
+    masks."""
+    from dataclasses import replace
+
+    from iosim.core.problem import CausalAlign
+    from iosim.kernels import _refuse
+
+    if top_left_only:
+        for name, spec in list(SPECS.items()):
+            monkeypatch.setitem(SPECS, name, replace(spec, aligns=frozenset({CausalAlign.top_left})))
+
+    h100, a100 = H100, load("a100-sxm4-80gb")
+    seen = {None: 0}
+    for d in (64, 96, 128, 200, 256):
+        for direction in ("fwd", "bwd"):
+            for causal, align, nk in ((False, "top-left", None), (True, "top-left", None),
+                                      (True, "bottom-right", 1500)):
+                for dtype in ("bf16", "fp16", "fp32", "fp8_e4m3"):
+                    p = Problem(batch=2, heads=4, seqlen_q=1000, seqlen_k=nk, head_dim=d, causal=causal,
+                                causal_align=align, direction=direction, dtype=dtype)
+                    for s in ("naive", "fa1", "fa2", "fa3"):
+                        for hw, tiles in ((h100, Tiles()), (h100, Tiles(dq_writer=True)), (a100, Tiles())):
+                            try:
+                                pl = plan(s, p, hw, tiles)
+                            except InputError:
+                                continue
+                            want = _verdict(_refuse, pl)
+                            assert _verdict(supported, pl) == want, (s, p, hw.name, tiles)
+                            seen[want and want.split(" (")[0]] = 1
+    assert seen[None] and len(seen) >= 5  # plans taken, and several rules' refusals
+    assert ("the real naive kernel masks top-left only" in seen) is top_left_only
