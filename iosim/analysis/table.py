@@ -435,6 +435,7 @@ class _Model:
 _ROOF_AS_IS = np.array([0, 1, 2, 5], np.intp)
 _ROOF_EXT = np.array([EXT[x] for x in ("flops", "exps", "alu", "sram")], np.intp)
 _DRAM_BYTES = timing.FACTS.index("dram_bytes")
+_LAUNCH = ROOF.index("launch")  # (peaks' column)
 
 
 def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool) -> _Model:
@@ -452,7 +453,7 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
             if per is not None:
                 periods.append(per)
     nk, na, k0 = np.array(sizes, np.int64).reshape(-1, 3).T
-    one = bool((m == 1).all())  # a problem a template (predict's rows): the rows in order
+    one = not np.count_nonzero(m != 1)  # a problem a template (predict's rows): the rows in order
     # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
     affine = any(sh.affine for sh in shapes)
     uf = u.astype(np.float64) if affine else None
@@ -481,19 +482,20 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
                                         slots, l2, accs[:, ACCS["ahead"].start])
     pid = np.array(pid, np.int64)
     b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
-                     peaks[:, ROOF.index("launch")], periods, pid if one else pid[k0[kt] + ki])
+                     peaks[:, _LAUNCH], periods, pid if one else pid[k0[kt] + ki])
     nks = nk if one else nk.repeat(m)  # each (template, pairs)'s kernels
     starts = k0 if one else (nks.cumsum() - nks).astype(np.int64)
     pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
 
     # per (problem, kernel): the roofline's terms, the time's
     # (the counts a column: gathered at once; the DRAM bytes' sum the facts table's)
-    counts = np.empty((len(kern), 6))
-    counts[:, _ROOF_AS_IS] = ext.take(_ROOF_EXT, 1)
-    counts[:, 3] = b.table[:, _DRAM_BYTES]
-    np.add(ext[:, EXT["two_r"]], ext[:, EXT["two_w"]], out=counts[:, 4])
-    terms = timing.roofline_table(counts, peaks)
-    roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
+    # (written in the terms' table, each divided by its peak in place)
+    terms = np.empty(peaks.shape)
+    terms[:, _ROOF_AS_IS] = ext.take(_ROOF_EXT, 1)
+    terms[:, 3] = b.table[:, _DRAM_BYTES]
+    np.add(ext[:, EXT["two_r"]], ext[:, EXT["two_w"]], out=terms[:, 4])
+    timing.roofline_table(terms[:, :-1], peaks, out=terms)
+    roof_s, roof_bound = np.maximum.reduce(terms, axis=1), terms.argmax(axis=1)
 
     # the Plan's largest kernel (the first of equals), by roofline and by predicted time (both
     # at once, a row each: a kernel's index where it is its Plan's largest, else past the end)

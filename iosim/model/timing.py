@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from itertools import accumulate
 from operator import attrgetter
 
@@ -70,12 +70,13 @@ class KernelTime:
 ROOFLINE = ("tensor", "sfu", "alu", "hbm", "l2", "sram", "launch")  # roofline_terms' keys
 
 
-def roofline_table(counts: np.ndarray, peaks: np.ndarray) -> np.ndarray:
+def roofline_table(counts: np.ndarray, peaks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """(rows, ROOFLINE) seconds at the datasheet peaks, from (rows, 6) counts (tensor FLOPs,
     exponentials, FP32 ops, DRAM bytes, two-level bytes, shared-memory bytes) and (rows,
-    ROOFLINE) peaks, the launch's being its overhead (taken as it is)."""
-    out = np.empty(peaks.shape)
-    out[:, :-1] = counts / peaks[:, :-1]
+    ROOFLINE) peaks, the launch's being its overhead (taken as it is); into `out` where given
+    (counts may be its first six columns: each divided in place)."""
+    out = np.empty(peaks.shape) if out is None else out
+    np.divide(counts, peaks[:, :-1], out=out[:, :-1])
     out[:, -1] = peaks[:, -1]
     return out
 
@@ -380,7 +381,10 @@ PV_OVERLAP = 1.2
 def _policies(policy, stages):
     """The overlap policies Trip.time computes by: `async` with one stage has nothing to
     overlap its loads with (`none`)."""
-    return np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
+    return np.where((policy == _ASYNC) & (stages <= _ONE_STAGE), _NONE_CODE, policy)
+
+
+_ONE_STAGE, _NONE_CODE = np.array(1.0), np.array(float(POLICIES["none"]))  # (_policies' operands)
 
 
 # Trip's terms, in order (the rows of the array Trip.time gathers a policy's entries from)
@@ -1109,29 +1113,38 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     kernels' DRAM bytes: per trip of one CTA, the once-per-CTA work and the mask apart (a block
     of facts a numpy call: a small batch's cost is the calls)."""
     e, s = _EXT_AT, _INT_AT
+    # the computed facts, block by block end to end (_STEP, _ONCE, _SHARE, _PLAIN), each
+    # written in its columns (out=: no array of its own to stack)
+    out = np.empty((len(ext), _COMPUTED_WIDTH))
+    step, once, share, plain = (out[:, at] for at in _COMPUTED_BLOCKS)
     ctas = ext[:, e["ctas"]]
-    reps = np.floor_divide(ctas, inten[:, s["period"]])
-    total_trips, total_masked = inten[:, s["sum_one"]] * reps, inten[:, s["sum_masked"]] * reps
+    reps = np.floor_divide(ctas, inten[:, s["period"]], out=plain[:, 0])
+    # (total_trips, total_masked: sum_one and sum_masked times reps, in one call)
+    trips = np.multiply(inten[:, s["sum_one"]:s["sum_masked"] + 1], reps[:, None], out=plain[:, 1:3])
+    total_trips, total_masked = trips.T
     # the loop's work and bytes are spread over its tiles of work: trips less the padding of
     # ragged tiles computed in full (each trip then a whole tile's work)
-    steps = np.where(total_trips > _ZERO, total_trips / inten[:, s["pad"]], _ONE)
+    steps = plain[:, 3]
+    steps.fill(1.0)
+    np.divide(total_trips, inten[:, s["pad"]], out=steps, where=total_trips > _ZERO)
     two_r, two_w = ext[:, e["two_r"]], ext[:, e["two_w"]]
-    once = ext.take(_ONCE[1], 1)  # (take: a faster gather)
+    o = ext.take(_ONCE[1], 1)  # (take: a faster gather)
     loop = ext.take(_STEP[1], 1)  # the loop's: less the once-per-CTA work, and the mask's ALU ops
-    loop[:, :len(_ONCE[0])] -= once
+    loop[:, :len(_ONCE[0])] -= o
     loop[:, _A_ALU] -= ext[:, e["mask_alu"]]
+    np.divide(loop, steps[:, None], out=step)
+    np.divide(o, ctas[:, None], out=once)
     # ALU ops of a masked trip; DRAM shares of the two-level bytes
     part, whole = np.array([ext[:, e["mask_alu"]], dram_r, dram_w]), np.array([total_masked, two_r, two_w])
-    some = whole > _ZERO
-    share = np.zeros(part.shape)  # (0 where the whole is none)
-    np.divide(part, whole, out=share, where=some)
+    share.fill(0.0)  # (0 where the whole is none)
+    np.divide(part, whole, out=share.T, where=whole > _ZERO)
     two = two_r + two_w
-    # the facts taken as they are and the computed ones, block by block end to end, then put
-    # in FACTS' order (_BLOCKS_AT: one gather)
-    return np.concatenate((inten, ext, loop / steps[:, None], once / ctas[:, None],
-                           share.T,
-                           np.array([reps, total_trips, total_masked, steps, two + ext[:, e["l2_extra"]],
-                                     dram_r + dram_w, two > _ZERO]).T), axis=1).take(_BLOCKS_AT, 1)
+    np.add(two, ext[:, e["l2_extra"]], out=plain[:, 4])
+    np.add(dram_r, dram_w, out=plain[:, 5])
+    np.greater(two, _ZERO, out=plain[:, 6])
+    # the facts taken as they are and the computed ones, end to end, then put in FACTS' order
+    # (_BLOCKS_AT: one gather)
+    return np.concatenate((inten, ext, out), axis=1).take(_BLOCKS_AT, 1)
 
 
 def _as_is(names: tuple, computed: set) -> tuple[list, list]:
@@ -1179,6 +1192,13 @@ def _blocks_at() -> np.ndarray:
 
 
 _BLOCKS_AT = _blocks_at()
+# facts_table's computed blocks: their columns of its table of them, in _blocks_at's order
+_COMPUTED_BLOCKS = tuple(slice(a, a + len(x)) for a, x in zip(
+    accumulate((0, len(_STEP_AT), len(_ONCE_AT), len(_SHARE_AT))), (_STEP_AT, _ONCE_AT, _SHARE_AT, _PLAIN_AT)))
+_COMPUTED_WIDTH = _COMPUTED_BLOCKS[-1].stop
+if (_PLAIN[:3] != ("reps", "total_trips", "total_masked") or _PLAIN[3:] != ("steps", "l2_bytes", "dram_bytes", "need_port")
+        or INTENSIVE.index("sum_masked") != INTENSIVE.index("sum_one") + 1):
+    raise AssertionError("facts_table writes _PLAIN's columns in this order, sum_one's and sum_masked's at once")
 
 
 class _Facts:
@@ -1195,6 +1215,21 @@ _BUSY_FACTS = ("flops", "exps", "alu", "sram", "fill", "wg", "inst_per_op", "x_t
 _BUSY_AT = _at(_BUSY_FACTS, FACTS)
 _Q_AT, _POLICY_AT, _STAGES_AT = (FACTS.index(x) for x in ("q", "policy", "stages"))  # (Batch's)
 _L2_LATENCY = RATE_FIELDS.index("l2_latency")
+
+
+class _cached:
+    """functools.cached_property without its lock (Python 3.11's takes one on every first
+    read, a microsecond a Batch's property): the value computed once, then the instance's own
+    attribute."""
+
+    def __init__(self, f: Callable):
+        self.f, self.name, self.__doc__ = f, f.__name__, f.__doc__
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        v = obj.__dict__[self.name] = self.f(obj)
+        return v
 
 
 @dataclass
@@ -1214,23 +1249,23 @@ class Batch:
     def __len__(self) -> int:
         return len(self.table)
 
-    @cached_property
+    @_cached
     def busy_facts(self) -> np.ndarray:
         """The table's columns of _BUSY_FACTS (a narrow table: fewer columns for _busy to gather)."""
         return self.table.take(_BUSY_AT, 1)
 
-    @cached_property
+    @_cached
     def q(self) -> float | np.ndarray:
         """The profiles' sync_overlap: a float where they share it (_one)."""
         return _one(self.table[:, _Q_AT])
 
-    @cached_property
+    @_cached
     def codes(self) -> np.ndarray:
         """Each kernel's policy, as Trip.time computes by (_policies)."""
         t = self.table
         return _policies(t[:, _POLICY_AT], t[:, _STAGES_AT])
 
-    @cached_property
+    @_cached
     def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The periods laid end to end, once for every _schedule pass over the batch: per
         period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
@@ -1318,7 +1353,7 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     # (few: the facts this function takes itself, _shortest gathers its own)
     f = _Facts(b.busy_facts.take(kidx, 0), _BUSY_FACTS) if few else _Facts(b.table.take(kidx, 0))
     limits = _fluid(f, rates)
-    top = limits.max(axis=0)
+    top = np.maximum.reduce(limits)
 
     # the occupancies each case is scheduled at: CTAs resident on one SM overlap at least as
     # well as the same CTAs run fewer at a time (more warps never hide less latency; what more
@@ -1379,7 +1414,7 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
     its cap, and at the cap `with_cap` (each case must have one; `only_cap`: cases scheduled at
     their cap alone); with `deps`, also the bits of all the schedules it takes the least of."""
-    bits = _POW2[:int(cap.max()).bit_length()]
+    bits = _POW2[:int(np.maximum.reduce(cap)).bit_length()]
     occ = np.empty((len(cap), len(bits) + 1), np.int64)
     occ[:, :-1], occ[:, -1] = bits, cap
     tried = np.empty(occ.shape, bool)
@@ -1391,7 +1426,7 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     occ, kc = occ[tried], kidx.take(case)
     sort = 3 * len(case) > SUBSET  # _schedule's rows sorted by policy (Trip.time_runs), then back
     if sort:
-        order = np.argsort(b.codes.take(kc), kind="stable")
+        order = b.codes.take(kc).argsort(kind="stable")
         case, occ, kc = case.take(order), occ.take(order), kc.take(order)
     g = _Facts(b.table.take(kc, 0))
     sched, _, *more = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kc, deps, bound)
@@ -2038,7 +2073,7 @@ LIMIT_AT = np.array([RELIEFS.index(u) for u in LIMITS])  # the columns of RELIEF
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 _PORT, _NEED_PORT = RELIEFS.index("port"), FACTS.index("need_port")
 _LIMIT_NO = np.arange(len(LIMITS))
-_LAST = np.array(len(RELIEFS) - 1)  # _chosen's: RELIEFS' last column
+_ONE_NEAR = np.array(1)  # _chosen's: more near reliefs than one
 # numpy 2 takes a Python float operand slower than a 0-d array
 _TWO, _NEAR = np.array(2.0), np.array(1 + 1e-8)  # (_chosen's: within 1e-8 of the shortest)
 
@@ -2081,12 +2116,10 @@ def _chosen(times: np.ndarray) -> list[str]:
     they are ranked."""
     best = np.fmin.reduce(times, axis=1, keepdims=True)  # (the known's; NaN: none known)
     near = times <= best * _NEAR  # (NaN, unknown, compares False)
-    first = near.argmax(axis=1)
-    out = [RELIEFS[j] for j in first.tolist()]
-    # (more than one near: its last near one not its first; or none near, kept as it is)
-    for i in (first != _LAST - near[:, ::-1].argmax(axis=1)).nonzero()[0]:
-        if near[i].sum() > 1:
-            out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
+    out = list(map(RELIEFS.__getitem__, near.argmax(axis=1).tolist()))
+    # (more than one near; none near: kept as it is)
+    for i in (np.add.reduce(near, axis=1) > _ONE_NEAR).nonzero()[0]:
+        out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
     return out
 
 
