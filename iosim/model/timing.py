@@ -1113,38 +1113,29 @@ def facts_table(ext: np.ndarray, inten: np.ndarray, dram_r: np.ndarray,
     kernels' DRAM bytes: per trip of one CTA, the once-per-CTA work and the mask apart (a block
     of facts a numpy call: a small batch's cost is the calls)."""
     e, s = _EXT_AT, _INT_AT
-    # the computed facts, block by block end to end (_STEP, _ONCE, _SHARE, _PLAIN), each
-    # written in its columns (out=: no array of its own to stack)
-    out = np.empty((len(ext), _COMPUTED_WIDTH))
-    step, once, share, plain = (out[:, at] for at in _COMPUTED_BLOCKS)
     ctas = ext[:, e["ctas"]]
-    reps = np.floor_divide(ctas, inten[:, s["period"]], out=plain[:, 0])
-    # (total_trips, total_masked: sum_one and sum_masked times reps, in one call)
-    trips = np.multiply(inten[:, s["sum_one"]:s["sum_masked"] + 1], reps[:, None], out=plain[:, 1:3])
-    total_trips, total_masked = trips.T
+    reps = np.floor_divide(ctas, inten[:, s["period"]])
+    total_trips, total_masked = inten[:, s["sum_one"]] * reps, inten[:, s["sum_masked"]] * reps
     # the loop's work and bytes are spread over its tiles of work: trips less the padding of
     # ragged tiles computed in full (each trip then a whole tile's work)
-    steps = plain[:, 3]
-    steps.fill(1.0)
-    np.divide(total_trips, inten[:, s["pad"]], out=steps, where=total_trips > _ZERO)
+    steps = np.where(total_trips > _ZERO, total_trips / inten[:, s["pad"]], _ONE)
     two_r, two_w = ext[:, e["two_r"]], ext[:, e["two_w"]]
-    o = ext.take(_ONCE[1], 1)  # (take: a faster gather)
+    once = ext.take(_ONCE[1], 1)  # (take: a faster gather)
     loop = ext.take(_STEP[1], 1)  # the loop's: less the once-per-CTA work, and the mask's ALU ops
-    loop[:, :len(_ONCE[0])] -= o
+    loop[:, :len(_ONCE[0])] -= once
     loop[:, _A_ALU] -= ext[:, e["mask_alu"]]
-    np.divide(loop, steps[:, None], out=step)
-    np.divide(o, ctas[:, None], out=once)
     # ALU ops of a masked trip; DRAM shares of the two-level bytes
     part, whole = np.array([ext[:, e["mask_alu"]], dram_r, dram_w]), np.array([total_masked, two_r, two_w])
-    share.fill(0.0)  # (0 where the whole is none)
-    np.divide(part, whole, out=share.T, where=whole > _ZERO)
+    some = whole > _ZERO
+    share = np.zeros(part.shape)  # (0 where the whole is none)
+    np.divide(part, whole, out=share, where=some)
     two = two_r + two_w
-    np.add(two, ext[:, e["l2_extra"]], out=plain[:, 4])
-    np.add(dram_r, dram_w, out=plain[:, 5])
-    np.greater(two, _ZERO, out=plain[:, 6])
-    # the facts taken as they are and the computed ones, end to end, then put in FACTS' order
-    # (_BLOCKS_AT: one gather)
-    return np.concatenate((inten, ext, out), axis=1).take(_BLOCKS_AT, 1)
+    # the facts taken as they are and the computed ones, block by block end to end, then put
+    # in FACTS' order (_BLOCKS_AT: one gather)
+    return np.concatenate((inten, ext, loop / steps[:, None], once / ctas[:, None],
+                           share.T,
+                           np.array([reps, total_trips, total_masked, steps, two + ext[:, e["l2_extra"]],
+                                     dram_r + dram_w, two > _ZERO]).T), axis=1).take(_BLOCKS_AT, 1)
 
 
 def _as_is(names: tuple, computed: set) -> tuple[list, list]:
@@ -1192,13 +1183,6 @@ def _blocks_at() -> np.ndarray:
 
 
 _BLOCKS_AT = _blocks_at()
-# facts_table's computed blocks: their columns of its table of them, in _blocks_at's order
-_COMPUTED_BLOCKS = tuple(slice(a, a + len(x)) for a, x in zip(
-    accumulate((0, len(_STEP_AT), len(_ONCE_AT), len(_SHARE_AT))), (_STEP_AT, _ONCE_AT, _SHARE_AT, _PLAIN_AT)))
-_COMPUTED_WIDTH = _COMPUTED_BLOCKS[-1].stop
-if (_PLAIN[:3] != ("reps", "total_trips", "total_masked") or _PLAIN[3:] != ("steps", "l2_bytes", "dram_bytes", "need_port")
-        or INTENSIVE.index("sum_masked") != INTENSIVE.index("sum_one") + 1):
-    raise AssertionError("facts_table writes _PLAIN's columns in this order, sum_one's and sum_masked's at once")
 
 
 class _Facts:
@@ -1339,7 +1323,7 @@ _NORMS = {POLICIES[x] for x in ("lockstep", "none", "drift", "prefetch")}
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
-          bound: bool = False, idle: Callable | None = None) -> tuple:
+          bound: bool = False, idle: Callable | None = None, factors: np.ndarray | None = None) -> tuple:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
     batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits ((LIMITS, cases));
     with `deps`, also per case the reliefs (RELIEFS bits) that may change its seconds: any
@@ -1348,7 +1332,8 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     every occupancy below the cap too), those of the others the same to the bit. `idle`: of
     the fluid limits, the cases whose seconds the caller takes no further (predict_batch's
     rates a kernel never uses): not scheduled (their seconds then any; the last case's kept)."""
-    rates = b.rates.take(kidx, 0) * RELIEF_FACTORS.take(relief, 0)  # (take: a faster gather)
+    # (take: a faster gather; `factors`: RELIEF_FACTORS' rows of `relief`, where the caller has them)
+    rates = b.rates.take(kidx, 0) * (RELIEF_FACTORS.take(relief, 0) if factors is None else factors)
     few = len(kidx) <= FEW
     # (few: the facts this function takes itself, _shortest gathers its own)
     f = _Facts(b.busy_facts.take(kidx, 0), _BUSY_FACTS) if few else _Facts(b.table.take(kidx, 0))
@@ -1423,6 +1408,8 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     if only_cap is not None:
         tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
+    # where each case's rows start (case ascending, before any sort: the first row of each)
+    starts = case.searchsorted(np.arange(len(cap)))
     occ, kc = occ[tried], kidx.take(case)
     sort = 3 * len(case) > SUBSET  # _schedule's rows sorted by policy (Trip.time_runs), then back
     if sort:
@@ -1432,9 +1419,6 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     sched, _, *more = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kc, deps, bound)
     if sort:
         sched, more = _unsort(sched, order), [_unsort(x, order) for x in more]
-    # where each case's rows start (bincount: a case's rows, in whatever order)
-    counts = np.bincount(case, minlength=len(cap))
-    starts = counts.cumsum() - counts
     least = np.minimum.reduceat(sched, starts)
     return (least, np.bitwise_or.reduceat(more[0], starts)) if deps else least
 
@@ -2207,12 +2191,14 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
 
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
     if every:
-        (busy_all, limits_all), bits = _busy(b, *_cases(n, step), idle=idles), ()
+        kidx, relief, factors = _cases(n, step)
+        (busy_all, limits_all), bits = _busy(b, kidx, relief, idle=idles, factors=factors), ()
         relaxed = busy_all.reshape(n, nr) + launch[:, None]  # (its launch column: the seconds)
         seconds = relaxed[:, LAUNCH].copy()
         busy = busy_all[LAUNCH::nr]
     else:
-        busy, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too)
+        kidx, relief, factors = _cases(n, step)
+        busy, limits_all, *bits = _busy(b, kidx, relief, deps=limiter_too, factors=factors)
         seconds = busy + launch
     lim = limits_all[:, step - 1::step]  # (LIMITS, kernels): at the profile's rates
     busiest, top = lim.argmax(axis=0), np.maximum.reduce(lim)  # (the largest: the busiest's)
@@ -2322,12 +2308,16 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
 
 
 @lru_cache(maxsize=256)
-def _cases(n: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+def _cases(n: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """predict_batch's first pass: each of n kernels with each of its first `step` cases
     (kernels, cases), made once per size (read-only): RELIEF_FACTORS' rows 1 to step - 1, then
-    its row 0 (the profile's rates: the last case's, a kernel's time, scheduled)."""
-    out = np.arange(n).repeat(step), _rep(np.arange(1, step + 1) % step, n)
-    for x in out:
+    its row 0 (the profile's rates: the last case's, a kernel's time, scheduled); and, for
+    every relief of a few kernels (predict_batch's one pass), those rows of RELIEF_FACTORS, a
+    case each (_busy's `factors`; else None: a large batch's, held, would be large)."""
+    relief = _rep(np.arange(1, step + 1) % step, n)
+    out = (np.arange(n).repeat(step), relief,
+           RELIEF_FACTORS.take(relief, 0) if step > 1 and n <= ONE_PASS else None)
+    for x in out[:2 if out[2] is None else 3]:
         x.setflags(write=False)
     return out
 
