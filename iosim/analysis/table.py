@@ -444,18 +444,19 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     (problem, DRAM access)."""
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
     # (with k0: each template's first kernel among all templates' kernels)
-    sizes, periods, pid, k = [], [], [], 0
+    # (and whether any template's counts are affine: a + b·u, b = 0 throughout for templates
+    # of their own problem, a as it is)
+    sizes, periods, pid, k, affine = [], [], [], 0, False
     for sh in shapes:
-        sizes.append((len(sh.kern), len(sh.accs), k))
+        sizes += (len(sh.kern), len(sh.accs), k)
         k += len(sh.kern)
+        affine = affine or sh.affine
         for per in sh.periods:
             pid.append(-1 if per is None else len(periods))
             if per is not None:
                 periods.append(per)
-    nk, na, k0 = np.array(sizes, np.int64).reshape(-1, 3).T
-    one = not np.count_nonzero(m != 1)  # a problem a template (predict's rows): the rows in order
-    # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
-    affine = any(sh.affine for sh in shapes)
+    nk, na, k0 = np.array(sizes, np.int64).reshape(-1, 3).T  # (a flat list: numpy's quickest)
+    one = m.tolist().count(1) == len(m)  # a problem a template (predict's rows): the rows in order
     uf = u.astype(np.float64) if affine else None
     # (one, not affine: each row's template and problem not asked for)
     kt, kp, ki = _rows_of(nk, m, one) if affine or not one else (None, None, None)
