@@ -2197,8 +2197,7 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
         seconds = relaxed[:, LAUNCH].copy()
         busy = busy_all[LAUNCH::nr]
     else:
-        kidx, relief, factors = _cases(n, step)
-        busy, limits_all, *bits = _busy(b, kidx, relief, deps=limiter_too, factors=factors)
+        busy, limits_all, *bits = _busy(b, *_cases(n, step)[:2], deps=limiter_too)
         seconds = busy + launch
     lim = limits_all[:, step - 1::step]  # (LIMITS, kernels): at the profile's rates
     busiest, top = lim.argmax(axis=0), np.maximum.reduce(lim)  # (the largest: the busiest's)
