@@ -381,10 +381,7 @@ PV_OVERLAP = 1.2
 def _policies(policy, stages):
     """The overlap policies Trip.time computes by: `async` with one stage has nothing to
     overlap its loads with (`none`)."""
-    return np.where((policy == _ASYNC) & (stages <= _ONE_STAGE), _NONE_CODE, policy)
-
-
-_ONE_STAGE, _NONE_CODE = np.array(1.0), np.array(float(POLICIES["none"]))  # (_policies' operands)
+    return np.where((policy == POLICIES["async"]) & (stages <= 1), POLICIES["none"], policy)
 
 
 # Trip's terms, in order (the rows of the array Trip.time gathers a policy's entries from)
