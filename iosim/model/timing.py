@@ -23,7 +23,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import accumulate
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -1190,6 +1190,30 @@ class _Facts:
         self.__dict__.update(zip(names, table.T))  # the columns as views, at a quarter of setattr's cost
 
 
+class _SomeFacts(_Facts):
+    """_Facts of a table of FACTS with fewer columns made at once: those _schedule reads of a
+    predict of the record problem and its causal twin (_EAGER, a choice of speed only: 22 of
+    57 views made), any other when first read (the same view: table[:, its column])."""
+
+    def __init__(self, table: np.ndarray):
+        self.table = table
+        self.__dict__.update(zip(_EAGER, _EAGER_OF(table.T)))
+
+    def __getattr__(self, x: str) -> np.ndarray:
+        i = _FACT_AT.get(x)
+        if i is None:
+            raise AttributeError(x)
+        v = self.__dict__[x] = self.table[:, i]
+        return v
+
+
+_FACT_AT = {x: i for i, x in enumerate(FACTS)}
+_EAGER = ("ctas", "drain", "dram_r", "dram_w", "head", "inst_per_op", "l2sync", "loop_x", "mask", "masked0",
+          "nsync", "nturn", "occ", "one0", "policy", "red", "sms", "stages", "streams", "total_masked",
+          "total_trips", "wg")
+_EAGER_OF = itemgetter(*(_FACT_AT[x] for x in _EAGER))  # (their columns of table.T, at once)
+
+
 # the facts _busy takes itself (Batch.busy_facts; _fluid's, the occupancy cap's, the tail's)
 _BUSY_FACTS = ("flops", "exps", "alu", "sram", "fill", "wg", "inst_per_op", "x_trip", "x_shadow",
                "total_trips", "l2_bytes", "dram_bytes", "sms", "occ", "ctas", "tail")
@@ -1412,7 +1436,7 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     if sort:
         order = b.codes.take(kc).argsort(kind="stable")
         case, occ, kc = case.take(order), occ.take(order), kc.take(order)
-    g = _Facts(b.table.take(kc, 0))
+    g = _SomeFacts(b.table.take(kc, 0))
     sched, _, *more = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kc, deps, bound)
     if sort:
         sched, more = _unsort(sched, order), [_unsort(x, order) for x in more]
