@@ -461,6 +461,7 @@ class _Model:
 _ROOF_AS_IS = np.array([0, 1, 2, 5], np.intp)
 _ROOF_EXT = np.array([EXT[x] for x in ("flops", "exps", "alu", "sram")], np.intp)
 _DRAM_BYTES = timing.FACTS.index("dram_bytes")
+_LAUNCH = ROOF.index("launch")  # (peaks' column)
 
 
 def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool) -> _Model:
@@ -469,18 +470,19 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     (problem, DRAM access)."""
     # every (problem, kernel) of every template, problem by problem (a Plan's kernels in a row)
     # (with k0: each template's first kernel among all templates' kernels)
-    sizes, periods, pid, k = [], [], [], 0
+    # (and whether any template's counts are affine: a + b·u, b = 0 throughout for templates
+    # of their own problem, a as it is)
+    sizes, periods, pid, k, affine = [], [], [], 0, False
     for sh in shapes:
-        sizes.append((len(sh.kern), len(sh.accs), k))
+        sizes += (len(sh.kern), len(sh.accs), k)
         k += len(sh.kern)
+        affine = affine or sh.affine
         for per in sh.periods:
             pid.append(-1 if per is None else len(periods))
             if per is not None:
                 periods.append(per)
-    nk, na, k0 = np.array(sizes, np.int64).reshape(-1, 3).T
-    one = bool((m == 1).all())  # a problem a template (predict's rows): the rows in order
-    # counts a + b·u (b = 0 throughout for templates of their own problem: a as it is)
-    affine = any(sh.affine for sh in shapes)
+    nk, na, k0 = np.array(sizes, np.int64).reshape(-1, 3).T  # (a flat list: numpy's quickest)
+    one = m.tolist().count(1) == len(m)  # a problem a template (predict's rows): the rows in order
     uf = u.astype(np.float64) if affine else None
     # (one, not affine: each row's template and problem not asked for)
     kt, kp, ki = _rows_of(nk, m, one) if affine or not one else (None, None, None)
@@ -507,19 +509,20 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
                                         slots, l2, accs[:, ACCS["ahead"].start])
     pid = np.array(pid, np.int64)
     b = timing.Batch(timing.facts_table(ext, inten, dram_r, dram_w), rates,
-                     peaks[:, ROOF.index("launch")], periods, pid if one else pid[k0[kt] + ki])
+                     peaks[:, _LAUNCH], periods, pid if one else pid[k0[kt] + ki])
     nks = nk if one else nk.repeat(m)  # each (template, pairs)'s kernels
     starts = k0 if one else (nks.cumsum() - nks).astype(np.int64)
     pred = timing.predict_batch(b, limiter, starts, kernel_bounds=False)
 
     # per (problem, kernel): the roofline's terms, the time's
     # (the counts a column: gathered at once; the DRAM bytes' sum the facts table's)
-    counts = np.empty((len(kern), 6))
-    counts[:, _ROOF_AS_IS] = ext.take(_ROOF_EXT, 1)
-    counts[:, 3] = b.table[:, _DRAM_BYTES]
-    np.add(ext[:, EXT["two_r"]], ext[:, EXT["two_w"]], out=counts[:, 4])
-    terms = timing.roofline_table(counts, peaks)
-    roof_s, roof_bound = terms.max(axis=1), terms.argmax(axis=1)
+    # (written in the terms' table, each divided by its peak in place)
+    terms = np.empty(peaks.shape)
+    terms[:, _ROOF_AS_IS] = ext.take(_ROOF_EXT, 1)
+    terms[:, 3] = b.table[:, _DRAM_BYTES]
+    np.add(ext[:, EXT["two_r"]], ext[:, EXT["two_w"]], out=terms[:, 4])
+    timing.roofline_table(terms[:, :-1], peaks, out=terms)
+    roof_s, roof_bound = np.maximum.reduce(terms, axis=1), terms.argmax(axis=1)
 
     # the Plan's largest kernel (the first of equals), by roofline and by predicted time (both
     # at once, a row each: a kernel's index where it is its Plan's largest, else past the end)

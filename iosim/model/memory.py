@@ -152,8 +152,13 @@ def dram_arrays(kin, count, size, reuse, write, ctas, slots, l2, ahead=None
     # the bytes of the repeated accesses that miss the L2
     hit = hit_fraction(reuse, per_cta[kin], wk, l2k)
     missed = np.where(count > distinct, (count - distinct) * (_ONE - hit), _ZERO)
+    if ahead is not None and not np.count_nonzero(ahead):  # (no line prefetched: none read
+        ahead = None  # again, refetched's zeros not computed)
     again = 0.0 if ahead is None else refetched(count, ahead, wk, l2k)
-    read = np.bincount(kin[rd], (distinct + missed + again)[rd], nk)
+    got = distinct + missed
+    if ahead is not None:  # (the prefetched lines read again: none without)
+        got += again
+    read = np.bincount(kin[rd], got[rd], nk)
     written = np.bincount(kw, distinct[wr], nk)
     some = written > 0
     retained = np.zeros(nk)  # (none where nothing is written)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from itertools import accumulate
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -70,12 +70,13 @@ class KernelTime:
 ROOFLINE = ("tensor", "sfu", "alu", "hbm", "l2", "sram", "launch")  # roofline_terms' keys
 
 
-def roofline_table(counts: np.ndarray, peaks: np.ndarray) -> np.ndarray:
+def roofline_table(counts: np.ndarray, peaks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """(rows, ROOFLINE) seconds at the datasheet peaks, from (rows, 6) counts (tensor FLOPs,
     exponentials, FP32 ops, DRAM bytes, two-level bytes, shared-memory bytes) and (rows,
-    ROOFLINE) peaks, the launch's being its overhead (taken as it is)."""
-    out = np.empty(peaks.shape)
-    out[:, :-1] = counts / peaks[:, :-1]
+    ROOFLINE) peaks, the launch's being its overhead (taken as it is); into `out` where given
+    (counts may be its first six columns: each divided in place)."""
+    out = np.empty(peaks.shape) if out is None else out
+    np.divide(counts, peaks[:, :-1], out=out[:, :-1])
     out[:, -1] = peaks[:, -1]
     return out
 
@@ -1204,12 +1205,51 @@ class _Facts:
         self.__dict__.update(zip(names, table.T))  # the columns as views, at a quarter of setattr's cost
 
 
+class _SomeFacts(_Facts):
+    """_Facts of a table of FACTS with fewer columns made at once: those _schedule reads of a
+    predict of the record problem and its causal twin (_EAGER, a choice of speed only: 22 of
+    57 views made), any other when first read (the same view: table[:, its column])."""
+
+    def __init__(self, table: np.ndarray):
+        self.table = table
+        self.__dict__.update(zip(_EAGER, _EAGER_OF(table.T)))
+
+    def __getattr__(self, x: str) -> np.ndarray:
+        i = _FACT_AT.get(x)
+        if i is None:
+            raise AttributeError(x)
+        v = self.__dict__[x] = self.table[:, i]
+        return v
+
+
+_FACT_AT = {x: i for i, x in enumerate(FACTS)}
+_EAGER = ("ctas", "drain", "dram_r", "dram_w", "head", "inst_per_op", "l2sync", "loop_x", "mask", "masked0",
+          "nsync", "nturn", "occ", "one0", "policy", "red", "sms", "stages", "streams", "total_masked",
+          "total_trips", "wg")
+_EAGER_OF = itemgetter(*(_FACT_AT[x] for x in _EAGER))  # (their columns of table.T, at once)
+
+
 # the facts _busy takes itself (Batch.busy_facts; _fluid's, the occupancy cap's, the tail's)
 _BUSY_FACTS = ("flops", "exps", "alu", "sram", "fill", "wg", "inst_per_op", "x_trip", "x_shadow",
                "total_trips", "l2_bytes", "dram_bytes", "sms", "occ", "ctas", "tail")
 _BUSY_AT = _at(_BUSY_FACTS, FACTS)
 _Q_AT, _POLICY_AT, _STAGES_AT = (FACTS.index(x) for x in ("q", "policy", "stages"))  # (Batch's)
 _L2_LATENCY = RATE_FIELDS.index("l2_latency")
+
+
+class _cached:
+    """functools.cached_property without its lock (Python 3.11's takes one on every first
+    read, a microsecond a Batch's property): the value computed once, then the instance's own
+    attribute."""
+
+    def __init__(self, f: Callable):
+        self.f, self.name, self.__doc__ = f, f.__name__, f.__doc__
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        v = obj.__dict__[self.name] = self.f(obj)
+        return v
 
 
 @dataclass
@@ -1229,23 +1269,23 @@ class Batch:
     def __len__(self) -> int:
         return len(self.table)
 
-    @cached_property
+    @_cached
     def busy_facts(self) -> np.ndarray:
         """The table's columns of _BUSY_FACTS (a narrow table: fewer columns for _busy to gather)."""
         return self.table.take(_BUSY_AT, 1)
 
-    @cached_property
+    @_cached
     def q(self) -> float | np.ndarray:
         """The profiles' sync_overlap: a float where they share it (_one)."""
         return _one(self.table[:, _Q_AT])
 
-    @cached_property
+    @_cached
     def codes(self) -> np.ndarray:
         """Each kernel's policy, as Trip.time computes by (_policies)."""
         t = self.table
         return _policies(t[:, _POLICY_AT], t[:, _STAGES_AT])
 
-    @cached_property
+    @_cached
     def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The periods laid end to end, once for every _schedule pass over the batch: per
         period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
@@ -1319,7 +1359,7 @@ _NORMS = {POLICIES[x] for x in ("lockstep", "none", "drift", "prefetch")}
 
 
 def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
-          bound: bool = False, idle: Callable | None = None) -> tuple:
+          bound: bool = False, idle: Callable | None = None, factors: np.ndarray | None = None) -> tuple:
     """Seconds each case keeps the GPU busy (launch apart), case i being kernel kidx[i] of the
     batch at the rates of RELIEF_FACTORS row relief[i], and its fluid limits ((LIMITS, cases));
     with `deps`, also per case the reliefs (RELIEFS bits) that may change its seconds: any
@@ -1328,12 +1368,13 @@ def _busy(b: Batch, kidx: np.ndarray, relief: np.ndarray, deps: bool = False,
     every occupancy below the cap too), those of the others the same to the bit. `idle`: of
     the fluid limits, the cases whose seconds the caller takes no further (predict_batch's
     rates a kernel never uses): not scheduled (their seconds then any; the last case's kept)."""
-    rates = b.rates.take(kidx, 0) * RELIEF_FACTORS.take(relief, 0)  # (take: a faster gather)
+    # (take: a faster gather; `factors`: RELIEF_FACTORS' rows of `relief`, where the caller has them)
+    rates = b.rates.take(kidx, 0) * (RELIEF_FACTORS.take(relief, 0) if factors is None else factors)
     few = len(kidx) <= FEW
     # (few: the facts this function takes itself, _shortest gathers its own)
     f = _Facts(b.busy_facts.take(kidx, 0), _BUSY_FACTS) if few else _Facts(b.table.take(kidx, 0))
     limits = _fluid(f, rates)
-    top = limits.max(axis=0)
+    top = np.maximum.reduce(limits)
 
     # the occupancies each case is scheduled at: CTAs resident on one SM overlap at least as
     # well as the same CTAs run fewer at a time (more warps never hide less latency; what more
@@ -1394,7 +1435,7 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     """Per case (kernel kidx[i] at rates[i]), its shortest schedule at the powers of two below
     its cap, and at the cap `with_cap` (each case must have one; `only_cap`: cases scheduled at
     their cap alone); with `deps`, also the bits of all the schedules it takes the least of."""
-    bits = _POW2[:int(cap.max()).bit_length()]
+    bits = _POW2[:int(np.maximum.reduce(cap)).bit_length()]
     occ = np.empty((len(cap), len(bits) + 1), np.int64)
     occ[:, :-1], occ[:, -1] = bits, cap
     tried = np.empty(occ.shape, bool)
@@ -1403,18 +1444,17 @@ def _shortest(b: Batch, kidx: np.ndarray, rates: np.ndarray, cap: np.ndarray,
     if only_cap is not None:
         tried[only_cap, :-1] = False
     case = tried.nonzero()[0]  # rows (case, occupancy), a case's contiguous
+    # where each case's rows start (case ascending, before any sort: the first row of each)
+    starts = case.searchsorted(np.arange(len(cap)))
     occ, kc = occ[tried], kidx.take(case)
     sort = 3 * len(case) > SUBSET  # _schedule's rows sorted by policy (Trip.time_runs), then back
     if sort:
-        order = np.argsort(b.codes.take(kc), kind="stable")
+        order = b.codes.take(kc).argsort(kind="stable")
         case, occ, kc = case.take(order), occ.take(order), kc.take(order)
-    g = _Facts(b.table.take(kc, 0))
+    g = _SomeFacts(b.table.take(kc, 0))
     sched, _, *more = _schedule(g, _rates_of(rates.take(case, 0), g), occ * g.sms, b, kc, deps, bound)
     if sort:
         sched, more = _unsort(sched, order), [_unsort(x, order) for x in more]
-    # where each case's rows start (bincount: a case's rows, in whatever order)
-    counts = np.bincount(case, minlength=len(cap))
-    starts = counts.cumsum() - counts
     least = np.minimum.reduceat(sched, starts)
     return (least, np.bitwise_or.reduceat(more[0], starts)) if deps else least
 
@@ -2053,7 +2093,7 @@ LIMIT_AT = np.array([RELIEFS.index(u) for u in LIMITS])  # the columns of RELIEF
 MARGIN = 1e-6  # best_relief's: a relief whose lower bound exceeds the best found by more is out
 _PORT, _NEED_PORT = RELIEFS.index("port"), FACTS.index("need_port")
 _LIMIT_NO = np.arange(len(LIMITS))
-_LAST = np.array(len(RELIEFS) - 1)  # _chosen's: RELIEFS' last column
+_ONE_NEAR = np.array(1)  # _chosen's: more near reliefs than one
 # numpy 2 takes a Python float operand slower than a 0-d array
 _TWO, _NEAR = np.array(2.0), np.array(1 + 1e-8)  # (_chosen's: within 1e-8 of the shortest)
 
@@ -2096,12 +2136,10 @@ def _chosen(times: np.ndarray) -> list[str]:
     they are ranked."""
     best = np.fmin.reduce(times, axis=1, keepdims=True)  # (the known's; NaN: none known)
     near = times <= best * _NEAR  # (NaN, unknown, compares False)
-    first = near.argmax(axis=1)
-    out = [RELIEFS[j] for j in first.tolist()]
-    # (more than one near: its last near one not its first; or none near, kept as it is)
-    for i in (first != _LAST - near[:, ::-1].argmax(axis=1)).nonzero()[0]:
-        if near[i].sum() > 1:
-            out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
+    out = list(map(RELIEFS.__getitem__, near.argmax(axis=1).tolist()))
+    # (more than one near; none near: kept as it is)
+    for i in (np.add.reduce(near, axis=1) > _ONE_NEAR).nonzero()[0]:
+        out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
     return out
 
 
@@ -2189,12 +2227,13 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
 
     # (with the limiter's search to come: the reliefs that leave each kernel's time as it is)
     if every:
-        (busy_all, limits_all), bits = _busy(b, *_cases(n, step), idle=idles), ()
+        kidx, relief, factors = _cases(n, step)
+        (busy_all, limits_all), bits = _busy(b, kidx, relief, idle=idles, factors=factors), ()
         relaxed = busy_all.reshape(n, nr) + launch[:, None]  # (its launch column: the seconds)
         seconds = relaxed[:, LAUNCH].copy()
         busy = busy_all[LAUNCH::nr]
     else:
-        busy, limits_all, *bits = _busy(b, *_cases(n, step), deps=limiter_too)
+        busy, limits_all, *bits = _busy(b, *_cases(n, step)[:2], deps=limiter_too)
         seconds = busy + launch
     lim = limits_all[:, step - 1::step]  # (LIMITS, kernels): at the profile's rates
     busiest, top = lim.argmax(axis=0), np.maximum.reduce(lim)  # (the largest: the busiest's)
@@ -2304,12 +2343,16 @@ def predict_batch(b: Batch, limiter_too: bool = True, starts: np.ndarray | None 
 
 
 @lru_cache(maxsize=256)
-def _cases(n: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+def _cases(n: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """predict_batch's first pass: each of n kernels with each of its first `step` cases
     (kernels, cases), made once per size (read-only): RELIEF_FACTORS' rows 1 to step - 1, then
-    its row 0 (the profile's rates: the last case's, a kernel's time, scheduled)."""
-    out = np.arange(n).repeat(step), _rep(np.arange(1, step + 1) % step, n)
-    for x in out:
+    its row 0 (the profile's rates: the last case's, a kernel's time, scheduled); and, for
+    every relief of a few kernels (predict_batch's one pass), those rows of RELIEF_FACTORS, a
+    case each (_busy's `factors`; else None: a large batch's, held, would be large)."""
+    relief = _rep(np.arange(1, step + 1) % step, n)
+    out = (np.arange(n).repeat(step), relief,
+           RELIEF_FACTORS.take(relief, 0) if step > 1 and n <= ONE_PASS else None)
+    for x in out[:2 if out[2] is None else 3]:
         x.setflags(write=False)
     return out
 
