@@ -519,11 +519,14 @@ class Trip:
                 # (a run whose trips have no work, every term 0 where the epilogues' policy's
                 # largest is: any p-norm of them the same +0, not computed)
                 continue
+            lv, th = level[..., :k, a:z], thr[..., :k, a:z]
+            if code in _NORMS:  # (each taken twice, by a p-norm's max and its division: copied
+                # whole, numpy's faster operands than the strided views)
+                lv, th = lv.copy(), th.copy()
             # (warp-specialized trips take most terms: all at once, as views)
             out[..., :k, a:z] = (Trip if code == WARPSPECIALIZED else _Terms)(terms[:, :k, a:z])._time(
-                code, port[:k, a:z], level[..., :k, a:z], n[..., :k, a:z],
-                q if isinstance(q, float) else q[:k, a:z], latency[:k, a:z],
-                (thr[..., :k, a:z], warp[:k, a:z], sync[:k, a:z]))
+                code, port[:k, a:z], lv, n[..., :k, a:z], q if isinstance(q, float) else q[:k, a:z],
+                latency[:k, a:z], (th, warp[:k, a:z], sync[:k, a:z]))
         if k < len(port) - 1:
             out[..., 1, :] = out[..., 0, :]
         return out
