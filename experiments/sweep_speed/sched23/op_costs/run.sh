@@ -7,7 +7,7 @@
 cd "$(dirname "$0")"
 PY=$(python -c 'import sys; print(sys.executable)')
 for s in shapes calls views pow; do
-  n=$(grep -o "range([0-9N]*): f()" $s.py | grep -o "[0-9]\+" || true); n=${n:-200}
+  n=$(grep -oE "in range\(([0-9]+)\):$" $s.py | grep -oE "[0-9]+" || true); n=${n:-200}
   out=$(mktemp -d)
   PYTHONPATH=${PYTHONPATH:-../../../..} valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=$out/cg.out $PY $s.py > $out/names 2>/dev/null
   for i in $(ls $out | sed -n 's/^cg\.out\.\([0-9]*\).*/\1/p' | sort -n); do grep -m1 "^summary\|^totals" $out/cg.out.$i | awk '{print $2}'; done | paste - - | awk -v n=$n '{printf "%.0f\n", $2 / n}' > $out/vals
