@@ -475,7 +475,7 @@ class Trip:
         np.divide(barrier * np.maximum(_ZERO, _ONE - np.rint(issue_r * cyc) / warps) * flops, tensor_r,
                   out=t[12])
         np.copyto(t[8::4], _ZERO, where=wg)  # (wgmma's: none)
-        return cls(t)
+        return _Terms(t)  # (its rows made views as asked: _schedule asks for few)
 
     def time(self, policy, stages, port, level, n, sync_overlap, latency=0.0) -> np.ndarray:
         """Seconds per loop trip of one CTA with `n` CTAs resident on its SM (`policy`: codes
@@ -525,11 +525,14 @@ class Trip:
                 # (a run whose trips have no work, every term 0 where the epilogues' policy's
                 # largest is: any p-norm of them the same +0, not computed)
                 continue
+            lv, th = level[..., :k, a:z], thr[..., :k, a:z]
+            if code in _NORMS:  # (each taken twice, by a p-norm's max and its division: copied
+                # whole, numpy's faster operands than the strided views)
+                lv, th = lv.copy(), th.copy()
             # (warp-specialized trips take most terms: all at once, as views)
             out[..., :k, a:z] = (Trip if code == WARPSPECIALIZED else _Terms)(terms[:, :k, a:z])._time(
-                code, port[:k, a:z], level[..., :k, a:z], n[..., :k, a:z],
-                q if isinstance(q, float) else q[:k, a:z], latency[:k, a:z],
-                (thr[..., :k, a:z], warp[:k, a:z], sync[:k, a:z]))
+                code, port[:k, a:z], lv, n[..., :k, a:z], q if isinstance(q, float) else q[:k, a:z],
+                latency[:k, a:z], (th, warp[:k, a:z], sync[:k, a:z]))
         if k < len(port) - 1:
             out[..., 1, :] = out[..., 0, :]
         return out
@@ -556,12 +559,14 @@ class Trip:
             # other unsynchronised phases do (each of these three cases computed only where
             # some entry is one: the same bits, fewer numpy calls)
             pipes = sfu_alu = self.sfu + self.alu
-            if np.count_nonzero(self.apart):  # (faster than .any())
+            t = self.__dict__.get("terms")  # (apart, under_pv, in_step: its rows 9-11, counted at once)
+            turns = t is None or np.count_nonzero(t[_TURNS])
+            if turns and np.count_nonzero(self.apart):  # (faster than .any())
                 pipes = np.where(self.apart > _ZERO, pnorm([self.sfu, self.alu], sync_overlap), sfu_alu)
             # a warpgroup's softmax under its own previous P·V (`under_pv`) as well as under the
             # other warpgroups' GEMMs overlaps the tensor cores' work better (PV_OVERLAP)
             pv = sync_overlap
-            if np.count_nonzero(self.under_pv):
+            if turns and np.count_nonzero(self.under_pv):
                 pv = np.where(self.under_pv > 0, PV_OVERLAP, 1.0) * sync_overlap
             soft = pnorm([self.tensor, pipes], _one(pv) if isinstance(sync_overlap, float) else pv)
             thr = n * _max(soft, self.sram, self.issue, port)
@@ -570,7 +575,7 @@ class Trip:
             # warps at once: at the MUFU's and FP32 pipes' rate where that is slower than the
             # warps' own issue
             other = self.warp_other
-            if np.count_nonzero(self.in_step):
+            if turns and np.count_nonzero(self.in_step):
                 other = np.where(self.in_step > _ZERO, np.maximum(self.warp_other, sfu_alu),
                                  self.warp_other)
             chain = self.tensor / self.groups + other + latency
@@ -686,6 +691,8 @@ class _Terms(Trip):
 
 
 _TRIP_AT = {x: i for i, x in enumerate(TRIP)}
+_TURNS = slice(_TRIP_AT["apart"], _TRIP_AT["in_step"] + 1)  # (Trip._time's: apart, under_pv, in_step)
+assert TRIP[_TURNS] == ("apart", "under_pv", "in_step")
 
 
 # what a relief may change, as bits of RELIEFS (Trip.deps, _schedule's `deps`)
@@ -1815,9 +1822,15 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # all wait for the same first tiles and start in step: the first trip's GEMMs and softmax
     # (exp2 and FP32) of all of them, one after the other
     ws = f.policy == _WS
-    turn = trips.tensor[:m] / trips.groups[:m] + trips.warp_other[:m]
-    in_step = trips.tensor[:m] + trips.sfu[:m] + trips.alu[:m]
-    fill = np.where(ws, np.where(trips.apart[:m] > _ZERO, np.maximum(turn, in_step), turn), _ZERO)
+    # (the plain trips' terms: rows of one view, fewer arrays made than the Trip's rows sliced)
+    tm = trips.terms[:, :m]
+    tensor1, other1 = tm[_TRIP_AT["tensor"]], tm[_TRIP_AT["warp_other"]]
+    turn = tensor1 / tm[_TRIP_AT["groups"]] + other1
+    in_step = tensor1 + tm[_TRIP_AT["sfu"]] + tm[_TRIP_AT["alu"]]
+    # (no row's consumers apart, most batches: `turn` is the inner select's every pick)
+    apart = tm[_TRIP_AT["apart"]]
+    ws_fill = np.where(apart > _ZERO, np.maximum(turn, in_step), turn) if np.count_nonzero(apart) else turn
+    fill = np.where(ws, ws_fill, _ZERO)
     q = b.q if isinstance(b.q, float) else _one(f.q)  # a float where the profiles share it (pnorm's fast path)
 
     # Durations of one CTA when `conc` CTAs run at once: with the global bandwidth split
@@ -1897,8 +1910,10 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     else:
         t = trips.time(policy, stages, port_lat[0].ravel(), levels.reshape(3, nt * m), resident,
                        q if isinstance(q, float) else flat(q), port_lat[1].ravel()).reshape(3, nt, m)
-    trip, epilogue = t[:, 0], t[:, -1]
-    extra = t[:, 1] - t[:, 0] if nt == 3 else (0.0, 0.0, 0.0)
+    # (trips first, each trip's (3, m) entries contiguous: the sums below numpy's fast operands)
+    t = t.transpose(1, 0, 2).copy()
+    trip, epilogue = t[0], t[-1]
+    extra = t[1] - t[0] if nt == 3 else (0.0, 0.0, 0.0)
     if deps:  # the bits of the same terms (Trip.deps): port's, level's (the larger of its
         # L2 and DRAM times: a relief of the other leaves it), latency's, the fill's
         td = _trip_deps(trips)
@@ -2051,7 +2066,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # what no loop trip takes less than, however many CTAs share the SM: a warp's dependent
     # chain (Trip._time's, at no bandwidth and no other CTA's work)
     chain = np.where(ws, turn + lat,  # (turn: the tensor time over groups plus the other chain)
-                     trips.warp_mma[:m] + trips.warp_other[:m] + trips.queue[:m])
+                     tm[_TRIP_AT["warp_mma"]] + other1 + tm[_TRIP_AT["queue"]])
     # The kernel's edges, once. Its CTAs wait for their first trip's loads (first_loads) at
     # once through L2 and DRAM, which no earlier trip's work overlaps: the grid's first loads,
     # at most one first trip's chain (taken over the grid's CTAs, not a wave's worth: that
