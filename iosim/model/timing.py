@@ -1000,17 +1000,14 @@ def _rates(k: KernelPlan, hw: HardwareProfile, p: Problem) -> tuple[float, ...]:
     return v
 
 
-_OCC = Memo()  # (id(profile), threads, registers, shared memory) -> (profile, ctas_per_sm)
-
-
 def _ctas_per_sm(k: KernelPlan, hw: HardwareProfile) -> int:
-    """ctas_per_sm, remembered per profile (kept: its id is not reused): a function of the
-    kernel's threads, registers and shared memory alone (one lookup, not _held's and then its
-    dict's)."""
-    key = (id(hw), k.threads, k.regs_per_thread, k.smem_bytes)
-    v = _OCC.get(key, hw)
-    if v is MISS:
-        v = _OCC.put(key, (hw,), ctas_per_sm(k, hw))
+    """ctas_per_sm, remembered per profile: a function of the kernel's threads, registers and
+    shared memory alone."""
+    held = _held(hw)
+    key = ("occ", k.threads, k.regs_per_thread, k.smem_bytes)
+    v = held.get(key)
+    if v is None:
+        v = held[key] = ctas_per_sm(k, hw)
     return v
 
 
