@@ -382,7 +382,17 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         aa, ea = vals[ns:nc], vals[nc:]
         ab, eb = np.zeros(nc - ns), np.zeros(len(vals) - nc)
     # every kernel's row of KERN's columns, a block of them a numpy call (slots below)
-    rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
+    # (its rates' row once a (profile, dtype, policy, inst_per_op) of the call: a dict's lookup,
+    # not _rate_row's call, for the kernels after the first alike; the items keep the profiles)
+    rates, rows = [], {}
+    for pl, hw, _, _ in items:
+        p = pl.problem
+        for k in pl.kernels:
+            key = (id(hw), p.dtype, k.overlap == "warpspecialized", k.inst_per_op)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = _rate_row(k, hw, p)
+            rates.append(row)
     inten = vals[:ni].reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
