@@ -8,7 +8,7 @@ launches it with `grid`, `threads` and `smem_bytes`.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -133,35 +133,6 @@ def revised(k: KernelPlan, **changes) -> KernelPlan:
         raise TypeError(f"KernelPlan has no field {sorted(set(changes) - _KERNEL_FIELDS)}")
     out = object.__new__(KernelPlan)
     out.__dict__.update(k.__dict__, **changes)
-    return out
-
-
-# every field of a KernelPlan in its order, with its default (the factories' shared arrays;
-# `reuse` and `defines` are each KernelPlan's own dict, made in kernel_plan() where not given) or,
-# a field __init__ requires, _REQUIRED
-_REQUIRED = object()
-_TEMPLATE = {n: (_REQUIRED if f.default is MISSING and f.default_factory is MISSING
-                 else f.default if f.default is not MISSING else None)
-             for n, f in KernelPlan.__dataclass_fields__.items()}
-_TEMPLATE.update(trips=ONE_TRIP, masked=NO_TRIP)
-_NEEDED = frozenset(n for n, v in _TEMPLATE.items() if v is _REQUIRED)
-
-
-def kernel_plan(**fields) -> KernelPlan:
-    """KernelPlan(**fields) at half its cost: a KernelPlan is a record (every field set by
-    __init__, as given, in field order, and nothing after it; see revised), so its defaults'
-    dict updated with these fields is the __dict__ __init__ builds (a call of __init__ matches
-    and stores its 27 fields one by one)."""
-    if not _KERNEL_FIELDS.issuperset(fields) or not _NEEDED <= fields.keys():
-        return KernelPlan(**fields)  # (its TypeError)
-    d = _TEMPLATE.copy()
-    d.update(fields)
-    if "reuse" not in fields:
-        d["reuse"] = {}
-    if "defines" not in fields:
-        d["defines"] = {}
-    out = object.__new__(KernelPlan)
-    out.__dict__.update(d)
     return out
 
 

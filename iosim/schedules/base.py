@@ -16,7 +16,7 @@ import numpy as np
 
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.memo import MISS, Memo
-from iosim.core.plan import KernelPlan, Plan, kernel_plan, read_only
+from iosim.core.plan import KernelPlan, Plan, read_only
 from iosim.core.problem import CausalAlign, Direction, Problem
 from iosim.core.traffic import Traffic, Work, copies
 from iosim.kernels import SPECS, kernel_defines, source
@@ -545,7 +545,7 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     epilogue = epilogue_alu * M * N * bh
     chunks = -(-K // t.block_k)
     trips = uniform(chunks)
-    return kernel_plan(  # (KernelPlan(...) at half its cost)
+    return KernelPlan(
         name=name, grid=(cn, rm, bh), threads=32 * t.warps,
         regs_per_thread=128, block_m=t.block_m, block_n=t.block_n,
         traffic=traffic, work=Work(2 * M * N * K * bh, 0, epilogue), once=Work(0, 0, epilogue),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from iosim.core.hardware import HardwareProfile
 from iosim.core.memo import MISS, Memo
-from iosim.core.plan import KernelPlan, Plan, kernel_plan
+from iosim.core.plan import KernelPlan, Plan
 from iosim.core.problem import Direction, Problem
 from iosim.core.traffic import Work, copies
 from iosim.kernels import SPECS, kernel_defines, source
@@ -113,7 +113,7 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
     spec = SPECS[name]
     merge_alu, merge_exp = SPECS[name].row_merge if ours else (0, 0)
     merges = rows * row_merges(threads)
-    return kernel_plan(  # (KernelPlan(...) at half its cost)
+    return KernelPlan(
         name=name, grid=(p.seqlen_q, p.bh, 1), threads=threads,
         smem_bytes=row_bytes if in_smem else 0, regs_per_thread=32, block_m=1, block_n=nk,
         traffic=t, work=Work(exp_ops=exp_total + merge_exp * merges,
