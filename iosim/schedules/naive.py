@@ -197,7 +197,18 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles(), ours: bool = True)
         ]
         if p.group > 1:
             ks.append(gqa_reduce(p, ("dK", "dV")))
-    notes = (f"GEMMs tiled QK {qk.block_m}x{qk.block_n}x{qk.block_k}, "
-             f"PV {pv.block_m}x{pv.block_n}x{pv.block_k}, "
-             f"S and P stored in {p.dtype.value}")
-    return Plan("naive", p, hw.name, tuple(ks), notes)
+    return Plan("naive", p, hw.name, tuple(ks), _notes(qk, pv, p.dtype))
+
+
+_NOTES = Memo()  # (id(QK tiles), id(PV tiles), dtype) -> (the tiles, the Plan's notes)
+
+
+def _notes(qk: Tiles, pv: Tiles, dtype) -> str:
+    """The Plan's notes, remembered (the tiles by identity, kept: gemm_tiles and _narrowed give
+    one Tiles a set of values): six ints and an enum's value formatted a Plan otherwise."""
+    key = (id(qk), id(pv), dtype)
+    out = _NOTES.get(key, qk, pv)
+    if out is not MISS:
+        return out
+    return _NOTES.put(key, (qk, pv), f"GEMMs tiled QK {qk.block_m}x{qk.block_n}x{qk.block_k}, "
+                      f"PV {pv.block_m}x{pv.block_n}x{pv.block_k}, S and P stored in {dtype.value}")
