@@ -983,7 +983,7 @@ def _refuse(plan: Plan) -> None:
     if any(map(modelled_only, plan.kernels)):
         raise InputError(f"no real kernel for {schedule} with the FA3 paper's dQ-writer warp "
                          "(modelled only; allowed: the Plan's own kernel)")
-    if None in specs:
+    if not all(specs):  # (a spec's truth, not ==: a dataclass's __eq__ is a Python call a spec)
         if bwd:
             raise InputError(f"no real backward kernel for schedule {schedule} "
                              "(allowed with --direction bwd: naive, fa1, fa2, fa3)")

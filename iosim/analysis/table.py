@@ -285,16 +285,17 @@ def _shape(pl: Plan, hw: HardwareProfile, scaled: bool = True, probe: Plan | Non
     return _made(_shapes([(pl, hw, scaled, probe)])[0])
 
 
-_RATE_ROWS = Memo()  # id(timing._rates' tuple) -> (the tuple, it as a float64 array)
+_RATE_ROWS = Memo()  # (id(profile), dtype, warp-specialised, inst_per_op) -> (profile, row)
 
 
 def _rate_row(k, hw: HardwareProfile, p: Problem) -> np.ndarray:
-    """timing._rates (remembered per profile: the same tuple for the same rates) as an array,
-    made once a tuple (a list of arrays becomes one array at a third of a list of tuples' cost)."""
-    v = timing._rates(k, hw, p)
-    row = _RATE_ROWS.get(id(v), v)
+    """timing._rates as a float64 array (read-only), made once a profile (kept: its id is not
+    reused), dtype, overlap policy and inst_per_op, what the rates are a function of (one
+    lookup: a list of arrays becomes one array at a third of a list of tuples' cost)."""
+    key = (id(hw), p.dtype, k.overlap == "warpspecialized", k.inst_per_op)
+    row = _RATE_ROWS.get(key, hw)
     if row is MISS:
-        row = _RATE_ROWS.put(id(v), (v,), read_only(np.array(v, np.float64)))
+        row = _RATE_ROWS.put(key, (hw,), read_only(np.array(timing._rates(k, hw, p), np.float64)))
     return row
 
 
@@ -382,7 +383,17 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         aa, ea = vals[ns:nc], vals[nc:]
         ab, eb = np.zeros(nc - ns), np.zeros(len(vals) - nc)
     # every kernel's row of KERN's columns, a block of them a numpy call (slots below)
-    rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
+    # (its rates' row once a (profile, dtype, policy, inst_per_op) of the call: a dict's lookup,
+    # not _rate_row's call, for the kernels after the first alike; the items keep the profiles)
+    rates, rows = [], {}
+    for pl, hw, _, _ in items:
+        p = pl.problem
+        for k in pl.kernels:
+            key = (id(hw), p.dtype, k.overlap == "warpspecialized", k.inst_per_op)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = _rate_row(k, hw, p)
+            rates.append(row)
     inten = vals[:ni].reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,

@@ -561,23 +561,24 @@ def gemm(name: str, p: Problem, M: int, N: int, K: int, t: Tiles, a: str, b: str
     )
 
 
-_GEMM_SPEC = Memo()  # (name, id(its spec), tiles, head_dim, mask, element bytes) -> (spec, fields)
+_GEMM_SPEC = Memo()  # (name, id(its spec), id(tiles), head_dim, mask, element bytes) -> (spec, tiles, fields)
 
 
 def _gemm_spec(name: str, t: Tiles, head_dim: int, causal: bool, align: CausalAlign, e: int) -> dict:
     """A GEMM kernel's KernelPlan fields from its KernelSpec (defines, shared memory, the loop's
     instructions): functions of the spec, its tiles, head_dim, mask and element bytes alone,
     remembered (a Plan's two to four GEMMs ask each time; the spec by identity: a test may put
-    another in its place)."""
+    another in its place; the tiles too, kept: gemm_tiles gives one Tiles a set of values, and
+    a frozen dataclass hashes its fields through a call)."""
     spec = SPECS[name]
-    key = (name, id(spec), t, head_dim, causal, align, e)
-    out = _GEMM_SPEC.get(key, spec)
+    key = (name, id(spec), id(t), head_dim, causal, align, e)
+    out = _GEMM_SPEC.get(key, spec, t)
     if out is not MISS:
         return out
     defines = kernel_defines(name, BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
                              NUM_WARPS=t.warps, STAGES=t.stages, HEAD_DIM=head_dim,
                              **_mask_defines(causal, align))
-    return _GEMM_SPEC.put(key, (spec,), dict(
+    return _GEMM_SPEC.put(key, (spec, t), dict(
         defines=defines,
         # the cp.async ring, re-used by the epilogue to stage the C tile for 16-byte stores
         smem_bytes=SPECS[name].smem(defines, e),

@@ -29,7 +29,7 @@ def softmax_threads(nk: int) -> int:
     return min(256, max(64, 1 << max(0, (max(1, nk // 32) - 1).bit_length())))
 
 
-_GEMM_TILES = Memo()  # (id(table), head_dim, tiles asked for) -> (table, gemm_tiles')
+_GEMM_TILES = Memo()  # (id(table), head_dim, id(tiles asked for)) -> (table, tiles, gemm_tiles')
 
 
 def gemm_tiles(table: dict, p: Problem, t: Tiles) -> Tiles:
@@ -37,9 +37,10 @@ def gemm_tiles(table: dict, p: Problem, t: Tiles) -> Tiles:
     # A d below the bucket's BLOCK_K takes the power of two >= d (>= 16, the MMA's k): the
     # kernel's swizzle needs tile rows of 2, 4 or a multiple of 8 16-byte chunks, and zero-fills
     # the ragged end of k. Remembered (the table is kept, so its id is not reused; Tiles are
-    # frozen): a function of the table, head_dim and the tiles asked for alone.
-    key = (id(table), p.head_dim, t)
-    out = _GEMM_TILES.get(key, table)
+    # frozen): a function of the table, head_dim and the tiles asked for alone (these by
+    # identity, kept: a frozen dataclass hashes all its fields through a call each time).
+    key = (id(table), p.head_dim, id(t))
+    out = _GEMM_TILES.get(key, table, t)
     if out is not MISS:
         return out
     bm, bn, bk, st, w = next((v for k, v in sorted(table.items()) if p.head_dim <= k),
@@ -47,7 +48,7 @@ def gemm_tiles(table: dict, p: Problem, t: Tiles) -> Tiles:
     out = Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
                 block_k=t.block_k or min(bk, pow2_at_least(p.head_dim, 16)), warps=t.warps or w,
                 stages=t.stages or st)
-    return _GEMM_TILES.put(key, (table,), out)
+    return _GEMM_TILES.put(key, (table, t), out)
 
 
 def row_reads(p: Problem) -> int:
@@ -99,13 +100,17 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
     DRAM peak while issuing at 53-62%). `ours`: kernels/naive.cu's; PyTorch's softmax backward
     (standard's) keeps the reduction and phases of a generic elementwise kernel.
     """
-    e, rows, nk = p.elem_bytes, p.bh * p.seqlen_q, p.seqlen_k
+    e, bh, nk = p.elem_bytes, p.bh, p.seqlen_k
+    rows = bh * p.seqlen_q
     row_bytes = nk * e * len(ins)
     in_smem = row_bytes <= hw.smem_per_block_optin_bytes
     passes = 1 if in_smem else 2
-    t = copies({x: passes * p.bh * read * e for x in ins}, {out: rows * nk * e},
-               2 * p.bh * read * e * len(ins) if in_smem else 0, 1)
+    reads = {}  # (a loop: a comprehension is a function built and called, for one or two)
+    for x in ins:
+        reads[x] = passes * bh * read * e
+    t = copies(reads, {out: rows * nk * e}, 2 * bh * read * e * len(ins) if in_smem else 0, 1)
     threads = softmax_threads(nk)
+    spec = SPECS[name]
     merge_alu, merge_exp = SPECS[name].row_merge if ours else (0, 0)
     merges = rows * row_merges(threads)
     return KernelPlan(
@@ -115,9 +120,24 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
                              alu_flops=alu_total + alu_per_row * rows + merge_alu * merges),
         trips=uniform(passes), masked=uniform(1 if mask_alu else 0), mask_alu=mask_alu,
         overlap="spread" if ours else "async", source=source(name), streamed=ins if ours else (),
-        defines=kernel_defines(name, SOFTMAX_THREADS=threads, ROW_IN_SMEM=int(in_smem),
-                               **mask_defines(p), HEAD_DIM=p.head_dim),
+        defines=_row_defines(name, spec, threads, in_smem, p),
     )
+
+
+_ROW_DEFINES = Memo()  # (name, id(its spec), threads, in SRAM, mask, head_dim) -> (spec, defines)
+
+
+def _row_defines(name: str, spec, threads: int, in_smem: bool, p: Problem) -> dict[str, int]:
+    """A row kernel's kernel_defines, remembered: a function of its spec (by identity, kept: a
+    test may put another in its place), threads, whether the row fits in SRAM, the mask and
+    head_dim alone (kernel_defines' own memo builds its key from keyword arguments)."""
+    key = (name, id(spec), threads, in_smem, p.causal, p.causal_align, p.head_dim)
+    out = _ROW_DEFINES.get(key, spec)
+    if out is not MISS:
+        return out
+    return _ROW_DEFINES.put(key, (spec,), kernel_defines(
+        name, SOFTMAX_THREADS=threads, ROW_IN_SMEM=int(in_smem), **mask_defines(p),
+        HEAD_DIM=p.head_dim))
 
 
 _NARROWED = Memo()  # (id(tiles), block_n) -> (tiles, those tiles block_n wide)
@@ -177,7 +197,18 @@ def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles(), ours: bool = True)
         ]
         if p.group > 1:
             ks.append(gqa_reduce(p, ("dK", "dV")))
-    notes = (f"GEMMs tiled QK {qk.block_m}x{qk.block_n}x{qk.block_k}, "
-             f"PV {pv.block_m}x{pv.block_n}x{pv.block_k}, "
-             f"S and P stored in {p.dtype.value}")
-    return Plan("naive", p, hw.name, tuple(ks), notes)
+    return Plan("naive", p, hw.name, tuple(ks), _notes(qk, pv, p.dtype))
+
+
+_NOTES = Memo()  # (id(QK tiles), id(PV tiles), dtype) -> (the tiles, the Plan's notes)
+
+
+def _notes(qk: Tiles, pv: Tiles, dtype) -> str:
+    """The Plan's notes, remembered (the tiles by identity, kept: gemm_tiles and _narrowed give
+    one Tiles a set of values): six ints and an enum's value formatted a Plan otherwise."""
+    key = (id(qk), id(pv), dtype)
+    out = _NOTES.get(key, qk, pv)
+    if out is not MISS:
+        return out
+    return _NOTES.put(key, (qk, pv), f"GEMMs tiled QK {qk.block_m}x{qk.block_n}x{qk.block_k}, "
+                      f"PV {pv.block_m}x{pv.block_n}x{pv.block_k}, S and P stored in {dtype.value}")
