@@ -364,26 +364,37 @@ def test_predict_many_is_predict_of_each_problem():
     assert fast["time_pred_ms"].tolist() == df["time_pred_ms"].tolist()
 
 
-def test_predict_many_leaves_the_collector_as_it_was():
-    """predict_many pauses Python's cyclic garbage collector for its call (its batch makes no
-    cycles) and gives it back as it found it, on or off, also when the call fails."""
+@pytest.mark.parametrize("call", ["predict_many", "predict", "predict_rows"])
+def test_predictions_pause_the_collector_and_leave_it_as_it_was(call, monkeypatch):
+    """predict_many, predict and predict_rows pause Python's cyclic garbage collector for
+    their call (they make no cycles: its passes over their short-lived objects are waste) and
+    give it back as they found it, on or off, also when the call fails."""
     import gc
 
     import iosim
+    from iosim.analysis import predict as P
+    from iosim.analysis import table
 
     hw, probs = load("h100"), shaped(seed=9, n=2)
+    run = {"predict_many": lambda s: iosim.predict_many(probs, hw, s, limiter=False),
+           "predict": lambda s: iosim.predict(probs[0], hw, s),
+           "predict_rows": lambda s: P.predict_rows(probs[0], hw, s)}[call]
+    during = []
+    columns = table.columns
+    monkeypatch.setattr(table, "columns", lambda *a, **k: during.append(gc.isenabled()) or columns(*a, **k))
     was = gc.isenabled()
     try:
         for on in (True, False):
             gc.enable() if on else gc.disable()
-            iosim.predict_many(probs, hw, ["fa2"], limiter=False)
+            run(["fa2"])
             assert gc.isenabled() is on
             with pytest.raises(InputError):
-                iosim.predict_many(probs, hw, ["nope"])
+                run(["nope"])
             assert gc.isenabled() is on
+        assert during and not any(during)  # paused while the tables were made
         gc.collect()
         gc.disable()
-        iosim.predict_many(probs, hw, ["naive", "fa1", "fa2", "fa3"], limiter=False)
+        run(["naive", "fa1", "fa2", "fa3"])
         assert gc.collect() == 0  # nothing for the collector to free
     finally:
         gc.enable() if was else gc.disable()

@@ -98,8 +98,9 @@ def predict_rows(problem: Problem, hw: HardwareProfile, schedules: list[str] | N
                  tiles: Tiles = DEFAULT, tuned: TunedTiles | None = None) -> tuple[list[dict], dict]:
     """`predict`'s rows as dicts, and {schedule: why it was left out}: the same table without
     pandas (the CLI's default table prints these, and starts faster for it)."""
-    cols, skipped = _columns(problem, hw, schedules, tiles, tuned)
-    return table.as_rows(cols), skipped
+    with _collector_paused():
+        cols, skipped = _columns(problem, hw, schedules, tiles, tuned)
+        return table.as_rows(cols), skipped
 
 
 def _columns(problem: Problem, hw: HardwareProfile, schedules: list[str] | None, tiles: Tiles,
@@ -144,7 +145,8 @@ def predict(problem: Problem, hw: HardwareProfile, schedules: list[str] | None =
     unless asked for by name). Adds each schedule's ratios to naive. A schedule that cannot be
     planned (tiles over the SRAM, head_dim out of range) is left out, with the reason in
     `df.attrs["skipped"]`; InputError only when none can. `tuned`: a tiles file's entries."""
-    cols, skipped = _columns(problem, hw, schedules, tiles, tuned)
-    df = table.as_frame(cols, dicts=True)  # the frame of the rows' dicts, built from the columns
+    with _collector_paused():  # (as predict_many's: a few collections a call, on no cycles)
+        cols, skipped = _columns(problem, hw, schedules, tiles, tuned)
+        df = table.as_frame(cols, dicts=True)  # the frame of the rows' dicts, built from the columns
     df.attrs["skipped"] = skipped  # schedule -> why it was left out
     return df
