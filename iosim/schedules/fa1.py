@@ -108,8 +108,8 @@ def _setup(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     return t, main, aux, tile, smem, bm, qb, kb
 
 
-# (direction, head_dim, dtype, mask, id(profile), tiles) -> (profile, _fixed's answer less
-# the block map)
+# (direction, head_dim, dtype, mask, id(profile), id(tiles)) -> ((profile, tiles), _fixed's
+# answer less the block map)
 _FIXED = Memo()
 
 
@@ -119,10 +119,12 @@ def _fixed(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     of the lengths) functions of the direction, head_dim, dtype and mask, remembered (a sweep
     asks for every batch and head count of a shape, and every length; one set of defines
     dicts, so the memos keyed by their identity serve every length)."""
-    key = (p.direction, p.head_dim, p.dtype, p.causal, p.causal_align, id(hw), t)
-    out = _FIXED.get(key, hw)
+    # (the enums by their values, the tiles by identity, kept: an Enum's and a frozen
+    # dataclass's hash is a Python call each)
+    key = (p.direction._value_, p.head_dim, p.dtype._value_, p.causal, p.causal_align._value_, id(hw), id(t))
+    out = _FIXED.get(key, hw, t)
     if out is MISS:
-        out = _FIXED.put(key, (hw,), _unmapped(p, hw, t))
+        out = _FIXED.put(key, (hw, t), _unmapped(p, hw, t))
     t, main, aux, tile, smem, slots = out
     return t, main, aux, tile, smem, BlockMap.of(p, t.block_m, t.block_n), slots
 

@@ -54,7 +54,7 @@ def bucket(table: dict[int, tuple], d: int) -> tuple:
     return next(v for k, v in sorted(table.items()) if d <= k)
 
 
-_TILES = Memo()  # FlashStyle.tiles' answers: (id(style), arch, ...) -> (style, tiles)
+_TILES = Memo()  # FlashStyle.tiles' answers: (id(style), arch, ..., id(tiles asked)) -> ((style, asked), tiles)
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,8 @@ class FlashStyle:
         """The tiles of this style's table for the arch, direction, window and head_dim, the
         ones asked for (`t`) first; remembered (a style is kept: its id is not reused)."""
         window = not bwd and p.window is not None
-        key = (id(self), hw.arch, bwd, window, p.head_dim, t)
-        out = _TILES.get(key, self)
+        key = (id(self), hw.arch, bwd, window, p.head_dim, id(t))  # (t kept: its hash is a call)
+        out = _TILES.get(key, self, t)
         if out is not MISS:
             return out
         table = self.bwd_tiles if bwd else self.fwd_tiles
@@ -83,7 +83,7 @@ class FlashStyle:
         if window:
             table = {**table, **self.window_tiles.get(hw.arch, {})}
         bm, bn, w, st = bucket(table, p.head_dim)
-        return _TILES.put(key, (self,), Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
+        return _TILES.put(key, (self, t), Tiles(block_m=t.block_m or bm, block_n=t.block_n or bn,
                                               warps=t.warps or w, stages=t.stages or st))
 
     def plan(self, p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
