@@ -105,7 +105,7 @@ def block_sweep_speed() -> str:
 
 
 # cpu_ab.py's run of record (session 22's: main at its end against main at its start, in one run)
-CPU_AB = ROOT / "experiments" / "sweep_speed" / "session22" / "cpu_ab.json"
+CPU_AB = ROOT / "experiments" / "sweep_speed" / "session23" / "cpu_ab.json"
 
 
 def block_sweep_speed_cpu() -> str:
