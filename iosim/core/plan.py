@@ -17,10 +17,11 @@ from iosim.core.problem import Problem
 from iosim.core.traffic import Traffic, Work
 
 
-class _once:
+class cached:
     """functools.cached_property without its lock (Python 3.11's takes one on every first
-    read: a batch reads a few properties of each of hundreds of fresh Plans); a Plan's
-    properties are pure, so two threads computing one at once store the same value."""
+    read: a batch reads a few properties of each of hundreds of fresh Plans, the timing model
+    of its Batch); the properties are pure, so two threads computing one at once store the
+    same value."""
 
     def __init__(self, f) -> None:
         self.f, self.name, self.__doc__ = f, f.__name__, f.__doc__
@@ -158,11 +159,11 @@ class Plan:
     kernels: tuple[KernelPlan, ...]
     notes: str = ""  # what this schedule models, e.g. the GEMM tiling and intermediate dtype
 
-    @_once
+    @cached
     def traffic(self) -> Traffic:
         return Traffic.total([k.traffic for k in self.kernels])
 
-    @_once
+    @cached
     def work(self) -> Work:
         return Work.total([k.work for k in self.kernels])
 
@@ -174,7 +175,7 @@ class Plan:
     def block_n(self) -> int:
         return self.main.block_n
 
-    @_once
+    @cached
     def main(self) -> KernelPlan:
         """The kernel whose tiles name the schedule (the attention kernel; naive: the QK^T GEMM)."""
         ks = self.kernels

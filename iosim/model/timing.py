@@ -29,7 +29,7 @@ import numpy as np
 
 from iosim.core.hardware import HardwareProfile
 from iosim.core.memo import MISS, Memo
-from iosim.core.plan import KernelPlan, Plan, read_only
+from iosim.core.plan import KernelPlan, Plan, cached, read_only
 from iosim.core.problem import Problem
 from iosim.kernels import SPECS, kernel_splits
 from iosim.model.memory import _ONE, _ZERO, Dram, sizes  # (0-d 0 and 1: numpy 2 takes those faster)
@@ -1244,21 +1244,6 @@ _Q_AT, _POLICY_AT, _STAGES_AT = (FACTS.index(x) for x in ("q", "policy", "stages
 _L2_LATENCY = RATE_FIELDS.index("l2_latency")
 
 
-class _cached:
-    """functools.cached_property without its lock (Python 3.11's takes one on every first
-    read, a microsecond a Batch's property): the value computed once, then the instance's own
-    attribute."""
-
-    def __init__(self, f: Callable):
-        self.f, self.name, self.__doc__ = f, f.__name__, f.__doc__
-
-    def __get__(self, obj, cls=None):
-        if obj is None:
-            return self
-        v = obj.__dict__[self.name] = self.f(obj)
-        return v
-
-
 @dataclass
 class Batch:
     """Kernels to predict at once: their facts (rows of FACTS), their profiles' rates (rows of
@@ -1276,23 +1261,23 @@ class Batch:
     def __len__(self) -> int:
         return len(self.table)
 
-    @_cached
+    @cached
     def busy_facts(self) -> np.ndarray:
         """The table's columns of _BUSY_FACTS (a narrow table: fewer columns for _busy to gather)."""
         return self.table.take(_BUSY_AT, 1)
 
-    @_cached
+    @cached
     def q(self) -> float | np.ndarray:
         """The profiles' sync_overlap: a float where they share it (_one)."""
         return _one(self.table[:, _Q_AT])
 
-    @_cached
+    @cached
     def codes(self) -> np.ndarray:
         """Each kernel's policy, as Trip.time computes by (_policies)."""
         t = self.table
         return _policies(t[:, _POLICY_AT], t[:, _STAGES_AT])
 
-    @_cached
+    @cached
     def stacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The periods laid end to end, once for every _schedule pass over the batch: per
         period (`pidx`'s entry + 1; 0: none) its length and where it starts, and every
