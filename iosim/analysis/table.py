@@ -383,17 +383,7 @@ def _shapes(items: Sequence[tuple[Plan, HardwareProfile, bool, Plan | None]]) ->
         aa, ea = vals[ns:nc], vals[nc:]
         ab, eb = np.zeros(nc - ns), np.zeros(len(vals) - nc)
     # every kernel's row of KERN's columns, a block of them a numpy call (slots below)
-    # (its rates' row once a (profile, dtype, policy, inst_per_op) of the call: a dict's lookup,
-    # not _rate_row's call, for the kernels after the first alike; the items keep the profiles)
-    rates, rows = [], {}
-    for pl, hw, _, _ in items:
-        p = pl.problem
-        for k in pl.kernels:
-            key = (id(hw), p.dtype, k.overlap == "warpspecialized", k.inst_per_op)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = _rate_row(k, hw, p)
-            rates.append(row)
+    rates = [_rate_row(k, hw, pl.problem) for pl, hw, _, _ in items for k in pl.kernels]
     inten = vals[:ni].reshape(-1, len(timing.INTENSIVE))
     kern = np.concatenate([
         ea.reshape(-1, ne), eb.reshape(-1, ne), inten,
@@ -733,9 +723,8 @@ def columns(templates: Sequence[Template], limiter: bool = True, coded: bool = F
 def _fields(probs: list[Problem]) -> list[dict]:
     """problem_fields of each problem, once a problem (predict's rows: one problem, a template
     a schedule)."""
-    p = probs[0] if probs else None
-    if all(q is p for q in probs):  # one problem's (predict's rows): its fields once
-        return [problem_fields(p)] * len(probs) if probs else []
+    if probs and all(q is probs[0] for q in probs):  # one problem's (predict's rows): its fields once
+        return [problem_fields(probs[0])] * len(probs)
     seen: dict = {}
     return [seen.get(id(p)) or seen.setdefault(id(p), problem_fields(p)) for p in probs]
 
