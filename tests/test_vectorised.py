@@ -949,3 +949,26 @@ def test_a_few_rows_python_values_are_the_arrays_values():
     assert type(few) is list and np.array_equal(np.array(few), flops / t / 1e12)
     with np.errstate(divide="ignore"):
         assert isinstance(table._tflops([1.0, 2.0], np.array([0.0, 1.0]), True), np.ndarray)
+
+
+def test_unstack_is_the_first_axis_entries():
+    """timing.unstack: the entries of an array's (or tuple's) first axis, the rows as views of
+    it, as iterating gives them, at every length (its getters' and past them)."""
+    rng = np.random.default_rng(24)
+    for n in (0, 1, 2, 3, 9, 16, 17, 40):
+        a = rng.random((n, 5))
+        got, want = timing.unstack(a), tuple(a)
+        assert isinstance(got, tuple) and len(got) == n
+        for g, w in zip(got, want):
+            assert np.array_equal(g, w) and g.base is a  # a view of the array, not a copy
+        assert timing.unstack(tuple(range(n))) == tuple(range(n))
+
+
+def test_large_strings_are_arrows_array_of_the_strings():
+    """table.large_strings, built from its buffers, is Arrow's array of the strings (offsets,
+    bytes and type): ASCII, multi-byte UTF-8, empty strings, and none at all."""
+    pa = pytest.importorskip("pyarrow")
+    for strs in ([], [""], ["naive", "fa1", "", "h100-sxm5-80gb"], ["ℓ = Σ exp", "Bc=128 tiles", "日本"]):
+        got = table.large_strings(strs)
+        assert got.equals(pa.array(strs, pa.large_string())) and got.type == pa.large_string()
+        assert got.to_pylist() == strs

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import accumulate, chain, repeat
 from operator import attrgetter, itemgetter
 from struct import error as StructError
 from struct import pack
@@ -482,7 +482,7 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
             pid.append(-1 if per is None else len(periods))
             if per is not None:
                 periods.append(per)
-    nk, na, k0 = np.array(sizes, np.int64).reshape(-1, 3).T  # (a flat list: numpy's quickest)
+    nk, na, k0 = timing.unstack(np.array(sizes, np.int64).reshape(-1, 3).T)  # (a flat list: numpy's quickest)
     one = m.tolist().count(1) == len(m)  # a problem a template (predict's rows): the rows in order
     uf = u.astype(np.float64) if affine else None
     # (one, not affine: each row's template and problem not asked for)
@@ -531,9 +531,9 @@ def _model(shapes: Sequence[_Shape], m: np.ndarray, u: np.ndarray, limiter: bool
     y = np.array([roof_s, pred.seconds, dram_r, dram_w])
     x = y[:2]
     at = np.where(x == np.maximum.reduceat(x, starts, axis=1).repeat(nks, axis=1), np.arange(len(kern)), len(kern))
-    roof_at, main_at = np.minimum.reduceat(at, starts, axis=1)
+    roof_at, main_at = timing.unstack(np.minimum.reduceat(at, starts, axis=1))
     # summed over the Plan's kernels
-    roof, secs, d_r, d_w = np.add.reduceat(y, starts, axis=1)
+    roof, secs, d_r, d_w = timing.unstack(np.add.reduceat(y, starts, axis=1))
     return _Model(roof, secs, d_r, d_w, roof_bound[roof_at], pred.busiest[main_at],
                   pred.util[main_at], pred.group_bound if limiter else [None] * len(starts))
 
@@ -1085,7 +1085,7 @@ def _arrow_strs(dtype, direct: bool = True):
     import pyarrow as pa
     from pandas.arrays import ArrowStringArray
 
-    empty = pa.array([], pa.large_string())
+    empty = large_strings([])
     maker = ArrowStringArray(empty, dtype=dtype)._from_pyarrow_array
     if not direct or set(vars(maker(pa.chunked_array([empty])))) != {"_pa_array", "_dtype", "_cache"}:
         return maker
@@ -1135,7 +1135,7 @@ def _short_frame(cols: dict, n: int, build):
     if lay.str_at:  # the str cells, column after column, as one Arrow array: a column a slice
         import pyarrow as pa
 
-        cells = pa.array(list(chain.from_iterable(lay.strs(vals))), pa.large_string())
+        cells = large_strings(list(chain.from_iterable(lay.strs(vals))))
     fast = _pandas_blocks()
     if fast is not None:
         return _built(fast, arrays, cells, n, lay, top)
@@ -1198,6 +1198,18 @@ def _built(fast: tuple, arrays: list, cells, n: int, lay: _Layout, top: _Cells):
                    for (rows, _), at in zip(lay.str_slots, texts)]
     mgr = manager(blocks, [top.names.view(), top.rows.view()], verify_integrity=False)
     return from_mgr(mgr, mgr.axes)
+
+
+def large_strings(strs: list[str]):
+    """pa.array(strs, pa.large_string()), made from its buffers (UTF-8 bytes end to end and
+    their offsets): Arrow's converter of Python objects is a large body of code, cold by the
+    time predict's frame is built; this way the call is some 2% shorter
+    (experiments/sweep_speed/session24/quick_ab.log)."""
+    import pyarrow as pa
+
+    data = [s.encode() for s in strs]
+    ends = np.fromiter(accumulate(map(len, data), initial=0), np.int64, len(data) + 1)
+    return pa.LargeStringArray.from_buffers(len(data), pa.py_buffer(ends), pa.py_buffer(b"".join(data)))
 
 
 _DTYPE = attrgetter("dtype")

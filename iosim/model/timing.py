@@ -282,6 +282,18 @@ def _present(codes: np.ndarray) -> np.ndarray:
     return np.bincount(np.asarray(codes, np.int64)).nonzero()[0]
 
 
+# unstack's getters of n entries (itemgetter(0, ..., n - 1): a tuple, also of one)
+_UNSTACK = [lambda a: (), lambda a: (a[0],), *(itemgetter(*range(n)) for n in range(2, 17))]
+
+
+def unstack(a) -> tuple:
+    """np.unstack(a): the entries of its first axis (a 2-D array's rows as views), indexed
+    rather than iterated: iterating an array ends in the IndexError whose message numpy
+    formats (some 300 ns an unpacking, as much as three rows' views)."""
+    n = len(a)
+    return _UNSTACK[n](a) if n < len(_UNSTACK) else tuple(a[i] for i in range(n))
+
+
 def _max(*xs):
     """Elementwise max of arrays and numbers."""
     top = xs[0]
@@ -450,8 +462,8 @@ class Trip:
         overwritten), `rates` those of _TRIP_RATES, `turns` apart, under_pv and in_step, each
         broadcast against work's trailing axes (the terms' shape); the terms made as the rows of one array
         (TRIP's), several at once (numpy's calls, not the entries, cost a few rows' time)."""
-        flops, exps, alu, sram, extra, fill, shadow, barrier, chained = work
-        tensor_r, _, _, _, issue_r, inst_r, mma_r, chain_r = rates
+        flops, exps, alu, sram, extra, fill, shadow, barrier, chained = unstack(work)
+        tensor_r, _, _, _, issue_r, inst_r, mma_r, chain_r = unstack(rates)
         t = np.zeros((len(TRIP), *work.shape[1:]))
         mma, other = _instructions(flops, alu + exps, sram, wg, inst_per_op)
         other = other + extra  # instructions beyond the work (KernelPlan.loop_issue)
@@ -1507,7 +1519,7 @@ def _alone(f: _Facts, trips: Trip, ix: np.ndarray, res: np.ndarray, q, loop_port
     np.add(levels[0], _ZERO, out=args[4, :2])  # (+ 0: a zero's sign, as the sum with zeros gives)
     args[5] = res
     qi = q if isinstance(q, float) else q[ix]
-    policy, stages, port, latency, level, n = args.reshape(6, 3 * k)
+    policy, stages, port, latency, level, n = unstack(args.reshape(6, 3 * k))
     t = sub.time(policy, stages, port, level, n,
                  qi if isinstance(qi, float) else np.concatenate((qi, qi, qi)), latency).reshape(3, k)
     fixed = pnorm([np.maximum(rows[4], levels[1]) + _ZERO, t[2]], qi) + rows[5]
@@ -1790,10 +1802,10 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     if nt == 3:
         x[_TRIP_MASKED] += f.mask
     x = x.reshape(-1, nt * m)  # each fact's entries of its trips (end to end)
-    policy, stages = x[len(_TRIP_OF):len(_TRIP_OF) + 2]  # (the trips' policy and stages)
+    policy, stages = unstack(x[len(_TRIP_OF):len(_TRIP_OF) + 2])  # (the trips' policy and stages)
     if few:  # the row's facts and rates three times over, as the trips' (numpy's fastest operands;
         # the rates in one concatenation: each rate's rows, its trips' end to end)
-        warps, cyc, _, _, _, wg, inst_per_op = x[len(_TRIP_OF) + 2:]
+        warps, cyc, _, _, _, wg, inst_per_op = unstack(x[len(_TRIP_OF) + 2:])
         rates = np.concatenate(_TRIP_RATES_OF[nt](r)).reshape(len(_TRIP_RATES), nt * m)
         trips = Trip.stack(x[:len(_TRIP_OF)], rates, warps, cyc,
                            x[len(_TRIP_OF) + 4:len(_TRIP_OF) + 7], wg.astype(bool), inst_per_op)
@@ -1860,7 +1872,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
 
     # a loop trip's reads and writes, and a CTA's once (one division: _BYTES_AT's rows)
     # (fancy indexing: `take` of the transposed table would copy all of it first)
-    rd, wr, rd_f, wr_f = np.divide(*f.table.T[_BYTES_AT].reshape(2, 4, m))
+    rd, wr, rd_f, wr_f = unstack(np.divide(*unstack(f.table.T[_BYTES_AT].reshape(2, 4, m))))
     rd1 = rd  # the first trip's loads
     # round trips the trip waits for (to L2 where the kernel's lines are there, else to DRAM),
     # and a wgmma consumer's waits at its GEMM turns
@@ -1871,7 +1883,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     # one, their sums (port's and level's) at once
     rd6, wr6 = np.array([rd - f.red, rd_f, rd1, rd, rd_f, rd1]), np.array([wr, wr_f, zero] * 2)
     rw, rdd = rd6 + wr6, rd6 * f.dram_r
-    loop_port, fixed_port, port1 = port(None, None, (rw[:3], rdd[:3]))
+    loop_port, fixed_port, port1 = unstack(port(None, None, (rw[:3], rdd[:3])))
     rw[3] += f.loop_x  # (the loop trip's extra L2 work, level's `x`, in place: the others' + 0 adds nothing)
     solo = level(None, wr6[3:], None, sums=(rw[3:], rdd[3:]))
     # the epilogue as an asynchronous trip with no bytes of its own; rows: the bandwidth
@@ -1966,8 +1978,8 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
     if nt == 3:  # (else no row has a masked trip: its term is a zero, which adds nothing to
         # these sums of times, never -0)
         dur += f.masked0 * extra
-    d, d_c, last_t = dur
-    (fixed, fixed_c, _), (trip, trip_c, _), (extra, extra_c, _) = fixed, trip, extra
+    d, d_c, last_t = unstack(dur)
+    (fixed, fixed_c, _), (trip, trip_c, _), (extra, extra_c, _) = unstack(fixed), unstack(trip), unstack(extra)
 
     def alone(ix, res, share):  # rows ix's CTA parts at `res` CTAs an SM, with `share` CTAs
         # sharing L2 and DRAM (0: the SM's units alone; both per row of ix)
@@ -2016,7 +2028,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
             rows = _Rows.of(size.take(order))
             seg = rows.seg
             trips_of = period_trips.take(begin.take(pix.take(order)).take(seg) + rows.pos, 1)  # each entry's (trips, masked)
-            one, msk = trips_of
+            one, msk = unstack(trips_of)
             g = f.table.take(ix, 0)  # the rows' facts
             reps, sms, on = g[:, _REPS], g[:, _SMS], slots.take(ix)
             e = ix.take(seg)  # each entry's row of the batch
@@ -2033,7 +2045,7 @@ def _schedule(f: _Facts, r: Rates, slots: np.ndarray, b: Batch,
                           np.concatenate((share, np.zeros(len(two)))))
             fixed1, trip1, extra1 = (x[:len(ix)] for x in parts)
             big += rows.off[:-1]
-            one1, msk1 = trips_of.take(big, 1)
+            one1, msk1 = unstack(trips_of.take(big, 1))
             first = fixed1 + one1 * trip1 + msk1 * extra1
             listed, spread = _list_schedule(dc, rows, reps, on, first), spread_of(ix, reps, g)
             out[ix] = np.maximum(listed, spread)
@@ -2138,7 +2150,7 @@ def _chosen(times: np.ndarray) -> list[str]:
     near = times <= best * _NEAR  # (NaN, unknown, compares False)
     out = list(map(RELIEFS.__getitem__, near.argmax(axis=1).tolist()))
     # (more than one near; none near: kept as it is)
-    for i in (np.add.reduce(near, axis=1) > _ONE_NEAR).nonzero()[0]:
+    for i in (np.add.reduce(near, axis=1) > _ONE_NEAR).nonzero()[0].tolist():
         out[i] = limiter(0.0, {RELIEFS[j]: float(times[i, j]) for j in np.flatnonzero(near[i])})
     return out
 
