@@ -1133,8 +1133,6 @@ def _short_frame(cols: dict, n: int, build):
         return None
     cells = None
     if lay.str_at:  # the str cells, column after column, as one Arrow array: a column a slice
-        import pyarrow as pa
-
         cells = large_strings(list(chain.from_iterable(lay.strs(vals))))
     fast = _pandas_blocks()
     if fast is not None:
