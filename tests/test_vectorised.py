@@ -963,12 +963,3 @@ def test_unstack_is_the_first_axis_entries():
             assert np.array_equal(g, w) and g.base is a  # a view of the array, not a copy
         assert timing.unstack(tuple(range(n))) == tuple(range(n))
 
-
-def test_large_strings_are_arrows_array_of_the_strings():
-    """table.large_strings, built from its buffers, is Arrow's array of the strings (offsets,
-    bytes and type): ASCII, multi-byte UTF-8, empty strings, and none at all."""
-    pa = pytest.importorskip("pyarrow")
-    for strs in ([], [""], ["naive", "fa1", "", "h100-sxm5-80gb"], ["ℓ = Σ exp", "Bc=128 tiles", "日本"]):
-        got = table.large_strings(strs)
-        assert got.equals(pa.array(strs, pa.large_string())) and got.type == pa.large_string()
-        assert got.to_pylist() == strs

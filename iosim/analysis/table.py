@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate, chain, repeat
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from struct import error as StructError
 from struct import pack
@@ -1085,7 +1085,7 @@ def _arrow_strs(dtype, direct: bool = True):
     import pyarrow as pa
     from pandas.arrays import ArrowStringArray
 
-    empty = large_strings([])
+    empty = pa.array([], pa.large_string())
     maker = ArrowStringArray(empty, dtype=dtype)._from_pyarrow_array
     if not direct or set(vars(maker(pa.chunked_array([empty])))) != {"_pa_array", "_dtype", "_cache"}:
         return maker
@@ -1133,7 +1133,9 @@ def _short_frame(cols: dict, n: int, build):
         return None
     cells = None
     if lay.str_at:  # the str cells, column after column, as one Arrow array: a column a slice
-        cells = large_strings(list(chain.from_iterable(lay.strs(vals))))
+        import pyarrow as pa
+
+        cells = pa.array(list(chain.from_iterable(lay.strs(vals))), pa.large_string())
     fast = _pandas_blocks()
     if fast is not None:
         return _built(fast, arrays, cells, n, lay, top)
@@ -1196,18 +1198,6 @@ def _built(fast: tuple, arrays: list, cells, n: int, lay: _Layout, top: _Cells):
                    for (rows, _), at in zip(lay.str_slots, texts)]
     mgr = manager(blocks, [top.names.view(), top.rows.view()], verify_integrity=False)
     return from_mgr(mgr, mgr.axes)
-
-
-def large_strings(strs: list[str]):
-    """pa.array(strs, pa.large_string()), made from its buffers (UTF-8 bytes end to end and
-    their offsets): Arrow's converter of Python objects is a large body of code, cold by the
-    time predict's frame is built; this way the call is some 2% shorter
-    (experiments/sweep_speed/session24/quick_ab.log)."""
-    import pyarrow as pa
-
-    data = [s.encode() for s in strs]
-    ends = np.fromiter(accumulate(map(len, data), initial=0), np.int64, len(data) + 1)
-    return pa.LargeStringArray.from_buffers(len(data), pa.py_buffer(ends), pa.py_buffer(b"".join(data)))
 
 
 _DTYPE = attrgetter("dtype")
