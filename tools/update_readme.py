@@ -104,8 +104,8 @@ def block_sweep_speed() -> str:
     return "\n".join(lines)
 
 
-# cpu_ab.py's run of record (session 22's: main at its end against main at its start, in one run)
-CPU_AB = ROOT / "experiments" / "sweep_speed" / "session23" / "cpu_ab.json"
+# cpu_ab.py's run of record (session 24's: main at its end against main at its start, in one run)
+CPU_AB = ROOT / "experiments" / "sweep_speed" / "session24" / "cpu_ab.json"
 
 
 def block_sweep_speed_cpu() -> str:
