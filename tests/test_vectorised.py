@@ -963,3 +963,40 @@ def test_unstack_is_the_first_axis_entries():
             assert np.array_equal(g, w) and g.base is a  # a view of the array, not a copy
         assert timing.unstack(tuple(range(n))) == tuple(range(n))
 
+
+
+def test_split_blocks_of_many_batch_heads_are_each_one_s():
+    """base.split_blocks_many (fa1's layouts of a shape at once) picks, for every batch x heads,
+    the split base.split_blocks picks alone: even rows, causal rows (`hi`) and the backward's
+    key blocks (`col_visits`, outer="count"), Python ints, over SM slot counts of a card's
+    waves and past them."""
+    from iosim.schedules.base import split_blocks, split_blocks_many
+
+    rng = np.random.default_rng(24)
+    bh = np.unique(rng.integers(1, 20_000, 300)).astype(np.int64)
+    for n, causal in ((100, False), (4096, False), (4096, True), (33_000, True), (777, True)):
+        p = Problem(batch=1, heads=1, seqlen_q=n, head_dim=128, causal=causal)
+        bm = BlockMap.of(p, 64, 128)
+        for slots in (132, 264, 1081):
+            for blocks, hi, outer in ((bm.tm, bm.hi if causal else None, "max"),
+                                      (bm.tn, bm.col_visits(), "count")):
+                got = split_blocks_many(bh, blocks, slots, hi, outer)
+                assert got == [split_blocks(int(b), blocks, slots, hi, outer) for b in bh.tolist()]
+                assert all(type(x) is int for x in got)
+
+
+@pytest.mark.parametrize("knob", [{}, {"split_rows": 256}, {"split_cols": 128}])
+def test_fa1_shapes_of_a_grid_with_split_knobs_are_each_problem_s(knob):
+    """fa1's batched layouts (schedules.BATCHED) with the split knobs a user may set (a knob
+    wins over the split, a deterministic backward is never split) are shape()'s of each
+    problem alone, on both directions and every batch x heads of a seeded grid."""
+    from iosim.schedules import Tiles
+
+    hw, t = load("h100"), Tiles(**knob)
+    probs = [p.model_copy(update={"batch": b, "heads": p.heads * m, "kv_heads": p.kv_heads * m})
+             for p in problems(24, 12) for b in (1, 3, 8, 64, 640) for m in (1, 5, 16)]
+    probs += [p.model_copy(update={"direction": Direction.bwd, "deterministic": d, "window": None})
+              for p in probs[:60] for d in (False, True)]
+    want = [shape("fa1", p, hw, t) for p in probs]
+    assert shapes("fa1", probs, hw, t) == want
+    assert sum(w is not None for w in want) > len(probs) // 3  # (most planned: the test bites)

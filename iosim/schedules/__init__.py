@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from iosim.core.hardware import HardwareProfile, InputError
 from iosim.core.plan import Plan
 from iosim.core.problem import Dtype, Problem
@@ -34,6 +36,10 @@ LAYOUT_INPUT = {"fa1": lambda p: p.bh,
 # the schedules whose counts are affine, not proportional, in batch x kv_heads: the papers'
 # PyTorch baseline builds its causal mask once (Nq x Nk), whatever the batch and heads
 AFFINE = {"standard"}
+# the LAYOUTS whose layouts of one shape at each of its LAYOUT_INPUT are worked out at once
+# (fa1's split of batch x heads CTAs: every count's waves a row of one numpy pass; a grid of
+# batch and head counts asks for hundreds a shape)
+BATCHED = {"fa1": fa1.layouts}
 
 
 def shape(name: str, problem: Problem, hw: HardwareProfile, tiles: Tiles = Tiles(),
@@ -65,6 +71,8 @@ def shapes(name: str, problems: Sequence[Problem], hw: HardwareProfile, tiles: T
         keys = [p.shape_key() for p in problems]
     if name not in LAYOUTS:
         return [None if p.seqlens_k is not None else k for p, k in zip(problems, keys)]
+    if name in BATCHED:
+        return _batched(name, problems, hw, tiles, tuned, keys)
     reads = LAYOUT_INPUT.get(name, lambda p: (p.batch, p.heads, p.kv_heads))
     seen: dict = {}
     out = []
@@ -78,6 +86,33 @@ def shapes(name: str, problems: Sequence[Problem], hw: HardwareProfile, tiles: T
             got = seen[key] = shape(name, p, hw, tiles, tuned, sk)
         out.append(got)
     return out
+
+
+def _batched(name: str, problems: Sequence[Problem], hw: HardwareProfile, tiles: Tiles,
+             tuned: knobs.TunedTiles | None, keys: Sequence[tuple]) -> list[tuple | None]:
+    """shapes() of a BATCHED schedule: each shape's layouts at all of its problems' distinct
+    LAYOUT_INPUT at once (what refuses a problem, its window, tiles or shared memory, is its
+    shape's: the shape's first problem is asked)."""
+    reads = LAYOUT_INPUT[name]
+    inputs: dict = {}  # shape key -> {LAYOUT_INPUT: its shape}, and the shape's first problem
+    first: dict = {}
+    for p, sk in zip(problems, keys):
+        if p.seqlens_k is None:
+            got = inputs.get(sk)
+            if got is None:
+                got, first[sk] = inputs.setdefault(sk, {}), p
+            got[reads(p)] = None
+    for sk, got in inputs.items():
+        p = first[sk]
+        try:
+            check_window(name, p)
+            t = knobs.resolve(tuned, name, p, hw, tiles)[0]
+            made = BATCHED[name](p, hw, t, np.fromiter(got, np.int64, len(got)))
+        except InputError:
+            continue  # (each of its problems: None)
+        for x, lay in zip(got, made):
+            got[x] = (*sk, lay)
+    return [None if p.seqlens_k is not None else inputs[sk][reads(p)] for p, sk in zip(problems, keys)]
 
 
 def defaults_for(problem: Problem) -> list[str]:

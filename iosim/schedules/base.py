@@ -662,6 +662,23 @@ def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
     return -(-tm // int(s))
 
 
+def split_blocks_many(bh: np.ndarray, tm: int, slots: int, hi: np.ndarray | None = None,
+                      outer: str = "max") -> list[int]:
+    """_split_blocks at each of many batch x heads counts `bh` (int64) of one head's blocks:
+    every count's wave efficiencies or makespans a row, the same float operations as one by
+    one (a grid's shape asks it of all its batch and head counts at once)."""
+    counts = np.array(_even_counts(tm))
+    if hi is None or (hi == hi[0]).all():
+        w = bh[:, None] * counts / slots
+        eff = w / np.ceil(w)
+        at = np.argmax(eff >= SPLIT_EFFICIENCY * eff.max(axis=1, keepdims=True), axis=1)
+    else:
+        counts, longest, mean, n = _split_work(tm, _array_key(hi), outer)
+        spans = np.maximum(longest, np.ceil(bh[:, None] * n / slots) * mean)
+        at = np.argmax(spans * SPLIT_EFFICIENCY <= spans.min(axis=1, keepdims=True), axis=1)
+    return (-(-tm // counts[at])).tolist()
+
+
 @lru_cache(maxsize=1024)
 def _even_counts(tm: int) -> tuple[int, ...]:
     """The split counts that even splits of tm blocks produce, ceil(tm / qb), rising (a head's

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
+
 from iosim.core.hardware import HardwareProfile
 from iosim.core.memo import MISS, Memo
 from iosim.core.plan import KernelPlan, Plan, ctas_per_sm
@@ -49,6 +51,7 @@ from iosim.schedules.base import (
     gqa_reduce,
     mask_defines,
     split_blocks,
+    split_blocks_many,
     uniform,
 )
 from iosim.schedules.flash import dq_convert, fa1_fwd, fa1_init, flash_bwd
@@ -164,6 +167,24 @@ def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple[int, in
     """What of fa1's Plan depends on batch x heads besides the counts that grow with it: the
     (query, key) blocks a CTA takes."""
     return _setup(p, hw, t)[-2:]
+
+
+def layouts(p: Problem, hw: HardwareProfile, t: Tiles, bh: np.ndarray) -> list[tuple[int, int]]:
+    """layout() of p's shape at each batch x heads of `bh` (int64), all at once: _setup's
+    splits, each split count's work a row (split_blocks_many)."""
+    t, _, _, _, _, bm, slots = _fixed(p, hw, t)
+    if p.direction is Direction.fwd:
+        qb = split_blocks_many(bh, bm.tm, slots, bm.hi)
+        if t.split_rows:
+            qb = [min(bm.tm, -(-t.split_rows // t.block_m))] * len(qb)
+        return [(q, bm.tn) for q in qb]
+    if p.deterministic:  # (as _setup: unsplit, whatever split_cols asks)
+        kb = [bm.tn] * len(bh)
+    elif t.split_cols:
+        kb = [min(bm.tn, -(-t.split_cols // t.block_n))] * len(bh)
+    else:
+        kb = split_blocks_many(bh, bm.tn, slots, bm.col_visits(), outer="count")
+    return [(bm.tm, k) for k in kb]
 
 
 def plan(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> Plan:
