@@ -1000,3 +1000,14 @@ def test_fa1_shapes_of_a_grid_with_split_knobs_are_each_problem_s(knob):
     want = [shape("fa1", p, hw, t) for p in probs]
     assert shapes("fa1", probs, hw, t) == want
     assert sum(w is not None for w in want) > len(probs) // 3  # (most planned: the test bites)
+
+
+def test_large_strings_are_arrows_array_of_the_strings():
+    """table._large_strings, made from its buffers, is Arrow's array of the strings (offsets,
+    bytes and type): ASCII ones (a str's length its bytes'), multi-byte UTF-8, empty strings,
+    and none at all."""
+    pa = pytest.importorskip("pyarrow")
+    for strs in ([], [""], ["naive", "fa1", "", "h100-sxm5-80gb"], ["ℓ = Σ exp", "Bc=128 tiles", "日本", ""]):
+        got = table._large_strings(strs)
+        assert got.equals(pa.array(strs, pa.large_string())) and got.type == pa.large_string()
+        assert got.to_pylist() == strs

@@ -15,9 +15,10 @@ there is one implementation; tests/test_vectorised.py holds the two equal.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import accumulate, chain, repeat
 from operator import attrgetter, itemgetter
 from struct import error as StructError
 from struct import pack
@@ -1133,9 +1134,7 @@ def _short_frame(cols: dict, n: int, build):
         return None
     cells = None
     if lay.str_at:  # the str cells, column after column, as one Arrow array: a column a slice
-        import pyarrow as pa
-
-        cells = pa.array(list(chain.from_iterable(lay.strs(vals))), pa.large_string())
+        cells = _large_strings(list(chain.from_iterable(lay.strs(vals))))
     fast = _pandas_blocks()
     if fast is not None:
         return _built(fast, arrays, cells, n, lay, top)
@@ -1198,6 +1197,22 @@ def _built(fast: tuple, arrays: list, cells, n: int, lay: _Layout, top: _Cells):
                    for (rows, _), at in zip(lay.str_slots, texts)]
     mgr = manager(blocks, [top.names.view(), top.rows.view()], verify_integrity=False)
     return from_mgr(mgr, mgr.axes)
+
+
+def _large_strings(strs: list[str]):
+    """pa.array(strs, pa.large_string()), from its buffers (the UTF-8 bytes end to end, their
+    offsets): pa.array reads an environment variable each call, whose absence os.environ.get
+    learns from a KeyError raised and caught."""
+    import pyarrow as pa
+
+    text = "".join(strs)
+    if text.isascii():  # (a str's length its bytes')
+        data, lengths = text.encode("ascii"), map(len, strs)
+    else:
+        parts = [s.encode() for s in strs]
+        data, lengths = b"".join(parts), map(len, parts)
+    ends = array("q", accumulate(lengths, initial=0))
+    return pa.LargeStringArray.from_buffers(len(strs), pa.py_buffer(ends), pa.py_buffer(data))
 
 
 _DTYPE = attrgetter("dtype")
