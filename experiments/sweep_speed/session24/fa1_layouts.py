@@ -32,7 +32,7 @@ def cpu(f, k=3):
 
 for s in four:
     got = shapes(s, probs, hw, keys=keys)
-    print(f"{s}: shapes() of {len(probs):,} problems {cpu(lambda: shapes(s, probs, hw, keys=keys)):.3f} CPU s, "
+    print(f"{s}: shapes() of {len(probs):,} problems {cpu(lambda s=s: shapes(s, probs, hw, keys=keys)):.3f} CPU s, "
           f"{len(set(got))} distinct shapes")
 rows = len(predict_many(probs, hw, four, limiter=False))
 print(f"predict_many(..., limiter=False): {rows:,} rows, "
