@@ -151,7 +151,7 @@ MUTATIONS = [
     ("PyTorch's broadcast mask add waits no round trips", "iosim/schedules/standard.py",
      'overlap="async", round_trips=1)', 'overlap="async", round_trips=0)'),
     ("row kernels' block reduction costs nothing", "iosim/schedules/naive.py",
-     "merge_alu, merge_exp = SPECS[name].row_merge if ours else (0, 0)",
+     "merge_alu, merge_exp = spec.row_merge if ours else (0, 0)",
      "merge_alu, merge_exp = 0, 0"),
     ("a row kernel's loads are a prologue added to its trip", "iosim/schedules/naive.py",
      'streamed=ins if ours else (),', 'streamed=(),'),

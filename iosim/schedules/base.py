@@ -611,7 +611,8 @@ KV_LOAD_TRIPS = 0.5
 
 def split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
                  outer: str = "max") -> int:
-    """_split_blocks, remembered (a sweep asks again for every profile and batch)."""
+    """split_blocks_many of one batch x heads count, remembered (a sweep asks again for every
+    profile and batch)."""
     return _split_blocks_cached(bh, tm, slots, None if hi is None else _array_key(hi), outer)
 
 
@@ -630,15 +631,18 @@ def _array_key(a: np.ndarray) -> tuple[str, bytes]:
 @lru_cache(maxsize=4096)
 def _split_blocks_cached(bh: int, tm: int, slots: int, hi: tuple[str, bytes] | None,
                          outer: str) -> int:
-    return _split_blocks(bh, tm, slots, None if hi is None else np.frombuffer(hi[1], hi[0]), outer)
+    return split_blocks_many(np.array([bh], np.int64), tm, slots,
+                             None if hi is None else np.frombuffer(hi[1], hi[0]), outer)[0]
 
 
-def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
-                  outer: str = "max") -> int:
-    """Query blocks per split of a head's tm query blocks, chosen as the FlashAttention-1
-    library chose its forward's split count: of the counts that even splits produce
-    (ceil(tm / qb)), the fewest whose bh·splits CTAs fill `slots` (SMs × CTAs per SM) waves
-    within SPLIT_EFFICIENCY of the best (wave efficiency = waves / ceil(waves)).
+def split_blocks_many(bh: np.ndarray, tm: int, slots: int, hi: np.ndarray | None = None,
+                      outer: str = "max") -> list[int]:
+    """Query blocks per split of a head's tm query blocks at each batch x heads count of `bh`
+    (int64; each count's answer a row of one numpy pass: a grid's shape asks it of all its
+    batch and head counts at once, a Plan of one), chosen as the FlashAttention-1 library chose
+    its forward's split count: of the counts that even splits produce (ceil(tm / qb)), the
+    fewest whose bh·splits CTAs fill `slots` (SMs × CTAs per SM) waves within SPLIT_EFFICIENCY
+    of the best (wave efficiency = waves / ceil(waves)).
 
     Causal (`hi`: the key blocks each query block visits, rising along the rows): splits are
     not alike, a head's last split has the most key blocks to visit, so the count is judged by
@@ -648,33 +652,15 @@ def _split_blocks(bh: int, tm: int, slots: int, hi: np.ndarray | None = None,
     The backward splits key blocks instead (`hi`: the query blocks each key block visits, and
     `outer="count"`: a split's outer steps are its key blocks that some query block visits;
     the forward's, "max", are the K/V blocks its last query block visits)."""
-    counts = _even_counts(tm)
-    if hi is None or (hi == hi[0]).all():
-        # the wave efficiency of every count at once (the same float operations as one by one)
-        w = bh * np.array(counts) / slots
-        eff = w / np.ceil(w)
-        s = counts[int(np.argmax(eff >= SPLIT_EFFICIENCY * eff.max()))]
-        return -(-tm // s)
-
-    counts_, longest, mean, n = _split_work(tm, (hi.dtype.str, hi.tobytes()), outer)
-    spans = np.maximum(longest, np.ceil(bh * n / slots) * mean)  # the makespans, in trips
-    s = counts_[int(np.argmax(spans * SPLIT_EFFICIENCY <= spans.min()))]
-    return -(-tm // int(s))
-
-
-def split_blocks_many(bh: np.ndarray, tm: int, slots: int, hi: np.ndarray | None = None,
-                      outer: str = "max") -> list[int]:
-    """_split_blocks at each of many batch x heads counts `bh` (int64) of one head's blocks:
-    every count's wave efficiencies or makespans a row, the same float operations as one by
-    one (a grid's shape asks it of all its batch and head counts at once)."""
-    counts = np.array(_even_counts(tm))
-    if hi is None or (hi == hi[0]).all():
-        w = bh[:, None] * counts / slots
+    bh = bh[:, None]
+    if hi is None or (hi == hi[0]).all():  # the wave efficiency of every count
+        counts = np.array(_even_counts(tm))
+        w = bh * counts / slots
         eff = w / np.ceil(w)
         at = np.argmax(eff >= SPLIT_EFFICIENCY * eff.max(axis=1, keepdims=True), axis=1)
-    else:
-        counts, longest, mean, n = _split_work(tm, _array_key(hi), outer)
-        spans = np.maximum(longest, np.ceil(bh[:, None] * n / slots) * mean)
+    else:  # the makespans, in trips
+        counts, longest, mean, n = _split_work(tm, (hi.dtype.str, hi.tobytes()), outer)
+        spans = np.maximum(longest, np.ceil(bh * n / slots) * mean)
         at = np.argmax(spans * SPLIT_EFFICIENCY <= spans.min(axis=1, keepdims=True), axis=1)
     return (-(-tm // counts[at])).tolist()
 

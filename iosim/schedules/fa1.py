@@ -99,16 +99,24 @@ def _setup(p: Problem, hw: HardwareProfile, t: Tiles) -> tuple:
     CTA, key blocks a CTA): the forward's query-row split and the backward's key-block split
     fill the CTA slots one head's CTAs share with the others."""
     t, main, aux, tile, smem, bm, slots = _fixed(p, hw, t)
-    fwd, bh = p.direction is Direction.fwd, p.bh
-    qb = split_blocks(bh, bm.tm, slots, bm.hi) if fwd else bm.tm
-    if fwd and t.split_rows:
-        qb = min(bm.tm, -(-t.split_rows // t.block_m))  # at least split_rows rows a CTA
-    kb = bm.tn if fwd else split_blocks(bh, bm.tn, slots, bm.col_visits(), outer="count")
-    if not fwd and t.split_cols:
-        kb = min(bm.tn, -(-t.split_cols // t.block_n))  # at least split_cols keys a CTA
-    if not fwd and p.deterministic:  # unsplit: dQacc_i read-modify-written in key-block order,
-        kb = bm.tn  # not added by atomics in whatever order the splits arrive
-    return t, main, aux, tile, smem, bm, qb, kb
+    fixed = _fixed_split(p, t, bm)
+    if p.direction is Direction.fwd:
+        qb = split_blocks(p.bh, bm.tm, slots, bm.hi) if fixed is None else fixed
+        return t, main, aux, tile, smem, bm, qb, bm.tn
+    kb = split_blocks(p.bh, bm.tn, slots, bm.col_visits(), outer="count") if fixed is None else fixed
+    return t, main, aux, tile, smem, bm, bm.tm, kb
+
+
+def _fixed_split(p: Problem, t: Tiles, bm: BlockMap) -> int | None:
+    """The blocks a CTA takes whatever batch x heads: at least split_rows query rows (forward)
+    or split_cols keys (backward) a CTA where asked, and a deterministic backward unsplit
+    (dQacc_i read-modify-written in key-block order, not added by atomics in whatever order the
+    splits arrive); None: the split fills the CTA slots (split_blocks)."""
+    if p.direction is Direction.fwd:
+        return min(bm.tm, -(-t.split_rows // t.block_m)) if t.split_rows else None
+    if p.deterministic:
+        return bm.tn
+    return min(bm.tn, -(-t.split_cols // t.block_n)) if t.split_cols else None
 
 
 # (direction, head_dim, dtype, mask, id(profile), id(tiles)) -> ((profile, tiles), _fixed's
@@ -170,20 +178,15 @@ def layout(p: Problem, hw: HardwareProfile, t: Tiles = Tiles()) -> tuple[int, in
 
 
 def layouts(p: Problem, hw: HardwareProfile, t: Tiles, bh: np.ndarray) -> list[tuple[int, int]]:
-    """layout() of p's shape at each batch x heads of `bh` (int64), all at once: _setup's
-    splits, each split count's work a row (split_blocks_many)."""
+    """layout() of p's shape at each batch x heads of `bh` (int64), all at once (_setup's
+    splits, split_blocks_many)."""
     t, _, _, _, _, bm, slots = _fixed(p, hw, t)
+    fixed = _fixed_split(p, t, bm)
     if p.direction is Direction.fwd:
-        qb = split_blocks_many(bh, bm.tm, slots, bm.hi)
-        if t.split_rows:
-            qb = [min(bm.tm, -(-t.split_rows // t.block_m))] * len(qb)
+        qb = split_blocks_many(bh, bm.tm, slots, bm.hi) if fixed is None else [fixed] * len(bh)
         return [(q, bm.tn) for q in qb]
-    if p.deterministic:  # (as _setup: unsplit, whatever split_cols asks)
-        kb = [bm.tn] * len(bh)
-    elif t.split_cols:
-        kb = [min(bm.tn, -(-t.split_cols // t.block_n))] * len(bh)
-    else:
-        kb = split_blocks_many(bh, bm.tn, slots, bm.col_visits(), outer="count")
+    kb = (split_blocks_many(bh, bm.tn, slots, bm.col_visits(), outer="count") if fixed is None
+          else [fixed] * len(bh))
     return [(bm.tm, k) for k in kb]
 
 

@@ -111,7 +111,7 @@ def row_kernel(name: str, p: Problem, hw: HardwareProfile, ins: tuple[str, ...],
     t = copies(reads, {out: rows * nk * e}, 2 * bh * read * e * len(ins) if in_smem else 0, 1)
     threads = softmax_threads(nk)
     spec = SPECS[name]
-    merge_alu, merge_exp = SPECS[name].row_merge if ours else (0, 0)
+    merge_alu, merge_exp = spec.row_merge if ours else (0, 0)
     merges = rows * row_merges(threads)
     return KernelPlan(
         name=name, grid=(p.seqlen_q, p.bh, 1), threads=threads,
